@@ -1,0 +1,71 @@
+"""Graph passes, installed as `qconvert.passes`.
+
+A pass is a registered function `(graph, context) -> int` (the number of rewrites it made) whose
+docstring states its pattern, conditions and math. `run_passes` runs an ordered list of them and
+verifies the graph after each one, naming the pass that broke an invariant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from qconvert.ir import Model
+from qconvert.ir.graph import GraphError
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    run: Callable
+    summary: str
+
+
+@dataclass
+class PassContext:
+    """What passes may consult: the target format and free-form options."""
+
+    target_format: str
+    options: dict = field(default_factory=dict)
+
+
+_PASSES: dict = {}
+
+
+def register_pass(name: str):
+    """Decorator registering a pass under `name`; its docstring's first line is its summary."""
+
+    def wrap(fn):
+        if name in _PASSES:
+            raise ValueError(f"pass {name!r} registered twice")
+        summary = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
+        _PASSES[name] = Pass(name, fn, summary)
+        return fn
+
+    return wrap
+
+
+def get_pass(name: str) -> Pass:
+    if name not in _PASSES:
+        raise KeyError(name)
+    return _PASSES[name]
+
+
+def all_passes() -> list:
+    return list(_PASSES.values())
+
+
+def run_passes(model: Model, names: list, context: PassContext) -> dict:
+    """Run the named passes in order over every graph; return {name: rewrites}."""
+    counts = {}
+    for name in names:
+        p = get_pass(name)
+        total = 0
+        for graph in model.graphs:
+            total += p.run(graph, context)
+            try:
+                graph.verify()
+            except GraphError as exc:
+                raise GraphError(f"pass {name!r} broke the graph: {exc}") from exc
+        counts[name] = total
+    return counts

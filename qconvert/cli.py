@@ -1,0 +1,98 @@
+"""The `qconvert` command line.
+
+Every command follows one error model: a user-facing failure (`QConvertError`) prints one line,
+`qconvert: error: <file>: <cause>`, exits with status 1 and writes nothing. Outputs are written
+atomically, after all work succeeded.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from . import __version__
+from .errors import QConvertError
+
+
+class _Cli(click.Group):
+    """Click group that turns QConvertError into one line and exit status 1."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except QConvertError as exc:
+            click.echo(f"qconvert: error: {exc}", err=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("qconvert: interrupted; nothing written", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="qconvert")
+def main():
+    """qconvert: fuse, quantize and export neural networks for microcontrollers.
+
+    Reads .tflite and ONNX models (the format is recognized from the content).
+
+    \b
+    Examples:
+      qconvert inspect model.tflite
+      qconvert convert model.onnx -o model_copy.onnx
+    """
+
+
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=True))
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def inspect(model, as_json):
+    """Show a per-layer table: op, shapes, weight and activation bytes, MACs, quantization.
+
+    \b
+    Example:
+      qconvert inspect sample_models/kws_ref_model.tflite
+      qconvert inspect model.onnx --json > layers.json
+    """
+    from .layer_table import render, summary
+    from .model_io import load_model
+
+    report = summary(load_model(model), model)
+    click.echo(json.dumps(report, indent=2) if as_json else render(report))
+
+
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=True))
+@click.option("-o", "--output", type=click.Path(), help="Output file "
+              "(default: <model>_converted.<ext> next to the input).")
+def convert(model, output):
+    """Read a model, verify it and write it back out.
+
+    The output format is the input's (ONNX to TFLite comes in a later release). Ops qconvert does
+    not know are carried through unchanged. The input is never overwritten.
+
+    \b
+    Example:
+      qconvert convert model.tflite -o model_out.tflite
+    """
+    from .model_io import (check_output_path, default_output, format_of_output, load_model,
+                           serialize, write_atomic)
+
+    if output is not None:
+        check_output_path(output, [model])
+    m = load_model(model)
+    out = output or str(default_output(model, "converted", m.format))
+    fmt = format_of_output(out, m.format)
+    check_output_path(out, [model])
+    try:
+        data = serialize(m, fmt)
+    except QConvertError as exc:
+        raise exc.with_path(model)
+    write_atomic(out, data)
+    graph = m.graph
+    click.echo(f"wrote {out} ({fmt}, {len(graph.nodes)} nodes, {len(data)} bytes)")
+
+
+if __name__ == "__main__":
+    main()

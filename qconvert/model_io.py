@@ -1,0 +1,132 @@
+"""Loading and saving models: format detection by content, atomic writes.
+
+The format is recognized from the bytes, never from the extension: a TFLite flatbuffer carries
+the `TFL3` file identifier at offset 4, anything else is tried as an ONNX protobuf. Writes go to a
+temporary file in the destination directory and are renamed into place, so an error never leaves
+a partial file behind.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from .errors import QConvertError
+from .ir import Model
+from .ir.graph import GraphError
+
+FORMAT_SUFFIX = {"tflite": ".tflite", "onnx": ".onnx"}
+
+
+def detect_format(data: bytes) -> str:
+    """'tflite' or 'onnx' from the content (raises QConvertError for anything else)."""
+    if not data:
+        raise QConvertError("file is empty")
+    if len(data) >= 8 and data[4:8] == b"TFL3":
+        return "tflite"
+    from .onnx_reader import parse_onnx
+
+    try:
+        parse_onnx(data)
+    except QConvertError:
+        raise QConvertError("not a TFLite or ONNX model (format not recognized from its content)")
+    return "onnx"
+
+
+def read_bytes(path: str | Path) -> bytes:
+    path = Path(path)
+    if not path.exists():
+        raise QConvertError("no such file", str(path))
+    if path.is_dir():
+        raise QConvertError("is a directory, not a model file", str(path))
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise QConvertError(f"cannot read: {exc.strerror}", str(path)) from exc
+
+
+def load_model(path: str | Path) -> Model:
+    """Read and verify the model at `path`; errors name the file."""
+    try:
+        data = read_bytes(path)
+        fmt = detect_format(data)
+        if fmt == "tflite":
+            from .tflite_reader import read_tflite
+
+            model = read_tflite(data)
+        else:
+            from .onnx_reader import read_onnx
+
+            model = read_onnx(data, path)
+        try:
+            model.verify()
+        except GraphError as exc:
+            raise QConvertError(f"invalid model graph: {exc}") from exc
+        model.meta["source_path"] = str(path)
+        return model
+    except QConvertError as exc:
+        raise exc.with_path(str(path))
+
+
+def serialize(model: Model, fmt: str | None = None) -> bytes:
+    """The bytes of `model` in `fmt` (default: its own format)."""
+    fmt = fmt or model.format
+    if fmt != model.format:
+        raise QConvertError(f"converting {model.format} to {fmt} is not supported yet")
+    if fmt == "tflite":
+        from .tflite_writer import write_tflite
+
+        return write_tflite(model)
+    from .onnx_writer import write_onnx
+
+    return write_onnx(model)
+
+
+def format_of_output(path: str | Path, default: str) -> str:
+    """Output format from the output file's extension (`default` when it has neither)."""
+    suffix = Path(path).suffix.lower()
+    return {".tflite": "tflite", ".onnx": "onnx"}.get(suffix, default)
+
+
+def check_output_path(path: str | Path, inputs=()) -> Path:
+    """Fail early (before any work) if `path` cannot be written or would overwrite an input."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise QConvertError("output directory does not exist", str(path))
+    if path.is_dir():
+        raise QConvertError("output path is a directory", str(path))
+    if not os.access(parent, os.W_OK):
+        raise QConvertError("output directory is not writable", str(path))
+    for source in inputs:
+        if path.exists() and Path(source).exists() and path.resolve() == Path(source).resolve():
+            raise QConvertError("refusing to overwrite the input model; choose another -o",
+                                str(path))
+    return path
+
+
+def write_atomic(path: str | Path, data: bytes) -> None:
+    """Write `data` to `path` via a temporary file in the same directory and a rename."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as exc:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise QConvertError(f"cannot write: {exc.strerror}", str(path)) from exc
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def default_output(path: str | Path, tag: str, fmt: str) -> Path:
+    """`<stem>_<tag><suffix>` next to the input, e.g. model_converted.tflite."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}_{tag}{FORMAT_SUFFIX[fmt]}")

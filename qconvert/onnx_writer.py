@@ -1,0 +1,142 @@
+"""Serialize the IR to an ONNX ModelProto.
+
+The inverse of `onnx_reader`: constants become initializers, known ops are written from their
+IR attributes (an attribute is written when the source had it or it differs from the schema's
+default, so no attribute appears that the model's opset lacks), opaque ops get back their
+op_type, domain and raw attributes. Model-level fields (IR version, opsets, producer, metadata,
+functions) are kept. Serialization is deterministic.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, TensorProto, helper, numpy_helper
+
+from . import schemas
+from .dtypes import IR_TO_ONNX
+from .errors import QConvertError
+from .ir import Model
+
+MAX_PROTO_BYTES = 2**31 - 2**24
+_NEUTRAL = {"strides": 1, "dilations": 1, "pads": 0}
+
+
+def to_proto(model: Model) -> onnx.ModelProto:
+    """Build the ModelProto of `model` (one graph; layout must be NCHW)."""
+    if len(model.graphs) != 1:
+        raise QConvertError("an ONNX model has one graph; this model has several subgraphs")
+    g, meta = model.graph, model.meta
+    nodes = [_node(n) for n in g.nodes]
+    initializers = [_initializer(t) for t in g.tensors.values() if t.data is not None]
+    inputs = [_value_info(g.tensors[name]) for name in g.inputs]
+    for name in meta.get("initializer_inputs", []):
+        if name in g.tensors and g.tensors[name].data is not None:
+            inputs.append(_value_info(g.tensors[name]))
+    outputs = [_value_info(g.tensors[name]) for name in g.outputs]
+    boundary = set(g.inputs) | set(g.outputs)
+    value_info = [_value_info(t) for t in g.tensors.values()
+                  if t.extra.get("declared") and t.data is None and t.name not in boundary]
+    graph = helper.make_graph(nodes, g.name or "qconvert", inputs, outputs, initializers,
+                              doc_string=meta.get("graph_doc_string") or None,
+                              value_info=value_info)
+    opsets = [helper.make_opsetid(d, v) for d, v in meta.get("opset_import", [("", 13)])]
+    proto = helper.make_model(graph, opset_imports=opsets)
+    proto.ir_version = meta.get("ir_version", 8)
+    for field in ("producer_name", "producer_version", "domain", "doc_string"):
+        if meta.get(field):
+            setattr(proto, field, meta[field])
+    if meta.get("model_version"):
+        proto.model_version = meta["model_version"]
+    for key, value in meta.get("metadata_props", []):
+        proto.metadata_props.add(key=key, value=value)
+    for raw in meta.get("functions", []):
+        proto.functions.add().ParseFromString(raw)
+    return proto
+
+
+def write_onnx(model: Model) -> bytes:
+    """Return the serialized ONNX bytes of `model` (raises QConvertError over 2 GB)."""
+    proto = to_proto(model)
+    if proto.ByteSize() > MAX_PROTO_BYTES:
+        raise QConvertError("model over 2 GB: ONNX external-data output is not supported yet")
+    return proto.SerializeToString(deterministic=True)
+
+
+def _node(n) -> onnx.NodeProto:
+    inputs = ["" if i is None else i for i in n.inputs]
+    outputs = ["" if o is None else o for o in n.outputs]
+    origin = n.origin
+    name = origin.get("name", n.name)
+    if n.opaque:
+        if "attributes" not in origin:
+            raise QConvertError(f"op {n.op} (from TFLite, unknown to qconvert) has no ONNX form")
+        proto = helper.make_node(n.op, inputs, outputs, name=name or None,
+                                 domain=origin.get("domain") or None)
+        for raw in origin["attributes"]:
+            proto.attribute.add().ParseFromString(raw)
+    else:
+        schema = schemas.get(n.op)
+        if schema is None or schema.onnx is None:
+            raise QConvertError(f"op {n.op} has no ONNX mapping")
+        if n.attrs.get("activation", "NONE") != "NONE":
+            raise QConvertError(f"{n.op} {n.name!r} carries a fused {n.attrs['activation']}, "
+                                "which ONNX cannot express")
+        if schema.layout_sensitive and n.attrs.get("layout", "NCHW") != "NCHW":
+            raise QConvertError(f"{n.op} {n.name!r} is NHWC; ONNX needs NCHW")
+        spec = schema.onnx
+        proto = helper.make_node(spec.op_type, inputs, outputs, name=name or None,
+                                 domain=spec.domain or origin.get("domain") or None)
+        present = set(origin.get("present", ()))
+        for key, default in spec.attrs.items():
+            value = n.attrs.get(key)
+            if value is None or (key not in present and _is_default(key, value, default)):
+                continue
+            proto.attribute.append(_make_attribute(key, value))
+        for raw in origin.get("extra_attributes", []):
+            proto.attribute.add().ParseFromString(raw)
+    if origin.get("doc_string"):
+        proto.doc_string = origin["doc_string"]
+    return proto
+
+
+def _is_default(key, value, default) -> bool:
+    if default is not None:
+        return _plain(value) == default
+    if key in _NEUTRAL:
+        return all(int(v) == _NEUTRAL[key] for v in value)
+    return False
+
+
+def _plain(value):
+    """Python scalars and lists in place of numpy ones (what make_attribute understands)."""
+    if isinstance(value, np.ndarray) and value.ndim > 0 and value.dtype.kind in "iuf":
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _make_attribute(key, value) -> AttributeProto:
+    if isinstance(value, np.ndarray):
+        return helper.make_attribute(key, numpy_helper.from_array(value))
+    return helper.make_attribute(key, _plain(value))
+
+
+def _initializer(t) -> TensorProto:
+    if "onnx_tensor" in t.extra:
+        return t.extra["onnx_tensor"]
+    if t.dtype not in IR_TO_ONNX:
+        raise QConvertError(f"constant {t.name!r} has dtype {t.dtype}, which ONNX lacks")
+    return numpy_helper.from_array(np.asarray(t.data), t.name)
+
+
+def _value_info(t) -> onnx.ValueInfoProto:
+    if t.extra.get("dtype_unknown"):
+        return helper.make_empty_tensor_value_info(t.name)
+    if t.dtype not in IR_TO_ONNX:
+        raise QConvertError(f"tensor {t.name!r} has dtype {t.dtype}, which ONNX lacks")
+    shape = None if t.shape is None else [d if isinstance(d, (int, str)) else None for d in t.shape]
+    return helper.make_tensor_value_info(t.name, IR_TO_ONNX[t.dtype], shape)

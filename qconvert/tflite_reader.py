@@ -1,0 +1,257 @@
+"""Read a `.tflite` flatbuffer into the IR.
+
+Every subgraph becomes a `Graph`; tensors keep their quantization (per-tensor or per-channel),
+constants are numpy views of the file's buffers (no copy). Builtin ops in the schema table get
+IR attributes (explicit pads, strides, dilations, group, fused activation, layout NHWC); any other
+builtin or custom op is carried opaquely with its opcode, version and raw options. Signature defs,
+description and metadata buffers are kept; `OfflineMemoryAllocation` metadata is dropped on
+purpose (it indexes tensors, which passes renumber).
+
+A corrupt file must never hang or crash the reader: every vector length read from the file is
+checked against the file size before it is iterated, and any failure below becomes one
+`QConvertError`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tflite
+
+from . import schemas
+from .dtypes import TFLITE_TO_IR
+from .errors import QConvertError
+from .ir import Graph, Model, Node, QuantParams, Tensor
+from .ir.tensor import RAW_DTYPES
+from .padding import same_pads, valid_pads
+from .tflite_options import BUILTIN_CODE_NAMES, OPTIONS_NAMES, attrs_from_options, read_options
+
+DROPPED_METADATA = {"OfflineMemoryAllocation"}
+
+
+def read_tflite(data: bytes) -> Model:
+    """Parse TFLite flatbuffer bytes into a Model (raises QConvertError when corrupt)."""
+    if len(data) < 8 or data[4:8] != b"TFL3":
+        raise QConvertError("not a TFLite flatbuffer (no TFL3 file identifier)")
+    try:
+        return _Reader(data).read()
+    except QConvertError:
+        raise
+    except Exception as exc:  # any parse failure of a corrupt buffer
+        raise QConvertError(f"corrupt or truncated TFLite file ({type(exc).__name__}: {exc})") from exc
+
+
+class _Reader:
+    def __init__(self, data: bytes):
+        self.data = data
+        self.size = len(data)
+        self.fb = tflite.Model.GetRootAs(data, 0)
+        self.tensor_names: list = []  # per subgraph, tensor index -> IR name
+
+    def count(self, n: int, what: str, elem_size: int = 4) -> int:
+        """A vector length from the file, checked to fit inside the file."""
+        if n < 0 or n * elem_size > self.size:
+            raise QConvertError(f"corrupt TFLite file: {what} claims {n} entries")
+        return n
+
+    def read(self) -> Model:
+        fb = self.fb
+        self.buffers = [self.buffer(fb.Buffers(i))
+                        for i in range(self.count(fb.BuffersLength(), "buffers"))]
+        opcodes = []
+        for i in range(self.count(fb.OperatorCodesLength(), "operator codes")):
+            oc = fb.OperatorCodes(i)
+            code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
+            custom = oc.CustomCode()
+            opcodes.append((code, custom.decode() if custom is not None else None, oc.Version()))
+        graphs = [self.subgraph(fb.Subgraphs(i), opcodes)
+                  for i in range(self.count(fb.SubgraphsLength(), "subgraphs"))]
+        if not graphs:
+            raise QConvertError("TFLite file has no subgraph")
+        meta = {
+            "version": fb.Version(),
+            "description": (fb.Description() or b"").decode("utf-8", "replace"),
+            "metadata": [],
+            "signature_defs": [],
+        }
+        for i in range(self.count(fb.MetadataLength(), "metadata")):
+            md = fb.Metadata(i)
+            name = (md.Name() or b"").decode("utf-8", "replace")
+            if name in DROPPED_METADATA:
+                continue
+            meta["metadata"].append((name, bytes(self.buffers[md.Buffer()])))
+        for i in range(self.count(fb.SignatureDefsLength(), "signature defs")):
+            sd = fb.SignatureDefs(i)
+            index = sd.SubgraphIndex()
+            names = self.tensor_names[index]
+            meta["signature_defs"].append({
+                "key": (sd.SignatureKey() or b"").decode(),
+                "subgraph": index,
+                "inputs": [((sd.Inputs(j).Name() or b"").decode(), names[sd.Inputs(j).TensorIndex()])
+                           for j in range(self.count(sd.InputsLength(), "signature inputs"))],
+                "outputs": [((sd.Outputs(j).Name() or b"").decode(), names[sd.Outputs(j).TensorIndex()])
+                            for j in range(self.count(sd.OutputsLength(), "signature outputs"))],
+            })
+        return Model("tflite", graphs, meta)
+
+    def buffer(self, buf) -> np.ndarray:
+        offset, size = buf.Offset(), buf.Size()
+        if offset > 1:  # large models keep buffer data after the flatbuffer
+            if offset + size > self.size:
+                raise QConvertError("corrupt TFLite file: buffer lies past the end of the file")
+            return np.frombuffer(self.data, np.uint8, size, offset)
+        if buf.DataIsNone():
+            return np.zeros(0, np.uint8)
+        self.count(buf.DataLength(), "buffer", 1)
+        return buf.DataAsNumpy()
+
+    # -- subgraphs --------------------------------------------------------------------------
+    def subgraph(self, sg, opcodes) -> Graph:
+        graph = Graph(name=(sg.Name() or b"").decode("utf-8", "replace"))
+        names = []
+        for i in range(self.count(sg.TensorsLength(), "tensors")):
+            tensor = self.tensor(sg.Tensors(i), i, graph)
+            graph.add_tensor(tensor)
+            names.append(tensor.name)
+        self.tensor_names.append(names)
+
+        def name_of(index: int):
+            if index < 0:
+                return None
+            if index >= len(names):
+                raise QConvertError(f"corrupt TFLite file: tensor index {index} out of range")
+            return names[index]
+
+        graph.inputs = [name_of(int(i)) for i in self.ints(sg, "Inputs")]
+        graph.outputs = [name_of(int(i)) for i in self.ints(sg, "Outputs")]
+        for i in range(self.count(sg.OperatorsLength(), "operators")):
+            graph.nodes.append(self.operator(sg.Operators(i), i, opcodes, name_of, graph))
+        return graph
+
+    def ints(self, obj, field: str) -> np.ndarray:
+        if getattr(obj, f"{field}IsNone")():
+            return np.zeros(0, np.int32)
+        self.count(getattr(obj, f"{field}Length")(), field.lower())
+        return getattr(obj, f"{field}AsNumpy")()
+
+    def tensor(self, t, index: int, graph: Graph) -> Tensor:
+        name = (t.Name() or b"").decode("utf-8", "replace") or f"tensor_{index}"
+        extra = {}
+        unique = graph.fresh_name(name)
+        if unique != name:
+            extra["tflite_name"] = name
+        dtype = TFLITE_TO_IR.get(t.Type())
+        if dtype is None:
+            raise QConvertError(f"tensor {name!r} has unknown TFLite type {t.Type()}")
+        shape = tuple(int(d) for d in self.ints(t, "Shape"))
+        if not t.ShapeSignatureIsNone():
+            extra["shape_signature"] = [int(d) for d in self.ints(t, "ShapeSignature")]
+            shape = tuple(d if s >= 0 else None for d, s in zip(shape, extra["shape_signature"]))
+        if t.IsVariable():
+            extra["is_variable"] = True
+        if not t.HasRank() and not shape:
+            extra["has_rank"] = False  # rank unknown, not a scalar
+        if t.Sparsity() is not None:
+            raise QConvertError(f"tensor {name!r} is sparse; sparse TFLite tensors are not supported")
+        data = None
+        buffer_index = t.Buffer()
+        if buffer_index >= len(self.buffers):
+            raise QConvertError(f"corrupt TFLite file: tensor {name!r} names buffer {buffer_index}")
+        raw = self.buffers[buffer_index] if buffer_index > 0 else None
+        if raw is not None and raw.size:
+            if t.IsVariable():
+                extra["variable_init"] = bytes(raw)
+            elif dtype in RAW_DTYPES:
+                data = raw
+            else:
+                expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+                if raw.size != expected or None in shape:
+                    raise QConvertError(
+                        f"corrupt TFLite file: constant {name!r} has {raw.size} bytes, "
+                        f"shape {list(shape)} of {dtype} needs {expected}")
+                data = raw.view(dtype).reshape(shape)
+        return Tensor(unique, shape, dtype, data, self.quantization(t.Quantization(), name), extra)
+
+    def quantization(self, q, name: str) -> QuantParams | None:
+        if q is None:
+            return None
+        scale = self.floats(q, "Scale")
+        zero = self.ints64(q, "ZeroPoint")
+        qmin, qmax = self.floats(q, "Min"), self.floats(q, "Max")
+        if q.DetailsType() != 0:
+            raise QConvertError(f"tensor {name!r} uses custom quantization details; not supported")
+        if scale is None and qmin is None:
+            return None
+        if scale is None:
+            scale, zero = np.zeros(0, np.float32), np.zeros(0, np.int64)
+        if zero is None:
+            zero = np.zeros(scale.size, np.int64)
+        axis = int(q.QuantizedDimension()) if scale.size > 1 else None
+        return QuantParams(scale, zero, axis, qmin, qmax)
+
+    def floats(self, q, field):
+        if getattr(q, f"{field}IsNone")() or getattr(q, f"{field}Length")() == 0:
+            return None
+        self.count(getattr(q, f"{field}Length")(), field.lower())
+        return np.array(getattr(q, f"{field}AsNumpy")(), np.float32)
+
+    def ints64(self, q, field):
+        if getattr(q, f"{field}IsNone")() or getattr(q, f"{field}Length")() == 0:
+            return None
+        self.count(getattr(q, f"{field}Length")(), field.lower(), 8)
+        return np.array(getattr(q, f"{field}AsNumpy")(), np.int64)
+
+    # -- operators --------------------------------------------------------------------------
+    def operator(self, op, index: int, opcodes, name_of, graph: Graph) -> Node:
+        if op.OpcodeIndex() >= len(opcodes):
+            raise QConvertError(f"corrupt TFLite file: operator {index} has opcode {op.OpcodeIndex()}")
+        code, custom_code, version = opcodes[op.OpcodeIndex()]
+        code_name = BUILTIN_CODE_NAMES.get(code, f"BUILTIN_{code}")
+        inputs = [name_of(int(i)) for i in self.ints(op, "Inputs")]
+        outputs = [name_of(int(i)) for i in self.ints(op, "Outputs")]
+        options_type = OPTIONS_NAMES.get(op.BuiltinOptionsType())
+        options = {}
+        if options_type is not None and options_type != "NONE" and op.BuiltinOptions() is not None:
+            options = read_options(op.BuiltinOptions(), options_type)
+        origin = {"version": version}
+        intermediates = self.ints(op, "Intermediates")
+        if len(intermediates):
+            origin["intermediates"] = [name_of(int(i)) for i in intermediates]
+        if op.BuiltinOptions2Type() != 0:
+            raise QConvertError(f"operator {index} ({code_name}) uses builtin_options_2; not supported")
+        schema = schemas.by_tflite_code(code_name) if custom_code is None else None
+        node_name = outputs[0] if outputs and outputs[0] else f"op_{index}"
+        if schema is None:
+            origin.update(code=code, custom_code=custom_code, options_type=options_type,
+                          options=options, custom_options=None,
+                          custom_options_format=op.CustomOptionsFormat())
+            if not op.CustomOptionsIsNone():
+                self.count(op.CustomOptionsLength(), "custom options", 1)
+                origin["custom_options"] = bytes(op.CustomOptionsAsNumpy())
+            return Node(custom_code or code_name, inputs, outputs, {}, node_name, True, origin)
+        attrs = attrs_from_options(options)
+        if schema.layout_sensitive:
+            _normalize_spatial(schema.name, attrs, inputs, graph)
+        return Node(schema.name, inputs, outputs, attrs, node_name, False, origin)
+
+
+def _normalize_spatial(op: str, attrs: dict, inputs: list, graph: Graph) -> None:
+    """Give a TFLite spatial op the IR's explicit attributes (layout, kernel, group, pads)."""
+    attrs["layout"] = "NHWC"
+    attrs.setdefault("strides", [1, 1])
+    attrs.setdefault("dilations", [1, 1])
+    x = graph.tensors[inputs[0]]
+    if op in ("Conv2D", "DepthwiseConv2D"):
+        w = graph.tensors[inputs[1]]
+        attrs["kernel_shape"] = [int(w.shape[1]), int(w.shape[2])]
+        if op == "Conv2D":
+            cin = x.shape[3] if len(x.shape) == 4 else None
+            attrs["group"] = int(cin) // int(w.shape[3]) if isinstance(cin, int) and w.shape[3] else 1
+    padding = attrs.pop("padding", "VALID")
+    spatial = x.shape[1:3] if len(x.shape) == 4 else (None, None)
+    if padding == "VALID":
+        attrs["pads"] = valid_pads(2)
+    elif all(isinstance(d, int) for d in spatial):
+        attrs["pads"] = same_pads(spatial, attrs["kernel_shape"], attrs["strides"],
+                                  attrs["dilations"])
+    else:  # SAME on a dynamic input: keep it symbolic
+        attrs["auto_pad"] = "SAME_UPPER"

@@ -1,0 +1,121 @@
+"""The op-schema registry: one declarative entry per IR op.
+
+Readers look ops up by their format's name (`by_tflite_code`, `by_onnx_op`), writers by IR name
+(`get`), and later the quantizer, executor and docs read the same entries. An op absent from the
+table is carried through as an opaque node. Supporting a new op is one entry in `ops.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input slot: its role (`data`, `weights`, `bias`, `param`), whether it may be omitted,
+    and whether it repeats (Concat's inputs)."""
+
+    name: str
+    role: str = "data"
+    optional: bool = False
+    variadic: bool = False
+
+
+@dataclass(frozen=True)
+class TfliteSpec:
+    """How the op appears in a TFLite flatbuffer: its BuiltinOperator and BuiltinOptions names.
+
+    Option fields are translated generically (see `qconvert.tflite_options`): the fused activation
+    becomes `activation`, stride/dilation/filter pairs become `strides`/`dilations`/
+    `kernel_shape`, `Padding` becomes explicit `pads`, anything else keeps its snake_case name.
+    """
+
+    code: str
+    options: str | None = None
+    version: int = 1
+
+
+@dataclass(frozen=True)
+class OnnxSpec:
+    """How the op appears in ONNX: op_type, domain and the attributes it carries (IR names
+    equal ONNX names) with their defaults. `spatial` ops get `auto_pad` resolved to `pads`."""
+
+    op_type: str
+    attrs: dict = field(default_factory=dict)
+    domain: str = ""
+    spatial: bool = False
+
+
+@dataclass(frozen=True)
+class OpSchema:
+    """One IR op.
+
+    - `inputs`: ordered input slots (the same order in every format that has the op).
+    - `layout_sensitive`: carries a `layout` attribute (`NCHW` or `NHWC`).
+    - `weight_layout`: format -> layout of the weights input (e.g. ``"OHWI"``), and
+      `weight_channel_axis`: format -> the per-channel (output-channel) axis of that layout.
+    - `int8`: how the op is quantized: ``per_channel_weights``, ``same_scale``,
+      ``fixed_output``, ``requantize`` or None (no int8 rule; must be fused away first).
+    - `macs`: the rule `inspect` uses to count multiply-accumulates, or None.
+    """
+
+    name: str
+    doc: str
+    inputs: tuple
+    tflite: TfliteSpec | None = None
+    onnx: OnnxSpec | None = None
+    layout_sensitive: bool = False
+    weight_layout: dict = field(default_factory=dict)
+    weight_channel_axis: dict = field(default_factory=dict)
+    int8: str | None = None
+    macs: str | None = None
+
+    def input_index(self, role: str) -> int | None:
+        """Position of the first input with `role`, or None."""
+        for i, slot in enumerate(self.inputs):
+            if slot.role == role:
+                return i
+        return None
+
+    @property
+    def min_inputs(self) -> int:
+        return sum(1 for slot in self.inputs if not slot.optional)
+
+
+_REGISTRY: dict = {}
+_BY_TFLITE: dict = {}
+_BY_ONNX: dict = {}
+
+
+def register(schema: OpSchema) -> OpSchema:
+    """Add `schema` to the registry; names must be unique per format."""
+    if schema.name in _REGISTRY:
+        raise ValueError(f"op schema {schema.name!r} registered twice")
+    _REGISTRY[schema.name] = schema
+    if schema.tflite is not None:
+        _BY_TFLITE[schema.tflite.code] = schema
+    if schema.onnx is not None:
+        _BY_ONNX[(schema.onnx.domain, schema.onnx.op_type)] = schema
+    return schema
+
+
+def get(name: str) -> OpSchema | None:
+    """The schema of IR op `name`, or None for an op outside the table."""
+    return _REGISTRY.get(name)
+
+
+def by_tflite_code(code: str) -> OpSchema | None:
+    """The schema whose TFLite builtin is `code` (e.g. ``"CONV_2D"``), or None."""
+    return _BY_TFLITE.get(code)
+
+
+def by_onnx_op(op_type: str, domain: str = "") -> OpSchema | None:
+    """The schema of ONNX `op_type` in `domain` (``""`` and ``"ai.onnx"`` are the same)."""
+    return _BY_ONNX.get(("" if domain == "ai.onnx" else domain, op_type))
+
+
+def all_schemas() -> list:
+    return list(_REGISTRY.values())
+
+
+from . import ops as _ops  # noqa: E402,F401  (fills the registry)

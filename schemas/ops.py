@@ -1,0 +1,163 @@
+"""The op table. One `register(OpSchema(...))` per IR op; see `schemas/__init__.py`.
+
+Ops that exist in both formats share one IR name (Conv2D is TFLite CONV_2D and ONNX Conv); the
+layout attribute, not the name, says NCHW or NHWC. Ops that exist in one format only have a spec
+for that format alone; cross-format conversion maps them (a later pass).
+"""
+
+from . import Input, OnnxSpec, OpSchema, TfliteSpec, register
+
+X = Input("x")
+W = Input("weights", "weights")
+B = Input("bias", "bias", optional=True)
+
+_CONV_ATTRS = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None,
+               "pads": None, "strides": None}
+_POOL_ATTRS = {"auto_pad": "NOTSET", "ceil_mode": 0, "dilations": None, "kernel_shape": None,
+               "pads": None, "strides": None}
+
+register(OpSchema(
+    "Conv2D", "2-D convolution (grouped when `group` > 1).", (X, W, B),
+    tflite=TfliteSpec("CONV_2D", "Conv2DOptions"),
+    onnx=OnnxSpec("Conv", dict(_CONV_ATTRS), spatial=True),
+    layout_sensitive=True, weight_layout={"onnx": "OIHW", "tflite": "OHWI"},
+    weight_channel_axis={"onnx": 0, "tflite": 0}, int8="per_channel_weights", macs="conv"))
+
+register(OpSchema(
+    "DepthwiseConv2D", "Depthwise 2-D convolution, weights [1, H, W, C * depth_multiplier].",
+    (X, W, B), tflite=TfliteSpec("DEPTHWISE_CONV_2D", "DepthwiseConv2DOptions"),
+    layout_sensitive=True, weight_layout={"tflite": "1HWC"}, weight_channel_axis={"tflite": 3},
+    int8="per_channel_weights", macs="depthwise"))
+
+register(OpSchema(
+    "ConvTranspose", "Transposed 2-D convolution, weights [C_in, C_out / group, kH, kW].",
+    (X, W, B),
+    onnx=OnnxSpec("ConvTranspose", dict(_CONV_ATTRS, output_padding=None, output_shape=None),
+                  spatial=True),
+    layout_sensitive=True, weight_layout={"onnx": "IOHW"}, weight_channel_axis={"onnx": 1},
+    int8=None, macs="conv_transpose"))
+
+register(OpSchema(
+    "FullyConnected", "y = x W^T + b with W [out, in] (TFLite FULLY_CONNECTED).", (X, W, B),
+    tflite=TfliteSpec("FULLY_CONNECTED", "FullyConnectedOptions"),
+    weight_layout={"tflite": "OI"}, weight_channel_axis={"tflite": 0},
+    int8="per_channel_weights", macs="fc"))
+
+register(OpSchema(
+    "Gemm", "Y = alpha * A' B' + beta * C (ONNX Gemm).",
+    (Input("a"), Input("b", "weights"), Input("c", "bias", optional=True)),
+    onnx=OnnxSpec("Gemm", {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0}),
+    macs="gemm"))
+
+register(OpSchema(
+    "MatMul", "Matrix product with numpy broadcasting (ONNX MatMul).",
+    (Input("a"), Input("b", "weights")), onnx=OnnxSpec("MatMul"),
+    weight_layout={"onnx": "IO"}, weight_channel_axis={"onnx": 1}, macs="matmul"))
+
+register(OpSchema(
+    "BatchNorm", "Inference batch normalization along the channel axis (ONNX, NCHW).",
+    (X, Input("scale", "param"), Input("bias", "param"), Input("mean", "param"),
+     Input("var", "param")),
+    onnx=OnnxSpec("BatchNormalization", {"epsilon": 1e-5, "momentum": 0.9, "training_mode": 0}),
+    layout_sensitive=True))
+
+for _name, _tfl, _opts, _onnx in (("Add", "ADD", "AddOptions", "Add"),
+                                  ("Sub", "SUB", "SubOptions", "Sub"),
+                                  ("Mul", "MUL", "MulOptions", "Mul"),
+                                  ("Div", "DIV", "DivOptions", "Div")):
+    register(OpSchema(
+        _name, f"Elementwise {_name.lower()} with numpy broadcasting (optional fused activation).",
+        (Input("a"), Input("b")), tflite=TfliteSpec(_tfl, _opts), onnx=OnnxSpec(_onnx),
+        int8="requantize" if _name != "Div" else None))
+
+register(OpSchema("Relu", "max(x, 0).", (X,), tflite=TfliteSpec("RELU"), onnx=OnnxSpec("Relu"),
+                  int8="requantize"))
+register(OpSchema("Relu6", "min(max(x, 0), 6) (TFLite RELU6).", (X,),
+                  tflite=TfliteSpec("RELU6"), int8="requantize"))
+register(OpSchema(
+    "Clip", "min(max(x, min), max) with optional constant bounds (ONNX Clip, opset 11+).",
+    (X, Input("min", "param", optional=True), Input("max", "param", optional=True)),
+    onnx=OnnxSpec("Clip"), int8="requantize"))
+register(OpSchema("Sigmoid", "1 / (1 + exp(-x)) (TFLite LOGISTIC).", (X,),
+                  tflite=TfliteSpec("LOGISTIC"), onnx=OnnxSpec("Sigmoid"), int8="fixed_output"))
+register(OpSchema("Tanh", "tanh(x).", (X,), tflite=TfliteSpec("TANH"), onnx=OnnxSpec("Tanh"),
+                  int8="fixed_output"))
+register(OpSchema("HardSigmoid", "max(0, min(1, alpha * x + beta)) (ONNX).", (X,),
+                  onnx=OnnxSpec("HardSigmoid", {"alpha": 0.2, "beta": 0.5}), int8="requantize"))
+register(OpSchema("HardSwish", "x * relu6(x + 3) / 6.", (X,), tflite=TfliteSpec("HARD_SWISH"),
+                  onnx=OnnxSpec("HardSwish"), int8="requantize"))
+register(OpSchema(
+    "Softmax", "softmax(beta * x) along `axis` (TFLite: the last axis).", (X,),
+    tflite=TfliteSpec("SOFTMAX", "SoftmaxOptions"), onnx=OnnxSpec("Softmax", {"axis": None}),
+    int8="fixed_output"))
+
+register(OpSchema(
+    "MaxPool", "2-D max pooling.", (X,),
+    tflite=TfliteSpec("MAX_POOL_2D", "Pool2DOptions"),
+    onnx=OnnxSpec("MaxPool", dict(_POOL_ATTRS, storage_order=0), spatial=True),
+    layout_sensitive=True, int8="same_scale"))
+register(OpSchema(
+    "AveragePool", "2-D average pooling.", (X,),
+    tflite=TfliteSpec("AVERAGE_POOL_2D", "Pool2DOptions"),
+    onnx=OnnxSpec("AveragePool", dict(_POOL_ATTRS, count_include_pad=0), spatial=True),
+    layout_sensitive=True, int8="requantize"))
+register(OpSchema("GlobalAveragePool", "Mean over all spatial axes, kept as size 1 (ONNX).",
+                  (X,), onnx=OnnxSpec("GlobalAveragePool"), layout_sensitive=True,
+                  int8="requantize"))
+register(OpSchema("Mean", "Mean over the axes given by a constant input (TFLite MEAN).",
+                  (X, Input("axes", "param")), tflite=TfliteSpec("MEAN", "ReducerOptions"),
+                  int8="requantize"))
+register(OpSchema("ReduceMean", "Mean over `axes` (ONNX ReduceMean).",
+                  (X, Input("axes", "param", optional=True)),
+                  onnx=OnnxSpec("ReduceMean", {"axes": None, "keepdims": 1,
+                                               "noop_with_empty_axes": 0}),
+                  int8="requantize"))
+
+register(OpSchema("Flatten", "Reshape to 2-D at `axis` (ONNX).", (X,),
+                  onnx=OnnxSpec("Flatten", {"axis": 1}), int8="same_scale"))
+register(OpSchema(
+    "Reshape", "Reshape to the shape input (TFLite: or the `new_shape` option).",
+    (X, Input("shape", "param", optional=True)),
+    tflite=TfliteSpec("RESHAPE", "ReshapeOptions"), onnx=OnnxSpec("Reshape", {"allowzero": 0}),
+    int8="same_scale"))
+register(OpSchema(
+    "Transpose", "Permute axes (ONNX: `perm` attribute; TFLite: a constant input).",
+    (X, Input("perm", "param", optional=True)),
+    tflite=TfliteSpec("TRANSPOSE", "TransposeOptions"), onnx=OnnxSpec("Transpose", {"perm": None}),
+    int8="same_scale"))
+register(OpSchema(
+    "Concat", "Concatenate along `axis`.", (Input("inputs", variadic=True),),
+    tflite=TfliteSpec("CONCATENATION", "ConcatenationOptions"),
+    onnx=OnnxSpec("Concat", {"axis": None}), int8="same_scale"))
+register(OpSchema(
+    "Pad", "Pad with a constant (TFLite paddings [rank, 2]; ONNX pads [begins..., ends...]).",
+    (X, Input("pads", "param"), Input("value", "param", optional=True),
+     Input("axes", "param", optional=True)),
+    tflite=TfliteSpec("PAD", "PadOptions"), onnx=OnnxSpec("Pad", {"mode": "constant"}),
+    int8="same_scale"))
+register(OpSchema(
+    "Squeeze", "Remove size-1 axes (ONNX 13+: axes input; TFLite: `squeeze_dims`).",
+    (X, Input("axes", "param", optional=True)),
+    tflite=TfliteSpec("SQUEEZE", "SqueezeOptions"), onnx=OnnxSpec("Squeeze", {"axes": None}),
+    int8="same_scale"))
+register(OpSchema("Unsqueeze", "Insert size-1 axes (ONNX).",
+                  (X, Input("axes", "param", optional=True)),
+                  onnx=OnnxSpec("Unsqueeze", {"axes": None}), int8="same_scale"))
+register(OpSchema("ConstantOfShape", "A tensor of the given shape filled with `value` (ONNX).",
+                  (Input("shape", "param"),), onnx=OnnxSpec("ConstantOfShape", {"value": None})))
+register(OpSchema("Identity", "y = x.", (X,), onnx=OnnxSpec("Identity"), int8="same_scale"))
+register(OpSchema("Dropout", "Identity at inference (ONNX).",
+                  (X, Input("ratio", "param", optional=True),
+                   Input("training_mode", "param", optional=True)),
+                  onnx=OnnxSpec("Dropout", {"ratio": None, "seed": None}), int8="same_scale"))
+register(OpSchema(
+    "Quantize", "float -> int8 (TFLite: output quantization; ONNX: scale and zero point inputs).",
+    (X, Input("scale", "param", optional=True), Input("zero_point", "param", optional=True)),
+    tflite=TfliteSpec("QUANTIZE"),
+    onnx=OnnxSpec("QuantizeLinear", {"axis": 1, "saturate": 1, "block_size": 0,
+                                     "output_dtype": 0})))
+register(OpSchema(
+    "Dequantize", "int8 -> float (TFLite: input quantization; ONNX: scale and zero point inputs).",
+    (X, Input("scale", "param", optional=True), Input("zero_point", "param", optional=True)),
+    tflite=TfliteSpec("DEQUANTIZE"),
+    onnx=OnnxSpec("DequantizeLinear", {"axis": 1, "block_size": 0})))
