@@ -69,10 +69,21 @@ def load_model(path: str | Path) -> Model:
         raise exc.with_path(str(path))
 
 
+def require_known_ops(model: Model, purpose: str) -> None:
+    """Refuse work that needs every op's meaning, naming all unknown ops (with counts) at once."""
+    counts: dict = {}
+    for node in model.opaque_nodes():
+        counts[node.op] = counts.get(node.op, 0) + 1
+    if counts:
+        listed = ", ".join(f"{op} (x{n})" if n > 1 else op for op, n in sorted(counts.items()))
+        raise QConvertError(f"cannot {purpose}: ops unknown to qconvert: {listed}")
+
+
 def serialize(model: Model, fmt: str | None = None) -> bytes:
     """The bytes of `model` in `fmt` (default: its own format)."""
     fmt = fmt or model.format
     if fmt != model.format:
+        require_known_ops(model, f"convert {model.format} to {fmt}")
         raise QConvertError(f"converting {model.format} to {fmt} is not supported yet")
     if fmt == "tflite":
         from .tflite_writer import write_tflite

@@ -1,0 +1,103 @@
+"""Shared test helpers: where the models are, and independent runtimes to execute them.
+
+Oracles: onnxruntime with its graph optimizations disabled (ONNX), LiteRT (float TFLite), and the
+TFLite Micro interpreter with its reference kernels (int8 TFLite, bit-exact).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_MODELS = ROOT.parent / "shared" / "models"
+SAMPLE_MODELS = ROOT / "sample_models"
+
+
+def all_model_paths() -> list:
+    paths = sorted(SHARED_MODELS.glob("*.tflite")) + sorted(SHARED_MODELS.glob("*.onnx"))
+    paths += sorted(SAMPLE_MODELS.glob("*.tflite")) + sorted(SAMPLE_MODELS.glob("*.onnx"))
+    assert paths, "no models found"
+    return paths
+
+
+def random_inputs(details, seed=0) -> list:
+    """Random arrays for (shape, dtype) pairs: normal floats, full-range integers."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for shape, dtype in details:
+        shape = [d if isinstance(d, (int, np.integer)) and d > 0 else 1 for d in shape]
+        dtype = np.dtype(dtype)
+        if dtype.kind == "f":
+            arrays.append(rng.standard_normal(shape).astype(dtype))
+        else:
+            info = np.iinfo(dtype)
+            arrays.append(rng.integers(max(info.min, -128), min(info.max, 127) + 1, shape,
+                                       endpoint=False).astype(dtype))
+    return arrays
+
+
+def run_onnx(model_bytes: bytes, seed=0) -> list:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
+    types = {"tensor(float)": np.float32, "tensor(int8)": np.int8, "tensor(uint8)": np.uint8,
+             "tensor(int64)": np.int64, "tensor(int32)": np.int32}
+    ins = sess.get_inputs()
+    arrays = random_inputs([(i.shape, types[i.type]) for i in ins], seed)
+    return sess.run(None, {i.name: a for i, a in zip(ins, arrays)})
+
+
+def run_litert(model_bytes: bytes, seed=0) -> list:
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    it = Interpreter(model_content=model_bytes,
+                     experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    ins = it.get_input_details()
+    for d, a in zip(ins, random_inputs([(d["shape"], d["dtype"]) for d in ins], seed)):
+        it.set_tensor(d["index"], a)
+    it.invoke()
+    return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
+
+
+def run_tflm(model_bytes: bytes, seed=0) -> list:
+    from tflite_micro.python.tflite_micro import runtime
+
+    it = runtime.Interpreter.from_bytes(model_bytes)
+    details, i = [], 0
+    while True:
+        try:
+            d = it.get_input_details(i)
+        except Exception:
+            break
+        details.append((d["shape"], d["dtype"]))
+        i += 1
+    for i, a in enumerate(random_inputs(details, seed)):
+        it.set_input(a, i)
+    it.invoke()
+    outputs, i = [], 0
+    while True:
+        try:
+            it.get_output_details(i)
+        except Exception:
+            break
+        outputs.append(np.array(it.get_output(i)))
+        i += 1
+    return outputs
+
+
+@pytest.fixture
+def tmp_copy(tmp_path):
+    """Copy a model into a fresh temporary directory and return the new path."""
+
+    def copy(path: Path, name: str | None = None) -> Path:
+        target = tmp_path / (name or path.name)
+        target.write_bytes(path.read_bytes())
+        return target
+
+    return copy
