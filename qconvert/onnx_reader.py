@@ -109,7 +109,9 @@ class _Reader:
             "graph_doc_string": g.doc_string,
             "initializer_inputs": initializer_inputs,
         }
-        return Model("onnx", [graph], meta)
+        model = Model("onnx", [graph], meta)
+        _check_text(model)
+        return model
 
     # -- shapes and types -------------------------------------------------------------------
     def inferred_types(self) -> dict:
@@ -232,7 +234,24 @@ class _Reader:
             attrs["axis"] = 1 if self.opset < 13 else -1
         if spec.spatial:
             _normalize_spatial(n.op_type, attrs, inputs, graph)
+            _check_spatial(name, attrs)
         return Node(schema.name, inputs, outputs, attrs, name, False, origin)
+
+
+def _check_text(model: Model) -> None:
+    """Protobuf hands back invalid UTF-8 in string fields as bytes; refuse such a model."""
+    g = model.graph
+    texts = [g.name, *g.tensors, *g.inputs, *g.outputs]
+    for n in g.nodes:
+        texts += [n.op, n.name, n.origin.get("name", ""), n.origin.get("domain", ""),
+                  n.origin.get("doc_string", ""), *[i for i in n.inputs + n.outputs if i]]
+    meta = model.meta
+    texts += [meta[k] for k in ("producer_name", "producer_version", "domain", "doc_string",
+                                "graph_doc_string")]
+    texts += [d for d, _ in meta["opset_import"]]
+    texts += [t for kv in meta["metadata_props"] for t in kv]
+    if not all(isinstance(t, str) for t in texts):
+        raise QConvertError("corrupt ONNX model: a name or text field is not valid UTF-8")
 
 
 def _attr_value(a: AttributeProto):
@@ -261,6 +280,23 @@ def _constant_value(n) -> TensorProto:
     if a.name not in arrays:
         raise QConvertError(f"Constant node {n.name!r} has unsupported attribute {a.name!r}")
     return numpy_helper.from_array(np.array(value, dtype=arrays[a.name]))
+
+
+def _check_spatial(name: str, attrs: dict) -> None:
+    """Spatial attributes must agree with the kernel rank and be in range."""
+    kernel = attrs.get("kernel_shape")
+    if kernel is None:
+        return
+    rank = len(kernel)
+    expect = {"kernel_shape": (rank, 1), "strides": (rank, 1), "dilations": (rank, 1),
+              "pads": (2 * rank, 0)}
+    for key, (length, low) in expect.items():
+        value = attrs.get(key)
+        if value is not None and (len(value) != length or any(int(v) < low for v in value)):
+            raise QConvertError(f"node {name!r}: {key} {list(value)} is invalid for a "
+                                f"{rank}-D kernel")
+    if rank == 0:
+        raise QConvertError(f"node {name!r}: empty kernel_shape")
 
 
 def _normalize_spatial(op_type: str, attrs: dict, inputs: list, graph: Graph) -> None:

@@ -122,6 +122,8 @@ def _plain(value):
 def _make_attribute(key, value) -> AttributeProto:
     if isinstance(value, np.ndarray):
         return helper.make_attribute(key, numpy_helper.from_array(value))
+    if isinstance(value, (list, tuple)) and not value:  # every list attribute in the table is ints
+        return helper.make_attribute(key, [], attr_type=AttributeProto.INTS)
     return helper.make_attribute(key, _plain(value))
 
 
