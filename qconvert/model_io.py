@@ -19,19 +19,21 @@ from .ir.graph import GraphError
 FORMAT_SUFFIX = {"tflite": ".tflite", "onnx": ".onnx"}
 
 
-def detect_format(data: bytes) -> str:
-    """'tflite' or 'onnx' from the content (raises QConvertError for anything else)."""
+def detect_format(data: bytes):
+    """('tflite', None) or ('onnx', parsed ModelProto) from the content; QConvertError otherwise.
+
+    The ONNX proto is returned so the reader does not parse the bytes a second time.
+    """
     if not data:
         raise QConvertError("file is empty")
     if len(data) >= 8 and data[4:8] == b"TFL3":
-        return "tflite"
+        return "tflite", None
     from .onnx_reader import parse_onnx
 
     try:
-        parse_onnx(data)
+        return "onnx", parse_onnx(data)
     except QConvertError:
         raise QConvertError("not a TFLite or ONNX model (format not recognized from its content)")
-    return "onnx"
 
 
 def read_bytes(path: str | Path) -> bytes:
@@ -50,15 +52,16 @@ def load_model(path: str | Path) -> Model:
     """Read and verify the model at `path`; errors name the file."""
     try:
         data = read_bytes(path)
-        fmt = detect_format(data)
+        fmt, proto = detect_format(data)
         if fmt == "tflite":
             from .tflite_reader import read_tflite
 
             model = read_tflite(data)
         else:
-            from .onnx_reader import read_onnx
+            from .onnx_reader import read_onnx_proto
 
-            model = read_onnx(data, path)
+            del data  # the proto holds what is needed
+            model = read_onnx_proto(proto, path)
         try:
             model.verify()
         except GraphError as exc:

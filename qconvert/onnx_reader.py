@@ -43,7 +43,11 @@ def parse_onnx(data: bytes) -> onnx.ModelProto:
 
 def read_onnx(data: bytes, path: str | Path) -> Model:
     """Parse ONNX bytes (read from `path`, which locates external data) into a Model."""
-    proto = parse_onnx(data)
+    return read_onnx_proto(parse_onnx(data), path)
+
+
+def read_onnx_proto(proto: onnx.ModelProto, path: str | Path) -> Model:
+    """Build a Model from a parsed ModelProto (`path` locates external data)."""
     try:
         return _Reader(proto, Path(path)).read()
     except QConvertError:
@@ -171,7 +175,15 @@ class _Reader:
             kept.name = name
             raw = np.frombuffer(t.raw_data, np.uint8) if t.raw_data else np.zeros(0, np.uint8)
             return Tensor(name, shape, dtype, raw, extra={"onnx_tensor": kept})
-        data = numpy_helper.to_array(t)
+        if t.raw_data:
+            raw = t.raw_data
+            count = int(np.prod(shape, dtype=np.int64))
+            if len(raw) != count * np.dtype(dtype).itemsize:
+                raise QConvertError(f"constant {name!r} holds {len(raw)} bytes for shape "
+                                    f"{list(shape)} of {dtype}")
+            data = np.frombuffer(raw, dtype=dtype).reshape(shape)
+        else:
+            data = numpy_helper.to_array(t)
         if data.dtype != np.dtype(dtype):
             data = data.astype(dtype)
         if data.shape != shape:

@@ -23,26 +23,17 @@ _NEUTRAL = {"strides": 1, "dilations": 1, "pads": 0}
 
 
 def to_proto(model: Model) -> onnx.ModelProto:
-    """Build the ModelProto of `model` (one graph; layout must be NCHW)."""
+    """Build the ModelProto of `model` (one graph; layout must be NCHW).
+
+    Built in place (no helper.make_graph copies), so a 100 MB model is not copied twice.
+    """
     if len(model.graphs) != 1:
         raise QConvertError("an ONNX model has one graph; this model has several subgraphs")
     g, meta = model.graph, model.meta
-    nodes = [_node(n) for n in g.nodes]
-    initializers = [_initializer(t) for t in g.tensors.values() if t.data is not None]
-    inputs = [_value_info(g.tensors[name]) for name in g.inputs]
-    for name in meta.get("initializer_inputs", []):
-        if name in g.tensors and g.tensors[name].data is not None:
-            inputs.append(_value_info(g.tensors[name]))
-    outputs = [_value_info(g.tensors[name]) for name in g.outputs]
-    boundary = set(g.inputs) | set(g.outputs)
-    value_info = [_value_info(t) for t in g.tensors.values()
-                  if t.extra.get("declared") and t.data is None and t.name not in boundary]
-    graph = helper.make_graph(nodes, g.name or "qconvert", inputs, outputs, initializers,
-                              doc_string=meta.get("graph_doc_string") or None,
-                              value_info=value_info)
-    opsets = [helper.make_opsetid(d, v) for d, v in meta.get("opset_import", [("", 13)])]
-    proto = helper.make_model(graph, opset_imports=opsets)
+    proto = onnx.ModelProto()
     proto.ir_version = meta.get("ir_version", 8)
+    for domain, version in meta.get("opset_import", [("", 13)]):
+        proto.opset_import.add(domain=domain, version=version)
     for field in ("producer_name", "producer_version", "domain", "doc_string"):
         if meta.get(field):
             setattr(proto, field, meta[field])
@@ -52,15 +43,32 @@ def to_proto(model: Model) -> onnx.ModelProto:
         proto.metadata_props.add(key=key, value=value)
     for raw in meta.get("functions", []):
         proto.functions.add().ParseFromString(raw)
+
+    graph = proto.graph
+    graph.name = g.name or "qconvert"
+    if meta.get("graph_doc_string"):
+        graph.doc_string = meta["graph_doc_string"]
+    graph.node.extend(_node(n) for n in g.nodes)
+    for t in g.tensors.values():
+        if t.data is not None:
+            _fill_initializer(graph.initializer.add(), t)
+    inputs = list(g.inputs) + [name for name in meta.get("initializer_inputs", [])
+                               if name in g.tensors and g.tensors[name].data is not None]
+    graph.input.extend(_value_info(g.tensors[name]) for name in inputs)
+    graph.output.extend(_value_info(g.tensors[name]) for name in g.outputs)
+    boundary = set(g.inputs) | set(g.outputs)
+    graph.value_info.extend(_value_info(t) for t in g.tensors.values()
+                            if t.extra.get("declared") and t.data is None
+                            and t.name not in boundary)
     return proto
 
 
 def write_onnx(model: Model) -> bytes:
     """Return the serialized ONNX bytes of `model` (raises QConvertError over 2 GB)."""
-    proto = to_proto(model)
-    if proto.ByteSize() > MAX_PROTO_BYTES:
+    weights = sum(t.data.nbytes for t in model.graph.tensors.values() if t.data is not None)
+    if weights > MAX_PROTO_BYTES:
         raise QConvertError("model over 2 GB: ONNX external-data output is not supported yet")
-    return proto.SerializeToString(deterministic=True)
+    return to_proto(model).SerializeToString(deterministic=True)
 
 
 def _node(n) -> onnx.NodeProto:
@@ -127,12 +135,17 @@ def _make_attribute(key, value) -> AttributeProto:
     return helper.make_attribute(key, _plain(value))
 
 
-def _initializer(t) -> TensorProto:
+def _fill_initializer(init: TensorProto, t) -> None:
+    """Write constant `t` into the empty initializer `init` (raw little-endian data)."""
     if "onnx_tensor" in t.extra:
-        return t.extra["onnx_tensor"]
+        init.CopyFrom(t.extra["onnx_tensor"])
+        return
     if t.dtype not in IR_TO_ONNX:
         raise QConvertError(f"constant {t.name!r} has dtype {t.dtype}, which ONNX lacks")
-    return numpy_helper.from_array(np.asarray(t.data), t.name)
+    init.name = t.name
+    init.data_type = IR_TO_ONNX[t.dtype]
+    init.dims.extend(int(d) for d in t.data.shape)
+    init.raw_data = np.ascontiguousarray(t.data, t.data.dtype.newbyteorder("<")).tobytes()
 
 
 def _value_info(t) -> onnx.ValueInfoProto:
