@@ -7,6 +7,9 @@ pattern the shared models lack:
   schema table that must be carried through unchanged (runs in onnxruntime).
 - `unknown_builtin.tflite`: CONV_2D -> SLICE -> GATHER -> ADD: TFLite builtins outside the schema
   table (runs in LiteRT).
+- `all_ops.tflite`: one of each TFLite builtin of the schema table the shared models lack (MEAN,
+  SUB, MUL, LOGISTIC, TANH, RELU, RELU6, HARD_SWISH, CONCATENATION, PAD, TRANSPOSE, SQUEEZE,
+  QUANTIZE, DEQUANTIZE), float, runs in LiteRT.
 - `custom_op.tflite`: CONV_2D -> a custom op "QcvTestCustom" with raw custom options: a custom op
   carried through with its code and options untouched (no runtime has the kernel).
 
@@ -65,12 +68,12 @@ class _TfliteBuilder:
         self.ops = []
         self.opcodes = []
 
-    def tensor(self, name, shape, ttype=0, data=None):
+    def tensor(self, name, shape, ttype=0, data=None, quant=None):
         buf = 0
         if data is not None:
             self.buffers.append(np.ascontiguousarray(data).tobytes())
             buf = len(self.buffers) - 1
-        self.tensors.append((name, list(shape), ttype, buf))
+        self.tensors.append((name, list(shape), ttype, buf, quant))
         return len(self.tensors) - 1
 
     def opcode(self, code, custom=None):
@@ -101,9 +104,19 @@ class _TfliteBuilder:
                 tflite.BufferAddData(b, vec)
             buf_offs.append(tflite.BufferEnd(b))
         t_offs = []
-        for name, shape, ttype, buf in self.tensors:
+        for name, shape, ttype, buf, quant in self.tensors:
             n, s = b.CreateString(name), self._ivec(shape)
+            q = None
+            if quant is not None:
+                sv = b.CreateNumpyVector(np.array([quant[0]], np.float32))
+                zv = b.CreateNumpyVector(np.array([quant[1]], np.int64))
+                tflite.QuantizationParametersStart(b)
+                tflite.QuantizationParametersAddScale(b, sv)
+                tflite.QuantizationParametersAddZeroPoint(b, zv)
+                q = tflite.QuantizationParametersEnd(b)
             tflite.TensorStart(b)
+            if q is not None:
+                tflite.TensorAddQuantization(b, q)
             tflite.TensorAddShape(b, s)
             tflite.TensorAddType(b, ttype)
             tflite.TensorAddBuffer(b, buf)
@@ -205,6 +218,57 @@ def make_unknown_builtin_tflite(path: Path) -> None:
     path.write_bytes(m.finish([0], [y]))
 
 
+def _options(name, **fields):
+    """Options builder for `tflite.<name>` with scalar `fields` (FieldName=value)."""
+
+    def build(b):
+        vectors = {k: b.CreateNumpyVector(np.asarray(v, np.int32))
+                   for k, v in fields.items() if isinstance(v, list)}
+        getattr(tflite, f"{name}Start")(b)
+        for k, v in fields.items():
+            getattr(tflite, f"{name}Add{k}")(b, vectors.get(k, v))
+        return getattr(tflite.BuiltinOptions, name), getattr(tflite, f"{name}End")(b)
+
+    return build
+
+
+def make_all_ops_tflite(path: Path) -> None:
+    rng = np.random.default_rng(4)
+    m = _TfliteBuilder()
+    op = tflite.BuiltinOperator
+    x = m.tensor("input", [1, 6, 6, 4])
+    k = m.tensor("k", [4], data=rng.standard_normal(4).astype(np.float32))
+    sub = m.tensor("sub", [1, 6, 6, 4])
+    m.op(op.SUB, [x, k], [sub], _options("SubOptions", FusedActivationFunction=0))
+    mul = m.tensor("mul", [1, 6, 6, 4])
+    m.op(op.MUL, [sub, k], [mul], _options("MulOptions", FusedActivationFunction=1))
+    acts = []
+    for code, name in ((op.LOGISTIC, "logistic"), (op.TANH, "tanh"), (op.RELU6, "relu6"),
+                       (op.HARD_SWISH, "hard_swish"), (op.RELU, "relu")):
+        t = m.tensor(name, [1, 6, 6, 4])
+        m.op(code, [mul if not acts else acts[-1]], [t])
+        acts.append(t)
+    cat = m.tensor("concat", [1, 6, 6, 8])
+    m.op(op.CONCATENATION, [acts[0], acts[-1]], [cat],
+         _options("ConcatenationOptions", Axis=3, FusedActivationFunction=0))
+    pads = m.tensor("pads", [4, 2], 2, np.array([[0, 0], [1, 1], [2, 0], [0, 0]], np.int32))
+    pad = m.tensor("pad", [1, 8, 8, 8])
+    m.op(op.PAD, [cat, pads], [pad], _options("PadOptions"))
+    perm = m.tensor("perm", [4], 2, np.array([0, 3, 1, 2], np.int32))
+    tr = m.tensor("transpose", [1, 8, 8, 8])
+    m.op(op.TRANSPOSE, [pad, perm], [tr], _options("TransposeOptions"))
+    axes = m.tensor("axes", [2], 2, np.array([2, 3], np.int32))
+    mean = m.tensor("mean", [1, 8, 1, 1])
+    m.op(op.MEAN, [tr, axes], [mean], _options("ReducerOptions", KeepDims=True))
+    sq = m.tensor("squeeze", [1, 8])
+    m.op(op.SQUEEZE, [mean], [sq], _options("SqueezeOptions", SqueezeDims=[2, 3]))
+    q = m.tensor("quantized", [1, 8], 9, quant=(0.02, 3))
+    m.op(op.QUANTIZE, [sq], [q])
+    y = m.tensor("output", [1, 8])
+    m.op(op.DEQUANTIZE, [q], [y])
+    path.write_bytes(m.finish([x], [y]))
+
+
 def make_custom_op_tflite(path: Path) -> None:
     rng = np.random.default_rng(3)
     m = _TfliteBuilder()
@@ -219,4 +283,5 @@ if __name__ == "__main__":
     make_opaque_onnx(HERE / "opaque_ops.onnx")
     make_unknown_builtin_tflite(HERE / "unknown_builtin.tflite")
     make_custom_op_tflite(HERE / "custom_op.tflite")
-    print("wrote opaque_ops.onnx, unknown_builtin.tflite, custom_op.tflite")
+    make_all_ops_tflite(HERE / "all_ops.tflite")
+    print("wrote opaque_ops.onnx, unknown_builtin.tflite, custom_op.tflite, all_ops.tflite")
