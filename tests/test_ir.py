@@ -34,6 +34,8 @@ def test_valid_graph_verifies():
     (lambda g: setattr(g.tensors["y"], "dtype", "nonsense"), "unknown dtype"),
     (lambda g: setattr(g.tensors["y"], "shape", (1, -4)), "negative dimension"),
     (lambda g: g.inputs.append("w"), "is a constant"),
+    (lambda g: g.nodes[0].inputs.__setitem__(1, None), "lacks its required input 'weights'"),
+    (lambda g: setattr(g.nodes[1], "op", "NoSuchOp"), "not in the schema table"),
 ])
 def test_verify_catches(breakage, message):
     g = _graph()

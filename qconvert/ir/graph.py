@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .node import Node
 from .tensor import RAW_DTYPES, Tensor
 
 
@@ -80,8 +79,8 @@ class Graph:
             if self.tensors[name].is_constant:
                 raise GraphError(f"graph input {name!r} is a constant")
         defined.update(n for n, t in self.tensors.items() if t.is_constant)
-        produced: set = set()
         for node in self.nodes:
+            _check_arity(node)
             for name in node.present_inputs():
                 if name not in self.tensors:
                     raise GraphError(f"node {node.name or node.op!r} reads missing tensor {name!r}")
@@ -96,10 +95,25 @@ class Graph:
                 if name in defined:
                     raise GraphError(f"tensor {name!r} has more than one producer")
                 defined.add(name)
-                produced.add(name)
         for name in self.outputs:
             if name not in defined:
                 raise GraphError(f"graph output {name!r} is never produced")
+
+
+def _check_arity(node) -> None:
+    """A known op has every required input of its schema."""
+    if node.opaque:
+        return
+    from qconvert import schemas
+
+    schema = schemas.get(node.op)
+    if schema is None:
+        raise GraphError(f"node {node.name!r} has op {node.op!r}, which is not in the schema table")
+    for i, slot in enumerate(schema.inputs):
+        if slot.optional or slot.variadic:
+            continue
+        if i >= len(node.inputs) or node.inputs[i] is None:
+            raise GraphError(f"{node.op} {node.name!r} lacks its required input {slot.name!r}")
 
 
 def _check_tensor(t: Tensor) -> None:
