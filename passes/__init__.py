@@ -69,3 +69,6 @@ def run_passes(model: Model, names: list, context: PassContext) -> dict:
                 raise GraphError(f"pass {name!r} broke the graph: {exc}") from exc
         counts[name] = total
     return counts
+
+
+from . import eliminate as _eliminate  # noqa: E402,F401  (registers the pass)

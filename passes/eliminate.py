@@ -1,0 +1,89 @@
+"""The `eliminate` pass: remove nodes and tensors that compute nothing.
+
+Pattern and conditions:
+- Identity, and Dropout at inference whose mask output is unused: readers of the output read
+  the input instead. When the output is a graph output, the producer of the input is renamed to
+  it instead (graph output names are kept), but only if the input has no other reader, is not a
+  graph input, constant or graph output itself; otherwise the node stays.
+- Reshape whose static output shape equals its static input shape; Transpose whose permutation
+  is the identity: handled like Identity.
+- Dead nodes (no output read by any node, graph output or subgraph body) and unused tensors,
+  constants included.
+Math: none; outputs are unchanged bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qconvert.ir import Graph
+
+from . import register_pass
+from .graph_edit import implicit_uses, replace_uses, used_names
+
+
+def _is_passthrough(node, graph: Graph) -> bool:
+    if node.opaque:
+        return False
+    if node.op == "Identity":
+        return True
+    if node.op == "Dropout":
+        return len(node.outputs) < 2 or node.outputs[1] is None or not _read(graph, node.outputs[1])
+    x = graph.tensors[node.inputs[0]]
+    y = graph.tensors[node.outputs[0]]
+    if node.op == "Reshape":
+        return x.static_shape and y.static_shape and tuple(x.shape) == tuple(y.shape) \
+            and x.dtype == y.dtype
+    if node.op == "Transpose":
+        perm = node.attrs.get("perm")
+        if perm is None and len(node.inputs) > 1:
+            perm = graph.constant(node.inputs[1])
+        if perm is None or x.shape is None:
+            return False
+        return list(np.asarray(perm).reshape(-1)) == list(range(len(x.shape)))
+    return False
+
+
+def _read(graph: Graph, name: str) -> bool:
+    return name in used_names(graph)
+
+
+def _bypass(node, graph: Graph) -> bool:
+    """Remove pass-through `node`; False when the graph's names forbid it."""
+    src, dst = node.inputs[0], node.outputs[0]
+    if dst not in graph.outputs:
+        replace_uses(graph, dst, src)
+        graph.nodes.remove(node)
+        return True
+    producers = graph.producers()
+    readers = [n for n in graph.nodes if src in n.present_inputs()]
+    if (src in graph.outputs or src in graph.inputs or src not in producers
+            or len(readers) != 1 or src in implicit_uses(graph)):
+        return False
+    producer = producers[src]
+    producer.outputs = [dst if o == src else o for o in producer.outputs]
+    graph.nodes.remove(node)
+    return True
+
+
+@register_pass("eliminate")
+def eliminate(graph: Graph, context) -> int:
+    """Remove Identity, inference Dropout, no-op Reshape/Transpose, dead nodes, unused tensors."""
+    count = 0
+    for node in list(graph.nodes):
+        if _is_passthrough(node, graph) and _bypass(node, graph):
+            count += 1
+    live = set(graph.outputs) | implicit_uses(graph)
+    kept = []
+    for node in reversed(graph.nodes):  # reverse topological order: readers before producers
+        if any(o in live for o in node.outputs if o is not None):
+            live.update(node.present_inputs())
+            kept.append(node)
+        else:
+            count += 1
+    graph.nodes = kept[::-1]
+    used = used_names(graph) | set(graph.inputs)
+    produced = {o for n in graph.nodes for o in n.outputs if o is not None}
+    for name in [n for n in graph.tensors if n not in used and n not in produced]:
+        del graph.tensors[name]
+    return count
