@@ -72,3 +72,8 @@ def run_passes(model: Model, names: list, context: PassContext) -> dict:
 
 
 from . import eliminate as _eliminate  # noqa: E402,F401  (registers the pass)
+from . import fold_constants as _fold_constants  # noqa: E402,F401
+from . import fuse_linear as _fuse_linear  # noqa: E402,F401
+from . import matmul_add as _matmul_add  # noqa: E402,F401
+from . import batchnorm_to_affine as _batchnorm_to_affine  # noqa: E402,F401
+from . import fuse_activation as _fuse_activation  # noqa: E402,F401

@@ -41,6 +41,7 @@ def main():
     Examples:
       qconvert inspect model.tflite
       qconvert convert model.onnx -o model_copy.onnx
+      qconvert fuse model.onnx -o model_fused.onnx
     """
 
 
@@ -92,6 +93,81 @@ def convert(model, output):
     write_atomic(out, data)
     graph = m.graph
     click.echo(f"wrote {out} ({fmt}, {len(graph.nodes)} nodes, {len(data)} bytes)")
+
+
+def _echo_passes(ctx, param, value):
+    if not value or ctx.resilient_parsing:
+        return
+    from .passes import all_passes
+    from .passes.pipeline import FUSE_PIPELINE
+
+    passes = {p.name: p for p in all_passes()}
+    for name in dict.fromkeys(FUSE_PIPELINE):
+        click.echo(f"{name:22} {passes[name].summary}")
+    ctx.exit()
+
+
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=True))
+@click.option("-o", "--output", type=click.Path(), help="Output file "
+              "(default: <model>_fused.<ext> next to the input).")
+@click.option("--passes", "pass_list", metavar="A,B,...",
+              help="Run only these passes, in this order (see --list-passes).")
+@click.option("--list-passes", is_flag=True, expose_value=False, is_eager=True,
+              callback=_echo_passes, help="List the passes of the default pipeline and exit.")
+@click.option("--report", type=click.Path(), metavar="FILE.json",
+              help='Also write {"passes": {name: count}, "nodes_before": n, "nodes_after": m}.')
+def fuse(model, output, pass_list, report):
+    """Fold BatchNorm, per-channel Mul/Div and Add/Sub into the conv or FC layer before them.
+
+    Runs constant folding, dead-node elimination and the fusions (to a fixed point); for a TFLite
+    output, Relu / Relu6 also become the layers' fused activations. Prints each pass's count of
+    rewrites. Outputs are unchanged up to float rounding.
+
+    \b
+    Example:
+      qconvert fuse model.onnx
+      qconvert fuse model.tflite -o model_fused.tflite --report fuse.json
+      qconvert fuse model.onnx --passes fuse-conv-batchnorm,eliminate
+    """
+    from .ir.graph import GraphError
+    from .model_io import (check_output_path, default_output, format_of_output, load_model,
+                           serialize, write_atomic)
+    from .passes import PassContext
+    from .passes.pipeline import FUSE_PIPELINE, run_pipeline
+
+    names = FUSE_PIPELINE
+    if pass_list is not None:
+        names = tuple(n.strip() for n in pass_list.split(",") if n.strip())
+        known = {p for p in FUSE_PIPELINE}
+        unknown = [n for n in names if n not in known]
+        if unknown or not names:
+            raise QConvertError(f"unknown pass {', '.join(map(repr, unknown)) or '(none given)'}; "
+                                "see qconvert fuse --list-passes")
+    for path in (output, report):
+        if path is not None:
+            check_output_path(path, [model])
+    m = load_model(model)
+    out = output or str(default_output(model, "fused", m.format))
+    fmt = format_of_output(out, m.format)
+    check_output_path(out, [model])
+    before = sum(len(g.nodes) for g in m.graphs)
+    try:
+        counts = run_pipeline(m, names, PassContext(fmt))
+        data = serialize(m, fmt)
+    except GraphError as exc:
+        raise QConvertError(f"internal error: {exc}", model) from exc
+    except QConvertError as exc:
+        raise exc.with_path(model)
+    after = sum(len(g.nodes) for g in m.graphs)
+    if report is not None:
+        write_atomic(report, (json.dumps({"passes": counts, "nodes_before": before,
+                                          "nodes_after": after}, indent=2) + "\n").encode())
+    write_atomic(out, data)
+    for name, count in counts.items():
+        click.echo(f"{name:22} {count:5d}")
+    click.echo(f"nodes: {before} -> {after}")
+    click.echo(f"wrote {out} ({fmt}, {len(data)} bytes)")
 
 
 if __name__ == "__main__":

@@ -3,10 +3,10 @@
 Run once from the repository root: `python sample_models/make_samples.py`. Each model holds a
 pattern the shared models lack:
 
-- `opaque_ops.onnx`: Conv -> Relu -> Resize -> Slice, plus Shape of the input: ops outside the
+- `opaque_ops.onnx`: Conv -> Relu -> Resize -> LRN, plus Size of the input: ops outside the
   schema table that must be carried through unchanged (runs in onnxruntime).
-- `unknown_builtin.tflite`: CONV_2D -> SLICE -> GATHER -> ADD: TFLite builtins outside the schema
-  table (runs in LiteRT).
+- `unknown_builtin.tflite`: CONV_2D -> SLICE -> REVERSE_V2 -> ADD: TFLite builtins outside the
+  schema table (runs in LiteRT).
 - `all_ops.tflite`: one of each TFLite builtin of the schema table the shared models lack (MEAN,
   SUB, MUL, LOGISTIC, TANH, RELU, RELU6, HARD_SWISH, CONCATENATION, PAD, TRANSPOSE, SQUEEZE,
   QUANTIZE, DEQUANTIZE), float, runs in LiteRT.
@@ -35,22 +35,19 @@ def make_opaque_onnx(path: Path) -> None:
     w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "conv_w")
     b = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "conv_b")
     scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
-    starts = numpy_helper.from_array(np.array([1, 2], np.int64), "starts")
-    ends = numpy_helper.from_array(np.array([15, 14], np.int64), "ends")
-    axes = numpy_helper.from_array(np.array([2, 3], np.int64), "axes")
     nodes = [
         helper.make_node("Conv", ["x", "conv_w", "conv_b"], ["c"], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c"], ["r"]),
         helper.make_node("Resize", ["r", "", "scales"], ["up"], mode="nearest"),
-        helper.make_node("Slice", ["up", "starts", "ends", "axes"], ["y"]),
-        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("LRN", ["up"], ["y"], size=3),
+        helper.make_node("Size", ["x"], ["s"]),
     ]
     graph = helper.make_graph(
         nodes, "opaque_ops",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 14, 12]),
-         helper.make_tensor_value_info("s", TensorProto.INT64, [4])],
-        [w, b, scales, starts, ends, axes])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16]),
+         helper.make_tensor_value_info("s", TensorProto.INT64, [])],
+        [w, b, scales])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
                               producer_name="qconvert-samples")
     model.ir_version = 8
@@ -197,17 +194,11 @@ def make_unknown_builtin_tflite(path: Path) -> None:
     size = m.tensor("slice/size", [4], 2, np.array([1, 6, 5, 4], np.int32))
     s = m.tensor("slice/out", [1, 6, 5, 4])
     m.op(tflite.BuiltinOperator.SLICE, [c, begin, size], [s])
-    idx = m.tensor("gather/indices", [3], 2, np.array([3, 0, 2], np.int32))
-    g = m.tensor("gather/out", [1, 6, 5, 3])
-
-    def gather_options(b):
-        tflite.GatherOptionsStart(b)
-        tflite.GatherOptionsAddAxis(b, 3)
-        return tflite.BuiltinOptions.GatherOptions, tflite.GatherOptionsEnd(b)
-
-    m.op(tflite.BuiltinOperator.GATHER, [s, idx], [g], gather_options)
-    k = m.tensor("add/k", [3], data=np.array([0.5, -1.0, 2.0], np.float32))
-    y = m.tensor("output", [1, 6, 5, 3])
+    axis = m.tensor("reverse/axis", [1], 2, np.array([3], np.int32))
+    g = m.tensor("reverse/out", [1, 6, 5, 4])
+    m.op(tflite.BuiltinOperator.REVERSE_V2, [s, axis], [g])
+    k = m.tensor("add/k", [4], data=np.array([0.5, -1.0, 2.0, 0.25], np.float32))
+    y = m.tensor("output", [1, 6, 5, 4])
 
     def add_options(b):
         tflite.AddOptionsStart(b)

@@ -145,6 +145,32 @@ register(OpSchema("Unsqueeze", "Insert size-1 axes (ONNX).",
                   onnx=OnnxSpec("Unsqueeze", {"axes": None}), int8="same_scale"))
 register(OpSchema("ConstantOfShape", "A tensor of the given shape filled with `value` (ONNX).",
                   (Input("shape", "param"),), onnx=OnnxSpec("ConstantOfShape", {"value": None})))
+# Shape arithmetic (what PyTorch's exporter emits around Reshape/Flatten); `fold-constants`
+# evaluates it when the inputs are constants or of static shape.
+register(OpSchema(
+    "Cast", "Convert the element type (ONNX: to `to`, a TensorProto type; TFLite: to the output "
+    "tensor's type).", (X,),
+    tflite=TfliteSpec("CAST", "CastOptions"), onnx=OnnxSpec("Cast", {"to": None, "saturate": 1})))
+register(OpSchema(
+    "Shape", "The input's shape as a 1-D integer tensor (ONNX 15+: dims [start, end)).", (X,),
+    tflite=TfliteSpec("SHAPE", "ShapeOptions"), onnx=OnnxSpec("Shape", {"start": 0, "end": None})))
+register(OpSchema(
+    "Gather", "Take entries of `x` along `axis` at `indices` (ONNX: negative indices count "
+    "from the end).", (X, Input("indices", "param")),
+    tflite=TfliteSpec("GATHER", "GatherOptions"), onnx=OnnxSpec("Gather", {"axis": 0}),
+    int8="same_scale"))
+register(OpSchema(
+    "Slice", "Strided slice along `axes` (ONNX 10+: starts, ends, axes, steps inputs).",
+    (X, Input("starts", "param"), Input("ends", "param"), Input("axes", "param", optional=True),
+     Input("steps", "param", optional=True)),
+    onnx=OnnxSpec("Slice"), int8="same_scale"))
+register(OpSchema(
+    "Range", "start, start + delta, ... up to but excluding limit (scalar inputs).",
+    (Input("start", "param"), Input("limit", "param"), Input("delta", "param")),
+    tflite=TfliteSpec("RANGE", "RangeOptions"), onnx=OnnxSpec("Range")))
+register(OpSchema(
+    "Expand", "Broadcast `x` with the shape input (ONNX Expand: two-way numpy broadcasting).",
+    (X, Input("shape", "param")), onnx=OnnxSpec("Expand"), int8="same_scale"))
 register(OpSchema("Identity", "y = x.", (X,), onnx=OnnxSpec("Identity"), int8="same_scale"))
 register(OpSchema("Dropout", "Identity at inference (ONNX).",
                   (X, Input("ratio", "param", optional=True),

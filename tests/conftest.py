@@ -101,3 +101,16 @@ def tmp_copy(tmp_path):
         return target
 
     return copy
+
+
+def assert_close(reference: list, actual: list, rel: float = 1e-5) -> None:
+    """Outputs agree within `rel` relative to each output's largest magnitude."""
+    assert len(reference) == len(actual)
+    for ref, got in zip(reference, actual):
+        assert ref.shape == got.shape and ref.dtype == got.dtype
+        finite = np.isfinite(ref)
+        np.testing.assert_array_equal(ref[~finite], got[~finite])  # inf / nan where they were
+        ref, got = ref[finite], got[finite]
+        scale = max(float(np.max(np.abs(ref))), 1e-30) if ref.size else 1.0
+        err = float(np.max(np.abs(ref.astype(np.float64) - got))) if ref.size else 0.0
+        assert err <= rel * scale, f"max error {err:.3g} exceeds {rel} x {scale:.3g}"

@@ -58,17 +58,21 @@ BAD = ["empty.tflite", "truncated.tflite", "truncated_head.tflite", "truncated.o
 
 
 @pytest.mark.parametrize("name", BAD)
-@pytest.mark.parametrize("command", ["inspect", "convert"])
+@pytest.mark.parametrize("command", ["inspect", "convert", "fuse"])
 def test_bad_model_fails_cleanly(tmp_path, name, command):
     path = _bad_files(tmp_path)[name]
     before = sorted(os.listdir(tmp_path))
-    args = [command, path] + (["-o", tmp_path / "out.tflite"] if command == "convert" else [])
+    args = [command, path]
+    if command == "convert":
+        args += ["-o", tmp_path / "out.tflite"]
+    if command == "fuse":
+        args += ["--report", tmp_path / "fuse.json"]
     result = _invoke(args)
     _assert_clean_failure(result, path)
     assert sorted(os.listdir(tmp_path)) == before, "something was written"
 
 
-@pytest.mark.parametrize("command", ["inspect", "convert"])
+@pytest.mark.parametrize("command", ["inspect", "convert", "fuse"])
 def test_empty_file_says_empty(tmp_path, command):
     path = _bad_files(tmp_path)["empty.tflite"]
     result = _invoke([command, path])

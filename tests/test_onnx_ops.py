@@ -77,10 +77,30 @@ def _all_ops_model(opset: int) -> onnx.ModelProto:
     node("DequantizeLinear", [q, "qs", "qz"], "y")
     node("ConstantOfShape", [const("cs_shape", np.array([2, 3], np.int64))], "z",
          value=numpy_helper.from_array(np.array([1.5], np.float32)))
+    # Shape arithmetic: Shape (start/end from opset 15), Gather, Cast (saturate from 19), Range,
+    # Expand, Slice (negative step, clamped end).
+    if opset >= 15:
+        sh = node("Shape", ["x"], "sh", start=1, end=-1)  # [4, 6]
+    else:
+        sh = node("Shape", ["x"], "sh")  # [1, 4, 6, 6]
+    gi = node("Gather", [sh, const("g_idx", np.array([-1, 0], np.int64))], "gi")
+    lim = node("Gather", [sh, const("g_scalar", np.array(-1, np.int64))], "lim", axis=0)
+    cast_attrs = {"saturate": 1} if opset >= 19 else {}
+    cf = node("Cast", [gi], "cf", to=TensorProto.FLOAT, **cast_attrs)
+    node("Expand", [cf, const("ex_shape", np.array([3, 1], np.int64))], "v")
+    node("Range", [const("r_start", np.array(1, np.int64)), lim,
+                   const("r_delta", np.array(2, np.int64))], "rg")
+    node("Slice", [d, const("sl_starts", np.array([0, 5], np.int64)),
+                   const("sl_ends", np.array([2**62, -7], np.int64)),
+                   const("sl_axes", np.array([1, -1], np.int64)),
+                   const("sl_steps", np.array([2, -2], np.int64))], "sl")
     graph = helper.make_graph(
         nodes, "all_ops", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3]),
-         helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])], inits)
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("v", TensorProto.FLOAT, [3, 2]),
+         helper.make_tensor_value_info("rg", TensorProto.INT64, [3]),
+         helper.make_tensor_value_info("sl", TensorProto.FLOAT, [1, 2, 6, 3])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = IR_VERSION[opset]
     onnx.checker.check_model(model)
@@ -94,6 +114,8 @@ def test_every_onnx_op_round_trips(tmp_path, opset):
     path.write_bytes(original)
     model = load_model(path)
     assert model.opaque_nodes() == []
+    assert {"Cast", "Shape", "Gather", "Slice", "Range", "Expand"} <= \
+        {n.op for n in model.graph.nodes}
     assert all(not n.op.startswith("Constant") or n.op == "ConstantOfShape"
                for n in model.graph.nodes), "Constant nodes become IR constants"
     conv = model.graph.nodes[0]
