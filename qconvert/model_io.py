@@ -20,18 +20,19 @@ FORMAT_SUFFIX = {"tflite": ".tflite", "onnx": ".onnx"}
 
 
 def detect_format(data: bytes):
-    """('tflite', None) or ('onnx', parsed ModelProto) from the content; QConvertError otherwise.
+    """('tflite', None) or ('onnx', ParsedOnnx) from the content; QConvertError otherwise.
 
-    The ONNX proto is returned so the reader does not parse the bytes a second time.
+    The parsed ONNX model (its large weights left in `data`, see `onnx_reader.parse_onnx_lean`)
+    is returned so the reader does not parse the bytes a second time.
     """
     if not data:
         raise QConvertError("file is empty")
     if len(data) >= 8 and data[4:8] == b"TFL3":
         return "tflite", None
-    from .onnx_reader import parse_onnx
+    from .onnx_reader import parse_onnx_lean
 
     try:
-        return "onnx", parse_onnx(data)
+        return "onnx", parse_onnx_lean(data)
     except QConvertError:
         raise QConvertError("not a TFLite or ONNX model (format not recognized from its content)")
 
@@ -52,16 +53,16 @@ def load_model(path: str | Path) -> Model:
     """Read and verify the model at `path`; errors name the file."""
     try:
         data = read_bytes(path)
-        fmt, proto = detect_format(data)
+        fmt, parsed = detect_format(data)
         if fmt == "tflite":
             from .tflite_reader import read_tflite
 
             model = read_tflite(data)
         else:
-            from .onnx_reader import read_onnx_proto
+            from .onnx_reader import read_onnx_parsed
 
-            del data  # the proto holds what is needed
-            model = read_onnx_proto(proto, path)
+            del data  # `parsed` holds what is needed (the weights are views of these bytes)
+            model = read_onnx_parsed(parsed, path)
         try:
             model.verify()
         except GraphError as exc:

@@ -7,11 +7,18 @@ costs little memory). Ops in the schema table get normalized attributes: spatial
 Softmax gets its opset's default axis. Other ops are opaque: op_type, domain and raw attributes
 are kept and written back as they were. External data is read only from files inside the
 model's own directory.
+
+Large weights are not copied. `parse_onnx_lean` walks the protobuf wire format of the file's
+bytes and parses a copy of the model without the `raw_data` payloads of large numeric
+initializers (a few hundred KB for a 100 MB model); the constants become read-only numpy views
+of the file's bytes. Anything unusual in the layout (the graph field twice, a group, a framing
+the walker does not accept) falls back to the full parse, which also reports corrupt files.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +35,28 @@ from .padding import same_pads, valid_pads
 MIN_OPSET, MAX_OPSET = 11, 21
 SMALL_INITIALIZER = 4096  # bytes; larger ones are left out of the shape-inference copy
 
+# Field numbers of onnx.proto3 (taken from the descriptors, not retyped).
+_MODEL_GRAPH = onnx.ModelProto.DESCRIPTOR.fields_by_name["graph"].number
+_GRAPH_INITIALIZER = onnx.GraphProto.DESCRIPTOR.fields_by_name["initializer"].number
+_TENSOR_DATA_TYPE = TensorProto.DESCRIPTOR.fields_by_name["data_type"].number
+_TENSOR_RAW_DATA = TensorProto.DESCRIPTOR.fields_by_name["raw_data"].number
+_TENSOR_DATA_LOCATION = TensorProto.DESCRIPTOR.fields_by_name["data_location"].number
+_LEN = 2  # wire type of length-delimited fields
+
+
+@dataclass
+class ParsedOnnx:
+    """A parsed model whose large initializer payloads stay in the file's bytes.
+
+    `payloads` maps the index of an initializer in `proto.graph.initializer` to the
+    `(offset, length)` of its `raw_data` inside `buffer`; those initializers have no `raw_data`
+    in `proto`. Empty when the model was parsed in full.
+    """
+
+    proto: onnx.ModelProto
+    buffer: bytes = b""
+    payloads: dict = field(default_factory=dict)
+
 
 def parse_onnx(data: bytes) -> onnx.ModelProto:
     """Parse protobuf bytes; raise QConvertError unless they hold an ONNX model with a graph."""
@@ -41,15 +70,35 @@ def parse_onnx(data: bytes) -> onnx.ModelProto:
     return proto
 
 
+def parse_onnx_lean(data: bytes) -> ParsedOnnx:
+    """Parse `data` like `parse_onnx`, leaving large numeric `raw_data` payloads in `data`.
+
+    The result holds `data`: the constants read from it are views of it, not copies.
+    """
+    data = bytes(data)  # immutable: the numpy views must never see it change
+    try:
+        lean, payloads = _strip_payloads(data)
+    except _Unusual:
+        lean, payloads = None, {}
+    if not payloads:
+        return ParsedOnnx(parse_onnx(data))
+    return ParsedOnnx(parse_onnx(lean), data, payloads)
+
+
 def read_onnx(data: bytes, path: str | Path) -> Model:
     """Parse ONNX bytes (read from `path`, which locates external data) into a Model."""
-    return read_onnx_proto(parse_onnx(data), path)
+    return read_onnx_parsed(parse_onnx_lean(data), path)
 
 
 def read_onnx_proto(proto: onnx.ModelProto, path: str | Path) -> Model:
     """Build a Model from a parsed ModelProto (`path` locates external data)."""
+    return read_onnx_parsed(ParsedOnnx(proto), path)
+
+
+def read_onnx_parsed(parsed: ParsedOnnx, path: str | Path) -> Model:
+    """Build a Model from `parse_onnx_lean`'s result (`path` locates external data)."""
     try:
-        return _Reader(proto, Path(path)).read()
+        return _Reader(parsed.proto, Path(path), parsed.buffer, parsed.payloads).read()
     except QConvertError:
         raise
     except Exception as exc:
@@ -57,9 +106,12 @@ def read_onnx_proto(proto: onnx.ModelProto, path: str | Path) -> Model:
 
 
 class _Reader:
-    def __init__(self, proto: onnx.ModelProto, path: Path):
+    def __init__(self, proto: onnx.ModelProto, path: Path, buffer: bytes = b"",
+                 payloads: dict | None = None):
         self.proto = proto
         self.path = path
+        self.buffer = buffer
+        self.payloads = payloads or {}
         self.opset = None
         for imp in proto.opset_import:
             if imp.domain in ("", "ai.onnx"):
@@ -77,8 +129,11 @@ class _Reader:
         graph = Graph(name=g.name)
         init_names = {t.name for t in g.initializer}
         types = self.inferred_types()
-        for t in g.initializer:
-            graph.add_tensor(self.constant(t.name, t))
+        for i, t in enumerate(g.initializer):
+            payload = self.payloads.get(i)
+            if payload is not None:
+                payload = (self.buffer, *payload)
+            graph.add_tensor(self.constant(t.name, t, payload))
         initializer_inputs = []
         for vi in g.input:
             if vi.name in init_names:
@@ -131,8 +186,9 @@ class _Reader:
         lg.output.extend(g.output)
         lg.value_info.extend(g.value_info)
         input_names = {vi.name for vi in g.input}
-        for t in g.initializer:
-            if t.data_location != TensorProto.EXTERNAL and t.ByteSize() <= SMALL_INITIALIZER:
+        for i, t in enumerate(g.initializer):
+            if (i not in self.payloads and t.data_location != TensorProto.EXTERNAL
+                    and t.ByteSize() <= SMALL_INITIALIZER):
                 lg.initializer.append(t)
             elif t.name not in input_names:
                 lg.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
@@ -162,12 +218,18 @@ class _Reader:
                           for d in tt.shape.dim)
         return Tensor(name, shape, dtype, extra=extra)
 
-    def constant(self, name: str, t: TensorProto) -> Tensor:
+    def constant(self, name: str, t: TensorProto, payload: tuple | None = None) -> Tensor:
+        """IR constant of TensorProto `t`; `payload` is `(buffer, offset, length)` of its raw
+        data when that was left out of `t` (see `parse_onnx_lean`)."""
         dtype = ONNX_TO_IR.get(t.data_type)
         if dtype is None:
             raise QConvertError(f"constant {name!r} has unsupported ONNX type {t.data_type}")
         if t.data_location == TensorProto.EXTERNAL:
-            t = self.load_external(t)
+            raw = self.read_external(t)
+            if dtype in RAW_DTYPES or not raw:
+                t = _with_raw_data(t, raw)
+            else:
+                payload = (raw, 0, len(raw))
         shape = tuple(int(d) for d in t.dims)
         if dtype in RAW_DTYPES:
             kept = TensorProto()
@@ -175,26 +237,30 @@ class _Reader:
             kept.name = name
             raw = np.frombuffer(t.raw_data, np.uint8) if t.raw_data else np.zeros(0, np.uint8)
             return Tensor(name, shape, dtype, raw, extra={"onnx_tensor": kept})
-        if t.raw_data:
+        if payload is None and t.raw_data:
             raw = t.raw_data
+            payload = (raw, 0, len(raw))
+        if payload is not None:
+            buffer, offset, length = payload
             count = int(np.prod(shape, dtype=np.int64))
-            if len(raw) != count * np.dtype(dtype).itemsize:
-                raise QConvertError(f"constant {name!r} holds {len(raw)} bytes for shape "
+            if length != count * np.dtype(dtype).itemsize:
+                raise QConvertError(f"constant {name!r} holds {length} bytes for shape "
                                     f"{list(shape)} of {dtype}")
-            data = np.frombuffer(raw, dtype=dtype).reshape(shape)
+            # a view of the file's bytes (read-only, possibly unaligned), not a copy
+            data = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset).reshape(shape)
         else:
             data = numpy_helper.to_array(t)
         if data.dtype != np.dtype(dtype):
             data = data.astype(dtype)
         if data.shape != shape:
             raise QConvertError(f"constant {name!r} holds {data.size} values for shape {list(shape)}")
-        if data.dtype.kind == "f" and not np.isfinite(data).all():
+        if data.dtype.kind == "f" and not _all_finite(data):
             raise QConvertError(f"constant {name!r} contains NaN or infinity")
         data.flags.writeable = False
         return Tensor(name, shape, dtype, data)
 
-    def load_external(self, t: TensorProto) -> TensorProto:
-        """Copy of `t` with its external data read in, refusing files outside the model's folder."""
+    def read_external(self, t: TensorProto) -> bytes:
+        """The external data of `t`, refusing files outside the model's folder."""
         info = {e.key: e.value for e in t.external_data}
         location = info.get("location", "")
         base = self.path.resolve().parent
@@ -207,13 +273,7 @@ class _Reader:
         offset = int(info.get("offset", 0))
         with open(target, "rb") as f:
             f.seek(offset)
-            raw = f.read(int(info["length"])) if "length" in info else f.read()
-        loaded = TensorProto()
-        loaded.CopyFrom(t)
-        del loaded.external_data[:]
-        loaded.data_location = TensorProto.DEFAULT
-        loaded.raw_data = raw
-        return loaded
+            return f.read(int(info["length"])) if "length" in info else f.read()
 
     # -- nodes ------------------------------------------------------------------------------
     def node(self, n, index: int, graph: Graph) -> Node:
@@ -248,6 +308,145 @@ class _Reader:
             _normalize_spatial(n.op_type, attrs, inputs, graph)
             _check_spatial(name, attrs)
         return Node(schema.name, inputs, outputs, attrs, name, False, origin)
+
+
+def _with_raw_data(t: TensorProto, raw: bytes) -> TensorProto:
+    """Copy of `t` holding `raw` as its raw data instead of a reference to external data."""
+    loaded = TensorProto()
+    loaded.CopyFrom(t)
+    del loaded.external_data[:]
+    loaded.data_location = TensorProto.DEFAULT
+    loaded.raw_data = raw
+    return loaded
+
+
+def _all_finite(data: np.ndarray) -> bool:
+    """No NaN or infinity in `data`. A finite sum proves it in one pass without a temporary
+    array; a non-finite sum (a NaN, an infinity, or an overflow) is settled element-wise."""
+    with np.errstate(all="ignore"):
+        if np.isfinite(data.sum()):
+            return True
+    return bool(np.isfinite(data).all())
+
+
+# -- protobuf wire format: leaving large payloads out of the parse ---------------------------
+class _Unusual(Exception):
+    """A wire layout the lean parse does not handle; the full parse takes over."""
+
+
+def _varint(buf: bytes, pos: int, end: int) -> tuple:
+    result = shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise _Unusual
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def wire_fields(buf: bytes, start: int = 0, end: int | None = None):
+    """Yield `(number, wire_type, field_start, value_start, value_end)` for each field of the
+    message encoded in `buf[start:end]`; raise `_Unusual` on groups or broken framing."""
+    pos, end = start, len(buf) if end is None else end
+    while pos < end:
+        field_start = pos
+        key, pos = _varint(buf, pos, end)
+        number, wire_type = key >> 3, key & 7
+        if number == 0:
+            raise _Unusual
+        if wire_type == 0:
+            value_end = _varint(buf, pos, end)[1]
+        elif wire_type == 1:
+            value_end = pos + 8
+        elif wire_type == _LEN:
+            length, pos = _varint(buf, pos, end)
+            value_end = pos + length
+        elif wire_type == 5:
+            value_end = pos + 4
+        else:
+            raise _Unusual
+        if value_end > end:
+            raise _Unusual
+        yield number, wire_type, field_start, pos, value_end
+        pos = value_end
+
+
+def _strip_payloads(data: bytes) -> tuple:
+    """(ModelProto bytes without the large payloads, {initializer index: (offset, length)})."""
+    view = memoryview(data)
+    pieces, payloads, copied, graphs = [], {}, 0, 0
+    for number, wire_type, start, value, end in wire_fields(data):
+        if number != _MODEL_GRAPH or wire_type != _LEN:
+            continue
+        graphs += 1
+        if graphs > 1:
+            raise _Unusual  # repeated graph fields merge; leave that to protobuf
+        lean = _strip_graph(data, view, value, end, payloads)
+        if lean is not None:
+            pieces += [view[copied:start], _key(_MODEL_GRAPH), encode_varint(len(lean)), lean]
+            copied = end
+    if not payloads:
+        return None, {}
+    pieces.append(view[copied:])
+    return b"".join(pieces), payloads
+
+
+def _strip_graph(data: bytes, view, begin: int, finish: int, payloads: dict):
+    pieces, copied, index = [], begin, 0
+    for number, wire_type, start, value, end in wire_fields(data, begin, finish):
+        if number != _GRAPH_INITIALIZER or wire_type != _LEN:
+            continue
+        stripped = _strip_tensor(data, view, value, end)
+        if stripped is not None:
+            lean, offset, length = stripped
+            pieces += [view[copied:start], _key(_GRAPH_INITIALIZER), encode_varint(len(lean)),
+                       lean]
+            copied = end
+            payloads[index] = (offset, length)
+        index += 1
+    if not pieces:
+        return None
+    pieces.append(view[copied:finish])
+    return b"".join(pieces)
+
+
+def _strip_tensor(data: bytes, view, begin: int, finish: int):
+    """(TensorProto bytes without raw_data, offset, length) for a large numeric in-file
+    payload; None when the tensor is kept whole."""
+    fields = list(wire_fields(data, begin, finish))
+    data_type = location = 0
+    raw = None
+    for number, wire_type, _, value, end in fields:
+        if number == _TENSOR_RAW_DATA and wire_type == _LEN:
+            raw = (value, end)  # the last occurrence wins, as in protobuf
+        elif number == _TENSOR_DATA_TYPE and wire_type == 0:
+            data_type = _varint(data, value, end)[0]
+        elif number == _TENSOR_DATA_LOCATION and wire_type == 0:
+            location = _varint(data, value, end)[0]
+    if raw is None or raw[1] - raw[0] <= SMALL_INITIALIZER:
+        return None
+    dtype = ONNX_TO_IR.get(data_type)
+    if dtype is None or dtype in RAW_DTYPES or location == TensorProto.EXTERNAL:
+        return None
+    lean = b"".join(view[start:end] for number, wire_type, start, _, end in fields
+                    if not (number == _TENSOR_RAW_DATA and wire_type == _LEN))
+    return lean, raw[0], raw[1] - raw[0]
+
+
+def _key(number: int, wire_type: int = _LEN) -> bytes:
+    return encode_varint(number << 3 | wire_type)
 
 
 def _check_text(model: Model) -> None:

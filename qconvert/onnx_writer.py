@@ -5,6 +5,12 @@ IR attributes (an attribute is written when the source had it or it differs from
 default, so no attribute appears that the model's opset lacks), opaque ops get back their
 op_type, domain and raw attributes. Model-level fields (IR version, opsets, producer, metadata,
 functions) are kept. Serialization is deterministic.
+
+`write_onnx` never copies a weight into a protobuf message: it serializes the model without its
+initializers, then splices each initializer in as a small encoded header followed by the
+constant's own buffer, in the field order protobuf uses, so the bytes are exactly those of
+`to_proto(model).SerializeToString(deterministic=True)` while the weights are copied only once,
+into the returned bytes.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from . import schemas
 from .dtypes import IR_TO_ONNX
 from .errors import QConvertError
 from .ir import Model
+from .onnx_reader import encode_varint, wire_fields
 
 MAX_PROTO_BYTES = 2**31 - 2**24
 _NEUTRAL = {"strides": 1, "dilations": 1, "pads": 0}
@@ -27,6 +34,39 @@ def to_proto(model: Model) -> onnx.ModelProto:
 
     Built in place (no helper.make_graph copies), so a 100 MB model is not copied twice.
     """
+    proto = _skeleton(model)
+    for t in _constants(model):
+        _fill_initializer(proto.graph.initializer.add(), t)
+    return proto
+
+
+def write_onnx(model: Model) -> bytes:
+    """Return the serialized ONNX bytes of `model` (raises QConvertError over 2 GB)."""
+    weights = sum(t.data.nbytes for t in model.graph.tensors.values() if t.data is not None)
+    if weights > MAX_PROTO_BYTES:
+        raise QConvertError("model over 2 GB: ONNX external-data output is not supported yet")
+    return b"".join(serialized_chunks(model))
+
+
+def serialized_chunks(model: Model) -> list:
+    """The serialized model as a list of bytes-like chunks (weights are the constants' own
+    buffers, not copies); joined, they equal `to_proto(model).SerializeToString(deterministic=True)`.
+    """
+    proto = _skeleton(model)
+    inits = []
+    for t in _constants(model):
+        inits += _initializer_chunks(t)
+    graph_head, graph_tail = _split(proto.graph.SerializeToString(deterministic=True),
+                                    _GRAPH_INITIALIZER)
+    proto.ClearField("graph")
+    model_head, model_tail = _split(proto.SerializeToString(deterministic=True), _MODEL_GRAPH)
+    graph_size = len(graph_head) + sum(_nbytes(c) for c in inits) + len(graph_tail)
+    return [model_head, _key(_MODEL_GRAPH), encode_varint(graph_size), graph_head, *inits,
+            graph_tail, model_tail]
+
+
+def _skeleton(model: Model) -> onnx.ModelProto:
+    """The ModelProto of `model` without initializers."""
     if len(model.graphs) != 1:
         raise QConvertError("an ONNX model has one graph; this model has several subgraphs")
     g, meta = model.graph, model.meta
@@ -49,9 +89,6 @@ def to_proto(model: Model) -> onnx.ModelProto:
     if meta.get("graph_doc_string"):
         graph.doc_string = meta["graph_doc_string"]
     graph.node.extend(_node(n) for n in g.nodes)
-    for t in g.tensors.values():
-        if t.data is not None:
-            _fill_initializer(graph.initializer.add(), t)
     inputs = list(g.inputs) + [name for name in meta.get("initializer_inputs", [])
                                if name in g.tensors and g.tensors[name].data is not None]
     graph.input.extend(_value_info(g.tensors[name]) for name in inputs)
@@ -63,12 +100,48 @@ def to_proto(model: Model) -> onnx.ModelProto:
     return proto
 
 
-def write_onnx(model: Model) -> bytes:
-    """Return the serialized ONNX bytes of `model` (raises QConvertError over 2 GB)."""
-    weights = sum(t.data.nbytes for t in model.graph.tensors.values() if t.data is not None)
-    if weights > MAX_PROTO_BYTES:
-        raise QConvertError("model over 2 GB: ONNX external-data output is not supported yet")
-    return to_proto(model).SerializeToString(deterministic=True)
+def _constants(model: Model) -> list:
+    """The tensors written as initializers, in the graph's tensor order."""
+    return [t for t in model.graph.tensors.values() if t.data is not None]
+
+
+# Field numbers of onnx.proto3 (from the descriptors).
+_MODEL_GRAPH = onnx.ModelProto.DESCRIPTOR.fields_by_name["graph"].number
+_GRAPH_INITIALIZER = onnx.GraphProto.DESCRIPTOR.fields_by_name["initializer"].number
+_TENSOR_RAW_DATA = TensorProto.DESCRIPTOR.fields_by_name["raw_data"].number
+
+
+def _key(number: int) -> bytes:
+    """Key of a length-delimited field."""
+    return encode_varint(number << 3 | 2)
+
+
+def _nbytes(chunk) -> int:
+    return chunk.nbytes if isinstance(chunk, np.ndarray) else len(chunk)
+
+
+def _split(encoded: bytes, number: int) -> tuple:
+    """`encoded` cut before its first field numbered above `number` (protobuf writes fields in
+    number order), where the fields numbered `number` belong."""
+    for field_number, _, start, _, _ in wire_fields(encoded):
+        if field_number > number:
+            return encoded[:start], encoded[start:]
+    return encoded, b""
+
+
+def _initializer_chunks(t) -> list:
+    """Encoded initializer field of constant `t`: key, length, then the TensorProto as chunks."""
+    if "onnx_tensor" in t.extra:
+        body = [t.extra["onnx_tensor"].SerializeToString(deterministic=True)]
+    else:
+        header = TensorProto()
+        data = _header(header, t)
+        # the header holds dims, data_type and name, all numbered below raw_data: raw_data
+        # comes last, where protobuf would write it
+        body = [header.SerializeToString(deterministic=True), _key(_TENSOR_RAW_DATA),
+                encode_varint(data.nbytes), data]
+    size = sum(_nbytes(c) for c in body)
+    return [_key(_GRAPH_INITIALIZER), encode_varint(size), *body]
 
 
 def _node(n) -> onnx.NodeProto:
@@ -140,12 +213,18 @@ def _fill_initializer(init: TensorProto, t) -> None:
     if "onnx_tensor" in t.extra:
         init.CopyFrom(t.extra["onnx_tensor"])
         return
+    init.raw_data = _header(init, t).tobytes()
+
+
+def _header(init: TensorProto, t) -> np.ndarray:
+    """Set name, type and dims of numeric constant `t` in `init`; return its data as a
+    C-contiguous little-endian array (`t.data` itself when it already is one)."""
     if t.dtype not in IR_TO_ONNX:
         raise QConvertError(f"constant {t.name!r} has dtype {t.dtype}, which ONNX lacks")
     init.name = t.name
     init.data_type = IR_TO_ONNX[t.dtype]
     init.dims.extend(int(d) for d in t.data.shape)
-    init.raw_data = np.ascontiguousarray(t.data, t.data.dtype.newbyteorder("<")).tobytes()
+    return np.ascontiguousarray(t.data, t.data.dtype.newbyteorder("<"))
 
 
 def _value_info(t) -> onnx.ValueInfoProto:

@@ -47,12 +47,13 @@ register(OpSchema(
     "Gemm", "Y = alpha * A' B' + beta * C (ONNX Gemm).",
     (Input("a"), Input("b", "weights"), Input("c", "bias", optional=True)),
     onnx=OnnxSpec("Gemm", {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0}),
-    macs="gemm"))
+    int8="per_channel_weights", macs="gemm"))
 
 register(OpSchema(
     "MatMul", "Matrix product with numpy broadcasting (ONNX MatMul).",
     (Input("a"), Input("b", "weights")), onnx=OnnxSpec("MatMul"),
-    weight_layout={"onnx": "IO"}, weight_channel_axis={"onnx": 1}, macs="matmul"))
+    weight_layout={"onnx": "IO"}, weight_channel_axis={"onnx": 1}, int8="per_channel_weights",
+    macs="matmul"))
 
 register(OpSchema(
     "BatchNorm", "Inference batch normalization along the channel axis (ONNX, NCHW).",
@@ -100,7 +101,7 @@ register(OpSchema(
     "AveragePool", "2-D average pooling.", (X,),
     tflite=TfliteSpec("AVERAGE_POOL_2D", "Pool2DOptions"),
     onnx=OnnxSpec("AveragePool", dict(_POOL_ATTRS, count_include_pad=0), spatial=True),
-    layout_sensitive=True, int8="requantize"))
+    layout_sensitive=True, int8="same_scale"))  # TFLite's int8 AVERAGE_POOL_2D does not rescale
 register(OpSchema("GlobalAveragePool", "Mean over all spatial axes, kept as size 1 (ONNX).",
                   (X,), onnx=OnnxSpec("GlobalAveragePool"), layout_sensitive=True,
                   int8="requantize"))
