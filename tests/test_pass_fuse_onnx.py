@@ -329,3 +329,28 @@ def test_no_fold_of_batchnorm_with_extra_outputs(tmp_path):
     model = load_model(path)
     counts = run_pipeline(model, FUSIONS + ["batchnorm-to-affine"], PassContext("onnx"))
     assert sum(counts.values()) == 0 and serialize(model) == serialize(load_model(path))
+
+
+def _pytorch_like():
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("pytorch_like", ROOT / "bench" / "pytorch_like.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("arch,clip", [("resnet50", None), ("mobilenet_v2", "constant"),
+                                       ("mobilenet_v2", "initializer")])
+def test_pytorch_like_exports_lose_every_batchnorm(tmp_path, arch, clip):
+    """The benchmark's ResNet-50 / MobileNetV2-shaped exports (narrow, small input): 50+ layers
+    fold, so the tolerance is 1e-4."""
+    gen = _pytorch_like()
+    kwargs = {} if clip is None else {"clip_inputs": clip}
+    proto = getattr(gen, arch)(width=0.25, resolution=64, **kwargs)
+    before = sum(n.op_type == "BatchNormalization" for n in proto.graph.node)
+    counts, model = fuse(tmp_path, proto.SerializeToString(), list(FUSE_PIPELINE), rel=1e-4)
+    assert before >= 50 and counts["fuse-conv-batchnorm"] == before
+    assert "BatchNorm" not in ops(model)

@@ -1,0 +1,611 @@
+"""Calibration and evaluation data for `qconvert quantize`: load it, check it, batch it.
+
+Sources (`load_calibration`), all giving ``{input name: array of shape (N, *sample shape)}`` in
+each input's dtype, samples stacked on axis 0:
+
+- ``calib.npy``: one array of shape ``(N, *sample)`` (so a single sample of the full input shape,
+  batch 1, works too), ``(N, 1, *sample)`` (a batch-1 axis per sample is squeezed) or ``sample``
+  alone (one sample without a batch axis). Single-input models only.
+- ``calib.npz``: one array per input name (other keys are ignored), or, for a single-input model,
+  its only array; ``calib.npz:key`` picks one array of a file that holds several (data, labels...).
+- a folder of ``.npy`` files, sorted by name, each one sample or a batch as above.
+- a folder of images (``.png .jpg .jpeg .bmp``, sorted by name, or one image file), decoded with
+  Pillow (optional: ``pip install qconvert[images]``), converted to the input's channel count
+  (1: ``L``, 3: ``RGB``), resized to the input's H x W (bilinear) and laid out NHWC or NCHW like
+  the input. Only for 4-D image inputs with 1 or 3 channels.
+
+Normalization (`mean`/`std` or `scale`, from ``--mean``/``--std``/``--scale``) applies to every
+source: ``(x - mean) / std`` (each a number or one per channel) or ``x * scale``; without any,
+pixels stay raw 0..255. Integer (int8/uint8) inputs take the values as they are if they are
+integers that fit the dtype (``--mean 128`` maps pixels to int8), otherwise it is an error.
+
+Checks, each failing with one `QConvertError` naming the offending file: the dtype converts
+without loss (float64 into float32 is fine; float data into an integer input is not; integers must
+fit), the sample shape equals the input's (dynamic dims accept anything, but all samples must
+agree), no NaN or infinity, at least one sample.
+
+`random_calibration` makes random data for ``--calibration-random N`` (the CLI prints
+`RANDOM_CALIBRATION_WARNING`); `iter_batches` slices the data for the model; `Progress` draws a
+progress bar on stderr when stderr is a terminal and stays silent otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import QConvertError
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
+PILLOW_HINT = "reading images needs Pillow: pip install pillow (or pip install qconvert[images])"
+RANDOM_CALIBRATION_WARNING = (
+    "calibrating on random data (--calibration-random): the activation ranges it measures mean "
+    "nothing for real inputs and the int8 model's accuracy will be poor; use it for smoke tests "
+    "only and pass --calibration with real samples for a model you ship")
+
+_IMAGE_MODES = {1: "L", 3: "RGB"}
+
+
+# -- model inputs ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InputSpec:
+    """One model input: `shape` has the batch dim first (dynamic dims are str or None, the whole
+    shape None when the rank is unknown), `dtype` a numpy dtype name, `layout` ``"NCHW"``,
+    ``"NHWC"`` or None when the input is not 4-D."""
+
+    name: str
+    shape: tuple | None
+    dtype: str
+    layout: str | None = None
+
+    @property
+    def sample_shape(self) -> tuple | None:
+        """One sample's shape: `shape` without its batch dim (None when the rank is unknown)."""
+        if self.shape is None:
+            return None
+        return tuple(self.shape[1:])
+
+    @property
+    def channel_axis(self) -> int | None:
+        """The channel axis within a sample (0 for NCHW, 2 for NHWC), None when not 4-D."""
+        return {"NCHW": 0, "NHWC": 2}.get(self.layout)
+
+    @property
+    def channels(self) -> int | None:
+        """The channel count of a 4-D input (None when not 4-D or when it is dynamic)."""
+        axis = self.channel_axis
+        if axis is None:
+            return None
+        c = self.sample_shape[axis]
+        return int(c) if _is_static(c) else None
+
+
+def input_specs(graph, fmt: str | None = None) -> list:
+    """The `InputSpec` of every input of `graph`, in order.
+
+    `fmt` is the format whose layout the graph has: ``"onnx"`` (4-D inputs are NCHW) or
+    ``"tflite"`` (4-D inputs are NHWC). A `Model` may be passed instead of a graph; its main
+    graph and (unless `fmt` is given) its format are used.
+    """
+    if hasattr(graph, "graphs"):
+        fmt = fmt or graph.format
+        graph = graph.graph
+    layouts = {"onnx": "NCHW", "tflite": "NHWC"}
+    if fmt not in layouts:
+        raise ValueError(f"input_specs: unknown model format {fmt!r}")
+    specs = []
+    for name in graph.inputs:
+        t = graph.tensors[name]
+        shape = None if t.shape is None else tuple(
+            int(d) if _is_static(d) else d for d in t.shape)
+        layout = layouts[fmt] if shape is not None and len(shape) == 4 else None
+        specs.append(InputSpec(name, shape, t.dtype, layout))
+    return specs
+
+
+# -- loading --------------------------------------------------------------------------------------
+def load_calibration(path, specs, mean=None, std=None, scale=None, limit=None) -> dict:
+    """Load calibration data from `path` for the model inputs `specs` (see the module docstring).
+
+    Returns ``{input name: array (N, *sample shape)}`` in each input's dtype, with the same N for
+    every input, capped at `limit` samples. `mean`/`std` (a number or one per channel) or
+    `scale` normalize the data. Raises `QConvertError` naming the file at fault.
+    """
+    specs = list(specs)
+    path_str = str(path)
+    if not specs:
+        raise QConvertError("the model has no inputs to calibrate", path_str)
+    if limit is not None and int(limit) < 1:
+        raise QConvertError(f"the sample limit must be at least 1, not {limit}", path_str)
+    norm = _Normalization(mean, std, scale)
+    file_path, key = _split_npz_key(path_str)
+    p = Path(file_path)
+    if not p.exists():
+        raise QConvertError("no such file or folder", path_str)
+    if key is not None or p.suffix.lower() == ".npz":
+        data = _load_npz(p, key, specs, norm, limit)
+    elif p.is_dir():
+        data = _load_folder(p, specs, norm, limit)
+    elif p.suffix.lower() == ".npy":
+        spec = _single_input(specs, p, "a .npy file")
+        data = {spec.name: _prepare(_read_npy(p), spec, norm, p, limit)}
+    elif p.suffix.lower() in IMAGE_SUFFIXES:
+        spec = _single_input(specs, p, "images")
+        data = {spec.name: _load_images([p], spec, norm, p, limit)}
+    else:
+        raise QConvertError(
+            "unsupported calibration data: expected a .npy or .npz file, a folder of .npy "
+            f"files or a folder of images ({' '.join(IMAGE_SUFFIXES)})", str(p))
+    counts = {len(a) for a in data.values()}
+    if len(counts) > 1:
+        sizes = ", ".join(f"{k!r}: {len(a)}" for k, a in data.items())
+        raise QConvertError(f"inputs have different numbers of samples ({sizes})", path_str)
+    return data
+
+
+def _split_npz_key(path: str):
+    """``file.npz:key`` -> (``file.npz``, ``key``); anything else -> (path, None)."""
+    if os.path.exists(path):
+        return path, None
+    low = path.lower()
+    start = 0
+    while (i := low.find(".npz:", start)) >= 0:
+        head = path[: i + 4]
+        if os.path.isfile(head):
+            return head, path[i + 5:]
+        start = i + 1
+    return path, None
+
+
+def _single_input(specs, path: Path, what: str):
+    if len(specs) != 1:
+        names = ", ".join(repr(s.name) for s in specs)
+        raise QConvertError(
+            f"{what} can only feed a single-input model; this one has {len(specs)} inputs "
+            f"({names}): use a .npz with one array per input name", str(path))
+    return specs[0]
+
+
+def _magic(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(6)
+    except OSError as exc:
+        raise QConvertError(f"cannot read: {exc.strerror}", str(path)) from exc
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    head = _magic(path)
+    if head.startswith(b"PK"):
+        raise QConvertError("is a .npz archive, not a .npy array (name it .npz)", str(path))
+    if head != b"\x93NUMPY":
+        raise QConvertError("not a .npy file (no NumPy header)", str(path))
+    try:
+        try:
+            arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (ValueError, OSError):  # object arrays, truncated files, files mmap cannot map
+            arr = np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        if "pickle" in str(exc) or "object" in str(exc).lower():
+            raise QConvertError("holds Python objects (pickled data is not loaded), not a "
+                                "numeric array", str(path)) from exc
+        raise QConvertError(f"not a valid .npy file ({exc})", str(path)) from exc
+    except (OSError, EOFError) as exc:
+        raise QConvertError(f"cannot read as .npy ({exc})", str(path)) from exc
+    return arr
+
+
+def _load_npz(p: Path, key, specs, norm, limit) -> dict:
+    if not p.is_file():
+        raise QConvertError("is not a .npz file", str(p))
+    head = _magic(p)
+    if head == b"\x93NUMPY":
+        raise QConvertError("is a .npy array, not a .npz archive (name it .npy)", str(p))
+    if not head.startswith(b"PK"):
+        raise QConvertError("not a .npz file (not a zip archive)", str(p))
+    try:
+        npz = np.load(p, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise QConvertError(f"not a valid .npz file ({exc})", str(p)) from exc
+    with npz:
+        keys = list(npz.files)
+        listed = ", ".join(keys) if keys else "none"
+        shown = f"{p}:{key}" if key is not None else str(p)
+
+        def get(k):
+            try:
+                return npz[k]
+            except ValueError as exc:
+                if "pickle" in str(exc) or "object" in str(exc).lower():
+                    raise QConvertError(f"array {k!r} holds Python objects, not numbers",
+                                        shown) from exc
+                raise QConvertError(f"cannot read array {k!r}: {exc}", shown) from exc
+            except Exception as exc:  # zlib / zipfile errors of a corrupt member
+                raise QConvertError(f"cannot read array {k!r}: {exc}", shown) from exc
+
+        if key is not None:
+            spec = _single_input(specs, p, "one array of a .npz")
+            if key not in keys:
+                raise QConvertError(f"has no array {key!r} (arrays: {listed})", str(p))
+            return {spec.name: _prepare(get(key), spec, norm, shown, limit)}
+        names = [s.name for s in specs]
+        if all(n in keys for n in names):
+            return {s.name: _prepare(get(s.name), s, norm, f"{p}:{s.name}", limit) for s in specs}
+        if len(specs) > 1:
+            missing = ", ".join(repr(n) for n in names if n not in keys)
+            raise QConvertError(f"needs one array per model input; missing {missing} "
+                                f"(arrays: {listed})", str(p))
+        if not keys:
+            raise QConvertError("the .npz holds no arrays", str(p))
+        if len(keys) > 1:
+            raise QConvertError(
+                f"holds several arrays ({listed}) and none is named after the input "
+                f"{names[0]!r}: pick one with {p}:<key>, e.g. {p}:{keys[0]}", str(p))
+        return {names[0]: _prepare(get(keys[0]), specs[0], norm, shown, limit)}
+
+
+def _load_folder(p: Path, specs, norm, limit) -> dict:
+    try:
+        entries = sorted(e for e in os.listdir(p) if not e.startswith("."))
+    except OSError as exc:
+        raise QConvertError(f"cannot list folder: {exc.strerror}", str(p)) from exc
+    files = [p / e for e in entries if (p / e).is_file()]
+    npys = [f for f in files if f.suffix.lower() == ".npy"]
+    images = [f for f in files if f.suffix.lower() in IMAGE_SUFFIXES]
+    if npys and images:
+        raise QConvertError("folder mixes .npy files and images; keep one kind", str(p))
+    if not npys and not images:
+        raise QConvertError(
+            "folder has no calibration data: no .npy files and no images "
+            f"({' '.join(IMAGE_SUFFIXES)})", str(p))
+    if images:
+        spec = _single_input(specs, p, "a folder of images")
+        return {spec.name: _load_images(images, spec, norm, p, limit)}
+    spec = _single_input(specs, p, "a folder of .npy files")
+    parts, total, first = [], 0, None
+    for f in npys:
+        part = _prepare(_read_npy(f), spec, norm, f, None if limit is None else limit - total)
+        if first is None:
+            first = (f, part.shape[1:])
+        elif part.shape[1:] != first[1]:
+            raise QConvertError(f"sample shape {_fmt(part.shape[1:])} differs from "
+                                f"{_fmt(first[1])} of {first[0].name}", str(f))
+        parts.append(part)
+        total += len(part)
+        if limit is not None and total >= limit:
+            break
+    return {spec.name: np.concatenate(parts, axis=0)}
+
+
+def _load_images(files, spec: InputSpec, norm, where: Path, limit) -> np.ndarray:
+    """Decode `files` into (N, *sample) uint8 pixels laid out like `spec`, then `_prepare`."""
+    shape = spec.sample_shape
+    c = spec.channels
+    if spec.layout is None or c not in _IMAGE_MODES:
+        raise QConvertError(
+            f"input {spec.name!r} of shape {_fmt(spec.shape)} is not an image input (expected "
+            "4-D NCHW or NHWC with 1 or 3 channels); give .npy/.npz data instead", str(where))
+    try:
+        from PIL import Image, ImageOps
+    except ImportError as exc:
+        raise QConvertError(PILLOW_HINT, str(where)) from exc
+    if spec.layout == "NCHW":
+        h, w = shape[1], shape[2]
+    else:
+        h, w = shape[0], shape[1]
+    size = (int(w), int(h)) if _is_static(h) and _is_static(w) else None
+    if limit is not None:
+        files = files[:limit]
+    pixels = []
+    for f in files:
+        try:
+            with Image.open(f) as img:
+                img = ImageOps.exif_transpose(img)
+                img = img.convert(_IMAGE_MODES[c])
+                if size is None:  # dynamic H x W: the first image's size
+                    size = img.size
+                if img.size != size:
+                    img = img.resize(size, Image.Resampling.BILINEAR)
+                arr = np.asarray(img, dtype=np.uint8)
+        except QConvertError:
+            raise
+        except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError... on bad files
+            raise QConvertError(f"cannot read image: {exc}", str(f)) from exc
+        pixels.append(arr.reshape(arr.shape[0], arr.shape[1], c))
+    batch = np.stack(pixels)  # N, H, W, C
+    if spec.layout == "NCHW":
+        batch = batch.transpose(0, 3, 1, 2)
+    where_str = str(files[0]) if len(files) == 1 else str(where)
+    return _prepare(np.ascontiguousarray(batch), spec, norm, where_str, None)
+
+
+# -- checks and conversion ------------------------------------------------------------------------
+class _Normalization:
+    """``(x - mean) / std`` or ``x * scale``, per tensor or per channel."""
+
+    def __init__(self, mean, std, scale):
+        if scale is not None and (mean is not None or std is not None):
+            raise QConvertError("give either --mean/--std or --scale, not both")
+        self.mean = self._vector(mean, "--mean")
+        self.std = self._vector(std, "--std")
+        self.scale = self._vector(scale, "--scale")
+        if self.std is not None and (np.any(self.std == 0)):
+            raise QConvertError("--std must not be 0")
+
+    @staticmethod
+    def _vector(value, option):
+        if value is None:
+            return None
+        try:
+            v = np.asarray(value, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError) as exc:
+            raise QConvertError(f"{option} must be a number or one number per channel, "
+                                f"not {value!r}") from exc
+        if v.size == 0 or not np.all(np.isfinite(v)):
+            raise QConvertError(f"{option} must be finite numbers, not {value!r}")
+        return v
+
+    @property
+    def active(self) -> bool:
+        return self.mean is not None or self.std is not None or self.scale is not None
+
+    def apply(self, x: np.ndarray, spec: InputSpec, where: str) -> np.ndarray:
+        x = x.astype(np.float64)
+        if self.scale is not None:
+            return x * self._shaped(self.scale, spec, where, "--scale")
+        if self.mean is not None:
+            x = x - self._shaped(self.mean, spec, where, "--mean")
+        if self.std is not None:
+            x = x / self._shaped(self.std, spec, where, "--std")
+        return x
+
+    @staticmethod
+    def _shaped(v, spec: InputSpec, where, option):
+        if v.size == 1:
+            return v[0]
+        c = spec.channels
+        if c is None:
+            raise QConvertError(f"{option} has {v.size} values, but input {spec.name!r} of shape "
+                                f"{_fmt(spec.shape)} has no channel axis: give one number", where)
+        if v.size != c:
+            raise QConvertError(f"{option} has {v.size} values, but input {spec.name!r} has "
+                                f"{c} channels", where)
+        shape = [1] * 4  # (N, *sample)
+        shape[1 + spec.channel_axis] = c
+        return v.reshape(shape)
+
+
+def _prepare(arr: np.ndarray, spec: InputSpec, norm: _Normalization, where, limit) -> np.ndarray:
+    """Check `arr` against `spec`, bring it to (N, *sample), cap it, normalize, convert dtype."""
+    where = str(where)
+    target = _target_dtype(spec, where)
+    src = arr.dtype
+    if src.kind not in "biuf":
+        raise QConvertError(f"holds {src} data, not numbers", where)
+    if target.kind in "iu" and src.kind == "f":
+        raise QConvertError(f"holds {src} data but input {spec.name!r} is {target} (quantized); "
+                            "give integer data", where)
+    if target.kind == "b" and src.kind != "b":
+        raise QConvertError(f"holds {src} data but input {spec.name!r} is bool", where)
+    arr = _to_samples(arr, spec, where)
+    if limit is not None:
+        arr = arr[:limit]
+    if len(arr) == 0:
+        raise QConvertError("holds no samples (N = 0)", where)
+    arr = np.asarray(arr)  # a view; of a memory-mapped .npy only `limit` samples are read
+    if src.kind == "f":
+        _check_finite(arr, where)
+    if norm.active:
+        if target.kind == "b":
+            raise QConvertError(f"--mean/--std/--scale cannot apply to the bool input "
+                                f"{spec.name!r}", where)
+        arr = norm.apply(arr, spec, where)
+        if target.kind in "iu" and not np.array_equal(arr, np.round(arr)):
+            raise QConvertError(f"normalized values are not integers, but input {spec.name!r} "
+                                f"is {target} (quantized)", where)
+    if target.kind in "iu":
+        _check_int_range(arr, target, spec, where)
+        return np.ascontiguousarray(arr.astype(target))
+    if target.kind == "f":
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = arr.astype(target)
+        if src.kind in "iub" and not norm.active:
+            if not np.array_equal(out.astype(src), arr):
+                raise QConvertError(f"{src} values do not fit {target} exactly", where)
+        elif not np.all(np.isfinite(out)):
+            raise QConvertError(f"values exceed the range of {target} (input {spec.name!r})",
+                                where)
+        return np.ascontiguousarray(out)
+    return np.ascontiguousarray(arr.astype(target))
+
+
+def _target_dtype(spec: InputSpec, where) -> np.dtype:
+    try:
+        dt = np.dtype(spec.dtype)
+    except TypeError:
+        dt = None
+    if dt is None or dt.kind not in "biuf":
+        raise QConvertError(f"input {spec.name!r} has dtype {spec.dtype}, which calibration data "
+                            "cannot feed", where)
+    return dt
+
+
+def _to_samples(arr: np.ndarray, spec: InputSpec, where) -> np.ndarray:
+    """(N, *sample), (N, 1, *sample) or sample alone -> (N, *sample); an error otherwise."""
+    sample = spec.sample_shape
+    if sample is None:  # unknown rank: the array is (N, *sample)
+        if arr.ndim == 0:
+            raise QConvertError("holds a single number, not samples", where)
+        return arr
+    k = len(sample)
+    if arr.ndim == k + 1 and _matches(arr.shape[1:], sample):
+        return arr
+    if arr.ndim == k + 2 and arr.shape[1] == 1 and _matches(arr.shape[2:], sample):
+        return arr.reshape(arr.shape[:1] + arr.shape[2:])
+    if arr.ndim == k and _matches(arr.shape, sample):
+        return arr[None]
+    expected = _fmt(("N",) + sample)
+    hint = ""
+    if spec.layout and arr.ndim in (k, k + 1):
+        tail = arr.shape[-3:]
+        perm = (2, 0, 1) if spec.layout == "NCHW" else (1, 2, 0)
+        other = "NHWC" if spec.layout == "NCHW" else "NCHW"
+        if _matches(tuple(tail[i] for i in perm), sample):
+            hint = f" (it looks like {other} data; the model takes {spec.layout})"
+    raise QConvertError(f"data of shape {_fmt(arr.shape)} does not fit input {spec.name!r} of "
+                        f"shape {_fmt(spec.shape)}: expected {expected}{hint}", where)
+
+
+def _matches(shape, sample) -> bool:
+    return len(shape) == len(sample) and all(
+        not _is_static(d) or int(d) == s for d, s in zip(sample, shape))
+
+
+def _check_finite(arr: np.ndarray, where) -> None:
+    ok = np.isfinite(arr)
+    if ok.all():
+        return
+    flat = np.argmin(ok.reshape(len(arr), -1).all(axis=1))
+    bad = arr[flat][~ok[flat]][0]
+    what = "NaN" if np.isnan(bad) else "infinity"
+    raise QConvertError(f"contains {what} (first in sample {int(flat)})", where)
+
+
+def _check_int_range(arr: np.ndarray, target: np.dtype, spec: InputSpec, where) -> None:
+    info = np.iinfo(target)
+    if arr.size == 0:
+        return
+    lo, hi = arr.min(), arr.max()
+    if lo < info.min or hi > info.max:
+        raise QConvertError(
+            f"values {_num(lo)}..{_num(hi)} do not fit input {spec.name!r} of dtype {target} "
+            f"[{info.min}, {info.max}]" + (" (try --mean 128 for pixels into int8)"
+                                           if target == np.int8 and lo >= 0 and hi <= 255 else ""),
+            where)
+
+
+def _num(x) -> str:
+    x = float(x)
+    return str(int(x)) if x.is_integer() else f"{x:g}"
+
+
+def _is_static(d) -> bool:
+    return isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
+
+
+def _fmt(shape) -> str:
+    if shape is None:
+        return "[unknown rank]"
+    return "[" + ", ".join(str(d) if _is_static(d) else (d if isinstance(d, str) else "?")
+                           for d in shape) + "]"
+
+
+# -- random data ----------------------------------------------------------------------------------
+def random_calibration(specs, n: int, seed: int = 0) -> dict:
+    """`n` random samples per input (for ``--calibration-random``): standard normal floats,
+    uniformly random integers over the dtype's full range, random bools. Dynamic dims other than
+    the batch are taken as 1. Deterministic for a given `seed`. Print
+    `RANDOM_CALIBRATION_WARNING` when using it."""
+    if int(n) < 1:
+        raise QConvertError(f"--calibration-random needs at least 1 sample, not {n}")
+    rng = np.random.default_rng(seed)
+    data = {}
+    for spec in specs:
+        dt = _target_dtype(spec, None)
+        sample = spec.sample_shape or ()
+        shape = (int(n),) + tuple(int(d) if _is_static(d) else 1 for d in sample)
+        if dt.kind == "f":
+            data[spec.name] = rng.standard_normal(shape).astype(dt)
+        elif dt.kind == "b":
+            data[spec.name] = rng.integers(0, 2, shape).astype(bool)
+        else:
+            info = np.iinfo(dt)
+            data[spec.name] = rng.integers(info.min, info.max, shape, dtype=dt, endpoint=True)
+    return data
+
+
+# -- batching and progress ------------------------------------------------------------------------
+def iter_batches(data: dict, batch_size: int):
+    """Yield ``{name: array[i:i + batch_size]}`` over the samples of `data` (views, in order; the
+    last batch may be smaller). Every array must have the same number of samples."""
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+    counts = {len(a) for a in data.values()}
+    if len(counts) > 1:
+        raise ValueError(f"arrays have different sample counts: {sorted(counts)}")
+    n = counts.pop() if counts else 0
+    for i in range(0, n, int(batch_size)):
+        yield {k: a[i:i + batch_size] for k, a in data.items()}
+
+
+class Progress:
+    """A progress bar on stderr: ``label [#####.....] done/total``.
+
+    Drawn only when the stream (stderr by default) is a terminal, so tests and CI logs stay
+    clean; never writes to stdout. Use as a context manager and call `update(n)`::
+
+        with Progress(len(batches), "calibrating") as bar:
+            for batch in batches:
+                ...
+                bar.update(1)
+    """
+
+    WIDTH = 30
+    MIN_INTERVAL = 0.1  # seconds between redraws (the last one is always drawn)
+
+    def __init__(self, total: int, label: str = "", stream=None):
+        self.total = max(int(total), 0)
+        self.label = label
+        self.done = 0
+        self.stream = sys.stderr if stream is None else stream
+        try:
+            self.enabled = bool(self.stream.isatty())
+        except (AttributeError, ValueError):
+            self.enabled = False
+        self._drawn = False
+        self._last = 0.0
+
+    def __enter__(self) -> "Progress":
+        self._draw(force=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def update(self, n: int = 1) -> None:
+        """Advance by `n` and redraw (at most every `MIN_INTERVAL` seconds, and at the end)."""
+        self.done = min(self.done + int(n), self.total) if self.total else self.done + int(n)
+        self._draw(force=self.done >= self.total)
+
+    def close(self) -> None:
+        """End the bar's line (if one was drawn)."""
+        if self.enabled and self._drawn:
+            self._draw(force=True)
+            self.stream.write("\n")
+            self.stream.flush()
+            self._drawn = False
+            self.enabled = False
+
+    def render(self) -> str:
+        """The bar's text, e.g. ``calibrating [###...] 3/10``."""
+        filled = self.WIDTH if self.total == 0 else self.WIDTH * self.done // self.total
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        prefix = f"{self.label} " if self.label else ""
+        return f"{prefix}[{bar}] {self.done}/{self.total}"
+
+    def _draw(self, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < self.MIN_INTERVAL:
+            return
+        self._last = now
+        self.stream.write("\r" + self.render())
+        self.stream.flush()
+        self._drawn = True
