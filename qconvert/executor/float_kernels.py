@@ -8,6 +8,14 @@
   them (Reshape, Transpose, Expand), so callers that keep a result copy it if they need to.
 - A kernel raises (ValueError, IndexError, NotImplementedError, ZeroDivisionError) on anything it
   cannot compute exactly as the runtimes do; callers that only optimize treat that as "skip".
+- Kernels of the ops in `CONTEXT_KERNELS` also take a keyword argument `ctx` (a `KernelContext`:
+  the quantization parameters of the node's input and output tensors, the ONNX opset), which
+  only a caller holding the graph can give (the executor does; fold-constants does not). They
+  are TFLite Quantize / Dequantize (scale and zero point live on the tensors, not the node),
+  hybrid TFLite Conv2D / FullyConnected (int8 weights, float input) and ONNX Softmax (its
+  meaning changed at opset 13). Without `ctx` they raise NotImplementedError where they need it.
+- `OPAQUE_KERNELS` maps TFLite builtins outside the schema table that the executor still runs
+  (STRIDED_SLICE, PACK: the converter's dynamic-batch flatten) to kernels of the same signature.
 
 Attribute names are the IR's: ONNX attributes keep their ONNX names (`axis`, `perm`, `to`,
 `allowzero`), TFLite options their snake_case field names (`new_shape`, `squeeze_dims`,
@@ -21,27 +29,71 @@ Semantics worth knowing:
   ONNX copies: a node without the attribute is ambiguous);
 - Cast from float to an integer type truncates toward zero and refuses out-of-range values (the
   runtimes' result is undefined there);
-- Range accumulates `value += delta` in the output type, as onnxruntime and TFLite do.
+- Range accumulates `value += delta` in the output type, as onnxruntime and TFLite do;
+- float layers compute in float32 like the runtimes (BLAS matmuls over an im2col view, sums over
+  kernel taps), so they agree with onnxruntime / LiteRT to float rounding, not bitwise;
+- pools: padding never wins a max; averages divide by the valid (non-pad) element count
+  (TFLite, ONNX count_include_pad=0) or by the taps inside the explicit pads
+  (count_include_pad=1); ONNX ceil_mode windows may run past the end padding;
+- ONNX QuantizeLinear rounds half to even, TFLite QUANTIZE half away from zero (x / scale in
+  float32 both), both saturate to the output type.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from qconvert.dtypes import ONNX_TO_IR
+from qconvert.padding import same_pads
+from qconvert.quant.numerics import round_half_away
 
 KERNELS: dict[str, Callable] = {}
+CONTEXT_KERNELS: set = set()  # ops whose kernel takes the keyword argument `ctx`
+OPAQUE_KERNELS: dict[str, Callable] = {}  # TFLite builtins outside the schema table (see below)
 
 
-def kernel(*ops: str):
-    """Register the decorated function as the kernel of each IR op in `ops`."""
+@dataclass(frozen=True)
+class KernelContext:
+    """Facts about a node that live in the graph, not in the node: given to the kernels of
+    `CONTEXT_KERNELS` as the keyword argument `ctx` (the executor builds one per node).
+
+    - `input_quant` / `output_quant`: the `QuantParams` (or None) of each input / output tensor,
+      in slot order. TFLite Quantize reads its output's, TFLite Dequantize its input's, and a
+      TFLite Conv2D / FullyConnected with int8 weights and a float input (a "hybrid" op, from
+      dynamic-range quantization) its weights'.
+    - `onnx_opset`: the model's default-domain ONNX opset; None for TFLite or when unknown.
+      ONNX Softmax before opset 13 flattens the input to 2-D at `axis`.
+
+    A caller without a graph (fold-constants) passes no `ctx`; a kernel that cannot compute the
+    node exactly without it raises NotImplementedError (so fold-constants skips the node).
+    """
+
+    input_quant: tuple = ()
+    output_quant: tuple = ()
+    onnx_opset: int | None = None
+
+    def in_quant(self, index: int):
+        return self.input_quant[index] if index < len(self.input_quant) else None
+
+    def out_quant(self, index: int):
+        return self.output_quant[index] if index < len(self.output_quant) else None
+
+
+def kernel(*ops: str, context: bool = False):
+    """Register the decorated function as the kernel of each IR op in `ops`; with `context`,
+    the kernel also takes `ctx=None` (a `KernelContext`)."""
 
     def wrap(fn):
         for op in ops:
             KERNELS[op] = fn
+            if context:
+                CONTEXT_KERNELS.add(op)
         return fn
 
     return wrap
@@ -360,3 +412,851 @@ def range_(node, inputs, out_dtypes):
     if n:
         steps[0] = start.reshape(())
     return [np.cumsum(steps, dtype=dtype)]
+
+
+# -- float layers -------------------------------------------------------------------------------
+# Everything below computes in the input's float type (float32 for every model the readers
+# produce), like the runtimes: convolutions are an im2col (a strided view of the padded input,
+# copied once) times the weights with BLAS, one matmul per group; depthwise convolutions and
+# pools are sums / maxima over the kernel taps of strided views. Accumulation order differs from
+# the runtimes' loops, so results agree to float32 rounding (about 1e-6 relative), not bitwise.
+def _opt(inputs, index: int):
+    """Optional input `index`, or None when it is omitted."""
+    return inputs[index] if len(inputs) > index else None
+
+
+def _float_input(node, x: np.ndarray) -> None:
+    if x.dtype.kind != "f":
+        raise NotImplementedError(f"{node.op} of {x.dtype} (the float executor computes floats; "
+                                  "quantized ops are the integer executor's)")
+
+
+def _float_operand(node, a: np.ndarray, dtype, what: str) -> np.ndarray:
+    """A float weight / bias operand in the computation's dtype (float16 weights widen)."""
+    if a.dtype.kind != "f":
+        raise NotImplementedError(f"{node.op} with {a.dtype} {what} and a float input")
+    return _aligned(a.astype(dtype, copy=False))
+
+
+def _aligned(a: np.ndarray) -> np.ndarray:
+    """`a`, copied when unaligned or not C-contiguous: constants read from ONNX files are views
+    of the file's bytes, often unaligned, and numpy's matmul skips BLAS (100x slower) on those."""
+    return np.require(a, requirements=("C", "A"))
+
+
+def _layout(node) -> str:
+    layout = node.attrs.get("layout", "NCHW") or "NCHW"
+    if layout not in ("NCHW", "NHWC"):
+        raise NotImplementedError(f"layout {layout}")
+    return layout
+
+
+def _spatial_axes(ndim: int, nhwc: bool) -> list:
+    return list(range(1, ndim - 1)) if nhwc else list(range(2, ndim))
+
+
+def _spatial_attrs(node, spatial: tuple, kernel: list, dilate_same: bool = True):
+    """(strides, dilations, pads) of a conv / pool, pads [begins..., ends...] per spatial axis.
+    An `auto_pad` the reader could not resolve (SAME on a dynamic input) is resolved here from
+    the actual input size (ONNX SAME_UPPER / SAME_LOWER, TFLite SAME = SAME_UPPER)."""
+    rank = len(kernel)
+    strides = _ints(node.attrs.get("strides") or [1] * rank)
+    dilations = _ints(node.attrs.get("dilations") or [1] * rank)
+    auto = node.attrs.get("auto_pad") or "NOTSET"
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = same_pads(spatial, kernel, strides, dilations if dilate_same else [1] * rank,
+                         lower=auto == "SAME_LOWER")
+    elif auto == "VALID":
+        pads = [0] * (2 * rank)
+    elif auto == "NOTSET":
+        pads = _ints(node.attrs.get("pads") or [0] * (2 * rank))
+    else:
+        raise NotImplementedError(f"auto_pad {auto}")
+    if len(strides) != rank or len(dilations) != rank or len(pads) != 2 * rank:
+        raise ValueError(f"{node.op}: strides / dilations / pads do not match a {rank}-D kernel")
+    if min(strides + dilations) < 1 or min(pads) < 0 or min(kernel) < 1:
+        raise ValueError(f"{node.op}: invalid strides {strides}, dilations {dilations}, "
+                         f"pads {pads} or kernel {kernel}")
+    return strides, dilations, pads
+
+
+def _out_sizes(spatial, kernel, strides, dilations, pads, ceil_mode: bool = False) -> list:
+    rank = len(kernel)
+    sizes = []
+    for i in range(rank):
+        span = spatial[i] + pads[i] + pads[rank + i] - ((kernel[i] - 1) * dilations[i] + 1)
+        if span < 0:
+            raise ValueError(f"kernel {kernel} larger than the padded input {list(spatial)}")
+        n = -(-span // strides[i]) if ceil_mode else span // strides[i]
+        sizes.append(n + 1)
+    return sizes
+
+
+def _pad_spatial(x, axes, begins, ends, value) -> np.ndarray:
+    if not any(begins) and not any(ends):
+        return x
+    width = [(0, 0)] * x.ndim
+    for a, b, e in zip(axes, begins, ends):
+        width[a] = (b, e)
+    return np.pad(x, width, constant_values=value)
+
+
+def _window_view(xp, nhwc, kernel, strides, dilations, out) -> np.ndarray:
+    """Read-only im2col view of the padded input: [N, C, *kernel, *out] (NCHW) or
+    [N, *out, *kernel, C] (NHWC); no copy."""
+    rank = len(kernel)
+    if nhwc:
+        sp = xp.strides[1:1 + rank]
+        shape = (xp.shape[0], *out, *kernel, xp.shape[-1])
+        strides = (xp.strides[0], *(s * st for s, st in zip(sp, strides)),
+                   *(s * d for s, d in zip(sp, dilations)), xp.strides[-1])
+    else:
+        sp = xp.strides[2:]
+        shape = (xp.shape[0], xp.shape[1], *kernel, *out)
+        strides = (xp.strides[0], xp.strides[1], *(s * d for s, d in zip(sp, dilations)),
+                   *(s * st for s, st in zip(sp, strides)))
+    return as_strided(xp, shape, strides, writeable=False)
+
+
+def _taps(xp, nhwc, kernel, strides, dilations, out):
+    """Yield, for each kernel tap in row-major order, the strided view of the padded input
+    that tap reads for every output position ([N, C, *out] or [N, *out, C])."""
+    rank = len(kernel)
+    first = 1 if nhwc else 2
+    for tap in itertools.product(*(range(k) for k in kernel)):
+        index = [slice(None)] * xp.ndim
+        for i in range(rank):
+            start = tap[i] * dilations[i]
+            index[first + i] = slice(start, start + (out[i] - 1) * strides[i] + 1, strides[i])
+        yield xp[tuple(index)]
+
+
+def _add_bias(node, y, b, axis: int) -> None:
+    if b is None:
+        return
+    b = _float_operand(node, b, y.dtype, "bias").reshape(-1)
+    if b.size != y.shape[axis]:
+        raise ValueError(f"{node.op}: bias of {b.size} values for {y.shape[axis]} channels")
+    shape = [1] * y.ndim
+    shape[axis] = b.size
+    y += b.reshape(shape)
+
+
+@kernel("Conv2D", context=True)
+def conv2d(node, inputs, out_dtypes, ctx=None):
+    """ONNX Conv (NCHW input, OIHW weights, any spatial rank, `group`) and TFLite CONV_2D (NHWC,
+    OHWI, fused `activation`): explicit `pads`, `strides`, `dilations`, optional bias. Int8
+    weights with a float input are TFLite's hybrid kernel (see `_hybrid_conv`)."""
+    x, w, b = inputs[0], inputs[1], _opt(inputs, 2)
+    _float_input(node, x)
+    nhwc = _layout(node) == "NHWC"
+    rank = x.ndim - 2
+    if rank < 1 or w.ndim != x.ndim:
+        raise ValueError(f"Conv2D of a {x.ndim}-D input with {w.ndim}-D weights")
+    kernel = list(w.shape[1:-1] if nhwc else w.shape[2:])
+    cin_g = w.shape[-1] if nhwc else w.shape[1]
+    channels = x.shape[-1] if nhwc else x.shape[1]
+    cout = w.shape[0]
+    group = int(node.attrs.get("group", 1) or 1)
+    if cin_g * group != channels or cout % group:
+        raise ValueError(f"Conv2D: {channels} input channels, weights {w.shape}, group {group}")
+    axes = _spatial_axes(x.ndim, nhwc)
+    spatial = [x.shape[a] for a in axes]
+    strides, dilations, pads = _spatial_attrs(node, spatial, kernel)
+    out = _out_sizes(spatial, kernel, strides, dilations, pads)
+    if w.dtype.kind in "iu":
+        return [_fused(node, _hybrid_conv(node, x, w, b, ctx, kernel, strides, dilations, pads,
+                                          out, group))]
+    w = _float_operand(node, w, x.dtype, "weights")
+    xp = _pad_spatial(x, axes, pads[:rank], pads[rank:], 0)
+    n, k = x.shape[0], int(np.prod(kernel))
+    if group == channels and cin_g == 1 and group > 1:  # depthwise: sum over taps
+        per_tap = (np.moveaxis(w.reshape(channels, cout // channels, k), 2, 0))  # [k, C, M]
+        y = _depthwise_sum(xp, per_tap, nhwc, kernel, strides, dilations, out)
+    elif nhwc:
+        p = n * int(np.prod(out))
+        cols = _window_view(xp, True, kernel, strides, dilations, out)
+        if group == 1:
+            y = cols.reshape(p, k * channels) @ w.reshape(cout, k * channels).T
+        else:
+            cols = cols.reshape(p, k, group, cin_g).transpose(2, 0, 1, 3).reshape(group, p, -1)
+            wg = w.reshape(group, cout // group, k * cin_g).transpose(0, 2, 1)
+            y = np.matmul(cols, wg).transpose(1, 0, 2).reshape(p, cout)
+        y = y.reshape(n, *out, cout)
+    else:
+        cols = _window_view(xp, False, kernel, strides, dilations, out)
+        cols = cols.reshape(n, group, cin_g * k, int(np.prod(out)))
+        y = np.matmul(w.reshape(group, cout // group, cin_g * k), cols).reshape(n, cout, *out)
+    _add_bias(node, y, b, -1 if nhwc else 1)
+    return [_fused(node, y)]
+
+
+_CHUNK_ELEMENTS = 1 << 19  # tap loops run on chunks of samples this big (cache-sized)
+
+
+def _sample_chunks(n: int, per_sample: int):
+    """Slices over axis 0 with about `_CHUNK_ELEMENTS` output elements each (at least one
+    sample): tap-by-tap loops then stay in cache instead of streaming whole batches."""
+    step = max(1, _CHUNK_ELEMENTS // max(per_sample, 1))
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+
+
+def _depthwise_sum(xp, per_tap, nhwc, kernel, strides, dilations, out) -> np.ndarray:
+    """sum over taps t of input_tap[..., c] * per_tap[t, c, m] -> channels c * M + m, the taps
+    accumulated in row-major order (as TFLite's reference kernel)."""
+    _, channels, mult = per_tap.shape
+    rank = len(kernel)
+    n = xp.shape[0]
+    shape = (n, *out, channels * mult) if nhwc else (n, channels * mult, *out)
+    y = np.empty(shape, dtype=np.result_type(xp.dtype, per_tap.dtype))
+    if nhwc:
+        weights = [per_tap[t] if mult > 1 else per_tap[t, :, 0] for t in range(len(per_tap))]
+    else:
+        weights = [per_tap[t].reshape(channels, mult, *[1] * rank) if mult > 1
+                   else per_tap[t, :, 0].reshape(channels, *[1] * rank)
+                   for t in range(len(per_tap))]
+    for part in _sample_chunks(n, int(np.prod(shape[1:]))):
+        acc = tmp = None
+        for t, view in enumerate(_taps(xp[part], nhwc, kernel, strides, dilations, out)):
+            if mult > 1:
+                view = view[..., None] if nhwc else view[:, :, None]
+            if acc is None:
+                acc = view * weights[t]
+                tmp = np.empty_like(acc)
+            else:
+                np.multiply(view, weights[t], out=tmp)
+                acc += tmp
+        y[part] = acc.reshape(y[part].shape)
+    return y
+
+
+@kernel("DepthwiseConv2D", context=True)
+def depthwise_conv2d(node, inputs, out_dtypes, ctx=None):
+    """TFLite DEPTHWISE_CONV_2D: NHWC input, weights [1, kH, kW, C * depth_multiplier], output
+    channel c * M + m reads input channel c; a sum over the kH * kW taps."""
+    x, w, b = inputs[0], inputs[1], _opt(inputs, 2)
+    _float_input(node, x)
+    if w.dtype.kind in "iu":
+        raise NotImplementedError("hybrid DepthwiseConv2D (int8 weights, float input)")
+    w = _float_operand(node, w, x.dtype, "weights")
+    nhwc = _layout(node) == "NHWC"
+    if x.ndim != 4 or w.ndim != 4 or w.shape[0] != 1:
+        raise ValueError(f"DepthwiseConv2D of {x.shape} with weights {w.shape}")
+    channels = x.shape[-1] if nhwc else x.shape[1]
+    mult = w.shape[3] // channels if channels else 0
+    declared = int(node.attrs.get("depth_multiplier", mult) or mult)
+    if mult < 1 or channels * mult != w.shape[3] or declared not in (mult, 0):
+        raise ValueError(f"DepthwiseConv2D: {channels} channels, weights {w.shape}")
+    kernel = list(w.shape[1:3])
+    axes = _spatial_axes(x.ndim, nhwc)
+    spatial = [x.shape[a] for a in axes]
+    strides, dilations, pads = _spatial_attrs(node, spatial, kernel)
+    out = _out_sizes(spatial, kernel, strides, dilations, pads)
+    xp = _pad_spatial(x, axes, pads[:2], pads[2:], 0)
+    per_tap = w.reshape(kernel[0] * kernel[1], channels, mult)
+    y = _depthwise_sum(xp, per_tap, nhwc, kernel, strides, dilations, out)
+    _add_bias(node, y, b, -1 if nhwc else 1)
+    return [_fused(node, y)]
+
+
+@kernel("ConvTranspose")
+def conv_transpose(node, inputs, out_dtypes):
+    """ONNX ConvTranspose (NCHW, weights [C_in, C_out / group, *k]): per group one matmul
+    W^T x, then each kernel tap is added into the strided output (col2im), the result cropped by
+    `pads`. Output size (in - 1) * stride + output_padding + (k - 1) * dilation + 1 - pads;
+    `output_shape` (or auto_pad SAME: in * stride) sets the total padding instead, split as the
+    ONNX spec and onnxruntime do: the odd pixel at the end for SAME_UPPER, else at the start."""
+    x, w, b = inputs[0], inputs[1], _opt(inputs, 2)
+    _float_input(node, x)
+    w = _float_operand(node, w, x.dtype, "weights")
+    if _layout(node) != "NCHW":
+        raise NotImplementedError("ConvTranspose in NHWC")
+    rank = x.ndim - 2
+    if rank < 1 or w.ndim != x.ndim:
+        raise ValueError(f"ConvTranspose of {x.shape} with weights {w.shape}")
+    n, cin = x.shape[:2]
+    spatial = list(x.shape[2:])
+    kernel = list(w.shape[2:])
+    group = int(node.attrs.get("group", 1) or 1)
+    if w.shape[0] != cin or cin % group:
+        raise ValueError(f"ConvTranspose: {cin} input channels, weights {w.shape}, group {group}")
+    cout_g = w.shape[1]
+    strides = _ints(node.attrs.get("strides") or [1] * rank)
+    dilations = _ints(node.attrs.get("dilations") or [1] * rank)
+    adj = _ints(node.attrs.get("output_padding") or [0] * rank)
+    auto = node.attrs.get("auto_pad") or "NOTSET"
+    full = [(spatial[i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 + adj[i]
+            for i in range(rank)]
+    target = node.attrs.get("output_shape")
+    if target is not None:
+        target = _ints(target)[-rank:]
+    elif auto in ("SAME_UPPER", "SAME_LOWER"):
+        target = [spatial[i] * strides[i] for i in range(rank)]
+    if target is not None:
+        begins, ends = [], []
+        for i in range(rank):
+            total = max(full[i] - target[i], 0)
+            small, large = total // 2, total - total // 2
+            begins.append(small if auto == "SAME_UPPER" else large)
+            ends.append(large if auto == "SAME_UPPER" else small)
+        pads = begins + ends
+    elif auto in ("NOTSET", "VALID"):
+        pads = _ints(node.attrs.get("pads") or [0] * (2 * rank)) if auto == "NOTSET" else [0] * (2 * rank)
+    else:
+        raise NotImplementedError(f"auto_pad {auto}")
+    if len(pads) != 2 * rank or len(strides) != rank or len(dilations) != rank or len(adj) != rank:
+        raise ValueError("ConvTranspose attributes do not match the kernel rank")
+    k = int(np.prod(kernel))
+    p_in = int(np.prod(spatial))
+    xg = x.reshape(n, group, cin // group, p_in)
+    wg = w.reshape(group, cin // group, cout_g * k).transpose(0, 2, 1)  # [G, Og * k, Cg]
+    cols = np.matmul(wg, xg).reshape(n, group * cout_g, *kernel, *spatial)
+    y = np.zeros((n, group * cout_g, *full), dtype=x.dtype)
+    for tap in itertools.product(*(range(kk) for kk in kernel)):
+        index = [slice(None), slice(None)]
+        for i in range(rank):
+            start = tap[i] * dilations[i]
+            index.append(slice(start, start + (spatial[i] - 1) * strides[i] + 1, strides[i]))
+        y[tuple(index)] += cols[(slice(None), slice(None), *tap)]
+    crop = [slice(None), slice(None)]
+    for i in range(rank):
+        size = full[i] - pads[i] - pads[rank + i]
+        if size < 1:
+            raise ValueError(f"ConvTranspose output of size {size}")
+        crop.append(slice(pads[i], pads[i] + size))
+    y = np.ascontiguousarray(y[tuple(crop)])
+    _add_bias(node, y, b, 1)
+    return [y]
+
+
+@kernel("FullyConnected", context=True)
+def fully_connected(node, inputs, out_dtypes, ctx=None):
+    """TFLite FULLY_CONNECTED: x reshaped to [-1, in], y = x W^T + b with W [out, in]; the output
+    keeps x's leading dims when `keep_num_dims`, else is [rows, out]; fused activation. Int8
+    weights with a float input are the hybrid kernel (see `_hybrid_fc`)."""
+    x, w, b = inputs[0], inputs[1], _opt(inputs, 2)
+    _float_input(node, x)
+    if w.ndim != 2 or not w.shape[1] or x.size % w.shape[1]:
+        raise ValueError(f"FullyConnected of {x.shape} with weights {w.shape}")
+    if int(node.attrs.get("weights_format", 0) or 0) != 0:
+        raise NotImplementedError("FullyConnected with shuffled weights")
+    x2 = x.reshape(-1, w.shape[1])
+    if w.dtype.kind in "iu":
+        y = _hybrid_fc(node, x2, w, b, ctx)
+    else:
+        y = x2 @ _float_operand(node, w, x.dtype, "weights").T
+        _add_bias(node, y, b, 1)
+    if node.attrs.get("keep_num_dims"):
+        y = y.reshape(*x.shape[:-1], w.shape[0])
+    return [_fused(node, y)]
+
+
+@kernel("Gemm")
+def gemm(node, inputs, out_dtypes):
+    """ONNX Gemm: alpha * A' B' + beta * C, A' / B' transposed by transA / transB, C
+    broadcast (unidirectionally) to [M, N]."""
+    a, b, c = inputs[0], inputs[1], _opt(inputs, 2)
+    _float_input(node, a)
+    a = _aligned(a)
+    b = _float_operand(node, b, a.dtype, "B")
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"Gemm of {a.shape} and {b.shape}")
+    if int(node.attrs.get("transA", 0) or 0):
+        a = a.T
+    if int(node.attrs.get("transB", 0) or 0):
+        b = b.T
+    alpha = a.dtype.type(node.attrs.get("alpha", 1.0))
+    beta = a.dtype.type(node.attrs.get("beta", 1.0))
+    y = a @ b
+    if alpha != 1:
+        y *= alpha
+    if c is not None and beta != 0:
+        c = _float_operand(node, c, a.dtype, "C")
+        y += c * beta if beta != 1 else c
+    return [y]
+
+
+@kernel("MatMul")
+def matmul(node, inputs, out_dtypes):
+    """ONNX MatMul: numpy matmul semantics (1-D operands promoted, batch dims broadcast)."""
+    a, b = inputs[0], inputs[1]
+    if a.dtype != b.dtype:
+        raise ValueError(f"MatMul of {a.dtype} and {b.dtype}")
+    if a.dtype.kind != "f":
+        raise NotImplementedError(f"MatMul of {a.dtype}")
+    return [np.asarray(np.matmul(_aligned(a), _aligned(b)))]
+
+
+@kernel("BatchNorm")
+def batch_norm(node, inputs, out_dtypes):
+    """ONNX BatchNormalization at inference, as onnxruntime computes it:
+    s = scale / sqrt(var + epsilon), y = x * s + (bias - mean * s), along the channel axis
+    (1 for NCHW, the last for NHWC)."""
+    x = inputs[0]
+    _float_input(node, x)
+    if int(node.attrs.get("training_mode", 0) or 0):
+        raise NotImplementedError("BatchNormalization in training mode")
+    if any(o is not None for o in node.outputs[1:]):
+        raise NotImplementedError("BatchNormalization with running-statistics outputs")
+    scale, bias, mean, var = (_float_operand(node, a, x.dtype, "parameters").reshape(-1)
+                              for a in inputs[1:5])
+    eps = x.dtype.type(node.attrs.get("epsilon", 1e-5))
+    s = scale / np.sqrt(var + eps)
+    t = bias - mean * s
+    axis = x.ndim - 1 if _layout(node) == "NHWC" else 1
+    shape = [1] * x.ndim
+    shape[axis] = s.size
+    y = x * s.reshape(shape)
+    y += t.reshape(shape)
+    return [y]
+
+
+@kernel("HardSigmoid")
+def hard_sigmoid(node, inputs, out_dtypes):
+    """max(0, min(1, alpha * x + beta)) (ONNX defaults alpha 0.2, beta 0.5)."""
+    x = inputs[0]
+    _float_input(node, x)
+    t = x.dtype.type
+    y = x * t(node.attrs.get("alpha", 0.2)) + t(node.attrs.get("beta", 0.5))
+    return [np.clip(y, t(0), t(1))]
+
+
+@kernel("HardSwish")
+def hard_swish(node, inputs, out_dtypes):
+    """x * relu6(x + 3) / 6 (TFLite's formula; onnxruntime's x * hardsigmoid(x) differs by
+    float rounding only)."""
+    x = inputs[0]
+    _float_input(node, x)
+    t = x.dtype.type
+    return [x * np.clip(x + t(3), t(0), t(6)) / t(6)]
+
+
+@kernel("Softmax", context=True)
+def softmax(node, inputs, out_dtypes, ctx=None):
+    """exp(beta * (x - max)) / sum along `axis`. TFLite (a `beta` attribute): the last axis.
+    ONNX opset 13+: along `axis`; before 13 the input is flattened to 2-D at `axis` and the
+    softmax runs over the whole second part (needs `ctx.onnx_opset` unless axis is the last)."""
+    x = inputs[0]
+    _float_input(node, x)
+    beta = node.attrs.get("beta")
+    if beta is not None:
+        axes = (x.ndim - 1,)
+    else:
+        axis = _axis(int(node.attrs.get("axis", -1)), max(x.ndim, 1))
+        if axis == x.ndim - 1:
+            axes = (axis,)
+        else:
+            opset = ctx.onnx_opset if ctx is not None else None
+            if opset is None:
+                raise NotImplementedError("ONNX Softmax over a non-last axis needs the opset")
+            axes = tuple(range(axis, x.ndim)) if opset < 13 else (axis,)
+    with np.errstate(over="ignore", invalid="ignore"):
+        z = x - np.max(x, axis=axes, keepdims=True)
+        if beta is not None and float(beta) != 1.0:
+            z *= x.dtype.type(beta)
+        e = np.exp(z)
+        return [e / np.sum(e, axis=axes, keepdims=True)]
+
+
+def _pool(node, x, kind: str) -> np.ndarray:
+    _float_input(node, x)
+    nhwc = _layout(node) == "NHWC"
+    axes = _spatial_axes(x.ndim, nhwc)
+    rank = len(axes)
+    kernel = _ints(node.attrs.get("kernel_shape") or [])
+    if len(kernel) != rank:
+        raise ValueError(f"{node.op}: kernel_shape {kernel} for a {x.ndim}-D input")
+    spatial = [x.shape[a] for a in axes]
+    strides, dilations, pads = _spatial_attrs(node, spatial, kernel, dilate_same=False)
+    ceil_mode = bool(int(node.attrs.get("ceil_mode", 0) or 0))
+    out = _out_sizes(spatial, kernel, strides, dilations, pads, ceil_mode)
+    # the last window may run past the end padding (ceil_mode): pad that too, never counted
+    extra = [max(0, (out[i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1
+                 - (spatial[i] + pads[i] + pads[rank + i])) for i in range(rank)]
+    fill = -np.inf if kind == "max" else 0
+    xp = _pad_spatial(x, axes, pads[:rank], [pads[rank + i] + extra[i] for i in range(rank)],
+                      fill)
+    acc = None
+    for view in _taps(xp, nhwc, kernel, strides, dilations, out):
+        if acc is None:
+            acc = view.copy()
+        elif kind == "max":
+            np.maximum(acc, view, out=acc)
+        else:
+            acc += view
+    if kind == "max":
+        return acc
+    include_pad = bool(int(node.attrs.get("count_include_pad", 0) or 0))
+    count = np.ones([1] * x.ndim, dtype=np.int64)
+    for i, a in enumerate(axes):
+        pos = (np.arange(out[i])[:, None] * strides[i] - pads[i]
+               + np.arange(kernel[i])[None, :] * dilations[i])
+        if include_pad:  # taps inside [-pad_begin, size + pad_end) count (onnxruntime)
+            inside = (pos >= -pads[i]) & (pos < spatial[i] + pads[rank + i])
+        else:
+            inside = (pos >= 0) & (pos < spatial[i])
+        shape = [1] * x.ndim
+        shape[a] = out[i]
+        count = count * inside.sum(axis=1).reshape(shape)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        y = acc / count.astype(acc.dtype)
+    return np.where(count > 0, y, acc.dtype.type(0)) if np.any(count == 0) else y
+
+
+@kernel("MaxPool")
+def max_pool(node, inputs, out_dtypes):
+    """Max over each window, padding excluded (ONNX: pads, dilations, ceil_mode; TFLite: fused
+    activation). The optional ONNX Indices output is not computed."""
+    if len(node.outputs) > 1 and node.outputs[1] is not None:
+        raise NotImplementedError("MaxPool with an Indices output")
+    return [_fused(node, _pool(node, inputs[0], "max"))]
+
+
+@kernel("AveragePool")
+def average_pool(node, inputs, out_dtypes):
+    """Window sum / count. The count excludes padding (TFLite, whose SAME padding the reader
+    made explicit, and ONNX count_include_pad=0); with count_include_pad=1 it includes the
+    explicit pads but not the part of a ceil_mode window past them (onnxruntime)."""
+    return [_fused(node, _pool(node, inputs[0], "avg"))]
+
+
+@kernel("GlobalAveragePool")
+def global_average_pool(node, inputs, out_dtypes):
+    """Mean over the spatial axes, kept as size 1."""
+    x = inputs[0]
+    _float_input(node, x)
+    axes = tuple(_spatial_axes(x.ndim, _layout(node) == "NHWC"))
+    return [np.mean(x, axis=axes, keepdims=True, dtype=x.dtype)]
+
+
+def _reduce_axes(axes, ndim: int) -> tuple:
+    return tuple(sorted({_axis(a, max(ndim, 1)) for a in axes}))
+
+
+@kernel("Mean")
+def mean(node, inputs, out_dtypes):
+    """TFLite MEAN: over the axes of the constant input (negative count from the rank, repeats
+    allowed), `keep_dims`."""
+    x = inputs[0]
+    _float_input(node, x)
+    axes = _reduce_axes(_ints(inputs[1]), x.ndim)
+    return [np.mean(x, axis=axes, keepdims=bool(node.attrs.get("keep_dims", False)),
+                    dtype=x.dtype)]
+
+
+@kernel("ReduceMean")
+def reduce_mean(node, inputs, out_dtypes):
+    """ONNX ReduceMean: axes from the input (opset 18+) or the attribute; none (or empty) means
+    every axis, or the identity when `noop_with_empty_axes`; `keepdims` (default 1)."""
+    x = inputs[0]
+    _float_input(node, x)
+    axes = _input_or_attr(node, inputs, 1, "axes")
+    keep = bool(int(node.attrs.get("keepdims", 1)))
+    if not axes:
+        if int(node.attrs.get("noop_with_empty_axes", 0) or 0):
+            return [x]
+        axes = list(range(x.ndim))
+    return [np.mean(x, axis=_reduce_axes(axes, x.ndim), keepdims=keep, dtype=x.dtype)]
+
+
+@kernel("Pad")
+def pad(node, inputs, out_dtypes):
+    """TFLite PAD: paddings [rank, 2], zeros. ONNX Pad 11+: pads [begins..., ends...] over
+    `axes` (opset 18 input; default all), optional constant value, mode constant / reflect /
+    edge / wrap; negative pads crop."""
+    x, pads = inputs[0], np.asarray(inputs[1])
+    value = _opt(inputs, 2)
+    value = x.dtype.type(0) if value is None or np.asarray(value).size == 0 else \
+        np.asarray(value).reshape(-1)[0]
+    if pads.ndim == 2:  # TFLite
+        if pads.shape != (x.ndim, 2):
+            raise ValueError(f"Pad paddings {pads.shape} for rank {x.ndim}")
+        widths = [(int(b), int(e)) for b, e in pads]
+        mode = "constant"
+    else:
+        flat = _ints(pads)
+        axes = _input_or_attr(node, inputs, 3)
+        axes = list(range(x.ndim)) if axes is None else [_axis(a, x.ndim) for a in axes]
+        if len(flat) != 2 * len(axes):
+            raise ValueError(f"Pad pads {flat} for axes {axes}")
+        widths = [(0, 0)] * x.ndim
+        for i, a in enumerate(axes):
+            widths[a] = (flat[i], flat[len(axes) + i])
+        mode = node.attrs.get("mode", "constant") or "constant"
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise NotImplementedError(f"Pad mode {mode}")
+    crop = tuple(slice(max(-b, 0), x.shape[i] - max(-e, 0)) for i, (b, e) in enumerate(widths))
+    if any(x.shape[i] - max(-b, 0) - max(-e, 0) < 0 for i, (b, e) in enumerate(widths)):
+        raise ValueError("Pad crops more than the input")
+    x = x[crop]
+    widths = [(max(b, 0), max(e, 0)) for b, e in widths]
+    if mode == "constant":
+        return [np.pad(x, widths, constant_values=x.dtype.type(value))]
+    if mode == "reflect" and any((b or e) and x.shape[i] < 2 for i, (b, e) in enumerate(widths)):
+        raise ValueError("reflect Pad of an axis shorter than 2")
+    return [np.pad(x, widths, mode=mode)]
+
+
+@kernel("Dropout")
+def dropout(node, inputs, out_dtypes):
+    """Inference: the identity; the optional mask output is all true."""
+    training = _opt(inputs, 2)
+    if training is not None and bool(np.asarray(training).reshape(-1)[0]):
+        raise NotImplementedError("Dropout in training mode")
+    x = inputs[0]
+    outs = [x]
+    if len(node.outputs) > 1 and node.outputs[1] is not None:
+        outs.append(np.ones(x.shape, dtype=bool))
+    return outs
+
+
+# -- quantize / dequantize ----------------------------------------------------------------------
+def _per_axis(values: np.ndarray, ndim: int, axis: int | None) -> np.ndarray:
+    """Per-tensor (one value) or per-axis parameters shaped to broadcast against rank `ndim`."""
+    values = np.asarray(values).reshape(-1)
+    if values.size == 1 or axis is None:
+        if values.size != 1:
+            raise ValueError(f"{values.size} quantization parameters without an axis")
+        return values.reshape(())
+    shape = [1] * ndim
+    shape[_axis(axis, ndim)] = values.size
+    return values.reshape(shape)
+
+
+def _quant_arrays(q, ndim: int):
+    """(scale, zero point) arrays of TFLite QuantParams `q`, broadcastable against rank `ndim`."""
+    if q is None or q.scale.size == 0:
+        raise ValueError("tensor has no quantization scale")
+    axis = q.axis if q.scale.size > 1 else None
+    zero = q.zero_point if q.zero_point.size == q.scale.size else np.full(q.scale.size, q.zero_point[0])
+    return _per_axis(q.scale, ndim, axis), _per_axis(zero, ndim, axis)
+
+
+def _saturate(values: np.ndarray, dtype) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return np.clip(values, info.min, info.max).astype(dtype)
+
+
+@kernel("Quantize", context=True)
+def quantize(node, inputs, out_dtypes, ctx=None):
+    """ONNX QuantizeLinear: saturate(round_half_even(x / scale) + zero_point), per tensor or
+    along `axis`; the output type is the zero point's, else `output_dtype`, else uint8.
+    TFLite QUANTIZE (float input): clamp(round_half_away(x / scale) + zero_point) with the
+    output tensor's quantization (`ctx.output_quant[0]`), float32 division as TFLite's reference
+    kernel. Requantizing TFLite QUANTIZE (integer input) is integer arithmetic: refused."""
+    x = inputs[0]
+    _float_input(node, x)
+    scale = _opt(inputs, 1)
+    if scale is not None:  # ONNX
+        if int(node.attrs.get("block_size", 0) or 0):
+            raise NotImplementedError("blocked QuantizeLinear")
+        zero = _opt(inputs, 2)
+        if zero is not None:
+            dtype = zero.dtype
+        else:
+            code = int(node.attrs.get("output_dtype", 0) or 0)
+            name = ONNX_TO_IR.get(code, "unknown") if code else "uint8"
+            if name not in ("int8", "uint8", "int16", "uint16", "int32"):
+                raise NotImplementedError(f"QuantizeLinear to {name}")
+            dtype = np.dtype(name)
+            zero = np.zeros(np.asarray(scale).size, dtype)
+        if dtype.kind not in "iu":
+            raise NotImplementedError(f"QuantizeLinear to {dtype}")
+        axis = int(node.attrs.get("axis", 1))
+        s = _per_axis(scale, x.ndim, axis).astype(x.dtype)
+        z = _per_axis(zero, x.ndim, axis).astype(np.float64)
+        return [_saturate(np.rint(x / s).astype(np.float64) + z, dtype)]
+    q = ctx.out_quant(0) if ctx is not None else None
+    if q is None:
+        raise NotImplementedError("TFLite Quantize needs its output's quantization parameters")
+    dtype = np.dtype(out_dtypes[0]) if out_dtypes and out_dtypes[0] else np.dtype(np.int8)
+    s, z = _quant_arrays(q, x.ndim)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = round_half_away(x / s.astype(np.float32)).astype(np.float64)
+    return [_saturate(v + z, dtype)]
+
+
+@kernel("Dequantize", context=True)
+def dequantize(node, inputs, out_dtypes, ctx=None):
+    """ONNX DequantizeLinear: (x - zero_point) * scale in the scale's type, per tensor or along
+    `axis`. TFLite DEQUANTIZE: float16 -> float32, or (q - zero_point) * scale with the input
+    tensor's quantization (`ctx.input_quant[0]`)."""
+    x = inputs[0]
+    scale = _opt(inputs, 1)
+    if scale is not None:  # ONNX
+        if int(node.attrs.get("block_size", 0) or 0):
+            raise NotImplementedError("blocked DequantizeLinear")
+        if x.dtype.kind not in "iu":
+            raise NotImplementedError(f"DequantizeLinear of {x.dtype}")
+        axis = int(node.attrs.get("axis", 1))
+        s = _per_axis(scale, x.ndim, axis)
+        zero = _opt(inputs, 2)
+        z = 0 if zero is None else _per_axis(zero, x.ndim, axis).astype(np.int64)
+        return [(x.astype(np.int64) - z).astype(s.dtype) * s]
+    if x.dtype.kind == "f":
+        return [x.astype(out_dtypes[0] if out_dtypes and out_dtypes[0] else np.float32)]
+    q = ctx.in_quant(0) if ctx is not None else None
+    if q is None:
+        raise NotImplementedError("TFLite Dequantize needs its input's quantization parameters")
+    s, z = _quant_arrays(q, x.ndim)
+    return [(x.astype(np.int64) - z).astype(np.float32) * s.astype(np.float32)]
+
+
+# -- TFLite hybrid kernels (int8 weights, float activations) --------------------------------------
+# Dynamic-range quantization leaves float activations and int8 weights; TFLite then quantizes
+# each batch entry of the input on the fly and multiplies in integers. Reproduced here exactly
+# (LiteRT, reference op resolver), since the result differs from float math by about 1%:
+# - symmetric (per-tensor weights): range = max|x_b|, s_b = range / 127,
+#   q = clamp(round(x * (127 / range)), -127, 127); out = float(acc) * (s_b * s_w) + bias;
+# - asymmetric (per-channel Conv2D weights; FC with asymmetric_quantize_inputs): TFLite's
+#   AsymmetricQuantizeFloats (scale and zero point in double, nudged zero point),
+#   out = float(acc - zp_b * rowsum(W)) * scale + bias.
+def _symmetric_quantize(x2: np.ndarray):
+    """Per row of x2 (rows = batch entries): int8 values (as float64) and float32 scales."""
+    lo, hi = x2.min(axis=1), x2.max(axis=1)
+    rng = np.maximum(np.abs(lo), np.abs(hi)).astype(np.float32)
+    zero = rng == 0
+    safe = np.where(zero, np.float32(1), rng)
+    scale = np.where(zero, np.float32(1), safe / np.float32(127)).astype(np.float32)
+    inv = (np.float32(127) / safe).astype(np.float32)
+    q = round_half_away((x2 * inv[:, None]).astype(np.float32)).astype(np.float64)
+    q = np.clip(q, -127, 127)
+    q[zero] = 0
+    return q, scale
+
+
+def _asymmetric_quantize(x2: np.ndarray):
+    """Per row: int8 values (float64), float32 scales and int zero points (TFLite's
+    AsymmetricQuantizeFloats)."""
+    rmin = np.minimum(x2.min(axis=1), 0).astype(np.float64)
+    rmax = np.maximum(x2.max(axis=1), 0).astype(np.float64)
+    same = rmin == rmax
+    scale = np.where(same, 1.0, (rmax - rmin) / 255.0)
+    zp_min = -128.0 - rmin / scale
+    zp_max = 127.0 - rmax / scale
+    err_min = 128.0 + np.abs(rmin / scale)
+    err_max = 127.0 + np.abs(rmax / scale)
+    zp = np.where(err_min < err_max, zp_min, zp_max)
+    zp = np.where(zp <= -128, -128, np.where(zp >= 127, 127, round_half_away(zp)))
+    zp = np.where(same, 0, zp).astype(np.int64)
+    scale32 = np.where(same, 1.0, scale).astype(np.float32)
+    inv = (1.0 / scale32.astype(np.float64)).astype(np.float32)
+    v = (zp.astype(np.float32)[:, None] + (x2 * inv[:, None]).astype(np.float32)).astype(np.float32)
+    q = np.clip(round_half_away(v).astype(np.float64), -128, 127)
+    q[same] = 0
+    return q, scale32, zp
+
+
+def _weight_scales(node, ctx, index: int = 1):
+    q = ctx.in_quant(index) if ctx is not None else None
+    if q is None or q.scale.size == 0:
+        raise NotImplementedError(f"{node.op} with integer weights but no quantization "
+                                  "parameters for them")
+    if np.any(q.zero_point != 0):
+        raise NotImplementedError(f"hybrid {node.op} with non-zero weight zero points")
+    return q.scale.astype(np.float32)
+
+
+def _hybrid_conv(node, x, w, b, ctx, kernel, strides, dilations, pads, out, group):
+    """TFLite CONV_2D with int8 OHWI weights and a float NHWC input."""
+    if _layout(node) != "NHWC" or w.dtype != np.int8 or group != 1:
+        raise NotImplementedError("hybrid Conv2D other than TFLite NHWC, int8, group 1")
+    if any(d != 1 for d in dilations):
+        raise NotImplementedError("hybrid Conv2D with dilation (TFLite ignores it)")
+    scales = _weight_scales(node, ctx)
+    n, cout = x.shape[0], w.shape[0]
+    x2 = x.reshape(n, -1)
+    per_channel = scales.size > 1 and np.any(scales != scales[0])
+    if per_channel:
+        q, s_in, zp = _asymmetric_quantize(x2)
+    else:
+        q, s_in = _symmetric_quantize(x2)
+    qx = q.reshape(x.shape)
+    if per_channel:  # TFLite skips padding taps: pad (q - zp) with zeros
+        qx = qx - zp.reshape(-1, 1, 1, 1)
+    xp = _pad_spatial(qx, [1, 2], pads[:2], pads[2:], 0)
+    cols = _window_view(xp, True, kernel, strides, dilations, out).reshape(-1, w[0].size)
+    acc = (cols @ w.reshape(cout, -1).T.astype(np.float64)).reshape(n, -1, cout)
+    acc = acc.astype(np.int32).astype(np.float32)
+    if per_channel:  # reference: acc * per_channel_scale * input_scale, left to right
+        y = (acc * scales) * s_in[:, None, None]
+    else:
+        y = acc * (s_in * scales[0]).astype(np.float32)[:, None, None]
+    y = y.astype(np.float32).reshape(n, *out, cout)
+    if b is not None:
+        y += b.astype(np.float32).reshape(-1)
+    return y
+
+
+def _hybrid_fc(node, x2, w, b, ctx):
+    """TFLite FULLY_CONNECTED with int8 weights [out, in] and float input rows x2."""
+    if w.dtype != np.int8:
+        raise NotImplementedError(f"hybrid FullyConnected with {w.dtype} weights")
+    scales = _weight_scales(node, ctx)
+    w64 = w.astype(np.float64)
+    if node.attrs.get("asymmetric_quantize_inputs"):
+        q, s_in, zp = _asymmetric_quantize(x2)
+        acc = q @ w64.T - zp[:, None] * w64.sum(axis=1)[None, :]
+    else:
+        q, s_in = _symmetric_quantize(x2)
+        acc = q @ w64.T
+    acc = acc.astype(np.int32).astype(np.float32)
+    if scales.size > 1:
+        y = acc * (s_in[:, None] * scales[None, :]).astype(np.float32)
+    else:
+        y = acc * (s_in * scales[0]).astype(np.float32)[:, None]
+    y = y.astype(np.float32)
+    if b is not None:
+        y = b.astype(np.float32).reshape(1, -1) + y
+    return y
+
+
+# -- TFLite builtins outside the schema table ------------------------------------------------------
+# TFLite's converter writes a model's flatten as Shape -> STRIDED_SLICE -> PACK -> Reshape when
+# the batch is dynamic. Those two builtins are not (yet) IR ops, so readers keep them opaque;
+# the executor runs an opaque TFLite builtin whose name is in OPAQUE_KERNELS with these kernels,
+# which read the raw options the reader kept (`node.origin["options"]`, flatbuffer field names).
+def _options(node) -> dict:
+    return node.origin.get("options") or {}
+
+
+def _strided_slice(node, inputs, out_dtypes):
+    """TFLite STRIDED_SLICE with begin / end / strides inputs, begin_mask, end_mask,
+    shrink_axis_mask and offset (ellipsis and new-axis masks are refused)."""
+    opts = _options(node)
+    if opts.get("EllipsisMask", 0) or opts.get("NewAxisMask", 0):
+        raise NotImplementedError("STRIDED_SLICE with ellipsis or new-axis masks")
+    x = inputs[0]
+    begin, end = _ints(inputs[1]), _ints(inputs[2])
+    steps = _ints(inputs[3]) if _opt(inputs, 3) is not None else [1] * len(begin)
+    if not len(begin) == len(end) == len(steps) <= x.ndim:
+        raise ValueError("STRIDED_SLICE operands of different lengths")
+    bmask, emask = int(opts.get("BeginMask", 0)), int(opts.get("EndMask", 0))
+    shrink, offset = int(opts.get("ShrinkAxisMask", 0)), bool(opts.get("Offset", False))
+    index = []
+    for i, (b, e, s) in enumerate(zip(begin, end, steps)):
+        dim = x.shape[i]
+        if s == 0:
+            raise ValueError("STRIDED_SLICE step 0")
+        if shrink >> i & 1:
+            k = b + dim if b < 0 else b
+            if not 0 <= k < dim:
+                raise IndexError("STRIDED_SLICE index out of range")
+            index.append(k)
+            continue
+        if offset:
+            e = b + e
+        start = None if bmask >> i & 1 else b
+        stop = None if emask >> i & 1 else e
+        index.append(slice(start, stop, s))
+    return [np.asarray(x[tuple(index)])]
+
+
+def _pack(node, inputs, out_dtypes):
+    """TFLite PACK: stack the inputs along `Axis` (negative counts from the output rank)."""
+    axis = int(_options(node).get("Axis", 0))
+    return [np.stack(inputs, axis=_axis(axis, inputs[0].ndim + 1))]
+
+
+OPAQUE_KERNELS["STRIDED_SLICE"] = _strided_slice
+OPAQUE_KERNELS["PACK"] = _pack

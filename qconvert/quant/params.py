@@ -34,7 +34,7 @@ def activation_params(lo: float, hi: float) -> tuple:
     if hi - lo <= 0:
         return np.float32(1.0), 0
     scale = np.float32((hi - lo) / (QMAX - QMIN))
-    if scale <= 0:  # a range below float32 resolution
+    if scale < _TINY:  # a subnormal scale would lose the range; the smallest normal covers it
         scale = np.float32(_TINY)
     zero_point = int(np.clip(round_half_away(QMIN - lo / float(scale)), QMIN, QMAX))
     return scale, zero_point

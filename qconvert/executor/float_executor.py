@@ -1,0 +1,290 @@
+"""The float reference executor: run an IR graph on numpy inputs, node by node.
+
+    outputs = run_float(model_or_graph, {"input": x}, observe=None, keep=())
+    outputs = run_float_batched(model_or_graph, {"input": xs}, batch_size=32, observe=...,
+                                progress=lambda done, total: ...)
+
+Each node runs with its kernel from `float_kernels.KERNELS` (ONNX / TFLite semantics in
+float32, as onnxruntime and LiteRT compute them up to float rounding). Kernels that need facts
+from the graph (quantization parameters, the ONNX opset) get a `KernelContext` (see
+`float_kernels`). Two TFLite builtins the schema table lacks, STRIDED_SLICE and PACK (the
+converter's dynamic-batch flatten), run with `float_kernels.OPAQUE_KERNELS`; every other opaque
+node, and any op without a kernel, makes `run_float` raise `UnsupportedOpsError` before anything
+runs, naming every such op with its count.
+
+Memory: each intermediate tensor is dropped as soon as its last reader has run (reference
+counts), so the peak is a few activations, not the whole network. Graph outputs and tensors named
+in `keep` are kept and returned. Results may be views of inputs or constants (a Reshape of a
+feed, an Identity of a weight); copy before writing into them.
+
+`observe(name, array)` is called once for every graph input and every tensor a node produces
+(optional outputs that are absent excepted), right after it exists: the calibration hook. It
+must not modify the array.
+
+Batching rule. Feeds may carry N samples on axis 0 where the model declares a batch of 1 (or a
+dynamic batch). The executor then runs in *batch mode*: most ops are batch-agnostic, but a
+Reshape whose target shape was written for one sample hard-codes the batch as a leading 1 (a
+TFLite `new_shape` [1, 64], an ONNX constant [1, -1], a shape computation fold-constants turned
+into a constant). In batch mode, a Reshape whose input has N on axis 0 and whose target's leading
+dimension is a literal 1 gets N there instead: [1, 64] -> [N, 64], [1, -1] -> [N, -1]. So a
+batch of N gives the N single-sample results stacked. Targets led by -1 or 0 (copy) already
+follow the batch. Ops that hard-code the batch elsewhere (a Concat with a [1, ...] constant, an
+Expand / ConstantOfShape to a constant shape, a Reshape folding the batch into another axis) are
+not rewritten; they fail with a clear error or, for a shape that broadcasts, give the batch-1
+model's answer. A model whose declared batch is a fixed B > 1 must be fed exactly B.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable
+
+import numpy as np
+
+from qconvert.errors import QConvertError
+from qconvert.ir import Graph, Model
+
+from .float_kernels import CONTEXT_KERNELS, KERNELS, OPAQUE_KERNELS, KernelContext
+
+__all__ = ["run_float", "run_float_batched", "unsupported_ops", "UnsupportedOpsError",
+           "ExecutionError"]
+
+_KERNEL_ERRORS = (ValueError, IndexError, NotImplementedError, ZeroDivisionError, TypeError)
+
+
+class UnsupportedOpsError(QConvertError):
+    """The graph has ops the float executor cannot run; `ops` maps each op (as shown to users)
+    to its number of nodes."""
+
+    def __init__(self, ops: dict):
+        self.ops = dict(ops)
+        listed = ", ".join(f"{op} ({n}x)" if n > 1 else op for op, n in sorted(self.ops.items()))
+        super().__init__(f"the float executor cannot run {len(self.ops)} op type(s): {listed}")
+
+
+class ExecutionError(QConvertError):
+    """Bad feeds, or a node the executor could not compute; names the node and its op."""
+
+
+def unsupported_ops(graph: Graph) -> dict:
+    """{op label: count} of the nodes of `graph` the executor has no kernel for."""
+    counts: Counter = Counter()
+    for node in graph.nodes:
+        if node.opaque:
+            if not (_tflite_builtin(node) and node.op in OPAQUE_KERNELS):
+                counts[node.label] += 1
+        elif KERNELS.get(node.op) is None:
+            counts[node.op] += 1
+    return dict(counts)
+
+
+def _tflite_builtin(node) -> bool:
+    return "code" in node.origin and node.origin.get("custom_code") is None
+
+
+def _split(model_or_graph, opset):
+    if isinstance(model_or_graph, Model):
+        graph = model_or_graph.graph
+        if opset is None and model_or_graph.format == "onnx":
+            opset = model_or_graph.meta.get("opset")
+        return graph, opset
+    if isinstance(model_or_graph, Graph):
+        return model_or_graph, opset
+    raise TypeError(f"run_float needs a Model or a Graph, not {type(model_or_graph).__name__}")
+
+
+def _declared_batch(t):
+    """The declared leading dimension: an int, or None when dynamic / unknown / rank 0."""
+    if not t.shape:
+        return None
+    d = t.shape[0]
+    return int(d) if isinstance(d, (int, np.integer)) else None
+
+
+def _prepare_feeds(graph: Graph, feeds: dict):
+    """Checked feed arrays and the run's batch N (None unless batch mode)."""
+    missing = [name for name in graph.inputs if name not in feeds]
+    if missing:
+        raise ExecutionError(f"no feed for graph input(s) {', '.join(map(repr, missing))}")
+    arrays, batch = {}, None
+    for name in graph.inputs:
+        t = graph.tensors[name]
+        a = np.asarray(feeds[name])
+        declared = np.dtype(t.dtype)
+        if a.dtype != declared:
+            if a.dtype.kind != declared.kind or (declared.kind == "f" and a.dtype.itemsize > 8):
+                raise ExecutionError(f"input {name!r} is {t.dtype}; the feed is {a.dtype}")
+            a = a.astype(declared)
+        if t.shape is not None:
+            if a.ndim != len(t.shape):
+                raise ExecutionError(f"input {name!r} has rank {len(t.shape)} "
+                                     f"{list(t.shape)}; the feed has shape {list(a.shape)}")
+            for i, d in enumerate(t.shape[1:], start=1):
+                if isinstance(d, (int, np.integer)) and a.shape[i] != d:
+                    raise ExecutionError(f"input {name!r} is {list(t.shape)}; the feed has "
+                                         f"shape {list(a.shape)}")
+            lead = _declared_batch(t)
+            if a.ndim and lead not in (None, 1):
+                if a.shape[0] != lead:
+                    raise ExecutionError(f"input {name!r} has a fixed batch of {lead}; the feed "
+                                         f"has {a.shape[0]}")
+            elif a.ndim and a.shape[0] != 1:
+                if batch is not None and batch != a.shape[0]:
+                    raise ExecutionError(f"feeds disagree on the batch size ({batch} and "
+                                         f"{a.shape[0]})")
+                batch = a.shape[0]
+        arrays[name] = a
+    return arrays, batch
+
+
+def _batch_reshape(node, inputs, batch: int):
+    """Reshape inputs with a leading target 1 replaced by the batch (see the module docstring)."""
+    x = inputs[0]
+    if x.ndim == 0 or x.shape[0] != batch:
+        return inputs
+    shape = inputs[1] if len(inputs) > 1 and inputs[1] is not None else node.attrs.get("new_shape")
+    if shape is None:
+        return inputs
+    dims = np.array(shape, dtype=np.int64).reshape(-1)
+    if dims.size == 0 or dims[0] != 1:
+        return inputs
+    dims[0] = batch
+    return [x, dims] + list(inputs[2:])
+
+
+def _check_result(node, name, t, value, batch):
+    """A kernel's result must agree with the declared tensor (dtype, rank, static dims)."""
+    if not isinstance(value, np.ndarray):
+        raise ExecutionError(f"node {node.name!r} ({node.op}) produced no array for {name!r}")
+    if not t.extra.get("dtype_unknown") and value.dtype != np.dtype(t.dtype):
+        raise ExecutionError(f"node {node.name!r} ({node.op}) produced {value.dtype} for "
+                             f"{name!r}, declared {t.dtype}")
+    if t.shape is None or t.extra.get("has_rank") is False:
+        return
+    if value.ndim != len(t.shape):
+        raise ExecutionError(f"node {node.name!r} ({node.op}) produced shape {list(value.shape)} "
+                             f"for {name!r}, declared {list(t.shape)}")
+    for i, (d, got) in enumerate(zip(t.shape, value.shape)):
+        if not isinstance(d, (int, np.integer)) or d == got:
+            continue
+        if batch is not None and d == 1 and got == batch:  # batch mode
+            continue
+        raise ExecutionError(f"node {node.name!r} ({node.op}) produced shape {list(value.shape)} "
+                             f"for {name!r}, declared {list(t.shape)}")
+
+
+def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep=(),
+              *, opset: int | None = None, check_shapes: bool = True) -> dict:
+    """Run the graph (of a `Model`, or a bare `Graph`) on `feeds` {input name: array}.
+
+    Returns {name: array} for the graph outputs and the tensors named in `keep` (constants and
+    graph inputs may be kept too). `observe(name, array)` sees every graph input and every
+    produced tensor. `opset` is the ONNX opset when a bare Graph is given (taken from the Model
+    otherwise; only ONNX Softmax before opset 13 needs it). `check_shapes` compares each result
+    with the declared shape and dtype (a leading 1 may be the batch N in batch mode).
+    Raises `UnsupportedOpsError` (unknown ops, all named) before running, and `ExecutionError`
+    for bad feeds or a node that fails, naming it.
+    """
+    graph, opset = _split(model_or_graph, opset)
+    missing = unsupported_ops(graph)
+    if missing:
+        raise UnsupportedOpsError(missing)
+    keep = list(dict.fromkeys(keep))
+    for name in keep:
+        if name not in graph.tensors:
+            raise ExecutionError(f"cannot keep {name!r}: no such tensor")
+    values, batch = _prepare_feeds(graph, feeds)
+    pinned = set(graph.outputs) | set(keep)
+
+    readers: Counter = Counter()
+    for node in graph.nodes:
+        for name in set(node.present_inputs()):
+            readers[name] += 1
+
+    if observe is not None:
+        for name in graph.inputs:
+            observe(name, values[name])
+
+    def fetch(name):
+        if name is None:
+            return None
+        if name in values:
+            return values[name]
+        data = graph.tensors[name].data
+        if data is None:
+            raise ExecutionError(f"tensor {name!r} is read before it is produced")
+        return data
+
+    for node in graph.nodes:
+        inputs = [fetch(name) for name in node.inputs]
+        out_dtypes = [None if o is None or graph.tensors[o].extra.get("dtype_unknown")
+                      else graph.tensors[o].dtype for o in node.outputs]
+        if batch is not None and node.op == "Reshape" and not node.opaque:
+            inputs = _batch_reshape(node, inputs, batch)
+        try:
+            if node.opaque:
+                results = OPAQUE_KERNELS[node.op](node, inputs, out_dtypes)
+            elif node.op in CONTEXT_KERNELS:
+                ctx = KernelContext(
+                    tuple(None if n is None else graph.tensors[n].quant for n in node.inputs),
+                    tuple(None if n is None else graph.tensors[n].quant for n in node.outputs),
+                    opset)
+                results = KERNELS[node.op](node, inputs, out_dtypes, ctx=ctx)
+            else:
+                results = KERNELS[node.op](node, inputs, out_dtypes)
+        except _KERNEL_ERRORS as exc:
+            raise ExecutionError(f"node {node.name!r} ({node.label}) failed: {exc}") from exc
+        del inputs
+        if len(results) < sum(1 for o in node.outputs if o is not None):
+            raise ExecutionError(f"node {node.name!r} ({node.op}) produced too few outputs")
+        for name, value in zip(node.outputs, results):
+            if name is None:
+                continue
+            if check_shapes:
+                _check_result(node, name, graph.tensors[name], value, batch)
+            if observe is not None:
+                observe(name, value)
+            if readers[name] or name in pinned:
+                values[name] = value
+        for name in set(node.present_inputs()):
+            readers[name] -= 1
+            if readers[name] == 0 and name not in pinned:
+                values.pop(name, None)
+
+    result = {}
+    for name in list(graph.outputs) + keep:
+        if name not in result:
+            result[name] = fetch(name)
+    return result
+
+
+def run_float_batched(model_or_graph, feeds: dict, batch_size: int,
+                      observe: Callable | None = None, progress: Callable | None = None,
+                      keep=(), *, opset: int | None = None, check_shapes: bool = True) -> dict:
+    """`run_float` over N samples in chunks of `batch_size` along axis 0 of every feed,
+    outputs (and kept tensors) concatenated along axis 0. `observe` is called per chunk;
+    `progress(done, total)` after each chunk with the number of samples done."""
+    graph, opset = _split(model_or_graph, opset)
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    arrays = {k: np.asarray(v) for k, v in feeds.items()}
+    sizes = {a.shape[0] for k, a in arrays.items() if k in graph.inputs and a.ndim}
+    if len(sizes) != 1:
+        raise ExecutionError(f"feeds must share one sample count on axis 0, got {sorted(sizes)}")
+    total = sizes.pop()
+    chunks: dict = {}
+    done = 0
+    while done < total:
+        stop = min(done + batch_size, total)
+        part = {k: (a[done:stop] if k in graph.inputs and a.ndim else a)
+                for k, a in arrays.items()}
+        out = run_float(graph, part, observe, keep, opset=opset, check_shapes=check_shapes)
+        for name, value in out.items():
+            if value.ndim == 0 or value.shape[0] != stop - done:
+                raise ExecutionError(f"output {name!r} of shape {list(value.shape)} does not "
+                                     f"carry the batch of {stop - done} on axis 0")
+            chunks.setdefault(name, []).append(value)
+        done = stop
+        if progress is not None:
+            progress(done, total)
+    return {name: np.concatenate(parts, axis=0) for name, parts in chunks.items()}

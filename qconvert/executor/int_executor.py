@@ -1,0 +1,174 @@
+"""The integer reference executor: runs an int8 TFLite graph exactly as TFLite Micro does.
+
+    outputs = run_int8(graph, {"input": x_int8})            # {output name: array}
+    p = layer_params(graph, node)                             # TFLM's per-layer parameters
+
+`run_int8` evaluates the nodes in order with `int_kernels.INT_KERNELS`, deriving each node's
+parameters (`layer_params`) once per run the way TFLM's Prepare does. Outputs are bit for bit
+those of the TFLite Micro interpreter with its reference kernels (checked by
+tests/test_int_executor.py). `rounding="single"` swaps TFLite's double-rounding requantization
+for CMSIS-NN's single rounding (see `int_kernels`). `observe(name, array)` is called for every
+graph input (as fed) and every tensor a node produces, in execution order (the hook of
+`quant.ranges.RangeCollector`).
+
+Feeds are the model's input arrays in their declared dtype (int8 normally; float32 for a model
+with a QUANTIZE at its input); integer feeds of another integer dtype are accepted when their
+values fit. Outputs keep the dtype of the graph output tensors (int8, or float32 after a
+DEQUANTIZE).
+
+Batch rule. A feed may carry N samples on axis 0 when the input's declared first dimension is
+1 or dynamic; all inputs must then carry the same N. Every op runs on the N samples at once, and
+output n equals what TFLM computes for sample n alone. Ops that compute their output shape from
+attributes (Reshape, Squeeze) are evaluated for one sample, and the leading 1 of that result
+becomes N: a Reshape to a hard-coded [1, 64] gives [N, 64]. A one-sample result that does not
+start with 1 (the batch folded into another axis), and ops that would mix samples (Concat, Pad,
+Mean, Gather along axis 0, a Transpose that moves axis 0, a FullyConnected that flattens more
+than the batch into its rows) raise `QConvertError` for N > 1: run those models one sample at a
+time. With N == 1 nothing is rewritten: the semantics are TFLite's exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qconvert.errors import QConvertError
+from qconvert.ir import Graph
+
+from .int_kernels import INT_KERNELS, INT_PARAMS, IntContext
+
+__all__ = ["INT_KERNELS", "layer_params", "run_int8", "supported_ops"]
+
+_ROUNDINGS = ("double", "single")
+
+
+def supported_ops() -> list:
+    """IR op names the integer executor can run."""
+    return sorted(INT_KERNELS)
+
+
+def layer_params(graph, node) -> dict:
+    """The parameters TFLite Micro derives for `node` at Prepare time.
+
+    Conv2D / DepthwiseConv2D / FullyConnected: `output_multiplier` and `output_shift` (int32
+    arrays, one per output channel; one entry for a per-tensor FullyConnected), the real
+    `effective_scale` they encode, `input_offset` (= -z_in), `weights_offset` (FC: -z_w),
+    `output_offset` (= z_out), `activation_min` / `activation_max`, `bias` (int64 copy of the
+    int32 bias, or None), `per_channel`, and the geometry (`strides`, `dilations`, `pads`).
+    Add / Sub: the three (multiplier, shift) pairs and `left_shift` (20); Mul: one pair;
+    Softmax: `input_multiplier`, `input_left_shift`, `diff_min`; Sigmoid / Tanh:
+    `input_multiplier`, `input_left_shift`, `input_range_radius`; pools: the activation
+    clamps; Mean, Relu, Relu6, HardSwish, Quantize, Dequantize, Pad, Concat: see
+    `int_kernels`. Raises QConvertError where TFLM would refuse the node.
+    """
+    graph = _graph(graph)
+    fn = INT_PARAMS.get(node.op)
+    if fn is None or node.opaque:
+        raise QConvertError(f"the integer executor does not support op {node.label}")
+    return fn(graph, node)
+
+
+def run_int8(graph, feeds: dict, rounding: str = "double", observe=None) -> dict:
+    """Run `graph` (an int8 TFLite IR Graph, or a Model) on `feeds`; {output name: array}."""
+    graph = _graph(graph)
+    if rounding not in _ROUNDINGS:
+        raise ValueError(f"rounding must be one of {_ROUNDINGS}, got {rounding!r}")
+    _check_ops(graph)
+    values, batch = _feeds(graph, feeds)
+    ctx = IntContext(rounding=rounding, batch=batch)
+    if observe is not None:
+        for name in graph.inputs:
+            observe(name, values[name])
+    last_use = _last_use(graph)
+    keep = set(graph.outputs)
+    for step, node in enumerate(graph.nodes):
+        inputs = [None if n is None else values[n] if n in values else graph.tensors[n].data
+                  for n in node.inputs]
+        p = layer_params(graph, node)
+        try:
+            outputs = INT_KERNELS[node.op](node, inputs, p, ctx)
+        except QConvertError:
+            raise
+        except (ValueError, IndexError, NotImplementedError) as exc:
+            raise QConvertError(f"{node.op} {node.name!r}: {exc}") from exc
+        for name, array in zip(node.outputs, outputs):
+            if name is None:
+                continue
+            declared = graph.tensors[name].dtype
+            if array.dtype != np.dtype(declared):
+                raise QConvertError(f"{node.op} {node.name!r} produced {array.dtype} for "
+                                    f"{name!r}, declared {declared}")
+            values[name] = array
+            if observe is not None:
+                observe(name, array)
+        for name in node.present_inputs():
+            if last_use.get(name) == step and name not in keep:
+                values.pop(name, None)
+    return {name: values[name] for name in graph.outputs}
+
+
+def _graph(graph) -> Graph:
+    return graph.graph if hasattr(graph, "graphs") else graph
+
+
+def _check_ops(graph) -> None:
+    """Refuse unsupported ops, naming all of them (with counts) at once."""
+    counts: dict = {}
+    for node in graph.nodes:
+        if node.opaque or node.op not in INT_KERNELS:
+            counts[node.label] = counts.get(node.label, 0) + 1
+    if counts:
+        listed = ", ".join(f"{op} (x{n})" if n > 1 else op for op, n in sorted(counts.items()))
+        raise QConvertError(f"the integer executor does not support: {listed}")
+
+
+def _last_use(graph) -> dict:
+    last: dict = {}
+    for step, node in enumerate(graph.nodes):
+        for name in node.present_inputs():
+            if graph.tensors[name].data is None:
+                last[name] = step
+    return last
+
+
+def _feeds(graph, feeds: dict) -> tuple:
+    """Feed arrays in their declared dtypes, and the batch size N they carry on axis 0."""
+    missing = [n for n in graph.inputs if n not in feeds]
+    if missing:
+        raise QConvertError(f"no feed for graph input(s) {', '.join(map(repr, missing))}")
+    values, batches = {}, set()
+    for name in graph.inputs:
+        t = graph.tensors[name]
+        a = np.asarray(feeds[name])
+        want = np.dtype(t.dtype)
+        if a.dtype != want:
+            if a.dtype.kind in "iu" and want.kind in "iu":
+                info = np.iinfo(want)
+                if a.size and (a.min() < info.min or a.max() > info.max):
+                    raise QConvertError(f"feed {name!r} has values outside {want}")
+            elif not (a.dtype.kind == "f" and want.kind == "f"):
+                raise QConvertError(f"feed {name!r} is {a.dtype}, the model input is {want}")
+            a = a.astype(want)
+        batches.add(_batch_of(name, t.shape, a.shape))
+        values[name] = a
+    if len(batches) > 1:
+        raise QConvertError(f"feeds carry different batch sizes {sorted(batches)}")
+    return values, (batches.pop() if batches else 1)
+
+
+def _batch_of(name, declared, shape) -> int:
+    if declared is None:
+        return 1
+    declared = tuple(declared)
+    static = [isinstance(d, (int, np.integer)) for d in declared]
+    if len(shape) != len(declared) or any(
+            s and int(d) != n for d, s, n in zip(declared[1:], static[1:], shape[1:])):
+        raise QConvertError(f"feed {name!r} has shape {tuple(shape)}, the model input is "
+                            f"{tuple(d if s else None for d, s in zip(declared, static))}")
+    if not declared:
+        return 1
+    if static[0] and int(declared[0]) == shape[0]:
+        return 1
+    if static[0] and int(declared[0]) != 1:
+        raise QConvertError(f"feed {name!r} has {shape[0]} rows on axis 0, the model input "
+                            f"has {declared[0]}")
+    return int(shape[0])

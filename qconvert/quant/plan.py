@@ -1,0 +1,216 @@
+"""The quantization plan of a float graph: every activation's (scale, zero point) and every
+layer's int8 weights and int32 bias. Format-neutral; `tflite_int8` and `qdq` write it out.
+
+Activation parameters follow the op schemas' int8 rules:
+- `same_scale` ops (reshape, max and average pool, concat, pad, transpose...) pass values
+  through, so their inputs and output share one (scale, zero point): the tensors are grouped
+  (union-find) and each group gets the union of its members' calibrated ranges;
+- `fixed_output` ops: softmax and logistic outputs are 1/256 with zero point -128, tanh 1/128
+  with 0 (what TFLite's int8 kernels require);
+- every other float activation gets its own range.
+Layers (`per_channel_weights`): weights per output channel (conv, depthwise; fully connected
+layers per tensor unless `fc_per_channel`), bias at s_in * s_w (see `params`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from qconvert import schemas
+from qconvert.errors import QConvertError
+from qconvert.ir import Graph
+
+from .numerics import effective_multipliers, quantize_multiplier
+from .params import activation_params, quantize_layer
+
+FIXED_OUTPUT = {"Softmax": (1.0 / 256.0, -128), "Sigmoid": (1.0 / 256.0, -128),
+                "Tanh": (1.0 / 128.0, 0)}
+FC_OPS = frozenset({"FullyConnected", "Gemm", "MatMul"})
+
+
+@dataclass
+class LayerPlan:
+    """One layer's quantized weights and the parameters TFLM derives from them."""
+
+    node: str
+    op: str
+    weights: np.ndarray          # int8
+    weight_scales: np.ndarray    # float32, one per channel (or one)
+    channel_axis: int
+    per_channel: bool
+    bias: np.ndarray | None      # int32
+    multiplier: np.ndarray = field(default=None)
+    shift: np.ndarray = field(default=None)
+
+
+@dataclass
+class QuantPlan:
+    activations: dict            # tensor name -> (float32 scale, int zero point)
+    layers: dict                 # layer's first output name -> LayerPlan
+    constants: dict              # other float constant name -> (scale, zero point)
+
+
+def dequantize_hybrid_weights(graph: Graph) -> int:
+    """Turn int8 weights of a float ("dynamic range" / hybrid) model back into float32.
+
+    The TFLite converter's weight-only quantization stores conv / FC weights as int8 with
+    scales while activations stay float; quantizing such a model starts from
+    `(q - zero_point) * scale` along the weights' quantized axis. Returns how many changed.
+    """
+    float_out = {}
+    for node in graph.nodes:
+        out = graph.tensors.get(node.outputs[0]) if node.outputs and node.outputs[0] else None
+        if out is not None and out.dtype.startswith("float"):
+            for name in node.present_inputs():
+                float_out[name] = True
+    count = 0
+    for name, t in graph.tensors.items():
+        q = t.quant
+        if t.data is None or q is None or t.dtype not in ("int8", "uint8") or name not in float_out:
+            continue
+        shape = [1] * t.data.ndim
+        if q.per_channel:
+            shape[q.axis] = -1
+        scale = q.scale.astype(np.float64).reshape(shape if q.per_channel else ())
+        zp = q.zero_point.astype(np.float64).reshape(shape if q.per_channel else ())
+        data = ((t.data.astype(np.float64) - zp) * scale).astype(np.float32)
+        data.flags.writeable = False
+        t.data, t.dtype, t.quant = data, "float32", None
+        count += 1
+    return count
+
+
+def check_float(graph: Graph) -> None:
+    """Refuse a model whose activations are already integers."""
+    if any(t.data is None and (t.quant is not None or t.dtype in ("int8", "uint8"))
+           for t in graph.tensors.values()):
+        raise QConvertError("model is already quantized (its activations are integers)")
+
+
+def check_quantizable(graph: Graph) -> None:
+    """Refuse an already-quantized graph, and ops without an int8 rule (all named at once)."""
+    check_float(graph)
+    counts: dict = {}
+    for node in graph.nodes:
+        schema = None if node.opaque else schemas.get(node.op)
+        if schema is None or schema.int8 is None:
+            counts[node.label] = counts.get(node.label, 0) + 1
+    if counts:
+        listed = ", ".join(f"{op} (x{n})" if n > 1 else op for op, n in sorted(counts.items()))
+        raise QConvertError(f"cannot quantize: ops with no int8 rule: {listed}")
+
+
+def weight_channel_axis(node, fmt: str) -> int:
+    """The output-channel axis of a layer's weights."""
+    if node.op == "Gemm":
+        return 0 if node.attrs.get("transB", 0) else 1
+    return schemas.get(node.op).weight_channel_axis[fmt]
+
+
+class _Groups:
+    """Union-find over tensor names."""
+
+    def __init__(self):
+        self.parent: dict = {}
+
+    def find(self, a):
+        self.parent.setdefault(a, a)
+        while self.parent[a] != a:
+            self.parent[a] = self.parent[self.parent[a]]
+            a = self.parent[a]
+        return a
+
+    def union(self, a, b):
+        self.parent[self.find(a)] = self.find(b)
+
+
+def _is_activation(graph: Graph, name: str) -> bool:
+    t = graph.tensors[name]
+    return t.data is None and t.dtype.startswith("float")
+
+
+def plan_activations(graph: Graph, ranges: dict) -> dict:
+    """{tensor: (scale, zero point)} for every float activation (module docstring rules)."""
+    groups = _Groups()
+    fixed: dict = {}
+    names = [n for n in graph.inputs if _is_activation(graph, n)]
+    for node in graph.nodes:
+        outs = [o for o in node.outputs if o is not None and _is_activation(graph, o)]
+        names += outs
+        rule = schemas.get(node.op).int8
+        if rule == "same_scale" and outs:
+            ins = [i for i in node.present_inputs() if _is_activation(graph, i)]
+            data = ins if node.op == "Concat" else ins[:1]
+            for i in data:
+                groups.union(i, outs[0])
+        elif rule == "fixed_output" and outs:
+            fixed[outs[0]] = FIXED_OUTPUT[node.op]
+    members: dict = {}
+    for name in names:
+        members.setdefault(groups.find(name), []).append(name)
+    params = {}
+    for root, group in members.items():
+        pinned = [fixed[n] for n in group if n in fixed]
+        if pinned:
+            scale, zp = np.float32(pinned[0][0]), pinned[0][1]
+        else:
+            seen = [ranges[n] for n in group if n in ranges]
+            if not seen:
+                raise QConvertError(f"tensor {group[0]!r} was never computed during calibration")
+            scale, zp = activation_params(min(r[0] for r in seen), max(r[1] for r in seen))
+        for n in group:
+            params[n] = (np.float32(scale), int(zp))
+    return params
+
+
+def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False) -> QuantPlan:
+    """The whole plan: activations, then each layer's weights and bias against its input scale."""
+    check_quantizable(graph)
+    acts = plan_activations(graph, ranges)
+    layers = {}
+    consts: dict = {}
+    for node in graph.nodes:
+        schema = schemas.get(node.op)
+        if schema.int8 == "per_channel_weights" and graph.constant(node.inputs[1]) is not None:
+            layers[node.outputs[0]] = _plan_layer(graph, node, acts, fmt, fc_per_channel)
+            skip = set(node.inputs[1:3])
+        else:
+            skip = set()
+        for name in node.present_inputs():
+            t = graph.tensors[name]
+            if name in skip or t.data is None or not t.dtype.startswith("float"):
+                continue
+            data = t.data.astype(np.float64)
+            out = node.outputs[0]
+            consts[name] = (acts[out] if schema.int8 == "same_scale" and out in acts
+                            else activation_params(data.min(initial=0), data.max(initial=0)))
+    return QuantPlan(acts, layers, consts)
+
+
+def _plan_layer(graph, node, acts, fmt, fc_per_channel) -> LayerPlan:
+    x = node.inputs[0]
+    if x not in acts:
+        raise QConvertError(f"{node.op} {node.name!r} reads a constant input; cannot quantize")
+    s_in = acts[x][0]
+    s_out = acts[node.outputs[0]][0]
+    w = graph.constant(node.inputs[1])
+    b = graph.constant(node.inputs[2]) if len(node.inputs) > 2 else None
+    axis = weight_channel_axis(node, fmt)
+    if node.op == "Gemm":
+        w = w * float(node.attrs.get("alpha", 1.0))
+        if b is not None:
+            b = np.broadcast_to(b.reshape(-1) * float(node.attrs.get("beta", 1.0)),
+                                (w.shape[axis],))
+    per_channel = fc_per_channel or node.op not in FC_OPS
+    try:
+        w_q, s_w, b_q = quantize_layer(w, b, s_in, axis, per_channel)
+    except ValueError as exc:
+        raise QConvertError(f"{node.op} {node.name!r}: {exc}") from exc
+    # TFLite Micro takes double(s_in) * double(s_w) for per-tensor FC too (measured against
+    # its interpreter with probe layers), so every layer uses the double product.
+    real = effective_multipliers(s_in, s_w, s_out)
+    multiplier, shift = quantize_multiplier(np.asarray(real, np.float64))
+    return LayerPlan(node.name, node.op, w_q, s_w, axis, per_channel, b_q,
+                     np.atleast_1d(multiplier), np.atleast_1d(shift))

@@ -1,0 +1,131 @@
+"""Write a quantization plan into an ONNX graph as QuantizeLinear / DequantizeLinear pairs (QDQ).
+
+The QDQ form onnxruntime and most ONNX toolchains read as an int8 model:
+- each quantized activation `t` gets `QuantizeLinear -> DequantizeLinear` right after its
+  producer (or at the start, for a graph input), and its readers read the dequantized value; a
+  graph output keeps its name on the DequantizeLinear output;
+- layer weights are stored int8 with a DequantizeLinear per output channel (`axis` = the
+  channel axis of the weight layout: 0 for OIHW conv and transB Gemm, 1 for [K, N] Gemm and
+  MatMul), biases int32 at s_in * s_w; Gemm's alpha and beta are folded in;
+- other float constants (Add / Mul operands) are stored int8 per tensor with a DequantizeLinear.
+Per-axis DequantizeLinear needs opset 13, so older models are refused with a clear message.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qconvert.errors import QConvertError
+from qconvert.ir import Graph, Node, Tensor
+
+from .plan import QuantPlan
+from .tflite_int8 import _quantize_constant
+
+MIN_QDQ_OPSET = 13
+
+
+def _const(graph: Graph, base: str, data: np.ndarray) -> str:
+    name = graph.fresh_name(base)
+    data = np.ascontiguousarray(data)
+    data.flags.writeable = False
+    graph.add_tensor(Tensor(name, tuple(data.shape), str(data.dtype), data))
+    return name
+
+
+def _dq(graph: Graph, q_name: str, scale, zp, axis, base: str) -> tuple:
+    """A DequantizeLinear node reading `q_name`; returns (node, output name)."""
+    s = _const(graph, f"{base}_scale", np.asarray(scale, np.float32))
+    z = _const(graph, f"{base}_zero_point", np.asarray(zp))
+    out = graph.fresh_name(f"{base}_dequantized")
+    shape = graph.tensors[q_name].shape
+    graph.add_tensor(Tensor(out, shape, "float32"))
+    attrs = {"axis": int(axis)} if axis is not None else {}
+    return Node("Dequantize", [q_name, s, z], [out], attrs, f"{base}_DequantizeLinear"), out
+
+
+def apply_qdq(graph: Graph, qplan: QuantPlan, opset: int) -> dict:
+    """Rewrite the float ONNX `graph` in place into QDQ form.
+
+    Returns {activation: name of the tensor holding its dequantized int8 value}.
+    """
+    if opset < MIN_QDQ_OPSET:
+        raise QConvertError(f"QDQ output needs ONNX opset {MIN_QDQ_OPSET} or later for per-channel "
+                            f"weights; this model uses opset {opset}")
+    after: dict = {}   # tensor -> nodes to insert right after its producer
+    renamed: dict = {}  # activation -> name its readers read instead
+    for name, (scale, zp) in qplan.activations.items():
+        t = graph.tensors[name]
+        source = name
+        if name in graph.outputs:  # keep the output name on the dequantized value
+            source = graph.fresh_name(f"{name}_float")
+            graph.add_tensor(Tensor(source, t.shape, t.dtype))
+            for node in graph.nodes:
+                node.outputs = [source if o == name else o for o in node.outputs]
+            if name in graph.inputs:
+                graph.inputs = [source if i == name else i for i in graph.inputs]
+        q = graph.fresh_name(f"{name}_quantized")
+        graph.add_tensor(Tensor(q, t.shape, "int8"))
+        s = _const(graph, f"{name}_scale", np.float32(scale))
+        z = _const(graph, f"{name}_zero_point", np.int8(zp))
+        nodes = [Node("Quantize", [source, s, z], [q], {}, f"{name}_QuantizeLinear")]
+        if name in graph.outputs:
+            nodes.append(Node("Dequantize", [q, s, z], [name], {}, f"{name}_DequantizeLinear"))
+        else:
+            dq, out = _dq_shared(graph, q, s, z, name)
+            nodes.append(dq)
+            renamed[name] = out
+        after.setdefault(source, []).extend(nodes)
+    front = [n for i in graph.inputs for n in after.pop(i, [])]
+    new_nodes = list(front)
+    for node in graph.nodes:
+        layer = qplan.layers.get(node.outputs[0])
+        s_in = qplan.activations[node.inputs[0]][0] if layer is not None else None
+        node.inputs = [renamed.get(i, i) for i in node.inputs]
+        if layer is not None:
+            new_nodes += _layer_weights(graph, node, layer, s_in)
+        for name, (scale, zp) in qplan.constants.items():
+            if name in node.inputs:
+                data = graph.constant(name)
+                q = _const(graph, f"{name}_quantized", _quantize_constant(data, scale, zp))
+                dq, out = _dq(graph, q, scale, np.int8(zp), None, name)
+                new_nodes.append(dq)
+                node.inputs = [out if i == name else i for i in node.inputs]
+        new_nodes.append(node)
+        for out in node.outputs:
+            new_nodes += after.pop(out, [])
+    graph.nodes = new_nodes
+    used = {i for n in graph.nodes for i in n.present_inputs()} | set(graph.outputs)
+    for name in [n for n, t in graph.tensors.items() if t.data is not None and n not in used]:
+        del graph.tensors[name]
+    return {n: renamed.get(n, n) for n in qplan.activations}
+
+
+def _dq_shared(graph, q, s, z, name):
+    out = graph.fresh_name(f"{name}_dequantized")
+    graph.add_tensor(Tensor(out, graph.tensors[q].shape, "float32"))
+    return Node("Dequantize", [q, s, z], [out], {}, f"{name}_DequantizeLinear"), out
+
+
+def _layer_weights(graph: Graph, node: Node, layer, s_in) -> list:
+    axis = layer.channel_axis if layer.per_channel else None
+    channels = layer.weight_scales.size
+    w_name = node.inputs[1]
+    q = _const(graph, f"{w_name}_quantized", layer.weights)
+    zp = np.zeros(channels, np.int8) if axis is not None else np.int8(0)
+    scale = layer.weight_scales if axis is not None else layer.weight_scales.reshape(())
+    dq_w, w_out = _dq(graph, q, scale, zp, axis, w_name)
+    node.inputs[1] = w_out
+    nodes = [dq_w]
+    if node.op == "Gemm":
+        node.attrs["alpha"] = 1.0
+        node.attrs["beta"] = 1.0
+    if layer.bias is not None:
+        b_scale = np.float32(s_in) * layer.weight_scales.astype(np.float32)
+        b_scale = np.broadcast_to(b_scale, layer.bias.shape).astype(np.float32)
+        base = node.inputs[2]
+        bq = _const(graph, f"{base}_quantized", layer.bias.astype(np.int32))
+        dq_b, b_out = _dq(graph, bq, b_scale, np.zeros(layer.bias.size, np.int32), 0, base)
+        node.inputs[2] = b_out
+        nodes.append(dq_b)
+    return nodes
+

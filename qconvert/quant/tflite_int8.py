@@ -1,0 +1,126 @@
+"""Write a quantization plan into a TFLite graph: the int8 model of the TFLite int8 spec.
+
+Every float activation becomes an int8 tensor with its (scale, zero point); layer weights become
+int8 with per-channel (axis 0 of OHWI conv and [out, in] fully connected, axis 3 of depthwise
+1HWC) or per-tensor scales, biases int32 at s_in * s_w (a conv without bias gets a zero one:
+TFLite's CONV_2D kernels require it); other float constants (ADD / MUL operands) become int8
+per tensor. With `io_type="float32"` the model keeps float inputs and outputs: a QUANTIZE after
+each input and a DEQUANTIZE before each output (the graph's tensor names stay the float ones).
+Op versions are set to those the TFLite converter writes for int8 kernels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qconvert.ir import Graph, Node, QuantParams, Tensor
+
+from .plan import QuantPlan
+
+INT8_VERSIONS = {"Conv2D": 3, "DepthwiseConv2D": 3, "FullyConnected": 4, "Add": 2, "Sub": 2,
+                 "Mul": 2, "AveragePool": 2, "MaxPool": 2, "Softmax": 2, "Sigmoid": 2,
+                 "Tanh": 2, "Concat": 2, "Pad": 2, "Mean": 2, "Relu": 2, "Relu6": 2,
+                 "Quantize": 2, "Dequantize": 2, "Transpose": 2, "Gather": 2, "Squeeze": 1,
+                 "Reshape": 1, "HardSwish": 1}
+FC_PER_CHANNEL_VERSION = 12
+
+
+def _quant(scale, zero_point, axis=None) -> QuantParams:
+    scale = np.atleast_1d(np.asarray(scale, np.float32))
+    zero_point = np.zeros(scale.size, np.int64) if zero_point is None else np.broadcast_to(
+        np.asarray(zero_point, np.int64), scale.shape)
+    return QuantParams(scale, zero_point, axis if scale.size > 1 else None)
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    a.flags.writeable = False
+    return a
+
+
+def _quantize_constant(data: np.ndarray, scale, zp) -> np.ndarray:
+    from .numerics import round_half_away
+
+    q = round_half_away(data.astype(np.float64) / float(scale)) + zp
+    return np.clip(q, -128, 127).astype(np.int8)
+
+
+def apply_tflite_int8(graph: Graph, qplan: QuantPlan, io_type: str = "int8") -> None:
+    """Rewrite `graph` (float, TFLite layout) in place into its int8 form."""
+    readers: dict = {}
+    for node in graph.nodes:
+        for name in dict.fromkeys(node.present_inputs()):
+            readers[name] = readers.get(name, 0) + 1
+    for name, (scale, zp) in qplan.activations.items():
+        t = graph.tensors[name]
+        t.dtype, t.quant = "int8", _quant(scale, zp)
+    for node in graph.nodes:
+        layer = qplan.layers.get(node.outputs[0])
+        if layer is not None:
+            _write_layer(graph, node, layer, qplan, readers)
+        if node.op in INT8_VERSIONS:
+            node.origin["version"] = INT8_VERSIONS[node.op]
+    for name, (scale, zp) in qplan.constants.items():
+        t = graph.tensors[name]
+        if t.dtype.startswith("float"):
+            t.data = _frozen(_quantize_constant(t.data, scale, zp))
+            t.dtype, t.quant = "int8", _quant(scale, zp)
+    if io_type == "float32":
+        _float_edges(graph)
+
+
+def _write_layer(graph: Graph, node: Node, layer, qplan: QuantPlan, readers: dict) -> None:
+    axis = layer.channel_axis if layer.per_channel else None
+    w_name = node.inputs[1]
+    if readers.get(w_name, 0) > 1:  # shared weights: this layer's int8 copy
+        w_name = graph.fresh_name(f"{w_name}_int8")
+        graph.add_tensor(Tensor(w_name, tuple(layer.weights.shape), "int8"))
+        node.inputs[1] = w_name
+    w = graph.tensors[w_name]
+    w.data, w.dtype = _frozen(layer.weights), "int8"
+    w.quant = _quant(layer.weight_scales, 0, axis)
+    s_in = qplan.activations[node.inputs[0]][0]
+    bias = layer.bias
+    if bias is None and node.op in ("Conv2D", "DepthwiseConv2D"):
+        bias = np.zeros(layer.weights.shape[layer.channel_axis], np.int32)
+    if bias is None:
+        return
+    while len(node.inputs) < 3:
+        node.inputs.append(None)
+    b_name = node.inputs[2]
+    if b_name is None or readers.get(b_name, 0) > 1:
+        b_name = graph.fresh_name(f"{node.name or node.outputs[0]}_bias")
+        graph.add_tensor(Tensor(b_name, tuple(bias.shape), "int32"))
+        node.inputs[2] = b_name
+    b = graph.tensors[b_name]
+    b.data, b.dtype, b.shape = _frozen(bias.astype(np.int32)), "int32", tuple(bias.shape)
+    b_scale = np.float32(s_in) * layer.weight_scales.astype(np.float32)
+    b.quant = _quant(b_scale, 0, 0)
+    if node.op == "FullyConnected" and layer.per_channel:
+        node.origin["version"] = FC_PER_CHANNEL_VERSION
+
+
+def _float_edges(graph: Graph) -> None:
+    """QUANTIZE after each float input, DEQUANTIZE before each output; names stay float."""
+    front, back = [], []
+    for name in list(graph.inputs):
+        t = graph.tensors[name]
+        q_name = graph.fresh_name(f"{name}_int8")
+        graph.add_tensor(Tensor(q_name, t.shape, "int8", quant=t.quant, extra=dict(t.extra)))
+        t.dtype, t.quant = "float32", None
+        for node in graph.nodes:
+            node.inputs = [q_name if i == name else i for i in node.inputs]
+        graph.outputs = [q_name if o == name else o for o in graph.outputs]
+        front.append(Node("Quantize", [name], [q_name], {}, f"{name}/quantize",
+                          origin={"version": INT8_VERSIONS["Quantize"]}))
+    for i, name in enumerate(list(graph.outputs)):
+        t = graph.tensors[name]
+        q_name = graph.fresh_name(f"{name}_int8")
+        graph.add_tensor(Tensor(q_name, t.shape, "int8", quant=t.quant))
+        for node in graph.nodes:
+            node.outputs = [q_name if o == name else o for o in node.outputs]
+            node.inputs = [q_name if x == name else x for x in node.inputs]
+        t.dtype, t.quant = "float32", None
+        back.append(Node("Dequantize", [q_name], [name], {}, f"{name}/dequantize",
+                         origin={"version": INT8_VERSIONS["Dequantize"]}))
+    graph.nodes = front + graph.nodes + back
