@@ -12,6 +12,9 @@ pattern the shared models lack:
   QUANTIZE, DEQUANTIZE), float, runs in LiteRT.
 - `custom_op.tflite`: CONV_2D -> a custom op "QcvTestCustom" with raw custom options: a custom op
   carried through with its code and options untouched (no runtime has the kernel).
+- `digits_calib_nhwc.npy`, `digits_calib_nchw.npy`: the first 32 calibration samples of
+  `../shared/models/digits_data_*.npz` (`calib`), for the Quickstart's `qconvert quantize` of
+  the bundled digits models.
 
 The TFLite files are built with the `tflite` package's flatbuffer builders directly, not with
 qconvert's writer, so that reading them tests the reader against an independent encoder.
@@ -270,9 +273,18 @@ def make_custom_op_tflite(path: Path) -> None:
     path.write_bytes(m.finish([0], [y]))
 
 
+def copy_digits_calibration(directory: Path, samples: int = 32) -> None:
+    shared = HERE.parent.parent / "shared" / "models"
+    for layout in ("nhwc", "nchw"):
+        calib = np.load(shared / f"digits_data_{layout}.npz")["calib"][:samples]
+        np.save(directory / f"digits_calib_{layout}.npy", calib.astype(np.float32))
+
+
 if __name__ == "__main__":
     make_opaque_onnx(HERE / "opaque_ops.onnx")
     make_unknown_builtin_tflite(HERE / "unknown_builtin.tflite")
     make_custom_op_tflite(HERE / "custom_op.tflite")
     make_all_ops_tflite(HERE / "all_ops.tflite")
-    print("wrote opaque_ops.onnx, unknown_builtin.tflite, custom_op.tflite, all_ops.tflite")
+    copy_digits_calibration(HERE)
+    print("wrote opaque_ops.onnx, unknown_builtin.tflite, custom_op.tflite, all_ops.tflite, "
+          "digits_calib_nhwc.npy, digits_calib_nchw.npy")

@@ -172,6 +172,14 @@ register(OpSchema(
 register(OpSchema(
     "Expand", "Broadcast `x` with the shape input (ONNX Expand: two-way numpy broadcasting).",
     (X, Input("shape", "param")), onnx=OnnxSpec("Expand"), int8="same_scale"))
+register(OpSchema(
+    "StridedSlice", "Strided slice with begin / end / strides inputs and bit masks (TFLite; "
+    "the converter's dynamic-batch flatten reads the batch out of Shape with it).",
+    (X, Input("begin", "param"), Input("end", "param"), Input("strides", "param", optional=True)),
+    tflite=TfliteSpec("STRIDED_SLICE", "StridedSliceOptions")))
+register(OpSchema(
+    "Pack", "Stack equally shaped inputs along a new `axis` (TFLite PACK).",
+    (Input("inputs", variadic=True),), tflite=TfliteSpec("PACK", "PackOptions")))
 register(OpSchema("Identity", "y = x.", (X,), onnx=OnnxSpec("Identity"), int8="same_scale"))
 register(OpSchema("Dropout", "Identity at inference (ONNX).",
                   (X, Input("ratio", "param", optional=True),

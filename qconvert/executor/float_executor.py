@@ -7,10 +7,8 @@
 Each node runs with its kernel from `float_kernels.KERNELS` (ONNX / TFLite semantics in
 float32, as onnxruntime and LiteRT compute them up to float rounding). Kernels that need facts
 from the graph (quantization parameters, the ONNX opset) get a `KernelContext` (see
-`float_kernels`). Two TFLite builtins the schema table lacks, STRIDED_SLICE and PACK (the
-converter's dynamic-batch flatten), run with `float_kernels.OPAQUE_KERNELS`; every other opaque
-node, and any op without a kernel, makes `run_float` raise `UnsupportedOpsError` before anything
-runs, naming every such op with its count.
+`float_kernels`). An opaque node, or any op without a kernel, makes `run_float` raise
+`UnsupportedOpsError` before anything runs, naming every such op with its count.
 
 Memory: each intermediate tensor is dropped as soon as its last reader has run (reference
 counts), so the peak is a few activations, not the whole network. Graph outputs and tensors named
@@ -44,7 +42,7 @@ import numpy as np
 from qconvert.errors import QConvertError
 from qconvert.ir import Graph, Model
 
-from .float_kernels import CONTEXT_KERNELS, KERNELS, OPAQUE_KERNELS, KernelContext
+from .float_kernels import CONTEXT_KERNELS, KERNELS, KernelContext
 
 __all__ = ["run_float", "run_float_batched", "unsupported_ops", "UnsupportedOpsError",
            "ExecutionError"]
@@ -71,15 +69,10 @@ def unsupported_ops(graph: Graph) -> dict:
     counts: Counter = Counter()
     for node in graph.nodes:
         if node.opaque:
-            if not (_tflite_builtin(node) and node.op in OPAQUE_KERNELS):
-                counts[node.label] += 1
+            counts[node.label] += 1
         elif KERNELS.get(node.op) is None:
             counts[node.op] += 1
     return dict(counts)
-
-
-def _tflite_builtin(node) -> bool:
-    return "code" in node.origin and node.origin.get("custom_code") is None
 
 
 def _split(model_or_graph, opset):
@@ -222,9 +215,7 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
         if batch is not None and node.op == "Reshape" and not node.opaque:
             inputs = _batch_reshape(node, inputs, batch)
         try:
-            if node.opaque:
-                results = OPAQUE_KERNELS[node.op](node, inputs, out_dtypes)
-            elif node.op in CONTEXT_KERNELS:
+            if node.op in CONTEXT_KERNELS:
                 ctx = KernelContext(
                     tuple(None if n is None else graph.tensors[n].quant for n in node.inputs),
                     tuple(None if n is None else graph.tensors[n].quant for n in node.outputs),

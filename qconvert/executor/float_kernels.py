@@ -14,8 +14,6 @@
   are TFLite Quantize / Dequantize (scale and zero point live on the tensors, not the node),
   hybrid TFLite Conv2D / FullyConnected (int8 weights, float input) and ONNX Softmax (its
   meaning changed at opset 13). Without `ctx` they raise NotImplementedError where they need it.
-- `OPAQUE_KERNELS` maps TFLite builtins outside the schema table that the executor still runs
-  (STRIDED_SLICE, PACK: the converter's dynamic-batch flatten) to kernels of the same signature.
 
 Attribute names are the IR's: ONNX attributes keep their ONNX names (`axis`, `perm`, `to`,
 `allowzero`), TFLite options their snake_case field names (`new_shape`, `squeeze_dims`,
@@ -55,7 +53,6 @@ from qconvert.quant.numerics import round_half_away
 
 KERNELS: dict[str, Callable] = {}
 CONTEXT_KERNELS: set = set()  # ops whose kernel takes the keyword argument `ctx`
-OPAQUE_KERNELS: dict[str, Callable] = {}  # TFLite builtins outside the schema table (see below)
 
 
 @dataclass(frozen=True)
@@ -243,7 +240,7 @@ def gather(node, inputs, out_dtypes):
     n = data.shape[axis]
     if indices.size and (indices.min() < -n or indices.max() >= n):
         raise IndexError("Gather index out of range")
-    return [np.take(data, indices.astype(np.int64), axis=axis)]
+    return [np.asarray(np.take(data, indices.astype(np.int64), axis=axis))]
 
 
 @kernel("Unsqueeze")
@@ -1211,28 +1208,23 @@ def _hybrid_fc(node, x2, w, b, ctx):
     return y
 
 
-# -- TFLite builtins outside the schema table ------------------------------------------------------
+# -- TFLite shape plumbing -------------------------------------------------------------------------
 # TFLite's converter writes a model's flatten as Shape -> STRIDED_SLICE -> PACK -> Reshape when
-# the batch is dynamic. Those two builtins are not (yet) IR ops, so readers keep them opaque;
-# the executor runs an opaque TFLite builtin whose name is in OPAQUE_KERNELS with these kernels,
-# which read the raw options the reader kept (`node.origin["options"]`, flatbuffer field names).
-def _options(node) -> dict:
-    return node.origin.get("options") or {}
-
-
+# the batch is dynamic; fold-constants evaluates the chain once the batch is fixed.
+@kernel("StridedSlice")
 def _strided_slice(node, inputs, out_dtypes):
     """TFLite STRIDED_SLICE with begin / end / strides inputs, begin_mask, end_mask,
     shrink_axis_mask and offset (ellipsis and new-axis masks are refused)."""
-    opts = _options(node)
-    if opts.get("EllipsisMask", 0) or opts.get("NewAxisMask", 0):
+    attrs = node.attrs
+    if attrs.get("ellipsis_mask", 0) or attrs.get("new_axis_mask", 0):
         raise NotImplementedError("STRIDED_SLICE with ellipsis or new-axis masks")
     x = inputs[0]
     begin, end = _ints(inputs[1]), _ints(inputs[2])
     steps = _ints(inputs[3]) if _opt(inputs, 3) is not None else [1] * len(begin)
     if not len(begin) == len(end) == len(steps) <= x.ndim:
         raise ValueError("STRIDED_SLICE operands of different lengths")
-    bmask, emask = int(opts.get("BeginMask", 0)), int(opts.get("EndMask", 0))
-    shrink, offset = int(opts.get("ShrinkAxisMask", 0)), bool(opts.get("Offset", False))
+    bmask, emask = int(attrs.get("begin_mask", 0)), int(attrs.get("end_mask", 0))
+    shrink, offset = int(attrs.get("shrink_axis_mask", 0)), bool(attrs.get("offset", False))
     index = []
     for i, (b, e, s) in enumerate(zip(begin, end, steps)):
         dim = x.shape[i]
@@ -1252,11 +1244,8 @@ def _strided_slice(node, inputs, out_dtypes):
     return [np.asarray(x[tuple(index)])]
 
 
+@kernel("Pack")
 def _pack(node, inputs, out_dtypes):
-    """TFLite PACK: stack the inputs along `Axis` (negative counts from the output rank)."""
-    axis = int(_options(node).get("Axis", 0))
+    """TFLite PACK: stack the inputs along `axis` (negative counts from the output rank)."""
+    axis = int(node.attrs.get("axis", 0) or 0)
     return [np.stack(inputs, axis=_axis(axis, inputs[0].ndim + 1))]
-
-
-OPAQUE_KERNELS["STRIDED_SLICE"] = _strided_slice
-OPAQUE_KERNELS["PACK"] = _pack

@@ -46,11 +46,15 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
     from qconvert.passes import PassContext
     from qconvert.passes.pipeline import FUSE_PIPELINE, run_pipeline
 
+    STATIC_PIPELINE = ("static-batch", "fold-constants", "eliminate")
+
     if len(model.graphs) != 1:
         raise QConvertError("quantizing a model with several subgraphs is not supported")
     graph = model.graph
     check_float(graph)
     dequantize_hybrid_weights(graph)
+    if model.format == "tflite":  # TFLite Micro allocates from static shapes
+        run_pipeline(model, STATIC_PIPELINE, PassContext(model.format))
     if options.fuse:
         run_pipeline(model, FUSE_PIPELINE, PassContext(model.format))
     check_quantizable(graph)
