@@ -63,19 +63,46 @@ def inspect(model, as_json):
     click.echo(json.dumps(report, indent=2) if as_json else render(report))
 
 
+_input_layout_option = click.option(
+    "--input-layout", type=click.Choice(["nhwc", "nchw"]), default=None,
+    help="ONNX -> TFLite: 4-D inputs of the TFLite model NHWC (default) or NCHW (a TRANSPOSE "
+    "follows them). Data (calibration, evaluation) is always in the ONNX model's layout.")
+
+
+def _onnx_to_tflite(m, input_layout, path):
+    """The TFLite model of ONNX model `m` and its inputs' permutations (errors name `path`)."""
+    from .passes.layout_nhwc import onnx_to_tflite
+
+    try:
+        return onnx_to_tflite(m, input_layout or "nhwc")
+    except QConvertError as exc:
+        raise exc.with_path(path)
+
+
+def _echo_conversion(m) -> None:
+    from .passes.layout_nhwc import describe_conversion
+
+    for line in describe_conversion(m):
+        click.echo(line)
+
+
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=True))
 @click.option("-o", "--output", type=click.Path(), help="Output file "
               "(default: <model>_converted.<ext> next to the input).")
-def convert(model, output):
-    """Read a model, verify it and write it back out.
+@_input_layout_option
+def convert(model, output, input_layout):
+    """Read a model, verify it and write it out: the same format, or ONNX to TFLite.
 
-    The output format is the input's (ONNX to TFLite comes in a later release). Ops qconvert does
-    not know are carried through unchanged. The input is never overwritten.
+    The output format follows the output's extension. ONNX to TFLite runs the NCHW -> NHWC
+    layout pass (float models; every op, weight and shape must be convertible, else one error
+    lists what is not). Same-format conversion carries ops qconvert does not know through
+    unchanged. The input is never overwritten.
 
     \b
     Example:
       qconvert convert model.tflite -o model_out.tflite
+      qconvert convert model.onnx -o model.tflite --input-layout nhwc
     """
     from .model_io import (check_output_path, default_output, format_of_output, load_model,
                            serialize, write_atomic)
@@ -86,6 +113,11 @@ def convert(model, output):
     out = output or str(default_output(model, "converted", m.format))
     fmt = format_of_output(out, m.format)
     check_output_path(out, [model])
+    cross = (m.format, fmt) == ("onnx", "tflite")
+    if input_layout is not None and not cross:
+        raise QConvertError("--input-layout applies to ONNX -> TFLite conversion only", model)
+    if cross:
+        m, _ = _onnx_to_tflite(m, input_layout, model)
     try:
         data = serialize(m, fmt)
     except QConvertError as exc:
@@ -93,6 +125,8 @@ def convert(model, output):
     write_atomic(out, data)
     graph = m.graph
     click.echo(f"wrote {out} ({fmt}, {len(graph.nodes)} nodes, {len(data)} bytes)")
+    if cross:
+        _echo_conversion(m)
 
 
 def _echo_passes(ctx, param, value):
@@ -181,50 +215,78 @@ def _numbers(text):
     return values[0] if len(values) == 1 else values
 
 
+_CALIBRATION_OPTIONS = (
+    click.option("--calibration", type=click.Path(), metavar="DATA",
+                 help="Calibration data: .npy (N, ...input), .npz (one array per input, or "
+                 "file.npz:key), a folder of .npy files or of images."),
+    click.option("--calibration-random", type=click.IntRange(1), metavar="N",
+                 help="N random samples instead (a smoke run: the ranges mean nothing)."),
+    click.option("--mean", help="Subtracted from image pixels (one value or one per channel)."),
+    click.option("--std", help="Divides image pixels after --mean (one value or per channel)."),
+    click.option("--scale", help="Multiplies image pixels (instead of --mean / --std)."),
+    click.option("--method", type=click.Choice(["minmax", "percentile"]), default="minmax",
+                 show_default=True, help="How activation ranges are taken from calibration."),
+    click.option("--percentile", type=click.FloatRange(50, 100), default=99.99,
+                 show_default=True, help="Kept share of values for --method percentile."),
+    click.option("--fc-per-channel", is_flag=True,
+                 help="Fully connected weights per channel too (default: per tensor, as every "
+                 "TFLite Micro build runs)."),
+    click.option("--no-fuse", is_flag=True, help="Skip the fusion passes."),
+    click.option("--batch-size", type=click.IntRange(1), default=16, show_default=True),
+)
+
+
+def calibration_options(fn):
+    """The calibration and quantization options shared by `quantize` and `export-c-header`
+    (which quantizes a float model first): --calibration / --calibration-random, image
+    normalization, --method / --percentile, --fc-per-channel, --no-fuse, --batch-size."""
+    for option in reversed(_CALIBRATION_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+def _calibration_data(specs, calibration, calibration_random, norm: dict) -> dict:
+    """Calibration samples {input name: array} from --calibration DATA (normalized with `norm`)
+    or --calibration-random N (with the warning that it is a smoke run)."""
+    from .quant import calibration_data as cd
+
+    if calibration is not None:
+        return cd.load_calibration(calibration, specs, **norm)
+    click.echo(f"qconvert: warning: {cd.RANDOM_CALIBRATION_WARNING}", err=True)
+    return cd.random_calibration(specs, calibration_random)
+
+
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=True))
 @click.option("-o", "--output", type=click.Path(), help="Output .tflite (int8) or .onnx (QDQ) "
               "(default: <model>_int8.<ext> next to the input).")
-@click.option("--calibration", type=click.Path(), metavar="DATA",
-              help="Calibration data: .npy (N, ...input), .npz (one array per input, or "
-              "file.npz:key), a folder of .npy files or of images.")
-@click.option("--calibration-random", type=click.IntRange(1), metavar="N",
-              help="N random samples instead (a smoke run: the ranges mean nothing).")
+@calibration_options
 @click.option("--eval", "eval_data", type=click.Path(), metavar="DATA",
               help="Data for the report's SQNR and top-1 (default: the calibration data).")
-@click.option("--mean", help="Subtracted from image pixels (one value or one per channel).")
-@click.option("--std", help="Divides image pixels after --mean (one value or per channel).")
-@click.option("--scale", help="Multiplies image pixels (instead of --mean / --std).")
-@click.option("--method", type=click.Choice(["minmax", "percentile"]), default="minmax",
-              show_default=True, help="How activation ranges are taken from calibration.")
-@click.option("--percentile", type=click.FloatRange(50, 100), default=99.99, show_default=True,
-              help="Kept share of values for --method percentile.")
 @click.option("--per-channel", is_flag=True, help="Per-channel conv weights (the default).")
-@click.option("--fc-per-channel", is_flag=True,
-              help="Fully connected weights per channel too (default: per tensor, as every "
-              "TFLite Micro build runs).")
 @click.option("--io-type", type=click.Choice(["int8", "float32"]), default="int8",
               show_default=True, help="int8 model inputs/outputs, or float32 with QUANTIZE / "
               "DEQUANTIZE at the edges.")
 @click.option("--rounding", type=click.Choice(["double", "single"]), default="double",
               show_default=True, help="Requantization rounding the report's integer run assumes "
               "(single: CMSIS-NN built with CMSIS_NN_USE_SINGLE_ROUNDING).")
-@click.option("--no-fuse", is_flag=True, help="Skip the fusion passes.")
-@click.option("--batch-size", type=click.IntRange(1), default=16, show_default=True)
 @click.option("--report", type=click.Path(), metavar="FILE.json", help="Also write the report "
               "as JSON.")
+@_input_layout_option
 def quantize(model, output, calibration, calibration_random, eval_data, mean, std, scale,
              method, percentile, per_channel, fc_per_channel, io_type, rounding, no_fuse,
-             batch_size, report):
+             batch_size, report, input_layout):
     """Quantize a float model to int8: per-channel weights, calibrated activations.
 
     Fuses first, calibrates with the float reference executor, and writes int8 TFLite (runs in
-    LiteRT and TFLite Micro) or ONNX with QuantizeLinear / DequantizeLinear pairs. Prints per
+    LiteRT and TFLite Micro) or ONNX with QuantizeLinear / DequantizeLinear pairs. An ONNX model
+    with a .tflite output is converted to NHWC first (data stays in the ONNX layout). Prints per
     layer the scales, zero points and SQNR against float, and the output SQNR.
 
     \b
     Example:
       qconvert quantize model.onnx --calibration calib.npy -o model_int8.onnx
+      qconvert quantize model.onnx --calibration calib.npy -o model_int8.tflite
       qconvert quantize model.tflite --calibration images/ --mean 127.5 --std 127.5
     """
     from .model_io import (check_output_path, default_output, format_of_output, load_model,
@@ -241,16 +303,20 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     out = output or str(default_output(model, "int8", m.format))
     fmt = format_of_output(out, m.format)
     check_output_path(out, [model])
-    if fmt != m.format:
+    cross = (m.format, fmt) == ("onnx", "tflite")
+    if fmt != m.format and not cross:
         raise QConvertError(f"quantizing {m.format} to {fmt} is not supported yet", model)
+    if input_layout is not None and not cross:
+        raise QConvertError("--input-layout applies to ONNX -> int8 TFLite only", model)
     specs = cd.input_specs(m.graph, m.format)
     norm = dict(mean=_numbers(mean), std=_numbers(std), scale=_numbers(scale))
-    if calibration is not None:
-        data = cd.load_calibration(calibration, specs, **norm)
-    else:
-        click.echo(f"qconvert: warning: {cd.RANDOM_CALIBRATION_WARNING}", err=True)
-        data = cd.random_calibration(specs, calibration_random)
+    data = _calibration_data(specs, calibration, calibration_random, norm)
     evaluation = cd.load_calibration(eval_data, specs, **norm) if eval_data else None
+    if cross:  # data stays in the ONNX layout; it follows the model into the TFLite one
+        from .passes.layout_nhwc import data_to_tflite_layout
+
+        m, perms = _onnx_to_tflite(m, input_layout, model)
+        data, evaluation = (data_to_tflite_layout(d, perms) for d in (data, evaluation))
     options = QuantizeOptions(method, percentile, fc_per_channel, io_type, rounding,
                               not no_fuse, batch_size)
     total = len(next(iter(data.values())))
@@ -266,6 +332,8 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     write_atomic(out, blob)
     click.echo(_render_quant_report(result))
     click.echo(f"wrote {out} ({fmt}, {len(blob)} bytes)")
+    if cross:
+        _echo_conversion(m)
 
 
 def _render_quant_report(result: dict) -> str:
@@ -281,6 +349,96 @@ def _render_quant_report(result: dict) -> str:
     if "top1_agreement" in result:
         lines.append(f"top-1 agreement with float: {100 * result['top1_agreement']:.1f}%")
     return "\n".join(lines)
+
+
+@main.command("export-c-header")
+@click.argument("model", type=click.Path(dir_okay=True))
+@click.option("-o", "--output", type=click.Path(), help="Output header "
+              "(default: <model>_weights.h next to the input).")
+@click.option("--name", help="Prefix of every C identifier, a C identifier (default: the model "
+              "file's name, sanitized).")
+@click.option("--fc-layout", type=click.Choice(["1x4", "rowmajor"]), default="1x4",
+              show_default=True, help="Fully connected weight order: 1x4 interleaved "
+              "(qconvert_fc_1x4_s8, CMSIS-NN's legacy q7_opt kernels) or row-major "
+              "(arm_fully_connected_s8).")
+@click.option("--with-kernels", is_flag=True, help="Also write qconvert's portable C kernel "
+              "for the 1x4 order (qconvert_fc_1x4.c / .h) next to the header.")
+@click.option("--rounding", type=click.Choice(["double", "single"]), default="double",
+              show_default=True, help="Requantization rounding the firmware uses, recorded in "
+              "the header (single: CMSIS-NN built with CMSIS_NN_USE_SINGLE_ROUNDING).")
+@calibration_options
+@_input_layout_option
+def export_c_header(model, output, name, fc_layout, with_kernels, rounding, calibration,
+                    calibration_random, mean, std, scale, method, percentile, fc_per_channel,
+                    no_fuse, batch_size, input_layout):
+    """Write an int8 model as one C header for firmware (CMSIS-NN style).
+
+    Per layer: int8 weights (conv OHWI, depthwise [1, H, W, C], fully connected 1x4 interleaved
+    or row-major), int32 biases, per-channel multipliers and shifts exactly as TFLite Micro
+    computes them when it loads the model, input / output offsets, activation clamps,
+    dimensions, strides and padding. Takes an int8 TFLite model, or a float TFLite or ONNX
+    model with --calibration (an ONNX model is converted to NHWC first, its data staying in the
+    ONNX layout; then quantized).
+
+    \b
+    Example:
+      qconvert export-c-header model_int8.tflite -o model_weights.h --name kws
+      qconvert export-c-header model.tflite --calibration calib.npy --with-kernels
+      qconvert export-c-header model.onnx --calibration calib.npy -o weights.h
+    """
+    import hashlib
+    from pathlib import Path
+
+    from .c_export.c_names import check_prefix, prefix_from_stem
+    from .c_export.header import HeaderOptions, render_header
+    from .c_export.shipped_kernels import kernel_sources
+    from .c_export.source import int8_tflite_for_export
+    from .model_io import check_output_path, load_model, read_bytes, write_atomic
+    from .quant.calibration_data import input_specs
+    from .quant.quantize import QuantizeOptions
+
+    if calibration is not None and calibration_random is not None:
+        raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
+    prefix = check_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
+    out = Path(output) if output is not None else Path(model).with_name(
+        f"{Path(model).stem}_weights.h")
+    check_output_path(out, [model])
+    kernels = kernel_sources() if with_kernels else {}
+    kernel_paths = [out.parent / k for k in kernels]
+    for path in kernel_paths:
+        check_output_path(path, [model])
+        if path.resolve() == out.resolve():
+            raise QConvertError(f"the header would overwrite the kernel file {path.name}; "
+                                "choose another -o", str(out))
+    sha256 = hashlib.sha256(read_bytes(model)).hexdigest()
+    m = load_model(model)
+    if input_layout is not None and m.format != "onnx":
+        raise QConvertError("--input-layout applies to ONNX models only", model)
+    loader, label = None, ""
+    if calibration is not None or calibration_random is not None:
+        norm = dict(mean=_numbers(mean), std=_numbers(std), scale=_numbers(scale))
+        label = (Path(calibration).name if calibration is not None
+                 else f"{calibration_random} random samples")
+
+        def loader(model_ir):
+            return _calibration_data(input_specs(model_ir), calibration, calibration_random, norm)
+
+    options = QuantizeOptions(method, percentile, fc_per_channel, "int8", rounding, not no_fuse,
+                              batch_size)
+    try:
+        m, note = int8_tflite_for_export(m, loader, options, label, input_layout or "nhwc")
+        text = render_header(m, HeaderOptions(prefix, fc_layout, rounding, Path(model).name,
+                                              sha256, note))
+    except QConvertError as exc:
+        raise exc.with_path(model)
+    for path, data in zip(kernel_paths, kernels.values()):
+        write_atomic(path, data)
+    blob = text.encode("ascii")
+    write_atomic(out, blob)
+    layers = len(m.graph.nodes)
+    click.echo(f"wrote {out} ({layers} layers, {len(blob)} bytes)")
+    for path in kernel_paths:
+        click.echo(f"wrote {path}")
 
 
 if __name__ == "__main__":

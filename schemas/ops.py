@@ -113,6 +113,15 @@ register(OpSchema("ReduceMean", "Mean over `axes` (ONNX ReduceMean).",
                   onnx=OnnxSpec("ReduceMean", {"axes": None, "keepdims": 1,
                                                "noop_with_empty_axes": 0}),
                   int8="requantize"))
+for _name, _tfl in (("ReduceMax", "REDUCE_MAX"), ("ReduceSum", "SUM")):
+    register(OpSchema(
+        _name, f"{_name[6:]} over `axes` (ONNX {_name}: `axes` attribute or input, `keepdims`; "
+        f"TFLite {_tfl}: constant axes input, `keep_dims`).",
+        (X, Input("axes", "param", optional=True)),
+        tflite=TfliteSpec(_tfl, "ReducerOptions"),
+        onnx=OnnxSpec(_name, {"axes": None, "keepdims": 1, "noop_with_empty_axes": 0})))
+register(OpSchema("GlobalMaxPool", "Max over all spatial axes, kept as size 1 (ONNX).", (X,),
+                  onnx=OnnxSpec("GlobalMaxPool"), layout_sensitive=True, int8="same_scale"))
 
 register(OpSchema("Flatten", "Reshape to 2-D at `axis` (ONNX).", (X,),
                   onnx=OnnxSpec("Flatten", {"axis": 1}), int8="same_scale"))
@@ -136,6 +145,15 @@ register(OpSchema(
      Input("axes", "param", optional=True)),
     tflite=TfliteSpec("PAD", "PadOptions"), onnx=OnnxSpec("Pad", {"mode": "constant"}),
     int8="same_scale"))
+register(OpSchema(
+    "PadV2", "Pad with the value of a constant input (TFLite PADV2: paddings [rank, 2]).",
+    (X, Input("pads", "param"), Input("value", "param")),
+    tflite=TfliteSpec("PADV2", "PadV2Options"), int8="same_scale"))
+for _name, _tfl in (("Maximum", "MAXIMUM"), ("Minimum", "MINIMUM")):
+    register(OpSchema(
+        _name, f"Elementwise {_name.lower()} with broadcasting (TFLite {_tfl}; int8: the "
+        "operands share the output's scale).", (Input("a"), Input("b")),
+        tflite=TfliteSpec(_tfl, "MaximumMinimumOptions"), int8="same_scale"))
 register(OpSchema(
     "Squeeze", "Remove size-1 axes (ONNX 13+: axes input; TFLite: `squeeze_dims`).",
     (X, Input("axes", "param", optional=True)),

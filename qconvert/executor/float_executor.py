@@ -17,7 +17,14 @@ feed, an Identity of a weight); copy before writing into them.
 
 `observe(name, array)` is called once for every graph input and every tensor a node produces
 (optional outputs that are absent excepted), right after it exists: the calibration hook. It
-must not modify the array.
+must not modify the array (an observer may keep a reference: see below).
+
+In place. An elementwise op (Relu, Relu6, Clip, Add, Sub, Mul; `IN_PLACE`) whose input is the
+executor's own array and dies with the op writes its result into it instead of a new array: the
+same values (the same numpy ufuncs), no allocation, one pass less over memory. "Own" means: a
+tensor some node produced (never a feed, a constant, a graph output or a kept tensor), read by
+this node only, an array owning its memory, and referenced by nothing else (no view of it, no
+observer holding it: checked with its reference count).
 
 Batching rule. Feeds may carry N samples on axis 0 where the model declares a batch of 1 (or a
 dynamic batch). The executor then runs in *batch mode*: most ops are batch-agnostic, but a
@@ -34,6 +41,7 @@ model's answer. A model whose declared batch is a fixed B > 1 must be fed exactl
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from typing import Callable
 
@@ -145,6 +153,65 @@ def _batch_reshape(node, inputs, batch: int):
     return [x, dims] + list(inputs[2:])
 
 
+def _clip_in_place(node, x, inputs):
+    lo, hi = _opt_input(inputs, 1), _opt_input(inputs, 2)
+    if any(b is not None and np.ndim(b) for b in (lo, hi)):
+        return None
+    if lo is not None:
+        np.maximum(x, lo.astype(x.dtype), out=x)
+    if hi is not None:
+        np.minimum(x, hi.astype(x.dtype), out=x)
+    return x
+
+
+def _opt_input(inputs, i):
+    return inputs[i] if len(inputs) > i else None
+
+
+def _binary_in_place(ufunc):
+    def run(node, x, inputs):
+        a, b = inputs[0], inputs[1]
+        if a.dtype != b.dtype or node.attrs.get("activation", "NONE") != "NONE":
+            return None
+        if np.broadcast_shapes(a.shape, b.shape) != x.shape:
+            return None
+        with np.errstate(all="ignore"):
+            return ufunc(a, b, out=x)
+    return run
+
+
+# op -> fn(node, donated array, inputs) computing the op's result into the donated array (an
+# input it may overwrite), or None when it cannot (the kernel then runs as usual). Each computes
+# exactly what its kernel in float_kernels computes.
+IN_PLACE = {
+    "Relu": lambda node, x, inputs: np.maximum(x, x.dtype.type(0), out=x),
+    "Relu6": lambda node, x, inputs: np.minimum(np.maximum(x, x.dtype.type(0), out=x),
+                                                x.dtype.type(6), out=x),
+    "Clip": _clip_in_place,
+    "Add": _binary_in_place(np.add),
+    "Sub": _binary_in_place(np.subtract),
+    "Mul": _binary_in_place(np.multiply),
+}
+_UNARY_IN_PLACE = frozenset({"Relu", "Relu6", "Clip"})
+_OWN_REFERENCES = 4  # values dict, the inputs list, the local name, getrefcount's argument
+
+
+def _donated(node, inputs, values, readers, private) -> np.ndarray | None:
+    """The input of `node` it may overwrite (module docstring, "In place"), or None."""
+    slots = (0,) if node.op in _UNARY_IN_PLACE else (0, 1)
+    present = node.present_inputs()
+    for i in slots:
+        name = node.inputs[i] if len(node.inputs) > i else None
+        if name is None or name not in private or readers[name] != 1 or present.count(name) != 1:
+            continue
+        array = values.get(name)
+        if (isinstance(array, np.ndarray) and array.flags.owndata and array.flags.writeable
+                and array.dtype.kind == "f" and array is inputs[i]
+                and sys.getrefcount(array) <= _OWN_REFERENCES):
+            return array
+    return None
+
+
 def _check_result(node, name, t, value, batch):
     """A kernel's result must agree with the declared tensor (dtype, rank, static dims)."""
     if not isinstance(value, np.ndarray):
@@ -197,6 +264,7 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
     if observe is not None:
         for name in graph.inputs:
             observe(name, values[name])
+    produced: set = set()  # tensors whose arrays a node made (candidates for in place)
 
     def fetch(name):
         if name is None:
@@ -215,7 +283,16 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
         if batch is not None and node.op == "Reshape" and not node.opaque:
             inputs = _batch_reshape(node, inputs, batch)
         try:
-            if node.op in CONTEXT_KERNELS:
+            results = None
+            if node.op in IN_PLACE and not node.opaque:
+                donated = _donated(node, inputs, values, readers, produced)
+                if donated is not None:
+                    results = IN_PLACE[node.op](node, donated, inputs)
+                    results = None if results is None else [results]
+                del donated
+            if results is not None:
+                pass
+            elif node.op in CONTEXT_KERNELS:
                 ctx = KernelContext(
                     tuple(None if n is None else graph.tensors[n].quant for n in node.inputs),
                     tuple(None if n is None else graph.tensors[n].quant for n in node.outputs),
@@ -237,6 +314,9 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
                 observe(name, value)
             if readers[name] or name in pinned:
                 values[name] = value
+                if name not in pinned:
+                    produced.add(name)
+        results = value = None  # hold no reference into the next node (see `_donated`)
         for name in set(node.present_inputs()):
             readers[name] -= 1
             if readers[name] == 0 and name not in pinned:
@@ -251,10 +331,12 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
 
 def run_float_batched(model_or_graph, feeds: dict, batch_size: int,
                       observe: Callable | None = None, progress: Callable | None = None,
-                      keep=(), *, opset: int | None = None, check_shapes: bool = True) -> dict:
+                      keep=(), *, opset: int | None = None, check_shapes: bool = True,
+                      collect: bool = True) -> dict:
     """`run_float` over N samples in chunks of `batch_size` along axis 0 of every feed,
     outputs (and kept tensors) concatenated along axis 0. `observe` is called per chunk;
-    `progress(done, total)` after each chunk with the number of samples done."""
+    `progress(done, total)` after each chunk with the number of samples done. `collect=False`
+    drops the outputs and returns {} (calibration over many samples needs only `observe`)."""
     graph, opset = _split(model_or_graph, opset)
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
@@ -270,7 +352,7 @@ def run_float_batched(model_or_graph, feeds: dict, batch_size: int,
         part = {k: (a[done:stop] if k in graph.inputs and a.ndim else a)
                 for k, a in arrays.items()}
         out = run_float(graph, part, observe, keep, opset=opset, check_shapes=check_shapes)
-        for name, value in out.items():
+        for name, value in (out.items() if collect else ()):
             if value.ndim == 0 or value.shape[0] != stop - done:
                 raise ExecutionError(f"output {name!r} of shape {list(value.shape)} does not "
                                      f"carry the batch of {stop - done} on axis 0")

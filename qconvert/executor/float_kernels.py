@@ -51,6 +51,8 @@ from qconvert.dtypes import ONNX_TO_IR
 from qconvert.padding import same_pads
 from qconvert.quant.numerics import round_half_away
 
+from .parallel import SPAN, on_workers, spans
+
 KERNELS: dict[str, Callable] = {}
 CONTEXT_KERNELS: set = set()  # ops whose kernel takes the keyword argument `ctx`
 
@@ -162,7 +164,8 @@ def _binary(fn):
     return run
 
 
-for _op, _fn in (("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply), ("Div", _div)):
+for _op, _fn in (("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply), ("Div", _div),
+                 ("Maximum", np.maximum), ("Minimum", np.minimum)):
     KERNELS[_op] = _binary(_fn)
 
 
@@ -565,9 +568,17 @@ def conv2d(node, inputs, out_dtypes, ctx=None):
         return [_fused(node, _hybrid_conv(node, x, w, b, ctx, kernel, strides, dilations, pads,
                                           out, group))]
     w = _float_operand(node, w, x.dtype, "weights")
-    xp = _pad_spatial(x, axes, pads[:rank], pads[rank:], 0)
     n, k = x.shape[0], int(np.prod(kernel))
-    if group == channels and cin_g == 1 and group > 1:  # depthwise: sum over taps
+    if group == 1 and not nhwc:
+        return [_fused(node, _dense_nchw(node, x, w.reshape(cout, channels * k), b, kernel,
+                                         strides, dilations, pads, out))]
+    depthwise = group == channels and cin_g == 1 and group > 1
+    if depthwise and not nhwc and rank == 2:
+        per_tap = np.moveaxis(w.reshape(channels, cout // channels, k), 2, 0)  # [k, C, M]
+        return [_fused(node, _depthwise_nchw(node, x, per_tap, b, kernel, strides, dilations,
+                                             pads, out))]
+    xp = _pad_spatial(x, axes, pads[:rank], pads[rank:], 0)
+    if depthwise:  # sum over taps
         per_tap = (np.moveaxis(w.reshape(channels, cout // channels, k), 2, 0))  # [k, C, M]
         y = _depthwise_sum(xp, per_tap, nhwc, kernel, strides, dilations, out)
     elif nhwc:
@@ -586,6 +597,110 @@ def conv2d(node, inputs, out_dtypes, ctx=None):
         y = np.matmul(w.reshape(group, cout // group, cin_g * k), cols).reshape(n, cout, *out)
     _add_bias(node, y, b, -1 if nhwc else 1)
     return [_fused(node, y)]
+
+
+_GEMM_COLUMNS = 1024  # output positions per matmul below which samples are multiplied together
+
+
+def _dense_nchw(node, x, w2, b, kernel, strides, dilations, pads, out) -> np.ndarray:
+    """A group-1 NCHW convolution of `x` with weights w2 [Cout, C * k]: [N, Cout, *out].
+
+    One matmul per sample, W @ im2col(x_i), written straight into the output, its bias added
+    while the rows are in cache; a 1x1, stride-1, unpadded conv needs no im2col copy at all.
+    When the output has few positions (late layers), samples are multiplied together,
+    W @ [im2col(x_i) ...], so BLAS gets wide enough matrices. Padding and im2col are done one
+    sample (or one group of samples) at a time, into buffers reused across the batch: memory
+    stays bounded whatever the batch size, and no padded copy of the whole input is made."""
+    n, channels = x.shape[:2]
+    cout, depth = w2.shape
+    rank = len(kernel)
+    positions = int(np.prod(out))
+    result = np.empty((n, cout, *out), dtype=np.result_type(x.dtype, w2.dtype))
+    y = result.reshape(n, cout, positions)
+    bias = None if b is None else _float_operand(node, b, y.dtype, "bias").reshape(-1)
+    if bias is not None and bias.size != cout:
+        raise ValueError(f"{node.op}: bias of {bias.size} values for {cout} channels")
+    bias = None if bias is None else bias.reshape(cout, 1)
+    per = max(1, -(-_GEMM_COLUMNS // max(positions, 1)))
+    order = (1, *range(2, 2 + rank), 0, *range(2 + rank, 2 + 2 * rank))
+    padded = None
+    if any(pads):
+        size = [x.shape[2 + i] + pads[i] + pads[rank + i] for i in range(rank)]
+        padded = np.zeros((min(per, n), channels, *size), dtype=x.dtype)
+        inner = (slice(None), slice(None),
+                 *(slice(pads[i], pads[i] + x.shape[2 + i]) for i in range(rank)))
+    for start in range(0, n, per):
+        stop = min(start + per, n)
+        xp = x[start:stop]
+        if padded is not None:  # the borders stay zero: only the interior is written
+            xp, src = padded[:stop - start], xp
+            xp[inner] = src
+        cols = _window_view(xp, False, kernel, strides, dilations, out)  # [m, C, *k, *out]
+        if stop - start == 1:
+            np.matmul(w2, cols[0].reshape(depth, positions), out=y[start])
+            if bias is not None:
+                y[start] += bias
+            continue
+        part = cols.transpose(order).reshape(depth, (stop - start) * positions)
+        prod = w2 @ part  # [Cout, m * P]
+        if bias is not None:
+            prod += bias
+        y[start:stop] = prod.reshape(cout, stop - start, positions).transpose(1, 0, 2)
+    return result
+
+
+def _depthwise_nchw(node, x, per_tap, b, kernel, strides, dilations, pads, out) -> np.ndarray:
+    """A 2-D NCHW depthwise convolution, per_tap [k, C, M] (output channel c * M + m reads input
+    channel c): [N, C * M, *out], the taps accumulated in row-major order, sample by sample
+    (samples shared among the CPUs, see `parallel`).
+
+    Each sample is padded into a buffer reused across the batch and split into its stride
+    phases (phase (a, b) holds the pixels at rows a + sh * r, columns b + sw * c; with stride 1
+    it is the padded image itself). Tap (i, j) reads one phase shifted by (i dh // sh,
+    j dw // sw); read as one flat row per channel (width wq), output (r, c) sits at flat
+    r * wq + c, so every tap is one contiguous slice and every multiply-add runs over long rows
+    (the wq - wo columns computed past each output row are dropped)."""
+    n, channels, height, width = x.shape
+    taps, _, mult = per_tap.shape
+    (kh, kw), (sh, sw), (dh, dw), (ho, wo) = kernel, strides, dilations, out
+    dtype = np.result_type(x.dtype, per_tap.dtype)
+    hp, wp = height + pads[0] + pads[2], width + pads[1] + pads[3]
+    hq, wq = -(-hp // sh), -(-wp // sw)  # phase size
+    bias = None if b is None else _float_operand(node, b, dtype, "bias").reshape(-1)
+    if bias is not None and bias.size != channels * mult:
+        raise ValueError(f"{node.op}: bias of {bias.size} values for {channels * mult} channels")
+    bias = None if bias is None else bias.reshape(channels, mult, 1)
+    y = np.empty((n, channels * mult, ho, wo), dtype)
+    length = (ho - 1) * wq + wo
+    weights = [per_tap[t][:, :, None] for t in range(taps)]  # [C, M, 1]
+    reads = [((i * dh) % sh, (j * dw) % sw, (i * dh) // sh * wq + (j * dw) // sw)
+             for i in range(kh) for j in range(kw)]  # (phase row, phase column, offset)
+
+    def run(samples):
+        buf = np.zeros((channels, hp * wp), dtype)  # one padded image per worker
+        image = buf.reshape(channels, hp, wp)
+        inner = image[:, pads[0]:pads[0] + height, pads[1]:pads[1] + width]
+        phases = {(0, 0): buf} if (sh, sw) == (1, 1) else \
+            {(a, c): np.zeros((channels, hq * wq), dtype) for a, c, _ in reads}
+        acc = np.empty((channels, mult, ho * wq), dtype)
+        part, tmp = acc[:, :, :length], np.empty((channels, mult, length), dtype)
+        for s in samples:
+            inner[...] = x[s]
+            if (sh, sw) != (1, 1):
+                for (a, c), phase in phases.items():
+                    src = image[:, a::sh, c::sw]
+                    phase.reshape(channels, hq, wq)[:, :src.shape[1], :src.shape[2]] = src
+            for t, (a, c, offset) in enumerate(reads):
+                src = phases[a, c][:, None, offset:offset + length]
+                np.multiply(src, weights[t], out=part if t == 0 else tmp)
+                if t:
+                    part += tmp
+            if bias is not None:
+                part += bias
+            y[s] = acc.reshape(channels * mult, ho, wq)[:, :, :wo]
+
+    on_workers(run, range(n))
+    return y
 
 
 _CHUNK_ELEMENTS = 1 << 19  # tap loops run on chunks of samples this big (cache-sized)
@@ -871,16 +986,20 @@ def _pool(node, x, kind: str) -> np.ndarray:
     extra = [max(0, (out[i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1
                  - (spatial[i] + pads[i] + pads[rank + i])) for i in range(rank)]
     fill = -np.inf if kind == "max" else 0
-    xp = _pad_spatial(x, axes, pads[:rank], [pads[rank + i] + extra[i] for i in range(rank)],
-                      fill)
-    acc = None
-    for view in _taps(xp, nhwc, kernel, strides, dilations, out):
-        if acc is None:
-            acc = view.copy()
-        elif kind == "max":
-            np.maximum(acc, view, out=acc)
-        else:
-            acc += view
+    ends = [pads[rank + i] + extra[i] for i in range(rank)]
+    shape = (x.shape[0], *out, x.shape[-1]) if nhwc else (*x.shape[:2], *out)
+    acc = np.empty(shape, x.dtype)
+    # chunks of samples: padding and the tap loop stay in cache, no padded copy of the batch
+    for part in _sample_chunks(x.shape[0], int(np.prod(shape[1:]))):
+        xp = _pad_spatial(x[part], axes, pads[:rank], ends, fill)
+        a = acc[part]
+        for t, view in enumerate(_taps(xp, nhwc, kernel, strides, dilations, out)):
+            if t == 0:
+                a[...] = view
+            elif kind == "max":
+                np.maximum(a, view, out=a)
+            else:
+                a += view
     if kind == "max":
         return acc
     include_pad = bool(int(node.attrs.get("count_include_pad", 0) or 0))
@@ -956,9 +1075,37 @@ def reduce_mean(node, inputs, out_dtypes):
     return [np.mean(x, axis=_reduce_axes(axes, x.ndim), keepdims=keep, dtype=x.dtype)]
 
 
-@kernel("Pad")
+@kernel("ReduceMax", "ReduceSum")
+def reduce_max_sum(node, inputs, out_dtypes):
+    """ONNX ReduceMax / ReduceSum (axes input or attribute, `keepdims`, empty axes as in
+    ReduceMean) and TFLite REDUCE_MAX / SUM (a `keep_dims` attribute, axes input required)."""
+    x = inputs[0]
+    fn = np.max if node.op == "ReduceMax" else np.sum
+    axes = _input_or_attr(node, inputs, 1, "axes")
+    if "keep_dims" in node.attrs:  # TFLite
+        keep = bool(node.attrs["keep_dims"])
+    else:
+        keep = bool(int(node.attrs.get("keepdims", 1)))
+        if not axes:
+            if int(node.attrs.get("noop_with_empty_axes", 0) or 0):
+                return [x]
+            axes = list(range(x.ndim))
+    if axes is None:
+        raise ValueError(f"{node.op} without axes")
+    return [np.asarray(fn(x, axis=_reduce_axes(axes, x.ndim), keepdims=keep)).astype(x.dtype)]
+
+
+@kernel("GlobalMaxPool")
+def global_max_pool(node, inputs, out_dtypes):
+    """Max over the spatial axes, kept as size 1."""
+    x = inputs[0]
+    _float_input(node, x)
+    return [np.max(x, axis=tuple(_spatial_axes(x.ndim, _layout(node) == "NHWC")), keepdims=True)]
+
+
+@kernel("Pad", "PadV2")
 def pad(node, inputs, out_dtypes):
-    """TFLite PAD: paddings [rank, 2], zeros. ONNX Pad 11+: pads [begins..., ends...] over
+    """TFLite PAD / PADV2: paddings [rank, 2], zeros or the value input. ONNX Pad 11+: pads [begins..., ends...] over
     `axes` (opset 18 input; default all), optional constant value, mode constant / reflect /
     edge / wrap; negative pads crop."""
     x, pads = inputs[0], np.asarray(inputs[1])
@@ -1034,6 +1181,45 @@ def _saturate(values: np.ndarray, dtype) -> np.ndarray:
     return np.clip(values, info.min, info.max).astype(dtype)
 
 
+def _quantize_blocks(x: np.ndarray, s, z, dtype) -> np.ndarray:
+    """saturate(rint(x / s) + z) with per-tensor float32 s and z, span by span (`parallel`):
+    each span's chain of ops runs in cache instead of streaming the tensor through memory five
+    times, and the spans are shared among the CPUs."""
+    info = np.iinfo(dtype)
+    out = np.empty(x.shape, dtype)
+    src, dst = x.reshape(-1), out.reshape(-1)
+
+    def run(parts):
+        tmp = np.empty(min(SPAN, src.size), np.float32)
+        for i, j in parts:
+            t = tmp[:j - i]
+            np.divide(src[i:j], s, out=t)
+            np.rint(t, out=t)
+            if z:
+                t += z
+            np.clip(t, info.min, info.max, out=t)
+            dst[i:j] = t
+
+    on_workers(run, spans(src.size))
+    return out
+
+
+def _dequantize_blocks(q: np.ndarray, s, z) -> np.ndarray:
+    """(q - z) * s in float32 with per-tensor s and z, span by span (see `_quantize_blocks`)."""
+    out = np.empty(q.shape, np.float32)
+    src, dst = q.reshape(-1), out.reshape(-1)
+
+    def run(parts):
+        for i, j in parts:
+            d = dst[i:j]
+            d[...] = src[i:j]
+            d -= z
+            d *= s
+
+    on_workers(run, spans(src.size))
+    return out
+
+
 @kernel("Quantize", context=True)
 def quantize(node, inputs, out_dtypes, ctx=None):
     """ONNX QuantizeLinear: saturate(round_half_even(x / scale) + zero_point), per tensor or
@@ -1061,6 +1247,19 @@ def quantize(node, inputs, out_dtypes, ctx=None):
             raise NotImplementedError(f"QuantizeLinear to {dtype}")
         axis = int(node.attrs.get("axis", 1))
         s = _per_axis(scale, x.ndim, axis).astype(x.dtype)
+        if dtype.itemsize <= 2 and x.dtype == np.float32 and x.ndim:
+            # in float32: rint(x / s) + z is exact below 2**24, and beyond that far outside
+            # the 8 / 16-bit range, where saturation gives the same result
+            z = _per_axis(zero, x.ndim, axis).astype(np.float32)
+            info = np.iinfo(dtype)
+            if s.ndim == 0 or s.size == 1:
+                return [_quantize_blocks(x, s.reshape(()), z.reshape(()), dtype)]
+            y = np.divide(x, s)
+            np.rint(y, out=y)
+            if np.any(z):
+                y += z
+            np.clip(y, info.min, info.max, out=y)
+            return [y.astype(dtype)]
         z = _per_axis(zero, x.ndim, axis).astype(np.float64)
         return [_saturate(np.rint(x / s).astype(np.float64) + z, dtype)]
     q = ctx.out_quant(0) if ctx is not None else None
@@ -1088,6 +1287,16 @@ def dequantize(node, inputs, out_dtypes, ctx=None):
         axis = int(node.attrs.get("axis", 1))
         s = _per_axis(scale, x.ndim, axis)
         zero = _opt(inputs, 2)
+        if x.dtype.itemsize <= 2 and s.dtype == np.float32:
+            # x - z of 8 / 16-bit integers is exact in float32: same result, no int64 copies
+            z = np.float32(0) if zero is None else _per_axis(zero, x.ndim, axis).astype(np.float32)
+            if x.ndim and s.size == 1 and z.size == 1:
+                return [_dequantize_blocks(x, s.reshape(()), z.reshape(()))]
+            y = x.astype(np.float32)
+            if np.any(z):
+                y -= z
+            y *= s
+            return [y]
         z = 0 if zero is None else _per_axis(zero, x.ndim, axis).astype(np.int64)
         return [(x.astype(np.int64) - z).astype(s.dtype) * s]
     if x.dtype.kind == "f":

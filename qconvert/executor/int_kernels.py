@@ -968,7 +968,7 @@ def concat(node, inputs, p, ctx):
     return [np.concatenate(inputs, axis=axis).astype(np.int8, copy=False)]
 
 
-@params("Pad")
+@params("Pad", "PadV2")
 def pad_params(graph, node) -> dict:
     """PAD / PADV2 (int8): the pad value is the constant input, else the output zero point."""
     _, z_out = _per_tensor(graph, node, node.outputs[0])
@@ -983,7 +983,7 @@ def pad_params(graph, node) -> dict:
     return {"pad_value": value}
 
 
-@kernel("Pad")
+@kernel("Pad", "PadV2")
 def pad(node, inputs, p, ctx):
     x = inputs[0]
     paddings = np.asarray(inputs[1], dtype=np.int64).reshape(-1, 2)
@@ -991,6 +991,14 @@ def pad(node, inputs, p, ctx):
         raise ValueError(f"Pad paddings {paddings.tolist()} for rank {x.ndim}")
     _batch_guard(node, ctx, not paddings[0].any(), "Pad of axis 0")
     return [np.pad(x, [tuple(r) for r in paddings.tolist()], constant_values=p["pad_value"])]
+
+
+@kernel("Maximum", "Minimum")
+def maximum_minimum(node, inputs, p, ctx):
+    """MAXIMUM / MINIMUM (int8): compares the raw values, as TFLM does (the operands and the
+    output share one quantization; the quantizer gives them the same)."""
+    fn = np.maximum if node.op == "Maximum" else np.minimum
+    return [np.asarray(fn(inputs[0], inputs[1]), dtype=np.int8)]
 
 
 def _per_sample(node, fn, x, ctx):
@@ -1041,5 +1049,5 @@ def gather(node, inputs, p, ctx):
     return [FLOAT_KERNELS["Gather"](node, inputs, [None])[0]]
 
 
-for _op in ("Squeeze", "Transpose", "Gather"):
+for _op in ("Squeeze", "Transpose", "Gather", "Maximum", "Minimum"):
     INT_PARAMS[_op] = _no_params

@@ -7,6 +7,11 @@ Activation parameters follow the op schemas' int8 rules:
   (union-find) and each group gets the union of its members' calibrated ranges;
 - `fixed_output` ops: softmax and logistic outputs are 1/256 with zero point -128, tanh 1/128
   with 0 (what TFLite's int8 kernels require);
+- clamping activations (Relu, Relu6, Clip) whose input is read by nothing else and made by a
+  layer with its own range (not a pass-through op): the input takes the activation's output
+  range, as a fused activation does in TFLite and as onnxruntime's QDQ quantizer does. The
+  values it drops are the ones the activation clamps anyway (the activation still runs), and
+  the conv output no longer spends int8 steps on the negative values a ReLU zeroes;
 - every other float activation gets its own range.
 Layers (`per_channel_weights`): weights per output channel (conv, depthwise; fully connected
 layers per tensor unless `fc_per_channel`), bias at s_in * s_w (see `params`).
@@ -28,6 +33,7 @@ from .params import activation_params, quantize_layer
 FIXED_OUTPUT = {"Softmax": (1.0 / 256.0, -128), "Sigmoid": (1.0 / 256.0, -128),
                 "Tanh": (1.0 / 128.0, 0)}
 FC_OPS = frozenset({"FullyConnected", "Gemm", "MatMul"})
+CLAMPS = frozenset({"Relu", "Relu6", "Clip"})
 
 
 @dataclass
@@ -131,10 +137,24 @@ def _is_activation(graph: Graph, name: str) -> bool:
     return t.data is None and t.dtype.startswith("float")
 
 
+def _clamped_input(graph: Graph, node, producers: dict, consumers: dict) -> str | None:
+    """The input of clamping activation `node` if it may take the activation's output range:
+    an activation read only by `node`, not a graph input or output, made by an op with its own
+    range (so it shares its parameters with no other tensor)."""
+    x = node.inputs[0] if node.inputs else None
+    producer = producers.get(x)
+    if (producer is None or not _is_activation(graph, x) or x in graph.outputs
+            or len(consumers.get(x, ())) != 1):
+        return None
+    return x if schemas.get(producer.op).int8 in ("per_channel_weights", "requantize") else None
+
+
 def plan_activations(graph: Graph, ranges: dict) -> dict:
     """{tensor: (scale, zero point)} for every float activation (module docstring rules)."""
     groups = _Groups()
     fixed: dict = {}
+    clamped: set = set()  # inputs of clamping activations whose own range is not needed
+    producers, consumers = graph.producers(), graph.consumers()
     names = [n for n in graph.inputs if _is_activation(graph, n)]
     for node in graph.nodes:
         outs = [o for o in node.outputs if o is not None and _is_activation(graph, o)]
@@ -147,6 +167,11 @@ def plan_activations(graph: Graph, ranges: dict) -> dict:
                 groups.union(i, outs[0])
         elif rule == "fixed_output" and outs:
             fixed[outs[0]] = FIXED_OUTPUT[node.op]
+        elif node.op in CLAMPS and outs:
+            x = _clamped_input(graph, node, producers, consumers)
+            if x is not None:
+                groups.union(x, outs[0])
+                clamped.add(x)
     members: dict = {}
     for name in names:
         members.setdefault(groups.find(name), []).append(name)
@@ -156,7 +181,7 @@ def plan_activations(graph: Graph, ranges: dict) -> dict:
         if pinned:
             scale, zp = np.float32(pinned[0][0]), pinned[0][1]
         else:
-            seen = [ranges[n] for n in group if n in ranges]
+            seen = [ranges[n] for n in group if n in ranges and n not in clamped]
             if not seen:
                 raise QConvertError(f"tensor {group[0]!r} was never computed during calibration")
             scale, zp = activation_params(min(r[0] for r in seen), max(r[1] for r in seen))

@@ -7,7 +7,13 @@ The QDQ form onnxruntime and most ONNX toolchains read as an int8 model:
 - layer weights are stored int8 with a DequantizeLinear per output channel (`axis` = the
   channel axis of the weight layout: 0 for OIHW conv and transB Gemm, 1 for [K, N] Gemm and
   MatMul), biases int32 at s_in * s_w; Gemm's alpha and beta are folded in;
-- other float constants (Add / Mul operands) are stored int8 per tensor with a DequantizeLinear.
+- other float constants (Add / Mul operands) are stored int8 per tensor with a DequantizeLinear;
+- a tensor read only by a clamping activation (Relu, Clip) planned with the same (scale, zero
+  point) as the activation's output gets no pair of its own: Conv -> Relu -> Q -> DQ. Quantizing
+  is monotone, so this is the layer with a fused activation of TFLite (clamp(Q(x)) == Q(clamp(x)))
+  and a second rounding to the same grid is saved; onnxruntime drops the Relu / Clip when the
+  QuantizeLinear's saturation makes it redundant and runs the group as one int8 kernel.
+Scales and zero points of activations are scalars (onnxruntime's int8 kernels require it).
 Per-axis DequantizeLinear needs opset 13, so older models are refused with a clear message.
 """
 
@@ -24,9 +30,14 @@ from .tflite_int8 import _quantize_constant
 MIN_QDQ_OPSET = 13
 
 
+CLAMPS = frozenset({"Relu", "Relu6", "Clip"})
+
+
 def _const(graph: Graph, base: str, data: np.ndarray) -> str:
     name = graph.fresh_name(base)
-    data = np.ascontiguousarray(data)
+    data = np.asarray(data)  # np.ascontiguousarray would make a scalar 1-D
+    if not data.flags.c_contiguous:
+        data = data.copy(order="C")
     data.flags.writeable = False
     graph.add_tensor(Tensor(name, tuple(data.shape), str(data.dtype), data))
     return name
@@ -43,24 +54,52 @@ def _dq(graph: Graph, q_name: str, scale, zp, axis, base: str) -> tuple:
     return Node("Dequantize", [q_name, s, z], [out], attrs, f"{base}_DequantizeLinear"), out
 
 
+def _fused_into_clamp(graph: Graph, qplan: QuantPlan) -> set:
+    """Activations whose only reader is a clamp (Relu / Clip) with the same parameters."""
+    readers: dict = {}
+    for node in graph.nodes:
+        for name in dict.fromkeys(node.present_inputs()):
+            readers.setdefault(name, []).append(node)
+    fused = set()
+    for name, params in qplan.activations.items():
+        nodes = readers.get(name, [])
+        if len(nodes) != 1 or name in graph.outputs or name in graph.inputs:
+            continue
+        node = nodes[0]
+        if (node.opaque or node.op not in CLAMPS or node.inputs[0] != name
+                or name in node.inputs[1:] or not node.outputs):
+            continue
+        if qplan.activations.get(node.outputs[0]) == params:
+            fused.add(name)
+    return fused
+
+
 def apply_qdq(graph: Graph, qplan: QuantPlan, opset: int) -> dict:
     """Rewrite the float ONNX `graph` in place into QDQ form.
 
-    Returns {activation: name of the tensor holding its dequantized int8 value}.
+    Returns {activation: name of the tensor holding its dequantized int8 value}; activations
+    fused into the clamp that reads them (module docstring) have no such tensor and are left out.
     """
     if opset < MIN_QDQ_OPSET:
         raise QConvertError(f"QDQ output needs ONNX opset {MIN_QDQ_OPSET} or later for per-channel "
                             f"weights; this model uses opset {opset}")
+    fused = _fused_into_clamp(graph, qplan)
     after: dict = {}   # tensor -> nodes to insert right after its producer
     renamed: dict = {}  # activation -> name its readers read instead
+    original: dict = {}  # a graph output's new float name -> the output name
+    outputs = set(graph.outputs)
     for name, (scale, zp) in qplan.activations.items():
+        if name in fused:
+            continue
         t = graph.tensors[name]
         source = name
-        if name in graph.outputs:  # keep the output name on the dequantized value
+        if name in outputs:  # keep the output name on the dequantized value
             source = graph.fresh_name(f"{name}_float")
+            original[source] = name
             graph.add_tensor(Tensor(source, t.shape, t.dtype))
             for node in graph.nodes:
-                node.outputs = [source if o == name else o for o in node.outputs]
+                if name in node.outputs:
+                    node.outputs = [source if o == name else o for o in node.outputs]
             if name in graph.inputs:
                 graph.inputs = [source if i == name else i for i in graph.inputs]
         q = graph.fresh_name(f"{name}_quantized")
@@ -68,7 +107,7 @@ def apply_qdq(graph: Graph, qplan: QuantPlan, opset: int) -> dict:
         s = _const(graph, f"{name}_scale", np.float32(scale))
         z = _const(graph, f"{name}_zero_point", np.int8(zp))
         nodes = [Node("Quantize", [source, s, z], [q], {}, f"{name}_QuantizeLinear")]
-        if name in graph.outputs:
+        if name in outputs:
             nodes.append(Node("Dequantize", [q, s, z], [name], {}, f"{name}_DequantizeLinear"))
         else:
             dq, out = _dq_shared(graph, q, s, z, name)
@@ -77,19 +116,21 @@ def apply_qdq(graph: Graph, qplan: QuantPlan, opset: int) -> dict:
         after.setdefault(source, []).extend(nodes)
     front = [n for i in graph.inputs for n in after.pop(i, [])]
     new_nodes = list(front)
+    constants = qplan.constants
     for node in graph.nodes:
-        layer = qplan.layers.get(node.outputs[0])
+        out0 = original.get(node.outputs[0], node.outputs[0]) if node.outputs else None
+        layer = qplan.layers.get(out0)
         s_in = qplan.activations[node.inputs[0]][0] if layer is not None else None
         node.inputs = [renamed.get(i, i) for i in node.inputs]
         if layer is not None:
             new_nodes += _layer_weights(graph, node, layer, s_in)
-        for name, (scale, zp) in qplan.constants.items():
-            if name in node.inputs:
-                data = graph.constant(name)
-                q = _const(graph, f"{name}_quantized", _quantize_constant(data, scale, zp))
-                dq, out = _dq(graph, q, scale, np.int8(zp), None, name)
-                new_nodes.append(dq)
-                node.inputs = [out if i == name else i for i in node.inputs]
+        for name in [i for i in dict.fromkeys(node.inputs) if i in constants]:
+            scale, zp = constants[name]
+            data = graph.constant(name)
+            q = _const(graph, f"{name}_quantized", _quantize_constant(data, scale, zp))
+            dq, out = _dq(graph, q, scale, np.int8(zp), None, name)
+            new_nodes.append(dq)
+            node.inputs = [out if i == name else i for i in node.inputs]
         new_nodes.append(node)
         for out in node.outputs:
             new_nodes += after.pop(out, [])
@@ -97,7 +138,7 @@ def apply_qdq(graph: Graph, qplan: QuantPlan, opset: int) -> dict:
     used = {i for n in graph.nodes for i in n.present_inputs()} | set(graph.outputs)
     for name in [n for n, t in graph.tensors.items() if t.data is not None and n not in used]:
         del graph.tensors[name]
-    return {n: renamed.get(n, n) for n in qplan.activations}
+    return {n: renamed.get(n, n) for n in qplan.activations if n not in fused}
 
 
 def _dq_shared(graph, q, s, z, name):

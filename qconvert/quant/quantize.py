@@ -42,7 +42,6 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
     `calibration` / `evaluation`: {input name: array (N, ...)}. `progress(done, total)` is
     called while calibrating.
     """
-    from qconvert.executor.float_executor import run_float_batched
     from qconvert.passes import PassContext
     from qconvert.passes.pipeline import FUSE_PIPELINE, run_pipeline
 
@@ -59,10 +58,10 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
         run_pipeline(model, FUSE_PIPELINE, PassContext(model.format))
     check_quantizable(graph)
     collector = RangeCollector(options.method, options.percentile)
-    run_float_batched(model, calibration, options.batch_size, observe=collector.observe,
-                      progress=progress)
+    reference = _calibrate(model, calibration, options.batch_size, collector.observe, progress,
+                           REPORT_SAMPLES if evaluation is None else 0)
     qplan = plan(graph, collector.ranges(), model.format, options.fc_per_channel)
-    float_graph = copy.deepcopy(graph)
+    float_graph = _snapshot(graph)
     if model.format == "tflite":
         from .tflite_int8 import apply_tflite_int8
 
@@ -74,7 +73,34 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
         names = apply_qdq(graph, qplan, model.meta.get("opset", 13))
     model.verify()
     data = evaluation if evaluation is not None else calibration
-    return build_report(float_graph, model, qplan, names, data, options)
+    return build_report(float_graph, model, qplan, names, data, options, reference)
+
+
+def _calibrate(model: Model, calibration: dict, batch_size: int, observe, progress,
+               keep_first: int) -> dict | None:
+    """Run the float model over every calibration sample for `observe`; return its outputs on
+    the first `keep_first` samples (the report's float reference, so the report need not run
+    the float model again), or None when `keep_first` is 0."""
+    from qconvert.executor.float_executor import run_float_batched
+
+    total = len(next(iter(calibration.values())))
+    head = min(total, keep_first)
+    reference = None
+    if head:
+        reference = run_float_batched(model, {k: v[:head] for k, v in calibration.items()},
+                                      batch_size, observe=observe, progress=progress)
+    if head < total:
+        report = None if progress is None else (lambda done, _n: progress(head + done, total))
+        run_float_batched(model, {k: v[head:] for k, v in calibration.items()}, batch_size,
+                          observe=observe, progress=report, collect=False)
+    return reference
+
+
+def _snapshot(graph):
+    """A copy of `graph` that later rewrites of it leave alone, sharing its constant arrays
+    (constants are immutable; copying them would double the weights in memory)."""
+    memo = {id(t.data): t.data for t in graph.tensors.values() if t.data is not None}
+    return copy.deepcopy(graph, memo)
 
 
 def _opset(model: Model):
@@ -90,73 +116,164 @@ def sqnr(reference: np.ndarray, actual: np.ndarray) -> float:
     return 10.0 * np.log10(max(signal, 1e-300) / noise)
 
 
-def _quantized_values(model: Model, qplan, names: dict, feeds: dict, options) -> dict:
-    """Dequantized value of every planned activation, from the quantized model."""
+def _dequantized_int8(model: Model, names: dict, feeds: dict, options) -> dict:
+    """TFLite: the dequantized value of every planned activation from the integer executor
+    (bit-exact with TFLite Micro), on `feeds`."""
+    from qconvert.executor.int_executor import run_int8
+
+    from .numerics import round_half_away
+
     graph = model.graph
     seen: dict = {}
-    if model.format == "tflite":
-        from qconvert.executor.int_executor import run_int8
 
-        def observe(name, array):
-            t = graph.tensors.get(name)
-            if t is not None and t.quant is not None and array.dtype == np.int8:
-                seen[name] = (array.astype(np.float64) - float(t.quant.zero_point[0])) \
-                    * float(t.quant.scale[0])
-            elif array.dtype.kind == "f":
-                seen[name] = array
+    def observe(name, array):
+        t = graph.tensors.get(name)
+        if t is not None and t.quant is not None and array.dtype == np.int8:
+            seen[name] = (array.astype(np.float64) - float(t.quant.zero_point[0])) \
+                * float(t.quant.scale[0])
+        elif array.dtype.kind == "f":
+            seen[name] = array
 
-        inputs = {}
-        for name, array in feeds.items():
-            t = graph.tensors[name]
-            if t.dtype == "int8":
-                s, z = float(t.quant.scale[0]), int(t.quant.zero_point[0])
-                from .numerics import round_half_away
-                array = np.clip(round_half_away(array / s) + z, -128, 127).astype(np.int8)
-            inputs[name] = array
-        run_int8(graph, inputs, rounding=options.rounding, observe=observe)
-    else:
-        from qconvert.executor.float_executor import run_float
-
-        wanted = {v: k for k, v in names.items()}
-
-        def observe(name, array):
-            if name in wanted:
-                seen[wanted[name]] = array
-
-        run_float(graph, feeds, observe=observe, opset=_opset(model))
-        return seen
+    inputs = {}
+    for name, array in feeds.items():
+        t = graph.tensors[name]
+        if t.dtype == "int8":
+            s, z = float(t.quant.scale[0]), int(t.quant.zero_point[0])
+            array = np.clip(round_half_away(array / s) + z, -128, 127).astype(np.int8)
+        inputs[name] = array
+    run_int8(graph, inputs, rounding=options.rounding, observe=observe)
     return {k: seen[v] for k, v in names.items() if v in seen}
 
 
-def build_report(float_graph, model: Model, qplan, names: dict, data: dict, options) -> dict:
-    """The per-layer report; SQNR over up to REPORT_SAMPLES samples, one at a time."""
+def _tflite_errors(float_graph, model: Model, qplan, names: dict, feeds: dict, options):
+    """TFLite: per activation (signal, noise) energies of the int8 value against the float
+    model's (end to end: the error accumulated up to that tensor), sample by sample; and both
+    models' outputs on every sample."""
     from qconvert.executor.float_executor import run_float
 
-    n = min(len(next(iter(data.values()))), REPORT_SAMPLES)
+    n = len(next(iter(feeds.values())))
     energy: dict = {}
-    outputs = float_graph.outputs
-    agree = total = 0
-    classifier = _is_classifier(float_graph)
+    ref_out: dict = {}
+    got_out: dict = {}
     for i in range(n):
-        feeds = {k: v[i:i + 1] for k, v in data.items()}
+        one = {k: v[i:i + 1] for k, v in feeds.items()}
         ref: dict = {}
-        run_float(float_graph, feeds, observe=lambda name, a: ref.__setitem__(name, a)
-                  if name in qplan.activations else None, opset=_opset(model))
-        got = _quantized_values(model, qplan, names, feeds, options)
+        run_float(float_graph, one, observe=lambda name, a: ref.__setitem__(name, a)
+                  if name in qplan.activations else None)
+        got = _dequantized_int8(model, names, one, options)
         for name, value in got.items():
             if name in ref:
                 r = ref[name].astype(np.float64)
                 s, e = energy.get(name, (0.0, 0.0))
                 energy[name] = (s + float(np.sum(r * r)), e + float(np.sum((r - value) ** 2)))
-        first = outputs[0]
-        if classifier and first in ref and first in got:
-            agree += int(np.argmax(ref[first], axis=1)[0] == np.argmax(got[first], axis=1)[0])
-            total += 1
+        for o in float_graph.outputs:
+            if o in ref and o in got:
+                ref_out.setdefault(o, []).append(ref[o])
+                got_out.setdefault(o, []).append(got[o])
+    return (energy, {k: np.concatenate(v) for k, v in ref_out.items()},
+            {k: np.concatenate(v) for k, v in got_out.items()})
 
-    def db(name):
-        s, e = energy.get(name, (0.0, 0.0))
-        return None if name not in energy else (float("inf") if e == 0
-                                                else round(10 * np.log10(max(s, 1e-300) / e), 2))
+
+def _energies(ref: np.ndarray, got: np.ndarray) -> tuple:
+    """(sum ref^2, sum (ref - got)^2) of two flat float32 arrays, span by span on every CPU
+    (`executor.parallel`); float32 sums within a span, float64 across spans, in span order."""
+    from qconvert.executor.parallel import SPAN, on_workers, spans
+
+    parts = spans(ref.size)
+    sums = np.zeros((len(parts), 2))
+
+    def run(items):
+        tmp = np.empty(SPAN, np.float32)
+        for k, (i, j) in items:
+            t = tmp[:j - i]
+            sums[k, 0] = np.square(ref[i:j], out=t).sum()
+            np.subtract(ref[i:j], got[i:j], out=t)
+            sums[k, 1] = np.square(t, out=t).sum()
+
+    on_workers(run, enumerate(parts))
+    total = sums.sum(axis=0)
+    return float(total[0]), float(total[1])
+
+
+def _qdq_errors(model: Model, names: dict, feeds: dict, batch_size: int):
+    """ONNX QDQ: per activation (signal, noise) energies of its own quantization, and the QDQ
+    model's outputs, from one batched run of the QDQ graph. Each QuantizeLinear reads the float
+    value its layer computed from the (dequantized) int8 inputs; the noise is what rounding to
+    the int8 grid and saturating then changed (the per-layer error of TFLite's quantization
+    debugger: the error a layer adds, not the error it inherits)."""
+    from qconvert.executor.float_executor import run_float_batched
+
+    graph = model.graph
+    read_by_quantize = {n.outputs[0]: n.inputs[0] for n in graph.nodes
+                        if n.op == "Quantize" and not n.opaque}
+    before = {n.outputs[0]: read_by_quantize[n.inputs[0]] for n in graph.nodes
+              if n.op == "Dequantize" and not n.opaque and n.inputs[0] in read_by_quantize}
+    activation_of = {d: a for a, d in names.items() if d in before}
+    watched = {before[d] for d in activation_of}
+    held: dict = {}
+    energy: dict = {}
+
+    def observe(name, array):
+        if name in watched:
+            held[name] = array
+        act = activation_of.get(name)
+        if act is None:
+            return
+        ref = held.pop(before[name])
+        s, e = energy.get(act, (0.0, 0.0))
+        if ref.dtype != np.float32 or array.dtype != np.float32 or ref.shape != array.shape:
+            r, d = ref.astype(np.float64).reshape(-1), (ref - array.astype(np.float64)).ravel()
+            energy[act] = (s + float(np.dot(r, r)), e + float(np.dot(d, d)))
+            return
+        ds, de = _energies(ref.reshape(-1), array.reshape(-1))
+        energy[act] = (s + ds, e + de)
+
+    outputs = run_float_batched(model, feeds, batch_size, observe=observe)
+    return energy, outputs
+
+
+def build_report(float_graph, model: Model, qplan, names: dict, data: dict, options,
+                 reference: dict | None = None) -> dict:
+    """The per-layer report over the first REPORT_SAMPLES samples of `data`.
+
+    Per layer, "sqnr_db" is ONNX QDQ: the SQNR of the tensor's own quantization (`_qdq_errors`,
+    one batched run of the QDQ model); TFLite: of its int8 value against the float model's, end
+    to end (`_tflite_errors`). "output_sqnr_db" is always end to end against the float model,
+    whose outputs are `reference` when calibration kept them (the first samples of `data`).
+    """
+    from qconvert.executor.float_executor import run_float_batched
+
+    n = min(len(next(iter(data.values()))), REPORT_SAMPLES)
+    feeds = {k: v[:n] for k, v in data.items()}
+    outputs = float_graph.outputs
+    if model.format == "tflite":
+        energy, ref_out, got_out = _tflite_errors(float_graph, model, qplan, names, feeds,
+                                                  options)
+        kind = "end_to_end"
+    else:
+        energy, got_out = _qdq_errors(model, names, feeds, options.batch_size)
+        ref_out = reference if reference is not None else run_float_batched(
+            float_graph, feeds, options.batch_size, opset=_opset(model))
+        kind = "own_quantization"
+
+    def db(s, e):
+        return float("inf") if e == 0 else round(10 * np.log10(max(s, 1e-300) / e), 2)
+
+    def layer_db(name):
+        return db(*energy[name]) if name in energy else None
+
+    out_db = {}
+    for o in outputs:
+        if o in ref_out and o in got_out and ref_out[o].dtype.kind == "f":
+            r = ref_out[o].astype(np.float64)
+            out_db[o] = db(float(np.sum(r * r)), float(np.sum((r - got_out[o]) ** 2)))
+        else:
+            out_db[o] = None
+    agree = total = 0
+    first = outputs[0]
+    if _is_classifier(float_graph) and first in ref_out and first in got_out:
+        hits = np.argmax(ref_out[first], axis=1) == np.argmax(got_out[first], axis=1)
+        agree, total = int(np.sum(hits)), int(hits.size)
 
     layers = []
     for node in float_graph.nodes:
@@ -165,7 +282,7 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
             continue
         entry = {"layer": node.name, "op": node.op,
                  "input": [_qp(qplan, i) for i in node.present_inputs() if i in qplan.activations],
-                 "output": _qp(qplan, out), "sqnr_db": db(out)}
+                 "output": _qp(qplan, out), "sqnr_db": layer_db(out)}
         layer = qplan.layers.get(out)
         if layer is not None:
             entry.update(per_channel=layer.per_channel,
@@ -174,7 +291,7 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
         layers.append(entry)
     report = {"layers": layers, "samples": n, "method": options.method,
               "rounding": options.rounding,
-              "output_sqnr_db": {o: db(o) for o in outputs}}
+              "layer_sqnr": kind, "output_sqnr_db": out_db}
     if total:
         report["top1_agreement"] = agree / total
     return report

@@ -18,6 +18,25 @@ import numpy as np
 BINS = 2048
 
 
+def _extremes(array: np.ndarray) -> tuple:
+    """(min, max) as Python floats, span by span on every CPU (`executor.parallel`): each span
+    is read once from memory for both."""
+    from qconvert.executor.parallel import on_workers, spans
+
+    flat = array.reshape(-1)
+    parts = spans(flat.size)
+    if len(parts) == 1:
+        return float(flat.min()), float(flat.max())
+    found = np.empty((len(parts), 2), flat.dtype)
+
+    def run(items):
+        for k, (i, j) in items:
+            found[k] = flat[i:j].min(), flat[i:j].max()
+
+    on_workers(run, enumerate(parts))
+    return float(found[:, 0].min()), float(found[:, 1].max())
+
+
 class RangeCollector:
     """Collects per-tensor ranges; `ranges()` returns {name: (lo, hi)} as Python floats."""
 
@@ -35,7 +54,7 @@ class RangeCollector:
     def observe(self, name: str, array: np.ndarray) -> None:
         if array.dtype.kind != "f" or array.size == 0:
             return
-        lo, hi = float(array.min()), float(array.max())
+        lo, hi = _extremes(array)
         if not (np.isfinite(lo) and np.isfinite(hi)):
             raise ValueError(f"tensor {name!r} took a NaN or infinite value during calibration")
         self.lo[name] = min(lo, self.lo.get(name, lo))

@@ -1,0 +1,254 @@
+"""Benchmark (not a test): `qconvert quantize` against onnxruntime's `quantize_static`, both
+writing per-channel int8 QDQ ONNX with MinMax calibration on the same 16 samples, on a ~100 MB
+ResNet-50 and a ~14 MB MobileNetV2 shaped like PyTorch exports (bench/pytorch_like.py).
+
+    python bench/bench_quantize.py [--models resnet50 mobilenet_v2] [--tools ...] [--repeats 3]
+
+The peer is bench-only, not a project dependency: `pip install onnxruntime`. A tool that is not
+installed or fails gets a "missing" / "FAILED" row and the others still run.
+
+Data: 16 calibration samples and 16 *other* evaluation samples, N(0, 1) of the input shape
+(seeded), written once to bench/out/quant/ as .npy; both tools calibrate on the same file.
+
+Each tool runs in a fresh subprocess, --repeats times: the best wall time is reported, and as
+peak RSS the largest of the runs' own high-water marks (VmHWM from /proc/self/status). The time
+covers everything the child does: importing the tool, reading, calibrating, quantizing, writing
+("import" is the part spent importing the tool's entry module):
+
+- qconvert:       `qconvert.cli.main(["quantize", src, "--calibration", calib.npy, "-o", dst])`
+                  in process: fusion, calibration with its float reference executor, per-channel
+                  MinMax (its default), QDQ output, and its per-layer SQNR report;
+- ort:            `quantize_static(src, dst, reader, quant_format=QDQ, per_channel=True,
+                  activation_type=QInt8, weight_type=QInt8, calibrate_method=MinMax)`, the reader
+                  feeding the 16 samples one at a time (the models' batch is fixed at 1), on the
+                  model as it is (BatchNormalization unfused: ORT leaves BN float between QDQ);
+- ort+preprocess: the same after onnxruntime's recommended `quant_pre_process` (symbolic shape
+                  inference, graph optimization which folds BN into Conv, shape inference), the
+                  preprocessing included in the time.
+
+Output quality: the float model and every quantized output run in onnxruntime on the 16
+evaluation samples; "SQNR" is 10 log10(sum y^2 / sum (y - y_q)^2) of the logits against the
+float model's, with graph optimizations disabled for both (QuantizeLinear / DequantizeLinear run
+as written, i.e. the simulated int8 model), and "SQNR int8" with ORT_ENABLE_ALL (onnxruntime
+fuses the QDQ groups into its int8 kernels: what a deployment would compute). Also: nodes of
+the output (QuantizeLinear + DequantizeLinear among them) and its size. Outputs stay in
+bench/out/quant/ for inspection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+OUT = HERE / "out"
+WORK = OUT / "quant"
+GENERATOR = HERE / "pytorch_like.py"
+
+MODELS = ("resnet50", "mobilenet_v2")
+TOOLS = ("qconvert", "ort", "ort+preprocess")
+LABELS = {"qconvert": "qconvert quantize", "ort": "ort quantize_static",
+          "ort+preprocess": "ort pre_process+q_static"}
+REQUIRES = {"qconvert": "qconvert", "ort": "onnxruntime", "ort+preprocess": "onnxruntime"}
+SAMPLES = 16
+CALIB_SEED, EVAL_SEED = 2024, 4048
+
+_CHILD = r"""
+import resource, sys, time
+src, dst, tool, calib = sys.argv[1:5]
+t0 = time.perf_counter()
+if tool == "qconvert":
+    from qconvert.cli import main
+    t1 = time.perf_counter()
+    rc = main(["quantize", src, "--calibration", calib, "-o", dst], standalone_mode=False)
+    if rc:
+        sys.exit(rc)
+else:
+    import numpy as np
+    import onnx
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
+                                          QuantType, quantize_static)
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+    t1 = time.perf_counter()
+
+    class Reader(CalibrationDataReader):
+        def __init__(self, path, name):
+            self.x = np.load(path)
+            self.name = name
+            self.i = 0
+
+        def get_next(self):
+            if self.i >= len(self.x):
+                return None
+            self.i += 1
+            return {self.name: self.x[self.i - 1:self.i]}
+
+    model = src
+    if tool == "ort+preprocess":
+        model = dst + ".pre.onnx"
+        quant_pre_process(src, model)
+    name = onnx.load(model, load_external_data=False).graph.input[0].name
+    quantize_static(model, dst, Reader(calib, name), quant_format=QuantFormat.QDQ,
+                    per_channel=True, activation_type=QuantType.QInt8,
+                    weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax)
+t = time.perf_counter() - t0
+# VmHWM is this process's own peak: ru_maxrss also counts the parent's RSS at fork time
+try:
+    with open("/proc/self/status") as f:
+        peak = next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")) / 1024
+except (OSError, StopIteration):
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+sys.stdout.flush()
+print("BENCH", t, t1 - t0, peak)
+"""
+
+
+class ToolFailed(Exception):
+    pass
+
+
+def ensure_model(arch: str) -> Path:
+    """bench/out/<arch>.onnx, (re)generated in a subprocess if missing or older than the generator."""
+    path = OUT / f"{arch}.onnx"
+    if not path.exists() or path.stat().st_mtime < GENERATOR.stat().st_mtime:
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, str(GENERATOR), arch, str(path)], check=True)
+        print(f"  (generated in {time.perf_counter() - t0:.1f} s)")
+    return path
+
+
+def ensure_data(arch: str, src: Path):
+    """(calibration .npy path, evaluation array): SAMPLES N(0, 1) samples each, seeded."""
+    import numpy as np
+    import onnx
+
+    dims = onnx.load(str(src), load_external_data=False).graph.input[0].type.tensor_type.shape.dim
+    shape = (SAMPLES, *[d.dim_value for d in dims[1:]])
+    WORK.mkdir(parents=True, exist_ok=True)
+    calib = WORK / f"{arch}_calib.npy"
+    x = np.random.default_rng(CALIB_SEED).standard_normal(shape).astype(np.float32)
+    if not calib.exists() or not np.array_equal(np.load(calib), x):
+        np.save(calib, x)
+    return calib, np.random.default_rng(EVAL_SEED).standard_normal(shape).astype(np.float32)
+
+
+def measure(tool: str, src: Path, dst: Path, calib: Path, repeats: int):
+    """(best time s, import time s of that run, peak RSS MB, tool's own stdout of the first run)."""
+    best, peak, log = None, 0.0, None
+    for _ in range(repeats):
+        dst.unlink(missing_ok=True)
+        p = subprocess.run([sys.executable, "-c", _CHILD, str(src), str(dst), tool, str(calib)],
+                           capture_output=True, text=True, cwd=ROOT)
+        lines = p.stdout.splitlines()
+        bench = [ln for ln in lines if ln.startswith("BENCH ")]
+        if p.returncode != 0 or not bench or not dst.exists():
+            err = [ln for ln in (p.stderr + "\n" + p.stdout).splitlines() if ln.strip()]
+            why = err[-1].strip() if err else f"exit status {p.returncode}"
+            if p.returncode == 0 and not dst.exists():
+                why = f"no output written ({why})"
+            raise ToolFailed(why)
+        t, t_imp, mem = map(float, bench[-1].split()[1:])
+        if log is None:
+            log = [ln for ln in lines if not ln.startswith("BENCH ")]
+        if best is None or t < best[0]:
+            best = (t, t_imp)
+        peak = max(peak, mem)
+    return best[0], best[1], peak, log
+
+
+def run_ort(path: Path, x, optimized: bool):
+    """The model's first output on each sample of `x` (batch 1 each), stacked; float64."""
+    import numpy as np
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3  # no warnings about unused initializers
+    so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimized
+                                   else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    return np.concatenate([sess.run(None, {name: x[i:i + 1]})[0] for i in range(len(x))]
+                          ).astype(np.float64)
+
+
+def sqnr(ref, got) -> float:
+    """10 log10(sum ref^2 / sum (ref - got)^2), in dB."""
+    import numpy as np
+
+    noise = float(np.sum((ref - got) ** 2))
+    return float("inf") if noise == 0 else 10 * np.log10(float(np.sum(ref ** 2)) / noise)
+
+
+def describe(path: Path, x, y0):
+    """(nodes, Q + DQ nodes, MB, SQNR optimizations off, SQNR optimizations on) of one output."""
+    import onnx
+
+    nodes = onnx.load(str(path), load_external_data=False).graph.node
+    qdq = sum(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in nodes)
+    return (len(nodes), qdq, path.stat().st_size / 1e6,
+            sqnr(y0, run_ort(path, x, False)), sqnr(y0, run_ort(path, x, True)))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="qconvert quantize vs onnxruntime quantize_static")
+    ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    ap.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args(argv)
+
+    have_ort = importlib.util.find_spec("onnxruntime") is not None
+    if not have_ort:
+        print("onnxruntime missing (pip install onnxruntime): no peer, no SQNR")
+    head = (f"{'model':13} {'tool':26} {'time s':>7} {'import':>6} {'peak MB':>8} {'SQNR':>6} "
+            f"{'SQNR int8':>9} {'nodes':>6} {'Q+DQ':>5} {'MB':>6}")
+    logs = {}
+    for arch in a.models:
+        src = ensure_model(arch)
+        calib, x = ensure_data(arch, src)
+        print(f"\n{src.relative_to(ROOT)} ({src.stat().st_size / 1e6:.1f} MB), {SAMPLES} "
+              f"calibration samples; SQNR of the logits vs float over {SAMPLES} other samples")
+        print(head)
+        y0 = run_ort(src, x, False) if have_ort else None
+        results = {}
+        for tool in a.tools:
+            label = LABELS[tool]
+            if importlib.util.find_spec(REQUIRES[tool]) is None:
+                print(f"{arch:13} {label:26} missing: pip install {REQUIRES[tool]}")
+                continue
+            dst = WORK / f"{arch}.{tool.replace('+', '_')}.onnx"
+            try:
+                t, t_imp, mem, log = measure(tool, src, dst, calib, a.repeats)
+            except ToolFailed as e:
+                print(f"{arch:13} {label:26} FAILED: {e}")
+                continue
+            results[tool] = (t, mem)
+            if tool == "qconvert" and log:
+                logs[arch] = log
+            row = f"{arch:13} {label:26} {t:7.2f} {t_imp:6.2f} {mem:8.0f}"
+            if have_ort:
+                try:
+                    nodes, qdq, mb, db, db8 = describe(dst, x, y0)
+                    row += f" {db:6.1f} {db8:9.1f} {nodes:6d} {qdq:5d} {mb:6.1f}"
+                except Exception as e:  # a broken output is a result, not a crash
+                    row += f"  output does not run: {str(e).splitlines()[0][:80]}"
+            print(row)
+        if "qconvert" in results:
+            tq, mq = results["qconvert"]
+            for peer in ("ort", "ort+preprocess"):
+                if peer in results:
+                    tp, mp = results[peer]
+                    print(f"{'  ratio':13} {'qconvert / ' + peer:26} {tq / tp:7.2f} {'':6} "
+                          f"{mq / mp:8.2f}")
+    for arch, log in logs.items():
+        tail = [ln for ln in log if ln.startswith(("output ", "top-1"))]
+        print(f"\nqconvert's own report on {arch} (over the calibration samples): "
+              + "; ".join(tail))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""What the C header emits for each op: one table entry per IR op.
+
+Every number comes from `int_executor.layer_params` (TFLite Micro's Prepare-time values); this
+table only says under which name and in which form each one appears:
+
+- `fields`: (layer_params key, suffix, kind). Kinds: `int` and `bool` (a `#define`), `float`
+  (a `#define` of a float32 literal), `hw` (a [h, w] pair: `_H`, `_W`), `pads` (IR pads
+  [top, left, bottom, right]: `_TOP`, `_LEFT`, `_BOTTOM`, `_RIGHT`), `array` (a
+  `const int32_t` array plus its `_LEN`; `None` means absent: `_HAS_<suffix>` is 0).
+- `skipped`: layer_params keys left out on purpose (each with its reason below); a key that is
+  neither emitted nor skipped is a bug the exporter refuses to hide.
+- `constants`: (input index, suffix): constant integer inputs written as `const int32_t` arrays
+  (paddings, permutation, indices).
+- `attrs`: (node attribute, suffix): integer attributes written as `#define`s.
+- `weights`: `conv` (OHWI), `depthwise` ([1, H, W, C]) or `fc` (the chosen FC layout).
+- `dims`: which dimension macros the op gets (`conv`, `fc`, `spatial`, `rows`) beyond the
+  shapes and lengths every layer gets.
+
+An op missing from this table (opaque ops, ops without int8 parameters) cannot be exported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_CLAMPS = (("activation_min", "ACTIVATION_MIN", "int"), ("activation_max", "ACTIVATION_MAX", "int"))
+_REQUANT_ARRAYS = (("output_multiplier", "MULTIPLIER", "array"),
+                   ("output_shift", "SHIFT", "array"))
+_LAYER = (("input_offset", "INPUT_OFFSET", "int"), ("output_offset", "OUTPUT_OFFSET", "int"),
+          *_CLAMPS, ("per_channel", "PER_CHANNEL", "bool"), ("bias", "BIAS", "array"),
+          *_REQUANT_ARRAYS)
+_GEOMETRY = (("strides", "STRIDE", "hw"), ("dilations", "DILATION", "hw"),
+             ("pads", "PAD", "pads"))
+# effective_scale: the real multiplier, encoded exactly by MULTIPLIER and SHIFT.
+_LAYER_SKIPPED = frozenset({"effective_scale"})
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """The header's entry for one op (see the module docstring)."""
+
+    fields: tuple = ()
+    skipped: frozenset = frozenset()
+    constants: tuple = ()
+    attrs: tuple = ()
+    weights: str | None = None
+    dims: str | None = None
+
+
+_ADD = OpSpec(fields=(
+    ("input1_offset", "INPUT1_OFFSET", "int"), ("input2_offset", "INPUT2_OFFSET", "int"),
+    ("output_offset", "OUTPUT_OFFSET", "int"), ("left_shift", "LEFT_SHIFT", "int"),
+    ("input1_multiplier", "INPUT1_MULTIPLIER", "int"), ("input1_shift", "INPUT1_SHIFT", "int"),
+    ("input2_multiplier", "INPUT2_MULTIPLIER", "int"), ("input2_shift", "INPUT2_SHIFT", "int"),
+    ("output_multiplier", "OUTPUT_MULTIPLIER", "int"), ("output_shift", "OUTPUT_SHIFT", "int"),
+    *_CLAMPS))
+_POOL = OpSpec(fields=(*_CLAMPS, ("kernel_shape", "KERNEL", "hw"), ("strides", "STRIDE", "hw"),
+                       ("pads", "PAD", "pads")),
+               skipped=frozenset({"dilations"}),  # always [1, 1] for TFLite pooling
+               dims="spatial")
+_SIGMOID_TANH = OpSpec(fields=(
+    ("input_zero_point", "INPUT_ZERO_POINT", "int"),
+    ("input_multiplier", "INPUT_MULTIPLIER", "int"),
+    ("input_left_shift", "INPUT_LEFT_SHIFT", "int"),
+    ("input_range_radius", "INPUT_RANGE_RADIUS", "int")))
+
+OP_SPECS: dict[str, OpSpec] = {
+    "Conv2D": OpSpec(fields=_LAYER + _GEOMETRY, skipped=_LAYER_SKIPPED, weights="conv",
+                     dims="conv"),
+    "DepthwiseConv2D": OpSpec(fields=_LAYER + _GEOMETRY
+                              + (("depth_multiplier", "DEPTH_MULTIPLIER", "int"),),
+                              skipped=_LAYER_SKIPPED, weights="depthwise", dims="conv"),
+    "FullyConnected": OpSpec(fields=_LAYER + (("weights_offset", "WEIGHTS_OFFSET", "int"),),
+                             # keep_num_dims only shapes the output: see OUTPUT_SHAPE
+                             skipped=_LAYER_SKIPPED | {"keep_num_dims"}, weights="fc",
+                             dims="fc"),
+    "Add": _ADD,
+    "Sub": _ADD,
+    "Mul": OpSpec(fields=(
+        ("input1_offset", "INPUT1_OFFSET", "int"), ("input2_offset", "INPUT2_OFFSET", "int"),
+        ("output_offset", "OUTPUT_OFFSET", "int"),
+        ("output_multiplier", "OUTPUT_MULTIPLIER", "int"),
+        ("output_shift", "OUTPUT_SHIFT", "int"), *_CLAMPS)),
+    "AveragePool": _POOL,
+    "MaxPool": _POOL,
+    "Mean": OpSpec(fields=(
+        ("multiplier", "MULTIPLIER", "int"), ("shift", "SHIFT", "int"),
+        ("input_zero_point", "INPUT_ZERO_POINT", "int"),
+        ("output_zero_point", "OUTPUT_ZERO_POINT", "int"), ("axes", "AXES", "array"),
+        ("keep_dims", "KEEP_DIMS", "bool"), ("count", "COUNT", "int"),
+        ("mean_multiplier", "MEAN_MULTIPLIER", "int"), ("mean_shift", "MEAN_SHIFT", "int"))),
+    "Softmax": OpSpec(fields=(
+        ("input_multiplier", "INPUT_MULTIPLIER", "int"),
+        ("input_left_shift", "INPUT_LEFT_SHIFT", "int"), ("diff_min", "DIFF_MIN", "int")),
+        dims="rows"),
+    "Sigmoid": _SIGMOID_TANH,
+    "Tanh": _SIGMOID_TANH,
+    "HardSwish": OpSpec(fields=(
+        ("input_zero_point", "INPUT_ZERO_POINT", "int"),
+        ("output_zero_point", "OUTPUT_ZERO_POINT", "int"),
+        ("output_multiplier_fixedpoint_int16", "OUTPUT_MULTIPLIER_FIXEDPOINT_INT16", "int"),
+        ("output_multiplier_exponent", "OUTPUT_MULTIPLIER_EXPONENT", "int"),
+        ("reluish_multiplier_fixedpoint_int16", "RELUISH_MULTIPLIER_FIXEDPOINT_INT16", "int"),
+        ("reluish_multiplier_exponent", "RELUISH_MULTIPLIER_EXPONENT", "int"))),
+    "Relu": OpSpec(fields=(
+        ("input_zero_point", "INPUT_ZERO_POINT", "int"),
+        ("output_zero_point", "OUTPUT_ZERO_POINT", "int"),
+        ("output_multiplier", "OUTPUT_MULTIPLIER", "int"),
+        ("output_shift", "OUTPUT_SHIFT", "int"), *_CLAMPS)),
+    "Relu6": OpSpec(fields=(("zero", "ACTIVATION_MIN", "int"), ("six", "ACTIVATION_MAX", "int"))),
+    "Quantize": OpSpec(fields=(
+        ("scale", "OUTPUT_SCALE", "float"), ("zero_point", "OUTPUT_ZERO_POINT", "int"),
+        ("input_zero_point", "INPUT_ZERO_POINT", "int"),
+        ("output_multiplier", "OUTPUT_MULTIPLIER", "int"),
+        ("output_shift", "OUTPUT_SHIFT", "int"))),
+    "Dequantize": OpSpec(fields=(("scale", "INPUT_SCALE", "float"),
+                                 ("zero_point", "INPUT_ZERO_POINT", "int"))),
+    "Concat": OpSpec(fields=(("axis", "AXIS", "int"),)),
+    "Pad": OpSpec(fields=(("pad_value", "PAD_VALUE", "int"),), constants=((1, "PADDINGS"),)),
+    # PADV2: the value operand (an int8 constant) also appears as PAD_VALUE
+    "PadV2": OpSpec(fields=(("pad_value", "PAD_VALUE", "int"),), constants=((1, "PADDINGS"),)),
+    "Maximum": OpSpec(),  # raw int8 comparison: operands and output share one quantization
+    "Minimum": OpSpec(),
+    # output_shape: the same as OUTPUT_SHAPE, which every layer gets
+    "Reshape": OpSpec(skipped=frozenset({"output_shape"})),
+    "Squeeze": OpSpec(),
+    "Transpose": OpSpec(constants=((1, "PERM"),)),
+    "Gather": OpSpec(constants=((1, "INDICES"),), attrs=(("axis", "AXIS"),)),
+}

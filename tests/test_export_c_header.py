@@ -1,0 +1,889 @@
+"""`qconvert export-c-header` against independent oracles.
+
+- The header (and the shipped kernel) compile with gcc -std=c99 -Wall -Wextra -Werror
+  -pedantic. Every value is read back from the *compiled* header: a generated C file takes the
+  address of every array and the value of every macro, and Python reads them through ctypes.
+- Fully connected layers: qconvert's C kernel `qconvert_fc_1x4_s8`, run on the header's own
+  arrays, matches the integer reference executor (`run_int8`, observed per layer) and TFLite
+  Micro (every intermediate tensor made an output) bit for bit on every FC layer of the int8
+  models in ../shared/models, of qconvert's own per-channel-FC quantization of ad01, and of a
+  synthetic model whose FC layers have leftover rows and columns; also with single rounding.
+- Multipliers, shifts, biases, weights, offsets, clamps and geometry of every conv, depthwise
+  and FC layer of kws_ref_model.tflite and pretrainedResnet_quant.tflite equal an independent
+  derivation from the raw flatbuffer (the `tflite` package) with the C QuantizeMultiplier of
+  tests/c/quant_oracle.c (per-tensor FC with the double product, as the installed TFLite Micro
+  computes it: see test_int_executor's probe layers); and behaviourally: scalar C references
+  (tests/c/layer_reference.c) using only the header's numbers reproduce TFLite Micro's output
+  of each such layer from its input.
+- The 1x4 reorder is checked as a permutation against a loop transcription of design.md.
+- Bad input fails with one line and writes nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import re
+import shutil
+import subprocess
+import tomllib
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import ROOT, SAMPLE_MODELS, SHARED_MODELS, random_inputs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_int_executor import CONV, Q8, int8_feeds, tflm
+
+from qconvert.c_export.fc_layout import from_1x4, permutation_1x4, to_1x4
+from qconvert.c_export.layer_spec import OP_SPECS
+from qconvert.c_export.shipped_kernels import KERNEL_FILES, kernel_sources
+from qconvert.cli import main
+from qconvert.executor.int_executor import layer_params, run_int8
+from qconvert.executor.int_kernels import INT_PARAMS
+from qconvert.ir import Model
+from qconvert.model_io import load_model, serialize
+from qconvert.tflite_reader import read_tflite
+
+KERNEL_DIR = ROOT / "qconvert" / "c_export" / "kernels"
+C_TESTS = Path(__file__).resolve().parent / "c"
+CFLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
+INT8_MODELS = ["ad01_int8.tflite", "kws_ref_model.tflite", "pretrainedResnet_quant.tflite"]
+LAYER_OPS = ("Conv2D", "DepthwiseConv2D", "FullyConnected")
+
+
+def _invoke(args):
+    return CliRunner().invoke(main, ["export-c-header"] + [str(a) for a in args])
+
+
+def _export(tmp_path, model, *args, name="model_weights.h"):
+    out = tmp_path / name
+    result = _invoke([model, "-o", out, *args])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _gcc(args, cwd=None):
+    gcc = shutil.which("gcc")
+    assert gcc, "gcc is needed"
+    done = subprocess.run([gcc, *args], capture_output=True, text=True, cwd=cwd, check=False)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+# -- the compiled header, read back through ctypes ------------------------------------------
+_ARRAY = re.compile(r"static const (int8_t|int32_t) (\w+)\[(\w+)\] = \{")
+_DEFINE = re.compile(r"^#define (\w+)[ \t]+(\S.*)$", re.MULTILINE)
+_FLOAT = re.compile(r"^\(?-?[0-9.]+(e-?[0-9]+)?f\)?$")
+_NP = {"int8_t": np.int8, "int32_t": np.int32}
+
+
+class CHeader:
+    """A generated header compiled (with the kernel and the C references) into a library:
+    `ints`, `floats`, `shapes` hold every macro's value, `arrays` every array (copied out),
+    `address` every array's address, `align` its declared alignment."""
+
+    def __init__(self, header: Path, build: Path, defines=()):
+        text = header.read_text()
+        prefix = re.search(r"^#ifndef (\w+)_WEIGHTS_H$", text, re.MULTILINE).group(1)
+        macros = [(n, v) for n, v in _DEFINE.findall(text) if n.startswith(prefix + "_")]
+        ints = [n for n, v in macros if not v.startswith("{") and not _FLOAT.match(v)]
+        floats = [n for n, v in macros if _FLOAT.match(v)]
+        shapes = [n for n, v in macros if v.startswith("{")]
+        arrays = _ARRAY.findall(text)
+        src = [f'#include "{header.name}"', "#include <stdint.h>",
+               "const int64_t qc_ints[] = {" + ", ".join(f"(int64_t)({n})" for n in ints)
+               + ", 0};",
+               "const double qc_floats[] = {" + ", ".join(floats + ["0"]) + "};"]
+        src += [f"const int32_t qc_shape_{i}[] = {n};" for i, n in enumerate(shapes)]
+        src += ["const int32_t *const qc_shapes[] = {"
+                + ", ".join([f"qc_shape_{i}" for i in range(len(shapes))] + ["0"]) + "};",
+                "const void *const qc_arrays[] = {"
+                + ", ".join([n for _, n, _ in arrays] + ["0"]) + "};",
+                "const int32_t qc_align[] = {"
+                + ", ".join([f"(int32_t)__alignof__({n})" for _, n, _ in arrays] + ["0"])
+                + "};"]
+        (build / "accessor.c").write_text("\n".join(src) + "\n")
+        lib = build / "header.so"
+        _gcc([*CFLAGS, "-O1", "-shared", "-fPIC", *defines, f"-I{header.parent}",
+              f"-I{KERNEL_DIR}", f"-I{C_TESTS}", str(build / "accessor.c"),
+              str(KERNEL_DIR / "qconvert_fc_1x4.c"), str(C_TESTS / "layer_reference.c"),
+              "-o", str(lib), "-lm"])
+        self.lib = ctypes.CDLL(str(lib))
+        self.text = text
+        iv = (ctypes.c_int64 * (len(ints) + 1)).in_dll(self.lib, "qc_ints")
+        self.ints = {n: int(iv[i]) for i, n in enumerate(ints)}
+        fv = (ctypes.c_double * (len(floats) + 1)).in_dll(self.lib, "qc_floats")
+        self.floats = {n: float(fv[i]) for i, n in enumerate(floats)}
+        sp = (ctypes.c_void_p * (len(shapes) + 1)).in_dll(self.lib, "qc_shapes")
+        self.shapes = {}
+        for i, n in enumerate(shapes):
+            rank = self.ints[n[:-len("_SHAPE")] + "_RANK"]
+            self.shapes[n] = tuple(np.ctypeslib.as_array(
+                ctypes.cast(sp[i], ctypes.POINTER(ctypes.c_int32)), (rank,)).tolist())
+        ap = (ctypes.c_void_p * (len(arrays) + 1)).in_dll(self.lib, "qc_arrays")
+        al = (ctypes.c_int32 * (len(arrays) + 1)).in_dll(self.lib, "qc_align")
+        self.arrays, self.address, self.align = {}, {}, {}
+        for i, (ctype, n, length) in enumerate(arrays):
+            count = self.ints[length]
+            ptype = ctypes.POINTER(ctypes.c_int8 if ctype == "int8_t" else ctypes.c_int32)
+            self.address[n] = ap[i]
+            self.align[n] = al[i]
+            self.arrays[n] = np.ctypeslib.as_array(ctypes.cast(ap[i], ptype), (count,)).copy()
+        self.layers = {v: n[:-len("_OP_INDEX")] for n, v in self.ints.items()
+                       if n.endswith("_OP_INDEX")}
+
+    def int(self, stem, suffix):
+        return self.ints[f"{stem}_{suffix}"]
+
+    def array(self, stem, suffix):
+        return self.arrays[f"{stem}_{suffix}".lower()]
+
+    def pointer(self, stem, suffix):
+        name = f"{stem}_{suffix}".lower()
+        return ctypes.c_void_p(self.address[name]) if name in self.address else None
+
+
+def _compile_header(header: Path, tmp_path: Path, defines=()) -> CHeader:
+    build = tmp_path / f"build_{header.stem}{'_'.join(defines)}"
+    build.mkdir()
+    return CHeader(header, build, defines)
+
+
+class FcQuant(ctypes.Structure):
+    """ctypes mirror of qconvert_fc_quant (qconvert_fc_1x4.h)."""
+
+    _fields_ = [("input_offset", ctypes.c_int32), ("weights_offset", ctypes.c_int32),
+                ("output_offset", ctypes.c_int32), ("activation_min", ctypes.c_int32),
+                ("activation_max", ctypes.c_int32), ("multiplier", ctypes.c_void_p),
+                ("shift", ctypes.c_void_p), ("per_channel", ctypes.c_int)]
+
+
+def _ptr(a: np.ndarray):
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+def run_fc_kernel(h: CHeader, stem: str, x: np.ndarray) -> np.ndarray:
+    """qconvert_fc_1x4_s8 on the header's arrays for the layer `stem`; x holds whole inputs."""
+    depth, rows = h.int(stem, "ACCUM_DEPTH"), h.int(stem, "OUTPUT_DEPTH")
+    x = np.ascontiguousarray(x, dtype=np.int8).reshape(-1)
+    batches = x.size // depth
+    out = np.zeros(batches * rows, np.int8)
+    quant = FcQuant(h.int(stem, "INPUT_OFFSET"), h.int(stem, "WEIGHTS_OFFSET"),
+                    h.int(stem, "OUTPUT_OFFSET"), h.int(stem, "ACTIVATION_MIN"),
+                    h.int(stem, "ACTIVATION_MAX"), h.pointer(stem, "multiplier"),
+                    h.pointer(stem, "shift"), h.int(stem, "PER_CHANNEL"))
+    h.lib.qconvert_fc_1x4_s8(_ptr(x), h.pointer(stem, "weights"), h.pointer(stem, "bias"),
+                             _ptr(out), ctypes.c_int32(batches), ctypes.c_int32(depth),
+                             ctypes.c_int32(rows), ctypes.byref(quant))
+    return out.reshape(batches, rows)
+
+
+def run_reference(h: CHeader, stem: str, op: str, x: np.ndarray, single=False) -> np.ndarray:
+    """tests/c/layer_reference.c on the header's numbers for one conv / depthwise / FC layer
+    (FC weights must be row-major: a --fc-layout rowmajor header)."""
+    names = ["BATCHES", "IN_H", "IN_W", "IN_C", "OUT_H", "OUT_W", "OUT_C", "KERNEL_H", "KERNEL_W",
+             "STRIDE_H", "STRIDE_W", "DILATION_H", "DILATION_W", "PAD_TOP", "PAD_LEFT",
+             "INPUT_OFFSET", "OUTPUT_OFFSET", "ACT_MIN", "ACT_MAX", "PER_CHANNEL", "SINGLE",
+             "WEIGHTS_OFFSET"]
+    assert h.lib.ref_geometry_count() == len(names)
+    g = dict.fromkeys(names, 0)
+    g.update(INPUT_OFFSET=h.int(stem, "INPUT_OFFSET"), OUTPUT_OFFSET=h.int(stem, "OUTPUT_OFFSET"),
+             ACT_MIN=h.int(stem, "ACTIVATION_MIN"), ACT_MAX=h.int(stem, "ACTIVATION_MAX"),
+             PER_CHANNEL=h.int(stem, "PER_CHANNEL"), SINGLE=int(single))
+    if op == "FullyConnected":
+        assert h.int(stem, "WEIGHTS_1X4") == 0
+        g.update(IN_C=h.int(stem, "ACCUM_DEPTH"), OUT_C=h.int(stem, "OUTPUT_DEPTH"),
+                 WEIGHTS_OFFSET=h.int(stem, "WEIGHTS_OFFSET"))
+        g["BATCHES"] = x.size // g["IN_C"]
+        out_size = g["BATCHES"] * g["OUT_C"]
+        fn = h.lib.ref_fully_connected
+    else:
+        for key, suffix in (("IN_H", "INPUT_H"), ("IN_W", "INPUT_W"), ("IN_C", "INPUT_C"),
+                            ("OUT_H", "OUTPUT_H"), ("OUT_W", "OUTPUT_W"), ("OUT_C", "OUTPUT_C"),
+                            ("KERNEL_H", "KERNEL_H"), ("KERNEL_W", "KERNEL_W"),
+                            ("STRIDE_H", "STRIDE_H"), ("STRIDE_W", "STRIDE_W"),
+                            ("DILATION_H", "DILATION_H"), ("DILATION_W", "DILATION_W"),
+                            ("PAD_TOP", "PAD_TOP"), ("PAD_LEFT", "PAD_LEFT")):
+            g[key] = h.int(stem, suffix)
+        g["BATCHES"] = x.size // (g["IN_H"] * g["IN_W"] * g["IN_C"])
+        out_size = g["BATCHES"] * g["OUT_H"] * g["OUT_W"] * g["OUT_C"]
+        fn = h.lib.ref_conv if op == "Conv2D" else h.lib.ref_depthwise
+    geometry = np.asarray([g[n] for n in names], np.int32)
+    x = np.ascontiguousarray(x, dtype=np.int8)
+    out = np.zeros(out_size, np.int8)
+    fn(_ptr(x), h.pointer(stem, "weights"), h.pointer(stem, "bias"),
+       h.pointer(stem, "multiplier"), h.pointer(stem, "shift"), _ptr(geometry), _ptr(out))
+    return out
+
+
+# -- oracles --------------------------------------------------------------------------------
+def tflm_every_tensor(model_path: Path, seeds=(0, 1)) -> list:
+    """[{tensor name: array}] per seed: TFLite Micro's value of every graph input and every
+    tensor a node produces (all made graph outputs), for random int8 inputs."""
+    model = load_model(model_path)
+    g = model.graph
+    g.outputs = [o for n in g.nodes for o in n.outputs]
+    data = serialize(model)
+    runs = []
+    for seed in seeds:
+        feeds = random_feeds(g, 1, seed)[0]
+        values = dict(feeds)
+        values.update(zip(g.outputs, tflm(data, [feeds[n] for n in g.inputs])))
+        runs.append(values)
+    return runs
+
+
+def random_feeds(graph, count, seed) -> list:
+    """`count` feeds of random int8 inputs (a dynamic batch dimension taken as 1)."""
+    details = [(graph.tensors[n].shape, graph.tensors[n].dtype) for n in graph.inputs]
+    return [dict(zip(graph.inputs, random_inputs(details, seed * 100 + k)))
+            for k in range(count)]
+
+
+def observed(graph, feeds, rounding="double") -> dict:
+    seen = {}
+    run_int8(graph, feeds, rounding=rounding, observe=lambda n, a: seen.__setitem__(n, a))
+    return seen
+
+
+def design_md_1x4(w: np.ndarray) -> np.ndarray:
+    """The 1x4 order written out as design.md's pseudocode, loop for loop."""
+    rows, cols = w.shape
+    r4, c4 = rows - rows % 4, cols - cols % 4
+    out = []
+    for rb in range(0, r4, 4):
+        for cb in range(0, c4, 4):
+            for ca, cb2 in ((cb, cb + 2), (cb + 1, cb + 3)):
+                for ra, rb2 in ((rb, rb + 1), (rb + 2, rb + 3)):
+                    out += [w[ra][ca], w[rb2][ca], w[ra][cb2], w[rb2][cb2]]
+        for c in range(c4, cols):
+            out += [w[rb][c], w[rb + 1][c], w[rb + 2][c], w[rb + 3][c]]
+    for r in range(r4, rows):
+        out += list(w[r])
+    return np.asarray(out, dtype=w.dtype).reshape(-1)
+
+
+@pytest.fixture(scope="module")
+def quant_oracle(tmp_path_factory):
+    """QuantizeMultiplier of tests/c/quant_oracle.c (libm frexp and round)."""
+    lib_path = tmp_path_factory.mktemp("oracle") / "quant_oracle.so"
+    _gcc(["-O2", "-shared", "-fPIC", str(C_TESTS / "quant_oracle.c"), "-o", str(lib_path), "-lm"])
+    lib = ctypes.CDLL(str(lib_path))
+
+    def quantize(real):
+        real = np.ascontiguousarray(np.asarray(real, np.float64).reshape(-1))
+        mult, shift = np.empty(real.size, np.int32), np.empty(real.size, np.int32)
+        lib.oracle_quantize_multiplier(_ptr(real), _ptr(mult), _ptr(shift),
+                                       ctypes.c_int64(real.size))
+        return mult, shift
+
+    return quantize
+
+
+class Flatbuffer:
+    """The raw model, read with the `tflite` package (not qconvert's reader)."""
+
+    CODES: ClassVar[dict] = {3: "Conv2D", 4: "DepthwiseConv2D", 9: "FullyConnected"}
+    OPTIONS: ClassVar[dict] = {"Conv2D": "Conv2DOptions",
+                               "DepthwiseConv2D": "DepthwiseConv2DOptions",
+                               "FullyConnected": "FullyConnectedOptions"}
+
+    def __init__(self, path: Path):
+        import tflite
+
+        self.tflite = tflite
+        self.buf = path.read_bytes()
+        self.model = tflite.Model.GetRootAsModel(self.buf, 0)
+        self.sub = self.model.Subgraphs(0)
+
+    def ops(self):
+        """(operator index, op name, operator) of every conv / depthwise / FC operator."""
+        for i in range(self.sub.OperatorsLength()):
+            op = self.sub.Operators(i)
+            code = self.model.OperatorCodes(op.OpcodeIndex())
+            builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+            if builtin in self.CODES:
+                yield i, self.CODES[builtin], op
+
+    def tensor(self, op, slot, output=False):
+        t = self.sub.Tensors(op.Outputs(slot) if output else op.Inputs(slot))
+        q = t.Quantization()
+        data = self.model.Buffers(t.Buffer()).DataAsNumpy()
+        return {"shape": tuple(int(d) for d in t.ShapeAsNumpy()),
+                "scale": q.ScaleAsNumpy().astype(np.float32),
+                "zero_point": q.ZeroPointAsNumpy().astype(np.int64),
+                "bytes": None if isinstance(data, int) else np.asarray(data, np.uint8)}
+
+    def options(self, op, name):
+        table = op.BuiltinOptions()
+        opt = getattr(self.tflite, self.OPTIONS[name])()
+        opt.Init(table.Bytes, table.Pos)
+        return opt
+
+
+def _round_half_away(x) -> int:
+    return int(Decimal(float(x)).quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+def expected_clamps(activation: int, s_out, z_out) -> tuple:
+    """TFLite's fused-activation clamps, from the ActivationFunctionType code (NONE 0, RELU 1,
+    RELU_N1_TO_1 2, RELU6 3), with the float32 division of TFLite's Quantize()."""
+    def q(limit):
+        return z_out + _round_half_away(np.float32(limit) / np.float32(s_out))
+
+    lo, hi = {0: (None, None), 1: (0.0, None), 2: (-1.0, 1.0), 3: (0.0, 6.0)}[activation]
+    return (-128 if lo is None else max(-128, q(lo)), 127 if hi is None else min(127, q(hi)))
+
+
+def tflite_same_pads(size, kernel, stride, dilation):
+    """(before, after) of TFLite's SAME padding along one axis."""
+    out = -(-size // stride)
+    eff = (kernel - 1) * dilation + 1
+    total = max((out - 1) * stride + eff - size, 0)
+    return total // 2, total - total // 2
+
+
+# -- the 1x4 order --------------------------------------------------------------------------
+@settings(max_examples=120, deadline=None)
+@given(st.integers(0, 14), st.integers(0, 14))
+def test_reorder_is_design_md_permutation(rows, cols):
+    w = np.arange(rows * cols, dtype=np.int32).reshape(rows, cols)
+    perm = permutation_1x4(rows, cols)
+    np.testing.assert_array_equal(np.sort(perm), np.arange(rows * cols))  # a permutation
+    np.testing.assert_array_equal(to_1x4(w), design_md_1x4(w))
+    np.testing.assert_array_equal(from_1x4(to_1x4(w), rows, cols), w)
+    if rows < 4 or cols == 1:
+        np.testing.assert_array_equal(perm, np.arange(rows * cols))  # identity
+
+
+@pytest.mark.parametrize("rows,cols", [(4, 4), (5, 4), (4, 6), (7, 10), (8, 3), (13, 17)])
+def test_reorder_leftover_rows_and_columns(rows, cols):
+    w = np.arange(rows * cols).reshape(rows, cols)
+    packed = to_1x4(w)
+    r4, c4 = rows - rows % 4, cols - cols % 4
+    # leftover rows: the tail, row-major and unchanged
+    np.testing.assert_array_equal(packed[r4 * cols:], w[r4:].reshape(-1))
+    # each block of four rows holds exactly those rows; its leftover columns come last,
+    # column by column, four rows each
+    for rb in range(0, r4, 4):
+        block = packed[rb * cols:(rb + 4) * cols]
+        assert sorted(block) == sorted(w[rb:rb + 4].reshape(-1))
+        tail = block[4 * c4:].reshape(cols - c4, 4)
+        np.testing.assert_array_equal(tail, w[rb:rb + 4, c4:].T)
+    if r4 and c4:  # the first 16 values: design.md's interleave of the first 4x4 block
+        np.testing.assert_array_equal(packed[:16], [w[0, 0], w[1, 0], w[0, 2], w[1, 2],
+                                                    w[2, 0], w[3, 0], w[2, 2], w[3, 2],
+                                                    w[0, 1], w[1, 1], w[0, 3], w[1, 3],
+                                                    w[2, 1], w[3, 1], w[2, 3], w[3, 3]])
+
+
+# -- compiling ------------------------------------------------------------------------------
+@pytest.mark.parametrize("rounding", [[], ["-DQCONVERT_SINGLE_ROUNDING"]])
+def test_kernel_compiles_cleanly_with_strict_warnings(tmp_path, rounding):
+    _gcc([*CFLAGS, "-Wconversion", "-Wsign-conversion", "-Wshadow", "-Wstrict-prototypes",
+          "-Wmissing-prototypes", *rounding, "-c", str(KERNEL_DIR / "qconvert_fc_1x4.c"),
+          "-o", str(tmp_path / "k.o")])
+
+
+def test_header_compiles_alone_and_arrays_are_const_and_aligned(tmp_path):
+    out = _export(tmp_path, SHARED_MODELS / "kws_ref_model.tflite", "--with-kernels")
+    (tmp_path / "use.c").write_text(f'#include "{out.name}"\n#include "qconvert_fc_1x4.h"\n'
+                                    "int main(void) { return 0; }\n")
+    # a file that includes the header and uses none of its arrays: no warning
+    _gcc([*CFLAGS, "-c", "use.c", "-o", "use.o"], cwd=tmp_path)
+    _gcc([*CFLAGS, "-c", "qconvert_fc_1x4.c", "-o", "k.o"], cwd=tmp_path)
+    # writing to an array does not compile: they are const
+    stem = "kws_ref_model_functional_1_dense_biasadd"
+    (tmp_path / "write.c").write_text(f'#include "{out.name}"\n'
+                                      f"void f(void) {{ {stem}_weights[0] = 1; }}\n")
+    gcc = subprocess.run(["gcc", *CFLAGS, "-c", "write.c", "-o", "w.o"], cwd=tmp_path,
+                         capture_output=True, text=True, check=False)
+    assert gcc.returncode != 0 and "read-only" in gcc.stderr
+    h = _compile_header(out, tmp_path)
+    assert len(h.arrays) >= 40
+    assert all(h.align[n] >= 4 and h.address[n] % 4 == 0 for n in h.arrays)
+    assert re.search(r"QCONVERT_ARRAY_ATTR static const int8_t \w+_weights\[", h.text)
+
+
+# -- fully connected: qconvert's kernel against run_int8 and TFLite Micro --------------------
+def _fc_layers(graph):
+    return [(i, n) for i, n in enumerate(graph.nodes) if n.op == "FullyConnected"]
+
+
+def check_fc_layers(model_path: Path, header: CHeader, rounding="double") -> int:
+    """Every FC layer: the kernel on the header equals run_int8's output (3 samples) and, for
+    double rounding, TFLite Micro's (2 samples). Returns the layers checked."""
+    graph = load_model(model_path).graph
+    seen = [observed(graph, feeds, rounding) for feeds in random_feeds(graph, 3, 5)]
+    runs = tflm_every_tensor(model_path) if rounding == "double" else []
+    layers = _fc_layers(graph)
+    for index, node in layers:
+        stem = header.layers[index]
+        x = np.concatenate([v[node.inputs[0]] for v in seen])
+        y = np.concatenate([v[node.outputs[0]] for v in seen])
+        got = run_fc_kernel(header, stem, x)
+        np.testing.assert_array_equal(got.reshape(-1), y.reshape(-1), err_msg=stem)
+        assert len(np.unique(y)) > 1, stem  # not a degenerate comparison
+        for values in runs:
+            got = run_fc_kernel(header, stem, values[node.inputs[0]])
+            np.testing.assert_array_equal(got.reshape(-1), values[node.outputs[0]].reshape(-1),
+                                          err_msg=f"TFLM {stem}")
+    return len(layers)
+
+
+@pytest.mark.parametrize("name", INT8_MODELS)
+def test_fc_kernel_matches_executor_and_tflm_on_int8_models(tmp_path, name):
+    model = SHARED_MODELS / name
+    header = _compile_header(_export(tmp_path, model), tmp_path)
+    assert check_fc_layers(model, header) == {"ad01_int8.tflite": 10}.get(name, 1)
+
+
+def test_fc_kernel_on_qconverts_own_per_channel_quantization(tmp_path):
+    """ad01_fp32 quantized by qconvert with per-channel FC weights: the same bytes as
+    `qconvert quantize`, then every FC layer through the kernel."""
+    args = ["--calibration-random", 8, "--fc-per-channel", "--name", "ad01"]
+    direct = _export(tmp_path, SHARED_MODELS / "ad01_fp32.tflite", *args)
+    q = tmp_path / "ad01_q.tflite"
+    result = CliRunner().invoke(main, ["quantize", str(SHARED_MODELS / "ad01_fp32.tflite"),
+                                       "-o", str(q)] + [str(a) for a in args[:3]])
+    assert result.exit_code == 0, result.output
+    via_file = _export(tmp_path, q, "--name", "ad01", name="via_file.h")
+
+    def body(path):  # everything after the comment block that names the source
+        text = path.read_text()
+        return text[text.index("#ifndef"):]
+
+    assert body(direct) == body(via_file)
+    assert "quantized by qconvert from a float model" in direct.read_text()
+    header = _compile_header(direct, tmp_path)
+    graph = load_model(q).graph
+    assert all(layer_params(graph, n)["per_channel"] for _, n in _fc_layers(graph))
+    assert all(header.int(header.layers[i], "MULTIPLIER_LEN") > 1 for i, _ in _fc_layers(graph))
+    assert check_fc_layers(q, header) == 10
+
+
+def test_fc_kernel_single_rounding_matches_executor(tmp_path):
+    model = SHARED_MODELS / "ad01_int8.tflite"
+    out = _export(tmp_path, model, "--rounding", "single")
+    assert re.search(r"^#define AD01_INT8_SINGLE_ROUNDING +1$", out.read_text(), re.MULTILINE)
+    header = _compile_header(out, tmp_path, ["-DQCONVERT_SINGLE_ROUNDING"])
+    assert check_fc_layers(model, header, rounding="single") == 10
+    double = _compile_header(out, tmp_path)  # the two roundings really differ here
+    graph = load_model(model).graph
+    x = random_feeds(graph, 4, 2)
+    feeds = {graph.inputs[0]: np.concatenate([f[graph.inputs[0]] for f in x])}
+    seen = observed(graph, feeds, "single")
+    differ = 0
+    for index, node in _fc_layers(graph):
+        stem = header.layers[index]
+        a = run_fc_kernel(header, stem, seen[node.inputs[0]])
+        b = run_fc_kernel(double, stem, seen[node.inputs[0]])
+        assert np.abs(a.astype(int) - b).max() <= 1
+        differ += int(np.count_nonzero(a != b))
+    assert differ > 0
+
+
+FC_SHAPES = [  # (rows R, columns C, per-channel, bias, activation)
+    (7, 10, True, True, "RELU"), (3, 5, False, True, "NONE"), (1, 1, True, True, "NONE"),
+    (5, 1, False, False, "RELU6"), (13, 18, True, False, "NONE"), (8, 3, False, True, "RELU"),
+    (4, 4, True, True, "RELU6"), (12, 33, False, True, "NONE")]
+
+
+def _fc_model(seed=21) -> bytes:
+    """One FC layer per FC_SHAPES entry, each on its own input x<i> [2, C] (two batch rows)."""
+    n = Q8(seed)
+    outs = []
+    for i, (rows, cols, per_channel, with_bias, act) in enumerate(FC_SHAPES):
+        s_in = 0.02 + 0.01 * i
+        x = n.input(f"x{i}", (2, cols), s_in, [-128, 5, 127, -3][i % 4])
+        wt, s_w = n.weights(f"w{i}", (rows, cols), 0, per_channel)
+        b = n.bias(f"b{i}", s_in, s_w, rows) if with_bias else None
+        coarse = s_in * float(s_w.max()) * 255 * 128 * cols / 40
+        outs.append(n.node("FullyConnected", [x, wt, b], f"fc{i}", (2, rows), coarse, 0,
+                           activation="NONE", keep_num_dims=False))
+        if per_channel:
+            n.g.nodes[-1].origin["version"] = 12
+    feeds = int8_feeds(n.g, 3, seed=seed)
+    for i, name in enumerate(outs):
+        n.fit(name, feeds)
+        n.g.nodes[i].attrs["activation"] = FC_SHAPES[i][4]
+    return n.build(outs)
+
+
+def test_fc_kernel_with_leftover_rows_and_columns_matches_tflm(tmp_path):
+    model = tmp_path / "fc_shapes.tflite"
+    model.write_bytes(_fc_model())
+    header = _compile_header(_export(tmp_path, model), tmp_path)
+    assert check_fc_layers(model, header) == len(FC_SHAPES)
+    graph = load_model(model).graph
+    for index, node in _fc_layers(graph):
+        stem = header.layers[index]
+        w = graph.tensors[node.inputs[1]].data
+        np.testing.assert_array_equal(header.array(stem, "weights"), design_md_1x4(w))
+        assert header.int(stem, "HAS_BIAS") == (node.inputs[2] is not None)
+
+
+# -- multipliers, shifts and biases: the raw flatbuffer and TFLite Micro ---------------------
+def check_against_flatbuffer(model_path, h1x4: CHeader, hrow: CHeader, quant_oracle) -> int:
+    fb = Flatbuffer(model_path)
+    checked = 0
+    for index, op, raw in fb.ops():
+        x, w, b = (fb.tensor(raw, k) for k in range(3))
+        y = fb.tensor(raw, 0, output=True)
+        opt = fb.options(raw, op)
+        for h in (h1x4, hrow):
+            stem = h.layers[index]
+            channels = w["shape"][3 if op == "DepthwiseConv2D" else 0]
+            s_w = w["scale"] if w["scale"].size > 1 else w["scale"][:1]
+            if op != "FullyConnected" or w["scale"].size > 1:
+                s_w = np.broadcast_to(w["scale"], (channels,))
+            real = (float(x["scale"][0]) * s_w.astype(np.float64)) / float(y["scale"][0])
+            mult, shift = quant_oracle(real)
+            np.testing.assert_array_equal(h.array(stem, "multiplier"), mult, err_msg=stem)
+            np.testing.assert_array_equal(h.array(stem, "shift"), shift, err_msg=stem)
+            np.testing.assert_array_equal(h.array(stem, "bias"), b["bytes"].view("<i4"))
+            raw_w = w["bytes"].view(np.int8)
+            if op == "FullyConnected" and h.int(stem, "WEIGHTS_1X4"):
+                raw_w = design_md_1x4(raw_w.reshape(w["shape"]))
+            np.testing.assert_array_equal(h.array(stem, "weights"), raw_w, err_msg=stem)
+            assert h.int(stem, "INPUT_OFFSET") == -int(x["zero_point"][0])
+            assert h.int(stem, "OUTPUT_OFFSET") == int(y["zero_point"][0])
+            lo, hi = expected_clamps(opt.FusedActivationFunction(), y["scale"][0],
+                                     int(y["zero_point"][0]))
+            assert (h.int(stem, "ACTIVATION_MIN"), h.int(stem, "ACTIVATION_MAX")) == (lo, hi)
+            assert h.int(stem, "PER_CHANNEL") == int(w["scale"].size > 1)
+            assert h.shapes[f"{stem}_OUTPUT_SHAPE"] == y["shape"]
+            if op == "FullyConnected":
+                assert (h.int(stem, "OUTPUT_DEPTH"), h.int(stem, "ACCUM_DEPTH")) == w["shape"]
+                continue
+            _, in_h, in_w, in_c = x["shape"]
+            kh, kw = w["shape"][1:3]
+            assert (h.int(stem, "INPUT_H"), h.int(stem, "INPUT_W"), h.int(stem, "INPUT_C"),
+                    h.int(stem, "KERNEL_H"), h.int(stem, "KERNEL_W")) == (in_h, in_w, in_c, kh, kw)
+            strides = (opt.StrideH(), opt.StrideW())
+            dil = (opt.DilationHFactor(), opt.DilationWFactor())
+            assert (h.int(stem, "STRIDE_H"), h.int(stem, "STRIDE_W")) == strides
+            assert (h.int(stem, "DILATION_H"), h.int(stem, "DILATION_W")) == dil
+            if opt.Padding() == fb.tflite.Padding.SAME:
+                top, bottom = tflite_same_pads(in_h, kh, strides[0], dil[0])
+                left, right = tflite_same_pads(in_w, kw, strides[1], dil[1])
+            else:
+                top = bottom = left = right = 0
+            assert tuple(h.int(stem, f"PAD_{s}") for s in ("TOP", "LEFT", "BOTTOM", "RIGHT")) \
+                == (top, left, bottom, right)
+            if op == "DepthwiseConv2D":
+                assert h.int(stem, "DEPTH_MULTIPLIER") == opt.DepthMultiplier()
+        checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("name,layers", [("kws_ref_model.tflite", 10),
+                                         ("pretrainedResnet_quant.tflite", 10)])
+def test_header_numbers_equal_tflite_micros(tmp_path, quant_oracle, name, layers):
+    model = SHARED_MODELS / name
+    h1x4 = _compile_header(_export(tmp_path, model), tmp_path)
+    hrow = _compile_header(_export(tmp_path, model, "--fc-layout", "rowmajor", name="row.h"),
+                           tmp_path)
+    assert check_against_flatbuffer(model, h1x4, hrow, quant_oracle) == layers
+    # behaviourally: the C references, fed TFLite Micro's input of each layer and given only
+    # the header's numbers, reproduce TFLite Micro's output of that layer
+    graph = load_model(model).graph
+    runs = tflm_every_tensor(model)
+    compared = 0
+    for index, node in enumerate(graph.nodes):
+        if node.op not in LAYER_OPS:
+            continue
+        stem = hrow.layers[index]
+        for values in runs:
+            got = run_reference(hrow, stem, node.op, values[node.inputs[0]])
+            want = values[node.outputs[0]].reshape(-1)
+            np.testing.assert_array_equal(got, want, err_msg=f"{node.op} {stem}")
+            compared += 1
+    assert compared == 2 * layers
+
+
+def test_model_io_quantization_and_shapes(tmp_path):
+    model = SHARED_MODELS / "kws_ref_model.tflite"
+    h = _compile_header(_export(tmp_path, model, "--name", "kws"), tmp_path)
+    fb = Flatbuffer(model)
+    x = fb.sub.Tensors(fb.sub.Inputs(0))
+    y = fb.sub.Tensors(fb.sub.Outputs(0))
+    assert h.floats["KWS_INPUT0_SCALE"] == float(x.Quantization().ScaleAsNumpy()[0])
+    assert h.ints["KWS_INPUT0_ZERO_POINT"] == int(x.Quantization().ZeroPointAsNumpy()[0])
+    assert h.floats["KWS_OUTPUT0_SCALE"] == float(y.Quantization().ScaleAsNumpy()[0])
+    assert h.ints["KWS_OUTPUT0_ZERO_POINT"] == int(y.Quantization().ZeroPointAsNumpy()[0])
+    assert h.shapes["KWS_INPUT0_SHAPE"] == tuple(x.ShapeAsNumpy().tolist())
+    assert h.ints["KWS_INPUT0_LEN"] == int(np.prod(x.ShapeAsNumpy()))
+    assert h.ints["KWS_NUM_LAYERS"] == fb.sub.OperatorsLength()
+    assert h.ints["KWS_SINGLE_ROUNDING"] == 0 and h.ints["KWS_FC_LAYOUT_1X4"] == 1
+    assert all(n.startswith("KWS_") for n in h.ints)
+    assert all(n.startswith("kws_") for n in h.arrays)
+    assert sorted(h.layers) == list(range(fb.sub.OperatorsLength()))
+
+
+# -- every op the integer executor knows ----------------------------------------------------
+def _every_op_model() -> Model:
+    """An int8 graph with one node of every op that has TFLite Micro parameters."""
+    n = Q8(31)
+    x = n.input("x", (1, 6, 6, 4), 0.05, -3)
+    f = n.input("f", (1, 8), None, None, dtype="float32")
+    c8 = n.const("c8", n.rng.integers(-128, 128, (4,)).astype(np.int8), 0.03, 7)
+    a = n.node("Add", [x, x], "add", (1, 6, 6, 4), 0.1, -3, activation="RELU")
+    s = n.node("Sub", [a, x], "sub", (1, 6, 6, 4), 0.1, 0, activation="NONE")
+    m = n.node("Mul", [s, c8], "mul", (1, 6, 6, 4), 0.02, 1, activation="RELU6")
+    wt, _ = n.weights("w", (5, 3, 3, 4), 0)
+    cv = n.node("Conv2D", [m, wt, None], "conv", (1, 4, 4, 5), 0.3, 2,
+                **dict(CONV, kernel_shape=[3, 3], pads=[0, 0, 0, 0]))
+    dw, s_dw = n.weights("dw", (1, 3, 3, 5), 3)
+    d = n.node("DepthwiseConv2D", [cv, dw, n.bias("db", 0.3, s_dw, 5)], "dwconv", (1, 4, 4, 5),
+               0.2, 0, **dict(CONV, kernel_shape=[3, 3], pads=[1, 1, 1, 1], depth_multiplier=1))
+    ap = n.node("AveragePool", [d], "avg", (1, 2, 2, 5), 0.2, 0, layout="NHWC",
+                kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 0, 0], activation="NONE")
+    mp = n.node("MaxPool", [d], "max", (1, 2, 2, 5), 0.2, 0, layout="NHWC",
+                kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 0, 0], activation="RELU")
+    cat = n.node("Concat", [ap, mp], "cat", (1, 2, 2, 10), 0.2, 0, axis=-1, activation="NONE")
+    pads = n.const("paddings", np.asarray([[0, 0], [1, 0], [0, 1], [0, 0]], np.int32))
+    p = n.node("Pad", [cat, pads], "pad", (1, 3, 3, 10), 0.2, 0)
+    value = n.const("value", np.asarray([5], np.int8), 0.2, 0)
+    p2 = n.node("PadV2", [cat, pads, value], "padv2", (1, 3, 3, 10), 0.2, 0)
+    hi = n.node("Maximum", [p, p2], "maximum", (1, 3, 3, 10), 0.2, 0)
+    lo = n.node("Minimum", [hi, p2], "minimum", (1, 3, 3, 10), 0.2, 0)
+    perm = n.const("perm", np.asarray([0, 2, 1, 3], np.int32))
+    t = n.node("Transpose", [lo, perm], "transpose", (1, 3, 3, 10), 0.2, 0)
+    axes = n.const("axes", np.asarray([1, 2], np.int32))
+    mean = n.node("Mean", [t, axes], "mean", (1, 1, 1, 10), 0.1, 0, keep_dims=True)
+    shape = n.const("shape", np.asarray([1, 1, 10], np.int32))
+    r = n.node("Reshape", [mean, shape], "reshape", (1, 1, 10), 0.1, 0)
+    sq = n.node("Squeeze", [r], "squeeze", (1, 10), 0.1, 0, squeeze_dims=[1])
+    idx = n.const("idx", np.asarray([9, 0, 3, 3, 1, 2, 4, 5], np.int32))
+    gth = n.node("Gather", [sq, idx], "gather", (1, 8), 0.1, 0, axis=1, batch_dims=0)
+    fw, s_fw = n.weights("fw", (6, 8), 0, per_channel=False)
+    fc = n.node("FullyConnected", [gth, fw, n.bias("fb", 0.1, s_fw, 6)], "fc", (1, 6), 0.05,
+                -5, activation="NONE", keep_num_dims=False)
+    sm = n.node("Softmax", [fc], "softmax", (1, 6), 1.0 / 256, -128, beta=1.0)
+    sg = n.node("Sigmoid", [fc], "sigmoid", (1, 6), 1.0 / 256, -128)
+    th = n.node("Tanh", [fc], "tanh", (1, 6), 1.0 / 128, 0)
+    hs = n.node("HardSwish", [fc], "hardswish", (1, 6), 0.05, -60)
+    rl = n.node("Relu", [fc], "relu", (1, 6), 0.04, -110)
+    r6 = n.node("Relu6", [fc], "relu6", (1, 6), 0.05, -5)
+    rq = n.node("Quantize", [fc], "requantize", (1, 6), 0.021, 17)
+    fq = n.node("Quantize", [f], "quantize", (1, 8), 0.05, -3)
+    dq = n.node("Dequantize", [fq], "dequantize", (1, 8), None, None, dtype="float32")
+    return read_tflite(n.build([sm, sg, th, hs, rl, r6, rq, dq]))
+
+
+def test_every_op_gets_its_tflite_micro_parameters(tmp_path):
+    """Each op with TFLite Micro parameters (the executor's table, checked against TFLM in
+    test_int_executor) appears with all of them; the model runs in TFLite Micro."""
+    model = _every_op_model()
+    graph = model.graph
+    assert {node.op for node in graph.nodes} == set(INT_PARAMS)
+    path = tmp_path / "every_op.tflite"
+    path.write_bytes(serialize(model))
+    feeds = random_feeds(graph, 1, 0)[0]
+    feeds["f"] = np.linspace(-3, 3, 8, dtype=np.float32)[None]
+    tflm(path.read_bytes(), [feeds[n] for n in graph.inputs])  # TFLM accepts every layer
+    h = _compile_header(_export(tmp_path, path, "--name", "e"), tmp_path)
+    scalars = {"float": h.floats, "int": h.ints, "bool": h.ints}
+    for index, node in enumerate(graph.nodes):
+        stem = h.layers[index]
+        assert stem == f"E_{node.name.upper()}"
+        params = layer_params(graph, node)
+        spec = OP_SPECS[node.op]
+        assert set(params) <= {k for k, _, _ in spec.fields} | spec.skipped
+        for key, suffix, kind in spec.fields:
+            if key not in params:
+                continue
+            value = params[key]
+            if kind in scalars:
+                got = scalars[kind][f"{stem}_{suffix}"]
+                assert got == (np.float32(value) if kind == "float" else int(value)), (stem, key)
+            elif kind == "hw":
+                assert [h.int(stem, f"{suffix}_H"), h.int(stem, f"{suffix}_W")] == list(value)
+            elif kind == "pads":
+                assert [h.int(stem, f"{suffix}_{s}") for s in ("TOP", "LEFT", "BOTTOM", "RIGHT")] \
+                    == list(value)
+            elif value is None:
+                assert h.int(stem, f"HAS_{suffix}") == 0
+            else:
+                np.testing.assert_array_equal(h.array(stem, suffix), value, err_msg=stem)
+        for slot, suffix in spec.constants:
+            np.testing.assert_array_equal(h.array(stem, suffix),
+                                          graph.tensors[node.inputs[slot]].data.reshape(-1))
+    np.testing.assert_array_equal(h.array("E_MUL", "input2"), graph.tensors["c8"].data)
+    assert h.shapes["E_MUL_INPUT2_SHAPE"] == (4,)
+    assert h.int("E_GATHER", "AXIS") == 1  # an attribute
+    assert h.shapes["E_SQUEEZE_OUTPUT_SHAPE"] == (1, 10)
+    assert h.int("E_CONV", "HAS_BIAS") == 0
+    assert h.int("E_PADV2", "PAD_VALUE") == 5
+    np.testing.assert_array_equal(h.array("E_PADV2", "input3"), [5])
+
+
+# -- names, determinism, packaging ----------------------------------------------------------
+def test_layer_names_become_unique_c_identifiers(tmp_path):
+    n = Q8(41)
+    x = n.input("x", (1, 4), 0.05, 0)
+    y = n.node("Relu", [x], "a/b;tail", (1, 4), 0.05, 0)
+    z = n.node("Relu", [y], "A-B", (1, 4), 0.05, 0)
+    w = n.node("Relu", [z], "", (1, 4), 0.05, 0)
+    n.g.nodes[-1].name = ""
+    v = n.node("Relu", [w], "9 lives \u00e9*/", (1, 4), 0.05, 0)
+    path = tmp_path / "2names.tflite"
+    path.write_bytes(n.build([v]))
+    out = _export(tmp_path, path)
+    h = _compile_header(out, tmp_path)
+    names = [h.layers[i] for i in range(4)]
+    assert names[0] == "M_2NAMES_A_B" and names[1] == "M_2NAMES_A_B_2"
+    assert len(set(names)) == 4 and all(re.fullmatch(r"[A-Z][A-Z0-9_]*", s) for s in names)
+    assert "*/" not in out.read_text().split("*/", 1)[1].replace(" */", "")
+
+
+def test_same_input_gives_byte_identical_header(tmp_path):
+    model = SHARED_MODELS / "pretrainedResnet_quant.tflite"
+    (tmp_path / "sub").mkdir()
+    a = _export(tmp_path, model, "--name", "r", name="a.h")
+    b = _export(tmp_path, model, "--name", "r", name="sub/b.h")
+    assert a.read_bytes() == b.read_bytes()
+    text = a.read_text()
+    assert hashlib.sha256(model.read_bytes()).hexdigest() in text
+    assert "Source model:   pretrainedResnet_quant.tflite" in text
+    assert str(SHARED_MODELS) not in text
+
+
+def test_default_output_and_kernels_written_beside_the_header(tmp_copy, tmp_path):
+    model = tmp_copy(SHARED_MODELS / "kws_ref_model.tflite", "my-model.tflite")
+    result = _invoke([model, "--with-kernels"])
+    assert result.exit_code == 0, result.output
+    header = tmp_path / "my-model_weights.h"
+    assert "#ifndef MY_MODEL_WEIGHTS_H" in header.read_text()
+    for name, data in kernel_sources().items():
+        assert (tmp_path / name).read_bytes() == data == (KERNEL_DIR / name).read_bytes()
+
+
+def test_kernel_sources_are_package_data():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = config["package-data"]["qconvert.c_export"]
+    shipped = {p.name for p in KERNEL_DIR.iterdir() if p.suffix in (".c", ".h")}
+    assert shipped == set(KERNEL_FILES)
+    for name in KERNEL_FILES:
+        assert any(Path("kernels", name).match(p) for p in patterns), name
+
+
+# -- bad input ------------------------------------------------------------------------------
+def _assert_fails(tmp_path, args, message, path=None):
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = _invoke(args)
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("qconvert: error: "), result.stderr
+    assert message in lines[0], lines[0]
+    if path is not None:
+        assert str(path) in lines[0]
+    assert "Traceback" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+    return lines[0]
+
+
+def test_float_model_without_calibration_is_refused(tmp_path):
+    model = SHARED_MODELS / "ad01_fp32.tflite"
+    _assert_fails(tmp_path, [model, "-o", tmp_path / "x.h"], "float model", model)
+
+
+def test_ops_the_header_cannot_express_are_all_named(tmp_path):
+    line = _assert_fails(tmp_path, [SAMPLE_MODELS / "unknown_builtin.tflite", "-o",
+                                    tmp_path / "x.h"], "cannot export a C header")
+    assert "SLICE" in line and "REVERSE_V2" in line
+    n = Q8(51)  # int8 ops qconvert knows but without int8 parameters
+    x = n.input("x", (1, 4), 0.05, 0)
+    c = n.node("Cast", [x], "cast", (1, 4), 0.05, 0)
+    d = n.node("Cast", [c], "cast2", (1, 4), 0.05, 0)
+    p = n.node("Pack", [d, d], "pack", (2, 1, 4), 0.05, 0, axis=0, values_count=2)
+    begin = n.const("begin", np.asarray([0, 0, 1], np.int32))
+    size = n.const("size", np.asarray([2, 1, 2], np.int32))
+    n.node("SLICE", [p, begin, size], "slice", (2, 1, 2), 0.05, 0)  # a builtin qconvert lacks
+    n.g.nodes[-1].opaque = True
+    n.g.nodes[-1].origin = {"version": 1, "code": 65, "custom_code": None, "options_type": "NONE",
+                            "options": {}, "custom_options": None, "custom_options_format": 0}
+    path = tmp_path / "cast.tflite"
+    path.write_bytes(n.build(["slice"]))
+    line = _assert_fails(tmp_path, [path, "-o", tmp_path / "y.h"], "cannot express", path)
+    assert "Cast (x2)" in line and "Pack" in line and "SLICE (unknown)" in line
+
+
+def test_layers_tflite_micro_refuses_are_all_named(tmp_path):
+    n = Q8(52)
+    a = n.input("a", (1, 4, 2), 0.05, 3)
+    b = n.input("b", (1, 4, 2), 0.2, -100)
+    n.node("Concat", [a, b], "c1", (1, 4, 4), 0.05, 3, axis=-1, activation="NONE")
+    n.node("Concat", [b, a], "c2", (1, 4, 4), 0.05, 3, axis=-1, activation="NONE")
+    path = tmp_path / "concat.tflite"
+    path.write_bytes(n.build(["c1", "c2"]))
+    line = _assert_fails(tmp_path, [path, "-o", tmp_path / "y.h"], "requires them equal")
+    assert "'c1'" in line and "'c2'" in line
+
+
+def test_onnx_model_is_converted_to_nhwc_then_quantized(tmp_path):
+    """A float ONNX model with calibration data in its own NCHW layout: the header equals the
+    one exported from `qconvert quantize model.onnx -o int8.tflite`, compiles, and its FC layer
+    run by the C kernel equals TFLite Micro on that int8 model."""
+    model = SHARED_MODELS / "digits_cnn.onnx"
+    calib = f"{SHARED_MODELS / 'digits_data_nchw.npz'}:calib"
+    direct = _export(tmp_path, model, "--calibration", calib, "--name", "digits")
+    q = tmp_path / "digits_int8.tflite"
+    result = CliRunner().invoke(main, ["quantize", str(model), "--calibration", calib,
+                                       "-o", str(q)])
+    assert result.exit_code == 0, result.output
+    via_file = _export(tmp_path, q, "--name", "digits", name="via_file.h")
+
+    def body(path):  # everything after the comment block that names the source
+        text = path.read_text()
+        return text[text.index("#ifndef"):]
+
+    assert body(direct) == body(via_file)
+    assert "DIGITS_INPUT0_SHAPE       {1, 16, 16, 1}" in direct.read_text()
+    header = _compile_header(direct, tmp_path)
+    assert check_fc_layers(q, header) == 1
+
+
+def test_onnx_without_calibration_or_already_int8_is_refused(tmp_path):
+    model = SHARED_MODELS / "digits_cnn.onnx"
+    _assert_fails(tmp_path, [model, "-o", tmp_path / "x.h"], "needs int8; give --calibration",
+                  model)
+    qdq = tmp_path / "qdq.onnx"
+    result = CliRunner().invoke(main, ["quantize", str(model), "--calibration-random", 2,
+                                       "-o", str(qdq)])
+    assert result.exit_code == 0, result.output
+    _assert_fails(tmp_path, [qdq, "-o", tmp_path / "x.h"], "int8 (QDQ) ONNX model", qdq)
+    _assert_fails(tmp_path, [SHARED_MODELS / "kws_ref_model.tflite", "-o", tmp_path / "x.h",
+                             "--input-layout", "nchw"], "--input-layout applies to ONNX")
+
+
+def test_unwritable_outputs_are_refused(tmp_path):
+    model = SHARED_MODELS / "kws_ref_model.tflite"
+    _assert_fails(tmp_path, [model, "-o", tmp_path / "missing" / "x.h"],
+                  "output directory does not exist")
+    (tmp_path / "adir").mkdir()
+    _assert_fails(tmp_path, [model, "-o", tmp_path / "adir"], "is a directory")
+    _assert_fails(tmp_path, [model, "-o", tmp_path / "qconvert_fc_1x4.h", "--with-kernels"],
+                  "overwrite the kernel file")
+    assert not any((tmp_path / "adir").iterdir())
+
+
+def test_bad_options_are_refused(tmp_path):
+    model = SHARED_MODELS / "kws_ref_model.tflite"
+    _assert_fails(tmp_path, [model, "-o", tmp_path / "x.h", "--name", "2x"],
+                  "not a C identifier")
+    _assert_fails(tmp_path, [model, "-o", tmp_path / "x.h", "--name", "a-b"],
+                  "not a C identifier")
+    _assert_fails(tmp_path, [model, "-o", tmp_path / "x.h", "--calibration-random", 2],
+                  "already int8", model)
+    _assert_fails(tmp_path, [SHARED_MODELS / "ad01_fp32.tflite", "-o", tmp_path / "x.h",
+                             "--calibration", tmp_path / "none.npy", "--calibration-random", 2],
+                  "at most one")
+    _assert_fails(tmp_path, [SHARED_MODELS / "ad01_fp32.tflite", "-o", tmp_path / "x.h",
+                             "--calibration", tmp_path / "none.npy"], "no such file")
