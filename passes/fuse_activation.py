@@ -1,10 +1,13 @@
-"""`fuse-activation`: a Relu / Relu6 / Clip after a conv or FC layer becomes its fused activation.
+"""`fuse-activation`: a Relu / Relu6 / Clip after a layer or an Add / Sub / Mul becomes its fused
+activation.
 
 TFLite output only: TFLite kernels (and CMSIS-NN) clamp in the layer itself, ONNX has no fused
 activation, so for an ONNX output the pass changes nothing and the activation stays a node.
 Pattern -> TFLite ActivationFunctionType (`ACTIVATIONS`): Relu -> RELU, Relu6 -> RELU6,
 Clip(0, 6) -> RELU6, Clip(-1, 1) -> RELU_N1_TO_1, Clip(0, none) -> RELU. Conditions: the layer
-is Conv2D, DepthwiseConv2D or FullyConnected with no fused activation yet; its output has one
+is Conv2D, DepthwiseConv2D, FullyConnected or an elementwise ADD / SUB / MUL (their TFLite
+options carry a fused activation too: a ResNet's residual Add -> Relu becomes one ADD, one
+requantization fewer in int8) with no fused activation yet; its output has one
 reader (the activation), is not a graph output; Clip bounds are constants; the two tensors have
 the same quantization (none, or equal parameters). Math: `act(W x + b)` is what the fused layer
 computes, so outputs are unchanged bit for bit. The activation's output name is kept.
@@ -19,7 +22,7 @@ from qconvert.ir import Graph
 from . import register_pass
 from .graph_edit import implicit_uses
 
-FUSABLE_LAYERS = frozenset({"Conv2D", "DepthwiseConv2D", "FullyConnected"})
+FUSABLE_LAYERS = frozenset({"Conv2D", "DepthwiseConv2D", "FullyConnected", "Add", "Sub", "Mul"})
 ACTIVATIONS = {"Relu": "RELU", "Relu6": "RELU6"}
 CLIP_ACTIVATIONS = {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1", (0.0, None): "RELU"}
 

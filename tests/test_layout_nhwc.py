@@ -378,12 +378,25 @@ def test_elementwise_broadcast_between_activations(tmp_path):
 def test_clip_after_a_non_layer(tmp_path, lo, hi, expect):
     n = Net()
     x = n.input("x", [1, 3, 5, 5])
-    a = n.node("Add", [x, n.rand("k", 3, 1, 1)], "a")
+    a = n.node("MaxPool", [x], "a", kernel_shape=[2, 2])  # no fused activation in TFLite
     bounds = [n.const("lo", np.float32(lo)) if lo is not None else "",
               n.const("hi", np.float32(hi)) if hi is not None else ""]
     n.node("Clip", [a] + bounds, "y")
     tfl = convert(tmp_path, n.build(["y"]))
     assert ops(tfl)[-1] == expect and "Clip" not in ops(tfl)
+
+
+@pytest.mark.parametrize("lo,hi,fused", [(0.0, 6.0, "RELU6"), (0.0, None, "RELU"),
+                                         (-1.0, 1.0, "RELU_N1_TO_1")])
+def test_clip_after_an_add_becomes_its_fused_activation(tmp_path, lo, hi, fused):
+    n = Net()
+    x = n.input("x", [1, 3, 5, 5])
+    a = n.node("Add", [x, n.rand("k", 3, 1, 1)], "a")
+    bounds = [n.const("lo", np.float32(lo)) if lo is not None else "",
+              n.const("hi", np.float32(hi)) if hi is not None else ""]
+    n.node("Clip", [a] + bounds, "y")
+    tfl = convert(tmp_path, n.build(["y"]))
+    assert ops(tfl) == ["Add"] and tfl.graph.nodes[0].attrs["activation"] == fused
 
 
 def test_activations(tmp_path):

@@ -121,6 +121,32 @@ def test_activation_fuses_for_tflite_output(tmp_path, act, attr, layer):
     assert model.graph.outputs == ["y"]
 
 
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul"])
+@pytest.mark.parametrize("act,attr", [("Relu", "RELU"), ("Relu6", "RELU6")])
+def test_activation_fuses_into_residual_add_sub_mul(tmp_path, op, act, attr):
+    n = TfNet()
+    x = n.input("x", (1, 8, 8, 3))
+    a, b = n.conv(x, 4, "c1"), n.conv(x, 4, "c2")
+    s = n.node(op, [a, b], "sum", (1, 6, 6, 4), activation="NONE")
+    n.node(act, [s], "y", (1, 6, 6, 4))
+    counts, model = fuse(tmp_path, n.build(["y"]))
+    assert counts["fuse-activation"] == 1 and ops(model) == ["Conv2D", "Conv2D", op]
+    assert model.graph.nodes[2].attrs["activation"] == attr and model.graph.outputs == ["y"]
+
+
+def test_no_activation_fusion_into_an_add_with_two_readers_or_a_graph_output(tmp_path):
+    n = TfNet()
+    x = n.input("x", (1, 8, 8, 3))
+    a, b = n.conv(x, 4, "c1", activation="RELU"), n.conv(x, 4, "c2", activation="RELU")
+    s = n.node("Add", [a, b], "sum", (1, 6, 6, 4), activation="NONE")
+    r = n.node("Relu", [s], "r", (1, 6, 6, 4))
+    n.node("Add", [r, s], "y", (1, 6, 6, 4), activation="NONE")  # sum read twice
+    s2 = n.node("Add", [a, b], "sum2", (1, 6, 6, 4), activation="NONE")
+    n.node("Relu", [s2], "r2", (1, 6, 6, 4))  # sum2 is a graph output
+    counts, model = fuse(tmp_path, n.build(["y", "sum2", "r2"]))
+    assert counts["fuse-activation"] == 0 and ops(model).count("Relu") == 2
+
+
 def test_no_affine_fold_after_a_fused_activation(tmp_path):
     n = TfNet()
     c = n.conv(n.input("x", (1, 8, 8, 3)), 4, "c", activation="RELU")

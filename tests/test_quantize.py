@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from conftest import SAMPLE_MODELS, SHARED_MODELS, random_inputs, run_litert, run_tflm
 from qconvert.cli import main
 from qconvert.executor.int_executor import layer_params, run_int8
+from qconvert.ir import Tensor
 from qconvert.model_io import load_model
 
 DIGITS = SHARED_MODELS / "digits_data_nchw.npz"
@@ -221,3 +222,28 @@ def test_bad_calibration_and_models_fail_cleanly(tmp_path):
         assert "qconvert: error:" in result.output and "Traceback" not in result.output
         assert words.lower() in result.output.lower(), result.output
         assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_scalar_constant_operands_stay_scalars_in_int8(tmp_path):
+    """A float TFLite model whose Mul and Maximum take 0-d constants: the int8 model keeps them
+    0-d, runs in TFLite Micro and equals our integer executor bit for bit."""
+    from test_pass_fuse_tflite import TfNet
+
+    net = TfNet(seed=4)
+    x = net.input("x", (1, 8, 8, 3))
+    c = net.conv(x, 4, "conv")
+    net.g.add_tensor(Tensor("k", (), "float32", np.array(0.75, np.float32)))
+    net.g.add_tensor(Tensor("floor", (), "float32", np.array(-0.5, np.float32)))
+    m = net.node("Mul", [c, "k"], "scaled", (1, 6, 6, 4), activation="NONE")
+    net.node("Maximum", [m, "floor"], "y", (1, 6, 6, 4))
+    src = tmp_path / "scalar.tflite"
+    src.write_bytes(net.build(["y"]))
+    out = tmp_path / "scalar_int8.tflite"
+    result = _invoke(["quantize", src, "--calibration-random", 8, "--no-fuse", "-o", out])
+    assert result.exit_code == 0, result.output
+    graph = load_model(out).graph
+    assert graph.tensors["k"].shape == () and graph.tensors["k"].dtype == "int8"
+    for seed in (0, 1):
+        x = _tflm_inputs(out, seed)[0]
+        np.testing.assert_array_equal(run_tflm(out.read_bytes(), seed)[0],
+                                      run_int8(graph, {graph.inputs[0]: x})["y"])

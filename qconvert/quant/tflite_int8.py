@@ -21,7 +21,7 @@ INT8_VERSIONS = {"Conv2D": 3, "DepthwiseConv2D": 3, "FullyConnected": 4, "Add": 
                  "Mul": 2, "AveragePool": 2, "MaxPool": 2, "Softmax": 2, "Sigmoid": 2,
                  "Tanh": 2, "Concat": 2, "Pad": 2, "Mean": 2, "Relu": 2, "Relu6": 2,
                  "Quantize": 2, "Dequantize": 2, "Transpose": 2, "Gather": 2, "Squeeze": 1,
-                 "Reshape": 1, "HardSwish": 1}
+                 "Reshape": 1, "HardSwish": 1, "PadV2": 2, "Maximum": 2, "Minimum": 2}
 FC_PER_CHANNEL_VERSION = 12
 
 
@@ -33,7 +33,9 @@ def _quant(scale, zero_point, axis=None) -> QuantParams:
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
+    """A read-only C-contiguous array of the same shape (0-d stays 0-d)."""
+    a = np.asarray(a)
+    a = a.copy(order="C") if not a.flags.c_contiguous else a.view()
     a.flags.writeable = False
     return a
 
