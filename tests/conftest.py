@@ -114,3 +114,54 @@ def assert_close(reference: list, actual: list, rel: float = 1e-5) -> None:
         scale = max(float(np.max(np.abs(ref))), 1e-30) if ref.size else 1.0
         err = float(np.max(np.abs(ref.astype(np.float64) - got))) if ref.size else 0.0
         assert err <= rel * scale, f"max error {err:.3g} exceeds {rel} x {scale:.3g}"
+
+
+class OnnxNet:
+    """A tiny ONNX graph builder for tests: constants, nodes, inputs, named outputs."""
+
+    def __init__(self, seed=0):
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits, self.inputs = [], [], []
+
+    def const(self, name, array):
+        from onnx import numpy_helper
+
+        self.inits.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def rand(self, name, *shape, positive=False):
+        a = self.rng.standard_normal(shape).astype(np.float32)
+        return self.const(name, np.abs(a) + 0.5 if positive else a)
+
+    def input(self, name, shape):
+        from onnx import TensorProto, helper
+
+        self.inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
+        return name
+
+    def node(self, op, ins, out, **attrs):
+        from onnx import helper
+
+        self.nodes.append(helper.make_node(op, ins, [out], name=out + "_node", **attrs))
+        return out
+
+    def conv(self, x, cin, cout, out, k=3, group=1, bias=True, **attrs):
+        ins = [x, self.rand(out + "_w", cout, cin // group, k, k)]
+        if bias:
+            ins.append(self.rand(out + "_b", cout))
+        return self.node("Conv", ins, out, group=group, kernel_shape=[k, k], **attrs)
+
+    def bn(self, x, c, out, prefix="bn", eps=1e-5):
+        return self.node("BatchNormalization",
+                         [x, self.rand(prefix + "_g", c), self.rand(prefix + "_b", c),
+                          self.rand(prefix + "_m", c), self.rand(prefix + "_v", c, positive=True)],
+                         out, epsilon=eps)
+
+    def build(self, outputs, opset=13) -> bytes:
+        from onnx import TensorProto, helper
+
+        outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs]
+        g = helper.make_graph(self.nodes, "g", self.inputs, outs, self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 8
+        return m.SerializeToString()

@@ -443,6 +443,12 @@ def test_fc_kernel_matches_executor_and_tflm_on_int8_models(tmp_path, name):
     assert check_fc_layers(model, header) == {"ad01_int8.tflite": 10}.get(name, 1)
 
 
+def _body(path: Path) -> str:
+    """A header after the comment block that names its source."""
+    text = path.read_text()
+    return text[text.index("#ifndef"):]
+
+
 def test_fc_kernel_on_qconverts_own_per_channel_quantization(tmp_path):
     """ad01_fp32 quantized by qconvert with per-channel FC weights: the same bytes as
     `qconvert quantize`, then every FC layer through the kernel."""
@@ -454,11 +460,7 @@ def test_fc_kernel_on_qconverts_own_per_channel_quantization(tmp_path):
     assert result.exit_code == 0, result.output
     via_file = _export(tmp_path, q, "--name", "ad01", name="via_file.h")
 
-    def body(path):  # everything after the comment block that names the source
-        text = path.read_text()
-        return text[text.index("#ifndef"):]
-
-    assert body(direct) == body(via_file)
+    assert _body(direct) == _body(via_file)
     assert "quantized by qconvert from a float model" in direct.read_text()
     header = _compile_header(direct, tmp_path)
     graph = load_model(q).graph
@@ -840,11 +842,7 @@ def test_onnx_model_is_converted_to_nhwc_then_quantized(tmp_path):
     assert result.exit_code == 0, result.output
     via_file = _export(tmp_path, q, "--name", "digits", name="via_file.h")
 
-    def body(path):  # everything after the comment block that names the source
-        text = path.read_text()
-        return text[text.index("#ifndef"):]
-
-    assert body(direct) == body(via_file)
+    assert _body(direct) == _body(via_file)
     assert "DIGITS_INPUT0_SHAPE       {1, 16, 16, 1}" in direct.read_text()
     header = _compile_header(direct, tmp_path)
     assert check_fc_layers(q, header) == 1

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto
 
-from conftest import assert_close
+from conftest import OnnxNet, assert_close
 from qconvert.errors import QConvertError
 from qconvert.model_io import load_model, serialize
 from qconvert.passes.layout_nhwc import onnx_to_tflite
@@ -18,41 +18,7 @@ from qconvert.passes.layout_nhwc import onnx_to_tflite
 F = TensorProto.FLOAT
 
 
-class Net:
-    """A tiny ONNX graph builder: constants, nodes, inputs, named outputs."""
-
-    def __init__(self, seed=0):
-        self.rng = np.random.default_rng(seed)
-        self.nodes, self.inits, self.inputs = [], [], []
-
-    def const(self, name, array):
-        self.inits.append(numpy_helper.from_array(np.asarray(array), name))
-        return name
-
-    def rand(self, name, *shape, positive=False):
-        a = self.rng.standard_normal(shape).astype(np.float32)
-        return self.const(name, np.abs(a) + 0.5 if positive else a)
-
-    def input(self, name, shape):
-        self.inputs.append(helper.make_tensor_value_info(name, F, shape))
-        return name
-
-    def node(self, op, ins, out, **attrs):
-        self.nodes.append(helper.make_node(op, ins, [out], name=out + "_node", **attrs))
-        return out
-
-    def conv(self, x, cin, cout, out, k=3, group=1, bias=True, **attrs):
-        ins = [x, self.rand(out + "_w", cout, cin // group, k, k)]
-        if bias:
-            ins.append(self.rand(out + "_b", cout))
-        return self.node("Conv", ins, out, group=group, kernel_shape=[k, k], **attrs)
-
-    def build(self, outputs, opset=13) -> bytes:
-        outs = [helper.make_tensor_value_info(o, F, None) for o in outputs]
-        g = helper.make_graph(self.nodes, "g", self.inputs, outs, self.inits)
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-        m.ir_version = 8
-        return m.SerializeToString()
+Net = OnnxNet
 
 
 def _ort(data: bytes, feeds: dict) -> list:

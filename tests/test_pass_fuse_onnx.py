@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
-from conftest import SHARED_MODELS, assert_close, run_onnx
+from conftest import SHARED_MODELS, OnnxNet, assert_close, run_onnx
 from qconvert.model_io import load_model, serialize
 from qconvert.passes import PassContext
 from qconvert.passes.pipeline import FUSE_PIPELINE, run_pipeline
@@ -17,42 +17,7 @@ F = TensorProto.FLOAT
 FUSIONS = ["fuse-conv-batchnorm", "fuse-conv-mul", "fuse-conv-add", "fuse-matmul-add"]
 
 
-class Net:
-    """A tiny ONNX graph builder: constants, nodes, one or more inputs, named outputs."""
-
-    def __init__(self, seed=0):
-        self.rng = np.random.default_rng(seed)
-        self.nodes, self.inits, self.inputs = [], [], []
-
-    def const(self, name, array):
-        self.inits.append(numpy_helper.from_array(np.asarray(array), name))
-        return name
-
-    def rand(self, name, *shape, positive=False):
-        a = self.rng.standard_normal(shape).astype(np.float32)
-        return self.const(name, np.abs(a) + 0.5 if positive else a)
-
-    def input(self, name, shape):
-        self.inputs.append(helper.make_tensor_value_info(name, F, shape))
-        return name
-
-    def node(self, op, ins, out, **attrs):
-        self.nodes.append(helper.make_node(op, ins, [out], name=out + "_node", **attrs))
-        return out
-
-    def bn(self, x, c, out, prefix="bn", eps=1e-5):
-        return self.node("BatchNormalization",
-                         [x, self.rand(prefix + "_g", c), self.rand(prefix + "_b", c),
-                          self.rand(prefix + "_m", c), self.rand(prefix + "_v", c, positive=True)],
-                         out, epsilon=eps)
-
-    def build(self, outputs, opset=13) -> bytes:
-        outs = [helper.make_tensor_value_info(o, F, None) for o in outputs]
-        g = helper.make_graph(self.nodes, "g", self.inputs, outs, self.inits)
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-        m.ir_version = 8
-
-        return m.SerializeToString()
+Net = OnnxNet
 
 
 def fuse(tmp_path, data, passes=FUSIONS, rel=1e-5):
