@@ -33,6 +33,10 @@ as written, i.e. the simulated int8 model), and "SQNR int8" with ORT_ENABLE_ALL 
 fuses the QDQ groups into its int8 kernels: what a deployment would compute). Also: nodes of
 the output (QuantizeLinear + DequantizeLinear among them) and its size. Outputs stay in
 bench/out/quant/ for inspection.
+
+Wall times on a shared machine move by 10 % or more from one run to the next (BLAS threads are
+sensitive to other load): compare ratios from one invocation, and raise --repeats when the
+machine is busy.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .errors import QConvertError
 from .ir import Model
-from .ir.graph import GraphError
+from .ir.graph import GraphError, list_ops
 
 FORMAT_SUFFIX = {"tflite": ".tflite", "onnx": ".onnx"}
 
@@ -79,8 +79,7 @@ def require_known_ops(model: Model, purpose: str) -> None:
     for node in model.opaque_nodes():
         counts[node.op] = counts.get(node.op, 0) + 1
     if counts:
-        listed = ", ".join(f"{op} (x{n})" if n > 1 else op for op, n in sorted(counts.items()))
-        raise QConvertError(f"cannot {purpose}: ops unknown to qconvert: {listed}")
+        raise QConvertError(f"cannot {purpose}: ops unknown to qconvert: {list_ops(counts)}")
 
 
 def serialize(model: Model, fmt: str | None = None) -> bytes:

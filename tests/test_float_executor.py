@@ -811,3 +811,178 @@ def test_kernels_do_not_write_into_their_inputs():
     KERNELS["Conv2D"](node, [x, w], ["float32"])
     node = Node("AveragePool", ["x"], ["y"], dict(layout="NCHW", kernel_shape=[2, 2]))
     KERNELS["AveragePool"](node, [x], ["float32"])
+
+
+# -- fast paths: batched NCHW convolution, depthwise, pools, (de)quantize, in place ----------------
+# Sizes chosen to cross the kernels' internal splits: samples multiplied together when the output
+# has few positions (fewer than `_GEMM_COLUMNS`), one matmul per sample otherwise; depthwise
+# samples shared among worker threads; pools in chunks of samples; (de)quantize in spans of
+# `parallel.SPAN` elements.
+FAST_CONV_CASES = {
+    "pointwise_per_sample": ((3, 16, 40, 40), (24, 16, 1, 1), {}, True),
+    "pointwise_grouped_samples": ((5, 16, 12, 12), (24, 16, 1, 1), {}, False),
+    "3x3_padded_per_sample": ((3, 8, 33, 35), (12, 8, 3, 3), dict(pads=[1, 2, 0, 1]), True),
+    "3x3_padded_grouped_last_alone": ((5, 8, 16, 16), (12, 8, 3, 3), dict(pads=[1, 1, 1, 1]),
+                                      True),
+    "7x7_stride2_dilated": ((2, 3, 50, 46), (8, 3, 7, 7),
+                            dict(strides=[2, 2], dilations=[1, 2], pads=[3, 3, 3, 3]), True),
+    "conv1d_batched": ((4, 5, 300), (6, 5, 3), dict(pads=[1, 1], strides=[1]), True),
+    "conv3d_batched": ((3, 2, 6, 12, 12), (4, 2, 3, 3, 3), dict(pads=[1, 1, 1, 1, 1, 1]), True),
+    "depthwise_stride1": ((3, 6, 20, 22), (6, 1, 3, 3), dict(group=6, pads=[1, 1, 1, 1]), True),
+    "depthwise_stride2_odd": ((3, 4, 21, 19), (4, 1, 3, 3),
+                              dict(group=4, strides=[2, 2], pads=[1, 0, 1, 1]), True),
+    "depthwise_stride3_dilated_multiplier": ((2, 3, 23, 25), (6, 1, 3, 2),
+                                             dict(group=3, strides=[3, 2], dilations=[2, 3],
+                                                  pads=[2, 1, 0, 2]), False),
+    "depthwise_5x5_no_pad": ((5, 8, 14, 14), (8, 1, 5, 5), dict(group=8), True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FAST_CONV_CASES))
+def test_onnx_conv_batched_fast_paths(tmp_path, case):
+    x, w, attrs, bias = FAST_CONV_CASES[case]
+    inits = [("W", _w(*w))] + ([("B", _w(w[0], seed=2))] if bias else [])
+    node = helper.make_node("Conv", ["x", "W"] + (["B"] if bias else []), ["y"], **attrs)
+    check_onnx(tmp_path, onnx_bytes([node], [vi("x", x)], [vi("y", None)], inits), seeds=(0,))
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("MaxPool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+    ("AveragePool", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 1, 1], ceil_mode=1)),
+])
+def test_onnx_pools_over_several_chunks_of_samples(tmp_path, op, attrs):
+    """Batches whose output exceeds one chunk (2**19 elements) are pooled chunk by chunk."""
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    check_onnx(tmp_path, onnx_bytes([node], [vi("x", (5, 40, 70, 66))], [vi("y", None)]))
+
+
+@pytest.mark.parametrize("qtype", [I8, U8])
+def test_onnx_quantize_dequantize_over_many_spans(tmp_path, qtype):
+    """Per-tensor QuantizeLinear / DequantizeLinear of a tensor of several spans, with ties,
+    saturation at both ends and infinities, equal to onnxruntime."""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((3, 70001)) * 4).astype(np.float32)
+    x[0, :8] = np.array([0.25, 0.75, -0.25, 1e30, -1e30, np.inf, -np.inf, 100], np.float32)
+    x[2, -3:] = np.array([0.125, -0.125, 0.375], np.float32)
+    zero = np.array(-7 if qtype == I8 else 131, np.int8 if qtype == I8 else np.uint8)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])]
+    data = onnx_bytes(nodes, [vi("x", x.shape)], [vi("q", None, qtype), vi("y", None)],
+                      [("s", np.array(0.25, np.float32)), ("z", zero)])
+    check_onnx(tmp_path, data, feeds={"x": x})
+
+
+def _graph(nodes, inputs, outputs, tensors) -> Graph:
+    g = Graph()
+    for name, shape in tensors.items():
+        g.add_tensor(Tensor(name, shape, "float32"))
+    g.nodes = nodes
+    g.inputs, g.outputs = inputs, outputs
+    return g
+
+
+def test_in_place_ops_write_into_dead_intermediates_only():
+    """Relu / Add reuse an input array only when nothing else can see it: a feed, a graph
+    output, a tensor with a live view (Reshape) or one an observer holds keep their values."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    shape4 = (2, 3, 4, 4)
+    g = _graph([
+        Node("Relu", ["x"], ["a"]),                 # reads a feed: never in place
+        Node("Mul", ["x", "x"], ["m"]),
+        Node("Reshape", ["m", "shape"], ["r"]),     # r is a view of m, alive after the Relu
+        Node("Relu", ["m"], ["b"]),                 # m's last reader, but viewed by r
+        Node("Add", ["b", "a"], ["c"]),             # b and a dead: in place
+        Node("Relu", ["c"], ["out1"]),              # c is also a graph output
+    ], ["x"], ["c", "out1", "r"],
+        {"x": shape4, "a": shape4, "m": shape4, "r": (2, 3, 16), "b": shape4, "c": shape4,
+         "out1": shape4})
+    g.add_tensor(Tensor("shape", (3,), "int64", np.array([2, 3, 16], np.int64)))
+    x0 = x.copy()
+    held = {}
+    got = run_float(g, {"x": x}, observe=lambda n, a: held.__setitem__(n, a) if n == "a" else None,
+                    check_shapes=False)
+    np.testing.assert_array_equal(x, x0)
+    np.testing.assert_array_equal(held["a"], np.maximum(x0, 0))
+    m = x0 * x0
+    c = np.maximum(m, 0) + np.maximum(x0, 0)
+    np.testing.assert_array_equal(got["c"], c)
+    np.testing.assert_array_equal(got["out1"], np.maximum(c, 0))
+    np.testing.assert_array_equal(got["r"], m.reshape(2, 3, 16))
+
+
+def test_in_place_ops_happen():
+    """The must-not test above could pass with no in-place op at all: count the ones done."""
+    import qconvert.executor.float_executor as fe
+
+    done = []
+    original = dict(fe.IN_PLACE)
+    try:
+        for op, fn in original.items():
+            fe.IN_PLACE[op] = lambda node, x, inputs, fn=fn: done.append(node.op) or fn(node, x,
+                                                                                      inputs)
+        shape4 = (2, 3, 4, 4)
+        g = _graph([Node("Mul", ["x", "x"], ["m"]), Node("Relu", ["m"], ["a"]),
+                    Node("Clip", ["a", "", "hi"], ["b"]), Node("Add", ["x", "b"], ["y"])],
+                   ["x"], ["y"], {"x": shape4, "m": shape4, "a": shape4, "b": shape4, "y": shape4})
+        g.nodes[2].inputs[1] = None
+        g.add_tensor(Tensor("hi", (), "float32", np.array(0.5, np.float32)))
+        x = np.random.default_rng(1).standard_normal(shape4).astype(np.float32)
+        y = run_float(g, {"x": x})["y"]
+    finally:
+        fe.IN_PLACE.clear()
+        fe.IN_PLACE.update(original)
+    np.testing.assert_array_equal(y, x + np.minimum(np.maximum(x * x, 0), 0.5))
+    assert done == ["Relu", "Clip", "Add"]
+
+
+@pytest.mark.parametrize("qtype", [I8, U8])
+def test_onnx_quantize_dequantize_pair_computed_at_once_is_bit_exact(tmp_path, qtype):
+    """x -> QuantizeLinear -> DequantizeLinear -> y with the int8 tensor read by nothing else
+    runs as one fused step: bit for bit onnxruntime's result, and the int8 tensor is not made
+    (not observed). With the int8 tensor also an output, both kernels run."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((2, 3, 170, 201)) * 6).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[:9] = np.array([0.05, 0.15, -0.05, -0.15, 0.25, 1e30, -1e30, np.inf, -np.inf],
+                        np.float32)
+    zero = np.array(5 if qtype == I8 else 120, np.int8 if qtype == I8 else np.uint8)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"]),
+             helper.make_node("Relu", ["y"], ["r"])]
+    inits = [("s", np.array(0.1, np.float32)), ("z", zero)]
+    fused = onnx_bytes(nodes, [vi("x", x.shape)], [vi("r", None)], inits)
+    both = onnx_bytes(nodes, [vi("x", x.shape)], [vi("r", None), vi("q", None, qtype)], inits)
+    seen = []
+    got = run_float(load(tmp_path, fused, ".onnx"), {"x": x}, observe=lambda n, a: seen.append(n))
+    assert "q" not in seen and "y" in seen
+    np.testing.assert_array_equal(got["r"], ort_run(fused, {"x": x})[0])
+    unfused = run_float(load(tmp_path, both, ".onnx"), {"x": x})
+    np.testing.assert_array_equal(got["r"], unfused["r"])
+    np.testing.assert_array_equal(unfused["q"], ort_run(both, {"x": x})[1])
+
+
+def test_work_shared_among_threads_covers_every_item_once_and_raises_errors():
+    """`parallel.on_workers`: each item exactly once whatever thread takes it, a nested call
+    from inside a worker completes (no waiting on the pool from the pool), errors reach the
+    caller."""
+    from qconvert.executor.parallel import on_workers
+
+    seen = np.zeros(1000, np.int64)
+
+    def run(items):
+        for i in items:
+            seen[i] += 1
+            if i % 100 == 0:
+                on_workers(lambda inner: [None for _ in inner], range(3))
+
+    on_workers(run, range(1000))
+    np.testing.assert_array_equal(seen, np.ones(1000, np.int64))
+
+    def fail(items):
+        for i in items:
+            if i == 7:
+                raise ValueError("item 7")
+
+    with pytest.raises(ValueError, match="item 7"):
+        on_workers(fail, range(20))

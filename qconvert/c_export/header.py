@@ -26,6 +26,7 @@ import numpy as np
 from qconvert import __version__
 from qconvert.errors import QConvertError
 from qconvert.executor.int_executor import layer_params
+from qconvert.ir.graph import list_ops
 
 from .c_names import NameTable, layer_base
 from .c_text import c_array_body, c_comment, c_float, c_int
@@ -122,14 +123,10 @@ def render_header(graph, options: HeaderOptions) -> str:
 
 # -- checks -----------------------------------------------------------------------------------
 def _check_ops(graph) -> None:
-    counts: dict = {}
-    for node in graph.nodes:
-        if node.opaque or node.op not in OP_SPECS:
-            counts[node.label] = counts.get(node.label, 0) + 1
+    counts = graph.op_counts(lambda node: node.opaque or node.op not in OP_SPECS)
     if counts:
-        listed = ", ".join(f"{op} (x{n})" if n > 1 else op for op, n in sorted(counts.items()))
         raise QConvertError(f"cannot export a C header: ops it cannot express (no int8 "
-                            f"parameters): {listed}")
+                            f"parameters): {list_ops(counts)}")
 
 
 def _all_params(graph) -> list:

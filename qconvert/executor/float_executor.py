@@ -19,6 +19,14 @@ feed, an Identity of a weight); copy before writing into them.
 (optional outputs that are absent excepted), right after it exists: the calibration hook. It
 must not modify the array (an observer may keep a reference: see below).
 
+QuantizeLinear -> DequantizeLinear. A QuantizeLinear (per tensor, constant scalar scale and int8
+/ uint8 zero point, float32 input) whose output is read only by DequantizeLinear nodes with the
+same scale and zero point tensors, and is not a graph output or kept, is not run: each of those
+DequantizeLinear computes the pair's result from the float input at once
+(`float_kernels.fake_quantize`, bit for bit the two kernels' result). The int8 tensor between
+them is never made, so `observe` does not see it; the result goes into the float input when
+that is the executor's own dead array (as "In place" below).
+
 In place. An elementwise op (Relu, Relu6, Clip, Add, Sub, Mul; `IN_PLACE`) whose input is the
 executor's own array and dies with the op writes its result into it instead of a new array: the
 same values (the same numpy ufuncs), no allocation, one pass less over memory. "Own" means: a
@@ -50,7 +58,7 @@ import numpy as np
 from qconvert.errors import QConvertError
 from qconvert.ir import Graph, Model
 
-from .float_kernels import CONTEXT_KERNELS, KERNELS, KernelContext
+from .float_kernels import CONTEXT_KERNELS, KERNELS, KernelContext, fake_quantize
 
 __all__ = ["run_float", "run_float_batched", "unsupported_ops", "UnsupportedOpsError",
            "ExecutionError"]
@@ -206,10 +214,43 @@ def _donated(node, inputs, values, readers, private) -> np.ndarray | None:
             continue
         array = values.get(name)
         if (isinstance(array, np.ndarray) and array.flags.owndata and array.flags.writeable
-                and array.dtype.kind == "f" and array is inputs[i]
+                and array.flags.c_contiguous and array.dtype.kind == "f" and array is inputs[i]
                 and sys.getrefcount(array) <= _OWN_REFERENCES):
             return array
     return None
+
+
+def _scalar_constant(graph: Graph, name, dtypes) -> bool:
+    t = graph.tensors.get(name) if name else None
+    return t is not None and t.data is not None and t.data.size == 1 and t.dtype in dtypes
+
+
+def _qdq_pairs(graph: Graph, pinned: set) -> tuple:
+    """(ids of the QuantizeLinear nodes not run, {id(DequantizeLinear): its QuantizeLinear}) for
+    the pairs computed at once (module docstring)."""
+    readers: dict = {}
+    for node in graph.nodes:
+        for name in dict.fromkeys(node.present_inputs()):
+            readers.setdefault(name, []).append(node)
+    skipped, pair_of = set(), {}
+    for node in graph.nodes:
+        if node.op != "Quantize" or node.opaque or len(node.inputs) != 3 or not node.outputs:
+            continue
+        x, scale, zero = node.inputs
+        q = node.outputs[0]
+        t = graph.tensors[x]
+        if (q in pinned or node.attrs.get("block_size") or t.dtype != "float32"
+                or t.extra.get("dtype_unknown")
+                or not _scalar_constant(graph, scale, ("float32",))
+                or not _scalar_constant(graph, zero, ("int8", "uint8"))):
+            continue
+        users = readers.get(q, [])
+        if users and all(u.op == "Dequantize" and not u.opaque and u.inputs[1:] == [scale, zero]
+                         and not u.attrs.get("block_size") and u.inputs[0] == q for u in users):
+            skipped.add(id(node))
+            for u in users:
+                pair_of[id(u)] = node
+    return skipped, pair_of
 
 
 def _check_result(node, name, t, value, batch):
@@ -234,7 +275,8 @@ def _check_result(node, name, t, value, batch):
 
 
 def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep=(),
-              *, opset: int | None = None, check_shapes: bool = True) -> dict:
+              *, opset: int | None = None, check_shapes: bool = True,
+              pair_error: Callable | None = None) -> dict:
     """Run the graph (of a `Model`, or a bare `Graph`) on `feeds` {input name: array}.
 
     Returns {name: array} for the graph outputs and the tensors named in `keep` (constants and
@@ -242,6 +284,9 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
     produced tensor. `opset` is the ONNX opset when a bare Graph is given (taken from the Model
     otherwise; only ONNX Softmax before opset 13 needs it). `check_shapes` compares each result
     with the declared shape and dtype (a leading 1 may be the batch N in batch mode).
+    `pair_error(name, signal, noise)` is called for every QuantizeLinear -> DequantizeLinear
+    pair computed at once (module docstring) with the DequantizeLinear output's name, the sum
+    of squares of the pair's float input and that of what quantizing changed in it.
     Raises `UnsupportedOpsError` (unknown ops, all named) before running, and `ExecutionError`
     for bad feeds or a node that fails, naming it.
     """
@@ -256,9 +301,13 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
     values, batch = _prepare_feeds(graph, feeds)
     pinned = set(graph.outputs) | set(keep)
 
+    skipped, pair_of = _qdq_pairs(graph, pinned)
     readers: Counter = Counter()
     for node in graph.nodes:
-        for name in set(node.present_inputs()):
+        if id(node) in skipped:
+            continue
+        source = pair_of.get(id(node), node)
+        for name in set(source.present_inputs()):
             readers[name] += 1
 
     if observe is not None:
@@ -277,14 +326,26 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
         return data
 
     for node in graph.nodes:
-        inputs = [fetch(name) for name in node.inputs]
+        if id(node) in skipped:
+            continue
+        quantize = pair_of.get(id(node))
+        read = node if quantize is None else quantize  # a fused pair reads the float input
+        inputs = [fetch(name) for name in read.inputs]
         out_dtypes = [None if o is None or graph.tensors[o].extra.get("dtype_unknown")
                       else graph.tensors[o].dtype for o in node.outputs]
         if batch is not None and node.op == "Reshape" and not node.opaque:
             inputs = _batch_reshape(node, inputs, batch)
         try:
             results = None
-            if node.op in IN_PLACE and not node.opaque:
+            if quantize is not None:  # in place into a dead float input (see "In place")
+                donated = _donated(quantize, inputs, values, readers, produced)
+                error = [] if pair_error is not None else None
+                results = [fake_quantize(inputs[0], inputs[1], inputs[2], out=donated,
+                                         error=error)]
+                del donated
+                if error:
+                    pair_error(node.outputs[0], *error[0])
+            elif node.op in IN_PLACE and not node.opaque:
                 donated = _donated(node, inputs, values, readers, produced)
                 if donated is not None:
                     results = IN_PLACE[node.op](node, donated, inputs)
@@ -317,7 +378,7 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
                 if name not in pinned:
                     produced.add(name)
         results = value = None  # hold no reference into the next node (see `_donated`)
-        for name in set(node.present_inputs()):
+        for name in set(read.present_inputs()):
             readers[name] -= 1
             if readers[name] == 0 and name not in pinned:
                 values.pop(name, None)
@@ -332,11 +393,12 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
 def run_float_batched(model_or_graph, feeds: dict, batch_size: int,
                       observe: Callable | None = None, progress: Callable | None = None,
                       keep=(), *, opset: int | None = None, check_shapes: bool = True,
-                      collect: bool = True) -> dict:
+                      collect: bool = True, pair_error: Callable | None = None) -> dict:
     """`run_float` over N samples in chunks of `batch_size` along axis 0 of every feed,
     outputs (and kept tensors) concatenated along axis 0. `observe` is called per chunk;
     `progress(done, total)` after each chunk with the number of samples done. `collect=False`
-    drops the outputs and returns {} (calibration over many samples needs only `observe`)."""
+    drops the outputs and returns {} (calibration over many samples needs only `observe`).
+    `pair_error` as in `run_float`, per chunk."""
     graph, opset = _split(model_or_graph, opset)
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
@@ -351,7 +413,8 @@ def run_float_batched(model_or_graph, feeds: dict, batch_size: int,
         stop = min(done + batch_size, total)
         part = {k: (a[done:stop] if k in graph.inputs and a.ndim else a)
                 for k, a in arrays.items()}
-        out = run_float(graph, part, observe, keep, opset=opset, check_shapes=check_shapes)
+        out = run_float(graph, part, observe, keep, opset=opset, check_shapes=check_shapes,
+                        pair_error=pair_error)
         for name, value in (out.items() if collect else ()):
             if value.ndim == 0 or value.shape[0] != stop - done:
                 raise ExecutionError(f"output {name!r} of shape {list(value.shape)} does not "

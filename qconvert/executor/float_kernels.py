@@ -51,7 +51,7 @@ from qconvert.dtypes import ONNX_TO_IR
 from qconvert.padding import same_pads
 from qconvert.quant.numerics import round_half_away
 
-from .parallel import SPAN, on_workers, spans
+from .parallel import SPAN, on_workers, scratch, spans
 
 KERNELS: dict[str, Callable] = {}
 CONTEXT_KERNELS: set = set()  # ops whose kernel takes the keyword argument `ctx`
@@ -624,29 +624,50 @@ def _dense_nchw(node, x, w2, b, kernel, strides, dilations, pads, out) -> np.nda
     per = max(1, -(-_GEMM_COLUMNS // max(positions, 1)))
     order = (1, *range(2, 2 + rank), 0, *range(2 + rank, 2 + 2 * rank))
     padded = None
-    if any(pads):
+    if any(pads):  # a work array (`parallel.scratch`) whose padding is zeroed once per call
         size = [x.shape[2 + i] + pads[i] + pads[rank + i] for i in range(rank)]
-        padded = np.zeros((min(per, n), channels, *size), dtype=x.dtype)
+        padded = scratch("conv padded", (min(per, n), channels, *size), x.dtype)
         inner = (slice(None), slice(None),
                  *(slice(pads[i], pads[i] + x.shape[2 + i]) for i in range(rank)))
+        for i in range(rank):
+            lead = (slice(None),) * (2 + i)
+            padded[(*lead, slice(0, pads[i]))] = 0
+            padded[(*lead, slice(pads[i] + x.shape[2 + i], None))] = 0
+    pointwise = padded is None and all(v == 1 for v in (*kernel, *strides))
     for start in range(0, n, per):
         stop = min(start + per, n)
         xp = x[start:stop]
-        if padded is not None:  # the borders stay zero: only the interior is written
+        if padded is not None:
             xp, src = padded[:stop - start], xp
             xp[inner] = src
         cols = _window_view(xp, False, kernel, strides, dilations, out)  # [m, C, *k, *out]
         if stop - start == 1:
-            np.matmul(w2, cols[0].reshape(depth, positions), out=y[start])
+            if pointwise:  # the input itself, no copy when it is contiguous
+                matrix = xp[0].reshape(depth, positions)
+            else:  # im2col into a reused work array
+                matrix = scratch("conv columns", cols.shape[1:], y.dtype)
+                np.copyto(matrix, cols[0])
+                matrix = matrix.reshape(depth, positions)
+            np.matmul(w2, matrix, out=y[start])
             if bias is not None:
                 y[start] += bias
             continue
-        part = cols.transpose(order).reshape(depth, (stop - start) * positions)
-        prod = w2 @ part  # [Cout, m * P]
+        view = cols.transpose(order)  # [C, *k, m, *out]
+        part = scratch("conv columns", view.shape, y.dtype)
+        np.copyto(part, view)
+        prod = w2 @ part.reshape(depth, (stop - start) * positions)  # [Cout, m * P]
         if bias is not None:
             prod += bias
         y[start:stop] = prod.reshape(cout, stop - start, positions).transpose(1, 0, 2)
     return result
+
+
+def _zero_outside(image: np.ndarray, top: int, height: int, left: int, width: int) -> None:
+    """Zero image[:, r, c] outside rows [top, top + height) and columns [left, left + width)."""
+    image[:, :top] = 0
+    image[:, top + height:] = 0
+    image[:, :, :left] = 0
+    image[:, :, left + width:] = 0
 
 
 def _depthwise_nchw(node, x, per_tap, b, kernel, strides, dilations, pads, out) -> np.ndarray:
@@ -677,13 +698,23 @@ def _depthwise_nchw(node, x, per_tap, b, kernel, strides, dilations, pads, out) 
              for i in range(kh) for j in range(kw)]  # (phase row, phase column, offset)
 
     def run(samples):
-        buf = np.zeros((channels, hp * wp), dtype)  # one padded image per worker
+        # work arrays of this thread (`parallel.scratch`); only what samples do not overwrite
+        # is zeroed: the padding of the image, the tail rows and columns of each phase
+        buf = scratch("depthwise image", (channels, hp * wp), dtype)
         image = buf.reshape(channels, hp, wp)
+        _zero_outside(image, pads[0], height, pads[1], width)
         inner = image[:, pads[0]:pads[0] + height, pads[1]:pads[1] + width]
-        phases = {(0, 0): buf} if (sh, sw) == (1, 1) else \
-            {(a, c): np.zeros((channels, hq * wq), dtype) for a, c, _ in reads}
-        acc = np.empty((channels, mult, ho * wq), dtype)
-        part, tmp = acc[:, :, :length], np.empty((channels, mult, length), dtype)
+        phases = {(0, 0): buf}
+        if (sh, sw) != (1, 1):
+            phases = {}
+            for a, c, _ in reads:
+                phase = scratch(f"depthwise phase {a} {c}", (channels, hq * wq), dtype)
+                _zero_outside(phase.reshape(channels, hq, wq), 0, len(range(a, hp, sh)),
+                              0, len(range(c, wp, sw)))
+                phases[a, c] = phase
+        acc = scratch("depthwise sum", (channels, mult, ho * wq), dtype)
+        part = acc[:, :, :length]
+        tmp = scratch("depthwise product", (channels, mult, length), dtype)
         for s in samples:
             inner[...] = x[s]
             if (sh, sw) != (1, 1):
@@ -1201,6 +1232,50 @@ def _quantize_blocks(x: np.ndarray, s, z, dtype) -> np.ndarray:
             dst[i:j] = t
 
     on_workers(run, spans(src.size))
+    return out
+
+
+def fake_quantize(x: np.ndarray, scale: np.ndarray, zero: np.ndarray,
+                  out: np.ndarray | None = None, error: list | None = None) -> np.ndarray:
+    """DequantizeLinear(QuantizeLinear(x, s, z), s, z) with per-tensor float32 s and an int8 /
+    uint8 z, at once: clip(rint(x / s), qmin - z, qmax - z) * s. Bit for bit the two kernels'
+    result (the integers are exact in float32; beyond 2**24 both saturate), without the
+    integer tensor; span by span on every CPU. `out` (a C-contiguous float32 array of x's
+    shape, possibly x itself) receives the result. With `error` (a list), appends
+    (sum x^2, sum (x - result)^2), measured span by span while x is still there (float32
+    within a span, float64 across, in span order)."""
+    if x.dtype != np.float32 or not x.ndim:
+        raise NotImplementedError("fused QuantizeLinear / DequantizeLinear of a non-float32 tensor")
+    s = np.float32(np.asarray(scale).reshape(-1)[0])
+    info = np.iinfo(np.asarray(zero).dtype)
+    z = float(np.asarray(zero).reshape(-1)[0])
+    lo, hi = np.float32(info.min - z), np.float32(info.max - z)
+    out = np.empty(x.shape, np.float32) if out is None else out
+    src, dst = x.reshape(-1), out.reshape(-1)
+    parts = spans(src.size)
+    sums = np.zeros((len(parts), 2)) if error is not None else None
+    staged = sums is not None and np.may_share_memory(x, out)  # x is needed after the span
+
+    def run(items):
+        size = min(SPAN, src.size)
+        buf = np.empty(size, np.float32) if staged else None
+        diff = np.empty(size, np.float32) if sums is not None else None
+        for k, (i, j) in items:
+            t = buf[:j - i] if staged else dst[i:j]
+            np.divide(src[i:j], s, out=t)
+            np.rint(t, out=t)
+            np.clip(t, lo, hi, out=t)
+            t *= s
+            if sums is not None:
+                d = np.subtract(src[i:j], t, out=diff[:j - i])
+                sums[k] = np.dot(src[i:j], src[i:j]), np.dot(d, d)
+            if staged:
+                dst[i:j] = t
+
+    on_workers(run, enumerate(parts))
+    if error is not None:
+        total = sums.sum(axis=0)
+        error.append((float(total[0]), float(total[1])))
     return out
 
 

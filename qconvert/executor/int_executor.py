@@ -33,6 +33,7 @@ import numpy as np
 
 from qconvert.errors import QConvertError
 from qconvert.ir import Graph
+from qconvert.ir.graph import list_ops
 
 from .int_kernels import INT_KERNELS, INT_PARAMS, IntContext
 
@@ -112,13 +113,9 @@ def _graph(graph) -> Graph:
 
 def _check_ops(graph) -> None:
     """Refuse unsupported ops, naming all of them (with counts) at once."""
-    counts: dict = {}
-    for node in graph.nodes:
-        if node.opaque or node.op not in INT_KERNELS:
-            counts[node.label] = counts.get(node.label, 0) + 1
+    counts = graph.op_counts(lambda node: node.opaque or node.op not in INT_KERNELS)
     if counts:
-        listed = ", ".join(f"{op} (x{n})" if n > 1 else op for op, n in sorted(counts.items()))
-        raise QConvertError(f"the integer executor does not support: {listed}")
+        raise QConvertError(f"the integer executor does not support: {list_ops(counts)}")
 
 
 def _last_use(graph) -> dict:

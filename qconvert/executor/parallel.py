@@ -1,4 +1,5 @@
-"""Elementwise numpy work shared among the CPUs: `on_workers(run, items)` and `spans(size)`.
+"""Elementwise numpy work shared among the CPUs (`on_workers`, `spans`), and per-thread work
+arrays reused across calls (`scratch`).
 
 BLAS already runs matrix products on every core; the rest of the executor's work (depthwise
 tap sums, quantize / dequantize, range and error reductions) is numpy loops on one core. numpy
@@ -10,10 +11,14 @@ its own result slot), so results never depend on how the items were split or sch
 from __future__ import annotations
 
 import os
+import threading
 from typing import Callable
+
+import numpy as np
 
 SPAN = 1 << 16  # elements per span of a blocked elementwise loop: a few L2-sized arrays
 _POOL: list = []  # the thread pool, made on first use
+_LOCAL = threading.local()  # per-thread work arrays (`scratch`)
 
 
 def workers() -> int:
@@ -24,28 +29,51 @@ def workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def scratch(key: str, shape, dtype) -> np.ndarray:
+    """A work array of `shape` for the calling thread, kept between calls under `key` and grown
+    as needed (its contents are whatever the last user left): kernels that need the same large
+    temporary for every sample and every call skip allocating, and faulting in, fresh memory.
+    Valid until the same thread asks for `key` again."""
+    store = _LOCAL.__dict__
+    dtype = np.dtype(dtype)
+    size = int(np.prod(shape)) * dtype.itemsize
+    buf = store.get(key)
+    if buf is None or buf.size < size:
+        buf = np.empty(max(size, 64), np.uint8)
+        store[key] = buf
+    return buf[:size].view(dtype).reshape(shape)
+
+
 def spans(size: int, span: int = SPAN) -> list:
     """[(start, stop)] covering range(size) in pieces of `span` elements."""
     return [(i, min(i + span, size)) for i in range(0, size, span)]
 
 
+def _mark_worker() -> None:
+    _LOCAL.worker = True
+
+
 def on_workers(run: Callable, items) -> None:
-    """Call run(part) on interleaved parts of `items`, one part per CPU (the calling thread
-    takes the first). With one CPU or one item, run(items) here. A worker's exception is
-    raised here."""
+    """Call run(shared) in the calling thread and in one worker thread per other CPU, all
+    iterating over one shared iterator of `items`: each item is taken by whichever thread is
+    free first (a core busy with something else, such as a BLAS thread still spinning after a
+    matrix product, simply takes fewer). With one CPU or one item, run(items) here. A worker's
+    exception is raised here."""
     items = list(items)
     count = min(workers(), len(items))
-    if count < 2:
+    if count < 2 or getattr(_LOCAL, "worker", False):  # never wait on the pool from inside it
         run(items)
         return
     if not _POOL:
         from concurrent.futures import ThreadPoolExecutor
 
         _POOL.append(ThreadPoolExecutor(max_workers=workers() - 1,
-                                        thread_name_prefix="qconvert"))
-    futures = [_POOL[0].submit(run, items[i::count]) for i in range(1, count)]
+                                        thread_name_prefix="qconvert",
+                                        initializer=_mark_worker))
+    shared = iter(items)  # next() on a list iterator is atomic under the GIL
+    futures = [_POOL[0].submit(run, shared) for _ in range(1, count)]
     try:
-        run(items[0::count])
+        run(shared)
     finally:  # never return while a worker still writes into the caller's arrays
         for f in futures:
             f.result()

@@ -58,6 +58,15 @@ class Graph:
                 result.setdefault(name, []).append(n)
         return result
 
+    def op_counts(self, keep) -> dict:
+        """{node label: count} of the nodes for which `keep(node)` is true (for error lines
+        that name every op a step cannot handle, see `list_ops`)."""
+        counts: dict = {}
+        for node in self.nodes:
+            if keep(node):
+                counts[node.label] = counts.get(node.label, 0) + 1
+        return counts
+
     def constant(self, name: str | None) -> np.ndarray | None:
         """The constant data of tensor `name`, or None when it is not a constant."""
         if name is None:
@@ -165,3 +174,8 @@ class Model:
 
     def opaque_nodes(self) -> list:
         return [n for g in self.graphs for n in g.nodes if n.opaque]
+
+
+def list_ops(counts: dict) -> str:
+    """"A, B (x2), C": op labels in sorted order with their counts, for one-line errors."""
+    return ", ".join(f"{op} (x{n})" if n > 1 else op for op, n in sorted(counts.items()))

@@ -26,6 +26,7 @@ import numpy as np
 from qconvert import schemas
 from qconvert.errors import QConvertError
 from qconvert.ir import Graph
+from qconvert.ir.graph import list_ops
 
 from .numerics import effective_multipliers, quantize_multiplier
 from .params import activation_params, quantize_layer
@@ -98,14 +99,10 @@ def check_float(graph: Graph) -> None:
 def check_quantizable(graph: Graph) -> None:
     """Refuse an already-quantized graph, and ops without an int8 rule (all named at once)."""
     check_float(graph)
-    counts: dict = {}
-    for node in graph.nodes:
-        schema = None if node.opaque else schemas.get(node.op)
-        if schema is None or schema.int8 is None:
-            counts[node.label] = counts.get(node.label, 0) + 1
+    counts = graph.op_counts(lambda node: node.opaque or getattr(schemas.get(node.op), "int8",
+                                                                 None) is None)
     if counts:
-        listed = ", ".join(f"{op} (x{n})" if n > 1 else op for op, n in sorted(counts.items()))
-        raise QConvertError(f"cannot quantize: ops with no int8 rule: {listed}")
+        raise QConvertError(f"cannot quantize: ops with no int8 rule: {list_ops(counts)}")
 
 
 def weight_channel_axis(node, fmt: str) -> int:

@@ -3,9 +3,14 @@
 Steps: the fusion pipeline (unless `fuse=False`) so calibration sees the real weight ranges;
 calibration batches through the float reference executor, collecting ranges; the quantization
 plan (`plan`); writing it in the model's format (`tflite_int8` or `qdq`); then the report: per
-layer its scales, zero points, (multiplier, shift) pairs and int32 biases, and the SQNR of each
-quantized tensor against float on the evaluation samples, with the overall output SQNR and,
-for classifiers, top-1 agreement with float.
+layer its scales, zero points, (multiplier, shift) pairs and int32 biases, and an SQNR per
+quantized tensor on the evaluation samples (`build_report`: ONNX, the error the tensor's own
+quantization adds; TFLite, the int8 value against float end to end), with the overall output
+SQNR against the float model and, for classifiers, top-1 agreement with float.
+
+Cost: one float pass over the calibration samples (which also keeps the float model's outputs
+on the report's samples when they are the calibration samples) and, for ONNX, one batched pass
+of the QDQ model: the float model is not run again.
 """
 
 from __future__ import annotations
@@ -174,61 +179,26 @@ def _tflite_errors(float_graph, model: Model, qplan, names: dict, feeds: dict, o
             {k: np.concatenate(v) for k, v in got_out.items()})
 
 
-def _energies(ref: np.ndarray, got: np.ndarray) -> tuple:
-    """(sum ref^2, sum (ref - got)^2) of two flat float32 arrays, span by span on every CPU
-    (`executor.parallel`); float32 sums within a span, float64 across spans, in span order."""
-    from qconvert.executor.parallel import SPAN, on_workers, spans
-
-    parts = spans(ref.size)
-    sums = np.zeros((len(parts), 2))
-
-    def run(items):
-        tmp = np.empty(SPAN, np.float32)
-        for k, (i, j) in items:
-            t = tmp[:j - i]
-            sums[k, 0] = np.square(ref[i:j], out=t).sum()
-            np.subtract(ref[i:j], got[i:j], out=t)
-            sums[k, 1] = np.square(t, out=t).sum()
-
-    on_workers(run, enumerate(parts))
-    total = sums.sum(axis=0)
-    return float(total[0]), float(total[1])
-
-
 def _qdq_errors(model: Model, names: dict, feeds: dict, batch_size: int):
     """ONNX QDQ: per activation (signal, noise) energies of its own quantization, and the QDQ
     model's outputs, from one batched run of the QDQ graph. Each QuantizeLinear reads the float
     value its layer computed from the (dequantized) int8 inputs; the noise is what rounding to
-    the int8 grid and saturating then changed (the per-layer error of TFLite's quantization
-    debugger: the error a layer adds, not the error it inherits)."""
+    the int8 grid and saturating then changes (the per-layer error of TFLite's quantization
+    debugger: the error a layer adds, not the error it inherits). The executor measures it
+    while it computes the QuantizeLinear -> DequantizeLinear pair (`run_float`'s
+    `pair_error`), so nothing is kept or computed twice for the report."""
     from qconvert.executor.float_executor import run_float_batched
 
-    graph = model.graph
-    read_by_quantize = {n.outputs[0]: n.inputs[0] for n in graph.nodes
-                        if n.op == "Quantize" and not n.opaque}
-    before = {n.outputs[0]: read_by_quantize[n.inputs[0]] for n in graph.nodes
-              if n.op == "Dequantize" and not n.opaque and n.inputs[0] in read_by_quantize}
-    activation_of = {d: a for a, d in names.items() if d in before}
-    watched = {before[d] for d in activation_of}
-    held: dict = {}
+    activation_of = {d: a for a, d in names.items()}
     energy: dict = {}
 
-    def observe(name, array):
-        if name in watched:
-            held[name] = array
+    def pair_error(name, signal, noise):
         act = activation_of.get(name)
-        if act is None:
-            return
-        ref = held.pop(before[name])
-        s, e = energy.get(act, (0.0, 0.0))
-        if ref.dtype != np.float32 or array.dtype != np.float32 or ref.shape != array.shape:
-            r, d = ref.astype(np.float64).reshape(-1), (ref - array.astype(np.float64)).ravel()
-            energy[act] = (s + float(np.dot(r, r)), e + float(np.dot(d, d)))
-            return
-        ds, de = _energies(ref.reshape(-1), array.reshape(-1))
-        energy[act] = (s + ds, e + de)
+        if act is not None:
+            s, e = energy.get(act, (0.0, 0.0))
+            energy[act] = (s + signal, e + noise)
 
-    outputs = run_float_batched(model, feeds, batch_size, observe=observe)
+    outputs = run_float_batched(model, feeds, batch_size, pair_error=pair_error)
     return energy, outputs
 
 
