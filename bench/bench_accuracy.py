@@ -53,6 +53,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench_common import run_ort, sqnr
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 MODELS = ROOT.parent / "shared" / "models"
@@ -66,13 +68,6 @@ CALIB_SEED, EVAL_SEED = 1234, 5678
 
 
 # ---- figures ---------------------------------------------------------------------------------
-
-def sqnr(ref: np.ndarray, got: np.ndarray) -> float:
-    """10 log10(sum ref^2 / sum (ref - got)^2) over everything, in dB."""
-    ref, got = ref.astype(np.float64), got.astype(np.float64)
-    noise = float(np.sum((ref - got) ** 2))
-    return float("inf") if noise == 0 else 10 * np.log10(float(np.sum(ref ** 2)) / noise)
-
 
 WEIGHTED = frozenset({"Conv2D", "DepthwiseConv2D", "FullyConnected", "Gemm", "MatMul"})
 
@@ -139,20 +134,6 @@ def run_litert(path: Path, x: np.ndarray) -> np.ndarray:
         it.invoke()
         rows.append(it.get_tensor(out["index"]).reshape(-1).copy())
     return np.stack(rows).astype(np.float64)
-
-
-def run_ort(path: Path, x: np.ndarray, optimized: bool) -> np.ndarray:
-    """First output in onnxruntime (CPU), one sample at a time; optimizations all off or all on."""
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimized
-                                   else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
-    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    name = sess.get_inputs()[0].name
-    return np.concatenate([sess.run(None, {name: x[i:i + 1]})[0] for i in range(len(x))]
-                          ).astype(np.float64)
 
 
 # ---- quantizers ------------------------------------------------------------------------------

@@ -39,15 +39,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-OUT = HERE / "out"
-GENERATOR = HERE / "pytorch_like.py"
+from bench_common import (CHILD_FOOTER, OUT, ROOT, ToolFailed, ensure_model,
+                          measure_child)
+
 
 MODELS = ("resnet50", "mobilenet_v2")
 TOOLS = ("qconvert", "onnxslim", "onnxoptimizer", "load+save")
@@ -86,56 +82,12 @@ elif tool == "load+save":
     onnx.save(onnx.load(src), dst)
 else:
     sys.exit(f"unknown tool {tool}")
-t = time.perf_counter() - t0
-# VmHWM is this process's own peak: ru_maxrss also counts the parent's RSS at fork time
-try:
-    with open("/proc/self/status") as f:
-        peak = next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")) / 1024
-except (OSError, StopIteration):
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-sys.stdout.flush()
-print("BENCH", t, t1 - t0, peak)
-"""
-
-
-class ToolFailed(Exception):
-    pass
-
-
-def ensure_model(arch: str) -> Path:
-    """bench/out/<arch>.onnx, (re)generated in a subprocess if missing or older than the generator."""
-    path = OUT / f"{arch}.onnx"
-    if not path.exists() or path.stat().st_mtime < GENERATOR.stat().st_mtime:
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, str(GENERATOR), arch, str(path)], check=True)
-        print(f"  (generated in {time.perf_counter() - t0:.1f} s)")
-    return path
+"""  + CHILD_FOOTER
 
 
 def measure(tool: str, src: Path, dst: Path, repeats: int):
     """(best time s, import time s of that run, peak RSS MB, tool's own stdout of the first run)."""
-    best, peak, log = None, 0.0, None
-    for _ in range(repeats):
-        dst.unlink(missing_ok=True)
-        p = subprocess.run([sys.executable, "-c", _CHILD, str(src), str(dst), tool,
-                            ",".join(ONNXOPTIMIZER_PASSES)],
-                           capture_output=True, text=True, cwd=ROOT)
-        lines = p.stdout.splitlines()
-        bench = [ln for ln in lines if ln.startswith("BENCH ")]
-        if p.returncode != 0 or not bench or not dst.exists():
-            err = [ln for ln in (p.stderr + "\n" + p.stdout).splitlines() if ln.strip()]
-            why = err[-1].strip() if err else f"exit status {p.returncode}"
-            if p.returncode == 0 and not dst.exists():
-                why = f"no output written ({why})"
-            raise ToolFailed(why)
-        t, t_imp, mem = map(float, bench[-1].split()[1:])
-        if log is None:
-            log = [ln for ln in lines if not ln.startswith("BENCH ")]
-        if best is None or t < best[0]:
-            best = (t, t_imp)
-        peak = max(peak, mem)
-    return best[0], best[1], peak, log
-
+    return measure_child(_CHILD, [src, dst, tool, ",".join(ONNXOPTIMIZER_PASSES)], dst, repeats)
 
 def evaluate(path: Path, x, y0):
     """(BatchNormalization nodes, node count, max |y - y0| / max |y0|) of one model file."""

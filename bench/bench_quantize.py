@@ -43,16 +43,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-OUT = HERE / "out"
+from bench_common import (CHILD_FOOTER, OUT, ROOT, ToolFailed, ensure_model,
+                          measure_child, run_ort, sqnr)
+
 WORK = OUT / "quant"
-GENERATOR = HERE / "pytorch_like.py"
 
 MODELS = ("resnet50", "mobilenet_v2")
 TOOLS = ("qconvert", "ort", "ort+preprocess")
@@ -100,30 +96,7 @@ else:
     quantize_static(model, dst, Reader(calib, name), quant_format=QuantFormat.QDQ,
                     per_channel=True, activation_type=QuantType.QInt8,
                     weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax)
-t = time.perf_counter() - t0
-# VmHWM is this process's own peak: ru_maxrss also counts the parent's RSS at fork time
-try:
-    with open("/proc/self/status") as f:
-        peak = next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")) / 1024
-except (OSError, StopIteration):
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-sys.stdout.flush()
-print("BENCH", t, t1 - t0, peak)
-"""
-
-
-class ToolFailed(Exception):
-    pass
-
-
-def ensure_model(arch: str) -> Path:
-    """bench/out/<arch>.onnx, (re)generated in a subprocess if missing or older than the generator."""
-    path = OUT / f"{arch}.onnx"
-    if not path.exists() or path.stat().st_mtime < GENERATOR.stat().st_mtime:
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, str(GENERATOR), arch, str(path)], check=True)
-        print(f"  (generated in {time.perf_counter() - t0:.1f} s)")
-    return path
+"""  + CHILD_FOOTER
 
 
 def ensure_data(arch: str, src: Path):
@@ -143,50 +116,7 @@ def ensure_data(arch: str, src: Path):
 
 def measure(tool: str, src: Path, dst: Path, calib: Path, repeats: int):
     """(best time s, import time s of that run, peak RSS MB, tool's own stdout of the first run)."""
-    best, peak, log = None, 0.0, None
-    for _ in range(repeats):
-        dst.unlink(missing_ok=True)
-        p = subprocess.run([sys.executable, "-c", _CHILD, str(src), str(dst), tool, str(calib)],
-                           capture_output=True, text=True, cwd=ROOT)
-        lines = p.stdout.splitlines()
-        bench = [ln for ln in lines if ln.startswith("BENCH ")]
-        if p.returncode != 0 or not bench or not dst.exists():
-            err = [ln for ln in (p.stderr + "\n" + p.stdout).splitlines() if ln.strip()]
-            why = err[-1].strip() if err else f"exit status {p.returncode}"
-            if p.returncode == 0 and not dst.exists():
-                why = f"no output written ({why})"
-            raise ToolFailed(why)
-        t, t_imp, mem = map(float, bench[-1].split()[1:])
-        if log is None:
-            log = [ln for ln in lines if not ln.startswith("BENCH ")]
-        if best is None or t < best[0]:
-            best = (t, t_imp)
-        peak = max(peak, mem)
-    return best[0], best[1], peak, log
-
-
-def run_ort(path: Path, x, optimized: bool):
-    """The model's first output on each sample of `x` (batch 1 each), stacked; float64."""
-    import numpy as np
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.log_severity_level = 3  # no warnings about unused initializers
-    so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimized
-                                   else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
-    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    name = sess.get_inputs()[0].name
-    return np.concatenate([sess.run(None, {name: x[i:i + 1]})[0] for i in range(len(x))]
-                          ).astype(np.float64)
-
-
-def sqnr(ref, got) -> float:
-    """10 log10(sum ref^2 / sum (ref - got)^2), in dB."""
-    import numpy as np
-
-    noise = float(np.sum((ref - got) ** 2))
-    return float("inf") if noise == 0 else 10 * np.log10(float(np.sum(ref ** 2)) / noise)
-
+    return measure_child(_CHILD, [src, dst, tool, calib], dst, repeats)
 
 def describe(path: Path, x, y0):
     """(nodes, Q + DQ nodes, MB, SQNR optimizations off, SQNR optimizations on) of one output."""

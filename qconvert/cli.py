@@ -281,7 +281,8 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     Fuses first, calibrates with the float reference executor, and writes int8 TFLite (runs in
     LiteRT and TFLite Micro) or ONNX with QuantizeLinear / DequantizeLinear pairs. An ONNX model
     with a .tflite output is converted to NHWC first (data stays in the ONNX layout). Prints per
-    layer the scales, zero points and SQNR against float, and the output SQNR.
+    layer the scales, zero points and SQNR (TFLite: end to end against the float model; ONNX:
+    the error the tensor's own quantization adds), and the output SQNR against float.
 
     \b
     Example:

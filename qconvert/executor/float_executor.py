@@ -57,6 +57,7 @@ import numpy as np
 
 from qconvert.errors import QConvertError
 from qconvert.ir import Graph, Model
+from qconvert.ir.graph import list_ops
 
 from .float_kernels import CONTEXT_KERNELS, KERNELS, KernelContext, fake_quantize
 
@@ -72,8 +73,8 @@ class UnsupportedOpsError(QConvertError):
 
     def __init__(self, ops: dict):
         self.ops = dict(ops)
-        listed = ", ".join(f"{op} ({n}x)" if n > 1 else op for op, n in sorted(self.ops.items()))
-        super().__init__(f"the float executor cannot run {len(self.ops)} op type(s): {listed}")
+        super().__init__(f"the float executor cannot run {len(self.ops)} op type(s): "
+                         f"{list_ops(self.ops)}")
 
 
 class ExecutionError(QConvertError):
