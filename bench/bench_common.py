@@ -4,11 +4,13 @@ onnxruntime / SQNR helpers used to compare outputs.
 A tool runs in a fresh `python -c` child whose script ends with `CHILD_FOOTER`: it prints
 `BENCH <seconds> <import seconds> <peak MB>` where the peak is the child's own VmHWM
 (`ru_maxrss` would also count the parent's RSS at fork time). `measure_child` runs such a child
-`repeats` times and keeps the best time and the largest peak.
+`repeats` times and keeps the best time and the largest peak; children may write bytecode
+caches, as an installed package has them.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -30,6 +32,11 @@ except (OSError, StopIteration):
 sys.stdout.flush()
 print("BENCH", t, t1 - t0, peak)
 """
+
+
+# Children may cache bytecode (an installed package has its .pyc files; with
+# PYTHONDONTWRITEBYTECODE set, an editable checkout would be recompiled on every run, ~0.1 s).
+_CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 class ToolFailed(Exception):
@@ -55,7 +62,7 @@ def measure_child(script: str, args: list, dst: Path, repeats: int):
     for _ in range(repeats):
         dst.unlink(missing_ok=True)
         p = subprocess.run([sys.executable, "-c", script, *map(str, args)],
-                           capture_output=True, text=True, cwd=ROOT)
+                           capture_output=True, text=True, cwd=ROOT, env=_CHILD_ENV)
         lines = p.stdout.splitlines()
         bench = [ln for ln in lines if ln.startswith("BENCH ")]
         if p.returncode != 0 or not bench or not dst.exists():

@@ -40,8 +40,10 @@ def main():
     \b
     Examples:
       qconvert inspect model.tflite
-      qconvert convert model.onnx -o model_copy.onnx
       qconvert fuse model.onnx -o model_fused.onnx
+      qconvert convert model.onnx -o model.tflite
+      qconvert quantize model.onnx --calibration calib.npy -o model_int8.tflite
+      qconvert export-c-header model_int8.tflite -o model_weights.h --with-kernels
     """
 
 

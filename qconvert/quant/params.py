@@ -45,12 +45,15 @@ def weight_scales(w: np.ndarray, axis: int | None) -> np.ndarray:
 
     An all-zero channel gets scale 0 here; `quantize_layer` replaces it.
     """
-    w = np.abs(np.asarray(w, np.float64))
+    w = np.asarray(w)
+    if w.dtype.kind != "f" or w.dtype.itemsize > 4:
+        w = w.astype(np.float64)
+    w = np.abs(w)  # max |w| is exact in the weights' own float type: no float64 copy needed
     if axis is None:
-        peak = np.array([w.max() if w.size else 0.0])
+        peak = np.array([w.max() if w.size else 0.0], np.float64)
     else:
         other = tuple(i for i in range(w.ndim) if i != axis % w.ndim)
-        peak = w.max(axis=other) if w.size else np.zeros(w.shape[axis])
+        peak = (w.max(axis=other) if w.size else np.zeros(w.shape[axis])).astype(np.float64)
     return (peak / WEIGHT_MAX).astype(np.float32)
 
 
@@ -101,7 +104,7 @@ def quantize_layer(w: np.ndarray, b: np.ndarray | None, s_in, channel_axis: int,
     for _ in range(16):  # coarser weight scales until bias + worst-case accumulator fit
         scale = np.broadcast_to(bias_scale(s_in, s_w).astype(np.float64), b64.shape)
         b_q = round_half_away(b64 / scale)
-        worst = np.abs(w_q.astype(np.int64)).sum(axis=other) * 255
+        worst = np.abs(w_q).sum(axis=other, dtype=np.int64) * 255  # |w_q| <= 127: no wrap
         over = np.abs(b_q) + worst > INT32_MAX
         if not np.any(over):
             return w_q, s_w, b_q.astype(np.int32)
