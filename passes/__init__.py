@@ -16,6 +16,8 @@ from qconvert.ir.graph import GraphError
 
 @dataclass(frozen=True)
 class Pass:
+    """A registered pass: its name, its function `(graph, context) -> rewrites`, its summary."""
+
     name: str
     run: Callable
     summary: str
@@ -46,12 +48,14 @@ def register_pass(name: str):
 
 
 def get_pass(name: str) -> Pass:
+    """The registered pass `name`; KeyError for an unknown one."""
     if name not in _PASSES:
         raise KeyError(name)
     return _PASSES[name]
 
 
 def all_passes() -> list:
+    """Every registered pass, in registration order."""
     return list(_PASSES.values())
 
 

@@ -45,6 +45,7 @@ def onnx_op(node) -> str:
 
 
 def identity(rank: int) -> tuple:
+    """The identity permutation of `rank` axes."""
     return tuple(range(rank))
 
 
@@ -83,6 +84,7 @@ def remaining_perm(perm, removed) -> tuple:
 
 
 def inverse(perm) -> tuple:
+    """The permutation that undoes `perm`."""
     return tuple(int(i) for i in np.argsort(perm))
 
 

@@ -38,6 +38,7 @@ def detect_format(data: bytes):
 
 
 def read_bytes(path: str | Path) -> bytes:
+    """The whole file, or a QConvertError naming it (missing, a directory, unreadable)."""
     path = Path(path)
     if not path.exists():
         raise QConvertError("no such file", str(path))

@@ -348,6 +348,7 @@ def _varint(buf: bytes, pos: int, end: int) -> tuple:
 
 
 def encode_varint(value: int) -> bytes:
+    """A non-negative int as a protobuf base-128 varint."""
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)

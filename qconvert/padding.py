@@ -22,6 +22,7 @@ def same_pads(spatial, kernel, strides, dilations, lower: bool = False) -> list:
 
 
 def valid_pads(rank: int) -> list:
+    """Explicit pads of VALID padding: zeros, begins then ends, for `rank` spatial axes."""
     return [0] * (2 * rank)
 
 

@@ -115,6 +115,7 @@ def by_onnx_op(op_type: str, domain: str = "") -> OpSchema | None:
 
 
 def all_schemas() -> list:
+    """Every registered op schema, in registration order."""
     return list(_REGISTRY.values())
 
 

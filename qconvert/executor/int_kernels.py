@@ -83,6 +83,7 @@ class IntContext:
 
 
 def kernel(*ops: str):
+    """Register the decorated function as the int8 kernel of each IR op in `ops`."""
     def wrap(fn):
         for op in ops:
             INT_KERNELS[op] = fn
@@ -92,6 +93,7 @@ def kernel(*ops: str):
 
 
 def params(*ops: str):
+    """Register the decorated function as the Prepare-time parameters of each op in `ops`."""
     def wrap(fn):
         for op in ops:
             INT_PARAMS[op] = fn
@@ -203,11 +205,13 @@ def _newton_reciprocal(half_denominator):
 
 
 def one_over_one_plus_x_for_x_in_0_1(a):
+    """gemmlowp's 1 / (1 + x) for x in [0, 1), Q0.31 in and out (Newton-Raphson)."""
     x = _newton_reciprocal(rounding_half_sum(a, INT32_MAX))
     return sat_mul_pot(x, 1)  # Rescale<0>(ExactMulByPot<-1>(x))
 
 
 def one_minus_x_over_one_plus_x_for_x_in_0_1(a):
+    """gemmlowp's (1 - x) / (1 + x) for x in [0, 1), Q0.31 in and out."""
     x = _newton_reciprocal(rounding_half_sum(a, INT32_MAX))
     return sat_mul_pot(wrap32(x - (1 << 29)), 2)
 
@@ -245,6 +249,7 @@ def _trunc_div_pot(x, bits: int):
 
 
 def srdhm16(a, b):
+    """Saturating rounding doubling high multiply of int16 values (gemmlowp, int16 flavour)."""
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     ab = a * b
@@ -262,10 +267,12 @@ def sdhm16(a, b):
 
 
 def saturating_left_shift16(x, amount: int):
+    """x << amount saturated to int16."""
     return np.clip(np.asarray(x, dtype=np.int64) << amount, -32768, 32767)
 
 
 def downscale_int32_to_int16_multiplier(m: int) -> int:
+    """TFLite's DownScaleInt32ToInt16Multiplier: a Q31 multiplier rounded to Q15, saturated."""
     if m >= INT32_MAX - (1 << 15):
         return 32767
     return (m + (1 << 15)) >> 16
@@ -555,6 +562,7 @@ def add_params(graph, node) -> dict:
 
 @kernel("Add", "Sub")
 def add_sub(node, inputs, p, ctx):
+    """ADD / SUB: both inputs rescaled to a common scale << 20, summed, requantized, clamped."""
     a = inputs[0].astype(np.int64) + p["input1_offset"]
     b = inputs[1].astype(np.int64) + p["input2_offset"]
     sa = _mbqm(a << p["left_shift"], p["input1_multiplier"], p["input1_shift"], ctx)
@@ -580,6 +588,7 @@ def mul_params(graph, node) -> dict:
 
 @kernel("Mul")
 def mul(node, inputs, p, ctx):
+    """MUL: (x1 - z1) * (x2 - z2) requantized with one multiplier, clamped."""
     a = inputs[0].astype(np.int64) + p["input1_offset"]
     b = inputs[1].astype(np.int64) + p["input2_offset"]
     out = _mbqm(a * b, p["output_multiplier"], p["output_shift"], ctx) + p["output_offset"]
@@ -627,6 +636,7 @@ def average_pool(node, inputs, p, ctx):
 
 @kernel("MaxPool")
 def max_pool(node, inputs, p, ctx):
+    """MAX_POOL_2D on int8 values (padding never wins), clamped to the activation range."""
     x = inputs[0]
     kh, kw = p["kernel_shape"]
     # padding never wins: TFLM skips the taps outside the image
@@ -871,6 +881,7 @@ def relu_params(graph, node) -> dict:
 
 @kernel("Relu")
 def relu(node, inputs, p, ctx):
+    """RELU (TFLM ReluQuantized): x - z_in requantized to the output, plus z_out, clamped."""
     v = inputs[0].astype(np.int64) - p["input_zero_point"]
     out = p["output_zero_point"] + _mbqm(v, p["output_multiplier"], p["output_shift"], ctx)
     return [np.clip(out, p["activation_min"], p["activation_max"]).astype(np.int8)]
@@ -888,6 +899,7 @@ def relu6_params(graph, node) -> dict:
 
 @kernel("Relu6")
 def relu6(node, inputs, p, ctx):
+    """RELU6 (int8): the raw values clamped to the input's [0, 6] (no requantization)."""
     x = inputs[0]
     out = np.where(x > p["six"], p["six"], np.where(x < p["zero"], p["zero"], x))
     return [out.astype(np.int8)]
@@ -920,6 +932,7 @@ def _float_to_int32_x86(v):
 
 @kernel("Quantize")
 def quantize(node, inputs, p, ctx):
+    """QUANTIZE: float -> int8 (round half away), or int8 -> int8 requantization."""
     x = inputs[0]
     if x.dtype.kind == "f":
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -962,6 +975,7 @@ def concat_params(graph, node) -> dict:
 
 @kernel("Concat")
 def concat(node, inputs, p, ctx):
+    """CONCATENATION of int8 inputs that share the output's parameters (no requantization)."""
     rank = inputs[0].ndim
     axis = p["axis"] + rank if p["axis"] < 0 else p["axis"]
     _batch_guard(node, ctx, axis != 0, "Concat along axis 0")
@@ -985,6 +999,7 @@ def pad_params(graph, node) -> dict:
 
 @kernel("Pad", "PadV2")
 def pad(node, inputs, p, ctx):
+    """PAD / PADV2: pad with the pad value (the output zero point by default)."""
     x = inputs[0]
     paddings = np.asarray(inputs[1], dtype=np.int64).reshape(-1, 2)
     if paddings.shape[0] != x.ndim or np.any(paddings < 0):
@@ -1035,6 +1050,7 @@ def reshape(node, inputs, p, ctx):
 
 @kernel("Transpose")
 def transpose(node, inputs, p, ctx):
+    """TRANSPOSE: the values moved, parameters kept."""
     y = FLOAT_KERNELS["Transpose"](node, inputs, [None])[0]
     perm = inputs[1] if len(inputs) > 1 and inputs[1] is not None else node.attrs.get("perm")
     first = int(np.asarray(perm).reshape(-1)[0]) if perm is not None else inputs[0].ndim - 1
@@ -1044,6 +1060,7 @@ def transpose(node, inputs, p, ctx):
 
 @kernel("Gather")
 def gather(node, inputs, p, ctx):
+    """GATHER: the values taken, parameters kept."""
     axis = int(node.attrs.get("axis", 0) or 0)
     _batch_guard(node, ctx, axis % inputs[0].ndim != 0, "Gather along axis 0")
     return [FLOAT_KERNELS["Gather"](node, inputs, [None])[0]]

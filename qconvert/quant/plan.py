@@ -54,6 +54,8 @@ class LayerPlan:
 
 @dataclass
 class QuantPlan:
+    """What the writers apply: activation parameters, per-layer weights and biases, other constants."""
+
     activations: dict            # tensor name -> (float32 scale, int zero point)
     layers: dict                 # layer's first output name -> LayerPlan
     constants: dict              # other float constant name -> (scale, zero point)

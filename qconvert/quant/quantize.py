@@ -31,6 +31,8 @@ REPORT_SAMPLES = 64
 
 @dataclass
 class QuantizeOptions:
+    """The choices of `qconvert quantize` (CLI options of the same names)."""
+
     method: str = "minmax"
     percentile: float = 99.99
     fc_per_channel: bool = False
