@@ -194,7 +194,7 @@ register(OpSchema(
     "StridedSlice", "Strided slice with begin / end / strides inputs and bit masks (TFLite; "
     "the converter's dynamic-batch flatten reads the batch out of Shape with it).",
     (X, Input("begin", "param"), Input("end", "param"), Input("strides", "param", optional=True)),
-    tflite=TfliteSpec("STRIDED_SLICE", "StridedSliceOptions")))
+    tflite=TfliteSpec("STRIDED_SLICE", "StridedSliceOptions"), int8="same_scale"))
 register(OpSchema(
     "Pack", "Stack equally shaped inputs along a new `axis` (TFLite PACK).",
     (Input("inputs", variadic=True),), tflite=TfliteSpec("PACK", "PackOptions")))

@@ -115,7 +115,7 @@ def test_int8_digits_runs_in_tflm_within_one_point_of_float(tmp_path):
 def _small_net(path, kind):
     """`max_pool`: Conv -> MaxPool with PyTorch padding on an unbounded input (borders repeated)
     -> FC. `ops`: hardswish as x * HardSigmoid(x), a depthwise conv, HardSigmoid, a per-channel
-    Add, Clip(0, 2), Pad, GlobalMaxPool, ReduceMax, ReduceMean, Concat, FC, Softmax."""
+    Add, Clip(0, 2), Slice, Pad, GlobalMaxPool, ReduceMax, ReduceMean, Concat, FC, Softmax."""
     rng = np.random.default_rng(0)
 
     def const(name, array):
@@ -135,14 +135,17 @@ def _small_net(path, kind):
     else:
         inits += [const("w2", f32(4, 1, 3, 3)), const("fw", f32(5, 12)), const("k", f32(4, 1, 1)),
                   const("lo", np.float32(0)), const("hi", np.float32(2)),
-                  const("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))]
+                  const("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)),
+                  const("s_begin", np.array([1], np.int64)), const("s_end", np.array([4], np.int64)),
+                  const("s_axes", np.array([2], np.int64))]
         nodes += [node("HardSigmoid", ["c"], "hs", alpha=1 / 6, beta=0.5),
                   node("Mul", ["c", "hs"], "hw"),
                   node("Conv", ["hw", "w2"], "dw", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
                        strides=[2, 2], group=4),
                   node("HardSigmoid", ["dw"], "hs2", alpha=0.3, beta=0.4),
                   node("Add", ["hs2", "k"], "ad"), node("Clip", ["ad", "lo", "hi"], "cl"),
-                  node("Pad", ["cl", "pads"], "pd"), node("GlobalMaxPool", ["pd"], "g1"),
+                  node("Slice", ["cl", "s_begin", "s_end", "s_axes"], "sl"),
+                  node("Pad", ["sl", "pads"], "pd"), node("GlobalMaxPool", ["pd"], "g1"),
                   node("ReduceMax", ["dw"], "g2", axes=[2, 3], keepdims=1),
                   node("ReduceMean", ["c"], "g3", axes=[2, 3], keepdims=1),
                   node("Concat", ["g1", "g2", "g3"], "cat", axis=1),

@@ -664,6 +664,11 @@ def _every_op_model() -> Model:
     sq = n.node("Squeeze", [r], "squeeze", (1, 10), 0.1, 0, squeeze_dims=[1])
     idx = n.const("idx", np.asarray([9, 0, 3, 3, 1, 2, 4, 5], np.int32))
     gth = n.node("Gather", [sq, idx], "gather", (1, 8), 0.1, 0, axis=1, batch_dims=0)
+    ss = n.node("StridedSlice", [gth, n.const("begin", np.asarray([0, 1], np.int32)),
+                                 n.const("end", np.asarray([1, 8], np.int32)),
+                                 n.const("strides", np.asarray([1, 3], np.int32))],
+                "strided_slice", (1, 3), 0.1, 0, begin_mask=0, end_mask=0, ellipsis_mask=0,
+                new_axis_mask=0, shrink_axis_mask=0, offset=False)
     fw, s_fw = n.weights("fw", (6, 8), 0, per_channel=False)
     fc = n.node("FullyConnected", [gth, fw, n.bias("fb", 0.1, s_fw, 6)], "fc", (1, 6), 0.05,
                 -5, activation="NONE", keep_num_dims=False)
@@ -676,7 +681,7 @@ def _every_op_model() -> Model:
     rq = n.node("Quantize", [fc], "requantize", (1, 6), 0.021, 17)
     fq = n.node("Quantize", [f], "quantize", (1, 8), 0.05, -3)
     dq = n.node("Dequantize", [fq], "dequantize", (1, 8), None, None, dtype="float32")
-    return read_tflite(n.build([sm, sg, th, hs, rl, r6, rq, dq]))
+    return read_tflite(n.build([sm, sg, th, hs, rl, r6, rq, dq, ss]))
 
 
 def test_every_op_gets_its_tflite_micro_parameters(tmp_path):

@@ -618,6 +618,22 @@ def test_reshape_to_a_hard_coded_leading_1_runs_batched():
     assert run_int8(g, int8_feeds(g, 1)[0])["y"].shape == (1, 3)
 
 
+@pytest.mark.parametrize("begin,end,strides,shrink,shape", [
+    ([0, 1, 0, 1], [1, 4, 3, 5], [1, 2, 1, 2], 0, (1, 2, 3, 2)),   # slice H and C with steps
+    ([0, 3, 0, 0], [1, 0, 3, 5], [1, -1, 1, 1], 0, (1, 3, 3, 5)),  # H reversed
+    ([0, 2, 0, 0], [1, 3, 3, 5], [1, 1, 1, 1], 2, (1, 3, 5)),      # H shrunk away
+])
+def test_strided_slice_copies_int8_values_and_runs_batched(begin, end, strides, shrink, shape):
+    n = Q8(14)
+    x = n.input("x", (1, 4, 3, 5), 0.05, 3)
+    n.node("StridedSlice", [x, n.const("b", np.asarray(begin, np.int32)),
+                            n.const("e", np.asarray(end, np.int32)),
+                            n.const("s", np.asarray(strides, np.int32))], "y", shape, 0.05, 3,
+           begin_mask=0, end_mask=0, ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=shrink,
+           offset=False)
+    assert_same(n.build(["y"]), int8_feeds(n.g, 3))  # includes a batch of 3
+
+
 def test_reshape_without_shape_input_takes_the_output_shape():
     n = Q8(12)
     x = n.input("x", (1, 2, 3, 4), 0.05, 0)

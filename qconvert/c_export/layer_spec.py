@@ -126,4 +126,9 @@ OP_SPECS: dict[str, OpSpec] = {
     "Squeeze": OpSpec(),
     "Transpose": OpSpec(constants=((1, "PERM"),)),
     "Gather": OpSpec(constants=((1, "INDICES"),), attrs=(("axis", "AXIS"),)),
+    "StridedSlice": OpSpec(constants=((1, "BEGIN"), (2, "END"), (3, "STRIDES")),
+                           attrs=(("begin_mask", "BEGIN_MASK"), ("end_mask", "END_MASK"),
+                                  ("shrink_axis_mask", "SHRINK_AXIS_MASK"),
+                                  ("ellipsis_mask", "ELLIPSIS_MASK"),
+                                  ("new_axis_mask", "NEW_AXIS_MASK"), ("offset", "OFFSET"))),
 }

@@ -1066,5 +1066,21 @@ def gather(node, inputs, p, ctx):
     return [FLOAT_KERNELS["Gather"](node, inputs, [None])[0]]
 
 
-for _op in ("Squeeze", "Transpose", "Gather", "Maximum", "Minimum"):
+@kernel("StridedSlice")
+def strided_slice(node, inputs, p, ctx):
+    """STRIDED_SLICE: the values taken (TFLite Micro copies them: input and output share one
+    quantization), evaluated per sample for a batch (the slice of axis 0 is one sample's)."""
+    def one(a):
+        return FLOAT_KERNELS["StridedSlice"](node, [a] + list(inputs[1:]), [None])[0]
+
+    if ctx.batch == 1:
+        return [np.ascontiguousarray(one(inputs[0]))]
+    parts = [one(inputs[0][i:i + 1]) for i in range(ctx.batch)]
+    if parts[0].ndim == 0 or parts[0].shape[0] != 1:
+        _fail(node, f"the slice of one sample has shape {tuple(parts[0].shape)}, not a batch "
+                    f"axis of 1: cannot run a batch of {ctx.batch} (run the samples one at a time)")
+    return [np.concatenate(parts)]
+
+
+for _op in ("Squeeze", "Transpose", "Gather", "Maximum", "Minimum", "StridedSlice"):
     INT_PARAMS[_op] = _no_params
