@@ -283,8 +283,8 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     Fuses first, calibrates with the float reference executor, and writes int8 TFLite (runs in
     LiteRT and TFLite Micro) or ONNX with QuantizeLinear / DequantizeLinear pairs. An ONNX model
     with a .tflite output is converted to NHWC first (data stays in the ONNX layout). Prints per
-    layer the scales, zero points and SQNR (TFLite: end to end against the float model; ONNX:
-    the error the tensor's own quantization adds), and the output SQNR against float.
+    layer the scales, zero points and SQNR against the float model (ONNX also the SQNR of the
+    error the layer's own quantization adds), and the output SQNR.
 
     \b
     Example:
@@ -340,15 +340,24 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
 
 
 def _render_quant_report(result: dict) -> str:
-    lines = [f"{'layer':32} {'op':16} {'out scale':>10} {'zp':>5} {'SQNR dB':>8}"]
+    def db(value):
+        return "-" if value is None else f"{value:.1f}"
+
+    added = any("added_sqnr_db" in row for row in result["layers"])
+    lines = [f"{'layer':32} {'op':16} {'out scale':>10} {'zp':>5} {'SQNR dB':>8}"
+             + (f" {'added dB':>8}" if added else "")]
     for row in result["layers"]:
         out = row["output"]
-        db = "-" if row["sqnr_db"] is None else f"{row['sqnr_db']:.1f}"
-        lines.append(f"{row['layer'][:32]:32} {row['op']:16} {out['scale']:10.4g} "
-                     f"{out['zero_point']:5d} {db:>8}")
-    for name, db in result["output_sqnr_db"].items():
-        lines.append(f"output {name}: SQNR {'-' if db is None else f'{db:.1f}'} dB "
-                     f"over {result['samples']} samples")
+        line = (f"{row['layer'][:32]:32} {row['op']:16} {out['scale']:10.4g} "
+                f"{out['zero_point']:5d} {db(row['sqnr_db']):>8}")
+        if added:
+            line += f" {db(row.get('added_sqnr_db')):>8}"
+        lines.append(line)
+    if result.get("layer_samples", result["samples"]) != result["samples"]:
+        k = result["layer_samples"]
+        lines.append(f"(layer SQNR over the first {k} sample{'s' if k > 1 else ''})")
+    for name, value in result["output_sqnr_db"].items():
+        lines.append(f"output {name}: SQNR {db(value)} dB over {result['samples']} samples")
     if "top1_agreement" in result:
         lines.append(f"top-1 agreement with float: {100 * result['top1_agreement']:.1f}%")
     return "\n".join(lines)

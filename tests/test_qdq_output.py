@@ -4,8 +4,9 @@ so the model must load with every graph optimization on); every layer's weights 
 including a layer that makes a graph output; a tensor read only by a Relu / Clip with the same
 parameters gets no QuantizeLinear / DequantizeLinear pair of its own, and one with another reader
 keeps it; the report's output SQNR is the one onnxruntime measures between the float and the
-QDQ model, and each layer's SQNR is the one of its own QuantizeLinear -> DequantizeLinear pair
-in onnxruntime's run."""
+QDQ model; each layer's SQNR is the one onnxruntime measures between the float model's tensor
+and the QDQ model's dequantized one, and its added SQNR that of its own QuantizeLinear ->
+DequantizeLinear pair in onnxruntime's run."""
 
 from __future__ import annotations
 
@@ -105,9 +106,35 @@ def test_report_output_sqnr_is_onnxruntimes(digits):
     assert report["top1_agreement"] == pytest.approx(agree, abs=1.5 / len(x))
 
 
-def test_report_layer_sqnr_is_that_of_its_own_quantize_dequantize_pair(digits):
+def test_report_layer_sqnr_is_end_to_end_against_the_float_model(digits):
+    """Each layer's "sqnr_db": its dequantized int8 value in the QDQ model against the same
+    tensor of the float model, both run by onnxruntime, on the first "layer_samples" samples."""
     out, report, x = digits
-    assert report["layer_sqnr"] == "own_quantization"
+    k = report["layer_samples"]
+    assert 1 <= k <= report["samples"]
+    g = onnx.load(str(out)).graph
+    dequantized = {n.input[0]: n.output[0] for n in g.node if n.op_type == "DequantizeLinear"}
+    quantized = {n.output[0]: n.input[0] for n in g.node if n.op_type == "QuantizeLinear"}
+    dq_of = {quantized[q]: d for q, d in dequantized.items() if q in quantized}
+    float_names = {o for n in onnx.load(str(DIGITS)).graph.node for o in n.output}
+    checked = 0
+    for row in report["layers"]:
+        name = row["output"]["tensor"]
+        source = name if name in dq_of else f"{name}_float"  # a graph output's float value
+        if row["sqnr_db"] is None or source not in dq_of or name not in float_names:
+            continue
+        ref = _run(_session(DIGITS, outputs=[name]), x[:k], [name])[0]
+        got = _run(_session(out, outputs=[dq_of[source]]), x[:k], [dq_of[source]])[0]
+        assert row["sqnr_db"] == pytest.approx(_sqnr(ref, got), abs=0.05), name
+        checked += 1
+    assert checked >= 5
+    last = report["layers"][-1]  # the output layer: end to end is the output SQNR
+    (db,) = report["output_sqnr_db"].values()
+    assert k < report["samples"] or last["sqnr_db"] == pytest.approx(db, abs=0.01)
+
+
+def test_report_added_sqnr_is_that_of_its_own_quantize_dequantize_pair(digits):
+    out, report, x = digits
     model = onnx.load(str(out))
     g = model.graph
     quantized = {n.output[0]: n.input[0] for n in g.node if n.op_type == "QuantizeLinear"}
@@ -115,7 +142,7 @@ def test_report_layer_sqnr_is_that_of_its_own_quantize_dequantize_pair(digits):
     for n in g.node:
         if n.op_type == "DequantizeLinear" and n.input[0] in quantized:
             pairs[quantized[n.input[0]]] = n.output[0]
-    rows = [r for r in report["layers"] if r["sqnr_db"] is not None]
+    rows = [r for r in report["layers"] if r["added_sqnr_db"] is not None]
     checked = 0
     for row in rows:
         name = row["output"]["tensor"]
@@ -124,7 +151,7 @@ def test_report_layer_sqnr_is_that_of_its_own_quantize_dequantize_pair(digits):
             continue
         ref, got = _run(_session(out, outputs=[source, pairs[source]]), x,
                         [source, pairs[source]])
-        assert row["sqnr_db"] == pytest.approx(_sqnr(ref, got), abs=0.05), name
+        assert row["added_sqnr_db"] == pytest.approx(_sqnr(ref, got), abs=0.05), name
         checked += 1
     assert checked >= 5
 

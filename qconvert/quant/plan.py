@@ -148,12 +148,25 @@ def _clamped_input(graph: Graph, node, producers: dict, consumers: dict) -> str 
     return x if schemas.get(producer.op).int8 in ("per_channel_weights", "requantize") else None
 
 
+def clamped_inputs(graph: Graph) -> set:
+    """The activations that take the range of the clamping activation reading them (module
+    docstring): their own range is never needed, and no QDQ pair of their own is written."""
+    producers, consumers = graph.producers(), graph.consumers()
+    found = set()
+    for node in graph.nodes:
+        if node.op in CLAMPS and not node.opaque and node.outputs \
+                and _is_activation(graph, node.outputs[0]):
+            x = _clamped_input(graph, node, producers, consumers)
+            if x is not None:
+                found.add(x)
+    return found
+
+
 def plan_activations(graph: Graph, ranges: dict) -> dict:
     """{tensor: (scale, zero point)} for every float activation (module docstring rules)."""
     groups = _Groups()
     fixed: dict = {}
-    clamped: set = set()  # inputs of clamping activations whose own range is not needed
-    producers, consumers = graph.producers(), graph.consumers()
+    clamped = clamped_inputs(graph)  # inputs whose own range is not needed
     names = [n for n in graph.inputs if _is_activation(graph, n)]
     for node in graph.nodes:
         outs = [o for o in node.outputs if o is not None and _is_activation(graph, o)]
@@ -166,11 +179,8 @@ def plan_activations(graph: Graph, ranges: dict) -> dict:
                 groups.union(i, outs[0])
         elif rule == "fixed_output" and outs:
             fixed[outs[0]] = FIXED_OUTPUT[node.op]
-        elif node.op in CLAMPS and outs:
-            x = _clamped_input(graph, node, producers, consumers)
-            if x is not None:
-                groups.union(x, outs[0])
-                clamped.add(x)
+        elif node.op in CLAMPS and outs and node.inputs[0] in clamped:
+            groups.union(node.inputs[0], outs[0])
     members: dict = {}
     for name in names:
         members.setdefault(groups.find(name), []).append(name)

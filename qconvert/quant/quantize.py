@@ -23,10 +23,12 @@ import numpy as np
 from qconvert.errors import QConvertError
 from qconvert.ir import Model
 
-from .plan import check_float, check_quantizable, dequantize_hybrid_weights, plan
+from .plan import (check_float, check_quantizable, clamped_inputs, dequantize_hybrid_weights,
+                   plan)
 from .ranges import RangeCollector
 
 REPORT_SAMPLES = 64
+LAYER_REFERENCE_BYTES = 64 << 20  # float activations kept from calibration for the ONNX report
 
 
 @dataclass
@@ -65,8 +67,9 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
         run_pipeline(model, FUSE_PIPELINE, PassContext(model.format))
     check_quantizable(graph)
     collector = RangeCollector(options.method, options.percentile)
-    reference = _calibrate(model, calibration, options.batch_size, collector.observe, progress,
-                           REPORT_SAMPLES if evaluation is None else 0)
+    reference, layer_reference = _calibrate(model, calibration, options.batch_size,
+                                            collector.observe, progress,
+                                            REPORT_SAMPLES if evaluation is None else 0)
     qplan = plan(graph, collector.ranges(), model.format, options.fc_per_channel)
     float_graph = _snapshot(graph)
     if model.format == "tflite":
@@ -80,27 +83,71 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
         names = apply_qdq(graph, qplan, model.meta.get("opset", 13))
     model.verify()
     data = evaluation if evaluation is not None else calibration
-    return build_report(float_graph, model, qplan, names, data, options, reference)
+    return build_report(float_graph, model, qplan, names, data, options, reference,
+                        layer_reference)
+
+
+def _activation_bytes(graph) -> int:
+    """Bytes of one sample's float activations (dynamic dimensions counted as 1)."""
+    return sum(t.nbytes() for t in graph.tensors.values()
+               if t.data is None and t.dtype.startswith("float") and t.shape is not None)
+
+
+def _first_samples(store: dict, count: int, skip=frozenset()):
+    """An observer that appends copies of each float tensor's samples to `store` ({name: list of
+    arrays}) until it holds the first `count` (the observer sees batches in order); tensors in
+    `skip` (those that get no int8 value of their own) are not kept."""
+    held: dict = {}
+
+    def keep(name, array):
+        have = held.get(name, 0)
+        if array.dtype.kind != "f" or not array.ndim or have >= count or name in skip:
+            return
+        part = np.array(array[:count - have])
+        store.setdefault(name, []).append(part)
+        held[name] = have + len(part)
+
+    return keep
+
+
+def _joined(store: dict) -> dict:
+    """{name: one array} from `_first_samples`' lists, emptying them as it goes (never two
+    copies of everything at once)."""
+    joined = {}
+    for name in list(store):
+        parts = store.pop(name)
+        joined[name] = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return joined
 
 
 def _calibrate(model: Model, calibration: dict, batch_size: int, observe, progress,
-               keep_first: int) -> dict | None:
+               keep_first: int) -> tuple:
     """Run the float model over every calibration sample for `observe`; return its outputs on
-    the first `keep_first` samples (the report's float reference, so the report need not run
-    the float model again), or None when `keep_first` is 0."""
+    the first `keep_first` samples and its float activations on the first few of them, as many
+    as LAYER_REFERENCE_BYTES hold (at least one): the report's float reference, so the report
+    need not run the float model again. (None, {}) when `keep_first` is 0."""
     from qconvert.executor.float_executor import run_float_batched
 
     total = len(next(iter(calibration.values())))
     head = min(total, keep_first)
-    reference = None
+    reference, layers = None, {}
     if head:
+        kept = max(1, min(head, LAYER_REFERENCE_BYTES // max(1, _activation_bytes(model.graph))))
+
+        keep = _first_samples(layers, kept, clamped_inputs(model.graph))
+
+        def observe_and_keep(name, array):
+            observe(name, array)
+            keep(name, array)
+
         reference = run_float_batched(model, {k: v[:head] for k, v in calibration.items()},
-                                      batch_size, observe=observe, progress=progress)
+                                      batch_size, observe=observe_and_keep, progress=progress)
+        layers = _joined(layers)
     if head < total:
         report = None if progress is None else (lambda done, _n: progress(head + done, total))
         run_float_batched(model, {k: v[head:] for k, v in calibration.items()}, batch_size,
                           observe=observe, progress=report, collect=False)
-    return reference
+    return reference, layers
 
 
 def _snapshot(graph):
@@ -181,64 +228,97 @@ def _tflite_errors(float_graph, model: Model, qplan, names: dict, feeds: dict, o
             {k: np.concatenate(v) for k, v in got_out.items()})
 
 
-def _qdq_errors(model: Model, names: dict, feeds: dict, batch_size: int):
-    """ONNX QDQ: per activation (signal, noise) energies of its own quantization, and the QDQ
-    model's outputs, from one batched run of the QDQ graph. Each QuantizeLinear reads the float
-    value its layer computed from the (dequantized) int8 inputs; the noise is what rounding to
-    the int8 grid and saturating then changes (the per-layer error of TFLite's quantization
-    debugger: the error a layer adds, not the error it inherits). The executor measures it
-    while it computes the QuantizeLinear -> DequantizeLinear pair (`run_float`'s
-    `pair_error`), so nothing is kept or computed twice for the report."""
+def _energy_add(energy: dict, name: str, signal: float, noise: float) -> None:
+    s, e = energy.get(name, (0.0, 0.0))
+    energy[name] = (s + signal, e + noise)
+
+
+def _qdq_errors(model: Model, names: dict, feeds: dict, batch_size: int, layer_reference: dict):
+    """ONNX QDQ, from one batched run of the QDQ graph: per activation the (signal, noise)
+    energies end to end (its dequantized value against the float model's, `layer_reference`:
+    {activation: float value on the first samples}) and added (what its own QuantizeLinear ->
+    DequantizeLinear pair changes in the float value its layer computed from dequantized inputs:
+    the error the layer adds, not the one it inherits, measured by the executor while it
+    computes the pair, `run_float`'s `pair_error`); and the QDQ model's outputs."""
     from qconvert.executor.float_executor import run_float_batched
 
     activation_of = {d: a for a, d in names.items()}
-    energy: dict = {}
+    end_to_end: dict = {}
+    added: dict = {}
+    seen = dict.fromkeys(layer_reference, 0)  # samples compared so far, per activation
+
+    def observe(name, array):
+        act = activation_of.get(name)
+        ref = layer_reference.get(act)
+        if ref is None or seen[act] >= len(ref):
+            return
+        start = seen[act]
+        got = array[:len(ref) - start].astype(np.float64)
+        r = ref[start:start + len(got)].astype(np.float64)
+        seen[act] += len(got)
+        _energy_add(end_to_end, act, float(np.sum(r * r)), float(np.sum((r - got) ** 2)))
 
     def pair_error(name, signal, noise):
         act = activation_of.get(name)
         if act is not None:
-            s, e = energy.get(act, (0.0, 0.0))
-            energy[act] = (s + signal, e + noise)
+            _energy_add(added, act, signal, noise)
 
-    outputs = run_float_batched(model, feeds, batch_size, pair_error=pair_error)
-    return energy, outputs
+    outputs = run_float_batched(model, feeds, batch_size, observe=observe,
+                                pair_error=pair_error)
+    return end_to_end, added, outputs
+
+
+def _float_reference(float_graph, feeds: dict, batch_size: int, opset) -> tuple:
+    """The float model's outputs on `feeds` and its activations on the first samples (as
+    `_calibrate` keeps them), for a report on data calibration did not see (`--eval`)."""
+    from qconvert.executor.float_executor import run_float_batched
+
+    n = len(next(iter(feeds.values())))
+    kept = max(1, min(n, LAYER_REFERENCE_BYTES // max(1, _activation_bytes(float_graph))))
+    layers: dict = {}
+    outputs = run_float_batched(float_graph, feeds, batch_size,
+                                observe=_first_samples(layers, kept, clamped_inputs(float_graph)),
+                                opset=opset)
+    return outputs, _joined(layers)
+
+
+def _db(signal: float, noise: float) -> float:
+    return float("inf") if noise == 0 else round(10 * np.log10(max(signal, 1e-300) / noise), 2)
 
 
 def build_report(float_graph, model: Model, qplan, names: dict, data: dict, options,
-                 reference: dict | None = None) -> dict:
+                 reference: dict | None = None, layer_reference: dict | None = None) -> dict:
     """The per-layer report over the first REPORT_SAMPLES samples of `data`.
 
-    Per layer, "sqnr_db" is ONNX QDQ: the SQNR of the tensor's own quantization (`_qdq_errors`,
-    one batched run of the QDQ model); TFLite: of its int8 value against the float model's, end
-    to end (`_tflite_errors`). "output_sqnr_db" is always end to end against the float model,
-    whose outputs are `reference` when calibration kept them (the first samples of `data`).
+    Per layer, "sqnr_db" is the SQNR of its int8 output against the float model's tensor, end
+    to end (TFLite: the integer executor, bit-exact with TFLite Micro, sample by sample, see
+    `_tflite_errors`; ONNX QDQ: one batched run of the QDQ model against the float activations
+    calibration kept, on the first "layer_samples" samples, see `_qdq_errors`); ONNX also gets
+    "added_sqnr_db", the error the layer's own quantization adds. "output_sqnr_db" is end to
+    end over all report samples; the float outputs are `reference` when calibration kept them.
     """
-    from qconvert.executor.float_executor import run_float_batched
-
     n = min(len(next(iter(data.values()))), REPORT_SAMPLES)
     feeds = {k: v[:n] for k, v in data.items()}
     outputs = float_graph.outputs
+    added: dict = {}
     if model.format == "tflite":
         energy, ref_out, got_out = _tflite_errors(float_graph, model, qplan, names, feeds,
                                                   options)
-        kind = "end_to_end"
+        layer_samples = n
     else:
-        energy, got_out = _qdq_errors(model, names, feeds, options.batch_size)
-        ref_out = reference if reference is not None else run_float_batched(
-            float_graph, feeds, options.batch_size, opset=_opset(model))
-        kind = "own_quantization"
-
-    def db(s, e):
-        return float("inf") if e == 0 else round(10 * np.log10(max(s, 1e-300) / e), 2)
-
-    def layer_db(name):
-        return db(*energy[name]) if name in energy else None
+        if reference is None or not layer_reference:
+            reference, layer_reference = _float_reference(float_graph, feeds,
+                                                          options.batch_size, _opset(model))
+        energy, added, got_out = _qdq_errors(model, names, feeds, options.batch_size,
+                                             layer_reference)
+        ref_out = reference
+        layer_samples = min(n, min((len(v) for v in layer_reference.values()), default=n))
 
     out_db = {}
     for o in outputs:
         if o in ref_out and o in got_out and ref_out[o].dtype.kind == "f":
             r = ref_out[o].astype(np.float64)
-            out_db[o] = db(float(np.sum(r * r)), float(np.sum((r - got_out[o]) ** 2)))
+            out_db[o] = _db(float(np.sum(r * r)), float(np.sum((r - got_out[o]) ** 2)))
         else:
             out_db[o] = None
     agree = total = 0
@@ -254,16 +334,18 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
             continue
         entry = {"layer": node.name, "op": node.op,
                  "input": [_qp(qplan, i) for i in node.present_inputs() if i in qplan.activations],
-                 "output": _qp(qplan, out), "sqnr_db": layer_db(out)}
+                 "output": _qp(qplan, out),
+                 "sqnr_db": _db(*energy[out]) if out in energy else None}
+        if model.format == "onnx":
+            entry["added_sqnr_db"] = _db(*added[out]) if out in added else None
         layer = qplan.layers.get(out)
         if layer is not None:
             entry.update(per_channel=layer.per_channel,
                          multiplier=layer.multiplier.tolist(), shift=layer.shift.tolist(),
                          bias=None if layer.bias is None else layer.bias.tolist())
         layers.append(entry)
-    report = {"layers": layers, "samples": n, "method": options.method,
-              "rounding": options.rounding,
-              "layer_sqnr": kind, "output_sqnr_db": out_db}
+    report = {"layers": layers, "samples": n, "layer_samples": layer_samples,
+              "method": options.method, "rounding": options.rounding, "output_sqnr_db": out_db}
     if total:
         report["top1_agreement"] = agree / total
     return report
