@@ -247,3 +247,27 @@ def test_scalar_constant_operands_stay_scalars_in_int8(tmp_path):
         x = _tflm_inputs(out, seed)[0]
         np.testing.assert_array_equal(run_tflm(out.read_bytes(), seed)[0],
                                       run_int8(graph, {graph.inputs[0]: x})["y"])
+
+
+def test_tflite_report_sqnr_is_tflm_against_litert(tmp_path):
+    """The report's output SQNR (and the last layer's end-to-end SQNR) equal the SQNR between
+    LiteRT's float outputs and TFLite Micro's dequantized int8 outputs on the same samples."""
+    rng = np.random.default_rng(5)
+    calib = rng.uniform(-1, 1, (12, 640)).astype(np.float32)
+    np.save(tmp_path / "calib.npy", calib)
+    out = tmp_path / "ad01_int8.tflite"
+    result = _invoke(["quantize", SHARED_MODELS / "ad01_fp32.tflite", "--calibration",
+                      tmp_path / "calib.npy", "--batch-size", 5, "-o", out,
+                      "--report", tmp_path / "q.json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "q.json").read_text())
+    assert report["samples"] == report["layer_samples"] == 12
+    graph = load_model(out).graph
+    qi, qo = graph.tensors[graph.inputs[0]].quant, graph.tensors[graph.outputs[0]].quant
+    xq = np.clip(np.floor(calib / qi.scale[0] + 0.5) + qi.zero_point[0], -128, 127).astype(np.int8)
+    ref = _litert_outputs((SHARED_MODELS / "ad01_fp32.tflite").read_bytes(), calib)
+    got = (_tflm_outputs(out.read_bytes(), xq).astype(np.float64) - qo.zero_point[0]) * qo.scale[0]
+    expected = 10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / np.sum((ref - got) ** 2))
+    (db,) = report["output_sqnr_db"].values()
+    assert db == pytest.approx(expected, abs=0.05)
+    assert report["layers"][-1]["sqnr_db"] == pytest.approx(expected, abs=0.05)

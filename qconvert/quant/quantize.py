@@ -134,7 +134,7 @@ def _calibrate(model: Model, calibration: dict, batch_size: int, observe, progre
     if head:
         kept = max(1, min(head, LAYER_REFERENCE_BYTES // max(1, _activation_bytes(model.graph))))
 
-        keep = _first_samples(layers, kept, clamped_inputs(model.graph))
+        keep = _first_samples(layers, kept, _unreported(model))
 
         def observe_and_keep(name, array):
             observe(name, array)
@@ -170,23 +170,30 @@ def sqnr(reference: np.ndarray, actual: np.ndarray) -> float:
     return 10.0 * np.log10(max(signal, 1e-300) / noise)
 
 
-def _dequantized_int8(model: Model, names: dict, feeds: dict, options) -> dict:
-    """TFLite: the dequantized value of every planned activation from the integer executor
-    (bit-exact with TFLite Micro), on `feeds`."""
-    from qconvert.executor.int_executor import run_int8
+class _EndToEnd:
+    """(signal, noise) energies of each activation's quantized value against the float model's
+    value on the first samples (`reference`: {activation: float array}), fed batch by batch in
+    sample order."""
 
+    def __init__(self, reference: dict):
+        self.reference = reference
+        self.seen = dict.fromkeys(reference, 0)
+        self.energy: dict = {}
+
+    def add(self, name: str, values: np.ndarray) -> None:
+        ref = self.reference.get(name)
+        if ref is None or self.seen[name] >= len(ref):
+            return
+        start = self.seen[name]
+        got = values[:len(ref) - start].astype(np.float64)
+        r = ref[start:start + len(got)].astype(np.float64)
+        self.seen[name] += len(got)
+        _energy_add(self.energy, name, float(np.sum(r * r)), float(np.sum((r - got) ** 2)))
+
+
+def _int8_inputs(graph, feeds: dict) -> dict:
+    """Float samples quantized for the model's int8 inputs (float inputs left as they are)."""
     from .numerics import round_half_away
-
-    graph = model.graph
-    seen: dict = {}
-
-    def observe(name, array):
-        t = graph.tensors.get(name)
-        if t is not None and t.quant is not None and array.dtype == np.int8:
-            seen[name] = (array.astype(np.float64) - float(t.quant.zero_point[0])) \
-                * float(t.quant.scale[0])
-        elif array.dtype.kind == "f":
-            seen[name] = array
 
     inputs = {}
     for name, array in feeds.items():
@@ -195,37 +202,41 @@ def _dequantized_int8(model: Model, names: dict, feeds: dict, options) -> dict:
             s, z = float(t.quant.scale[0]), int(t.quant.zero_point[0])
             array = np.clip(round_half_away(array / s) + z, -128, 127).astype(np.int8)
         inputs[name] = array
-    run_int8(graph, inputs, rounding=options.rounding, observe=observe)
-    return {k: seen[v] for k, v in names.items() if v in seen}
+    return inputs
 
 
-def _tflite_errors(float_graph, model: Model, qplan, names: dict, feeds: dict, options):
-    """TFLite: per activation (signal, noise) energies of the int8 value against the float
-    model's (end to end: the error accumulated up to that tensor), sample by sample; and both
-    models' outputs on every sample."""
-    from qconvert.executor.float_executor import run_float
+def _tflite_errors(model: Model, feeds: dict, options, layer_reference: dict):
+    """TFLite: per activation the (signal, noise) energies of its int8 value (the integer
+    executor, bit-exact with TFLite Micro) against the float model's, end to end, on the samples
+    `layer_reference` holds; and the dequantized outputs on every sample. The integer executor
+    runs one sample at a time: its float64 matmuls are no faster batched, and memory stays that
+    of one sample."""
+    from qconvert.executor.int_executor import run_int8
 
-    n = len(next(iter(feeds.values())))
-    energy: dict = {}
-    ref_out: dict = {}
-    got_out: dict = {}
-    for i in range(n):
-        one = {k: v[i:i + 1] for k, v in feeds.items()}
-        ref: dict = {}
-        run_float(float_graph, one, observe=lambda name, a: ref.__setitem__(name, a)
-                  if name in qplan.activations else None)
-        got = _dequantized_int8(model, names, one, options)
-        for name, value in got.items():
-            if name in ref:
-                r = ref[name].astype(np.float64)
-                s, e = energy.get(name, (0.0, 0.0))
-                energy[name] = (s + float(np.sum(r * r)), e + float(np.sum((r - value) ** 2)))
-        for o in float_graph.outputs:
-            if o in ref and o in got:
-                ref_out.setdefault(o, []).append(ref[o])
-                got_out.setdefault(o, []).append(got[o])
-    return (energy, {k: np.concatenate(v) for k, v in ref_out.items()},
-            {k: np.concatenate(v) for k, v in got_out.items()})
+    graph = model.graph
+    tracker = _EndToEnd(layer_reference)
+
+    def dequantized(name, array):
+        t = graph.tensors.get(name)
+        if t is not None and t.quant is not None and array.dtype == np.int8:
+            return (array.astype(np.float64) - float(t.quant.zero_point[0])) \
+                * float(t.quant.scale[0])
+        return array if array.dtype.kind == "f" else None
+
+    def observe(name, array):
+        if name in layer_reference:
+            value = dequantized(name, array)
+            if value is not None:
+                tracker.add(name, value)
+
+    inputs = _int8_inputs(graph, feeds)
+    got: dict = {}
+    for i in range(len(next(iter(inputs.values())))):
+        out = run_int8(graph, {k: v[i:i + 1] for k, v in inputs.items()},
+                       rounding=options.rounding, observe=observe)
+        for name in graph.outputs:
+            got.setdefault(name, []).append(dequantized(name, out[name]))
+    return tracker.energy, {k: np.concatenate(v) for k, v in got.items()}
 
 
 def _energy_add(energy: dict, name: str, signal: float, noise: float) -> None:
@@ -243,20 +254,13 @@ def _qdq_errors(model: Model, names: dict, feeds: dict, batch_size: int, layer_r
     from qconvert.executor.float_executor import run_float_batched
 
     activation_of = {d: a for a, d in names.items()}
-    end_to_end: dict = {}
+    tracker = _EndToEnd(layer_reference)
     added: dict = {}
-    seen = dict.fromkeys(layer_reference, 0)  # samples compared so far, per activation
 
     def observe(name, array):
         act = activation_of.get(name)
-        ref = layer_reference.get(act)
-        if ref is None or seen[act] >= len(ref):
-            return
-        start = seen[act]
-        got = array[:len(ref) - start].astype(np.float64)
-        r = ref[start:start + len(got)].astype(np.float64)
-        seen[act] += len(got)
-        _energy_add(end_to_end, act, float(np.sum(r * r)), float(np.sum((r - got) ** 2)))
+        if act is not None:
+            tracker.add(act, array)
 
     def pair_error(name, signal, noise):
         act = activation_of.get(name)
@@ -265,10 +269,16 @@ def _qdq_errors(model: Model, names: dict, feeds: dict, batch_size: int, layer_r
 
     outputs = run_float_batched(model, feeds, batch_size, observe=observe,
                                 pair_error=pair_error)
-    return end_to_end, added, outputs
+    return tracker.energy, added, outputs
 
 
-def _float_reference(float_graph, feeds: dict, batch_size: int, opset) -> tuple:
+def _unreported(model: Model) -> set:
+    """Activations the report never compares: in ONNX QDQ, those a clamp absorbs (no Q/DQ pair
+    of their own); TFLite has an int8 value for every activation."""
+    return clamped_inputs(model.graph) if model.format == "onnx" else set()
+
+
+def _float_reference(float_graph, feeds: dict, batch_size: int, opset, skip=frozenset()) -> tuple:
     """The float model's outputs on `feeds` and its activations on the first samples (as
     `_calibrate` keeps them), for a report on data calibration did not see (`--eval`)."""
     from qconvert.executor.float_executor import run_float_batched
@@ -277,8 +287,7 @@ def _float_reference(float_graph, feeds: dict, batch_size: int, opset) -> tuple:
     kept = max(1, min(n, LAYER_REFERENCE_BYTES // max(1, _activation_bytes(float_graph))))
     layers: dict = {}
     outputs = run_float_batched(float_graph, feeds, batch_size,
-                                observe=_first_samples(layers, kept, clamped_inputs(float_graph)),
-                                opset=opset)
+                                observe=_first_samples(layers, kept, skip), opset=opset)
     return outputs, _joined(layers)
 
 
@@ -301,18 +310,17 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
     feeds = {k: v[:n] for k, v in data.items()}
     outputs = float_graph.outputs
     added: dict = {}
+    if reference is None or not layer_reference:
+        reference, layer_reference = _float_reference(
+            float_graph, feeds, options.batch_size, _opset(model),
+            clamped_inputs(float_graph) if model.format == "onnx" else frozenset())
     if model.format == "tflite":
-        energy, ref_out, got_out = _tflite_errors(float_graph, model, qplan, names, feeds,
-                                                  options)
-        layer_samples = n
+        energy, got_out = _tflite_errors(model, feeds, options, layer_reference)
     else:
-        if reference is None or not layer_reference:
-            reference, layer_reference = _float_reference(float_graph, feeds,
-                                                          options.batch_size, _opset(model))
         energy, added, got_out = _qdq_errors(model, names, feeds, options.batch_size,
                                              layer_reference)
-        ref_out = reference
-        layer_samples = min(n, min((len(v) for v in layer_reference.values()), default=n))
+    ref_out = reference
+    layer_samples = min(n, min((len(v) for v in layer_reference.values()), default=n))
 
     out_db = {}
     for o in outputs:
