@@ -7,7 +7,7 @@ Needs only the test extras (onnxruntime, ai-edge-litert, tflite-micro); never Te
 TFLite converter's int8 model of digits_cnn is generated once, in a separate TensorFlow venv, by
 bench/make_converter_int8.py and kept as bench/data/digits_cnn_converter_int8.tflite.
 
-Data: ../shared/models/digits_data_{nhwc,nchw}.npz: 128 `calib` samples (the calibration set of
+Data: tests/models/digits_data_{nhwc,nchw}.npz: 128 `calib` samples (the calibration set of
 every quantizer below) and 497 `test` samples, labelled by the last 497 `labels`.
 
 digits_cnn.tflite (Keras-trained, float TFLite): int8 models run in the TFLite Micro interpreter
@@ -57,7 +57,7 @@ from bench_common import run_ort, sqnr
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-MODELS = ROOT.parent / "shared" / "models"
+MODELS = ROOT / "tests" / "models"
 CONVERTER_INT8 = HERE / "data" / "digits_cnn_converter_int8.tflite"
 WORK = HERE / "out" / "accuracy"
 MLPERF = (("resnet", "pretrainedResnet.tflite", "pretrainedResnet_quant.tflite", True),

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SHARED = HERE.parent.parent / "shared" / "models"
+SHARED = HERE.parent / "tests" / "models"
 
 _CHILD = r"""
 import resource, sys, time

@@ -10,7 +10,7 @@ virtualenv, and its output is kept in the repository:
     /tmp/tfvenv/bin/python bench/make_converter_int8.py
 
 What it does:
-1. reads the float `../shared/models/digits_cnn.tflite` with the `tflite` flatbuffer package
+1. reads the float `tests/models/digits_cnn.tflite` with the `tflite` flatbuffer package
    (not qconvert) and checks that it is the expected architecture, op by op: Conv2D 3x3 SAME +
    RELU, DepthwiseConv2D 3x3 SAME + RELU6, Conv2D 1x1 + RELU, MaxPool 2, Conv2D 3x3 stride 2
    SAME + RELU, AveragePool 4, flatten (Shape / StridedSlice / Pack / Reshape), FullyConnected
@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-MODELS = HERE.parent.parent / "shared" / "models"
+MODELS = HERE.parent / "tests" / "models"
 FLOAT_MODEL = MODELS / "digits_cnn.tflite"
 DATA = MODELS / "digits_data_nhwc.npz"
 OUT = HERE / "data" / "digits_cnn_converter_int8.tflite"

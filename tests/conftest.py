@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_MODELS = ROOT.parent / "shared" / "models"
+# Models the tests need are copied into the repository (tests/models); ../shared is never required.
+TEST_MODELS = ROOT / "tests" / "models"
 SAMPLE_MODELS = ROOT / "sample_models"
 
 
 def all_model_paths() -> list:
-    paths = sorted(SHARED_MODELS.glob("*.tflite")) + sorted(SHARED_MODELS.glob("*.onnx"))
+    paths = sorted(TEST_MODELS.glob("*.tflite")) + sorted(TEST_MODELS.glob("*.onnx"))
     paths += sorted(SAMPLE_MODELS.glob("*.tflite")) + sorted(SAMPLE_MODELS.glob("*.onnx"))
     assert paths, "no models found"
     return paths

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import SHARED_MODELS
+from conftest import TEST_MODELS
 from qconvert.errors import QConvertError
 from qconvert.ir.graph import Graph, Model
 from qconvert.ir.tensor import Tensor
@@ -63,7 +63,7 @@ def test_input_specs_layout_from_format():
 def test_input_specs_of_shared_models():
     from qconvert.model_io import load_model
 
-    onnx = load_model(SHARED_MODELS / "digits_cnn.onnx")
+    onnx = load_model(TEST_MODELS / "digits_cnn.onnx")
     assert input_specs(onnx.graph, "onnx") == [NCHW]
 
 
@@ -133,18 +133,18 @@ def test_npz_missing_input_of_multi_input_model(tmp_path):
 
 
 def test_shared_digits_data():
-    calib = np.load(SHARED_MODELS / "digits_data_nchw.npz")["calib"]
-    out = load_calibration(f"{SHARED_MODELS / 'digits_data_nchw.npz'}:calib", [NCHW])
+    calib = np.load(TEST_MODELS / "digits_data_nchw.npz")["calib"]
+    out = load_calibration(f"{TEST_MODELS / 'digits_data_nchw.npz'}:calib", [NCHW])
     assert out["input"].shape == (128, 1, 16, 16) and out["input"].dtype == np.float32
     np.testing.assert_array_equal(out["input"], calib)
-    out = load_calibration(f"{SHARED_MODELS / 'digits_data_nhwc.npz'}:calib", [NHWC], limit=10)
+    out = load_calibration(f"{TEST_MODELS / 'digits_data_nhwc.npz'}:calib", [NHWC], limit=10)
     assert out[NHWC.name].shape == (10, 16, 16, 1)
     # NHWC data for the NCHW model: a shape error that says so
-    exc = _err(f"{SHARED_MODELS / 'digits_data_nhwc.npz'}:calib", [NCHW])
+    exc = _err(f"{TEST_MODELS / 'digits_data_nhwc.npz'}:calib", [NCHW])
     assert "NHWC data" in exc.cause and "[N, 1, 16, 16]" in exc.cause
-    exc = _err(SHARED_MODELS / "digits_data_nchw.npz", [NCHW])
+    exc = _err(TEST_MODELS / "digits_data_nchw.npz", [NCHW])
     assert "calib, test, labels" in exc.cause
-    exc = _err(f"{SHARED_MODELS / 'digits_data_nchw.npz'}:calib", [NHWC])
+    exc = _err(f"{TEST_MODELS / 'digits_data_nchw.npz'}:calib", [NHWC])
     assert "NCHW data" in exc.cause
 
 

@@ -10,13 +10,13 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from conftest import SAMPLE_MODELS, SHARED_MODELS
+from conftest import SAMPLE_MODELS, TEST_MODELS
 from qconvert.cli import main
 from qconvert.errors import QConvertError
 from qconvert.model_io import load_model
 
-TFLITE = SHARED_MODELS / "kws_ref_model.tflite"
-ONNX = SHARED_MODELS / "digits_cnn.onnx"
+TFLITE = TEST_MODELS / "kws_ref_model.tflite"
+ONNX = TEST_MODELS / "digits_cnn.onnx"
 
 
 def _bad_files(tmp_path):
@@ -125,7 +125,7 @@ def test_convert_default_output_goes_next_to_input(tmp_copy):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.data(), source=st.sampled_from([SHARED_MODELS / "digits_cnn.tflite", ONNX]))
+@given(data=st.data(), source=st.sampled_from([TEST_MODELS / "digits_cnn.tflite", ONNX]))
 def test_corrupted_model_never_crashes(tmp_path, data, source):
     """Random byte flips or cuts in a real model either load, inspect and write, or raise
     QConvertError naming the file."""

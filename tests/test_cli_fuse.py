@@ -9,13 +9,13 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from conftest import SHARED_MODELS, assert_close, run_litert, run_onnx
+from conftest import TEST_MODELS, assert_close, run_litert, run_onnx
 from qconvert.cli import main
 from qconvert.model_io import load_model
 from qconvert.passes.pipeline import FUSE_PIPELINE
 
-ONNX = SHARED_MODELS / "digits_cnn.onnx"
-TFLITE = SHARED_MODELS / "kws_ref_model_float32.tflite"
+ONNX = TEST_MODELS / "digits_cnn.onnx"
+TFLITE = TEST_MODELS / "kws_ref_model_float32.tflite"
 
 
 def _invoke(args):

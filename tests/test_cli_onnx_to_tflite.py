@@ -13,13 +13,13 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import ROOT, SHARED_MODELS, assert_close
+from conftest import ROOT, TEST_MODELS, assert_close
 from qconvert.cli import main
 from qconvert.model_io import load_model
 from qconvert.quant.numerics import round_half_away
 
-DIGITS = SHARED_MODELS / "digits_cnn.onnx"
-DIGITS_DATA = SHARED_MODELS / "digits_data_nchw.npz"
+DIGITS = TEST_MODELS / "digits_cnn.onnx"
+DIGITS_DATA = TEST_MODELS / "digits_data_nchw.npz"
 
 
 def _invoke(args):

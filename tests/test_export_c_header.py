@@ -6,7 +6,7 @@
 - Fully connected layers: qconvert's C kernel `qconvert_fc_1x4_s8`, run on the header's own
   arrays, matches the integer reference executor (`run_int8`, observed per layer) and TFLite
   Micro (every intermediate tensor made an output) bit for bit on every FC layer of the int8
-  models in ../shared/models, of qconvert's own per-channel-FC quantization of ad01, and of a
+  models in tests/models, of qconvert's own per-channel-FC quantization of ad01, and of a
   synthetic model whose FC layers have leftover rows and columns; also with single rounding.
 - Multipliers, shifts, biases, weights, offsets, clamps and geometry of every conv, depthwise
   and FC layer of kws_ref_model.tflite and pretrainedResnet_quant.tflite equal an independent
@@ -34,7 +34,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT, SAMPLE_MODELS, SHARED_MODELS, random_inputs
+from conftest import ROOT, SAMPLE_MODELS, TEST_MODELS, random_inputs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_int_executor import CONV, Q8, int8_feeds, tflm
@@ -391,7 +391,7 @@ def test_kernel_compiles_cleanly_with_strict_warnings(tmp_path, rounding):
 
 
 def test_header_compiles_alone_and_arrays_are_const_and_aligned(tmp_path):
-    out = _export(tmp_path, SHARED_MODELS / "kws_ref_model.tflite", "--with-kernels")
+    out = _export(tmp_path, TEST_MODELS / "kws_ref_model.tflite", "--with-kernels")
     (tmp_path / "use.c").write_text(f'#include "{out.name}"\n#include "qconvert_fc_1x4.h"\n'
                                     "int main(void) { return 0; }\n")
     # a file that includes the header and uses none of its arrays: no warning
@@ -438,7 +438,7 @@ def check_fc_layers(model_path: Path, header: CHeader, rounding="double") -> int
 
 @pytest.mark.parametrize("name", INT8_MODELS)
 def test_fc_kernel_matches_executor_and_tflm_on_int8_models(tmp_path, name):
-    model = SHARED_MODELS / name
+    model = TEST_MODELS / name
     header = _compile_header(_export(tmp_path, model), tmp_path)
     assert check_fc_layers(model, header) == {"ad01_int8.tflite": 10}.get(name, 1)
 
@@ -453,9 +453,9 @@ def test_fc_kernel_on_qconverts_own_per_channel_quantization(tmp_path):
     """ad01_fp32 quantized by qconvert with per-channel FC weights: the same bytes as
     `qconvert quantize`, then every FC layer through the kernel."""
     args = ["--calibration-random", 8, "--fc-per-channel", "--name", "ad01"]
-    direct = _export(tmp_path, SHARED_MODELS / "ad01_fp32.tflite", *args)
+    direct = _export(tmp_path, TEST_MODELS / "ad01_fp32.tflite", *args)
     q = tmp_path / "ad01_q.tflite"
-    result = CliRunner().invoke(main, ["quantize", str(SHARED_MODELS / "ad01_fp32.tflite"),
+    result = CliRunner().invoke(main, ["quantize", str(TEST_MODELS / "ad01_fp32.tflite"),
                                        "-o", str(q)] + [str(a) for a in args[:3]])
     assert result.exit_code == 0, result.output
     via_file = _export(tmp_path, q, "--name", "ad01", name="via_file.h")
@@ -470,7 +470,7 @@ def test_fc_kernel_on_qconverts_own_per_channel_quantization(tmp_path):
 
 
 def test_fc_kernel_single_rounding_matches_executor(tmp_path):
-    model = SHARED_MODELS / "ad01_int8.tflite"
+    model = TEST_MODELS / "ad01_int8.tflite"
     out = _export(tmp_path, model, "--rounding", "single")
     assert re.search(r"^#define AD01_INT8_SINGLE_ROUNDING +1$", out.read_text(), re.MULTILINE)
     header = _compile_header(out, tmp_path, ["-DQCONVERT_SINGLE_ROUNDING"])
@@ -587,7 +587,7 @@ def check_against_flatbuffer(model_path, h1x4: CHeader, hrow: CHeader, quant_ora
 @pytest.mark.parametrize("name,layers", [("kws_ref_model.tflite", 10),
                                          ("pretrainedResnet_quant.tflite", 10)])
 def test_header_numbers_equal_tflite_micros(tmp_path, quant_oracle, name, layers):
-    model = SHARED_MODELS / name
+    model = TEST_MODELS / name
     h1x4 = _compile_header(_export(tmp_path, model), tmp_path)
     hrow = _compile_header(_export(tmp_path, model, "--fc-layout", "rowmajor", name="row.h"),
                            tmp_path)
@@ -610,7 +610,7 @@ def test_header_numbers_equal_tflite_micros(tmp_path, quant_oracle, name, layers
 
 
 def test_model_io_quantization_and_shapes(tmp_path):
-    model = SHARED_MODELS / "kws_ref_model.tflite"
+    model = TEST_MODELS / "kws_ref_model.tflite"
     h = _compile_header(_export(tmp_path, model, "--name", "kws"), tmp_path)
     fb = Flatbuffer(model)
     x = fb.sub.Tensors(fb.sub.Inputs(0))
@@ -751,7 +751,7 @@ def test_layer_names_become_unique_c_identifiers(tmp_path):
 
 
 def test_same_input_gives_byte_identical_header(tmp_path):
-    model = SHARED_MODELS / "pretrainedResnet_quant.tflite"
+    model = TEST_MODELS / "pretrainedResnet_quant.tflite"
     (tmp_path / "sub").mkdir()
     a = _export(tmp_path, model, "--name", "r", name="a.h")
     b = _export(tmp_path, model, "--name", "r", name="sub/b.h")
@@ -759,11 +759,11 @@ def test_same_input_gives_byte_identical_header(tmp_path):
     text = a.read_text()
     assert hashlib.sha256(model.read_bytes()).hexdigest() in text
     assert "Source model:   pretrainedResnet_quant.tflite" in text
-    assert str(SHARED_MODELS) not in text
+    assert str(TEST_MODELS) not in text
 
 
 def test_default_output_and_kernels_written_beside_the_header(tmp_copy, tmp_path):
-    model = tmp_copy(SHARED_MODELS / "kws_ref_model.tflite", "my-model.tflite")
+    model = tmp_copy(TEST_MODELS / "kws_ref_model.tflite", "my-model.tflite")
     result = _invoke([model, "--with-kernels"])
     assert result.exit_code == 0, result.output
     header = tmp_path / "my-model_weights.h"
@@ -797,7 +797,7 @@ def _assert_fails(tmp_path, args, message, path=None):
 
 
 def test_float_model_without_calibration_is_refused(tmp_path):
-    model = SHARED_MODELS / "ad01_fp32.tflite"
+    model = TEST_MODELS / "ad01_fp32.tflite"
     _assert_fails(tmp_path, [model, "-o", tmp_path / "x.h"], "float model", model)
 
 
@@ -838,8 +838,8 @@ def test_onnx_model_is_converted_to_nhwc_then_quantized(tmp_path):
     """A float ONNX model with calibration data in its own NCHW layout: the header equals the
     one exported from `qconvert quantize model.onnx -o int8.tflite`, compiles, and its FC layer
     run by the C kernel equals TFLite Micro on that int8 model."""
-    model = SHARED_MODELS / "digits_cnn.onnx"
-    calib = f"{SHARED_MODELS / 'digits_data_nchw.npz'}:calib"
+    model = TEST_MODELS / "digits_cnn.onnx"
+    calib = f"{TEST_MODELS / 'digits_data_nchw.npz'}:calib"
     direct = _export(tmp_path, model, "--calibration", calib, "--name", "digits")
     q = tmp_path / "digits_int8.tflite"
     result = CliRunner().invoke(main, ["quantize", str(model), "--calibration", calib,
@@ -854,7 +854,7 @@ def test_onnx_model_is_converted_to_nhwc_then_quantized(tmp_path):
 
 
 def test_onnx_without_calibration_or_already_int8_is_refused(tmp_path):
-    model = SHARED_MODELS / "digits_cnn.onnx"
+    model = TEST_MODELS / "digits_cnn.onnx"
     _assert_fails(tmp_path, [model, "-o", tmp_path / "x.h"], "needs int8; give --calibration",
                   model)
     qdq = tmp_path / "qdq.onnx"
@@ -862,12 +862,12 @@ def test_onnx_without_calibration_or_already_int8_is_refused(tmp_path):
                                        "-o", str(qdq)])
     assert result.exit_code == 0, result.output
     _assert_fails(tmp_path, [qdq, "-o", tmp_path / "x.h"], "int8 (QDQ) ONNX model", qdq)
-    _assert_fails(tmp_path, [SHARED_MODELS / "kws_ref_model.tflite", "-o", tmp_path / "x.h",
+    _assert_fails(tmp_path, [TEST_MODELS / "kws_ref_model.tflite", "-o", tmp_path / "x.h",
                              "--input-layout", "nchw"], "--input-layout applies to ONNX")
 
 
 def test_unwritable_outputs_are_refused(tmp_path):
-    model = SHARED_MODELS / "kws_ref_model.tflite"
+    model = TEST_MODELS / "kws_ref_model.tflite"
     _assert_fails(tmp_path, [model, "-o", tmp_path / "missing" / "x.h"],
                   "output directory does not exist")
     (tmp_path / "adir").mkdir()
@@ -878,15 +878,15 @@ def test_unwritable_outputs_are_refused(tmp_path):
 
 
 def test_bad_options_are_refused(tmp_path):
-    model = SHARED_MODELS / "kws_ref_model.tflite"
+    model = TEST_MODELS / "kws_ref_model.tflite"
     _assert_fails(tmp_path, [model, "-o", tmp_path / "x.h", "--name", "2x"],
                   "not a C identifier")
     _assert_fails(tmp_path, [model, "-o", tmp_path / "x.h", "--name", "a-b"],
                   "not a C identifier")
     _assert_fails(tmp_path, [model, "-o", tmp_path / "x.h", "--calibration-random", 2],
                   "already int8", model)
-    _assert_fails(tmp_path, [SHARED_MODELS / "ad01_fp32.tflite", "-o", tmp_path / "x.h",
+    _assert_fails(tmp_path, [TEST_MODELS / "ad01_fp32.tflite", "-o", tmp_path / "x.h",
                              "--calibration", tmp_path / "none.npy", "--calibration-random", 2],
                   "at most one")
-    _assert_fails(tmp_path, [SHARED_MODELS / "ad01_fp32.tflite", "-o", tmp_path / "x.h",
+    _assert_fails(tmp_path, [TEST_MODELS / "ad01_fp32.tflite", "-o", tmp_path / "x.h",
                              "--calibration", tmp_path / "none.npy"], "no such file")

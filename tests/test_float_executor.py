@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import ROOT, SAMPLE_MODELS, SHARED_MODELS, assert_close, random_inputs
+from conftest import ROOT, SAMPLE_MODELS, TEST_MODELS, assert_close, random_inputs
 from qconvert.errors import QConvertError
 from qconvert.executor.float_executor import (ExecutionError, UnsupportedOpsError, run_float,
                                               run_float_batched)
@@ -551,7 +551,7 @@ def test_all_ops_sample(tmp_path):
 # -- whole models ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", FLOAT_MODELS)
 def test_shared_float_models(name):
-    path = SHARED_MODELS / name
+    path = TEST_MODELS / name
     data = path.read_bytes()
     model = load_model(path)
     g = model.graph
@@ -589,7 +589,7 @@ def test_pytorch_like_models_with_a_batch(tmp_path, arch, width, resolution):
 # -- batching ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", FLOAT_MODELS)
 def test_batch_equals_single_runs(name):
-    model = load_model(SHARED_MODELS / name)
+    model = load_model(TEST_MODELS / name)
     g = model.graph
     feeds = random_feeds(g, 3, batch=8)
     batched = run_float(model, feeds)
@@ -654,7 +654,7 @@ def test_fixed_batch_above_one_must_be_fed_exactly(tmp_path):
 
 
 def test_run_float_batched_splits_and_concatenates():
-    model = load_model(SHARED_MODELS / "kws_ref_model_float32.tflite")
+    model = load_model(TEST_MODELS / "kws_ref_model_float32.tflite")
     g = model.graph
     feeds = random_feeds(g, 5, batch=10)
     whole = run_float(model, feeds)
@@ -671,7 +671,7 @@ def test_run_float_batched_splits_and_concatenates():
 # -- observe, keep, freeing -------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["digits_cnn.onnx", "digits_cnn.tflite"])
 def test_observe_sees_every_tensor_once(name):
-    model = load_model(SHARED_MODELS / name)
+    model = load_model(TEST_MODELS / name)
     g = model.graph
     seen = []
     feeds = random_feeds(g, 0)
@@ -688,7 +688,7 @@ def test_observe_sees_every_tensor_once(name):
 
 def test_intermediates_are_freed_after_their_last_reader():
     """When a node's output is observed, every tensor whose last reader ran before is gone."""
-    model = load_model(SHARED_MODELS / "pretrainedResnet.tflite")
+    model = load_model(TEST_MODELS / "pretrainedResnet.tflite")
     g = model.graph
     last = {}
     for i, node in enumerate(g.nodes):

@@ -5,7 +5,7 @@ import json
 
 from click.testing import CliRunner
 
-from conftest import SHARED_MODELS
+from conftest import TEST_MODELS
 from qconvert.cli import main
 
 
@@ -16,7 +16,7 @@ def _report(path):
 
 
 def test_kws_dscnn_macs_and_weights():
-    r = _report(SHARED_MODELS / "kws_ref_model.tflite")
+    r = _report(TEST_MODELS / "kws_ref_model.tflite")
     layers = r["layers"]
     # DS-CNN: conv 10x4, 64 filters, stride 2 over 49x10x1 -> 25x5x64.
     assert layers[0]["op"] == "Conv2D" and layers[0]["macs"] == 25 * 5 * 64 * 10 * 4
@@ -35,7 +35,7 @@ def test_kws_dscnn_macs_and_weights():
 
 
 def test_ad01_fully_connected_macs():
-    r = _report(SHARED_MODELS / "ad01_fp32.tflite")
+    r = _report(TEST_MODELS / "ad01_fp32.tflite")
     # MLPerf Tiny AD autoencoder: 640-128-128-128-128-8-128-128-128-128-640.
     dims = [640, 128, 128, 128, 128, 8, 128, 128, 128, 128, 640]
     assert [l["macs"] for l in r["layers"]] == [a * b for a, b in zip(dims, dims[1:])]
@@ -44,7 +44,7 @@ def test_ad01_fully_connected_macs():
 
 
 def test_onnx_digits_macs():
-    r = _report(SHARED_MODELS / "digits_cnn.onnx")
+    r = _report(TEST_MODELS / "digits_cnn.onnx")
     convs = [l for l in r["layers"] if l["op"] == "Conv2D"]
     # 1->8 3x3 at 16x16; depthwise 8 3x3 at 16x16; 8->16 1x1 at 16x16; 16->24 3x3 stride 2 to 4x4.
     assert [c["macs"] for c in convs] == [16 * 16 * 8 * 9, 16 * 16 * 8 * 9, 16 * 16 * 16 * 8,
@@ -54,6 +54,6 @@ def test_onnx_digits_macs():
 
 
 def test_table_has_totals_line():
-    result = CliRunner().invoke(main, ["inspect", str(SHARED_MODELS / "kws_ref_model.tflite")])
+    result = CliRunner().invoke(main, ["inspect", str(TEST_MODELS / "kws_ref_model.tflite")])
     assert "total: 13 layers" in result.output
     assert "Conv2D+RELU" in result.output

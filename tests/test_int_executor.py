@@ -20,7 +20,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import SAMPLE_MODELS, SHARED_MODELS, random_inputs
+from conftest import SAMPLE_MODELS, TEST_MODELS, random_inputs
 from qconvert.errors import QConvertError
 from qconvert.executor.int_executor import layer_params, run_int8
 from qconvert.executor.int_kernels import INT_KERNELS, mean_multiplier
@@ -30,9 +30,9 @@ from qconvert.padding import same_pads
 from qconvert.quant.numerics import multiply_by_quantized_multiplier, quantize_multiplier
 from qconvert.tflite_reader import read_tflite
 
-INT8_MODELS = [SHARED_MODELS / "kws_ref_model.tflite",
-               SHARED_MODELS / "pretrainedResnet_quant.tflite",
-               SHARED_MODELS / "ad01_int8.tflite",
+INT8_MODELS = [TEST_MODELS / "kws_ref_model.tflite",
+               TEST_MODELS / "pretrainedResnet_quant.tflite",
+               TEST_MODELS / "ad01_int8.tflite",
                SAMPLE_MODELS / "kws_ref_model.tflite"]
 
 
@@ -106,7 +106,7 @@ def test_batch_of_inputs_equals_tflm_one_at_a_time(path):
 
 
 def test_observe_sees_inputs_and_every_produced_tensor():
-    model = load_model(SHARED_MODELS / "kws_ref_model.tflite")
+    model = load_model(TEST_MODELS / "kws_ref_model.tflite")
     g = model.graph
     seen = []
     x = np.zeros((2,) + tuple(g.tensors[g.inputs[0]].shape[1:]), np.int8)
@@ -659,7 +659,7 @@ def test_unsupported_ops_are_listed_at_once():
 
 
 def test_single_rounding_differs_only_by_one_lsb():
-    model = load_model(SHARED_MODELS / "pretrainedResnet_quant.tflite")
+    model = load_model(TEST_MODELS / "pretrainedResnet_quant.tflite")
     g = model.graph
     g.outputs = [g.nodes[0].outputs[0]]
     x = np.random.default_rng(0).integers(-128, 128, (2, 32, 32, 3)).astype(np.int8)

@@ -18,7 +18,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import SAMPLE_MODELS, SHARED_MODELS, run_onnx
+from conftest import SAMPLE_MODELS, TEST_MODELS, run_onnx
 from qconvert.errors import QConvertError
 from qconvert.ir import Node, Tensor
 from qconvert.model_io import load_model, serialize, write_atomic
@@ -116,7 +116,7 @@ def test_large_weights_are_views_of_the_file(tmp_path):
             g.tensors[name].data[0] = 1
 
 
-SAMPLES = [SHARED_MODELS / "digits_cnn.onnx", SAMPLE_MODELS / "digits_cnn.onnx",
+SAMPLES = [TEST_MODELS / "digits_cnn.onnx", SAMPLE_MODELS / "digits_cnn.onnx",
            SAMPLE_MODELS / "opaque_ops.onnx"]
 
 

@@ -9,7 +9,7 @@ import json
 import onnx
 from click.testing import CliRunner
 
-from conftest import SAMPLE_MODELS, SHARED_MODELS
+from conftest import SAMPLE_MODELS, TEST_MODELS
 from qconvert.cli import main
 from qconvert.model_io import load_model
 
@@ -64,13 +64,13 @@ def test_cross_format_convert_names_every_unknown_op(tmp_copy):
 
 
 def test_known_ops_get_normalized_attributes():
-    model = load_model(SHARED_MODELS / "digits_cnn.tflite")
+    model = load_model(TEST_MODELS / "digits_cnn.tflite")
     conv = next(n for n in model.graph.nodes if n.op == "Conv2D")
     assert conv.attrs["layout"] == "NHWC" and conv.attrs["pads"] == [1, 1, 1, 1]
     assert conv.attrs["activation"] == "RELU" and conv.attrs["group"] == 1
     dw = next(n for n in model.graph.nodes if n.op == "DepthwiseConv2D")
     assert dw.attrs["activation"] == "RELU6"
-    model = load_model(SHARED_MODELS / "digits_cnn.onnx")
+    model = load_model(TEST_MODELS / "digits_cnn.onnx")
     convs = [n for n in model.graph.nodes if n.op == "Conv2D"]
     assert [c.attrs["group"] for c in convs] == [1, 8, 1, 1]
     assert all(c.attrs["layout"] == "NCHW" for c in convs)

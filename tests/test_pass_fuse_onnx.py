@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from conftest import SHARED_MODELS, OnnxNet, assert_close, run_onnx
+from conftest import TEST_MODELS, OnnxNet, assert_close, run_onnx
 from qconvert.model_io import load_model, serialize
 from qconvert.passes import PassContext
 from qconvert.passes.pipeline import FUSE_PIPELINE, run_pipeline
@@ -168,7 +168,7 @@ def test_activation_stays_a_node_for_onnx_output(tmp_path):
 
 
 def test_digits_cnn_keeps_outputs_and_loses_every_batchnorm(tmp_path):
-    data = (SHARED_MODELS / "digits_cnn.onnx").read_bytes()
+    data = (TEST_MODELS / "digits_cnn.onnx").read_bytes()
     counts, model = fuse(tmp_path, data, list(FUSE_PIPELINE))
     assert "BatchNorm" not in ops(model) and counts["fuse-conv-batchnorm"] == 4
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import SHARED_MODELS, assert_close, run_litert
+from conftest import TEST_MODELS, assert_close, run_litert
 from qconvert.ir import Graph, Model, Node, Tensor
 from qconvert.model_io import load_model, serialize
 from qconvert.passes import PassContext
@@ -178,7 +178,7 @@ def test_no_activation_fusion_when_two_readers_or_already_fused(tmp_path):
     assert counts["fuse-activation"] == 0
 
 
-@pytest.mark.parametrize("path", sorted(SHARED_MODELS.glob("*.tflite")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(TEST_MODELS.glob("*.tflite")), ids=lambda p: p.name)
 def test_shared_tflite_models_through_the_whole_pipeline(tmp_path, path):
     model = load_model(path)
     counts = run_pipeline(model, list(FUSE_PIPELINE), PassContext("tflite"))

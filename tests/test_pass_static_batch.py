@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import SHARED_MODELS, assert_close, run_litert, run_onnx
+from conftest import TEST_MODELS, assert_close, run_litert, run_onnx
 from qconvert.errors import QConvertError
 from qconvert.model_io import load_model, serialize
 from qconvert.passes import PassContext, run_passes
@@ -17,7 +17,7 @@ STATIC = ["static-batch", "fold-constants", "eliminate"]
 
 
 def test_keras_dynamic_flatten_becomes_a_static_reshape():
-    src = SHARED_MODELS / "digits_cnn.tflite"
+    src = TEST_MODELS / "digits_cnn.tflite"
     model = load_model(src)
     assert any(not t.static_shape for t in model.graph.tensors.values())
     counts = run_passes(model, STATIC, PassContext("tflite"))
@@ -34,7 +34,7 @@ def test_keras_dynamic_flatten_becomes_a_static_reshape():
 
 
 def test_static_model_is_left_alone(tmp_path):
-    model = load_model(SHARED_MODELS / "ad01_fp32.tflite")  # batch -1 in its signatures
+    model = load_model(TEST_MODELS / "ad01_fp32.tflite")  # batch -1 in its signatures
     dynamic = sum(not t.static_shape for t in model.graph.tensors.values())
     assert dynamic > 0
     assert run_passes(model, ["static-batch"], PassContext("tflite"))["static-batch"] == dynamic

@@ -18,11 +18,11 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import SHARED_MODELS
+from conftest import TEST_MODELS
 from qconvert.cli import main
 
-DIGITS = SHARED_MODELS / "digits_cnn.onnx"
-CALIB = f"{SHARED_MODELS / 'digits_data_nchw.npz'}:calib"
+DIGITS = TEST_MODELS / "digits_cnn.onnx"
+CALIB = f"{TEST_MODELS / 'digits_data_nchw.npz'}:calib"
 
 
 def _quantize(tmp_path, src, calib=CALIB):
@@ -62,7 +62,7 @@ def _sqnr(ref, got):
 def digits(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("digits")
     out, report = _quantize(tmp, DIGITS)
-    return out, report, np.load(SHARED_MODELS / "digits_data_nchw.npz")["calib"][:64]
+    return out, report, np.load(TEST_MODELS / "digits_data_nchw.npz")["calib"][:64]
 
 
 def test_activation_parameters_are_scalars_and_the_model_runs_optimized(digits):

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import SAMPLE_MODELS, SHARED_MODELS, random_inputs, run_litert, run_tflm
+from conftest import SAMPLE_MODELS, TEST_MODELS, random_inputs, run_litert, run_tflm
 from qconvert.cli import main
 from qconvert.executor.int_executor import layer_params, run_int8
 from qconvert.ir import Tensor
 from qconvert.model_io import load_model
 
-DIGITS = SHARED_MODELS / "digits_data_nchw.npz"
+DIGITS = TEST_MODELS / "digits_data_nchw.npz"
 
 
 def _invoke(args):
@@ -37,7 +37,7 @@ def _tflm_inputs(path, seed):
 @pytest.mark.parametrize("io_type", ["int8", "float32"])
 def test_int8_tflite_runs_in_tflm_and_matches_our_integer_executor(tmp_path, name, io_type):
     out = tmp_path / "int8.tflite"
-    result = _invoke(["quantize", SHARED_MODELS / name, "--calibration-random", 16, "-o", out,
+    result = _invoke(["quantize", TEST_MODELS / name, "--calibration-random", 16, "-o", out,
                       "--io-type", io_type, "--report", tmp_path / "q.json"])
     assert result.exit_code == 0, result.output
     model = load_model(out)
@@ -68,7 +68,7 @@ def test_digits_onnx_qdq_top1_within_one_point_in_onnxruntime(tmp_path):
     import onnxruntime as ort
 
     out = tmp_path / "digits_int8.onnx"
-    result = _invoke(["quantize", SHARED_MODELS / "digits_cnn.onnx", "--calibration",
+    result = _invoke(["quantize", TEST_MODELS / "digits_cnn.onnx", "--calibration",
                       f"{DIGITS}:calib", "-o", out])
     assert result.exit_code == 0, result.output
     data = np.load(DIGITS)
@@ -82,7 +82,7 @@ def test_digits_onnx_qdq_top1_within_one_point_in_onnxruntime(tmp_path):
         preds = [np.argmax(sess.run(None, {name: x[i:i + 1]})[0]) for i in range(len(x))]
         return float(np.mean(np.array(preds) == labels[-len(x):]))
 
-    float_acc, int8_acc = top1(SHARED_MODELS / "digits_cnn.onnx"), top1(out)
+    float_acc, int8_acc = top1(TEST_MODELS / "digits_cnn.onnx"), top1(out)
     assert float_acc > 0.9 and int8_acc >= float_acc - 0.01
     ops = [n.op for n in load_model(out).graph.nodes]
     assert "Quantize" in ops and "Dequantize" in ops and "BatchNorm" not in ops
@@ -122,12 +122,12 @@ def test_digits_tflite_int8_top1_within_one_point_in_tflm_and_litert(tmp_path, i
     """The Keras model's dynamic-batch flatten (Shape -> STRIDED_SLICE -> PACK -> Reshape)
     becomes a static Reshape; the int8 model runs in TFLite Micro and LiteRT, our integer
     executor equals TFLite Micro on the whole test set, and top-1 stays within 1 point."""
-    data = np.load(SHARED_MODELS / "digits_data_nhwc.npz")
+    data = np.load(TEST_MODELS / "digits_data_nhwc.npz")
     x, labels = data["test"].astype(np.float32), data["labels"][-len(data["test"]):]
-    src = SHARED_MODELS / "digits_cnn.tflite"
+    src = TEST_MODELS / "digits_cnn.tflite"
     out = tmp_path / "digits_int8.tflite"
     result = _invoke(["quantize", src, "--calibration",
-                      f"{SHARED_MODELS / 'digits_data_nhwc.npz'}:calib", "--io-type", io_type,
+                      f"{TEST_MODELS / 'digits_data_nhwc.npz'}:calib", "--io-type", io_type,
                       "-o", out])
     assert result.exit_code == 0, result.output
     graph = load_model(out).graph
@@ -160,7 +160,7 @@ def test_percentile_method_end_to_end_clips_an_outlier(tmp_path):
     scales = {}
     for method in ("minmax", "percentile"):
         out = tmp_path / f"{method}.tflite"
-        result = _invoke(["quantize", SHARED_MODELS / "ad01_fp32.tflite", "--calibration",
+        result = _invoke(["quantize", TEST_MODELS / "ad01_fp32.tflite", "--calibration",
                           tmp_path / "calib.npy", "--method", method, "--percentile", 99.9,
                           "-o", out])
         assert result.exit_code == 0, result.output
@@ -187,7 +187,7 @@ def test_image_folder_calibration_through_the_cli(tmp_path):
         pixels[-1, -1] = (255, 255, 255)
         Image.fromarray(pixels).save(folder / f"img{i}.png")
     out = tmp_path / "resnet_int8.tflite"
-    result = _invoke(["quantize", SHARED_MODELS / "pretrainedResnet.tflite", "--calibration",
+    result = _invoke(["quantize", TEST_MODELS / "pretrainedResnet.tflite", "--calibration",
                       folder, "--scale", 1 / 255, "-o", out])
     assert result.exit_code == 0, result.output
     graph = load_model(out).graph
@@ -207,13 +207,13 @@ def test_bad_calibration_and_models_fail_cleanly(tmp_path):
         np.save(tmp_path / name, array)
     (tmp_path / "empty").mkdir()
     cases = [
-        (SHARED_MODELS / "digits_cnn.onnx", ["--calibration", tmp_path / "shape.npy"], "shape"),
-        (SHARED_MODELS / "digits_cnn.onnx", ["--calibration", tmp_path / "nan.npy"], "NaN"),
-        (SHARED_MODELS / "digits_cnn.onnx", ["--calibration", tmp_path / "empty"], "empty"),
-        (SHARED_MODELS / "kws_ref_model.tflite", ["--calibration-random", 2], "already quantized"),
+        (TEST_MODELS / "digits_cnn.onnx", ["--calibration", tmp_path / "shape.npy"], "shape"),
+        (TEST_MODELS / "digits_cnn.onnx", ["--calibration", tmp_path / "nan.npy"], "NaN"),
+        (TEST_MODELS / "digits_cnn.onnx", ["--calibration", tmp_path / "empty"], "empty"),
+        (TEST_MODELS / "kws_ref_model.tflite", ["--calibration-random", 2], "already quantized"),
         (SAMPLE_MODELS / "unknown_builtin.tflite", ["--calibration-random", 2],
          "no int8 rule: REVERSE_V2 (unknown), SLICE (unknown)"),
-        (SHARED_MODELS / "digits_cnn.onnx", [], "exactly one of"),
+        (TEST_MODELS / "digits_cnn.onnx", [], "exactly one of"),
     ]
     for model, extra, words in cases:
         before = sorted(os.listdir(tmp_path))
@@ -256,7 +256,7 @@ def test_tflite_report_sqnr_is_tflm_against_litert(tmp_path):
     calib = rng.uniform(-1, 1, (12, 640)).astype(np.float32)
     np.save(tmp_path / "calib.npy", calib)
     out = tmp_path / "ad01_int8.tflite"
-    result = _invoke(["quantize", SHARED_MODELS / "ad01_fp32.tflite", "--calibration",
+    result = _invoke(["quantize", TEST_MODELS / "ad01_fp32.tflite", "--calibration",
                       tmp_path / "calib.npy", "--batch-size", 5, "-o", out,
                       "--report", tmp_path / "q.json"])
     assert result.exit_code == 0, result.output
@@ -265,7 +265,7 @@ def test_tflite_report_sqnr_is_tflm_against_litert(tmp_path):
     graph = load_model(out).graph
     qi, qo = graph.tensors[graph.inputs[0]].quant, graph.tensors[graph.outputs[0]].quant
     xq = np.clip(np.floor(calib / qi.scale[0] + 0.5) + qi.zero_point[0], -128, 127).astype(np.int8)
-    ref = _litert_outputs((SHARED_MODELS / "ad01_fp32.tflite").read_bytes(), calib)
+    ref = _litert_outputs((TEST_MODELS / "ad01_fp32.tflite").read_bytes(), calib)
     got = (_tflm_outputs(out.read_bytes(), xq).astype(np.float64) - qo.zero_point[0]) * qo.scale[0]
     expected = 10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / np.sum((ref - got) ** 2))
     (db,) = report["output_sqnr_db"].values()

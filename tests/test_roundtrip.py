@@ -112,10 +112,10 @@ def test_custom_op_sample_is_covered_structurally():
 
 
 def test_signature_defs_and_metadata_survive():
-    from conftest import SHARED_MODELS
+    from conftest import TEST_MODELS
 
-    original = (SHARED_MODELS / "digits_cnn.tflite").read_bytes()
-    written = serialize(load_model(SHARED_MODELS / "digits_cnn.tflite"))
+    original = (TEST_MODELS / "digits_cnn.tflite").read_bytes()
+    written = serialize(load_model(TEST_MODELS / "digits_cnn.tflite"))
     a, b = tflite.Model.GetRootAs(original, 0), tflite.Model.GetRootAs(written, 0)
     assert b.SignatureDefsLength() == a.SignatureDefsLength() == 1
 
@@ -138,9 +138,9 @@ def test_signature_defs_and_metadata_survive():
 
 
 def test_per_channel_quantization_survives():
-    from conftest import SHARED_MODELS
+    from conftest import TEST_MODELS
 
-    original = SHARED_MODELS / "kws_ref_model.tflite"
+    original = TEST_MODELS / "kws_ref_model.tflite"
     before = load_model(original)
     after = load_model_bytes(serialize(before), original)
     for name, t in before.graph.tensors.items():
