@@ -69,7 +69,7 @@ for _name, _tfl, _opts, _onnx in (("Add", "ADD", "AddOptions", "Add"),
     register(OpSchema(
         _name, f"Elementwise {_name.lower()} with numpy broadcasting (optional fused activation).",
         (Input("a"), Input("b")), tflite=TfliteSpec(_tfl, _opts), onnx=OnnxSpec(_onnx),
-        int8="requantize" if _name != "Div" else None))
+        int8="requantize"))
 
 register(OpSchema("Relu", "max(x, 0).", (X,), tflite=TfliteSpec("RELU"), onnx=OnnxSpec("Relu"),
                   int8="requantize"))

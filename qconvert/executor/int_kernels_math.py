@@ -1,4 +1,4 @@
-"""Integer kernels of LEAKY_RELU, PRELU, BATCH_MATMUL and RSQRT (int8), bit-exact with TFLite
+"""Integer kernels of LEAKY_RELU, PRELU, BATCH_MATMUL, RSQRT and DIV (int8), bit-exact with TFLite
 Micro's reference kernels; registered into `int_kernels.INT_PARAMS` / `INT_KERNELS` (same
 contract and conventions: see that module's docstring).
 
@@ -15,15 +15,18 @@ What TFLite Micro computes, each pinned by a test against its interpreter:
   127); 1 / sqrt(v) as gemmlowp's Newton-Raphson inverse square root (GetInvSqrtQuantized-
   MultiplierExp), scaled up by 2**20, then requantized by `1 / (sqrtf(s_in) * s_out)` (float32
   product) with the 2**20 taken back out of the shift.
+- DIV: one multiplier of float32 `s1 / (s2 * s_out)`; per element the divisor's reciprocal
+  (GetReciprocal) times the dividend at full headroom, then requantized (a divisor at its zero
+  point, a division by zero, gives TFLite Micro's value for it, not an error).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .int_kernels import (INT32_MAX, _batch_guard, _fail, _mbqm, _per_tensor,
-                          _quantize_multipliers, clz32, params, kernel, rdbpot, sat_mul_pot, srdhm,
-                          wrap32)
+from .int_kernels import (INT32_MAX, _act_range, _batch_guard, _fail, _mbqm, _per_tensor,
+                          _quantize_multipliers, clz32, kernel, one_over_one_plus_x_for_x_in_0_1,
+                          params, rdbpot, sat_mul_pot, srdhm, wrap32)
 
 
 def _clamp8(x) -> np.ndarray:
@@ -178,3 +181,61 @@ def rsqrt(node, inputs, p, ctx):
     out = _mbqm(data, p["output_multiplier"], p["output_shift"] - _RSQRT_SHIFT, ctx)
     out = out + p["output_zero_point"]
     return [np.where(v == 0, 127, _clamp8(out)).astype(np.int8)]
+
+
+# -- DIV -------------------------------------------------------------------------------------------
+@params("Div")
+def div_params(graph, node) -> dict:
+    """CalculateOpDataDiv (int8): QuantizeMultiplier(double(float32(s1 / float32(s2 * s_out))));
+    offsets -z1, -z2, +z_out; the fused activation's clamps."""
+    s1, z1 = _per_tensor(graph, node, node.inputs[0])
+    s2, z2 = _per_tensor(graph, node, node.inputs[1])
+    s_out, z_out = _per_tensor(graph, node, node.outputs[0])
+    m, e = _quantize_multipliers(node, float(np.float32(s1 / np.float32(s2 * s_out))))
+    act_min, act_max = _act_range(node, s_out, z_out)
+    return {"input1_offset": -z1, "input2_offset": -z2, "output_offset": z_out,
+            "output_multiplier": int(m), "output_shift": int(e),
+            "activation_min": act_min, "activation_max": act_max}
+
+
+def _rdbpot_wide(x, exponent):
+    """gemmlowp RoundingDivideByPOT also for exponents 32..63, which DIV reaches when a dividend
+    near its zero point meets a large divisor: C leaves that undefined; TFLite Micro's x86 build
+    (the test oracle) computes mask = int32(2**e - 1) = -1 and shifts by e mod 32."""
+    x = np.asarray(x, dtype=np.int64)
+    exponent = np.asarray(exponent, dtype=np.int64)
+    wide = exponent > 31
+    threshold = -1 + (x < 0)
+    odd = (x >> (exponent & 31)) + (x > threshold)
+    return np.where(wide, odd, rdbpot(x, np.minimum(exponent, 31)))
+
+
+def _leading_sign_bits(x):
+    """CountLeadingSignBits of int32 values (__builtin_clrsb; 31 for 0)."""
+    x = np.asarray(x, dtype=np.int64)
+    return clz32(np.where(x < 0, ~x, x)) - 1
+
+
+@kernel("Div")
+def div(node, inputs, p, ctx):
+    """reference_ops::DivElementwise / BroadcastDivSlowQuantized (int8): the divisor's
+    reciprocal by GetReciprocal (gemmlowp 1 / (1 + x)), the dividend shifted up by its headroom,
+    one rounding multiply, then the output multiplier with the combined shift. A divisor at its
+    zero point (a division by zero) gives what TFLite Micro computes for it (GetReciprocal of 0
+    is defined: CountLeadingZeros(0) = 32). Always TFLite's double rounding (CMSIS-NN has no
+    int8 DIV)."""
+    a, b = np.broadcast_arrays(inputs[0].astype(np.int64) + p["input1_offset"],
+                               inputs[1].astype(np.int64) + p["input2_offset"])
+    a = np.where(b < 0, -a, a)
+    b = np.abs(b)
+    headroom_plus_one = clz32(b)
+    recip_shift = 31 - headroom_plus_one
+    shifted = wrap32(((b << headroom_plus_one) & 0xFFFFFFFF) - (1 << 31))
+    inv = one_over_one_plus_x_for_x_in_0_1(shifted)
+    headroom = _leading_sign_bits(a)
+    quotient = srdhm(wrap32(a << headroom), inv)
+    total_shift = p["output_shift"] - recip_shift - headroom
+    if np.any(total_shift > 0):
+        _fail(node, "quotient shift out of range for the output scale")
+    out = _rdbpot_wide(srdhm(quotient, p["output_multiplier"]), -total_shift) + p["output_offset"]
+    return [np.clip(out, p["activation_min"], p["activation_max"]).astype(np.int8)]
