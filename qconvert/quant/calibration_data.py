@@ -149,6 +149,14 @@ def load_calibration(path, specs, mean=None, std=None, scale=None, limit=None) -
     return data
 
 
+def data_files(path) -> list:
+    """The file or folder a `--calibration` / `--eval` argument reads (``file.npz:key`` ->
+    ``file.npz``), for the check that no output overwrites it; [] for None."""
+    if path is None:
+        return []
+    return [_split_npz_key(str(path))[0]]
+
+
 def _split_npz_key(path: str):
     """``file.npz:key`` -> (``file.npz``, ``key``); anything else -> (path, None)."""
     if os.path.exists(path):
