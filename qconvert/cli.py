@@ -275,6 +275,8 @@ _CALIBRATION_OPTIONS = (
                  "TFLite Micro build runs)."),
     click.option("--no-fuse", is_flag=True, help="Skip the fusion passes."),
     click.option("--batch-size", type=click.IntRange(1), default=16, show_default=True),
+    click.option("--max-memory", metavar="SIZE", help="Refuse a plan whose largest layer needs "
+                 "more than SIZE per batch (e.g. 4G; default: half the physical memory, at most 8G)."),
 )
 
 
@@ -287,13 +289,23 @@ def calibration_options(fn):
     return fn
 
 
-def _calibration_data(specs, calibration, calibration_random, norm: dict) -> dict:
+def _max_memory(text):
+    from .quant.memory import default_limit, parse_size
+
+    return default_limit() if text is None else parse_size(text)
+
+
+def _calibration_data(specs, calibration, calibration_random, norm: dict,
+                      max_memory: int | None = None) -> dict:
     """Calibration samples {input name: array} from --calibration DATA (normalized with `norm`)
     or --calibration-random N (with the warning that it is a smoke run)."""
     from .quant import calibration_data as cd
+    from .quant.memory import check_input_memory, default_limit
 
+    limit = max_memory or default_limit()
     if calibration is not None:
-        return cd.load_calibration(calibration, specs, **norm)
+        return cd.load_calibration(calibration, specs, **norm, max_bytes=limit)
+    check_input_memory(specs, calibration_random, limit)
     click.echo(f"qconvert: warning: {cd.RANDOM_CALIBRATION_WARNING}", err=True)
     return cd.random_calibration(specs, calibration_random)
 
@@ -318,7 +330,7 @@ def _calibration_data(specs, calibration, calibration_random, norm: dict) -> dic
 @_names_model
 def quantize(model, output, calibration, calibration_random, eval_data, mean, std, scale,
              method, percentile, per_channel, fc_per_channel, io_type, rounding, no_fuse,
-             batch_size, report, input_layout):
+             batch_size, max_memory, report, input_layout):
     """Quantize a float model to int8: per-channel weights, calibrated activations.
 
     Fuses first, calibrates with the float reference executor, and writes int8 TFLite (runs in
@@ -357,15 +369,17 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
         raise QConvertError("--input-layout applies to ONNX -> int8 TFLite only", model)
     specs = cd.input_specs(m.graph, m.format)
     norm = dict(mean=_numbers(mean), std=_numbers(std), scale=_numbers(scale))
-    data = _calibration_data(specs, calibration, calibration_random, norm)
-    evaluation = cd.load_calibration(eval_data, specs, **norm) if eval_data else None
+    limit = _max_memory(max_memory)
+    data = _calibration_data(specs, calibration, calibration_random, norm, limit)
+    evaluation = (cd.load_calibration(eval_data, specs, **norm, max_bytes=limit)
+                  if eval_data else None)
     if cross:  # data stays in the ONNX layout; it follows the model into the TFLite one
         from .passes.layout_nhwc import data_to_tflite_layout
 
         m, perms = _onnx_to_tflite(m, input_layout, model)
         data, evaluation = (data_to_tflite_layout(d, perms) for d in (data, evaluation))
     options = QuantizeOptions(method, percentile, fc_per_channel, io_type, rounding,
-                              not no_fuse, batch_size)
+                              not no_fuse, batch_size, limit)
     total = len(next(iter(data.values())))
     with cd.Progress(total, "calibrating") as bar:
         try:
@@ -428,7 +442,7 @@ def _render_quant_report(result: dict) -> str:
 @_names_model
 def export_c_header(model, output, name, fc_layout, with_kernels, rounding, calibration,
                     calibration_random, mean, std, scale, method, percentile, fc_per_channel,
-                    no_fuse, batch_size, input_layout):
+                    no_fuse, batch_size, max_memory, input_layout):
     """Write an int8 model as one C header for firmware (CMSIS-NN style).
 
     Per layer: int8 weights (conv OHWI, depthwise [1, H, W, C], fully connected 1x4 interleaved
@@ -482,10 +496,12 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
                  else f"{calibration_random} random samples")
 
         def loader(model_ir):
-            return _calibration_data(input_specs(model_ir), calibration, calibration_random, norm)
+            return _calibration_data(input_specs(model_ir), calibration, calibration_random, norm,
+                                     limit)
 
+    limit = _max_memory(max_memory)
     options = QuantizeOptions(method, percentile, fc_per_channel, "int8", rounding, not no_fuse,
-                              batch_size)
+                              batch_size, limit)
     try:
         m, note = int8_tflite_for_export(m, loader, options, label, input_layout or "nhwc")
         text = render_header(m, HeaderOptions(prefix, fc_layout, rounding, Path(model).name,
