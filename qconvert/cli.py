@@ -412,6 +412,10 @@ def _render_quant_report(result: dict) -> str:
         if added:
             line += f" {db(row.get('added_sqnr_db')):>8}"
         lines.append(line)
+    for row in result["layers"]:
+        if row.get("widened_channels"):
+            lines.append(f"widened weight scales (int32 bias guard): {row['layer']} channels "
+                         f"{_ranges(row['widened_channels'])}")
     if result.get("layer_samples", result["samples"]) != result["samples"]:
         k = result["layer_samples"]
         lines.append(f"(layer SQNR over the first {k} sample{'s' if k > 1 else ''})")
@@ -420,6 +424,18 @@ def _render_quant_report(result: dict) -> str:
     if "top1_agreement" in result:
         lines.append(f"top-1 agreement with float: {100 * result['top1_agreement']:.1f}%")
     return "\n".join(lines)
+
+
+def _ranges(values: list) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
+    parts, start = [], None
+    for i, v in enumerate(values):
+        if start is None:
+            start = v
+        if i + 1 == len(values) or values[i + 1] != v + 1:
+            parts.append(str(start) if start == v else f"{start}-{v}")
+            start = None
+    return ", ".join(parts)
 
 
 @main.command("export-c-header")

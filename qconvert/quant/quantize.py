@@ -355,7 +355,7 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
             entry["added_sqnr_db"] = _db(*added[out]) if out in added else None
         layer = qplan.layers.get(out)
         if layer is not None:
-            entry.update(per_channel=layer.per_channel,
+            entry.update(per_channel=layer.per_channel, widened_channels=layer.widened,
                          multiplier=layer.multiplier.tolist(), shift=layer.shift.tolist(),
                          bias=None if layer.bias is None else layer.bias.tolist())
         layers.append(entry)
