@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import OnnxNet, assert_close, random_inputs, run_tflm
+from conftest import OnnxNet, assert_close, random_inputs, run_litert, run_tflm
 from qconvert.cli import main
 from qconvert.executor.float_executor import run_float
 from qconvert.executor.int_executor import run_int8
@@ -59,7 +59,7 @@ def _samples(shapes, n, seed=0, positive=False) -> list:
 
 
 def _check(tmp_path, onnx_bytes: bytes, shapes: list, *, int8=True, rel=1e-4, positive=False,
-           name="m") -> tuple:
+           name="m", litert_int8=True) -> tuple:
     """Convert (float equivalence), then quantize (TFLite Micro bit-exactness); returns the
     float and int8 TFLite graphs."""
     src = tmp_path / f"{name}.onnx"
@@ -91,6 +91,8 @@ def _check(tmp_path, onnx_bytes: bytes, shapes: list, *, int8=True, rel=1e-4, po
         ours = run_int8(graph, dict(zip(graph.inputs, feeds)))
         for a, name_out in zip(tflm, graph.outputs):
             np.testing.assert_array_equal(a, ours[name_out])
+    if litert_int8:  # the op versions are ones LiteRT accepts
+        assert len(run_litert(q.read_bytes())) == len(graph.outputs)
     return float_graph, graph
 
 
@@ -181,7 +183,8 @@ def test_reciprocal_is_div_in_float_and_int8(tmp_path):
     net = OnnxNet(7)
     x = net.input("x", [1, 2, 3, 4])
     net.node("Reciprocal", [x], "y")
-    f, q = _check(tmp_path, net.build(["y"]), [(1, 2, 3, 4)], positive=True)
+    # LiteRT stops at a divisor equal to its zero point, which random int8 inputs reach
+    f, q = _check(tmp_path, net.build(["y"]), [(1, 2, 3, 4)], positive=True, litert_int8=False)
     assert _ops(f) == ["Div"] and _ops(q) == ["Div"]
 
 
@@ -342,6 +345,8 @@ def test_tiny_transformer_block_end_to_end(tmp_path):
     ops = _ops(q)
     assert ops.count("BatchMatMul") == 2 and ops.count("Rsqrt") == 2 and "Softmax" in ops
     assert not {"Sqrt", "Div", "Pow"} & set(ops)
+    # the only data moves: the attention's head split (q, k, v) and merge
+    assert _ops(f).count("Transpose") == 4
     header = tmp_path / "block.h"
     result = _invoke(["export-c-header", tmp_path / "block_int8.tflite", "-o", header])
     assert result.exit_code == 0, result.output
@@ -417,3 +422,21 @@ def test_int8_div_and_rsqrt_at_the_zero_point_match_tflite_micro(tmp_path):
     assert _ops(graph) == ["Relu", "Rsqrt"]
     np.testing.assert_array_equal(_tflm_run(q.read_bytes(), [every])[0],
                                   run_int8(graph, {graph.inputs[0]: every})["y"])
+
+
+def test_div_by_a_constant_with_a_zero_is_refused_for_int8(tmp_path):
+    """Must not quantize: a DIV by a constant stays a DIV only when the constant holds a 0 (else
+    it is a MUL by its reciprocal); an int8 divisor would round small values to 0."""
+    net = OnnxNet(21)
+    x = net.input("x", [1, 4])
+    net.node("Div", [x, net.const("k", np.array([2.0, 0.0, 0.01, 5.0], np.float32))], "y")
+    src = tmp_path / "divk.onnx"
+    src.write_bytes(net.build(["y"]))
+    np.save(tmp_path / "c.npy", np.ones((4, 1, 4), np.float32))
+    before = sorted(os.listdir(tmp_path))
+    for out in ("q.tflite", "q.onnx"):
+        result = _invoke(["quantize", src, "--calibration", tmp_path / "c.npy", "-o",
+                          tmp_path / out])
+        assert result.exit_code == 1 and "Traceback" not in result.output
+        assert "Div by a constant" in result.output and len(result.output.splitlines()) == 1
+    assert sorted(os.listdir(tmp_path)) == before

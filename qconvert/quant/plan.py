@@ -106,6 +106,11 @@ def check_quantizable(graph: Graph) -> None:
                                                                  None) is None)
     if counts:
         raise QConvertError(f"cannot quantize: ops with no int8 rule: {list_ops(counts)}")
+    divisors = [n.name or n.outputs[0] for n in graph.nodes
+                if n.op == "Div" and not n.opaque and graph.constant(n.inputs[1]) is not None]
+    if divisors:  # an int8 divisor near its zero point would divide by (almost) zero
+        raise QConvertError("cannot quantize: Div by a constant (int8 would round small "
+                            f"divisors to 0; multiply by the reciprocal): {', '.join(divisors)}")
 
 
 def weight_channel_axis(node, fmt: str) -> int:
