@@ -3,24 +3,29 @@ Micro's reference kernels; registered into `int_kernels.INT_PARAMS` / `INT_KERNE
 contract and conventions: see that module's docstring).
 
 What TFLite Micro computes, each pinned by a test against its interpreter:
-- LEAKY_RELU: two multipliers of float32 ratios, `s_in / s_out` (x >= z_in) and
+- LEAKY_RELU: two multipliers of double ratios, `s_in / s_out` (x >= z_in) and
   `s_in * alpha / s_out` (below); a negative alpha is applied as the negated product of its
   magnitude's multiplier.
 - PRELU: double ratios `s_in / s_out` and `s_in * s_alpha / s_out`; below zero the int32
   product (x - z_in) * (alpha - z_alpha) is requantized; alpha broadcasts against x.
 - BATCH_MATMUL: int32 sums of (a - z_a) * (b - z_b) over the accumulation axis, one multiplier
-  of `float32(s_a * s_b) / s_out` (the product in float32, unlike conv), no bias, no fused
-  activation; `adj_x` / `adj_y` transpose an operand's last two axes, batch axes broadcast.
+  of double `s_a * s_b / s_out` (as conv), no bias, no fused activation; `adj_x` / `adj_y`
+  transpose an operand's last two axes, batch axes broadcast.
+  (This TFLite Micro takes every ratio here in double, where the sources of mid-2026 still
+  had float32 arithmetic for LEAKY_RELU, DIV, BATCH_MATMUL and RSQRT: the tests pin each at
+  rounding ties.)
 - RSQRT: per element v = x - z_in (refused below 0, as TFLite Micro's Eval fails; 0 gives
   127); 1 / sqrt(v) as gemmlowp's Newton-Raphson inverse square root (GetInvSqrtQuantized-
-  MultiplierExp), scaled up by 2**20, then requantized by `1 / (sqrtf(s_in) * s_out)` (float32
-  product) with the 2**20 taken back out of the shift.
-- DIV: one multiplier of float32 `s1 / (s2 * s_out)`; per element the divisor's reciprocal
+  MultiplierExp), scaled up by 2**20, then requantized by `1 / (sqrt(s_in) * s_out)` (in
+  double) with the 2**20 taken back out of the shift.
+- DIV: one multiplier of double `s1 / (s2 * s_out)`; per element the divisor's reciprocal
   (GetReciprocal) times the dividend at full headroom, then requantized (a divisor at its zero
   point, a division by zero, gives TFLite Micro's value for it, not an error).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -36,15 +41,16 @@ def _clamp8(x) -> np.ndarray:
 # -- LEAKY_RELU ------------------------------------------------------------------------------------
 @params("LeakyRelu")
 def leaky_relu_params(graph, node) -> dict:
-    """CalculateOpDataLeakyRelu: QuantizeMultiplier of double(float32(s_in * alpha / s_out)) and
-    of double(float32(s_in / s_out))."""
+    """CalculateOpDataLeakyRelu as this TFLite Micro computes it: QuantizeMultiplier of
+    double(s_in) * double(alpha) / double(s_out) and of double(s_in) / double(s_out) (double
+    ratios: float32 ones, as older sources write them, are refuted at rounding ties)."""
     s_in, z_in = _per_tensor(graph, node, node.inputs[0])
     s_out, z_out = _per_tensor(graph, node, node.outputs[0])
     alpha = node.attrs.get("alpha")
     alpha = np.float32(0.01 if alpha is None else alpha)
-    alpha_real = float(np.float32(np.float32(s_in * alpha) / s_out))
+    alpha_real = float(s_in) * float(alpha) / float(s_out)
     m_a, e_a = _quantize_multipliers(node, abs(alpha_real))
-    m_i, e_i = _quantize_multipliers(node, float(np.float32(s_in / s_out)))
+    m_i, e_i = _quantize_multipliers(node, float(s_in) / float(s_out))
     return {"input_zero_point": z_in, "output_zero_point": z_out,
             "output_multiplier_alpha": int(m_a) * (-1 if alpha_real < 0 else 1),
             "output_shift_alpha": int(e_a), "output_multiplier_identity": int(m_i),
@@ -93,12 +99,13 @@ def prelu(node, inputs, p, ctx):
 # -- BATCH_MATMUL ----------------------------------------------------------------------------------
 @params("BatchMatMul")
 def batch_matmul_params(graph, node) -> dict:
-    """BatchMatMulPrepare (int8): QuantizeMultiplier(double(float32(s_a * s_b)) / double(s_out));
-    the output clamps are the int8 range."""
+    """BatchMatMulPrepare (int8) as this TFLite Micro computes it: QuantizeMultiplier of
+    double(s_a) * double(s_b) / double(s_out) (the float32 product older sources write is
+    refuted at rounding ties); the output clamps are the int8 range."""
     s_a, z_a = _per_tensor(graph, node, node.inputs[0])
     s_b, z_b = _per_tensor(graph, node, node.inputs[1])
     s_out, z_out = _per_tensor(graph, node, node.outputs[0])
-    real = float(np.float32(s_a * s_b)) / float(s_out)
+    real = float(s_a) * float(s_b) / float(s_out)
     m, e = _quantize_multipliers(node, real)
     return {"lhs_offset": -z_a, "rhs_offset": -z_b, "output_offset": z_out,
             "output_multiplier": int(m), "output_shift": int(e),
@@ -127,11 +134,12 @@ _RSQRT_SHIFT = 20  # kShift of RsqrtEvalQuantized
 
 @params("Rsqrt")
 def rsqrt_params(graph, node) -> dict:
-    """PrepareAbsRsqrt (RSQRT, int8): QuantizeMultiplier(1 / double(sqrtf(s_in) * s_out)) (a
-    float32 product)."""
+    """PrepareAbsRsqrt (RSQRT, int8) as this TFLite Micro computes it: QuantizeMultiplier of
+    1 / (sqrt(double(s_in)) * double(s_out)) (the float32 sqrtf and product of older sources
+    are refuted at rounding ties)."""
     s_in, z_in = _per_tensor(graph, node, node.inputs[0])
     s_out, z_out = _per_tensor(graph, node, node.outputs[0])
-    real = 1.0 / float(np.float32(np.sqrt(s_in, dtype=np.float32) * s_out))
+    real = 1.0 / (math.sqrt(float(s_in)) * float(s_out))
     m, e = _quantize_multipliers(node, real)
     if not -31 <= int(e) - _RSQRT_SHIFT <= 30:
         _fail(node, f"output scale {s_out} out of range for RSQRT's input scale {s_in}")
@@ -186,12 +194,13 @@ def rsqrt(node, inputs, p, ctx):
 # -- DIV -------------------------------------------------------------------------------------------
 @params("Div")
 def div_params(graph, node) -> dict:
-    """CalculateOpDataDiv (int8): QuantizeMultiplier(double(float32(s1 / float32(s2 * s_out))));
-    offsets -z1, -z2, +z_out; the fused activation's clamps."""
+    """CalculateOpDataDiv (int8) as this TFLite Micro computes it: QuantizeMultiplier of
+    double(s1) / (double(s2) * double(s_out)) (a float32 quotient, as older sources write it,
+    is refuted at rounding ties); offsets -z1, -z2, +z_out; the fused activation's clamps."""
     s1, z1 = _per_tensor(graph, node, node.inputs[0])
     s2, z2 = _per_tensor(graph, node, node.inputs[1])
     s_out, z_out = _per_tensor(graph, node, node.outputs[0])
-    m, e = _quantize_multipliers(node, float(np.float32(s1 / np.float32(s2 * s_out))))
+    m, e = _quantize_multipliers(node, float(s1) / (float(s2) * float(s_out)))
     act_min, act_max = _act_range(node, s_out, z_out)
     return {"input1_offset": -z1, "input2_offset": -z2, "output_offset": z_out,
             "output_multiplier": int(m), "output_shift": int(e),
