@@ -71,6 +71,26 @@ _input_layout_option = click.option(
     "follows them). Data (calibration, evaluation) is always in the ONNX model's layout.")
 
 
+_input_shape_option = click.option(
+    "--input-shape", "input_shapes", multiple=True, metavar="NAME:d0,d1,...",
+    help="Fix an input's shape (repeatable), e.g. input:1,3,224,224; every other shape is then "
+    "inferred and constant shape arithmetic folded (as onnxsim --overwrite-input-shape).")
+
+
+def _load(model, input_shapes):
+    """Load `model` and apply --input-shape (errors name the file)."""
+    from .input_shapes import apply_input_shapes, parse_input_shapes
+    from .model_io import load_model
+
+    shapes = parse_input_shapes(input_shapes)
+    m = load_model(model)
+    try:
+        apply_input_shapes(m, shapes)
+    except QConvertError as exc:
+        raise exc.with_path(model)
+    return m
+
+
 def _onnx_to_tflite(m, input_layout, path):
     """The TFLite model of ONNX model `m` and its inputs' permutations (errors name `path`)."""
     from .passes.layout_nhwc import onnx_to_tflite
@@ -93,7 +113,8 @@ def _echo_conversion(m) -> None:
 @click.option("-o", "--output", type=click.Path(), help="Output file "
               "(default: <model>_converted.<ext> next to the input).")
 @_input_layout_option
-def convert(model, output, input_layout):
+@_input_shape_option
+def convert(model, output, input_layout, input_shapes):
     """Read a model, verify it and write it out: the same format, or ONNX to TFLite.
 
     The output format follows the output's extension. ONNX to TFLite runs the NCHW -> NHWC
@@ -106,12 +127,12 @@ def convert(model, output, input_layout):
       qconvert convert model.tflite -o model_out.tflite
       qconvert convert model.onnx -o model.tflite --input-layout nhwc
     """
-    from .model_io import (check_output_path, default_output, format_of_output, load_model,
+    from .model_io import (check_output_path, default_output, format_of_output,
                            serialize, write_atomic)
 
     if output is not None:
         check_output_path(output, [model])
-    m = load_model(model)
+    m = _load(model, input_shapes)
     out = output or str(default_output(model, "converted", m.format))
     fmt = format_of_output(out, m.format)
     check_output_path(out, [model])
@@ -153,7 +174,8 @@ def _echo_passes(ctx, param, value):
               callback=_echo_passes, help="List the passes of the default pipeline and exit.")
 @click.option("--report", type=click.Path(), metavar="FILE.json",
               help='Also write {"passes": {name: count}, "nodes_before": n, "nodes_after": m}.')
-def fuse(model, output, pass_list, report):
+@_input_shape_option
+def fuse(model, output, pass_list, report, input_shapes):
     """Fold BatchNorm, per-channel Mul/Div and Add/Sub into the conv or FC layer before them.
 
     Runs constant folding, dead-node elimination and the fusions (to a fixed point); for a TFLite
@@ -167,7 +189,7 @@ def fuse(model, output, pass_list, report):
       qconvert fuse model.onnx --passes fuse-conv-batchnorm,eliminate
     """
     from .ir.graph import GraphError
-    from .model_io import (check_output_path, default_output, format_of_output, load_model,
+    from .model_io import (check_output_path, default_output, format_of_output,
                            serialize, write_atomic)
     from .passes import PassContext
     from .passes.pipeline import FUSE_PIPELINE, run_pipeline
@@ -183,7 +205,7 @@ def fuse(model, output, pass_list, report):
     for path in (output, report):
         if path is not None:
             check_output_path(path, [model])
-    m = load_model(model)
+    m = _load(model, input_shapes)
     out = output or str(default_output(model, "fused", m.format))
     fmt = format_of_output(out, m.format)
     check_output_path(out, [model])
@@ -275,9 +297,10 @@ def _calibration_data(specs, calibration, calibration_random, norm: dict) -> dic
 @click.option("--report", type=click.Path(), metavar="FILE.json", help="Also write the report "
               "as JSON.")
 @_input_layout_option
+@_input_shape_option
 def quantize(model, output, calibration, calibration_random, eval_data, mean, std, scale,
              method, percentile, per_channel, fc_per_channel, io_type, rounding, no_fuse,
-             batch_size, report, input_layout):
+             batch_size, report, input_layout, input_shapes):
     """Quantize a float model to int8: per-channel weights, calibrated activations.
 
     Fuses first, calibrates with the float reference executor, and writes int8 TFLite (runs in
@@ -292,7 +315,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
       qconvert quantize model.onnx --calibration calib.npy -o model_int8.tflite
       qconvert quantize model.tflite --calibration images/ --mean 127.5 --std 127.5
     """
-    from .model_io import (check_output_path, default_output, format_of_output, load_model,
+    from .model_io import (check_output_path, default_output, format_of_output,
                            serialize, write_atomic)
     from .quant import calibration_data as cd
     from .quant.quantize import QuantizeOptions, quantize_model
@@ -302,7 +325,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     for path in (output, report):
         if path is not None:
             check_output_path(path, [model])
-    m = load_model(model)
+    m = _load(model, input_shapes)
     out = output or str(default_output(model, "int8", m.format))
     fmt = format_of_output(out, m.format)
     check_output_path(out, [model])
@@ -380,9 +403,10 @@ def _render_quant_report(result: dict) -> str:
               "the header (single: CMSIS-NN built with CMSIS_NN_USE_SINGLE_ROUNDING).")
 @calibration_options
 @_input_layout_option
+@_input_shape_option
 def export_c_header(model, output, name, fc_layout, with_kernels, rounding, calibration,
                     calibration_random, mean, std, scale, method, percentile, fc_per_channel,
-                    no_fuse, batch_size, input_layout):
+                    no_fuse, batch_size, input_layout, input_shapes):
     """Write an int8 model as one C header for firmware (CMSIS-NN style).
 
     Per layer: int8 weights (conv OHWI, depthwise [1, H, W, C], fully connected 1x4 interleaved
@@ -405,7 +429,7 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
     from .c_export.header import HeaderOptions, render_header
     from .c_export.shipped_kernels import kernel_sources
     from .c_export.source import int8_tflite_for_export
-    from .model_io import check_output_path, load_model, read_bytes, write_atomic
+    from .model_io import check_output_path, read_bytes, write_atomic
     from .quant.calibration_data import input_specs
     from .quant.quantize import QuantizeOptions
 
@@ -423,7 +447,7 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
             raise QConvertError(f"the header would overwrite the kernel file {path.name}; "
                                 "choose another -o", str(out))
     sha256 = hashlib.sha256(read_bytes(model)).hexdigest()
-    m = load_model(model)
+    m = _load(model, input_shapes)
     if input_layout is not None and m.format != "onnx":
         raise QConvertError("--input-layout applies to ONNX models only", model)
     loader, label = None, ""
