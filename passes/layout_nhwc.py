@@ -42,6 +42,7 @@ from qconvert.ir.graph import GraphError
 from . import PassContext, register_pass, run_passes
 from .layout_rules import RULES
 from .layout_state import NHWC, Converter, Layout, Unmappable, identity
+from .onnx_to_tflite_math import fuse_rsqrt
 from .onnx_to_tflite_ops import UNMAPPED, conversion_problems, fuse_hard_swish
 from .onnx_to_tflite_spatial import fuse_channel_shuffle, lift_1d, merge_reshapes
 
@@ -202,6 +203,7 @@ def onnx_to_tflite(model: Model, input_layout: str = "nhwc") -> tuple:
         fuse_channel_shuffle(graph)
         _check(conversion_problems(graph, RULES, static=True))
         fuse_hard_swish(graph)
+        fuse_rsqrt(graph)
         context = PassContext("tflite", {"opset": opset, "input_layout": input_layout})
         run_passes(work, ["layout-nhwc"], context)
         merge_reshapes(graph)

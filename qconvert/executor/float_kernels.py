@@ -1535,4 +1535,6 @@ def _pack(node, inputs, out_dtypes):
     return [np.stack(inputs, axis=_axis(axis, inputs[0].ndim + 1))]
 
 
+# the kernels of the transformer-era activation / normalization / attention ops live apart
+from . import float_kernels_math as _float_kernels_math  # noqa: E402,F401  (registers them)
 from . import float_kernels_spatial as _spatial_kernels  # noqa: E402,F401  (resize, split...)

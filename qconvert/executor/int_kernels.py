@@ -1096,4 +1096,6 @@ for _op in ("Squeeze", "Transpose", "Gather", "Maximum", "Minimum", "StridedSlic
     INT_PARAMS[_op] = _no_params
 
 
+# LEAKY_RELU, PRELU, BATCH_MATMUL and RSQRT live apart (the file is big enough)
+from . import int_kernels_math as _int_kernels_math  # noqa: E402,F401  (registers them)
 from . import int_kernels_spatial as _spatial_kernels  # noqa: E402,F401  (resize, split...)
