@@ -50,6 +50,7 @@ class LayerPlan:
     bias: np.ndarray | None      # int32
     multiplier: np.ndarray = field(default=None)
     shift: np.ndarray = field(default=None)
+    widened: list = field(default_factory=list)  # channels whose weight scale was widened
 
 
 @dataclass
@@ -239,7 +240,7 @@ def _plan_layer(graph, node, acts, fmt, fc_per_channel) -> LayerPlan:
                                 (w.shape[axis],))
     per_channel = fc_per_channel or node.op not in FC_OPS
     try:
-        w_q, s_w, b_q = quantize_layer(w, b, s_in, axis, per_channel)
+        w_q, s_w, b_q, widened = quantize_layer(w, b, s_in, axis, per_channel)
     except ValueError as exc:
         raise QConvertError(f"{node.op} {node.name!r}: {exc}") from exc
     # TFLite Micro takes double(s_in) * double(s_w) for per-tensor FC too (measured against
@@ -247,4 +248,5 @@ def _plan_layer(graph, node, acts, fmt, fc_per_channel) -> LayerPlan:
     real = effective_multipliers(s_in, s_w, s_out)
     multiplier, shift = quantize_multiplier(np.asarray(real, np.float64))
     return LayerPlan(node.name, node.op, w_q, s_w, axis, per_channel, b_q,
-                     np.atleast_1d(multiplier), np.atleast_1d(shift))
+                     np.atleast_1d(multiplier), np.atleast_1d(shift),
+                     [int(c) for c in np.flatnonzero(widened)])
