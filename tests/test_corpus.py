@@ -24,14 +24,7 @@ from corpus.manifest import BY_NAME, COMMANDS, CORPUS, MODELS_TABLE, cells
 
 # Cells that fail today, each with the reason; strict, so a fix turns them into a test failure
 # until the entry is removed. Keep empty unless a fix is under way elsewhere.
-KNOWN_FAILURES = {
-    ("streaming_kws_tflite", "fuse"):
-        "fuse drops the resource-variable state ops (side effects kept: issue 11, part 1)",
-    ("streaming_kws_tflite", "quantize"):
-        "the refusal names the subgraph count, not the ops (streaming TFLite: issue 11, part 1)",
-    ("streaming_kws_tflite", "export-c-header"):
-        "the refusal names the subgraph count, not the ops (streaming TFLite: issue 11, part 1)",
-}
+KNOWN_FAILURES: dict = {}
 
 
 @pytest.fixture(scope="session")
@@ -153,6 +146,23 @@ def test_refusal_must_be_one_line_and_write_nothing(corpus, tmp_path):
     (tmp_path / "x").write_bytes(b"partial")
     with pytest.raises(harness._Fail, match="wrote x"):
         corpus._refusal(m, 1, line, [tmp_path / "x"])
+
+
+def test_a_refusal_must_name_what_the_conversion_it_runs_refuses(corpus):
+    m = BY_NAME["unet_small"]
+    saved = corpus._cells.get((m.name, "to-tflite"))
+    corpus._cells[(m.name, "to-tflite")] = harness.Cell(
+        m.name, "to-tflite", "refused", "ops with no TFLite mapping: ConvTranspose, Resize (x2)")
+    try:
+        status, _ = corpus._names_what_conversion_refuses(m, "export-c-header",
+                                                          "ops unknown to qconvert: Resize (x2)")
+        assert status == "FAIL"
+        assert corpus._names_what_conversion_refuses(
+            m, "quantize", "cannot: Resize (x2), ConvTranspose")[0] == "refused"
+    finally:
+        del corpus._cells[(m.name, "to-tflite")]
+        if saved is not None:
+            corpus._cells[(m.name, "to-tflite")] = saved
 
 
 def test_summary_counts_ops():

@@ -346,9 +346,24 @@ class CorpusRunner:
                 status, detail = "FAIL", str(exc)
             except Exception as exc:  # a runtime rejects qconvert's output
                 status, detail = "FAIL", f"oracle could not run the output: {exc}"[:300]
+            if status == "refused" and model.format == "onnx" and command in (
+                    "quantize", "export-c-header"):
+                status, detail = self._names_what_conversion_refuses(model, command, detail)
             self._cells[key] = Cell(model_name, command, status, detail,
                                     time.perf_counter() - start)
         return self._cells[key]
+
+    def _names_what_conversion_refuses(self, model: CorpusModel, command: str, cause: str):
+        """`quantize` to TFLite and `export-c-header` of an ONNX model run the ONNX -> TFLite
+        conversion: their refusal must name every op that conversion refuses."""
+        conversion = self.cell(model.name, "to-tflite")
+        if conversion.status != "refused":
+            return "refused", cause
+        missing = named_ops(model, conversion.detail) - named_ops(model, cause)
+        if missing:
+            return "FAIL", (f"refusal omits {sorted(missing)}, which the ONNX -> TFLite "
+                            f"conversion it runs refuses: {cause[:200]}")
+        return "refused", cause
 
     # -- shared steps
     def _out(self, model: CorpusModel, command: str, ext: str) -> Path:
@@ -592,6 +607,14 @@ def _norm(op: str) -> str:
     """An op name compared across spellings: `DepthwiseConv2D`, `DEPTHWISE_CONV_2D` and
     `depthwise_conv_2d` are one op."""
     return op.replace("_", "").lower()
+
+
+def named_ops(model: CorpusModel, cause: str) -> set:
+    """The model's op types a message names (normalized spelling), quoted names left out."""
+    have = {_norm(o) for o in model_ops(model)[0]}
+    bare = re.sub(r"'[^']*'", "", cause)
+    return {_norm(w) for w in re.findall(r"[A-Za-z][A-Za-z0-9_]*", bare)
+            if w != w.lower() and _norm(w) in have}
 
 
 def check_refusal_names(model: CorpusModel, cause: str) -> None:

@@ -121,6 +121,12 @@ MODELS_TABLE = (
                 _MLPERF, str(CORPUS / "mlperf_resnet8_calib.npy")),
     CorpusModel("mlperf_ad01_float", MODELS / "ad01_fp32.tflite", "tflite", "float", _MLPERF,
                 str(CORPUS / "mlperf_ad01_calib.npy")),
+    CorpusModel("streaming_kws_float", MODELS / "streaming_kws_float.tflite", "tflite", "float",
+                "written in tf for qconvert (tests/models/make_streaming.py), random weights",
+                str(CORPUS / "streaming_kws_features_calib.npy"), frames=6),
+    CorpusModel("streaming_kws_int8", MODELS / "streaming_kws_int8.tflite", "tflite", "int8",
+                "the same, int8 by the TFLite converter",
+                str(CORPUS / "streaming_kws_features_calib.npy"), frames=6),
     CorpusModel("mlperf_ad01_int8", MODELS / "ad01_int8.tflite", "tflite", "int8", _MLPERF,
                 str(CORPUS / "mlperf_ad01_calib.npy")),
 )
