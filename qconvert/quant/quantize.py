@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qconvert.errors import QConvertError
 from qconvert.ir import Model
+from qconvert.model_io import require_one_graph
 
 from .plan import (check_float, check_quantizable, clamped_inputs, dequantize_hybrid_weights,
                    plan)
@@ -57,8 +57,7 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
 
     STATIC_PIPELINE = ("static-batch", "fold-constants", "eliminate")
 
-    if len(model.graphs) != 1:
-        raise QConvertError("quantizing a model with several subgraphs is not supported")
+    require_one_graph(model, "quantize")
     graph = model.graph
     check_float(graph)
     dequantize_hybrid_weights(graph)
