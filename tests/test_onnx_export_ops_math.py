@@ -18,6 +18,7 @@ from conftest import OnnxNet, assert_close, random_inputs, run_litert, run_tflm
 from qconvert.cli import main
 from qconvert.executor.float_executor import run_float
 from qconvert.executor.int_executor import run_int8
+from qconvert.layer_table import layer_macs
 from qconvert.model_io import load_model
 
 
@@ -129,6 +130,17 @@ def test_prelu_slope_follows_the_layout(tmp_path):
     assert len(prelus) == 2 and "Transpose" not in _ops(f)
     np.testing.assert_array_equal(f.tensors[prelus[0].inputs[1]].data, slope.reshape(6))
     assert [n.op for n in q.nodes].count("PRelu") == 2
+
+
+def test_prelu_with_a_computed_slope(tmp_path):
+    """A slope that is an activation (a graph input, [1, C, 1, 1]) is brought to the layout."""
+    net = OnnxNet(22)
+    x = net.input("x", [1, 3, 4, 5])
+    s = net.input("s", [1, 3, 1, 1])
+    c = net.conv(x, 3, 3, "c", k=1)
+    net.node("PRelu", [c, s], "y")
+    f, q = _check(tmp_path, net.build(["y"]), [(1, 3, 4, 5), (1, 3, 1, 1)])
+    assert "PRelu" in _ops(f) and "Transpose" not in _ops(f) and "PRelu" in _ops(q)
 
 
 @pytest.mark.parametrize("op,attrs", [("Sigmoid", {}), ("Tanh", {}),
@@ -347,6 +359,8 @@ def test_tiny_transformer_block_end_to_end(tmp_path):
     assert not {"Sqrt", "Div", "Pow"} & set(ops)
     # the only data moves: the attention's head split (q, k, v) and merge
     assert _ops(f).count("Transpose") == 4
+    scores = next(n for n in q.nodes if n.op == "BatchMatMul")
+    assert layer_macs(scores, q) == 2 * 8 * 8 * 8  # heads x T x T x d_head
     header = tmp_path / "block.h"
     result = _invoke(["export-c-header", tmp_path / "block_int8.tflite", "-o", header])
     assert result.exit_code == 0, result.output
