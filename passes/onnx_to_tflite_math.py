@@ -58,6 +58,9 @@ def _leaky_relu(cv, node) -> None:
 def _prelu(cv, node) -> None:
     x = cv.value(node.inputs[0])
     rank = len(x.shape)
+    if rank > 4:
+        raise Unmappable(f"PRelu {node.name!r} of a {rank}-D tensor (TFLite Micro's PRELU "
+                         "broadcasts up to 4-D)")
     slope = cv.constant(node.inputs[1])
     if slope is None:
         s = cv.value(node.inputs[1])

@@ -373,6 +373,9 @@ def test_tiny_transformer_block_end_to_end(tmp_path):
     (lambda n, x: n.node("Pow", [x, n.const("e", np.array(3.0, np.float32))], "y"),
      "ops with no TFLite mapping: Pow (exponent 3)"),
     (lambda n, x: n.node("Erf", [x], "y"), "ops with no TFLite mapping: Erf"),
+    (lambda n, x: n.node("PRelu", [n.node("Reshape", [x, n.const("s5", np.array(
+        [1, 2, 2, 1, 6], np.int64))], "x5"), n.const("k", np.full(6, 0.2, np.float32))], "y"),
+     "PRelu 'y_node' of a 5-D tensor"),
     (lambda n, x: n.nodes.append(__import__("onnx").helper.make_node(
         "LayerNormalization", [x, n.rand("g", 6)], ["y", "mu"], name="ln", axis=-1)) or "y",
      "LayerNormalization 'ln' (Mean / InvStdDev outputs are read)"),
