@@ -71,6 +71,14 @@ _input_layout_option = click.option(
     "follows them). Data (calibration, evaluation) is always in the ONNX model's layout.")
 
 
+_verify_option = click.option(
+    "--verify", type=click.IntRange(1), metavar="N",
+    help="Run the input and the written model on N inputs in the reference executors and "
+    "refuse to write (naming the pass or layer) when they diverge: float outputs within 1e-4 "
+    "of each output's largest magnitude, int8 models bit for bit; quantize: N calibration "
+    "samples, output SQNR at least 10 dB.")
+
+
 def _onnx_to_tflite(m, input_layout, path):
     """The TFLite model of ONNX model `m` and its inputs' permutations (errors name `path`)."""
     from .passes.layout_nhwc import onnx_to_tflite
@@ -93,7 +101,8 @@ def _echo_conversion(m) -> None:
 @click.option("-o", "--output", type=click.Path(), help="Output file "
               "(default: <model>_converted.<ext> next to the input).")
 @_input_layout_option
-def convert(model, output, input_layout):
+@_verify_option
+def convert(model, output, input_layout, verify):
     """Read a model, verify it and write it out: the same format, or ONNX to TFLite.
 
     The output format follows the output's extension. ONNX to TFLite runs the NCHW -> NHWC
@@ -118,10 +127,15 @@ def convert(model, output, input_layout):
     cross = (m.format, fmt) == ("onnx", "tflite")
     if input_layout is not None and not cross:
         raise QConvertError("--input-layout applies to ONNX -> TFLite conversion only", model)
+    perms = None
     if cross:
-        m, _ = _onnx_to_tflite(m, input_layout, model)
+        m, perms = _onnx_to_tflite(m, input_layout, model)
     try:
         data = serialize(m, fmt)
+        if verify:
+            from .verify import verify_convert
+
+            verify_convert(m, model, fmt, data, verify, perms)
     except QConvertError as exc:
         raise exc.with_path(model)
     write_atomic(out, data)
@@ -153,7 +167,8 @@ def _echo_passes(ctx, param, value):
               callback=_echo_passes, help="List the passes of the default pipeline and exit.")
 @click.option("--report", type=click.Path(), metavar="FILE.json",
               help='Also write {"passes": {name: count}, "nodes_before": n, "nodes_after": m}.')
-def fuse(model, output, pass_list, report):
+@_verify_option
+def fuse(model, output, pass_list, report, verify):
     """Fold BatchNorm, per-channel Mul/Div and Add/Sub into the conv or FC layer before them.
 
     Runs constant folding, dead-node elimination and the fusions (to a fixed point); for a TFLite
@@ -191,6 +206,10 @@ def fuse(model, output, pass_list, report):
     try:
         counts = run_pipeline(m, names, PassContext(fmt))
         data = serialize(m, fmt)
+        if verify:
+            from .verify import verify_fuse
+
+            verify_fuse(model, fmt, names, PassContext(fmt), data, verify)
     except GraphError as exc:
         raise QConvertError(f"internal error: {exc}", model) from exc
     except QConvertError as exc:
@@ -275,9 +294,10 @@ def _calibration_data(specs, calibration, calibration_random, norm: dict) -> dic
 @click.option("--report", type=click.Path(), metavar="FILE.json", help="Also write the report "
               "as JSON.")
 @_input_layout_option
+@_verify_option
 def quantize(model, output, calibration, calibration_random, eval_data, mean, std, scale,
              method, percentile, per_channel, fc_per_channel, io_type, rounding, no_fuse,
-             batch_size, report, input_layout):
+             batch_size, report, input_layout, verify):
     """Quantize a float model to int8: per-channel weights, calibrated activations.
 
     Fuses first, calibrates with the float reference executor, and writes int8 TFLite (runs in
@@ -315,6 +335,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     norm = dict(mean=_numbers(mean), std=_numbers(std), scale=_numbers(scale))
     data = _calibration_data(specs, calibration, calibration_random, norm)
     evaluation = cd.load_calibration(eval_data, specs, **norm) if eval_data else None
+    source_data, perms = data, None
     if cross:  # data stays in the ONNX layout; it follows the model into the TFLite one
         from .passes.layout_nhwc import data_to_tflite_layout
 
@@ -328,6 +349,14 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
             result = quantize_model(m, data, options, evaluation,
                                     progress=lambda done, _total: bar.update(done - bar.done))
             blob = serialize(m, fmt)
+        except QConvertError as exc:
+            raise exc.with_path(model)
+    if verify:
+        from .verify import verify_quantize
+
+        output_perms = m.meta.get("conversion", {}).get("outputs") if cross else None
+        try:
+            verify_quantize(model, fmt, blob, verify, source_data, perms, output_perms)
         except QConvertError as exc:
             raise exc.with_path(model)
     if report is not None:
