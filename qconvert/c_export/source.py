@@ -40,7 +40,13 @@ def int8_tflite_for_export(model: Model, calibration: Callable | None = None,
     quantized in place; an ONNX one is left as it was.
     """
     if len(model.graphs) != 1:
-        raise QConvertError(f"the model has {len(model.graphs)} subgraphs; a C header holds one")
+        from qconvert.ir.graph import list_ops
+
+        held = model.graph.op_counts(lambda n: n.opaque and n.op in (
+            "CALL_ONCE", "CALL", "IF", "WHILE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"))
+        raise QConvertError(f"the model has {len(model.graphs)} subgraphs; a C header holds one"
+                            + (f" graph without state or control flow (ops: {list_ops(held)})"
+                               if held else ""))
     if model.format == "onnx" and not is_float_model(model):
         raise QConvertError(ONNX_QDQ_REFUSAL)
     if not is_float_model(model):  # the header names unknown and unexpressible ops at once
