@@ -42,6 +42,7 @@ from qconvert.ir.graph import GraphError
 from . import PassContext, register_pass, run_passes
 from .layout_rules import RULES
 from .layout_state import NHWC, Converter, Layout, Unmappable, identity
+from .onnx_to_tflite_math import fuse_rsqrt
 from .onnx_to_tflite_ops import UNMAPPED, conversion_problems, fuse_hard_swish
 
 INPUT_LAYOUTS = ("nhwc", "nchw")
@@ -186,6 +187,7 @@ def onnx_to_tflite(model: Model, input_layout: str = "nhwc") -> tuple:
         run_passes(work, ["static-batch", "fold-constants", "eliminate"], onnx_context)
         _check(conversion_problems(graph, RULES, static=True))
         fuse_hard_swish(graph)
+        fuse_rsqrt(graph)
         context = PassContext("tflite", {"opset": opset, "input_layout": input_layout})
         run_passes(work, ["layout-nhwc"], context)
         work.format = "tflite"

@@ -49,6 +49,9 @@ def layer_macs(node, graph: Graph) -> int:
         return out_elems * k
     if rule == "matmul":
         return out_elems * _dims(x.shape)[-1]
+    if rule == "batch_matmul":  # the accumulation depth: a's last axis, its first with adj_x
+        xd = _dims(x.shape)
+        return out_elems * (xd[-2] if node.attrs.get("adj_x") else xd[-1]) if xd else 0
     raise ValueError(f"unknown MAC rule {rule!r}")
 
 

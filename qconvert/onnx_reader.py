@@ -112,6 +112,7 @@ class _Reader:
         self.path = path
         self.buffer = buffer
         self.payloads = payloads or {}
+        self.external_files: set = set()
         self.opset = None
         for imp in proto.opset_import:
             if imp.domain in ("", "ai.onnx"):
@@ -169,6 +170,7 @@ class _Reader:
             "initializer_inputs": initializer_inputs,
         }
         model = Model("onnx", [graph], meta)
+        model.meta["external_files"] = sorted(self.external_files)
         _check_text(model)
         return model
 
@@ -271,6 +273,7 @@ class _Reader:
         if not target.is_file():
             raise QConvertError(f"external data file {location!r} of {t.name!r} is missing")
         offset = int(info.get("offset", 0))
+        self.external_files.add(str(target))
         with open(target, "rb") as f:
             f.seek(offset)
             return f.read(int(info["length"])) if "length" in info else f.read()

@@ -214,3 +214,31 @@ register(OpSchema(
     (X, Input("scale", "param", optional=True), Input("zero_point", "param", optional=True)),
     tflite=TfliteSpec("DEQUANTIZE"),
     onnx=OnnxSpec("DequantizeLinear", {"axis": 1, "block_size": 0})))
+
+# -- activations, normalization and attention of exported transformers (ONNX -> TFLite) --------
+register(OpSchema(
+    "LeakyRelu", "x if x >= 0 else alpha * x (ONNX LeakyRelu, TFLite LEAKY_RELU).", (X,),
+    tflite=TfliteSpec("LEAKY_RELU", "LeakyReluOptions"),
+    onnx=OnnxSpec("LeakyRelu", {"alpha": 0.01}), int8="requantize"))
+register(OpSchema(
+    "PRelu", "x if x >= 0 else slope * x, slope broadcast to x (ONNX PRelu, TFLite PRELU; "
+    "int8: slope per tensor).", (X, Input("slope", "param")),
+    tflite=TfliteSpec("PRELU"), onnx=OnnxSpec("PRelu"), int8="requantize"))
+register(OpSchema(
+    "BatchMatMul", "Matrix product of two activations over the last two axes, batch axes "
+    "broadcast; `adj_x` / `adj_y` transpose an operand's last two axes (TFLite BATCH_MATMUL).",
+    (Input("a"), Input("b")), tflite=TfliteSpec("BATCH_MATMUL", "BatchMatMulOptions"),
+    int8="requantize", macs="batch_matmul"))
+register(OpSchema("Sqrt", "sqrt(x) (int8: TFLite Micro's SQRT is float only).", (X,),
+                  tflite=TfliteSpec("SQRT"), onnx=OnnxSpec("Sqrt")))
+register(OpSchema("Rsqrt", "1 / sqrt(x) (TFLite RSQRT).", (X,), tflite=TfliteSpec("RSQRT"),
+                  int8="requantize"))
+register(OpSchema("Pow", "x ** y, numpy broadcasting (ONNX Pow; to TFLite only y == 2 (MUL) "
+                  "and 0.5 (SQRT)).", (X, Input("exponent", "param")), onnx=OnnxSpec("Pow")))
+register(OpSchema("Reciprocal", "1 / x (ONNX; to TFLite DIV(1, x)).", (X,),
+                  onnx=OnnxSpec("Reciprocal")))
+register(OpSchema(
+    "LayerNorm", "(x - mean) / sqrt(var + epsilon) * scale + bias over the axes from `axis` "
+    "(ONNX LayerNormalization, opset 17).",
+    (X, Input("scale", "param"), Input("bias", "param", optional=True)),
+    onnx=OnnxSpec("LayerNormalization", {"axis": -1, "epsilon": 1e-5, "stash_type": 1})))

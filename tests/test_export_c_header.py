@@ -681,7 +681,14 @@ def _every_op_model() -> Model:
     rq = n.node("Quantize", [fc], "requantize", (1, 6), 0.021, 17)
     fq = n.node("Quantize", [f], "quantize", (1, 8), 0.05, -3)
     dq = n.node("Dequantize", [fq], "dequantize", (1, 8), None, None, dtype="float32")
-    return read_tflite(n.build([sm, sg, th, hs, rl, r6, rq, dq, ss]))
+    # transformer-era ops (onnx_to_tflite_math)
+    lr = n.node("LeakyRelu", [fc], "leaky_relu", (1, 6), 0.03, -20, alpha=0.1)
+    slope = n.const("slope", np.asarray([3, -20, 40, 90, 7, 0], np.int8), 0.01, 2)
+    pr = n.node("PRelu", [fc, slope], "prelu", (1, 6), 0.04, -10)
+    bm = n.node("BatchMatMul", [fc, lr], "batch_matmul", (6, 6), 0.3, 4, adj_x=True, adj_y=False,
+                asymmetric_quantize_inputs=False)
+    rs = n.node("Rsqrt", [rl], "rsqrt", (1, 6), 0.05, -128)
+    return read_tflite(n.build([sm, sg, th, hs, rl, r6, rq, dq, ss, pr, bm, rs]))
 
 
 def test_every_op_gets_its_tflite_micro_parameters(tmp_path):

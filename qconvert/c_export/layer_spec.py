@@ -126,6 +126,32 @@ OP_SPECS: dict[str, OpSpec] = {
     "Squeeze": OpSpec(),
     "Transpose": OpSpec(constants=((1, "PERM"),)),
     "Gather": OpSpec(constants=((1, "INDICES"),), attrs=(("axis", "AXIS"),)),
+    # transformer-era ops (the constant slope of PRELU is written as its `_input2` array)
+    "LeakyRelu": OpSpec(fields=(
+        ("input_zero_point", "INPUT_ZERO_POINT", "int"),
+        ("output_zero_point", "OUTPUT_ZERO_POINT", "int"),
+        ("output_multiplier_alpha", "OUTPUT_MULTIPLIER_ALPHA", "int"),
+        ("output_shift_alpha", "OUTPUT_SHIFT_ALPHA", "int"),
+        ("output_multiplier_identity", "OUTPUT_MULTIPLIER_IDENTITY", "int"),
+        ("output_shift_identity", "OUTPUT_SHIFT_IDENTITY", "int"))),
+    "PRelu": OpSpec(fields=(
+        ("input_offset", "INPUT_OFFSET", "int"), ("alpha_offset", "ALPHA_OFFSET", "int"),
+        ("output_offset", "OUTPUT_OFFSET", "int"),
+        ("output_multiplier_1", "OUTPUT_MULTIPLIER_1", "int"),
+        ("output_shift_1", "OUTPUT_SHIFT_1", "int"),
+        ("output_multiplier_2", "OUTPUT_MULTIPLIER_2", "int"),
+        ("output_shift_2", "OUTPUT_SHIFT_2", "int"))),
+    "BatchMatMul": OpSpec(fields=(
+        ("lhs_offset", "LHS_OFFSET", "int"), ("rhs_offset", "RHS_OFFSET", "int"),
+        ("output_offset", "OUTPUT_OFFSET", "int"),
+        ("output_multiplier", "OUTPUT_MULTIPLIER", "int"),
+        ("output_shift", "OUTPUT_SHIFT", "int"), ("adj_x", "ADJ_X", "bool"),
+        ("adj_y", "ADJ_Y", "bool"))),
+    "Rsqrt": OpSpec(fields=(
+        ("input_zero_point", "INPUT_ZERO_POINT", "int"),
+        ("output_zero_point", "OUTPUT_ZERO_POINT", "int"),
+        ("output_multiplier", "OUTPUT_MULTIPLIER", "int"),
+        ("output_shift", "OUTPUT_SHIFT", "int"))),
     "StridedSlice": OpSpec(constants=((1, "BEGIN"), (2, "END"), (3, "STRIDES")),
                            attrs=(("begin_mask", "BEGIN_MASK"), ("end_mask", "END_MASK"),
                                   ("shrink_axis_mask", "SHRINK_AXIS_MASK"),

@@ -1084,3 +1084,7 @@ def strided_slice(node, inputs, p, ctx):
 
 for _op in ("Squeeze", "Transpose", "Gather", "Maximum", "Minimum", "StridedSlice"):
     INT_PARAMS[_op] = _no_params
+
+
+# LEAKY_RELU, PRELU, BATCH_MATMUL and RSQRT live apart (the file is big enough)
+from . import int_kernels_math as _int_kernels_math  # noqa: E402,F401  (registers them)

@@ -43,6 +43,7 @@ class QuantizeOptions:
     rounding: str = "double"
     fuse: bool = True
     batch_size: int = 16
+    max_memory: int | None = None  # bytes one layer may need per batch (None: physical memory)
 
 
 def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
@@ -66,10 +67,16 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
     if options.fuse:
         run_pipeline(model, FUSE_PIPELINE, PassContext(model.format))
     check_quantizable(graph)
+    from .memory import check_plan_memory, default_limit
+
+    samples = len(next(iter(calibration.values())))
+    check_plan_memory(graph, max(1, min(options.batch_size, samples)),
+                      options.max_memory or default_limit())
     collector = RangeCollector(options.method, options.percentile)
-    reference, layer_reference = _calibrate(model, calibration, options.batch_size,
-                                            collector.observe, progress,
-                                            REPORT_SAMPLES if evaluation is None else 0)
+    with np.errstate(all="ignore"):  # an overflow is reported by the range check, in one line
+        reference, layer_reference = _calibrate(model, calibration, options.batch_size,
+                                                collector.observe, progress,
+                                                REPORT_SAMPLES if evaluation is None else 0)
     qplan = plan(graph, collector.ranges(), model.format, options.fc_per_channel)
     float_graph = _snapshot(graph)
     float_model = Model(model.format, [float_graph] + [_snapshot(g) for g in model.graphs[1:]],

@@ -22,7 +22,7 @@ INT8_VERSIONS = {"Conv2D": 3, "DepthwiseConv2D": 3, "FullyConnected": 4, "Add": 
                  "Tanh": 2, "Concat": 2, "Pad": 2, "Mean": 2, "Relu": 2, "Relu6": 2,
                  "Quantize": 2, "Dequantize": 2, "Transpose": 2, "Gather": 2, "Squeeze": 1,
                  "Reshape": 1, "HardSwish": 1, "PadV2": 2, "Maximum": 2, "Minimum": 2,
-                 "StridedSlice": 2}
+                 "StridedSlice": 2, "LeakyRelu": 2, "PRelu": 1, "BatchMatMul": 2, "Rsqrt": 2}
 FC_PER_CHANNEL_VERSION = 12
 
 

@@ -1,0 +1,266 @@
+"""Every file a command writes goes through here: checked up front, written all-or-nothing.
+
+`OutputFiles` is one command's set of outputs. `add` checks a path before any work is done (its
+folder exists and is writable, the name fits the file system, it is not a folder, it does not
+resolve, symlinks followed, to any of the command's inputs) and `add_inputs` adds inputs found
+later (an ONNX model's external-data files). `commit` writes every output as a temporary file
+with a short name (`.qc<8 hex>.tmp`, so it never exceeds NAME_MAX even when the output's own name
+is 255 bytes long) in the folder of the file it replaces, then renames them all into place; on
+any failure (a full disk, a signal, a bug) every temporary file is removed and no output changes.
+
+An output that is a FIFO or a character device (`-o /dev/null`) is written into, never replaced
+by a regular file; a FIFO with no reader is refused rather than waited on. A symlinked output is
+written through: the file it points to is replaced and the link stays.
+
+Signals: `handle_termination` makes SIGTERM (and SIGHUP) interrupt the command like SIGINT, so
+temporary files are cleaned up. From the first rename to the end of the command SIGINT and SIGTERM
+are held back (blocked), so a signal cannot split the renames; one that arrives after the commit
+point is dropped, since the command's work is complete by then.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import signal
+import stat
+from pathlib import Path
+
+from .errors import QConvertError
+
+_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived: unwinds like Ctrl-C so temporary files are removed."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_terminated(signum, _frame):
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def handle_termination():
+    """Within the block, SIGTERM and SIGHUP raise `Terminated` (a KeyboardInterrupt); signals held
+    back by a commit are dropped at the end and the signal mask is restored."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    for s in saved:
+        signal.signal(s, _raise_terminated)
+    try:
+        yield
+    finally:
+        _drop_held_signals()
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+
+
+def _drop_held_signals() -> None:
+    """Consume SIGINT / SIGTERM that are pending while blocked (they came after the commit)."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    pending = set(signal.sigpending()) & _HELD_SIGNALS & set(blocked)
+    while pending:
+        signal.sigtimedwait(pending, 0)
+        pending = set(signal.sigpending()) & _HELD_SIGNALS & set(blocked)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _name_max(folder: Path) -> int:
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+def _write_all(fd: int, data) -> None:
+    """Write all of `data` to `fd` (one place for tests to simulate a full disk)."""
+    view = memoryview(data).cast("B")
+    while view:
+        n = os.write(fd, view[: 1 << 24])
+        view = view[n:]
+
+
+class OutputFiles:
+    """The outputs of one command, checked before the work and committed together."""
+
+    def __init__(self, inputs=()):
+        self._inputs: list = []
+        self._outputs: dict = {}  # shown path -> resolved target
+        self.add_inputs(inputs)
+
+    def add_inputs(self, paths) -> None:
+        """Record more inputs (files or folders) and re-check the outputs against them."""
+        for p in paths:
+            if p is not None:
+                self._inputs.append(Path(p))
+        for shown, target in self._outputs.items():
+            self._check_not_input(shown, target)
+
+    def add(self, path) -> Path:
+        """Check output `path` now (before any work); returns it as a Path."""
+        shown = str(path)
+        p = Path(path)
+        if shown in self._outputs:
+            return p
+        try:
+            target = p.resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop
+            raise QConvertError(f"cannot resolve the output path ({exc})", shown) from exc
+        if target.is_dir():
+            raise QConvertError("output path is a directory", shown)
+        parent = target.parent
+        if not parent.is_dir():
+            raise QConvertError("output directory does not exist", shown)
+        if len(target.name.encode("utf-8", "surrogateescape")) > _name_max(parent):
+            raise QConvertError(f"output file name is longer than the file system allows "
+                                f"({_name_max(parent)} bytes)", shown)
+        kind = self._special_kind(target)
+        if kind is None and not os.access(parent, os.W_OK):
+            raise QConvertError("output directory is not writable", shown)
+        if kind not in (None, "fifo", "char"):
+            raise QConvertError(f"output is a {kind}, not a file; refusing to replace it", shown)
+        for other_shown, other in self._outputs.items():
+            if other == target or _same_file(other, target):
+                raise QConvertError(f"two outputs are the same file ({other_shown})", shown)
+        self._check_not_input(shown, target)
+        self._outputs[shown] = target
+        return p
+
+    @staticmethod
+    def _special_kind(target: Path):
+        try:
+            mode = os.stat(target).st_mode
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise QConvertError(f"cannot use as output: {exc.strerror}", str(target)) from exc
+        if stat.S_ISREG(mode):
+            return None
+        if stat.S_ISFIFO(mode):
+            return "fifo"
+        if stat.S_ISCHR(mode):
+            return "char"
+        return {stat.S_IFBLK: "block device", stat.S_IFSOCK: "socket"}.get(
+            stat.S_IFMT(mode), "special file")
+
+    def _check_not_input(self, shown: str, target: Path) -> None:
+        for source in self._inputs:
+            try:
+                src = source.resolve()
+            except (OSError, RuntimeError):
+                continue
+            if src == target or _same_file(src, target):
+                raise QConvertError(f"refusing to overwrite an input of this command "
+                                    f"({source}); choose another output", shown)
+            if src.is_dir() and src in target.parents and target.exists():
+                raise QConvertError(f"refusing to overwrite a file in the input folder "
+                                    f"{source}; choose another output", shown)
+
+    def commit(self, contents: dict) -> None:
+        """Write `contents` ({path given to `add`: bytes}) all-or-nothing.
+
+        Temporary files first (a full disk or a signal here removes them all and changes no
+        output), then FIFOs / devices, then the renames with SIGINT / SIGTERM held back.
+        """
+        items = []
+        for path, data in contents.items():
+            shown = str(path)
+            if shown not in self._outputs:
+                self.add(path)
+            items.append((shown, self._outputs[shown], data))
+        temps: list = []
+        try:
+            regular = []
+            for shown, target, data in items:
+                if self._special_kind(target) is None:
+                    tmp = self._write_temp(shown, target, data, temps)
+                    regular.append((shown, tmp, target))
+            for shown, target, data in items:
+                if self._special_kind(target) is not None:
+                    self._write_stream(shown, target, data)
+            if regular:
+                self._hold_signals()
+            for shown, tmp, target in regular:
+                try:
+                    os.replace(tmp, target)
+                except OSError as exc:
+                    raise QConvertError(f"cannot write: {exc.strerror}", shown) from exc
+                temps.remove(tmp)
+        finally:
+            for tmp in temps:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
+    @staticmethod
+    def _hold_signals() -> None:
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+
+    @staticmethod
+    def _write_temp(shown: str, target: Path, data, temps: list) -> Path:
+        fd = None
+        for _ in range(100):
+            tmp = target.parent / f".qc{secrets.token_hex(4)}.tmp"
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                break
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise QConvertError(f"cannot write: {exc.strerror}", shown) from exc
+        if fd is None:
+            raise QConvertError("cannot create a temporary file", shown)
+        temps.append(tmp)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        except OSError as exc:
+            raise QConvertError(f"cannot write: {exc.strerror}", shown) from exc
+        finally:
+            os.close(fd)
+        return tmp
+
+    @staticmethod
+    def _write_stream(shown: str, target: Path, data) -> None:
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                raise QConvertError("output is a FIFO that nobody reads; refusing to wait",
+                                    shown) from exc
+            raise QConvertError(f"cannot write: {exc.strerror}", shown) from exc
+        try:
+            os.set_blocking(fd, True)
+            _write_all(fd, data)
+        except OSError as exc:
+            raise QConvertError(f"cannot write: {exc.strerror}", shown) from exc
+        finally:
+            os.close(fd)
+
+
+def write_outputs(contents: dict, inputs=()) -> None:
+    """Check and write `contents` ({path: bytes}) in one transaction (see `OutputFiles`)."""
+    outputs = OutputFiles(inputs)
+    for path in contents:
+        outputs.add(path)
+    outputs.commit(contents)
