@@ -173,3 +173,11 @@ def test_fuse_verify_catches_a_dead_state_update_frame_by_frame(tmp_path, monkey
     assert r.exit_code == 1, r.output
     assert "--verify: pass 'eliminate' makes the model diverge" in r.output
     assert not out.exists()
+
+
+def test_verify_refuses_a_model_the_executors_cannot_run(tmp_path):
+    out = tmp_path / "out.tflite"
+    r = _invoke("fuse", SAMPLE_MODELS / "custom_op.tflite", "-o", out, "--verify", 2)
+    assert r.exit_code == 1 and not out.exists()
+    line = r.output.strip().splitlines()[-1]
+    assert "--verify: cannot run the input model" in line and "QcvTestCustom" in line
