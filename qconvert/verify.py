@@ -244,19 +244,19 @@ def _quantized_feeds(model: Model, samples: list) -> list:
     return out
 
 
-def verify_fuse(path, fmt: str, names, context, written: bytes, n: int) -> None:
+def verify_fuse(load, fmt: str, names, context, written: bytes, n: int) -> None:
     """`fuse --verify N`: the written model against the input on N random inputs. On failure
     the pipeline runs again on a fresh copy, checked after every pass that rewrote something,
-    and the error names the first pass that broke the model (or the writer)."""
-    from .model_io import load_model
+    and the error names the first pass that broke the model (or the writer). `load()` reads
+    the input model afresh (as the command read it)."""
     from .passes.pipeline import run_pipeline
 
-    reference = load_model(path)
+    reference = load()
     samples = random_samples(reference, n)
     try:
         verify_models(reference, reread(reference, fmt, written), samples, name_layer=False)
     except VerifyError as exc:
-        fresh = load_model(path)
+        fresh = load()
 
         def after(name, rewrites):
             if rewrites:
@@ -272,13 +272,12 @@ def verify_fuse(path, fmt: str, names, context, written: bytes, n: int) -> None:
                           "broke it)") from None
 
 
-def verify_convert(source: Model, path, fmt: str, written: bytes, n: int,
+def verify_convert(source: Model, load, fmt: str, written: bytes, n: int,
                    perms: dict | None) -> None:
-    """`convert --verify N`: the written model against the input model on N random inputs
-    (given in the input's layout; ONNX -> TFLite transposes them with the model)."""
-    from .model_io import load_model
-
-    reference = load_model(path)
+    """`convert --verify N`: the written model against the input model (`load()` reads it
+    afresh) on N random inputs (given in the input's layout; ONNX -> TFLite transposes them
+    with the model)."""
+    reference = load()
     samples = random_samples(reference, n)
     after_samples, output_perms = None, None
     if perms is not None:
@@ -290,14 +289,12 @@ def verify_convert(source: Model, path, fmt: str, written: bytes, n: int,
                   output_perms)
 
 
-def verify_quantize(path, fmt: str, written: bytes, n: int, data: dict,
+def verify_quantize(load, fmt: str, written: bytes, n: int, data: dict,
                     perms: dict | None, output_perms: dict | None) -> None:
     """`quantize --verify N`: the written int8 model (integer executor; ONNX QDQ in the float
     executor) against the float input model on N calibration samples (`data`, in the input
-    model's layout), by output SQNR (module docstring)."""
-    from .model_io import load_model
-
-    reference = load_model(path)
+    model's layout; `load()` reads that model afresh), by output SQNR (module docstring)."""
+    reference = load()
     samples = samples_of(data, n)
     written_model = reread(reference, fmt, written)
     after_samples = samples

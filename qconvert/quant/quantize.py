@@ -22,7 +22,7 @@ import numpy as np
 
 from qconvert.errors import QConvertError
 from qconvert.ir import Model
-from qconvert.ir.graph import list_ops
+from qconvert.model_io import require_one_graph
 
 from .plan import (check_float, check_quantizable, clamped_inputs, dequantize_hybrid_weights,
                    plan)
@@ -67,6 +67,7 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
     if options.fuse:
         run_pipeline(model, FUSE_PIPELINE, PassContext(model.format))
     check_quantizable(graph)
+    from .invariants import check_int8_tflite, check_qdq_scales
     from .memory import check_plan_memory, default_limit
 
     samples = len(next(iter(calibration.values())))
@@ -87,11 +88,13 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
         apply_tflite_int8(graph, qplan, options.io_type)
         if stateful:
             quantize_initial_values(model, qplan)
+        check_int8_tflite(graph)
         names = {n: n for n in qplan.activations}
     else:
         from .qdq import apply_qdq
 
         names = apply_qdq(graph, qplan, model.meta.get("opset", 13))
+        check_qdq_scales(graph)
     model.verify()
     data = evaluation if evaluation is not None else calibration
     return build_report(float_graph, model, qplan, names, data, options, reference,
@@ -101,7 +104,7 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
 def check_subgraphs(model: Model) -> bool:
     """True for a streaming model whose state quantizes (resource variables in the main graph,
     CALL_ONCE init subgraphs that only assign constants); False for a one-graph model. Other
-    multi-graph models are refused, naming the ops that hold the other subgraphs."""
+    multi-graph models are refused (`require_one_graph`: one line naming the ops)."""
     from qconvert.executor.streaming import has_state, is_resource_op
 
     if len(model.graphs) == 1:
@@ -115,11 +118,8 @@ def check_subgraphs(model: Model) -> bool:
         for i, g in enumerate(model.graphs) if i)
     if has_state(model) and plain_init:
         return True
-    callers = model.graph.op_counts(lambda n: n.opaque and n.op in (
-        "CALL_ONCE", "CALL", "IF", "WHILE", "STABLEHLO_COMPOSITE"))
-    raise QConvertError(f"cannot quantize a model with {len(model.graphs)} subgraphs other than "
-                        "a streaming model's CALL_ONCE init subgraphs that assign constants"
-                        + (f" (ops: {list_ops(callers)})" if callers else ""))
+    require_one_graph(model, "quantize")
+    return False
 
 
 def quantize_initial_values(model: Model, qplan) -> None:
