@@ -181,3 +181,29 @@ def test_verify_refuses_a_model_the_executors_cannot_run(tmp_path):
     assert r.exit_code == 1 and not out.exists()
     line = r.output.strip().splitlines()[-1]
     assert "--verify: cannot run the input model" in line and "QcvTestCustom" in line
+
+
+def test_fuse_verify_names_the_writer_when_every_pass_checks_out(tmp_path, monkeypatch):
+    """The written bytes are what is checked: a writer that scales a conv's weights (every pass
+    sound in memory) is caught and named."""
+    import qconvert.tflite_writer as writer
+
+    original = writer.write_tflite
+
+    def broken(model):
+        conv = next(n for n in model.graph.nodes if n.op == "Conv2D")
+        w = model.graph.tensors[conv.inputs[1]]
+        kept = w.data
+        w.data = kept * np.float32(1.5)
+        try:
+            return original(model)
+        finally:
+            w.data = kept
+
+    src = tmp_path / "conv_mul_add.tflite"
+    _conv_mul_add_tflite(src)
+    monkeypatch.setattr(writer, "write_tflite", broken)
+    out = tmp_path / "out.tflite"
+    r = _invoke("fuse", src, "-o", out, "--verify", 2)
+    assert r.exit_code == 1 and not out.exists(), r.output
+    assert "every pass checks out in memory: the tflite writer broke it" in r.output
