@@ -5,8 +5,8 @@ The safety net of `fuse`, `convert` and `quantize`: whatever a pass or writer go
 command exits 0 with a model whose outputs differ from the input's beyond these tolerances.
 The written model is checked as written (its bytes read back), so writer bugs are caught too.
 
-Inputs are random (`calibration_data.random_calibration`: standard normal floats, full-range
-integers), one sample per call; `quantize` instead takes its N samples from the calibration
+Inputs are random (`random_samples`: standard normal floats, full-range int8 for quantized
+inputs, 0 / 1 for other integer inputs such as token ids), one sample per call; `quantize` instead takes its N samples from the calibration
 data (cycled), because random values outside the calibrated ranges measure clipping, not bugs.
 A model with resource variables (a streaming model) gets the N samples as N consecutive frames,
 its state carried from one to the next (`executor.streaming`).
@@ -90,10 +90,18 @@ def samples_of(data: dict, n: int) -> list:
 
 
 def random_samples(model: Model, n: int, seed: int = 0) -> list:
-    """N random single-sample feeds for `model`'s inputs."""
+    """N random single-sample feeds for `model`'s inputs: standard normal floats, full-range
+    int8 / uint8 for quantized inputs, and 0 or 1 for other integer inputs (token ids,
+    indices: any table has rows 0 and 1 more often than it has row 2**31)."""
     from .quant.calibration_data import input_specs, random_calibration
 
-    return samples_of(random_calibration(input_specs(model), n, seed), n)
+    data = random_calibration(input_specs(model), n, seed)
+    rng = np.random.default_rng(seed + 1)
+    for name, array in data.items():
+        t = model.graph.tensors[name]
+        if array.dtype.kind in "iu" and not (t.quant is not None and array.dtype.itemsize == 1):
+            data[name] = rng.integers(0, 2, array.shape).astype(array.dtype)
+    return samples_of(data, n)
 
 
 def _dequantized(graph: Graph, name: str, value: np.ndarray) -> np.ndarray:
