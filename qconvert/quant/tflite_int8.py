@@ -60,7 +60,7 @@ def apply_tflite_int8(graph: Graph, qplan: QuantPlan, io_type: str = "int8") -> 
         t = graph.tensors[name]
         t.dtype, t.quant = "int8", _quant(scale, zp)
     for node in graph.nodes:
-        layer = qplan.layers.get(node.outputs[0])
+        layer = qplan.layers.get(node.outputs[0]) if node.outputs else None
         if layer is not None:
             _write_layer(graph, node, layer, qplan, readers)
         if node.op in INT8_VERSIONS:
