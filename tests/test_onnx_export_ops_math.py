@@ -457,3 +457,29 @@ def test_div_by_a_constant_with_a_zero_is_refused_for_int8(tmp_path):
         assert result.exit_code == 1 and "Traceback" not in result.output
         assert "Div by a constant" in result.output and len(result.output.splitlines()) == 1
     assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_layer_normalization_quantizes_to_onnx_qdq(tmp_path):
+    """ONNX QDQ output: LayerNormalization runs in onnxruntime between DequantizeLinear and
+    QuantizeLinear, its scale and bias int8 per tensor; the output stays within int8 noise of
+    the float model."""
+    net = OnnxNet(23)
+    x = net.input("x", [1, 6, 16])
+    ln = net.node("LayerNormalization", [x, net.rand("g", 16), net.rand("b", 16)], "ln",
+                  axis=-1, epsilon=1e-5)
+    net.node("MatMul", [ln, _weights(net, "w", 16, 8)], "y")
+    src = tmp_path / "ln.onnx"
+    src.write_bytes(net.build(["y"], opset=17))
+    calib = _samples([(1, 6, 16)], 32, 3)[0]
+    np.save(tmp_path / "c.npy", calib)
+    out = tmp_path / "ln_qdq.onnx"
+    result = _invoke(["quantize", src, "--calibration", tmp_path / "c.npy", "-o", out])
+    assert result.exit_code == 0, result.output
+    ref = np.concatenate([_ort(src, [c[None]])[0] for c in calib[:8]])
+    got = np.concatenate([_ort(out, [c[None]])[0] for c in calib[:8]])
+    sqnr = 10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / np.sum((ref - got) ** 2))
+    assert sqnr > 25, sqnr
+    import onnx
+
+    ops = [n.op_type for n in onnx.load(str(out)).graph.node]
+    assert "LayerNormalization" in ops and "QuantizeLinear" in ops
