@@ -141,6 +141,30 @@ def write_atomic(path: str | Path, data: bytes) -> None:
         raise
 
 
+def write_files_atomic(files: dict) -> None:
+    """Write {path: bytes} all or nothing: every file goes to a temporary file beside its
+    target first; only when all are written are they renamed into place (on failure the
+    temporary files are removed and no target is touched)."""
+    temps = []
+    try:
+        for path, data in files.items():
+            path = Path(path)
+            parent = path.parent if str(path.parent) else Path(".")
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+            temps.append((tmp, path))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o644)
+        for tmp, path in temps:
+            os.replace(tmp, path)
+    except OSError as exc:
+        raise QConvertError(f"cannot write: {exc.strerror}", str(exc.filename or "")) from exc
+    finally:
+        for tmp, _ in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
 def default_output(path: str | Path, tag: str, fmt: str) -> Path:
     """`<stem>_<tag><suffix>` next to the input, e.g. model_converted.tflite."""
     path = Path(path)

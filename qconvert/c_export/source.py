@@ -27,7 +27,8 @@ def is_float_model(model: Model) -> bool:
 
 def int8_tflite_for_export(model: Model, calibration: Callable | None = None,
                            options=None, calibration_label: str = "",
-                           input_layout: str = "nhwc") -> tuple:
+                           input_layout: str = "nhwc",
+                           purpose: str = "export a C header") -> tuple:
     """`model` made ready for the header: (int8 TFLite model, provenance note or None).
 
     `calibration(model) -> {input name: samples}` loads calibration data (called only for a
@@ -40,7 +41,8 @@ def int8_tflite_for_export(model: Model, calibration: Callable | None = None,
     quantized in place; an ONNX one is left as it was.
     """
     if len(model.graphs) != 1:
-        raise QConvertError(f"the model has {len(model.graphs)} subgraphs; a C header holds one")
+        raise QConvertError(f"the model has {len(model.graphs)} subgraphs; cannot {purpose} "
+                            "of more than one")
     if model.format == "onnx" and not is_float_model(model):
         raise QConvertError(ONNX_QDQ_REFUSAL)
     if not is_float_model(model):  # the header names unknown and unexpressible ops at once
@@ -48,10 +50,10 @@ def int8_tflite_for_export(model: Model, calibration: Callable | None = None,
             raise QConvertError("the model is already int8; --calibration and "
                                 "--calibration-random apply to float models only")
         return model, None
-    require_known_ops(model, "export a C header")
+    require_known_ops(model, purpose)
     if calibration is None:
-        raise QConvertError("float model: export-c-header needs int8; give --calibration DATA "
-                            "(or --calibration-random N) to quantize it first")
+        raise QConvertError(f"float model: to {purpose} it must be int8; give --calibration "
+                            "DATA (or --calibration-random N) to quantize it first")
     from qconvert.quant.quantize import QuantizeOptions, quantize_model
 
     options = options or QuantizeOptions()
