@@ -539,9 +539,12 @@ def export_c(model, outdir, name, kernels, fc_layout, calibration, calibration_r
     folder.mkdir(exist_ok=True)
     write_files_atomic(paths)
     click.echo(f"wrote {len(paths)} files to {folder}: {', '.join(files)}")
+    helium = (f"; {summary.arena_helium} bytes for CMSIS-NN's Helium (MVE) builds"
+              if summary.arena_helium is not None else "")
     click.echo(f"{c_name}: {summary.layers} layers ({kernels} kernels), arena "
-               f"{summary.arena_size} bytes (RAM), constant data {summary.constant_bytes} "
-               f"bytes (flash), {summary.overlapped} tensors placed over their inputs")
+               f"{summary.arena_size} bytes (RAM{helium}), constant data "
+               f"{summary.constant_bytes} bytes (flash), {summary.overlapped} tensors placed "
+               "over their inputs")
 
 
 if __name__ == "__main__":

@@ -100,10 +100,14 @@ def _run(cmd, cwd=None, timeout=120) -> str:
 def cmsis_sources() -> list:
     """CMSIS-NN's int8 sources the export calls, and its support functions."""
     folders = ("ConvolutionFunctions", "FullyConnectedFunctions", "PoolingFunctions",
-               "SoftmaxFunctions", "BasicMathFunctions", "NNSupportFunctions")
-    skip = ("s16", "s4", "f16", "f32", "lstm", "svdf", "s64")
-    return sorted(p for f in folders for p in (CMSIS_NN / "Source" / f).glob("*.c")
-                  if "s8_s16" in p.name or not any(k in p.name for k in skip))
+               "SoftmaxFunctions", "BasicMathFunctions", "NNSupportFunctions",
+               "TransposeFunctions")
+    def wanted(p):
+        if any(k in p.name for k in ("f16", "f32", "lstm", "svdf")):
+            return False
+        return "s8" in p.name or not any(k in p.name for k in ("s4", "s16", "s64"))
+
+    return sorted(p for f in folders for p in (CMSIS_NN / "Source" / f).glob("*.c") if wanted(p))
 
 
 def build_host(folder: Path, main_c: str, defines=(), cmsis=False) -> Path:
@@ -231,3 +235,28 @@ def run_qemu(elf: Path, board: str, timeout=120) -> str:
     machine = BOARDS[board][0]
     return _run(["qemu-system-arm", "-M", machine, "-nographic", "-semihosting",
                  "-monitor", "none", "-serial", "none", "-kernel", elf], timeout=timeout)
+
+
+def tflm_arena_bytes(model_path: Path) -> int:
+    """TFLite Micro's whole arena for the model ('Arena allocation total', head plus tail, as
+    its Python interpreter's print_allocations() reports it; printed by C++, so read from a
+    child process)."""
+    import re
+    import sys
+
+    code = ("import sys\nfrom tflite_micro.python.tflite_micro import runtime\n"
+            "it = runtime.Interpreter.from_file(sys.argv[1])\nit.print_allocations()\n")
+    done = subprocess.run([sys.executable, "-c", code, str(model_path)], capture_output=True,
+                          text=True, check=False, timeout=120)
+    found = re.search(r"Arena allocation total (\d+) bytes", done.stdout + done.stderr)
+    assert found, done.stdout + done.stderr
+    return int(found.group(1))
+
+
+def io_layout(graph) -> dict:
+    """{"inputs": [(ctype, elements)], "outputs": [...]} of an int8 TFLite graph."""
+    from qconvert.c_export.model_steps import DTYPES, tensor_dims
+
+    return {tag: [(DTYPES[graph.tensors[n].dtype][0],
+                   int(np.prod(tensor_dims(graph, n), dtype=np.int64))) for n in names]
+            for tag, names in (("inputs", graph.inputs), ("outputs", graph.outputs))}

@@ -11,8 +11,9 @@ AveragePool / MaxPool -> arm_avgpool_s8 / arm_max_pool_s8, Softmax -> arm_softma
 other op keeps qconvert's portable kernel.
 
 Scratch buffers: CMSIS-NN sizes them per build (scalar, DSP or MVE) with its
-`*_get_buffer_size` functions, which exist only in the library. The plan reserves the largest
-size any of those builds asks for (the formulas of CMSIS-NN 7, computed here), and the
+`*_get_buffer_size` functions, which exist only in the library. The plan reserves, for Helium
+(MVE) builds and for the others, the largest size any path of that build asks for (the formulas
+of CMSIS-NN 7, computed here; `model_source` plans each build when they differ), and the
 generated code checks the library's own answer against the reservation at run time: `invoke`
 returns 2 rather than write past it. CMSIS-NN kernels are never run over their own input
 except element for element (element-wise ones) and band by band: a convolution whose output
@@ -41,22 +42,23 @@ def _ceil(a: int, b: int) -> int:
     return -(-int(a) // int(b))
 
 
-def conv_scratch(cin, kh, kw, pad_w) -> int:
-    """Bytes of arm_convolve_wrapper_s8's buffer, the largest over scalar, DSP and MVE."""
+def conv_scratch(cin, kh, kw, pad_w) -> dict:
+    """Bytes of arm_convolve_wrapper_s8's buffer: {"helium": MVE builds, "other": scalar and
+    DSP builds}, the largest any of the wrapper's paths asks for."""
     k = kh * kw * cin
     generic = 4 * (k + (-k) % 4)                       # im2col, 2 columns of int16
     mve = 64 * _ceil(k, 16)                            # 4 im2col rows of 16 lanes
     one_by_n = (kw + 2 * pad_w + 2) * cin              # the 1 x N MVE path (bounded)
-    fast_1x1 = 4 * cin                                 # 1x1 with Arm Compiler
-    return max(generic, mve, one_by_n, fast_1x1)
+    fast_1x1 = 4 * cin                                 # 1x1 with Arm Compiler (DSP)
+    return {"helium": max(mve, one_by_n), "other": max(generic, fast_1x1)}
 
 
-def depthwise_scratch(cin, cout, kh, kw, pad_w) -> int:
-    """Bytes of arm_depthwise_conv_wrapper_s8's buffer, the largest over its builds."""
+def depthwise_scratch(cin, cout, kh, kw, pad_w) -> dict:
+    """Bytes of arm_depthwise_conv_wrapper_s8's buffer per build (see conv_scratch)."""
     dsp = 2 * cin * kh * kw
     mve = 4 * _CH_IN_BLOCK_MVE * kh * kw
-    one_in_channel = conv_scratch(1, kh, kw, pad_w) + kh * kw * cout
-    return max(dsp, mve, one_in_channel)
+    one_in_channel = conv_scratch(1, kh, kw, pad_w)["helium"] + kh * kw * cout
+    return {"helium": max(mve, one_in_channel), "other": dsp}
 
 
 def _dims(shape4) -> str:
@@ -64,17 +66,18 @@ def _dims(shape4) -> str:
     return f"{{{n}, {h}, {w}, {c}}}"
 
 
-def _ctx(step_scratch: int) -> list:
-    if step_scratch:
-        return ["cmsis_nn_context ctx;", "ctx.buf = $scratch;", f"ctx.size = {step_scratch};"]
+def _ctx(scratch) -> list:
+    if scratch and max(scratch.values()):
+        return ["cmsis_nn_context ctx;", "ctx.buf = $scratch;", "ctx.size = $scratch_size;"]
     return ["cmsis_nn_context ctx;", "ctx.buf = NULL;", "ctx.size = 0;"]
 
 
-def _step(graph, node, index, call, arrays, decls, scratch=0, overlap=None) -> Step:
+def _step(graph, node, index, call, arrays, decls, scratch=None, overlap=None) -> Step:
     plan = PlanStep(inputs=_acts(graph, node), outputs=[n for n in node.outputs if n],
-                    overlap=overlap, scratch=int(scratch))
+                    overlap=overlap, scratch=max((scratch or {}).values(), default=0))
     return Step(index, node, plan, Template("\n".join(call)), arrays, decls,
-                {"qconvert_nn.h", "qconvert_fc_1x4.h", "qconvert_fc_1x4.c"})
+                {"qconvert_nn.h", "qconvert_fc_1x4.h", "qconvert_fc_1x4.c"},
+                scratch_builds=scratch)
 
 
 def _check(status_call: str) -> list:
@@ -114,7 +117,8 @@ def _conv(graph, node, step):
               f"static const cmsis_nn_dims @L_output_dims = {_dims(y)};"]
     dims = "&@L_input_dims, &@L_filter_dims, &@L_output_dims"
     call = ["{", *("    " + c for c in _ctx(scratch)),
-            f"    if ({size_fn}(&@L_conv, {dims}) > {scratch}) {{", "        return 2;", "    }",
+            f"    if ({size_fn}(&@L_conv, {dims}) > $scratch_size) {{", "        return 2;",
+            "    }",
             *("    " + c for c in _check(
                 f"{fn}(&ctx, &@L_conv, &@L_quant, &@L_input_dims, $in0, &@L_filter_dims, "
                 "@L_weights, &@L_bias_dims, @L_bias, &@L_output_dims, $out0)")), "}"]
@@ -157,7 +161,7 @@ def _banded_call(fn, size_fn, x, y, kh, p, scratch, depthwise) -> list:
             f"const cmsis_nn_dims out_dims = {{1, 1, {ow}, {oc}}};",
             "in_dims.h = last - first;",
             "conv.padding.h = first - y0;",
-            f"if ({size_fn}(&conv, &in_dims, &@L_filter_dims, &out_dims) > {scratch}) {{",
+            f"if ({size_fn}(&conv, &in_dims, &@L_filter_dims, &out_dims) > $scratch_size) {{",
             "    return 2;", "}",
             *_check(f"{fn}(&ctx, &conv, &@L_quant, &in_dims, $in0 + first * {w * c}, "
                     "&@L_filter_dims, @L_weights, &@L_bias_dims, @L_bias, &out_dims, "
@@ -219,7 +223,7 @@ def _pool(graph, node, step):
         return step
     kh, kw = p["kernel_shape"]
     avg = node.op == "AveragePool"
-    scratch = 4 * x[3] if avg else 0
+    scratch = {"helium": 0, "other": 4 * x[3] if avg else 0}
     decls = [f"static const cmsis_nn_pool_params @L_pool = {{{{{p['strides'][1]}, "
              f"{p['strides'][0]}}}, {{{p['pads'][1]}, {p['pads'][0]}}}, "
              f"{{{p['activation_min']}, {p['activation_max']}}}}};",
@@ -227,7 +231,7 @@ def _pool(graph, node, step):
              f"static const cmsis_nn_dims @L_filter_dims = {{1, {kh}, {kw}, 1}};",
              f"static const cmsis_nn_dims @L_output_dims = {_dims(y)};"]
     fn = "arm_avgpool_s8" if avg else "arm_max_pool_s8"
-    check = ([f"    if (arm_avgpool_s8_get_buffer_size({y[2]}, {x[3]}) > {scratch}) {{",
+    check = ([f"    if (arm_avgpool_s8_get_buffer_size({y[2]}, {x[3]}) > $scratch_size) {{",
               "        return 2;", "    }"] if avg else [])
     call = ["{", *("    " + c for c in _ctx(scratch)), *check,
             *("    " + c for c in _check(
@@ -255,7 +259,7 @@ def _elementwise(graph, node, step):
                 f"{p['input2_offset']}, $out0, {p['output_offset']}, {p['output_multiplier']}, "
                 f"{p['output_shift']}, {p['activation_min']}, {p['activation_max']}, {size})")
     overlap = [c for c in step.plan.overlap or [] if c[0] == "same"]
-    return _step(graph, node, step.index, _check(call), [], [], 0, overlap)
+    return _step(graph, node, step.index, _check(call), [], [], None, overlap)
 
 
 def _softmax(graph, node, step):

@@ -65,6 +65,7 @@ class Step:
     decls: list = field(default_factory=list)    # C lines using $L
     files: set = field(default_factory=set)
     banded: Template | None = None  # the call used instead when the output overlaps the input
+    scratch_builds: dict | None = None  # {"helium": bytes, "other": bytes} (CMSIS-NN calls)
 
 
 def tensor_dims(graph, name) -> tuple:
