@@ -341,7 +341,8 @@ def test_unsupported_ops_are_refused_in_one_line_naming_every_op(tmp_path):
 def test_bad_options_are_refused_and_nothing_is_written(tmp_path):
     model = MODELS / "kws_ref_model.tflite"
     cases = [(["--kernels", "cmsis-nn", "--fc-layout", "1x4"], "rowmajor"),
-             (["--name", "9lives"], "not a C identifier")]
+             (["--name", "9lives"], "not a C identifier"),
+             (["--name", "qconvert_nn"], "kernel file")]
     for args, message in cases:
         result = CliRunner().invoke(main, ["export-c", str(model), "-o", str(tmp_path / "o"),
                                            *args])

@@ -12,6 +12,7 @@ options, so the same model and options give byte-identical files.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from string import Template
 
 import numpy as np
@@ -23,7 +24,7 @@ from .c_text import c_array_body, c_comment, c_float, c_int
 from .header import ARRAY_ATTR_BLOCK
 from .memory_plan import plan_memory
 from .model_steps import DTYPES, KernelOptions, lower_graph, tensor_bytes, tensor_dims
-from .shipped_kernels import kernel_source
+from .shipped_kernels import KERNEL_FILES, MODEL_KERNEL_FILES, kernel_source
 
 KERNEL_SETS = ("portable", "cmsis-nn")
 
@@ -58,6 +59,10 @@ def render_model(graph, options: ModelOptions) -> tuple:
     if options.kernels not in KERNEL_SETS:
         raise QConvertError(f"unknown --kernels {options.kernels!r}; one of {KERNEL_SETS}")
     _check_io(graph)
+    stems = {Path(f).stem for f in KERNEL_FILES + MODEL_KERNEL_FILES}
+    if options.name in stems:
+        raise QConvertError(f"--name {options.name!r} is the name of a kernel file qconvert "
+                            "writes beside it; choose another")
     kernel_options = KernelOptions(options.kernels, options.fc_layout)
     steps = lower_graph(graph, kernel_options)
     if options.kernels == "cmsis-nn":
