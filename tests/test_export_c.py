@@ -49,7 +49,7 @@ def _invoke(args):
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict:
     """{name: int8 TFLite path}: the shared models, the digits models quantized by qconvert
-    (TFLite and ONNX), and a two-input, nine-output model with one node of every op."""
+    (TFLite and ONNX), and a two-input, many-output model with one node of every op."""
     folder = tmp_path_factory.mktemp("models")
     out = {m: MODELS / f"{m}.tflite" for m in ("kws_ref_model", "ad01_int8",
                                                 "pretrainedResnet_quant")}
@@ -320,7 +320,10 @@ def test_caller_arena_variant_and_bad_arena(tmp_path, models):
 def test_multi_input_multi_output_signature(models, tmp_path):
     files = _export(models["every_op"], tmp_path / "c", name="every")
     header = files["every.h"].decode()
-    assert "#define EVERY_NUM_INPUTS 2" in header and "#define EVERY_NUM_OUTPUTS 9" in header
+    outputs = len(load_model(models["every_op"]).graph.outputs)
+    assert outputs > 2
+    assert "#define EVERY_NUM_INPUTS 2" in header
+    assert f"#define EVERY_NUM_OUTPUTS {outputs}" in header
     assert ("int every_invoke(const int8_t *input0, const float *input1, int8_t *output0, "
             in header)
     assert "#define EVERY_INPUT0_SIZE 144" in header and "#define EVERY_INPUT_SIZE" not in header

@@ -276,7 +276,9 @@ def lower_cmsis(graph, step: Step, options) -> Step:
     """`step` as a CMSIS-NN call when CMSIS-NN has the kernel, else unchanged."""
     node = step.node
     if node.op in ("Conv2D", "DepthwiseConv2D"):
-        return _conv(graph, node, step)
+        grouped = node.op == "Conv2D" and graph.tensors[node.inputs[1]].data.shape[3] != \
+            tensor_dims(graph, node.inputs[0])[3]
+        return step if grouped else _conv(graph, node, step)  # grouped: the portable kernel
     if node.op == "FullyConnected":
         return _fc(graph, node, step, options)
     if node.op in ("AveragePool", "MaxPool"):

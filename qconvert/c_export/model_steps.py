@@ -41,8 +41,9 @@ _CONV_FILES = {"qconvert_nn_conv.c"}
 _OPS_FILES = {"qconvert_nn_ops.c"}
 _LOOKUP_OPS = ("Relu", "Relu6", "Sigmoid", "Tanh", "HardSwish", "LeakyRelu")
 _BINARY = {"Add": "QCONVERT_ADD", "Sub": "QCONVERT_SUB", "Mul": "QCONVERT_MUL",
-           "Maximum": "QCONVERT_MAXIMUM", "Minimum": "QCONVERT_MINIMUM"}
-_MOVEMENT = ("Transpose", "StridedSlice", "Gather", "Pad", "PadV2", "Concat")
+           "Maximum": "QCONVERT_MAXIMUM", "Minimum": "QCONVERT_MINIMUM", "PRelu": "QCONVERT_PRELU"}
+_MOVEMENT = ("Transpose", "StridedSlice", "Gather", "Pad", "PadV2", "Concat", "ResizeNearest",
+             "SplitEqual", "SplitSizes")
 
 
 @dataclass
@@ -176,11 +177,13 @@ def _lower_conv(graph, node, index, options):
     w = graph.tensors[node.inputs[1]].data
     depthwise = node.op == "DepthwiseConv2D"
     kernel_hw = (w.shape[1], w.shape[2])
-    mult = p.get("depth_multiplier", 1) if depthwise else 1
+    c_in = tensor_dims(graph, node.inputs[0])[3]
     if depthwise:
-        c_in = tensor_dims(graph, node.inputs[0])[3]
+        mult = p.get("depth_multiplier", 1)
         if mult * c_in != w.shape[3]:
             mult = w.shape[3] // c_in  # TFLM derives it from the shapes when the option is 0
+    else:  # the group count of a grouped convolution (filter channels divide input channels)
+        mult = c_in // int(w.shape[3])
     arrays = [("weights", "int8_t", w), ("multiplier", "int32_t", p["output_multiplier"]),
               ("shift", "int32_t", p["output_shift"])]
     bias = "NULL"
@@ -190,7 +193,9 @@ def _lower_conv(graph, node, index, options):
     decls = [f"static const qconvert_conv_params @L_params = "
              f"{conv_struct(graph, node, p, kernel_hw, mult)};"]
     fn = "qconvert_depthwise_conv_s8" if depthwise else "qconvert_conv_s8"
-    chan = (lambda oc, m=mult: oc // m) if depthwise else (lambda oc: oc * 0)
+    per_group = int(w.shape[0]) // mult if not depthwise else 1
+    chan = (lambda oc, m=mult: oc // m) if depthwise else \
+        (lambda oc, g=per_group, f=int(w.shape[3]): (oc // g) * f)
     return _plain(graph, node, index, f"{fn}($in0, @L_weights, {bias}, $out0, &@L_params);",
                   arrays, decls, _CONV_FILES, _conv_overlap(graph, node, p, kernel_hw, chan))
 
@@ -290,8 +295,18 @@ def binary_fields(p) -> list:
     return [int(p.get(k, defaults.get(k, 0))) for k in keys]
 
 
+def _prelu_fields(p) -> dict:
+    """PRelu's parameters in the binary kernel's slots (see qconvert_nn.h)."""
+    return {"input1_offset": p["input_offset"], "input2_offset": p["alpha_offset"],
+            "output_offset": p["output_offset"], "output_multiplier": p["output_multiplier_1"],
+            "output_shift": p["output_shift_1"], "input2_multiplier": p["output_multiplier_2"],
+            "input2_shift": p["output_shift_2"]}
+
+
 def _lower_binary(graph, node, index, options):
     p = layer_params(graph, node)
+    if node.op == "PRelu":
+        p = _prelu_fields(p)
     out_shape = tensor_dims(graph, node.outputs[0])
     shapes = []
     for name in node.inputs[:2]:
@@ -345,42 +360,54 @@ def _lower_mean(graph, node, index, options):
 
 
 # -- data movement ----------------------------------------------------------------------------
-def _movement_map(graph, node):
+def _movement_maps(graph, node) -> list:
+    """The index map of every output: input elements tagged with their input slot."""
     if node.op == "Concat":
         axis = int(node.attrs.get("axis", 0))
         parts = []
-        for k, name in enumerate(node.inputs):
+        for slot, name in enumerate(node.inputs):
             t = graph.tensors[name]
             shape = tuple(t.data.shape) if t.data is not None else tensor_dims(graph, name)
-            parts.append(tagged(shape, k))
-        return np.concatenate(parts, axis=axis % parts[0].ndim), list(range(len(node.inputs)))
+            parts.append(tagged(shape, slot))
+        return [np.concatenate(parts, axis=axis % parts[0].ndim)]
     p = dict(layer_params(graph, node))
     if "pad_value" in p:
         p["pad_value"] = -1
-    rest = [graph.tensors[n].data if n is not None else None for n in node.inputs[1:]]
-    x = tagged(tensor_dims(graph, node.inputs[0]), 0)
-    return INT_KERNELS[node.op](node, [x] + rest, p, IntContext())[0], [0]
+    inputs = []
+    for slot, name in enumerate(node.inputs):
+        t = graph.tensors[name] if name is not None else None
+        if t is None:
+            inputs.append(None)
+        elif t.data is None:
+            inputs.append(tagged(tensor_dims(graph, name), slot))
+        else:
+            inputs.append(t.data)
+    return [np.asarray(m) for m in INT_KERNELS[node.op](node, inputs, p, IntContext())]
 
 
 def _lower_movement(graph, node, index, options):
-    index_map, sources = _movement_map(graph, node)
-    boxes, fill, table = boxes_of(index_map)
     arrays: list = []
-    size = int(index_map.size)
-    if boxes is None and table is None:
-        raise QConvertError(f"{node.op} {node.name!r}: a data movement export-c cannot express")
-    if boxes is None:
-        arrays.append(("index", "int32_t", table))
-        return _plain(graph, node, index, f"qconvert_gather_s8($in0, $out0, {size}, @L_index);",
-                      arrays, (), _OPS_FILES)
-    ptrs = [_ptr(graph, node, k, arrays, f"input{k + 1}") for k in sources]
     lines, decls = [], []
-    if fill:
-        value = layer_params(graph, node).get("pad_value", 0)
-        lines.append(f"qconvert_fill_s8($out0, {size}, (int8_t){c_int(value)});")
-    for n, (source, box) in enumerate(boxes):
-        decls.append(f"static const qconvert_box @L_box{n} = {_box_literal(box)};")
-        lines.append(f"qconvert_copy_box_s8({ptrs[source]}, $out0, &@L_box{n});")
+    ptrs = {}
+    for k, index_map in enumerate(_movement_maps(graph, node)):
+        boxes, fill, table = boxes_of(index_map)
+        size = int(index_map.size)
+        if boxes is None and table is None:
+            raise QConvertError(f"{node.op} {node.name!r}: a data movement export-c cannot "
+                                "express")
+        if boxes is None:
+            slot = int(np.asarray(index_map).reshape(-1)[0]) >> 40
+            src = ptrs.setdefault(slot, _ptr(graph, node, slot, arrays, f"input{slot + 1}"))
+            arrays.append((f"index{k}", "int32_t", table))
+            lines.append(f"qconvert_gather_s8({src}, $out{k}, {size}, @L_index{k});")
+            continue
+        if fill:
+            value = layer_params(graph, node).get("pad_value", 0)
+            lines.append(f"qconvert_fill_s8($out{k}, {size}, (int8_t){c_int(value)});")
+        for n, (slot, box) in enumerate(boxes):
+            src = ptrs.setdefault(slot, _ptr(graph, node, slot, arrays, f"input{slot + 1}"))
+            decls.append(f"static const qconvert_box @L_box{k}_{n} = {_box_literal(box)};")
+            lines.append(f"qconvert_copy_box_s8({src}, $out{k}, &@L_box{k}_{n});")
     return _plain(graph, node, index, "\n".join(lines), arrays, decls, _OPS_FILES)
 
 
@@ -397,3 +424,7 @@ LOWERINGS = {
     **{op: _lower_binary for op in _BINARY},
     **{op: _lower_movement for op in _MOVEMENT},
 }
+
+from .model_steps_extra import EXTRA_LOWERINGS  # noqa: E402  (they use the helpers above)
+
+LOWERINGS.update(EXTRA_LOWERINGS)

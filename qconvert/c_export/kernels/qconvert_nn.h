@@ -29,13 +29,15 @@ extern "C" {
 typedef struct {
     int32_t batches, in_h, in_w, in_c, out_h, out_w, out_c;
     int32_t kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left;
-    int32_t depth_multiplier; /* depthwise only */
+    int32_t depth_multiplier; /* depthwise; a convolution: its group count (1: plain) */
     int32_t input_offset, output_offset, activation_min, activation_max;
     const int32_t *multiplier; /* out_c entries */
     const int32_t *shift;      /* out_c entries; > 0 is a left shift */
 } qconvert_conv_params;
 
-/* Conv2D, weights OHWI [out_c][kernel_h][kernel_w][in_c]; bias out_c values or NULL. */
+/* Conv2D, weights OHWI [out_c][kernel_h][kernel_w][in_c / groups] (groups in
+ * depth_multiplier; output channel oc reads the input channels of group oc / (out_c / groups));
+ * bias out_c values or NULL. */
 void qconvert_conv_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
                       int8_t *output, const qconvert_conv_params *p);
 
@@ -59,7 +61,11 @@ void qconvert_lookup_s8(const int8_t *input, int8_t *output, int32_t size, const
 
 /* Element-wise binary ops with broadcasting: the output box `shape` is walked in row-major
  * order; a_strides / b_strides give each input's step along each axis (0 where it broadcasts). */
-typedef enum { QCONVERT_ADD, QCONVERT_SUB, QCONVERT_MUL, QCONVERT_MAXIMUM, QCONVERT_MINIMUM } qconvert_binary_op;
+/* PRELU: input1 >= its zero point -> input1 requantized with output_multiplier / _shift, else
+ * (input1 - z1) * (alpha - z2) with input2_multiplier / input2_shift. */
+typedef enum {
+    QCONVERT_ADD, QCONVERT_SUB, QCONVERT_MUL, QCONVERT_MAXIMUM, QCONVERT_MINIMUM, QCONVERT_PRELU
+} qconvert_binary_op;
 
 typedef struct {
     qconvert_binary_op op;
@@ -114,6 +120,39 @@ void qconvert_quantize_f32_s8(const float *input, int8_t *output, int32_t size, 
                               int32_t zero_point);
 void qconvert_dequantize_s8_f32(const int8_t *input, float *output, int32_t size, double scale,
                                 int32_t zero_point);
+
+/* TransposeConv: weights [out_c][kernel_h][kernel_w][in_c]; pad_top / pad_left are TFLite's
+ * crop of the full output; dilation 1. */
+void qconvert_transpose_conv_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
+                                int8_t *output, const qconvert_conv_params *p);
+
+/* BatchMatMul: output[n][i][j] = sum_k (a[n][i][k] + lhs_offset) * (b[n][k][j] + rhs_offset),
+ * requantized; the batch offsets and strides (elements) express broadcasting and adj_x / adj_y. */
+typedef struct {
+    int32_t batches, rows, depth, cols;
+    const int32_t *a_batch; /* element offset of batch n in a */
+    const int32_t *b_batch;
+    int32_t a_row, a_depth, b_depth, b_col;
+    int32_t lhs_offset, rhs_offset, output_offset, output_multiplier, output_shift;
+} qconvert_matmul_params;
+
+void qconvert_batch_matmul_s8(const int8_t *a, const int8_t *b, int8_t *output,
+                              const qconvert_matmul_params *p);
+
+/* ResizeBilinear (integer): 10-bit source coordinates per output row and column. */
+typedef struct {
+    int32_t batches, in_h, in_w, channels, out_h, out_w;
+    const int32_t *y_lower, *y_upper, *y_frac; /* out_h entries */
+    const int32_t *x_lower, *x_upper, *x_frac; /* out_w entries */
+} qconvert_resize_params;
+
+void qconvert_resize_bilinear_s8(const int8_t *input, int8_t *output,
+                                 const qconvert_resize_params *p);
+
+/* A one-value function defined only from `min_valid` up (Rsqrt): returns 1, writing nothing
+ * more, at the first input below it (TFLite Micro stops with an error there). */
+int qconvert_lookup_checked_s8(const int8_t *input, int8_t *output, int32_t size,
+                               const int8_t *table, int32_t min_valid);
 
 /* Copy `size` bytes (input and output may overlap). */
 void qconvert_copy_s8(const int8_t *input, int8_t *output, int32_t size);

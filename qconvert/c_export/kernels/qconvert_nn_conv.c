@@ -33,6 +33,10 @@ static int32_t conv_output(int32_t acc, int32_t channel, const int32_t *bias,
 void qconvert_conv_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
                       int8_t *output, const qconvert_conv_params *p)
 {
+    /* depth_multiplier holds the group count of a grouped convolution (1: a plain one) */
+    const int32_t groups = p->depth_multiplier > 0 ? p->depth_multiplier : 1;
+    const int32_t filter_c = p->in_c / groups;
+    const int32_t per_group = p->out_c / groups;
     int32_t b, oy, ox, oc, ky, kx, ic;
     ptrdiff_t o = 0;
     for (b = 0; b < p->batches; ++b) {
@@ -42,7 +46,8 @@ void qconvert_conv_s8(const int8_t *input, const int8_t *weights, const int32_t 
             for (ox = 0; ox < p->out_w; ++ox) {
                 const int32_t x0 = ox * p->stride_w - p->pad_left;
                 for (oc = 0; oc < p->out_c; ++oc) {
-                    const int8_t *w_oc = weights + (ptrdiff_t)oc * p->kernel_h * p->kernel_w * p->in_c;
+                    const int8_t *w_oc = weights + (ptrdiff_t)oc * p->kernel_h * p->kernel_w * filter_c;
+                    const int32_t first_c = (oc / per_group) * filter_c;
                     int32_t acc = 0;
                     for (ky = 0; ky < p->kernel_h; ++ky) {
                         const int32_t y = y0 + ky * p->dilation_h;
@@ -56,9 +61,9 @@ void qconvert_conv_s8(const int8_t *input, const int8_t *weights, const int32_t 
                             if (x < 0 || x >= p->in_w) {
                                 continue;
                             }
-                            in_px = in_b + ((ptrdiff_t)y * p->in_w + x) * p->in_c;
-                            w_tap = w_oc + ((ptrdiff_t)ky * p->kernel_w + kx) * p->in_c;
-                            for (ic = 0; ic < p->in_c; ++ic) {
+                            in_px = in_b + ((ptrdiff_t)y * p->in_w + x) * p->in_c + first_c;
+                            w_tap = w_oc + ((ptrdiff_t)ky * p->kernel_w + kx) * filter_c;
+                            for (ic = 0; ic < filter_c; ++ic) {
                                 acc += (in_px[ic] + p->input_offset) * w_tap[ic];
                             }
                         }

@@ -24,6 +24,19 @@ void qconvert_lookup_s8(const int8_t *input, int8_t *output, int32_t size, const
     }
 }
 
+int qconvert_lookup_checked_s8(const int8_t *input, int8_t *output, int32_t size,
+                               const int8_t *table, int32_t min_valid)
+{
+    int32_t i;
+    for (i = 0; i < size; ++i) {
+        if (input[i] < min_valid) {
+            return 1;
+        }
+        output[i] = table[input[i] + 128];
+    }
+    return 0;
+}
+
 static int32_t binary_value(int32_t a, int32_t b, const qconvert_binary_params *p)
 {
     int32_t raw;
@@ -32,6 +45,13 @@ static int32_t binary_value(int32_t a, int32_t b, const qconvert_binary_params *
         return a > b ? a : b;
     case QCONVERT_MINIMUM:
         return a < b ? a : b;
+    case QCONVERT_PRELU: {
+        const int32_t v = a + p->input1_offset;
+        raw = v >= 0 ? qconvert_requantize(v, p->output_multiplier, p->output_shift)
+                     : qconvert_requantize(v * (b + p->input2_offset), p->input2_multiplier,
+                                           p->input2_shift);
+        return clamp_s8(raw + p->output_offset, -128, 127);
+    }
     case QCONVERT_MUL:
         raw = qconvert_requantize((a + p->input1_offset) * (b + p->input2_offset),
                                   p->output_multiplier, p->output_shift);
