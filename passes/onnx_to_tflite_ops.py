@@ -25,8 +25,8 @@ Mappings (`MAPPING_RULES`, rules of the same form as `layout_rules.RULES`):
   beyond what the input can take.
 
 `conversion_problems` lists, before anything is converted, what no rule can map: ops outside
-the table (opaque) or without a rule, weights or parameters computed at run time, grouped
-convolutions (TFLite Micro has no grouped CONV_2D), convolutions and pools that are not 2-D.
+the table (opaque) or without a rule, weights or parameters computed at run time, convolutions
+and pools that are neither 1-D nor 2-D (the checks of `onnx_to_tflite_spatial` join `CHECKS`).
 """
 
 from __future__ import annotations
