@@ -16,6 +16,9 @@ from . import __version__
 from .errors import QConvertError
 
 
+_PROGRAM = {"exits_after": False}  # True when run as the `qconvert` program (see `run`)
+
+
 class _Cli(click.Group):
     """Click group that turns QConvertError into one line and exit status 1."""
 
@@ -24,7 +27,7 @@ class _Cli(click.Group):
         from .output_files import Terminated, handle_termination
 
         try:
-            with handle_termination():
+            with handle_termination(_PROGRAM["exits_after"]):
                 return super().invoke(ctx)
         except QConvertError as exc:
             click.echo(f"qconvert: error: {exc}", err=True)
@@ -556,5 +559,11 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
         click.echo(f"wrote {path}")
 
 
-if __name__ == "__main__":
+def run():
+    """The `qconvert` program: `main` in a process that exits when the command ends."""
+    _PROGRAM["exits_after"] = True
     main()
+
+
+if __name__ == "__main__":
+    run()

@@ -102,6 +102,9 @@ def render_header(graph, options: HeaderOptions) -> str:
     if options.rounding not in ROUNDINGS:
         raise QConvertError(f"unknown rounding {options.rounding!r}")
     _check_ops(graph)
+    from qconvert.quant.invariants import check_int8_tflite
+
+    check_int8_tflite(graph)
     params = _all_params(graph)
     layers = [_layer(graph, i, node, params[i], options) for i, node in enumerate(graph.nodes)]
     model_items = _model_items(graph, options)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qconvert.errors import QConvertError
 from qconvert.ir import Model
+from qconvert.model_io import require_one_graph
 
 from .plan import (check_float, check_quantizable, clamped_inputs, dequantize_hybrid_weights,
                    plan)
@@ -57,8 +57,7 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
 
     STATIC_PIPELINE = ("static-batch", "fold-constants", "eliminate")
 
-    if len(model.graphs) != 1:
-        raise QConvertError("quantizing a model with several subgraphs is not supported")
+    require_one_graph(model, "quantize")
     graph = model.graph
     check_float(graph)
     dequantize_hybrid_weights(graph)
@@ -67,6 +66,7 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
     if options.fuse:
         run_pipeline(model, FUSE_PIPELINE, PassContext(model.format))
     check_quantizable(graph)
+    from .invariants import check_int8_tflite, check_qdq_scales
     from .memory import check_plan_memory, default_limit
 
     samples = len(next(iter(calibration.values())))
@@ -83,11 +83,13 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
         from .tflite_int8 import apply_tflite_int8
 
         apply_tflite_int8(graph, qplan, options.io_type)
+        check_int8_tflite(graph)
         names = {n: n for n in qplan.activations}
     else:
         from .qdq import apply_qdq
 
         names = apply_qdq(graph, qplan, model.meta.get("opset", 13))
+        check_qdq_scales(graph)
     model.verify()
     data = evaluation if evaluation is not None else calibration
     return build_report(float_graph, model, qplan, names, data, options, reference,
