@@ -525,3 +525,58 @@ def test_input_shape_given_twice_is_refused(tmp_path):
     result = _run_cli("convert", src, "-o", tmp_path / "o.tflite", "--input-shape",
                       "x:1,3,8,8", "--input-shape", "x:1,3,4,4")
     assert result.exit_code == 1 and "input 'x' given twice" in result.stderr
+
+
+# -- torchvision's chunk and ONNX QDQ --------------------------------------------------------
+def test_chunk_with_ends_computed_from_shape_converts(tmp_path):
+    """torchvision ShuffleNetV2's `x.chunk(2, dim=1)` exports Slices whose ends come from
+    Shape -> Gather -> Div: not a problem while the batch is dynamic, they fold once static."""
+    n = OnnxNet()
+    x = n.input("x", ["N", 6, 4, 4])
+    shape = n.node("Shape", [x], "shape")
+    c = n.node("Gather", [shape, n.const("one", np.array([1], np.int64))], "c", axis=0)
+    half = n.node("Div", [c, n.const("two", np.array([2], np.int64))], "half")
+    axes = n.const("axes", np.array([1], np.int64))
+    a = n.node("Slice", [x, n.const("zero", np.array([0], np.int64)), half, axes], "a")
+    b = n.node("Slice", [x, half, n.const("big", np.array([1 << 30], np.int64)), axes], "b")
+    n.conv(a, 3, 2, "y", k=1)
+    n.node("Relu", [b], "z")
+    assert "StridedSlice" in ops(convert(tmp_path, n.build(["y", "z"])))
+
+
+def test_qdq_onnx_of_conv_transpose_and_resize(tmp_path):
+    """ONNX QDQ output: ConvTranspose gets per-channel int8 weights (axis 1), Resize shares its
+    input's scale, and Resize's scales stay a float parameter (never quantized)."""
+    import onnx
+
+    src = tmp_path / "unet.onnx"
+    src.write_bytes(tiny_unet())
+    out = tmp_path / "unet_qdq.onnx"
+    result = _run_cli("quantize", src, "-o", out, "--calibration-random", "8")
+    assert result.exit_code == 0, result.output
+    model = onnx.load(str(out))
+    producers = {o: nd for nd in model.graph.node for o in nd.output}
+    resize = next(nd for nd in model.graph.node if nd.op_type == "Resize")
+    assert resize.input[2] not in producers  # the scales initializer itself
+    convt = next(nd for nd in model.graph.node if nd.op_type == "ConvTranspose")
+    dq = producers[convt.input[1]]
+    scales = next(t for t in model.graph.initializer if t.name == dq.input[1])
+    assert dq.op_type == "DequantizeLinear" and list(scales.dims) == [8]
+    assert next((a.i for a in dq.attribute if a.name == "axis"), 1) == 1  # ONNX default 1
+    feed = np.random.default_rng(3).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    ref, got = _ort(src.read_bytes(), {"x": feed})[0], _ort(out.read_bytes(), {"x": feed})[0]
+    sqnr = 10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / np.sum((ref - got) ** 2))
+    assert sqnr > 8, sqnr  # ~12 dB: the skip Concat's shared scale spans the decoder's range;
+    # wrong weight axes or a quantized scales input give about 0 dB
+
+
+def test_grouped_conv_transpose_is_not_quantized_to_qdq(tmp_path):
+    n = OnnxNet()
+    x = n.input("x", [1, 4, 5, 5])
+    n.node("ConvTranspose", [x, n.rand("w", 4, 2, 3, 3)], "y", kernel_shape=[3, 3], group=2)
+    src = tmp_path / "g.onnx"
+    src.write_bytes(n.build(["y"]))
+    out = tmp_path / "g_qdq.onnx"
+    result = _run_cli("quantize", src, "-o", out, "--calibration-random", "2")
+    assert result.exit_code == 1 and "ConvTranspose 'y_node': group 2" in result.stderr
+    assert not out.exists()
