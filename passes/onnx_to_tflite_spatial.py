@@ -44,7 +44,7 @@ from qconvert.executor.float_kernels_spatial import (RESIZE_COORDINATE_MODES, bi
 from qconvert.ir import Graph, Node, Tensor
 
 from .graph_edit import replace_uses
-from .layout_state import NHWC, Layout, Unmappable, Value, identity, onnx_op
+from .layout_state import NHWC, Layout, Unmappable, identity, onnx_op
 from .onnx_to_tflite_ops import CHECKS, NON_CONSTANT, UNMAPPED
 
 EXPRESS = "cannot be expressed in TFLite"
@@ -455,8 +455,6 @@ def fuse_channel_shuffle(graph: Graph) -> int:
     graph.nodes = [nd for nd in graph.nodes if id(nd) not in removed]
     return count
 
-
-__all__ = ["SPATIAL_RULES", "SPATIAL_CHECKS", "lift_1d", "fuse_channel_shuffle", "Value"]
 
 
 def merge_reshapes(graph: Graph) -> int:

@@ -122,12 +122,16 @@ def test_conv_transpose_padding_forms(tmp_path, attrs):
     assert "TransposeConv" in ops(convert(tmp_path, n.build(["y"])))
 
 
-def test_conv_transpose_int8_same_padding(tmp_path):
+@pytest.mark.parametrize("k,p,adj,expect", [
+    (4, 1, 0, ["TransposeConv"]),                      # SAME
+    (3, 1, 1, ["TransposeConv", "StridedSlice"]),      # VALID canvas, then the crop
+])
+def test_conv_transpose_int8(tmp_path, k, p, adj, expect):
     n = OnnxNet()
     x = n.input("x", [1, 4, 5, 5])
-    n.node("ConvTranspose", [x, n.rand("w", 4, 3, 4, 4), n.rand("b", 3)], "y",
-           kernel_shape=[4, 4], strides=[2, 2], pads=[1, 1, 1, 1])
-    assert int8_bit_exact(tmp_path, n.build(["y"])) == ["TransposeConv"]
+    n.node("ConvTranspose", [x, n.rand("w", 4, 3, k, k), n.rand("b", 3)], "y",
+           kernel_shape=[k, k], strides=[2, 2], pads=[p, p, p, p], output_padding=[adj, adj])
+    assert int8_bit_exact(tmp_path, n.build(["y"])) == expect
 
 
 # -- Resize -> RESIZE_NEAREST_NEIGHBOR / RESIZE_BILINEAR / GATHER ----------------------------
@@ -154,14 +158,18 @@ def test_resize(tmp_path, mode, coord, nearest, scales, sizes, expect):
     assert expect in got and "Transpose" not in got
 
 
-@pytest.mark.parametrize("mode,coord,sizes", [("linear", "align_corners", [1, 3, 7, 9]),
-                                              ("nearest", "half_pixel", [1, 3, 7, 9])])
-def test_resize_int8(tmp_path, mode, coord, sizes):
+@pytest.mark.parametrize("mode,coord,sizes,expect", [
+    ("linear", "align_corners", [1, 3, 7, 9], "ResizeBilinear"),
+    ("linear", "asymmetric", [1, 3, 8, 15], "ResizeBilinear"),
+    ("nearest", "half_pixel", [1, 3, 8, 10], "ResizeNearest"),
+    ("nearest", "half_pixel", [1, 3, 7, 9], "Gather"),
+])
+def test_resize_int8(tmp_path, mode, coord, sizes, expect):
     n = OnnxNet()
     x = n.input("x", [1, 3, 4, 5])
     r = _resize(n, x, "r", mode, coord, sizes=sizes)
     n.conv(r, 3, 2, "y", k=1)
-    assert "Conv2D" in int8_bit_exact(tmp_path, n.build(["y"]))
+    assert expect in int8_bit_exact(tmp_path, n.build(["y"]))
 
 
 def test_onnx_resize_float_kernel_matches_onnxruntime(tmp_path):
