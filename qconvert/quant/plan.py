@@ -110,6 +110,12 @@ def check_quantizable(graph: Graph) -> None:
         node.opaque or getattr(schemas.get(node.op), "int8", None) is None))
     if counts:
         raise QConvertError(f"cannot quantize: ops with no int8 rule: {list_ops(counts)}")
+    divisors = [n.name or n.outputs[0] for n in graph.nodes
+                if n.op == "Div" and not n.opaque and graph.constant(n.inputs[1]) is not None
+                and graph.tensors[n.inputs[1]].dtype.startswith("float")]
+    if divisors:  # an int8 divisor near its zero point would divide by (almost) zero
+        raise QConvertError("cannot quantize: Div by a constant (int8 would round small "
+                            f"divisors to 0; multiply by the reciprocal): {', '.join(divisors)}")
 
 
 def variable_group(var_handle) -> str:
