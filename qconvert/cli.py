@@ -110,6 +110,34 @@ _input_layout_option = click.option(
     "follows them). Data (calibration, evaluation) is always in the ONNX model's layout.")
 
 
+_verify_option = click.option(
+    "--verify", type=click.IntRange(1), metavar="N",
+    help="Run the input and the written model on N inputs in the reference executors and "
+    "refuse to write (naming the pass or layer) when they diverge: float outputs within 1e-4 "
+    "of each output's largest magnitude, int8 models bit for bit; quantize: N calibration "
+    "samples, output SQNR at least 10 dB.")
+
+
+_input_shape_option = click.option(
+    "--input-shape", "input_shapes", multiple=True, metavar="NAME:d0,d1,...",
+    help="Fix an input's shape (repeatable), e.g. input:1,3,224,224; every other shape is then "
+    "inferred and constant shape arithmetic folded (as onnxsim --overwrite-input-shape).")
+
+
+def _load(model, input_shapes):
+    """Load `model` and apply --input-shape (errors name the file)."""
+    from .input_shapes import apply_input_shapes, parse_input_shapes
+    from .model_io import load_model
+
+    shapes = parse_input_shapes(input_shapes)
+    m = load_model(model)
+    try:
+        apply_input_shapes(m, shapes)
+    except QConvertError as exc:
+        raise exc.with_path(model)
+    return m
+
+
 def _onnx_to_tflite(m, input_layout, path):
     """The TFLite model of ONNX model `m` and its inputs' permutations (errors name `path`)."""
     from .passes.layout_nhwc import onnx_to_tflite
@@ -132,8 +160,10 @@ def _echo_conversion(m) -> None:
 @click.option("-o", "--output", type=click.Path(), help="Output file "
               "(default: <model>_converted.<ext> next to the input).")
 @_input_layout_option
+@_input_shape_option
+@_verify_option
 @_names_model
-def convert(model, output, input_layout):
+def convert(model, output, input_layout, input_shapes, verify):
     """Read a model, verify it and write it out: the same format, or ONNX to TFLite.
 
     The output format follows the output's extension. ONNX to TFLite runs the NCHW -> NHWC
@@ -146,13 +176,13 @@ def convert(model, output, input_layout):
       qconvert convert model.tflite -o model_out.tflite
       qconvert convert model.onnx -o model.tflite --input-layout nhwc
     """
-    from .model_io import default_output, format_of_output, load_model, serialize
+    from .model_io import default_output, format_of_output, serialize
     from .output_files import OutputFiles
 
     outputs = OutputFiles([model])
     if output is not None:
         outputs.add(output)
-    m = load_model(model)
+    m = _load(model, input_shapes)
     outputs.add_inputs(m.meta.get("external_files", ()))
     out = output or str(default_output(model, "converted", m.format))
     fmt = format_of_output(out, m.format)
@@ -160,10 +190,15 @@ def convert(model, output, input_layout):
     cross = (m.format, fmt) == ("onnx", "tflite")
     if input_layout is not None and not cross:
         raise QConvertError("--input-layout applies to ONNX -> TFLite conversion only", model)
+    perms = None
     if cross:
-        m, _ = _onnx_to_tflite(m, input_layout, model)
+        m, perms = _onnx_to_tflite(m, input_layout, model)
     try:
         data = serialize(m, fmt)
+        if verify:
+            from .verify import verify_convert
+
+            verify_convert(m, lambda: _load(model, input_shapes), fmt, data, verify, perms)
     except QConvertError as exc:
         raise exc.with_path(model)
     outputs.commit({out: data})
@@ -195,8 +230,10 @@ def _echo_passes(ctx, param, value):
               callback=_echo_passes, help="List the passes of the default pipeline and exit.")
 @click.option("--report", type=click.Path(), metavar="FILE.json",
               help='Also write {"passes": {name: count}, "nodes_before": n, "nodes_after": m}.')
+@_input_shape_option
+@_verify_option
 @_names_model
-def fuse(model, output, pass_list, report):
+def fuse(model, output, pass_list, report, input_shapes, verify):
     """Fold BatchNorm, per-channel Mul/Div and Add/Sub into the conv or FC layer before them.
 
     Runs constant folding, dead-node elimination and the fusions (to a fixed point); for a TFLite
@@ -210,7 +247,7 @@ def fuse(model, output, pass_list, report):
       qconvert fuse model.onnx --passes fuse-conv-batchnorm,eliminate
     """
     from .ir.graph import GraphError
-    from .model_io import default_output, format_of_output, load_model, serialize
+    from .model_io import default_output, format_of_output, serialize
     from .output_files import OutputFiles
     from .passes import PassContext
     from .passes.pipeline import FUSE_PIPELINE, run_pipeline
@@ -227,7 +264,7 @@ def fuse(model, output, pass_list, report):
     for path in (output, report):
         if path is not None:
             outputs.add(path)
-    m = load_model(model)
+    m = _load(model, input_shapes)
     outputs.add_inputs(m.meta.get("external_files", ()))
     out = output or str(default_output(model, "fused", m.format))
     fmt = format_of_output(out, m.format)
@@ -237,6 +274,11 @@ def fuse(model, output, pass_list, report):
     try:
         counts = run_pipeline(m, names, PassContext(fmt))
         data = serialize(m, fmt)
+        if verify:
+            from .verify import verify_fuse
+
+            verify_fuse(lambda: _load(model, input_shapes), fmt, names, PassContext(fmt), data,
+                        verify)
     except GraphError as exc:
         raise QConvertError(f"internal error: {exc}", model) from exc
     except QConvertError as exc:
@@ -334,10 +376,13 @@ def _calibration_data(specs, calibration, calibration_random, norm: dict,
 @click.option("--report", type=click.Path(), metavar="FILE.json", help="Also write the report "
               "as JSON.")
 @_input_layout_option
+@_input_shape_option
+@_verify_option
 @_names_model
 def quantize(model, output, calibration, calibration_random, eval_data, mean, std, scale,
              method, percentile, per_channel, fc_per_channel, io_type, rounding, no_fuse,
-             batch_size, max_memory, report, input_layout):
+             batch_size, max_memory, report, input_layout, input_shapes,
+             verify):
     """Quantize a float model to int8: per-channel weights, calibrated activations.
 
     Fuses first, calibrates with the float reference executor, and writes int8 TFLite (runs in
@@ -352,7 +397,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
       qconvert quantize model.onnx --calibration calib.npy -o model_int8.tflite
       qconvert quantize model.tflite --calibration images/ --mean 127.5 --std 127.5
     """
-    from .model_io import default_output, format_of_output, load_model, serialize
+    from .model_io import default_output, format_of_output, serialize
     from .output_files import OutputFiles
     from .quant import calibration_data as cd
     from .quant.quantize import QuantizeOptions, quantize_model
@@ -363,7 +408,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     for path in (output, report):
         if path is not None:
             outputs.add(path)
-    m = load_model(model)
+    m = _load(model, input_shapes)
     outputs.add_inputs(m.meta.get("external_files", ()))
     out = output or str(default_output(model, "int8", m.format))
     fmt = format_of_output(out, m.format)
@@ -380,6 +425,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     data = _calibration_data(specs, calibration, calibration_random, norm, limit)
     evaluation = (cd.load_calibration(eval_data, specs, **norm, max_bytes=limit)
                   if eval_data else None)
+    source_data, perms = data, None
     if cross:  # data stays in the ONNX layout; it follows the model into the TFLite one
         from .passes.layout_nhwc import data_to_tflite_layout
 
@@ -393,6 +439,15 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
             result = quantize_model(m, data, options, evaluation,
                                     progress=lambda done, _total: bar.update(done - bar.done))
             blob = serialize(m, fmt)
+        except QConvertError as exc:
+            raise exc.with_path(model)
+    if verify:
+        from .verify import verify_quantize
+
+        output_perms = m.meta.get("conversion", {}).get("outputs") if cross else None
+        try:
+            verify_quantize(lambda: _load(model, input_shapes), fmt, blob, verify, source_data,
+                            perms, output_perms)
         except QConvertError as exc:
             raise exc.with_path(model)
     contents = {out: blob}
@@ -419,6 +474,10 @@ def _render_quant_report(result: dict) -> str:
         if added:
             line += f" {db(row.get('added_sqnr_db')):>8}"
         lines.append(line)
+    for row in result["layers"]:
+        if row.get("widened_channels"):
+            lines.append(f"widened weight scales (int32 bias guard): {row['layer']} channels "
+                         f"{_ranges(row['widened_channels'])}")
     if result.get("layer_samples", result["samples"]) != result["samples"]:
         k = result["layer_samples"]
         lines.append(f"(layer SQNR over the first {k} sample{'s' if k > 1 else ''})")
@@ -427,6 +486,18 @@ def _render_quant_report(result: dict) -> str:
     if "top1_agreement" in result:
         lines.append(f"top-1 agreement with float: {100 * result['top1_agreement']:.1f}%")
     return "\n".join(lines)
+
+
+def _ranges(values: list) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
+    parts, start = [], None
+    for i, v in enumerate(values):
+        if start is None:
+            start = v
+        if i + 1 == len(values) or values[i + 1] != v + 1:
+            parts.append(str(start) if start == v else f"{start}-{v}")
+            start = None
+    return ", ".join(parts)
 
 
 @main.command("export-c-header")
@@ -446,10 +517,11 @@ def _render_quant_report(result: dict) -> str:
               "the header (single: CMSIS-NN built with CMSIS_NN_USE_SINGLE_ROUNDING).")
 @calibration_options
 @_input_layout_option
+@_input_shape_option
 @_names_model
 def export_c_header(model, output, name, fc_layout, with_kernels, rounding, calibration,
                     calibration_random, mean, std, scale, method, percentile, fc_per_channel,
-                    no_fuse, batch_size, max_memory, input_layout):
+                    no_fuse, batch_size, max_memory, input_layout, input_shapes):
     """Write an int8 model as one C header for firmware (CMSIS-NN style).
 
     Per layer: int8 weights (conv OHWI, depthwise [1, H, W, C], fully connected 1x4 interleaved
@@ -472,7 +544,7 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
     from .c_export.header import HeaderOptions, render_header
     from .c_export.shipped_kernels import kernel_sources
     from .c_export.source import int8_tflite_for_export
-    from .model_io import load_model, read_bytes
+    from .model_io import read_bytes
     from .output_files import OutputFiles
     from .quant.calibration_data import data_files, input_specs
     from .quant.quantize import QuantizeOptions
@@ -492,7 +564,7 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
         outputs.add(path)
     outputs.add(out)
     sha256 = hashlib.sha256(read_bytes(model)).hexdigest()
-    m = load_model(model)
+    m = _load(model, input_shapes)
     outputs.add_inputs(m.meta.get("external_files", ()))
     if input_layout is not None and m.format != "onnx":
         raise QConvertError("--input-layout applies to ONNX models only", model)

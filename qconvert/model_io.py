@@ -97,6 +97,27 @@ def require_known_ops(model: Model, purpose: str) -> None:
         raise QConvertError(f"cannot {purpose}: ops unknown to qconvert: {list_ops(counts)}")
 
 
+# Ops that run another subgraph.
+_CALLING_OPS = ("CALL_ONCE", "CALL", "WHILE", "IF", "If", "Loop", "Scan")
+
+
+def require_one_graph(model: Model, purpose: str) -> None:
+    """Refuse work done on one graph for a model with several subgraphs, naming the ops that
+    make it so: every op of the other subgraphs, the main graph's ops that call one, and the
+    main graph's ops unknown to qconvert (a streaming model's VAR_HANDLE / READ_VARIABLE /
+    ASSIGN_VARIABLE), all with counts."""
+    if len(model.graphs) == 1:
+        return
+    counts: dict = {}
+    nodes = [n for n in model.graph.nodes if n.opaque or n.op in _CALLING_OPS]
+    for g in model.graphs[1:]:
+        nodes += g.nodes
+    for node in nodes:
+        counts[node.op] = counts.get(node.op, 0) + 1
+    raise QConvertError(f"cannot {purpose}: a model with {len(model.graphs)} subgraphs "
+                        f"(state or control flow): {list_ops(counts) or 'no ops'}")
+
+
 def serialize(model: Model, fmt: str | None = None) -> bytes:
     """The bytes of `model` in `fmt` (default: its own format)."""
     fmt = fmt or model.format
