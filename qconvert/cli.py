@@ -51,8 +51,12 @@ def _names_model(fn):
 
     @functools.wraps(fn)
     def wrapper(model, *args, **kwargs):
+        import warnings
+
         try:
-            return fn(model, *args, **kwargs)
+            with warnings.catch_warnings():  # numeric warnings would break the one-line promise;
+                warnings.simplefilter("ignore", RuntimeWarning)  # the checks report what matters
+                return fn(model, *args, **kwargs)
         except QConvertError as exc:
             raise exc.with_path(model)
         except RecursionError:
