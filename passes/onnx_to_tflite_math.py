@@ -43,6 +43,14 @@ def _finish(cv, node, op, inputs, attrs, layout: Layout) -> None:
             node.name)
 
 
+def _broadcasts_to(shape, target) -> bool:
+    """True when an array of `shape` broadcasts to `target` without enlarging it."""
+    try:
+        return np.broadcast_shapes(tuple(shape), tuple(target)) == tuple(target)
+    except ValueError:
+        return False
+
+
 def _const_like(cv, base, value: float, dtype) -> str:
     return cv.add_const(base, np.array([value], np.dtype(dtype)))
 
@@ -67,7 +75,7 @@ def _prelu(cv, node) -> None:
         x = cv.relayout(x, identity(rank)) if x.layout.flat is not None else x
         alpha = cv.broadcast_operand(s, x.layout.perm).name
     else:
-        if np.broadcast_shapes(slope.shape, x.shape) != x.shape:
+        if not _broadcasts_to(slope.shape, x.shape):
             raise Unmappable(f"PRelu {node.name!r} (slope {list(slope.shape)} does not broadcast "
                              f"to {list(x.shape)})")
         data = cv.permute_const(slope, x.layout, rank, strip=True)
@@ -84,7 +92,7 @@ def _pow(cv, node) -> None:
     x = cv.value(node.inputs[0])
     y = cv.require_constant(node, 1, "exponent")
     values = np.unique(np.asarray(y, np.float64))
-    if values.size != 1 or np.broadcast_shapes(y.shape, x.shape) != x.shape:
+    if values.size != 1 or not _broadcasts_to(y.shape, x.shape):
         raise Unmappable(f"Pow {node.name!r} (exponent of shape {list(y.shape)})", UNMAPPED)
     k = float(values[0])
     if k == 1.0:
@@ -136,7 +144,7 @@ def _layer_norm(cv, node) -> None:
     for op, data, neutral, tag in (("Mul", scale, 1.0, "scale"), ("Add", bias, 0.0, "bias")):
         if data is None or np.all(data == neutral):
             continue
-        if np.broadcast_shapes(data.shape, x.shape[axis:]) != x.shape[axis:]:
+        if not _broadcasts_to(data.shape, x.shape[axis:]):
             raise Unmappable(f"LayerNormalization {node.name!r} ({tag} {list(data.shape)} for "
                              f"axes from {axis})")
         data = cv.permute_const(data.astype(np.dtype(x.dtype)), x.layout, rank, strip=True)
