@@ -12,6 +12,8 @@ transformers (used by `layout-nhwc` through `onnx_to_tflite_ops.MAPPING_RULES`).
 - LayerNormalization(axis, epsilon) -> MEAN, SUB, MUL (square), MEAN, ADD epsilon, RSQRT, MUL,
   MUL scale, ADD bias over the mapped axes (every step has an int8 TFLite Micro kernel); its
   optional Mean / InvStdDev outputs are refused.
+- Gelu (opset 20) with approximate tanh -> MUL, ADD, TANH (its formula); the exact form needs
+  ERF, which TFLite Micro has not: refused by name, as a lone Erf is.
 - MatMul of two activations (or of a constant that is not a 2-D weight) -> BATCH_MATMUL; an
   operand whose last two axes the layout holds swapped (an ONNX Transpose of K in attention,
   absorbed into the layout) is read as is with `adj_x` / `adj_y` instead of being transposed.
@@ -110,6 +112,32 @@ def _reciprocal(cv, node) -> None:
     x = cv.value(node.inputs[0])
     one = _const_like(cv, f"{node.name}_one", 1.0, x.dtype)
     _finish(cv, node, "Div", [one, x], {"activation": "NONE"}, x.layout)
+
+
+def _gelu(cv, node) -> None:
+    """Gelu(approximate tanh) -> 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) as MUL, ADD,
+    TANH (int8 everywhere); the exact (erf) form needs ERF, which TFLite has not."""
+    approximate = node.attrs.get("approximate") or "none"
+    approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
+    if approximate != "tanh":
+        raise Unmappable(f"Gelu (approximate {approximate}: erf, which TFLite Micro has not)",
+                         UNMAPPED)
+    x = cv.value(node.inputs[0])
+    base, none = node.outputs[0], {"activation": "NONE"}
+
+    def k(tag, value):
+        return _const_like(cv, f"{base}_{tag}", value, x.dtype)
+
+    x2 = _emit_value(cv, "Mul", [x, x], f"{base}_x2", x, none)
+    x3 = _emit_value(cv, "Mul", [x2, x], f"{base}_x3", x, none)
+    cubic = _emit_value(cv, "Mul", [x3, k("c", 0.044715)], f"{base}_cubic", x, none)
+    inner = _emit_value(cv, "Add", [x, cubic], f"{base}_inner", x, none)
+    scaled = _emit_value(cv, "Mul", [inner, k("s", float(np.sqrt(2.0 / np.pi)))],
+                         f"{base}_scaled", x, none)
+    t = _emit_value(cv, "Tanh", [scaled], f"{base}_tanh", x)
+    one_plus = _emit_value(cv, "Add", [t, k("one", 1.0)], f"{base}_one_plus", x, none)
+    half = _emit_value(cv, "Mul", [x, k("half", 0.5)], f"{base}_half", x, none)
+    _finish(cv, node, "Mul", [half, one_plus], none, x.layout)
 
 
 # -- layer normalization ---------------------------------------------------------------------------
@@ -239,6 +267,7 @@ MATH_RULES = {
     "Pow": _pow,
     "Reciprocal": _reciprocal,
     "LayerNormalization": _layer_norm,
+    "Gelu": _gelu,
 }
 MATH_CHECKS = {
     "LayerNormalization": _check_layer_norm,

@@ -287,3 +287,6 @@ register(OpSchema(
     "(TFLite SPLIT_V: inputs x, size_splits, axis).",
     (X, Input("size_splits", "param"), Input("axis", "param")),
     tflite=TfliteSpec("SPLIT_V", "SplitVOptions"), int8="same_scale"))
+register(OpSchema(
+    "Gelu", "x * Phi(x) (ONNX Gelu, opset 20): `approximate` none (erf) or tanh.", (X,),
+    onnx=OnnxSpec("Gelu", {"approximate": "none"})))

@@ -490,3 +490,26 @@ def test_layer_normalization_quantizes_to_onnx_qdq(tmp_path):
 
     ops = [n.op_type for n in onnx.load(str(out)).graph.node]
     assert "LayerNormalization" in ops and "QuantizeLinear" in ops
+
+
+def test_tanh_gelu_is_its_formula_and_exact_gelu_is_refused(tmp_path):
+    """ONNX Gelu (opset 20): approximate tanh -> MUL / ADD / TANH (int8 too); the erf form is
+    refused in one line naming Gelu."""
+    net = OnnxNet(24)
+    x = net.input("x", [1, 6, 16])
+    net.node("Gelu", [net.node("MatMul", [x, _weights(net, "w", 16, 16)], "h")], "y",
+             approximate="tanh")
+    f, q = _check(tmp_path, net.build(["y"], opset=20), [(1, 6, 16)])
+    assert "Tanh" in _ops(q) and "Gelu" not in _ops(f)
+    net = OnnxNet(25)
+    x = net.input("x", [1, 6, 16])
+    net.node("Gelu", [x], "y")
+    src = tmp_path / "gelu.onnx"
+    src.write_bytes(net.build(["y"], opset=20))
+    model = load_model(src)  # the float executor computes the erf form (calibration needs it)
+    xs = _samples([(1, 6, 16)], 1, 2)
+    assert_close(_ort(src, xs), [run_float(model, {"x": xs[0]})["y"]], 1e-5)
+    result = _invoke(["convert", src, "-o", tmp_path / "gelu.tflite"])
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
+    assert "ops with no TFLite mapping: Gelu (approximate none" in result.output
+    assert not (tmp_path / "gelu.tflite").exists()
