@@ -26,7 +26,7 @@ import numpy as np
 from qconvert.ir import Graph
 
 from .graph_edit import implicit_uses
-from .layout_state import Layout, Unmappable, Value, identity, onnx_op
+from .layout_state import Layout, Unmappable, Value, identity
 
 UNMAPPED = "ops with no TFLite mapping"
 NON_CONSTANT = "non-constant weights or parameters"
@@ -274,4 +274,4 @@ MATH_CHECKS = {
     "Pow": _check_pow,
     "MatMul": lambda graph, node: None,  # a computed B is BATCH_MATMUL
 }
-__all__ = ["MATH_RULES", "MATH_CHECKS", "batch_matmul", "fuse_rsqrt", "onnx_op"]
+__all__ = ["MATH_RULES", "MATH_CHECKS", "batch_matmul", "fuse_rsqrt"]
