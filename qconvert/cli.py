@@ -226,7 +226,8 @@ _CALIBRATION_OPTIONS = (
     click.option("--mean", help="Subtracted from image pixels (one value or one per channel)."),
     click.option("--std", help="Divides image pixels after --mean (one value or per channel)."),
     click.option("--scale", help="Multiplies image pixels (instead of --mean / --std)."),
-    click.option("--method", type=click.Choice(["minmax", "percentile"]), default="minmax",
+    click.option("--method", type=click.Choice(["minmax", "percentile", "mse", "entropy"]),
+                 default="minmax",
                  show_default=True, help="How activation ranges are taken from calibration."),
     click.option("--percentile", type=click.FloatRange(50, 100), default=99.99,
                  show_default=True, help="Kept share of values for --method percentile."),
@@ -234,6 +235,9 @@ _CALIBRATION_OPTIONS = (
                  help="Fully connected weights per channel too (default: per tensor, as every "
                  "TFLite Micro build runs)."),
     click.option("--no-fuse", is_flag=True, help="Skip the fusion passes."),
+    click.option("--no-bias-correction", is_flag=True, help="Keep the float biases as they are "
+                 "(default: the mean output error weight rounding causes, measured on the "
+                 "calibration data, is folded into each layer's bias)."),
     click.option("--batch-size", type=click.IntRange(1), default=16, show_default=True),
 )
 
@@ -277,7 +281,7 @@ def _calibration_data(specs, calibration, calibration_random, norm: dict) -> dic
 @_input_layout_option
 def quantize(model, output, calibration, calibration_random, eval_data, mean, std, scale,
              method, percentile, per_channel, fc_per_channel, io_type, rounding, no_fuse,
-             batch_size, report, input_layout):
+             no_bias_correction, batch_size, report, input_layout):
     """Quantize a float model to int8: per-channel weights, calibrated activations.
 
     Fuses first, calibrates with the float reference executor, and writes int8 TFLite (runs in
@@ -321,7 +325,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
         m, perms = _onnx_to_tflite(m, input_layout, model)
         data, evaluation = (data_to_tflite_layout(d, perms) for d in (data, evaluation))
     options = QuantizeOptions(method, percentile, fc_per_channel, io_type, rounding,
-                              not no_fuse, batch_size)
+                              not no_fuse, batch_size, not no_bias_correction)
     total = len(next(iter(data.values())))
     with cd.Progress(total, "calibrating") as bar:
         try:
@@ -382,7 +386,7 @@ def _render_quant_report(result: dict) -> str:
 @_input_layout_option
 def export_c_header(model, output, name, fc_layout, with_kernels, rounding, calibration,
                     calibration_random, mean, std, scale, method, percentile, fc_per_channel,
-                    no_fuse, batch_size, input_layout):
+                    no_fuse, no_bias_correction, batch_size, input_layout):
     """Write an int8 model as one C header for firmware (CMSIS-NN style).
 
     Per layer: int8 weights (conv OHWI, depthwise [1, H, W, C], fully connected 1x4 interleaved
@@ -436,7 +440,7 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
             return _calibration_data(input_specs(model_ir), calibration, calibration_random, norm)
 
     options = QuantizeOptions(method, percentile, fc_per_channel, "int8", rounding, not no_fuse,
-                              batch_size)
+                              batch_size, not no_bias_correction)
     try:
         m, note = int8_tflite_for_export(m, loader, options, label, input_layout or "nhwc")
         text = render_header(m, HeaderOptions(prefix, fc_layout, rounding, Path(model).name,

@@ -42,6 +42,7 @@ class QuantizeOptions:
     rounding: str = "double"
     fuse: bool = True
     batch_size: int = 16
+    bias_correction: bool = True
 
 
 def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
@@ -66,11 +67,23 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
     if options.fuse:
         run_pipeline(model, FUSE_PIPELINE, PassContext(model.format))
     check_quantizable(graph)
-    collector = RangeCollector(options.method, options.percentile)
+    collector = RangeCollector(options.method, options.percentile, _needed(graph))
+    observe = collector.observe
+    means = None
+    if options.bias_correction:
+        from .bias_correction import ChannelMeans
+
+        means = ChannelMeans(graph, model.format)
+
+        def observe(name, array):
+            collector.observe(name, array)
+            means.observe(name, array)
+
     reference, layer_reference = _calibrate(model, calibration, options.batch_size,
-                                            collector.observe, progress,
+                                            observe, progress,
                                             REPORT_SAMPLES if evaluation is None else 0)
-    qplan = plan(graph, collector.ranges(), model.format, options.fc_per_channel)
+    qplan = plan(graph, collector.ranges(), model.format, options.fc_per_channel,
+                 None if means is None else means.means())
     float_graph = _snapshot(graph)
     if model.format == "tflite":
         from .tflite_int8 import apply_tflite_int8
@@ -85,6 +98,14 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
     data = evaluation if evaluation is not None else calibration
     return build_report(float_graph, model, qplan, names, data, options, reference,
                         layer_reference)
+
+
+def _needed(graph) -> set:
+    """The float activations whose calibrated range the plan reads: all but those a clamping
+    activation gives its own range (`plan.clamped_inputs`)."""
+    names = {n for n, t in graph.tensors.items()
+             if t.data is None and t.dtype.startswith("float")}
+    return names - clamped_inputs(graph)
 
 
 def _activation_bytes(graph) -> int:
