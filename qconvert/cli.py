@@ -238,6 +238,9 @@ _CALIBRATION_OPTIONS = (
     click.option("--no-bias-correction", is_flag=True, help="Keep the float biases as they are "
                  "(default: the mean output error weight rounding causes, measured on the "
                  "calibration data, is folded into each layer's bias)."),
+    click.option("--equalize/--no-equalize", default=False, show_default=True,
+                 help="Cross-layer equalization of conv -> (ReLU) -> conv and depthwise -> "
+                 "pointwise pairs before calibration (exact in float)."),
     click.option("--batch-size", type=click.IntRange(1), default=16, show_default=True),
 )
 
@@ -281,7 +284,7 @@ def _calibration_data(specs, calibration, calibration_random, norm: dict) -> dic
 @_input_layout_option
 def quantize(model, output, calibration, calibration_random, eval_data, mean, std, scale,
              method, percentile, per_channel, fc_per_channel, io_type, rounding, no_fuse,
-             no_bias_correction, batch_size, report, input_layout):
+             no_bias_correction, equalize, batch_size, report, input_layout):
     """Quantize a float model to int8: per-channel weights, calibrated activations.
 
     Fuses first, calibrates with the float reference executor, and writes int8 TFLite (runs in
@@ -325,7 +328,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
         m, perms = _onnx_to_tflite(m, input_layout, model)
         data, evaluation = (data_to_tflite_layout(d, perms) for d in (data, evaluation))
     options = QuantizeOptions(method, percentile, fc_per_channel, io_type, rounding,
-                              not no_fuse, batch_size, not no_bias_correction)
+                              not no_fuse, batch_size, not no_bias_correction, equalize)
     total = len(next(iter(data.values())))
     with cd.Progress(total, "calibrating") as bar:
         try:
@@ -386,7 +389,7 @@ def _render_quant_report(result: dict) -> str:
 @_input_layout_option
 def export_c_header(model, output, name, fc_layout, with_kernels, rounding, calibration,
                     calibration_random, mean, std, scale, method, percentile, fc_per_channel,
-                    no_fuse, no_bias_correction, batch_size, input_layout):
+                    no_fuse, no_bias_correction, equalize, batch_size, input_layout):
     """Write an int8 model as one C header for firmware (CMSIS-NN style).
 
     Per layer: int8 weights (conv OHWI, depthwise [1, H, W, C], fully connected 1x4 interleaved
@@ -440,7 +443,7 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
             return _calibration_data(input_specs(model_ir), calibration, calibration_random, norm)
 
     options = QuantizeOptions(method, percentile, fc_per_channel, "int8", rounding, not no_fuse,
-                              batch_size, not no_bias_correction)
+                              batch_size, not no_bias_correction, equalize)
     try:
         m, note = int8_tflite_for_export(m, loader, options, label, input_layout or "nhwc")
         text = render_header(m, HeaderOptions(prefix, fc_layout, rounding, Path(model).name,

@@ -43,6 +43,7 @@ class QuantizeOptions:
     fuse: bool = True
     batch_size: int = 16
     bias_correction: bool = True
+    equalize: bool = False
 
 
 def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
@@ -66,6 +67,8 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
         run_pipeline(model, STATIC_PIPELINE, PassContext(model.format))
     if options.fuse:
         run_pipeline(model, FUSE_PIPELINE, PassContext(model.format))
+    if options.equalize:
+        run_pipeline(model, ("equalize",), PassContext(model.format))
     check_quantizable(graph)
     collector = RangeCollector(options.method, options.percentile, _needed(graph))
     observe = collector.observe
