@@ -241,6 +241,10 @@ _CALIBRATION_OPTIONS = (
     click.option("--equalize/--no-equalize", default=False, show_default=True,
                  help="Cross-layer equalization of conv -> (ReLU) -> conv and depthwise -> "
                  "pointwise pairs before calibration (exact in float)."),
+    click.option("--engine", type=click.Choice(["numpy", "onnxruntime"]), default="numpy",
+                 show_default=True, help="What runs the float model during calibration: "
+                 "qconvert's reference executor, or onnxruntime if installed (ONNX models; "
+                 "faster on large networks)."),
     click.option("--batch-size", type=click.IntRange(1), default=16, show_default=True),
 )
 
@@ -281,10 +285,14 @@ def _calibration_data(specs, calibration, calibration_random, norm: dict) -> dic
               "(single: CMSIS-NN built with CMSIS_NN_USE_SINGLE_ROUNDING).")
 @click.option("--report", type=click.Path(), metavar="FILE.json", help="Also write the report "
               "as JSON.")
+@click.option("--report-html", type=click.Path(), metavar="FILE.html", help="Also write the "
+              "report as one self-contained HTML page (per-layer SQNR bars, float vs int8 "
+              "output scatter; no JavaScript).")
 @_input_layout_option
 def quantize(model, output, calibration, calibration_random, eval_data, mean, std, scale,
              method, percentile, per_channel, fc_per_channel, io_type, rounding, no_fuse,
-             no_bias_correction, equalize, batch_size, report, input_layout):
+             no_bias_correction, equalize, engine, batch_size, report, report_html,
+             input_layout):
     """Quantize a float model to int8: per-channel weights, calibrated activations.
 
     Fuses first, calibrates with the float reference executor, and writes int8 TFLite (runs in
@@ -306,7 +314,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
 
     if (calibration is None) == (calibration_random is None):
         raise QConvertError("give exactly one of --calibration DATA or --calibration-random N")
-    for path in (output, report):
+    for path in (output, report, report_html):
         if path is not None:
             check_output_path(path, [model])
     m = load_model(model)
@@ -328,7 +336,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
         m, perms = _onnx_to_tflite(m, input_layout, model)
         data, evaluation = (data_to_tflite_layout(d, perms) for d in (data, evaluation))
     options = QuantizeOptions(method, percentile, fc_per_channel, io_type, rounding,
-                              not no_fuse, batch_size, not no_bias_correction, equalize)
+                              not no_fuse, batch_size, not no_bias_correction, equalize, engine)
     total = len(next(iter(data.values())))
     with cd.Progress(total, "calibrating") as bar:
         try:
@@ -337,8 +345,15 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
             blob = serialize(m, fmt)
         except QConvertError as exc:
             raise exc.with_path(model)
+    pairs = result.pop("_output_pairs", None)
     if report is not None:
         write_atomic(report, (json.dumps(result, indent=2) + "\n").encode())
+    if report_html is not None:
+        from pathlib import Path
+
+        from .quant.report_html import render_html
+
+        write_atomic(report_html, render_html(result, Path(model).name, pairs).encode())
     write_atomic(out, blob)
     click.echo(_render_quant_report(result))
     click.echo(f"wrote {out} ({fmt}, {len(blob)} bytes)")
@@ -389,7 +404,7 @@ def _render_quant_report(result: dict) -> str:
 @_input_layout_option
 def export_c_header(model, output, name, fc_layout, with_kernels, rounding, calibration,
                     calibration_random, mean, std, scale, method, percentile, fc_per_channel,
-                    no_fuse, no_bias_correction, equalize, batch_size, input_layout):
+                    no_fuse, no_bias_correction, equalize, engine, batch_size, input_layout):
     """Write an int8 model as one C header for firmware (CMSIS-NN style).
 
     Per layer: int8 weights (conv OHWI, depthwise [1, H, W, C], fully connected 1x4 interleaved
@@ -443,7 +458,7 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
             return _calibration_data(input_specs(model_ir), calibration, calibration_random, norm)
 
     options = QuantizeOptions(method, percentile, fc_per_channel, "int8", rounding, not no_fuse,
-                              batch_size, not no_bias_correction, equalize)
+                              batch_size, not no_bias_correction, equalize, engine)
     try:
         m, note = int8_tflite_for_export(m, loader, options, label, input_layout or "nhwc")
         text = render_header(m, HeaderOptions(prefix, fc_layout, rounding, Path(model).name,

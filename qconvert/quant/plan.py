@@ -246,14 +246,14 @@ def _plan_layer(graph, node, acts, fmt, fc_per_channel, input_mean=None) -> Laye
     try:
         w_q, s_w, b_q = quantize_layer(w, b, s_in, axis, per_channel)
         if input_mean is not None:
-            from .bias_correction import weight_error_bias
+            from .bias_correction import corrected_layer, weight_error_bias
 
             shift_c = weight_error_bias(node, fmt, w, w_q, s_w, axis if per_channel else None,
                                         input_mean)
             if shift_c is not None and np.any(shift_c):
                 base = np.zeros(w.shape[axis]) if b is None else np.asarray(b, np.float64)
-                w_q, s_w, b_q = quantize_layer(w, base.reshape(-1) + shift_c, s_in, axis,
-                                               per_channel)
+                w_q, s_w, b_q = corrected_layer(w, base.reshape(-1) + shift_c, w_q, s_w, s_in,
+                                                axis, per_channel)
     except ValueError as exc:
         raise QConvertError(f"{node.op} {node.name!r}: {exc}") from exc
     # TFLite Micro takes double(s_in) * double(s_w) for per-tensor FC too (measured against
