@@ -8,7 +8,10 @@ Pattern and conditions:
 - Reshape whose static output shape equals its static input shape; Transpose whose permutation
   is the identity: handled like Identity.
 - Dead nodes (no output read by any node, graph output or subgraph body) and unused tensors,
-  constants included.
+  constants included. A node with side effects is never dead, whatever reads its outputs:
+  TFLite ASSIGN_VARIABLE (no outputs at all), CALL_ONCE, custom ops, any op not known to be
+  pure (`qconvert.schemas.effects`); its inputs stay live. Subgraphs are never removed (a
+  CALL_ONCE names its init subgraph by index).
 Math: none; outputs are unchanged bit for bit.
 """
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from qconvert.ir import Graph
+from qconvert.schemas.effects import is_pure
 
 from . import register_pass
 from .graph_edit import implicit_uses, replace_uses, used_names
@@ -76,7 +80,7 @@ def eliminate(graph: Graph, context) -> int:
     live = set(graph.outputs) | implicit_uses(graph)
     kept = []
     for node in reversed(graph.nodes):  # reverse topological order: readers before producers
-        if any(o in live for o in node.outputs if o is not None):
+        if not is_pure(node) or any(o in live for o in node.outputs if o is not None):
             live.update(node.present_inputs())
             kept.append(node)
         else:

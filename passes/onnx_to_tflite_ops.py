@@ -6,7 +6,9 @@ Mappings (`MAPPING_RULES`, rules of the same form as `layout_rules.RULES`):
   weight columns are permuted from C,H,W to H,W,C order (`layout_state.columns`), so no
   TRANSPOSE is needed. transA transposes A (a TRANSPOSE, reported).
 - MatMul with a constant 2-D weight -> FULLY_CONNECTED (weights B^T; inputs of rank > 2 keep
-  their leading dims with `keep_num_dims`).
+  their leading dims with `keep_num_dims`); any other MatMul -> BATCH_MATMUL.
+- LeakyRelu, PRelu, Sqrt, Pow, Reciprocal, LayerNormalization, MatMul of two activations:
+  `onnx_to_tflite_math` (its rules are part of `MAPPING_RULES`).
 - GlobalAveragePool / GlobalMaxPool -> AVERAGE_POOL_2D / MAX_POOL_2D over the whole H x W.
 - HardSigmoid(alpha, beta) -> MUL(6 alpha), ADD(6 beta), RELU6, MUL(1/6): the same function,
   made of ops every TFLite runtime has; `x * HardSigmoid(x)` with PyTorch's alpha 1/6 and
@@ -37,9 +39,9 @@ from qconvert.padding import tflite_padding_of
 from . import register_pass
 from .graph_edit import implicit_uses
 from .layout_state import NHWC, Layout, Unmappable, Value, columns, identity, onnx_op
+from .onnx_to_tflite_math import MATH_CHECKS, MATH_RULES, batch_matmul
 
 HARD_SWISH_ALPHA, HARD_SWISH_BETA = 1.0 / 6.0, 0.5
-GROUPED = "grouped convolutions (TFLite Micro has no grouped CONV_2D)"
 UNMAPPED = "ops with no TFLite mapping"
 NON_CONSTANT = "non-constant weights or parameters"
 # Shape arithmetic fold-constants evaluates once the batch is static; not a problem before.
@@ -201,12 +203,14 @@ def _gemm(cv, node: Node) -> None:
 
 
 def _matmul(cv, node: Node) -> None:
-    b = cv.require_constant(node, 1, "weights")
+    b = cv.constant(node.inputs[1])
+    if b is None or b.ndim != 2:  # two activations (attention): see onnx_to_tflite_math
+        batch_matmul(cv, node)
+        return
     a = cv.value(node.inputs[0])
     rank = len(a.shape)
-    if b.ndim != 2 or rank < 2:
-        raise Unmappable(f"MatMul {node.name!r} of {list(a.shape)} and {list(b.shape)}",
-                         NON_CONSTANT if b.ndim != 2 else "cannot be expressed in TFLite")
+    if rank < 2:
+        raise Unmappable(f"MatMul {node.name!r} of {list(a.shape)} and {list(b.shape)}")
     w = np.ascontiguousarray(b.T)
     if rank == 2:
         a, w = _fc_input(cv, a, w)
@@ -261,6 +265,7 @@ MAPPING_RULES = {
     "MatMul": _matmul,
     **{op: _global_pool for op in GLOBAL_POOLS},
     "HardSigmoid": _hard_sigmoid,
+    **MATH_RULES,
 }
 
 
@@ -305,17 +310,13 @@ def _check_conv(graph, node):
     if problem:
         return problem
     w = graph.constant(node.inputs[1])
-    if w.ndim != 4:
+    if w.ndim not in (3, 4):  # 1-D convs run as 2-D ones (`onnx_to_tflite_spatial.lift_1d`)
         return UNMAPPED, f"{w.ndim - 2}-D Conv"
-    group = int(node.attrs.get("group", 1) or 1)
-    if group > 1 and w.shape[1] != 1:
-        return GROUPED, (f"Conv {node.name!r} (group {group}, {w.shape[1] * group} -> "
-                         f"{w.shape[0]} channels)")
     return None
 
 
 def _check_pool(graph, node):
-    if len(node.attrs.get("kernel_shape") or []) != 2:
+    if len(node.attrs.get("kernel_shape") or []) not in (1, 2):
         return UNMAPPED, f"{len(node.attrs.get('kernel_shape') or [])}-D {node.op}"
     if any(int(d) != 1 for d in node.attrs.get("dilations") or []):
         return "cannot be expressed in TFLite", f"{onnx_op(node)} {node.name!r} (dilations)"
@@ -345,7 +346,6 @@ def _check_pad(graph, node):
 CHECKS = {
     "Conv2D": _check_conv,
     "Gemm": lambda g, n: _weights_problem(g, n, 1, "weights"),
-    "MatMul": lambda g, n: _weights_problem(g, n, 1, "weights"),
     "MaxPool": _check_pool,
     "AveragePool": _check_pool,
     "Clip": _check_params(1, 2),
@@ -357,6 +357,7 @@ CHECKS = {
     "Gather": _check_params(1),
     "BatchNorm": lambda g, n: (NON_CONSTANT, f"BatchNormalization {n.name!r} (parameters "
                                              "computed at run time, or training mode)"),
+    **MATH_CHECKS,
 }
 
 

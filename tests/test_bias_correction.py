@@ -111,7 +111,7 @@ def test_weight_error_bias_equals_direct_expectation(kind):
         w = rng.normal(size=(5, 12))
         x = rng.normal(2, 1, (300, 12))
         node = Node("FullyConnected", ["x", "w"], ["y"], {}, "fc")
-        w_q, s_w, _ = quantize_layer(w, None, 0.05, 0, False)
+        w_q, s_w, _, _ = quantize_layer(w, None, 0.05, 0, False)
         deq = w_q * np.float64(s_w[0])
         expect = (x @ w.T - x @ deq.T).mean(axis=0)
         got = weight_error_bias(node, "tflite", w, w_q, s_w, None, x.mean(axis=0))
@@ -136,7 +136,7 @@ def test_weight_error_bias_equals_direct_expectation(kind):
     else:
         w = rng.normal(size=(c_out, 3, 3, c_in))
         axis = 0
-    w_q, s_w, _ = quantize_layer(w, None, 0.05, axis, True)
+    w_q, s_w, _, _ = quantize_layer(w, None, 0.05, axis, True)
     deq = w_q * s_w.astype(np.float64).reshape([-1 if i == axis else 1 for i in range(4)])
 
     def conv(weights):  # valid 3x3 convolution, output (N, 3, 3, C_out)

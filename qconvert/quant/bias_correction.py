@@ -111,11 +111,11 @@ def weight_error_bias(node, fmt: str, w: np.ndarray, w_q: np.ndarray, s_w: np.nd
     return None
 
 
-def corrected_layer(w: np.ndarray, bias: np.ndarray, w_q: np.ndarray, s_w: np.ndarray, s_in,
-                    channel_axis: int, per_channel: bool) -> tuple:
-    """(w_q, s_w, b_q) with the corrected float `bias` quantized against the weights already
-    quantized; when that bias would not fit int32 beside the worst-case accumulator,
-    `quantize_layer` chooses coarser weight scales as it always does."""
+def corrected_layer(w: np.ndarray, bias: np.ndarray, w_q: np.ndarray, s_w: np.ndarray, widened,
+                    s_in, channel_axis: int, per_channel: bool) -> tuple:
+    """(w_q, s_w, b_q, widened) with the corrected float `bias` quantized against the weights
+    already quantized; when that bias would not fit int32 beside the worst-case accumulator,
+    `quantize_layer` chooses the weight scales again for it, as it always does."""
     from .numerics import round_half_away
     from .params import INT32_MAX, bias_scale, quantize_layer
 
@@ -124,5 +124,5 @@ def corrected_layer(w: np.ndarray, bias: np.ndarray, w_q: np.ndarray, s_w: np.nd
     other = tuple(i for i in range(w_q.ndim) if i != channel_axis % w_q.ndim)
     worst = np.abs(w_q).sum(axis=other, dtype=np.int64) * 255
     if np.all(np.abs(b_q) + worst <= INT32_MAX):
-        return w_q, s_w, b_q.astype(np.int32)
+        return w_q, s_w, b_q.astype(np.int32), widened
     return quantize_layer(w, bias, s_in, channel_axis, per_channel)

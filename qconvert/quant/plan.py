@@ -50,6 +50,7 @@ class LayerPlan:
     bias: np.ndarray | None      # int32
     multiplier: np.ndarray = field(default=None)
     shift: np.ndarray = field(default=None)
+    widened: list = field(default_factory=list)  # channels whose weight scale was widened
 
 
 @dataclass
@@ -177,6 +178,8 @@ def plan_activations(graph: Graph, ranges: dict) -> dict:
             data = ins if node.op == "Concat" else ins[:1]
             for i in data:
                 groups.union(i, outs[0])
+            for o in outs[1:]:  # Split: every part keeps the input's parameters
+                groups.union(o, outs[0])
         elif rule == "fixed_output" and outs:
             fixed[outs[0]] = FIXED_OUTPUT[node.op]
         elif node.op in CLAMPS and outs and node.inputs[0] in clamped:
@@ -211,10 +214,11 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
     consts: dict = {}
     for node in graph.nodes:
         schema = schemas.get(node.op)
-        if schema.int8 == "per_channel_weights" and graph.constant(node.inputs[1]) is not None:
+        x_slot, w_slot, b_slot = layer_slots(node)
+        if schema.int8 == "per_channel_weights" and graph.constant(node.inputs[w_slot]) is not None:
             layers[node.outputs[0]] = _plan_layer(graph, node, acts, fmt, fc_per_channel,
                                                   (input_means or {}).get(node.outputs[0]))
-            skip = set(node.inputs[1:3])
+            skip = {node.inputs[i] for i in (w_slot, b_slot) if i < len(node.inputs)}
         else:
             skip = set()
         for name in node.present_inputs():
@@ -228,14 +232,26 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
     return QuantPlan(acts, layers, consts)
 
 
+def layer_slots(node) -> tuple:
+    """(data, weights, bias) input slots of a layer: (0, 1, 2), except TFLite TRANSPOSE_CONV
+    (output_shape, weights, x, bias): (2, 1, 3). From the op schema's input roles."""
+    schema = schemas.get(node.op)
+    if schema is None:
+        return 0, 1, 2
+    slots = (schema.input_index("data"), schema.input_index("weights"),
+             schema.input_index("bias"))
+    return (0, 1, 2) if None in slots else slots
+
+
 def _plan_layer(graph, node, acts, fmt, fc_per_channel, input_mean=None) -> LayerPlan:
-    x = node.inputs[0]
+    x_slot, w_slot, b_slot = layer_slots(node)
+    x = node.inputs[x_slot]
     if x not in acts:
         raise QConvertError(f"{node.op} {node.name!r} reads a constant input; cannot quantize")
     s_in = acts[x][0]
     s_out = acts[node.outputs[0]][0]
-    w = graph.constant(node.inputs[1])
-    b = graph.constant(node.inputs[2]) if len(node.inputs) > 2 else None
+    w = graph.constant(node.inputs[w_slot])
+    b = graph.constant(node.inputs[b_slot]) if len(node.inputs) > b_slot else None
     axis = weight_channel_axis(node, fmt)
     if node.op == "Gemm":
         w = w * float(node.attrs.get("alpha", 1.0))
@@ -244,7 +260,7 @@ def _plan_layer(graph, node, acts, fmt, fc_per_channel, input_mean=None) -> Laye
                                 (w.shape[axis],))
     per_channel = fc_per_channel or node.op not in FC_OPS
     try:
-        w_q, s_w, b_q = quantize_layer(w, b, s_in, axis, per_channel)
+        w_q, s_w, b_q, widened = quantize_layer(w, b, s_in, axis, per_channel)
         if input_mean is not None:
             from .bias_correction import corrected_layer, weight_error_bias
 
@@ -252,8 +268,8 @@ def _plan_layer(graph, node, acts, fmt, fc_per_channel, input_mean=None) -> Laye
                                         input_mean)
             if shift_c is not None and np.any(shift_c):
                 base = np.zeros(w.shape[axis]) if b is None else np.asarray(b, np.float64)
-                w_q, s_w, b_q = corrected_layer(w, base.reshape(-1) + shift_c, w_q, s_w, s_in,
-                                                axis, per_channel)
+                w_q, s_w, b_q, widened = corrected_layer(
+                    w, base.reshape(-1) + shift_c, w_q, s_w, widened, s_in, axis, per_channel)
     except ValueError as exc:
         raise QConvertError(f"{node.op} {node.name!r}: {exc}") from exc
     # TFLite Micro takes double(s_in) * double(s_w) for per-tensor FC too (measured against
@@ -261,4 +277,5 @@ def _plan_layer(graph, node, acts, fmt, fc_per_channel, input_mean=None) -> Laye
     real = effective_multipliers(s_in, s_w, s_out)
     multiplier, shift = quantize_multiplier(np.asarray(real, np.float64))
     return LayerPlan(node.name, node.op, w_q, s_w, axis, per_channel, b_q,
-                     np.atleast_1d(multiplier), np.atleast_1d(shift))
+                     np.atleast_1d(multiplier), np.atleast_1d(shift),
+                     [int(c) for c in np.flatnonzero(widened)])

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qconvert.errors import QConvertError
 from qconvert.ir import Model
+from qconvert.model_io import require_one_graph
 
 from .plan import (check_float, check_quantizable, clamped_inputs, dequantize_hybrid_weights,
                    plan)
@@ -44,6 +44,7 @@ class QuantizeOptions:
     rounding: str = "double"
     fuse: bool = True
     batch_size: int = 16
+    max_memory: int | None = None  # bytes one layer may need per batch (None: physical memory)
     bias_correction: bool = True
     equalize: bool = False
     engine: str = "numpy"
@@ -61,8 +62,7 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
 
     STATIC_PIPELINE = ("static-batch", "fold-constants", "eliminate")
 
-    if len(model.graphs) != 1:
-        raise QConvertError("quantizing a model with several subgraphs is not supported")
+    require_one_graph(model, "quantize")
     graph = model.graph
     check_float(graph)
     dequantize_hybrid_weights(graph)
@@ -73,9 +73,14 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
     if options.equalize:
         run_pipeline(model, ("equalize",), PassContext(model.format))
     check_quantizable(graph)
+    from .invariants import check_int8_tflite, check_qdq_scales
+    from .memory import check_plan_memory, default_limit
     from .ort_engine import check_engine
 
     check_engine(options.engine, model.format)
+    samples = len(next(iter(calibration.values())))
+    check_plan_memory(graph, max(1, min(options.batch_size, samples)),
+                      options.max_memory or default_limit())
     collector = RangeCollector(options.method, options.percentile, _needed(graph))
     observe = collector.observe
     means = None
@@ -90,10 +95,11 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
 
     data = evaluation if evaluation is not None else calibration
     n_report = report_samples(graph, len(next(iter(data.values()))))
-    reference, layer_reference = _calibrate(model, calibration, options.batch_size,
-                                            observe, progress,
-                                            n_report if evaluation is None else 0,
-                                            options.engine)
+    with np.errstate(all="ignore"):  # an overflow is reported by the range check, in one line
+        reference, layer_reference = _calibrate(model, calibration, options.batch_size,
+                                                observe, progress,
+                                                n_report if evaluation is None else 0,
+                                                options.engine)
     qplan = plan(graph, collector.ranges(), model.format, options.fc_per_channel,
                  None if means is None else means.means())
     float_graph = _snapshot(graph)
@@ -101,11 +107,13 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
         from .tflite_int8 import apply_tflite_int8
 
         apply_tflite_int8(graph, qplan, options.io_type)
+        check_int8_tflite(graph)
         names = {n: n for n in qplan.activations}
     else:
         from .qdq import apply_qdq
 
         names = apply_qdq(graph, qplan, model.meta.get("opset", 13))
+        check_qdq_scales(graph)
     model.verify()
     return build_report(float_graph, model, qplan, names, data, options, reference,
                         layer_reference, n_report)
@@ -405,7 +413,7 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
             entry["added_sqnr_db"] = _db(*added[out]) if out in added else None
         layer = qplan.layers.get(out)
         if layer is not None:
-            entry.update(per_channel=layer.per_channel,
+            entry.update(per_channel=layer.per_channel, widened_channels=layer.widened,
                          multiplier=layer.multiplier.tolist(), shift=layer.shift.tolist(),
                          bias=None if layer.bias is None else layer.bias.tolist())
         layers.append(entry)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import QConvertError
 from .histogram import StreamingHistogram, sample
 from .range_search import entropy_range, mse_range, percentile_range
 
@@ -69,7 +70,8 @@ class RangeCollector:
             return
         lo, hi = _extremes(array)
         if not (np.isfinite(lo) and np.isfinite(hi)):
-            raise ValueError(f"tensor {name!r} took a NaN or infinite value during calibration")
+            raise QConvertError(f"tensor {name!r} took a NaN or infinite value during "
+                                "calibration (the model overflows float32 on this data)")
         self.lo[name] = min(lo, self.lo.get(name, lo))
         self.hi[name] = max(hi, self.hi.get(name, hi))
         if self.method != "minmax":
