@@ -292,9 +292,10 @@ _CALIBRATION_OPTIONS = (
     click.option("--mean", help="Subtracted from image pixels (one value or one per channel)."),
     click.option("--std", help="Divides image pixels after --mean (one value or per channel)."),
     click.option("--scale", help="Multiplies image pixels (instead of --mean / --std)."),
-    click.option("--method", type=click.Choice(["minmax", "percentile", "mse", "entropy"]),
-                 default="minmax",
-                 show_default=True, help="How activation ranges are taken from calibration."),
+    click.option("--method", type=click.Choice(["mse", "minmax", "percentile", "entropy"]),
+                 default="mse", show_default=True,
+                 help="How activation ranges are taken from calibration: mse (the clipping "
+                 "range of least int8 error), minmax, percentile, entropy (TensorRT's KL)."),
     click.option("--percentile", type=click.FloatRange(50, 100), default=99.99,
                  show_default=True, help="Kept share of values for --method percentile."),
     click.option("--fc-per-channel", is_flag=True,

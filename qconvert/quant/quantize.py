@@ -37,7 +37,7 @@ LAYER_REFERENCE_BYTES = 64 << 20  # float activations kept from calibration for 
 class QuantizeOptions:
     """The choices of `qconvert quantize` (CLI options of the same names)."""
 
-    method: str = "minmax"
+    method: str = "mse"
     percentile: float = 99.99
     fc_per_channel: bool = False
     io_type: str = "int8"

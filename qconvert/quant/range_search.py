@@ -6,8 +6,9 @@ All three clip the range minmax would give, trading a few clipped outliers for f
   derives from it, exactly as written to the model - gives the smallest squared error summed
   over the histogram (each bin's count at its center), rounding and clipping error together.
   Candidates: for a tensor that is never negative, `hi = hi_obs * j / MSE_STEPS` (lo stays 0);
-  otherwise the full grid `lo_obs * a`, `hi_obs * b` of MSE_GRID fractions each. The error of
-  every candidate on every bin is one vectorized array expression;
+  otherwise the grid `lo_obs * a`, `hi_obs * b` of MSE_GRID fractions each, then a grid as
+  fine again around the best pair (coarse to fine: MSE_GRID^2 candidates twice instead of
+  MSE_GRID^4). The error of every candidate on every bin is one vectorized array expression;
 - `entropy_range`: TensorRT's KL-divergence calibration on the histogram of |x|: for every
   candidate bin count i (from `levels` to the last occupied bin), the reference distribution P
   is the first i bins with everything beyond added to bin i - 1, the candidate Q is those i
@@ -27,7 +28,7 @@ from .numerics import round_half_away
 from .params import QMAX, QMIN
 
 MSE_STEPS = 128   # candidates for a non-negative tensor
-MSE_GRID = 40     # fractions per side for a signed tensor (MSE_GRID ** 2 candidates)
+MSE_GRID = 16     # fractions per side and stage for a signed tensor (MSE_GRID ** 2 candidates)
 MSE_BINS = 1024   # the occupied span is merged to at most this many bins for the search
 _TINY = float(np.finfo(np.float32).tiny)
 
@@ -92,12 +93,30 @@ def mse_range(hist, lo_obs: float, hi_obs: float) -> tuple:
         lo = np.full(frac.size, lo_obs) if lo_obs >= 0 else lo_obs * frac
         hi = hi_obs * frac if lo_obs >= 0 else np.full(frac.size, hi_obs)
     else:
-        frac = np.arange(MSE_GRID, 0, -1, dtype=np.float64) / MSE_GRID
-        a, b = np.meshgrid(frac, frac, indexing="ij")
-        lo, hi = lo_obs * a.reshape(-1), hi_obs * b.reshape(-1)
+        step = 1.0 / MSE_GRID
+        best_a = best_b = 1.0
+        best = np.inf
+        for _stage in range(2):
+            fa = _fractions(best_a, step)
+            fb = _fractions(best_b, step)
+            a, b = np.meshgrid(fa, fb, indexing="ij")
+            lo, hi = lo_obs * a.reshape(-1), hi_obs * b.reshape(-1)
+            errors = grid_errors(lo, hi, centers, counts)
+            k = int(np.argmin(errors))
+            if errors[k] < best:
+                best, best_a, best_b = errors[k], a.reshape(-1)[k], b.reshape(-1)[k]
+            step /= MSE_GRID / 2
+        return float(lo_obs * best_a), float(hi_obs * best_b)
     errors = grid_errors(lo, hi, centers, counts)
     k = int(np.argmin(errors))
     return float(lo[k]), float(hi[k])
+
+
+def _fractions(center: float, step: float) -> np.ndarray:
+    """MSE_GRID fractions in (0, 1] spaced `step` apart around `center`, widest first."""
+    top = min(1.0, center + step * (MSE_GRID // 2))
+    frac = top - step * np.arange(MSE_GRID, dtype=np.float64)
+    return frac[frac > 0]
 
 
 def _kl_all(h: np.ndarray, levels: int) -> np.ndarray:
