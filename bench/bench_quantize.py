@@ -1,5 +1,6 @@
-"""Benchmark (not a test): `qconvert quantize` against onnxruntime's `quantize_static`, both
-writing per-channel int8 QDQ ONNX with MinMax calibration on the same 16 samples, on a ~100 MB
+"""Benchmark (not a test): `qconvert quantize` (its defaults) against onnxruntime's
+`quantize_static` (MinMax), both writing per-channel int8 QDQ ONNX calibrated on the same 16
+samples, on a ~100 MB
 ResNet-50 and a ~14 MB MobileNetV2 shaped like PyTorch exports (bench/pytorch_like.py).
 
     python bench/bench_quantize.py [--models resnet50 mobilenet_v2] [--tools ...] [--repeats 3]
@@ -15,11 +16,11 @@ peak RSS the largest of the runs' own high-water marks (VmHWM from /proc/self/st
 covers everything the child does: importing the tool, reading, calibrating, quantizing, writing
 ("import" is the part spent importing the tool's entry module):
 
-- qconvert:       `qconvert.cli.main(["quantize", src, "--calibration", calib.npy, "-o", dst,
-                  "--method", "minmax"])` in process: fusion, calibration with its float
-                  reference executor, per-channel MinMax, bias correction (its default), QDQ
-                  output, and its per-layer SQNR report (on a bounded number of samples:
-                  `quantize.report_samples`);
+- qconvert:       `qconvert.cli.main(["quantize", src, "--calibration", calib.npy, "-o", dst])`
+                  in process, its defaults: fusion, calibration with its float reference
+                  executor, per-channel weights, MSE activation ranges (streamed histograms),
+                  bias correction, QDQ output, and its per-layer SQNR report (on a bounded
+                  number of samples: `quantize.report_samples`);
 - qconvert+ort:   the same with `--engine onnxruntime` (calibration and the report's QDQ run on
                   onnxruntime);
 - ort:            `quantize_static(src, dst, reader, quant_format=QDQ, per_channel=True,
@@ -71,8 +72,7 @@ if tool.startswith("qconvert"):
     from qconvert.cli import main
     t1 = time.perf_counter()
     extra = ["--engine", "onnxruntime"] if tool == "qconvert+ort" else []
-    rc = main(["quantize", src, "--calibration", calib, "-o", dst, "--method", "minmax", *extra],
-              standalone_mode=False)
+    rc = main(["quantize", src, "--calibration", calib, "-o", dst, *extra], standalone_mode=False)
     if rc:
         sys.exit(rc)
 else:

