@@ -157,3 +157,43 @@ def test_weight_error_bias_equals_direct_expectation(kind):
     node = Node(op, ["x", "w"], ["y"], {"group": groups}, "layer")
     got = weight_error_bias(node, fmt, w, w_q, s_w, axis, x.mean(axis=(0, 1, 2)))
     np.testing.assert_allclose(got, expect, rtol=1e-9, atol=1e-12)
+
+
+def test_layers_without_bias_get_a_corrected_one_in_qdq(tmp_path):
+    """A Conv and a Gemm with no bias input: bias correction gives them one (int32 behind a
+    DequantizeLinear); the QDQ model runs in onnxruntime, and its mean output error is smaller
+    than without correction on held-out data."""
+    import onnx
+    import onnxruntime as ort
+
+    from conftest import OnnxNet
+
+    net = OnnxNet(1)
+    x = net.input("x", [1, 3, 8, 8])
+    net.conv(x, 3, 6, "c1", bias=False, pads=[1, 1, 1, 1])
+    net.node("Relu", ["c1"], "r1")
+    net.node("Flatten", ["r1"], "f")
+    net.node("Gemm", ["f", net.rand("w", 10, 384)], "y", transB=1)
+    src = tmp_path / "nb.onnx"
+    src.write_bytes(net.build(["y"]))
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "calib.npy", np.abs(rng.standard_normal((32, 3, 8, 8))).astype(np.float32))
+    held = np.abs(rng.standard_normal((40, 3, 8, 8))).astype(np.float32)
+
+    def run(path):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        s = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        return np.concatenate([s.run(None, {"x": held[i:i + 1]})[0] for i in range(len(held))])
+
+    y_float = run(src).astype(np.float64)
+    err = {}
+    for flag in ((), ("--no-bias-correction",)):
+        out = tmp_path / f"q{len(flag)}.onnx"
+        r = _invoke(["quantize", src, "--calibration", tmp_path / "calib.npy", "-o", out,
+                     *flag])
+        assert r.exit_code == 0, r.output
+        layers = [n for n in onnx.load(str(out)).graph.node if n.op_type in ("Conv", "Gemm")]
+        assert [len(n.input) for n in layers] == ([3, 3] if not flag else [2, 2])
+        err[bool(flag)] = np.abs((run(out) - y_float).mean(axis=0)).mean()
+    assert err[False] < err[True]
