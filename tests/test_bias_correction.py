@@ -197,3 +197,17 @@ def test_layers_without_bias_get_a_corrected_one_in_qdq(tmp_path):
         assert [len(n.input) for n in layers] == ([3, 3] if not flag else [2, 2])
         err[bool(flag)] = np.abs((run(out) - y_float).mean(axis=0)).mean()
     assert err[False] < err[True]
+
+
+def test_weight_error_bias_of_a_1d_conv_equals_its_2d_form():
+    """Conv1d weights (O, I, K) give the correction of the same weights as (O, I, 1, K), which
+    the test above checks against an actual convolution."""
+    rng = np.random.default_rng(4)
+    w = rng.normal(size=(6, 4, 5))
+    w_q, s_w, _, _ = quantize_layer(w, None, 0.05, 0, True)
+    mean = rng.normal(1.0, 0.5, 4)
+    node = Node("Conv2D", ["x", "w"], ["y"], {"group": 1}, "c")
+    got = weight_error_bias(node, "onnx", w, w_q, s_w, 0, mean)
+    flat = weight_error_bias(node, "onnx", w[:, :, None], w_q[:, :, None], s_w, 0, mean)
+    np.testing.assert_allclose(got, flat, rtol=1e-12)
+    assert np.any(got != 0)

@@ -98,7 +98,8 @@ def weight_error_bias(node, fmt: str, w: np.ndarray, w_q: np.ndarray, s_w: np.nd
             return None
         return d * mean[np.arange(d.size) // (d.size // mean.size)]
     if node.op == "Conv2D":
-        d = delta.sum(axis=(2, 3)) if fmt == "onnx" else delta.sum(axis=(1, 2))  # (O, I)
+        spatial = tuple(range(2, delta.ndim)) if fmt == "onnx" else tuple(range(1, delta.ndim - 1))
+        d = delta.sum(axis=spatial)  # (O, I), any number of spatial axes
         out_c, in_c = d.shape
         if mean.size % in_c or out_c % (mean.size // in_c):
             return None
