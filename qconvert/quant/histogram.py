@@ -59,6 +59,7 @@ class StreamingHistogram:
         scaled = values * np.float32(BINS / self.top) if values.dtype == np.float32 \
             else values.astype(np.float64) * (BINS / self.top)
         idx = np.floor(scaled, out=scaled)
+        np.nan_to_num(idx, copy=False, nan=0.0)  # 0 * inf when BINS / top overflows float32
         np.clip(idx, -BINS, BINS - 1, out=idx)
         self.counts += np.bincount((idx + BINS).astype(np.intp), minlength=2 * BINS)
 
