@@ -93,7 +93,7 @@ class Graph:
 
     def readers(self, name: str) -> list:
         """The nodes reading tensor `name`, each once (subgraph bodies not included)."""
-        return list(self.uses.readers.get(name, {}).values())
+        return self.uses.readers_of(name)
 
     def read_in_body(self, name: str) -> bool:
         """True when a subgraph body of an opaque node (If, Loop, Scan) reads `name`."""
@@ -102,16 +102,16 @@ class Graph:
     def reader_count(self, name: str) -> int:
         """How many nodes and subgraph bodies read `name`."""
         uses = self.uses
-        return len(uses.readers.get(name, ())) + uses.hidden.get(name, 0)
+        return uses.count(name) + uses.hidden.get(name, 0)
 
     def sole_reader(self, name: str):
         """The only node reading `name` when nothing else needs it (no other reader, not a
         graph output, not read in a subgraph body): a fusion may then consume `name`."""
         uses = self.uses
-        users = uses.readers.get(name)
-        if users is None or len(users) != 1 or name in uses.hidden or name in self.outputs:
+        reader = uses.readers.get(name)
+        if reader is None or type(reader) is dict or name in uses.hidden or name in self.outputs:
             return None
-        return next(iter(users.values()))
+        return reader
 
     def replace_uses(self, old: str, new: str) -> None:
         """Make every node that reads `old` read `new` instead (graph outputs are not touched)."""
@@ -247,7 +247,7 @@ class Graph:
         for name in self.outputs:
             if name not in defined:
                 raise GraphError(f"graph output {name!r} is never produced")
-        if self._uses is not None and not self._uses.same_as(UseIndex(self.nodes)):
+        if self._uses is not None and not self._uses.describes(self.nodes):
             raise GraphError("the use index is out of date: a node's inputs or outputs were "
                              "edited in place without Graph.invalidate_uses()")
 

@@ -50,12 +50,15 @@ def _names_read_in_bodies(node) -> frozenset:
 class UseIndex:
     """Producer and readers of every tensor of one graph (see the module docstring).
 
-    `readers[name]` maps id(node) -> node for each node reading `name` (once per node, in the
-    order the nodes were added); `hidden[name]` counts the subgraph bodies reading it.
-    `visits` counts node visits (building and updating), for tests that check linearity.
+    `producer[name]` is the node writing `name`. `readers[name]` is the one node reading it or,
+    for a tensor with several readers, a dict id(node) -> node (each node once, in the order
+    the nodes were added): most tensors have one reader, and a dict for each would cost a
+    quarter of a big graph's memory. `hidden[name]` counts the subgraph bodies reading it.
+    `visits_total` counts node visits (building and updating) over every index, for the tests
+    that check that passes stay linear.
     """
 
-    visits_total = 0  # over every index, ever: the scaling tests read it
+    visits_total = 0
 
     def __init__(self, nodes):
         self.producer: dict = {}
@@ -68,44 +71,88 @@ class UseIndex:
     def add(self, node) -> None:
         """Record `node` (appended to the graph, or rewired)."""
         UseIndex.visits_total += 1
-        key = id(node)
+        readers = self.readers
         for name in node.inputs:
-            if name is not None:
-                self.readers.setdefault(name, {})[key] = node
+            if name is None:
+                continue
+            cur = readers.get(name)
+            if cur is None:
+                readers[name] = node
+            elif type(cur) is dict:
+                cur[id(node)] = node
+            elif cur is not node:
+                readers[name] = {id(cur): cur, id(node): node}
+        producer = self.producer
         for name in node.outputs:
             if name is not None:
-                self.producer[name] = node
+                producer[name] = node
         if node.opaque:
             body = _names_read_in_bodies(node)
             if body:
-                self._bodies[key] = body
+                self._bodies[id(node)] = body
                 for name in body:
                     self.hidden[name] = self.hidden.get(name, 0) + 1
 
     def remove(self, node) -> None:
         """Forget `node` (removed from the graph, or about to be rewired)."""
         UseIndex.visits_total += 1
-        key = id(node)
+        readers = self.readers
         for name in node.inputs:
-            if name is not None:
-                users = self.readers.get(name)
-                if users is not None:
-                    users.pop(key, None)
-                    if not users:
-                        del self.readers[name]
+            if name is None:
+                continue
+            cur = readers.get(name)
+            if cur is node:
+                del readers[name]
+            elif type(cur) is dict:
+                cur.pop(id(node), None)
+                if len(cur) == 1:
+                    readers[name] = next(iter(cur.values()))
         for name in node.outputs:
             if name is not None and self.producer.get(name) is node:
                 del self.producer[name]
-        for name in self._bodies.pop(key, ()):
+        for name in self._bodies.pop(id(node), ()):
             self.hidden[name] -= 1
             if not self.hidden[name]:
                 del self.hidden[name]
 
-    def same_as(self, other: "UseIndex") -> bool:
-        """True when both record the same producers and readers (node identity)."""
-        def ids(readers):
-            return {k: set(v) for k, v in readers.items()}
+    def readers_of(self, name: str) -> list:
+        """The nodes reading `name` (each once)."""
+        cur = self.readers.get(name)
+        if cur is None:
+            return []
+        return list(cur.values()) if type(cur) is dict else [cur]
 
-        return ({k: id(v) for k, v in self.producer.items()}
-                == {k: id(v) for k, v in other.producer.items()}
-                and ids(self.readers) == ids(other.readers) and self.hidden == other.hidden)
+    def count(self, name: str) -> int:
+        """How many nodes read `name`."""
+        cur = self.readers.get(name)
+        return 0 if cur is None else (len(cur) if type(cur) is dict else 1)
+
+    def describes(self, nodes) -> bool:
+        """True when the index records exactly the reads and writes of `nodes` (one walk, no
+        copy): every read and write is recorded, and nothing else is."""
+        readers, producer = self.readers, self.producer
+        reads = writes = 0
+        opaque = set()
+        for node in nodes:
+            seen = None
+            for name in node.inputs:
+                if name is None:
+                    continue
+                cur = readers.get(name)
+                if cur is not node and not (type(cur) is dict and cur.get(id(node)) is node):
+                    return False
+                if seen is None:
+                    seen = {name}
+                    reads += 1
+                elif name not in seen:
+                    seen.add(name)
+                    reads += 1
+            for name in node.outputs:
+                if name is not None:
+                    if producer.get(name) is not node:
+                        return False
+                    writes += 1
+            if node.opaque:
+                opaque.add(id(node))
+        recorded = sum(len(v) if type(v) is dict else 1 for v in readers.values())
+        return recorded == reads and len(producer) == writes and set(self._bodies) <= opaque
