@@ -66,22 +66,49 @@ def all_passes() -> list:
     return list(_PASSES.values())
 
 
-def run_passes(model: Model, names: list, context: PassContext) -> dict:
-    """Run the named passes in order over every graph; return {name: rewrites}."""
+def side_effect_nodes(graph) -> list:
+    """The nodes of `graph` that have side effects (`qconvert.schemas.effects`): no pass may
+    remove them, whatever reads their outputs."""
+    from qconvert import schemas
+    from qconvert.schemas.effects import is_pure
+
+    return [n for n in graph.nodes
+            if (n.opaque or not getattr(schemas.get(n.op), "pure", True)) and not is_pure(n)]
+
+
+def check_side_effects_kept(graph, before: list, name: str) -> None:
+    """Raise GraphError naming pass `name` when a node of `before` left the graph."""
+    present = {id(n) for n in graph.nodes}
+    lost = [n for n in before if id(n) not in present]
+    if lost:
+        raise GraphError(f"pass {name!r} removed node(s) with side effects: "
+                         + ", ".join(f"{n.label} {n.name!r}" for n in lost))
+
+
+def run_passes(model: Model, names: list, context: PassContext, keep_uses: bool = False) -> dict:
+    """Run the named passes in order over every graph; return {name: rewrites}. After each
+    pass that rewrote something the graph is verified, and every node with side effects it had
+    must still be there. The graphs' use indexes are dropped at the end (code outside the passes
+    edits nodes in place) unless `keep_uses` (the pipeline, between its passes)."""
     counts = {}
     for name in names:
         p = get_pass(name)
         total = 0
         for graph in model.graphs:
+            effects = side_effect_nodes(graph)
             count = p.run(graph, context)
             total += count
-            if not count:
+            if not count:  # nothing rewritten, nothing removed: the graph is as it was
                 continue
             try:
                 graph.verify()
+                check_side_effects_kept(graph, effects, name)
             except GraphError as exc:
                 raise GraphError(f"pass {name!r} broke the graph: {exc}") from exc
         counts[name] = total
+    if not keep_uses:
+        for graph in model.graphs:
+            graph.invalidate_uses()
     return counts
 
 

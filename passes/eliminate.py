@@ -8,7 +8,10 @@ Pattern and conditions:
 - Reshape whose static output shape equals its static input shape; Transpose whose permutation
   is the identity: handled like Identity.
 - Dead nodes (no output read by any node, graph output or subgraph body) and unused tensors,
-  constants included.
+  constants included. A node with side effects is never dead, whatever reads its outputs:
+  TFLite ASSIGN_VARIABLE (no outputs at all), CALL_ONCE, custom ops, any op not known to be
+  pure (`qconvert.schemas.effects`); its inputs stay live. Subgraphs are never removed (a
+  CALL_ONCE names its init subgraph by index).
 Math: none; outputs are unchanged bit for bit.
 """
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from qconvert.ir import Graph
+from qconvert.schemas.effects import is_pure
 
 from . import register_pass
 from .graph_edit import implicit_uses, used_names
@@ -52,7 +56,7 @@ def _bypass(node, graph: Graph) -> bool:
     """Remove pass-through `node` from the use index (the caller drops it from the node list);
     False when the graph's names forbid it."""
     src, dst = node.inputs[0], node.outputs[0]
-    if graph.read_in_body(dst):  # a subgraph body reads it by name
+    if graph.observed(dst):  # a subgraph body or a signature def needs it by name
         return False
     if dst not in graph.outputs:
         graph.replace_uses(dst, src)
@@ -60,7 +64,7 @@ def _bypass(node, graph: Graph) -> bool:
         return True
     producer = graph.producer(src)
     if (src in graph.outputs or src in graph.inputs or producer is None
-            or len(graph.readers(src)) != 1 or graph.read_in_body(src)):
+            or len(graph.readers(src)) != 1 or graph.observed(src)):
         return False
     graph.set_outputs(producer, [dst if o == src else o for o in producer.outputs])
     graph.detach(node)
@@ -80,7 +84,7 @@ def eliminate(graph: Graph, context) -> int:
     live = set(graph.outputs) | implicit_uses(graph)
     dead = []
     for node in reversed(graph.nodes):  # reverse topological order: readers before producers
-        if any(o in live for o in node.outputs if o is not None):
+        if not is_pure(node) or any(o in live for o in node.outputs if o is not None):
             live.update(node.present_inputs())
         else:
             dead.append(node)

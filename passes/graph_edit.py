@@ -12,16 +12,20 @@ from qconvert.ir import Graph
 
 
 def implicit_uses(graph: Graph) -> set:
-    """Names of tensors read inside subgraph attributes of opaque nodes."""
-    return set(graph.uses.hidden)
+    """Names of tensors read inside subgraph attributes of opaque nodes, and of tensors a TFLite
+    signature def names (observable like graph outputs)."""
+    names: set = {n for n, t in graph.tensors.items() if t.extra.get("signature")}
+    names.update(graph.uses.hidden)
+    return names
 
 
 def used_names(graph: Graph) -> set:
-    """Every tensor name something needs: node inputs, graph outputs, subgraph bodies."""
+    """Every tensor name something needs: node inputs, graph outputs, subgraph bodies,
+    signature defs."""
     uses = graph.uses
     names = set(uses.readers)
     names.update(graph.outputs)
-    names.update(uses.hidden)
+    names.update(implicit_uses(graph))
     return names
 
 

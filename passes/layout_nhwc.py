@@ -8,21 +8,24 @@
 2. the ONNX fusion pipeline (`FUSE_PIPELINE`: constants folded, BatchNorm into the convs, the
    BatchNorms left as Mul + Add);
 3. everything that cannot be converted is collected: dynamic input dimensions other than the
-   batch, ops with no mapping, weights or parameters computed at run time, grouped convolutions
-   (`onnx_to_tflite_ops.conversion_problems`) and, while converting, what a rule cannot express;
-   any of it ends the conversion with one `QConvertError` listing all of it, nothing returned;
+   batch, ops with no mapping, weights or parameters computed at run time, layers TFLite has
+   no form for (`onnx_to_tflite_ops.conversion_problems`) and, while converting, what a rule
+   cannot express; any of it ends the conversion with one `QConvertError` listing all of it,
+   nothing returned;
 4. `static-batch`: a dynamic batch becomes 1 and every shape static (TFLite Micro allocates from
-   the file's shapes), then the shape arithmetic folds away;
+   the file's shapes), then the shape arithmetic folds away; 1-D convs and pools become 2-D
+   ones with H = 1 and a ShuffleNet channel shuffle one Gather (`onnx_to_tflite_spatial`:
+   `lift_1d`, `fuse_channel_shuffle`);
 5. `layout-nhwc` (this module's pass): the graph is rebuilt op by op with the rules of
    `layout_rules` / `onnx_to_tflite_ops` over the layout bookkeeping of `layout_state`:
    activations NHWC, weights OIHW -> OHWI / 1HWC, axes remapped, flattens absorbed into the FC
    weights, ONNX transposes absorbed into the layouts;
-6. the fusion pipeline again for TFLite (Relu / Relu6 / Clip become fused activations, Mul /
-   Add folded into the layers), `tflite-legalize` (Clip left over), `cancel-transposes`,
-   `eliminate`.
+6. RESHAPE pairs merged (`merge_reshapes`), the fusion pipeline again for TFLite (Relu /
+   Relu6 / Clip become fused activations, Mul / Add folded into the layers), `tflite-legalize`
+   (Clip left over), `cancel-transposes`, `eliminate`.
 
 Graph inputs of rank 4 are NHWC with `input_layout="nhwc"` (their permutation (0, 2, 3, 1) is
-returned), or stay NCHW with `"nchw"` (a TRANSPOSE follows them). Graph outputs keep their ONNX
+returned; a rank-3 input read only by 1-D layers is channels last, (0, 2, 1)), or stay NCHW with `"nchw"` (a TRANSPOSE follows them). Graph outputs keep their ONNX
 names; a 4-D output the network computes in NHWC stays NHWC with `"nhwc"` and is NCHW with
 `"nchw"`; other outputs are in ONNX order. `tflite_model.meta["conversion"]` records the inputs'
 and outputs' permutations and the TRANSPOSE nodes left (`transposes`).
@@ -40,7 +43,9 @@ from qconvert.ir.graph import GraphError
 from . import PassContext, register_pass, run_passes
 from .layout_rules import RULES
 from .layout_state import NHWC, Converter, Layout, Unmappable, identity
+from .onnx_to_tflite_math import fuse_rsqrt
 from .onnx_to_tflite_ops import UNMAPPED, conversion_problems, fuse_hard_swish
+from .onnx_to_tflite_spatial import fuse_channel_shuffle, lift_1d, merge_reshapes
 
 INPUT_LAYOUTS = ("nhwc", "nchw")
 QUANTIZED_ONNX_OPS = frozenset({"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger",
@@ -61,8 +66,21 @@ def format_problems(problems: list) -> str:
     return "cannot convert ONNX to TFLite: " + "; ".join(parts)
 
 
-def _input_perm(cv: Converter, rank: int) -> tuple:
-    return NHWC if rank == 4 and cv.input_layout == "nhwc" else identity(rank)
+NLC = (0, 2, 1)
+
+
+def _input_perm(cv: Converter, name: str, rank: int) -> tuple:
+    """NHWC for 4-D inputs; channels last (N, L, C) for a 3-D input read only by 1-D layers
+    (the Unsqueezes of `lift_1d`), as TF's Conv1D takes it; else the ONNX order."""
+    if cv.input_layout != "nhwc":
+        return identity(rank)
+    if rank == 4:
+        return NHWC
+    readers = [n for n in cv.src.nodes if name in n.inputs]
+    if rank == 3 and readers and all(n.op == "Unsqueeze" and n.name.endswith("/h1_in")
+                                     for n in readers):
+        return NLC
+    return identity(rank)
 
 
 @register_pass("layout-nhwc")
@@ -79,7 +97,7 @@ def layout_nhwc(graph: Graph, context) -> int:
     inputs = {}
     for name in graph.inputs:
         try:
-            v = cv.define(name, Layout(_input_perm(cv, len(cv.shape(name)))))
+            v = cv.define(name, Layout(_input_perm(cv, name, len(cv.shape(name)))))
         except Unmappable as exc:
             problems.append((exc.category, f"input {exc.detail}"))
             continue
@@ -178,10 +196,14 @@ def onnx_to_tflite(model: Model, input_layout: str = "nhwc") -> tuple:
         run_pipeline(work, FUSE_PIPELINE, onnx_context)
         _check(problems + conversion_problems(graph, RULES, static=False))
         run_passes(work, ["static-batch", "fold-constants", "eliminate"], onnx_context)
+        lift_1d(graph)
+        fuse_channel_shuffle(graph)
         _check(conversion_problems(graph, RULES, static=True))
         fuse_hard_swish(graph)
+        fuse_rsqrt(graph)
         context = PassContext("tflite", {"opset": opset, "input_layout": input_layout})
         run_passes(work, ["layout-nhwc"], context)
+        merge_reshapes(graph)
         work.format = "tflite"
         run_pipeline(work, FUSE_PIPELINE, PassContext("tflite"))
         run_passes(work, ["tflite-legalize", "cancel-transposes", "eliminate"],
@@ -225,7 +247,8 @@ def describe_conversion(model: Model) -> list:
     lines = []
     for name, perm in conversion.get("inputs", {}).items():
         shape = list(graph.tensors[name].shape)
-        layout = "NHWC" if tuple(perm) == NHWC else ("NCHW" if len(perm) == 4 else "as in ONNX")
+        layout = {NHWC: "NHWC", NLC: "NLC"}.get(tuple(perm)) or (
+            "NCHW" if len(perm) == 4 else "as in ONNX")
         how = f"; transpose ONNX data by {tuple(perm)}" if perm != sorted(perm) else ""
         lines.append(f"input {name!r}: {layout} {shape}{how}")
     for name, perm in conversion.get("outputs", {}).items():

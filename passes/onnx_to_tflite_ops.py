@@ -6,7 +6,9 @@ Mappings (`MAPPING_RULES`, rules of the same form as `layout_rules.RULES`):
   weight columns are permuted from C,H,W to H,W,C order (`layout_state.columns`), so no
   TRANSPOSE is needed. transA transposes A (a TRANSPOSE, reported).
 - MatMul with a constant 2-D weight -> FULLY_CONNECTED (weights B^T; inputs of rank > 2 keep
-  their leading dims with `keep_num_dims`).
+  their leading dims with `keep_num_dims`); any other MatMul -> BATCH_MATMUL.
+- LeakyRelu, PRelu, Sqrt, Pow, Reciprocal, LayerNormalization, MatMul of two activations:
+  `onnx_to_tflite_math` (its rules are part of `MAPPING_RULES`).
 - GlobalAveragePool / GlobalMaxPool -> AVERAGE_POOL_2D / MAX_POOL_2D over the whole H x W.
 - HardSigmoid(alpha, beta) -> MUL(6 alpha), ADD(6 beta), RELU6, MUL(1/6): the same function,
   made of ops every TFLite runtime has; `x * HardSigmoid(x)` with PyTorch's alpha 1/6 and
@@ -23,8 +25,8 @@ Mappings (`MAPPING_RULES`, rules of the same form as `layout_rules.RULES`):
   beyond what the input can take.
 
 `conversion_problems` lists, before anything is converted, what no rule can map: ops outside
-the table (opaque) or without a rule, weights or parameters computed at run time, grouped
-convolutions (TFLite Micro has no grouped CONV_2D), convolutions and pools that are not 2-D.
+the table (opaque) or without a rule, weights or parameters computed at run time, convolutions
+and pools that are neither 1-D nor 2-D (the checks of `onnx_to_tflite_spatial` join `CHECKS`).
 """
 
 from __future__ import annotations
@@ -36,9 +38,9 @@ from qconvert.padding import tflite_padding_of
 
 from . import register_pass
 from .layout_state import NHWC, Layout, Unmappable, Value, columns, identity, onnx_op
+from .onnx_to_tflite_math import MATH_CHECKS, MATH_RULES, batch_matmul
 
 HARD_SWISH_ALPHA, HARD_SWISH_BETA = 1.0 / 6.0, 0.5
-GROUPED = "grouped convolutions (TFLite Micro has no grouped CONV_2D)"
 UNMAPPED = "ops with no TFLite mapping"
 NON_CONSTANT = "non-constant weights or parameters"
 # Shape arithmetic fold-constants evaluates once the batch is static; not a problem before.
@@ -200,12 +202,14 @@ def _gemm(cv, node: Node) -> None:
 
 
 def _matmul(cv, node: Node) -> None:
-    b = cv.require_constant(node, 1, "weights")
+    b = cv.constant(node.inputs[1])
+    if b is None or b.ndim != 2:  # two activations (attention): see onnx_to_tflite_math
+        batch_matmul(cv, node)
+        return
     a = cv.value(node.inputs[0])
     rank = len(a.shape)
-    if b.ndim != 2 or rank < 2:
-        raise Unmappable(f"MatMul {node.name!r} of {list(a.shape)} and {list(b.shape)}",
-                         NON_CONSTANT if b.ndim != 2 else "cannot be expressed in TFLite")
+    if rank < 2:
+        raise Unmappable(f"MatMul {node.name!r} of {list(a.shape)} and {list(b.shape)}")
     w = np.ascontiguousarray(b.T)
     if rank == 2:
         a, w = _fc_input(cv, a, w)
@@ -260,6 +264,7 @@ MAPPING_RULES = {
     "MatMul": _matmul,
     **{op: _global_pool for op in GLOBAL_POOLS},
     "HardSigmoid": _hard_sigmoid,
+    **MATH_RULES,
 }
 
 
@@ -303,17 +308,13 @@ def _check_conv(graph, node):
     if problem:
         return problem
     w = graph.constant(node.inputs[1])
-    if w.ndim != 4:
+    if w.ndim not in (3, 4):  # 1-D convs run as 2-D ones (`onnx_to_tflite_spatial.lift_1d`)
         return UNMAPPED, f"{w.ndim - 2}-D Conv"
-    group = int(node.attrs.get("group", 1) or 1)
-    if group > 1 and w.shape[1] != 1:
-        return GROUPED, (f"Conv {node.name!r} (group {group}, {w.shape[1] * group} -> "
-                         f"{w.shape[0]} channels)")
     return None
 
 
 def _check_pool(graph, node):
-    if len(node.attrs.get("kernel_shape") or []) != 2:
+    if len(node.attrs.get("kernel_shape") or []) not in (1, 2):
         return UNMAPPED, f"{len(node.attrs.get('kernel_shape') or [])}-D {node.op}"
     if any(int(d) != 1 for d in node.attrs.get("dilations") or []):
         return "cannot be expressed in TFLite", f"{onnx_op(node)} {node.name!r} (dilations)"
@@ -343,7 +344,6 @@ def _check_pad(graph, node):
 CHECKS = {
     "Conv2D": _check_conv,
     "Gemm": lambda g, n: _weights_problem(g, n, 1, "weights"),
-    "MatMul": lambda g, n: _weights_problem(g, n, 1, "weights"),
     "MaxPool": _check_pool,
     "AveragePool": _check_pool,
     "Clip": _check_params(1, 2),
@@ -355,13 +355,16 @@ CHECKS = {
     "Gather": _check_params(1),
     "BatchNorm": lambda g, n: (NON_CONSTANT, f"BatchNormalization {n.name!r} (parameters "
                                              "computed at run time, or training mode)"),
+    **MATH_CHECKS,
 }
 
 
 def conversion_problems(graph: Graph, rules: dict, static: bool) -> list:
     """(category, detail) of every node no rule can convert (see the module docstring).
-    Before the batch is static (`static` False), shape arithmetic that will fold is not one."""
+    Before the batch is static (`static` False), shape arithmetic that will fold is not one, nor
+    a parameter computed from it only (torchvision ShuffleNet's chunk: Slice ends from Shape)."""
     problems = []
+    producers, memo = graph.producers(), {}
     for node in graph.nodes:
         if node.opaque or node.op not in rules:
             if not static and not node.opaque and node.op in FOLDS_WHEN_STATIC:
@@ -370,9 +373,31 @@ def conversion_problems(graph: Graph, rules: dict, static: bool) -> list:
             continue
         check = CHECKS.get(node.op)
         problem = check(graph, node) if check else None
+        if problem and not static and problem[0] == NON_CONSTANT and all(
+                shape_derived(graph, name, producers, memo) for name in node.inputs[1:] if name):
+            continue  # folds once the shapes are static; checked again then
         if problem:
             problems.append(problem)
     return problems
+
+
+def shape_derived(graph: Graph, name: str, producers: dict, memo: dict, depth: int = 0) -> bool:
+    """True when tensor `name` is computed from constants and Shape nodes only (so it becomes
+    a constant once every shape is static)."""
+    if name in memo:
+        return memo[name]
+    node = producers.get(name)
+    if graph.constant(name) is not None:
+        result = True
+    elif node is None or node.opaque or depth > 64:
+        result = False
+    elif node.op == "Shape":
+        result = True
+    else:
+        result = all(shape_derived(graph, i, producers, memo, depth + 1)
+                     for i in node.present_inputs())
+    memo[name] = result
+    return result
 
 
 # -- after fusion ----------------------------------------------------------------------------------

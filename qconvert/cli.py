@@ -17,18 +17,56 @@ from . import __version__
 from .errors import QConvertError
 
 
+_PROGRAM = {"exits_after": False}  # True when run as the `qconvert` program (see `run`)
+
+
 class _Cli(click.Group):
     """Click group that turns QConvertError into one line and exit status 1."""
 
     def invoke(self, ctx):
+        from .errors import one_line
+        from .output_files import Terminated, handle_termination
+
         try:
-            return super().invoke(ctx)
+            with handle_termination(_PROGRAM["exits_after"]):
+                return super().invoke(ctx)
         except QConvertError as exc:
             click.echo(f"qconvert: error: {exc}", err=True)
             sys.exit(1)
+        except click.UsageError as exc:  # a bad option value: the tool's line, not click's usage
+            where = f"; see qconvert {exc.ctx.info_name} --help" if exc.ctx else ""
+            click.echo(f"qconvert: error: {one_line(exc.format_message())}{where}", err=True)
+            sys.exit(1)
+        except Terminated as exc:
+            click.echo(f"qconvert: terminated ({exc.args[0]}); nothing written", err=True)
+            sys.exit(128 + exc.signum)
         except KeyboardInterrupt:
             click.echo("qconvert: interrupted; nothing written", err=True)
             sys.exit(130)
+
+
+def _names_model(fn):
+    """Command decorator: an error that names no file names the command's MODEL; a model too
+    deeply nested for the reader, or work that runs out of memory, is an error, not a crash."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(model, *args, **kwargs):
+        import warnings
+
+        try:
+            with warnings.catch_warnings():  # numeric warnings would break the one-line promise;
+                warnings.simplefilter("ignore", RuntimeWarning)  # the checks report what matters
+                return fn(model, *args, **kwargs)
+        except QConvertError as exc:
+            raise exc.with_path(model)
+        except RecursionError:
+            raise QConvertError("the model is nested too deeply to process", model) from None
+        except MemoryError:
+            raise QConvertError("out of memory (see --max-memory where the command has it)",
+                                model) from None
+
+    return wrapper
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
@@ -55,6 +93,7 @@ def main():
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=True))
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@_names_model
 def inspect(model, as_json):
     """Show a per-layer table: op, shapes, weight and activation bytes, MACs, quantization.
 
@@ -74,6 +113,34 @@ _input_layout_option = click.option(
     "--input-layout", type=click.Choice(["nhwc", "nchw"]), default=None,
     help="ONNX -> TFLite: 4-D inputs of the TFLite model NHWC (default) or NCHW (a TRANSPOSE "
     "follows them). Data (calibration, evaluation) is always in the ONNX model's layout.")
+
+
+_verify_option = click.option(
+    "--verify", type=click.IntRange(1), metavar="N",
+    help="Run the input and the written model on N inputs in the reference executors and "
+    "refuse to write (naming the pass or layer) when they diverge: float outputs within 1e-4 "
+    "of each output's largest magnitude, int8 models bit for bit; quantize: N calibration "
+    "samples, output SQNR at least 10 dB.")
+
+
+_input_shape_option = click.option(
+    "--input-shape", "input_shapes", multiple=True, metavar="NAME:d0,d1,...",
+    help="Fix an input's shape (repeatable), e.g. input:1,3,224,224; every other shape is then "
+    "inferred and constant shape arithmetic folded (as onnxsim --overwrite-input-shape).")
+
+
+def _load(model, input_shapes):
+    """Load `model` and apply --input-shape (errors name the file)."""
+    from .input_shapes import apply_input_shapes, parse_input_shapes
+    from .model_io import load_model
+
+    shapes = parse_input_shapes(input_shapes)
+    m = load_model(model)
+    try:
+        apply_input_shapes(m, shapes)
+    except QConvertError as exc:
+        raise exc.with_path(model)
+    return m
 
 
 def _onnx_to_tflite(m, input_layout, path):
@@ -98,7 +165,10 @@ def _echo_conversion(m) -> None:
 @click.option("-o", "--output", type=click.Path(), help="Output file "
               "(default: <model>_converted.<ext> next to the input).")
 @_input_layout_option
-def convert(model, output, input_layout):
+@_input_shape_option
+@_verify_option
+@_names_model
+def convert(model, output, input_layout, input_shapes, verify):
     """Read a model, verify it and write it out: the same format, or ONNX to TFLite.
 
     The output format follows the output's extension. ONNX to TFLite runs the NCHW -> NHWC
@@ -111,25 +181,32 @@ def convert(model, output, input_layout):
       qconvert convert model.tflite -o model_out.tflite
       qconvert convert model.onnx -o model.tflite --input-layout nhwc
     """
-    from .model_io import (check_output_path, default_output, format_of_output, load_model,
-                           serialize, write_atomic)
+    from .model_io import default_output, format_of_output, serialize
+    from .output_files import OutputFiles
 
+    outputs = OutputFiles([model])
     if output is not None:
-        check_output_path(output, [model])
-    m = load_model(model)
+        outputs.add(output)
+    m = _load(model, input_shapes)
+    outputs.add_inputs(m.meta.get("external_files", ()))
     out = output or str(default_output(model, "converted", m.format))
     fmt = format_of_output(out, m.format)
-    check_output_path(out, [model])
+    outputs.add(out)
     cross = (m.format, fmt) == ("onnx", "tflite")
     if input_layout is not None and not cross:
         raise QConvertError("--input-layout applies to ONNX -> TFLite conversion only", model)
+    perms = None
     if cross:
-        m, _ = _onnx_to_tflite(m, input_layout, model)
+        m, perms = _onnx_to_tflite(m, input_layout, model)
     try:
         data = serialize(m, fmt)
+        if verify:
+            from .verify import verify_convert
+
+            verify_convert(m, lambda: _load(model, input_shapes), fmt, data, verify, perms)
     except QConvertError as exc:
         raise exc.with_path(model)
-    write_atomic(out, data)
+    outputs.commit({out: data})
     graph = m.graph
     click.echo(f"wrote {out} ({fmt}, {len(graph.nodes)} nodes, {len(data)} bytes)")
     if cross:
@@ -158,7 +235,10 @@ def _echo_passes(ctx, param, value):
               callback=_echo_passes, help="List the passes of the default pipeline and exit.")
 @click.option("--report", type=click.Path(), metavar="FILE.json",
               help='Also write {"passes": {name: count}, "nodes_before": n, "nodes_after": m}.')
-def fuse(model, output, pass_list, report):
+@_input_shape_option
+@_verify_option
+@_names_model
+def fuse(model, output, pass_list, report, input_shapes, verify):
     """Fold BatchNorm, per-channel Mul/Div and Add/Sub into the conv or FC layer before them.
 
     Runs constant folding, dead-node elimination and the fusions (to a fixed point); for a TFLite
@@ -172,8 +252,8 @@ def fuse(model, output, pass_list, report):
       qconvert fuse model.onnx --passes fuse-conv-batchnorm,eliminate
     """
     from .ir.graph import GraphError
-    from .model_io import (check_output_path, default_output, format_of_output, load_model,
-                           serialize, write_atomic)
+    from .model_io import default_output, format_of_output, serialize
+    from .output_files import OutputFiles
     from .passes import PassContext
     from .passes.pipeline import FUSE_PIPELINE, run_pipeline
 
@@ -185,26 +265,35 @@ def fuse(model, output, pass_list, report):
         if unknown or not names:
             raise QConvertError(f"unknown pass {', '.join(map(repr, unknown)) or '(none given)'}; "
                                 "see qconvert fuse --list-passes")
+    outputs = OutputFiles([model])
     for path in (output, report):
         if path is not None:
-            check_output_path(path, [model])
-    m = load_model(model)
+            outputs.add(path)
+    m = _load(model, input_shapes)
+    outputs.add_inputs(m.meta.get("external_files", ()))
     out = output or str(default_output(model, "fused", m.format))
     fmt = format_of_output(out, m.format)
-    check_output_path(out, [model])
+    if output is None:
+        outputs.add(out)
     before = sum(len(g.nodes) for g in m.graphs)
     try:
         counts = run_pipeline(m, names, PassContext(fmt))
         data = serialize(m, fmt)
+        if verify:
+            from .verify import verify_fuse
+
+            verify_fuse(lambda: _load(model, input_shapes), fmt, names, PassContext(fmt), data,
+                        verify)
     except GraphError as exc:
         raise QConvertError(f"internal error: {exc}", model) from exc
     except QConvertError as exc:
         raise exc.with_path(model)
     after = sum(len(g.nodes) for g in m.graphs)
+    contents = {out: data}
     if report is not None:
-        write_atomic(report, (json.dumps({"passes": counts, "nodes_before": before,
-                                          "nodes_after": after}, indent=2) + "\n").encode())
-    write_atomic(out, data)
+        contents[report] = (json.dumps({"passes": counts, "nodes_before": before,
+                                        "nodes_after": after}, indent=2) + "\n").encode()
+    outputs.commit(contents)
     for name, count in counts.items():
         click.echo(f"{name:22} {count:5d}")
     click.echo(f"nodes: {before} -> {after}")
@@ -240,6 +329,8 @@ _CALIBRATION_OPTIONS = (
                  "TFLite Micro build runs)."),
     click.option("--no-fuse", is_flag=True, help="Skip the fusion passes."),
     click.option("--batch-size", type=click.IntRange(1), default=16, show_default=True),
+    click.option("--max-memory", metavar="SIZE", help="Refuse a plan whose largest layer needs "
+                 "more than SIZE per batch (e.g. 4G; default: half the physical memory, at most 8G)."),
 )
 
 
@@ -252,13 +343,23 @@ def calibration_options(fn):
     return fn
 
 
-def _calibration_data(specs, calibration, calibration_random, norm: dict) -> dict:
+def _max_memory(text):
+    from .quant.memory import default_limit, parse_size
+
+    return default_limit() if text is None else parse_size(text)
+
+
+def _calibration_data(specs, calibration, calibration_random, norm: dict,
+                      max_memory: int | None = None) -> dict:
     """Calibration samples {input name: array} from --calibration DATA (normalized with `norm`)
     or --calibration-random N (with the warning that it is a smoke run)."""
     from .quant import calibration_data as cd
+    from .quant.memory import check_input_memory, default_limit
 
+    limit = max_memory or default_limit()
     if calibration is not None:
-        return cd.load_calibration(calibration, specs, **norm)
+        return cd.load_calibration(calibration, specs, **norm, max_bytes=limit)
+    check_input_memory(specs, calibration_random, limit)
     click.echo(f"qconvert: warning: {cd.RANDOM_CALIBRATION_WARNING}", err=True)
     return cd.random_calibration(specs, calibration_random)
 
@@ -280,9 +381,13 @@ def _calibration_data(specs, calibration, calibration_random, norm: dict) -> dic
 @click.option("--report", type=click.Path(), metavar="FILE.json", help="Also write the report "
               "as JSON.")
 @_input_layout_option
+@_input_shape_option
+@_verify_option
+@_names_model
 def quantize(model, output, calibration, calibration_random, eval_data, mean, std, scale,
              method, percentile, per_channel, fc_per_channel, io_type, rounding, no_fuse,
-             batch_size, report, input_layout):
+             batch_size, max_memory, report, input_layout, input_shapes,
+             verify):
     """Quantize a float model to int8: per-channel weights, calibrated activations.
 
     Fuses first, calibrates with the float reference executor, and writes int8 TFLite (runs in
@@ -297,20 +402,23 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
       qconvert quantize model.onnx --calibration calib.npy -o model_int8.tflite
       qconvert quantize model.tflite --calibration images/ --mean 127.5 --std 127.5
     """
-    from .model_io import (check_output_path, default_output, format_of_output, load_model,
-                           serialize, write_atomic)
+    from .model_io import default_output, format_of_output, serialize
+    from .output_files import OutputFiles
     from .quant import calibration_data as cd
     from .quant.quantize import QuantizeOptions, quantize_model
 
     if (calibration is None) == (calibration_random is None):
         raise QConvertError("give exactly one of --calibration DATA or --calibration-random N")
+    outputs = OutputFiles([model, *cd.data_files(calibration), *cd.data_files(eval_data)])
     for path in (output, report):
         if path is not None:
-            check_output_path(path, [model])
-    m = load_model(model)
+            outputs.add(path)
+    m = _load(model, input_shapes)
+    outputs.add_inputs(m.meta.get("external_files", ()))
     out = output or str(default_output(model, "int8", m.format))
     fmt = format_of_output(out, m.format)
-    check_output_path(out, [model])
+    if output is None:
+        outputs.add(out)
     cross = (m.format, fmt) == ("onnx", "tflite")
     if fmt != m.format and not cross:
         raise QConvertError(f"quantizing {m.format} to {fmt} is not supported yet", model)
@@ -318,15 +426,18 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
         raise QConvertError("--input-layout applies to ONNX -> int8 TFLite only", model)
     specs = cd.input_specs(m.graph, m.format)
     norm = dict(mean=_numbers(mean), std=_numbers(std), scale=_numbers(scale))
-    data = _calibration_data(specs, calibration, calibration_random, norm)
-    evaluation = cd.load_calibration(eval_data, specs, **norm) if eval_data else None
+    limit = _max_memory(max_memory)
+    data = _calibration_data(specs, calibration, calibration_random, norm, limit)
+    evaluation = (cd.load_calibration(eval_data, specs, **norm, max_bytes=limit)
+                  if eval_data else None)
+    source_data, perms = data, None
     if cross:  # data stays in the ONNX layout; it follows the model into the TFLite one
         from .passes.layout_nhwc import data_to_tflite_layout
 
         m, perms = _onnx_to_tflite(m, input_layout, model)
         data, evaluation = (data_to_tflite_layout(d, perms) for d in (data, evaluation))
     options = QuantizeOptions(method, percentile, fc_per_channel, io_type, rounding,
-                              not no_fuse, batch_size)
+                              not no_fuse, batch_size, limit)
     total = len(next(iter(data.values())))
     with cd.Progress(total, "calibrating") as bar:
         try:
@@ -335,9 +446,19 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
             blob = serialize(m, fmt)
         except QConvertError as exc:
             raise exc.with_path(model)
+    if verify:
+        from .verify import verify_quantize
+
+        output_perms = m.meta.get("conversion", {}).get("outputs") if cross else None
+        try:
+            verify_quantize(lambda: _load(model, input_shapes), fmt, blob, verify, source_data,
+                            perms, output_perms)
+        except QConvertError as exc:
+            raise exc.with_path(model)
+    contents = {out: blob}
     if report is not None:
-        write_atomic(report, (json.dumps(result, indent=2) + "\n").encode())
-    write_atomic(out, blob)
+        contents[report] = (json.dumps(result, indent=2) + "\n").encode()
+    outputs.commit(contents)
     click.echo(_render_quant_report(result))
     click.echo(f"wrote {out} ({fmt}, {len(blob)} bytes)")
     if cross:
@@ -358,6 +479,10 @@ def _render_quant_report(result: dict) -> str:
         if added:
             line += f" {db(row.get('added_sqnr_db')):>8}"
         lines.append(line)
+    for row in result["layers"]:
+        if row.get("widened_channels"):
+            lines.append(f"widened weight scales (int32 bias guard): {row['layer']} channels "
+                         f"{_ranges(row['widened_channels'])}")
     if result.get("layer_samples", result["samples"]) != result["samples"]:
         k = result["layer_samples"]
         lines.append(f"(layer SQNR over the first {k} sample{'s' if k > 1 else ''})")
@@ -368,6 +493,18 @@ def _render_quant_report(result: dict) -> str:
     return "\n".join(lines)
 
 
+def _ranges(values: list) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
+    parts, start = [], None
+    for i, v in enumerate(values):
+        if start is None:
+            start = v
+        if i + 1 == len(values) or values[i + 1] != v + 1:
+            parts.append(str(start) if start == v else f"{start}-{v}")
+            start = None
+    return ", ".join(parts)
+
+
 @main.command("export-c-header")
 @click.argument("model", type=click.Path(dir_okay=True))
 @click.option("-o", "--output", type=click.Path(), help="Output header "
@@ -375,9 +512,9 @@ def _render_quant_report(result: dict) -> str:
 @click.option("--name", help="Prefix of every C identifier, a C identifier (default: the model "
               "file's name, sanitized).")
 @click.option("--fc-layout", type=click.Choice(["1x4", "rowmajor"]), default="1x4",
-              show_default=True, help="Fully connected weight order: 1x4 interleaved "
-              "(qconvert_fc_1x4_s8, CMSIS-NN's legacy q7_opt kernels) or row-major "
-              "(arm_fully_connected_s8).")
+              show_default=True, help="Fully connected weight order. 1x4 interleaved is for "
+              "qconvert's kernel (qconvert_fc_1x4_s8) and CMSIS-NN's legacy "
+              "arm_fully_connected_q7_opt only; arm_fully_connected_s8 needs rowmajor.")
 @click.option("--with-kernels", is_flag=True, help="Also write qconvert's portable C kernel "
               "for the 1x4 order (qconvert_fc_1x4.c / .h) next to the header.")
 @click.option("--rounding", type=click.Choice(["double", "single"]), default="double",
@@ -385,9 +522,11 @@ def _render_quant_report(result: dict) -> str:
               "the header (single: CMSIS-NN built with CMSIS_NN_USE_SINGLE_ROUNDING).")
 @calibration_options
 @_input_layout_option
+@_input_shape_option
+@_names_model
 def export_c_header(model, output, name, fc_layout, with_kernels, rounding, calibration,
                     calibration_random, mean, std, scale, method, percentile, fc_per_channel,
-                    no_fuse, batch_size, input_layout):
+                    no_fuse, batch_size, max_memory, input_layout, input_shapes):
     """Write an int8 model as one C header for firmware (CMSIS-NN style).
 
     Per layer: int8 weights (conv OHWI, depthwise [1, H, W, C], fully connected 1x4 interleaved
@@ -410,8 +549,9 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
     from .c_export.header import HeaderOptions, render_header
     from .c_export.shipped_kernels import kernel_sources
     from .c_export.source import int8_tflite_for_export
-    from .model_io import check_output_path, load_model, read_bytes, write_atomic
-    from .quant.calibration_data import input_specs
+    from .model_io import read_bytes
+    from .output_files import OutputFiles
+    from .quant.calibration_data import data_files, input_specs
     from .quant.quantize import QuantizeOptions
 
     if calibration is not None and calibration_random is not None:
@@ -419,16 +559,18 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
     prefix = check_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
     out = Path(output) if output is not None else Path(model).with_name(
         f"{Path(model).stem}_weights.h")
-    check_output_path(out, [model])
+    outputs = OutputFiles([model, *data_files(calibration)])
     kernels = kernel_sources() if with_kernels else {}
     kernel_paths = [out.parent / k for k in kernels]
+    if any(out.name == path.name for path in kernel_paths):
+        raise QConvertError(f"the header would overwrite the kernel file {out.name}; "
+                            "choose another -o", str(out))
     for path in kernel_paths:
-        check_output_path(path, [model])
-        if path.resolve() == out.resolve():
-            raise QConvertError(f"the header would overwrite the kernel file {path.name}; "
-                                "choose another -o", str(out))
+        outputs.add(path)
+    outputs.add(out)
     sha256 = hashlib.sha256(read_bytes(model)).hexdigest()
-    m = load_model(model)
+    m = _load(model, input_shapes)
+    outputs.add_inputs(m.meta.get("external_files", ()))
     if input_layout is not None and m.format != "onnx":
         raise QConvertError("--input-layout applies to ONNX models only", model)
     loader, label = None, ""
@@ -438,25 +580,136 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
                  else f"{calibration_random} random samples")
 
         def loader(model_ir):
-            return _calibration_data(input_specs(model_ir), calibration, calibration_random, norm)
+            return _calibration_data(input_specs(model_ir), calibration, calibration_random, norm,
+                                     limit)
 
+    limit = _max_memory(max_memory)
     options = QuantizeOptions(method, percentile, fc_per_channel, "int8", rounding, not no_fuse,
-                              batch_size)
+                              batch_size, limit)
     try:
         m, note = int8_tflite_for_export(m, loader, options, label, input_layout or "nhwc")
         text = render_header(m, HeaderOptions(prefix, fc_layout, rounding, Path(model).name,
                                               sha256, note))
     except QConvertError as exc:
         raise exc.with_path(model)
-    for path, data in zip(kernel_paths, kernels.values()):
-        write_atomic(path, data)
     blob = text.encode("ascii")
-    write_atomic(out, blob)
+    outputs.commit({**dict(zip(kernel_paths, kernels.values())), out: blob})
     layers = len(m.graph.nodes)
     click.echo(f"wrote {out} ({layers} layers, {len(blob)} bytes)")
     for path in kernel_paths:
         click.echo(f"wrote {path}")
 
 
-if __name__ == "__main__":
+@main.command("export-c")
+@click.argument("model", type=click.Path(dir_okay=True))
+@click.option("-o", "--output", "outdir", type=click.Path(), required=True, metavar="DIR",
+              help="Directory for NAME.h, NAME.c and the kernel sources (created if missing).")
+@click.option("--name", help="Name of the model in C (NAME_invoke, NAME_ARENA_SIZE...), a C "
+              "identifier (default: the model file's name, sanitized).")
+@click.option("--kernels", type=click.Choice(["portable", "cmsis-nn"]), default="portable",
+              show_default=True, help="portable: qconvert's own C99 kernels (written to DIR); "
+              "cmsis-nn: calls into CMSIS-NN (conv, depthwise, fully connected, add, mul, "
+              "pools, softmax), qconvert's kernels for the rest.")
+@click.option("--fc-layout", type=click.Choice(["1x4", "rowmajor"]), default=None,
+              help="Fully connected weight order (default: 1x4 for portable, rowmajor for "
+              "cmsis-nn). 1x4 is for qconvert's kernel (and CMSIS-NN's legacy "
+              "arm_fully_connected_q7_opt); arm_fully_connected_s8 needs rowmajor.")
+@calibration_options
+@_input_layout_option
+@_input_shape_option
+@_names_model
+def export_c(model, outdir, name, kernels, fc_layout, calibration, calibration_random, mean,
+             std, scale, method, percentile, fc_per_channel, no_fuse, batch_size, max_memory,
+             input_layout, input_shapes):
+    """Write the whole int8 model as interpreter-free C with a static memory plan.
+
+    DIR/NAME.h declares NAME_invoke(input, output) (0 on success), NAME_ARENA_SIZE,
+    NAME_INPUT_SIZE / NAME_OUTPUT_SIZE and the input and output scales and zero points;
+    DIR/NAME.c holds the weights (static const, flash), the arena and the layer calls; the
+    kernel sources it needs are written beside them. Every .c in DIR compiles together with
+    gcc -std=c99 -Wall -Wextra -Werror -pedantic. The arena is planned ahead of time (tensor
+    lifetimes, greedy by size, reshapes as aliases, element-wise ops and depthwise
+    convolutions in place). Takes an int8 TFLite model, or a float TFLite or ONNX model with
+    --calibration (as export-c-header does).
+
+    \b
+    Example:
+      qconvert export-c model_int8.tflite -o model_c --name kws
+      qconvert export-c model_int8.tflite -o model_c --kernels cmsis-nn
+      qconvert export-c model.onnx --calibration calib.npy -o model_c
+    """
+    import hashlib
+    from pathlib import Path
+
+    from .c_export.c_names import check_prefix, prefix_from_stem
+    from .c_export.model_source import ModelOptions, render_model
+    from .c_export.source import int8_tflite_for_export
+    from .model_io import read_bytes
+    from .output_files import OutputFiles
+    from .quant.calibration_data import data_files, input_specs
+    from .quant.quantize import QuantizeOptions
+
+    if calibration is not None and calibration_random is not None:
+        raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
+    if fc_layout == "1x4" and kernels == "cmsis-nn":
+        raise QConvertError("--kernels cmsis-nn calls arm_fully_connected_s8, which reads "
+                            "row-major weights: use --fc-layout rowmajor (the default there)")
+    fc_layout = fc_layout or ("rowmajor" if kernels == "cmsis-nn" else "1x4")
+    c_name = check_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
+    folder = Path(outdir)
+    if folder.exists() and not folder.is_dir():
+        raise QConvertError("output path exists and is not a directory", str(folder))
+    parent = folder.parent if str(folder.parent) else Path(".")
+    if not parent.is_dir():
+        raise QConvertError("output directory's parent does not exist", str(folder))
+    outputs = OutputFiles([model, *data_files(calibration)])
+    sha256 = hashlib.sha256(read_bytes(model)).hexdigest()
+    m = _load(model, input_shapes)
+    outputs.add_inputs(m.meta.get("external_files", ()))
+    if input_layout is not None and m.format != "onnx":
+        raise QConvertError("--input-layout applies to ONNX models only", model)
+    loader, label = None, ""
+    limit = _max_memory(max_memory)
+    if calibration is not None or calibration_random is not None:
+        norm = dict(mean=_numbers(mean), std=_numbers(std), scale=_numbers(scale))
+        label = (Path(calibration).name if calibration is not None
+                 else f"{calibration_random} random samples")
+
+        def loader(model_ir):
+            return _calibration_data(input_specs(model_ir), calibration, calibration_random, norm,
+                                     limit)
+
+    options = QuantizeOptions(method, percentile, fc_per_channel, "int8", "double",
+                              not no_fuse, batch_size, limit)
+    m, note = int8_tflite_for_export(m, loader, options, label, input_layout or "nhwc",
+                                     purpose="export C")
+    files, summary = render_model(m, ModelOptions(c_name, kernels, fc_layout, Path(model).name,
+                                                  sha256, note))
+    created = not folder.exists()
+    folder.mkdir(exist_ok=True)
+    try:
+        paths = {folder / f: data for f, data in files.items()}
+        for path in paths:
+            outputs.add(path)
+        outputs.commit(paths)
+    except BaseException:
+        if created and not any(folder.iterdir()):
+            folder.rmdir()
+        raise
+    click.echo(f"wrote {len(paths)} files to {folder}: {', '.join(files)}")
+    helium = (f"; {summary.arena_helium} bytes for CMSIS-NN's Helium (MVE) builds"
+              if summary.arena_helium is not None else "")
+    click.echo(f"{c_name}: {summary.layers} layers ({kernels} kernels), arena "
+               f"{summary.arena_size} bytes (RAM{helium}), constant data "
+               f"{summary.constant_bytes} bytes (flash), {summary.overlapped} tensors placed "
+               "over their inputs")
+
+
+def run():
+    """The `qconvert` program: `main` in a process that exits when the command ends."""
+    _PROGRAM["exits_after"] = True
     main()
+
+
+if __name__ == "__main__":
+    run()

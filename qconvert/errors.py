@@ -23,4 +23,15 @@ class QConvertError(Exception):
         return self
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.cause}" if self.path else self.cause
+        line = f"{self.path}: {self.cause}" if self.path else self.cause
+        return one_line(line)
+
+
+def one_line(text: str) -> str:
+    """`text` with line breaks and other control characters escaped (a file name may hold a
+    newline; the error must still be one line)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else
+                   c.encode("unicode_escape", "backslashreplace").decode("ascii")
+                   for c in text)

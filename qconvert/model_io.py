@@ -9,7 +9,7 @@ a partial file behind.
 from __future__ import annotations
 
 import os
-import tempfile
+import stat
 from pathlib import Path
 
 from .errors import QConvertError
@@ -40,14 +40,28 @@ def detect_format(data: bytes):
 def read_bytes(path: str | Path) -> bytes:
     """The whole file, or a QConvertError naming it (missing, a directory, unreadable)."""
     path = Path(path)
-    if not path.exists():
-        raise QConvertError("no such file", str(path))
-    if path.is_dir():
-        raise QConvertError("is a directory, not a model file", str(path))
+    check_regular_file(path, "model file")
     try:
-        return path.read_bytes()
+        with open(path, "rb") as f:
+            return f.read()
     except OSError as exc:
         raise QConvertError(f"cannot read: {exc.strerror}", str(path)) from exc
+
+
+def check_regular_file(path: str | Path, what: str = "file") -> None:
+    """Refuse a missing path, a folder, or a FIFO / device / socket (reading one would wait
+    forever or never end) before opening it."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise QConvertError("no such file", str(path)) from None
+    except OSError as exc:
+        raise QConvertError(f"cannot read: {exc.strerror}", str(path)) from exc
+    if stat.S_ISDIR(mode):
+        raise QConvertError(f"is a directory, not a {what}", str(path))
+    if not stat.S_ISREG(mode):
+        kind = "FIFO" if stat.S_ISFIFO(mode) else "device or socket"
+        raise QConvertError(f"is a {kind}, not a regular file; refusing to read it", str(path))
 
 
 def load_model(path: str | Path) -> Model:
@@ -83,6 +97,27 @@ def require_known_ops(model: Model, purpose: str) -> None:
         raise QConvertError(f"cannot {purpose}: ops unknown to qconvert: {list_ops(counts)}")
 
 
+# Ops that run another subgraph.
+_CALLING_OPS = ("CALL_ONCE", "CALL", "WHILE", "IF", "If", "Loop", "Scan")
+
+
+def require_one_graph(model: Model, purpose: str) -> None:
+    """Refuse work done on one graph for a model with several subgraphs, naming the ops that
+    make it so: every op of the other subgraphs, the main graph's ops that call one, and the
+    main graph's ops unknown to qconvert (a streaming model's VAR_HANDLE / READ_VARIABLE /
+    ASSIGN_VARIABLE), all with counts."""
+    if len(model.graphs) == 1:
+        return
+    counts: dict = {}
+    nodes = [n for n in model.graph.nodes if n.opaque or n.op in _CALLING_OPS]
+    for g in model.graphs[1:]:
+        nodes += g.nodes
+    for node in nodes:
+        counts[node.op] = counts.get(node.op, 0) + 1
+    raise QConvertError(f"cannot {purpose}: a model with {len(model.graphs)} subgraphs "
+                        f"(state or control flow): {list_ops(counts) or 'no ops'}")
+
+
 def serialize(model: Model, fmt: str | None = None) -> bytes:
     """The bytes of `model` in `fmt` (default: its own format)."""
     fmt = fmt or model.format
@@ -105,40 +140,18 @@ def format_of_output(path: str | Path, default: str) -> str:
 
 
 def check_output_path(path: str | Path, inputs=()) -> Path:
-    """Fail early (before any work) if `path` cannot be written or would overwrite an input."""
-    path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise QConvertError("output directory does not exist", str(path))
-    if path.is_dir():
-        raise QConvertError("output path is a directory", str(path))
-    if not os.access(parent, os.W_OK):
-        raise QConvertError("output directory is not writable", str(path))
-    for source in inputs:
-        if path.exists() and Path(source).exists() and path.resolve() == Path(source).resolve():
-            raise QConvertError("refusing to overwrite the input model; choose another -o",
-                                str(path))
-    return path
+    """Fail early (before any work) if `path` cannot be written or would overwrite an input
+    (see `output_files.OutputFiles.add`)."""
+    from .output_files import OutputFiles
+
+    return OutputFiles(inputs).add(path)
 
 
 def write_atomic(path: str | Path, data: bytes) -> None:
     """Write `data` to `path` via a temporary file in the same directory and a rename."""
-    path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise QConvertError(f"cannot write: {exc.strerror}", str(path)) from exc
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from .output_files import write_outputs
+
+    write_outputs({path: data})
 
 
 def default_output(path: str | Path, tag: str, fmt: str) -> Path:

@@ -237,6 +237,7 @@ class _Writer:
         b = self.b
         if t.dtype not in IR_TO_TFLITE:
             raise QConvertError(f"tensor {t.name!r} has dtype {t.dtype}, which TFLite lacks")
+        _check_int32_shape(t)
         name = b.CreateString(t.extra.get("tflite_name", t.name))
         shape = self.int_vector(d if isinstance(d, (int, np.integer)) else 1 for d in t.shape)
         signature = t.extra.get("shape_signature")
@@ -277,6 +278,17 @@ class _Writer:
             getattr(tflite, f"QuantizationParametersAdd{field}")(b, off)
         tflite.QuantizationParametersAddQuantizedDimension(b, q.axis or 0)
         return tflite.QuantizationParametersEnd(b)
+
+
+_INT32_MAX = 2**31 - 1
+
+
+def _check_int32_shape(t) -> None:
+    """TFLite stores shapes as int32: refuse a dimension outside it, naming the tensor."""
+    for d in t.shape or ():
+        if isinstance(d, (int, np.integer)) and not -1 <= int(d) <= _INT32_MAX:
+            raise QConvertError(f"tensor {t.name!r} has dimension {int(d)}, outside the int32 "
+                                "range of TFLite shapes")
 
 
 def _tflite_padding(node, graph) -> str:

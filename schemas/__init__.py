@@ -57,6 +57,9 @@ class OpSchema:
     - `int8`: how the op is quantized: ``per_channel_weights``, ``same_scale``,
       ``fixed_output``, ``requantize`` or None (no int8 rule; must be fused away first).
     - `macs`: the rule `inspect` uses to count multiply-accumulates, or None.
+    - `pure`: the op has no effect but its outputs (no state written, nothing called), so a
+      node of it whose outputs nobody reads is dead. Every op of the table is pure unless its
+      entry says otherwise; opaque ops are judged by `schemas.effects`.
     """
 
     name: str
@@ -69,6 +72,7 @@ class OpSchema:
     weight_channel_axis: dict = field(default_factory=dict)
     int8: str | None = None
     macs: str | None = None
+    pure: bool = True
 
     def input_index(self, role: str) -> int | None:
         """Position of the first input with `role`, or None."""

@@ -35,7 +35,7 @@ register(OpSchema(
     onnx=OnnxSpec("ConvTranspose", dict(_CONV_ATTRS, output_padding=None, output_shape=None),
                   spatial=True),
     layout_sensitive=True, weight_layout={"onnx": "IOHW"}, weight_channel_axis={"onnx": 1},
-    int8=None, macs="conv_transpose"))
+    int8="per_channel_weights", macs="conv_transpose"))
 
 register(OpSchema(
     "FullyConnected", "y = x W^T + b with W [out, in] (TFLite FULLY_CONNECTED).", (X, W, B),
@@ -69,7 +69,7 @@ for _name, _tfl, _opts, _onnx in (("Add", "ADD", "AddOptions", "Add"),
     register(OpSchema(
         _name, f"Elementwise {_name.lower()} with numpy broadcasting (optional fused activation).",
         (Input("a"), Input("b")), tflite=TfliteSpec(_tfl, _opts), onnx=OnnxSpec(_onnx),
-        int8="requantize" if _name != "Div" else None))
+        int8="requantize"))
 
 register(OpSchema("Relu", "max(x, 0).", (X,), tflite=TfliteSpec("RELU"), onnx=OnnxSpec("Relu"),
                   int8="requantize"))
@@ -214,3 +214,75 @@ register(OpSchema(
     (X, Input("scale", "param", optional=True), Input("zero_point", "param", optional=True)),
     tflite=TfliteSpec("DEQUANTIZE"),
     onnx=OnnxSpec("DequantizeLinear", {"axis": 1, "block_size": 0})))
+
+# -- activations, normalization and attention of exported transformers (ONNX -> TFLite) --------
+register(OpSchema(
+    "LeakyRelu", "x if x >= 0 else alpha * x (ONNX LeakyRelu, TFLite LEAKY_RELU).", (X,),
+    tflite=TfliteSpec("LEAKY_RELU", "LeakyReluOptions"),
+    onnx=OnnxSpec("LeakyRelu", {"alpha": 0.01}), int8="requantize"))
+register(OpSchema(
+    "PRelu", "x if x >= 0 else slope * x, slope broadcast to x (ONNX PRelu, TFLite PRELU; "
+    "int8: slope per tensor).", (X, Input("slope", "param")),
+    tflite=TfliteSpec("PRELU"), onnx=OnnxSpec("PRelu"), int8="requantize"))
+register(OpSchema(
+    "BatchMatMul", "Matrix product of two activations over the last two axes, batch axes "
+    "broadcast; `adj_x` / `adj_y` transpose an operand's last two axes (TFLite BATCH_MATMUL).",
+    (Input("a"), Input("b")), tflite=TfliteSpec("BATCH_MATMUL", "BatchMatMulOptions"),
+    int8="requantize", macs="batch_matmul"))
+register(OpSchema("Sqrt", "sqrt(x) (int8: TFLite Micro's SQRT is float only).", (X,),
+                  tflite=TfliteSpec("SQRT"), onnx=OnnxSpec("Sqrt")))
+register(OpSchema("Rsqrt", "1 / sqrt(x) (TFLite RSQRT).", (X,), tflite=TfliteSpec("RSQRT"),
+                  int8="requantize"))
+register(OpSchema("Pow", "x ** y, numpy broadcasting (ONNX Pow; to TFLite only y == 2 (MUL) "
+                  "and 0.5 (SQRT)).", (X, Input("exponent", "param")), onnx=OnnxSpec("Pow")))
+register(OpSchema("Reciprocal", "1 / x (ONNX; to TFLite DIV(1, x)).", (X,),
+                  onnx=OnnxSpec("Reciprocal")))
+register(OpSchema(
+    "LayerNormalization", "(x - mean) / sqrt(var + epsilon) * scale + bias over the axes from "
+    "`axis` (ONNX LayerNormalization, opset 17).",
+    (X, Input("scale", "param"), Input("bias", "param", optional=True)),
+    onnx=OnnxSpec("LayerNormalization", {"axis": -1, "epsilon": 1e-5, "stash_type": 1})))
+
+# -- ONNX exports: transposed convolution, resize, split (TFLite forms and their ONNX twins) ----
+register(OpSchema(
+    "TransposeConv", "Transposed 2-D convolution (TFLite TRANSPOSE_CONV): inputs output_shape "
+    "[4], weights OHWI [C_out, kH, kW, C_in], x NHWC, optional bias; `padding` SAME / VALID "
+    "sets where the (in - 1) * stride + k wide result is cropped (TFLite's rule).",
+    (Input("output_shape", "param"), W, X, B),
+    tflite=TfliteSpec("TRANSPOSE_CONV", "TransposeConvOptions"),
+    weight_layout={"tflite": "OHWI"}, weight_channel_axis={"tflite": 0},
+    int8="per_channel_weights", macs="transpose_conv"))
+register(OpSchema(
+    "Resize", "Resize the spatial axes (ONNX Resize, opset 11+: roi, scales or sizes inputs; "
+    "nearest / linear / cubic, coordinate_transformation_mode, nearest_mode).",
+    (X, Input("roi", "param", optional=True), Input("scales", "param", optional=True),
+     Input("sizes", "param", optional=True)),
+    onnx=OnnxSpec("Resize", {"mode": "nearest", "coordinate_transformation_mode": "half_pixel",
+                             "nearest_mode": "round_prefer_floor", "cubic_coeff_a": -0.75,
+                             "exclude_outside": 0, "extrapolation_value": 0.0, "antialias": 0,
+                             "axes": None, "keep_aspect_ratio_policy": "stretch"}),
+    int8="same_scale"))  # ONNX QDQ: values interpolated in one scale, as onnxruntime's quantizer
+register(OpSchema(
+    "ResizeBilinear", "Bilinear resize of NHWC H and W to the constant `size` [h, w] (TFLite "
+    "RESIZE_BILINEAR: align_corners, half_pixel_centers).", (X, Input("size", "param")),
+    tflite=TfliteSpec("RESIZE_BILINEAR", "ResizeBilinearOptions"), int8="same_scale"))
+register(OpSchema(
+    "ResizeNearest", "Nearest-neighbour resize of NHWC H and W to the constant `size` [h, w] "
+    "(TFLite RESIZE_NEAREST_NEIGHBOR: align_corners, half_pixel_centers).",
+    (X, Input("size", "param")),
+    tflite=TfliteSpec("RESIZE_NEAREST_NEIGHBOR", "ResizeNearestNeighborOptions"),
+    int8="same_scale"))
+register(OpSchema(
+    "Split", "Split `x` along `axis` into parts of the sizes `split` (input from opset 13, "
+    "attribute before), else into equal parts, one per output (ONNX Split).",
+    (X, Input("split", "param", optional=True)),
+    onnx=OnnxSpec("Split", {"axis": 0, "split": None, "num_outputs": None}), int8="same_scale"))
+register(OpSchema(
+    "SplitEqual", "Split `x` along the constant `axis` input into `num_splits` equal parts "
+    "(TFLite SPLIT: inputs axis, x).", (Input("axis", "param"), X),
+    tflite=TfliteSpec("SPLIT", "SplitOptions"), int8="same_scale"))
+register(OpSchema(
+    "SplitSizes", "Split `x` along the constant `axis` into parts of the constant sizes "
+    "(TFLite SPLIT_V: inputs x, size_splits, axis).",
+    (X, Input("size_splits", "param"), Input("axis", "param")),
+    tflite=TfliteSpec("SPLIT_V", "SplitVOptions"), int8="same_scale"))

@@ -166,3 +166,61 @@ class OnnxNet:
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
         m.ir_version = 8
         return m.SerializeToString()
+
+
+def stream_frames(shape, dtype, n: int, seed=0) -> list:
+    """`n` random frames of one input, as a streaming model is fed: normal floats, full-range
+    int8 (a wake-word output is 0 for most of them, so tests compare every tensor)."""
+    return [random_inputs([(shape, dtype)], seed + i)[0] for i in range(n)]
+
+
+def litert_stream(model_bytes: bytes, frames: list) -> list:
+    """Run `frames` one after another through one LiteRT interpreter (reference kernels, so
+    int8 is bit-exact; state kept in resource variables carries over between frames). Returns,
+    per frame, {tensor name: value} of every numeric tensor of the main subgraph
+    (`experimental_preserve_all_tensors` keeps the intermediates)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    it = Interpreter(model_content=model_bytes, experimental_preserve_all_tensors=True,
+                     experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    index = it.get_input_details()[0]["index"]
+    tensors = [d for d in it.get_tensor_details() if np.dtype(d["dtype"]).kind in "biuf"]
+    results = []
+    for frame in frames:
+        it.set_tensor(index, frame)
+        it.invoke()
+        results.append({d["name"]: it.get_tensor(d["index"]).copy() for d in tensors})
+    return results
+
+
+def assert_streams_agree(reference: list, actual: list, rel: float = 0.0,
+                         min_shared: int = 1, atol: float = 0.0) -> int:
+    """Every tensor the two runs share by name (same shape and dtype) agrees in every frame:
+    within `rel` of the tensor's largest magnitude plus `atol` (exactly when both are 0).
+    Returns how many tensors were compared."""
+    shared = [k for k in reference[0] if k in actual[0]
+              and reference[0][k].shape == actual[0][k].shape
+              and reference[0][k].dtype == actual[0][k].dtype]
+    assert len(shared) >= min_shared, f"only {len(shared)} shared tensors: {shared}"
+    for i, (ref, got) in enumerate(zip(reference, actual)):
+        for name in shared:
+            a, b = ref[name].astype(np.float64), got[name].astype(np.float64)
+            tol = (rel * max(float(np.max(np.abs(a))), 1e-30) if a.size else 0.0) + atol
+            err = float(np.max(np.abs(a - b))) if a.size else 0.0
+            assert err <= tol, f"frame {i}, tensor {name!r}: max error {err:.3g} > {tol:.3g}"
+    return len(shared)
+
+
+def tflm_stream(model_bytes: bytes, frames: list) -> list:
+    """Run `frames` one after another through one TFLite Micro interpreter (its resource
+    variables carry the state); the first output of each frame."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    it = runtime.Interpreter.from_bytes(model_bytes)
+    outputs = []
+    for frame in frames:
+        it.set_input(frame, 0)
+        it.invoke()
+        outputs.append(np.array(it.get_output(0)))
+    return outputs

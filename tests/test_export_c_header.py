@@ -41,11 +41,11 @@ from test_int_executor import CONV, Q8, int8_feeds, tflm
 
 from qconvert.c_export.fc_layout import from_1x4, permutation_1x4, to_1x4
 from qconvert.c_export.layer_spec import OP_SPECS
-from qconvert.c_export.shipped_kernels import KERNEL_FILES, kernel_sources
+from qconvert.c_export.shipped_kernels import KERNEL_FILES, MODEL_KERNEL_FILES, kernel_sources
 from qconvert.cli import main
 from qconvert.executor.int_executor import layer_params, run_int8
 from qconvert.executor.int_kernels import INT_PARAMS
-from qconvert.ir import Model
+from qconvert.ir import Model, Node, Tensor
 from qconvert.model_io import load_model, serialize
 from qconvert.tflite_reader import read_tflite
 
@@ -681,7 +681,43 @@ def _every_op_model() -> Model:
     rq = n.node("Quantize", [fc], "requantize", (1, 6), 0.021, 17)
     fq = n.node("Quantize", [f], "quantize", (1, 8), 0.05, -3)
     dq = n.node("Dequantize", [fq], "dequantize", (1, 8), None, None, dtype="float32")
-    return read_tflite(n.build([sm, sg, th, hs, rl, r6, rq, dq, ss]))
+    # transformer-era ops (onnx_to_tflite_math)
+    lr = n.node("LeakyRelu", [fc], "leaky_relu", (1, 6), 0.03, -20, alpha=0.1)
+    slope = n.const("slope", np.asarray([3, -20, 40, 90, 7, 0], np.int8), 0.01, 2)
+    pr = n.node("PRelu", [fc, slope], "prelu", (1, 6), 0.04, -10)
+    bm = n.node("BatchMatMul", [fc, lr], "batch_matmul", (6, 6), 0.3, 4, adj_x=True, adj_y=False,
+                asymmetric_quantize_inputs=False)
+    rs = n.node("Rsqrt", [rl], "rsqrt", (1, 6), 0.05, -128)
+    dv = n.node("Div", [pr, rs], "div", (1, 6), 0.2, 3, activation="NONE")
+    extra = _onnx_export_ops(n, m, d)
+    return read_tflite(n.build([sm, sg, th, hs, rl, r6, rq, dq, ss, bm, dv] + extra))
+
+
+def _onnx_export_ops(n, m, d) -> list:
+    """Grouped CONV_2D, TRANSPOSE_CONV, RESIZE_*, SPLIT, SPLIT_V nodes for `_every_op_model`."""
+    gw, _ = n.weights("gw", (4, 1, 1, 2), 0)
+    gc = n.node("Conv2D", [m, gw, None], "gconv", (1, 6, 6, 4), 0.3, 2,
+                **dict(CONV, kernel_shape=[1, 1], pads=[0, 0, 0, 0], group=2))
+    tw, s_tw = n.weights("tw", (3, 2, 2, 5), 0)
+    tc = n.node("TransposeConv", [n.const("tshape", np.asarray([1, 8, 8, 3], np.int32)), tw, d,
+                                  n.bias("tb", 0.2, s_tw, 3)], "tconv", (1, 8, 8, 3), 0.3, 1,
+                strides=[2, 2], padding="VALID", activation="NONE")
+    rb = n.node("ResizeBilinear", [d, n.const("rsize", np.asarray([6, 7], np.int32))],
+                "bilinear", (1, 6, 7, 5), 0.2, 0, align_corners=False, half_pixel_centers=True)
+    rn = n.node("ResizeNearest", [d, n.const("nsize", np.asarray([8, 8], np.int32))],
+                "nearest", (1, 8, 8, 5), 0.2, 0, align_corners=False, half_pixel_centers=False)
+    outs = []
+    for op, ins, shapes in (("SplitEqual", [n.const("sax", np.asarray([1], np.int32)), d],
+                             [(1, 2, 4, 5)] * 2),
+                            ("SplitSizes", [d, n.const("ssz", np.asarray([2, 3], np.int32)),
+                                            n.const("svax", np.asarray([3], np.int32))],
+                             [(1, 4, 4, 2), (1, 4, 4, 3)])):
+        names = [f"{op.lower()}_{k}" for k in range(2)]
+        for name, shape in zip(names, shapes):
+            n.g.add_tensor(Tensor(name, shape, "int8", quant=n._q(0.2, 0)))
+        n.g.nodes.append(Node(op, ins, names, {"num_splits": 2}, names[0]))
+        outs += names
+    return [gc, tc, rb, rn] + outs
 
 
 def test_every_op_gets_its_tflite_micro_parameters(tmp_path):
@@ -776,8 +812,8 @@ def test_kernel_sources_are_package_data():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     patterns = config["package-data"]["qconvert.c_export"]
     shipped = {p.name for p in KERNEL_DIR.iterdir() if p.suffix in (".c", ".h")}
-    assert shipped == set(KERNEL_FILES)
-    for name in KERNEL_FILES:
+    assert shipped == set(KERNEL_FILES) | set(MODEL_KERNEL_FILES)
+    for name in shipped:
         assert any(Path("kernels", name).match(p) for p in patterns), name
 
 
@@ -855,7 +891,7 @@ def test_onnx_model_is_converted_to_nhwc_then_quantized(tmp_path):
 
 def test_onnx_without_calibration_or_already_int8_is_refused(tmp_path):
     model = TEST_MODELS / "digits_cnn.onnx"
-    _assert_fails(tmp_path, [model, "-o", tmp_path / "x.h"], "needs int8; give --calibration",
+    _assert_fails(tmp_path, [model, "-o", tmp_path / "x.h"], "must be int8; give --calibration",
                   model)
     qdq = tmp_path / "qdq.onnx"
     result = CliRunner().invoke(main, ["quantize", str(model), "--calibration-random", 2,

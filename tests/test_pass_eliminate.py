@@ -107,3 +107,63 @@ def test_dead_nodes_removed_but_subgraph_reads_kept(tmp_path):
                               else_branch=else_graph)]
     count, model = _eliminate(tmp_path, _model(nodes, [_vi("x", [2])], [_vi("y", [2])], [cond]))
     assert count == 2 and _ops(model) == ["Tanh", "If"]
+
+
+def _load(tmp_path, data):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(data)
+    return load_model(path)
+
+
+def test_dead_standard_opaque_op_removed_custom_domain_kept(tmp_path):
+    """An unused output of a standard-domain op qconvert does not know (LRN) is dead; a
+    custom-domain op is not known to be pure and stays, with what it reads."""
+    nodes = [helper.make_node("Relu", ["x"], ["y"]),
+             helper.make_node("LRN", ["x"], ["dead"], size=3),
+             helper.make_node("Tanh", ["x"], ["t"]),
+             helper.make_node("Log", ["t"], ["logged"], domain="com.example")]
+    m = helper.make_model(helper.make_graph(nodes, "g", [_vi("x", [1, 4, 2, 2])],
+                                            [_vi("y", [1, 4, 2, 2])]),
+                          opset_imports=[helper.make_opsetid("", 13),
+                                         helper.make_opsetid("com.example", 1)])
+    model = _load(tmp_path, m.SerializeToString())
+    count = run_passes(model, ["eliminate"], PassContext("onnx"))["eliminate"]
+    assert count == 1 and _ops(model) == ["Relu", "Tanh", "Log"]
+
+
+def test_loop_with_custom_op_in_its_body_is_kept(tmp_path):
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Print", ["x"], [], domain="com.example")],
+        "body", [_vi("i", [], TensorProto.INT64), _vi("cond_in", [], TensorProto.BOOL)],
+        [_vi("cond_out", [], TensorProto.BOOL)])
+    pure_body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body", [_vi("i", [], TensorProto.INT64), _vi("cond_in", [], TensorProto.BOOL)],
+        [_vi("cond_out", [], TensorProto.BOOL)])
+    trips = numpy_helper.from_array(np.array(2, np.int64), "trips")
+    cond = numpy_helper.from_array(np.array(True), "cond")
+    nodes = [helper.make_node("Relu", ["x"], ["y"]),
+             helper.make_node("Loop", ["trips", "cond"], [], body=body),
+             helper.make_node("Loop", ["trips", "cond"], [], body=pure_body)]
+    m = helper.make_model(helper.make_graph(nodes, "g", [_vi("x", [2])], [_vi("y", [2])],
+                                            [trips, cond]),
+                          opset_imports=[helper.make_opsetid("", 13),
+                                         helper.make_opsetid("com.example", 1)])
+    model = _load(tmp_path, m.SerializeToString())
+    count = run_passes(model, ["eliminate"], PassContext("onnx"))["eliminate"]
+    assert count == 1 and _ops(model) == ["Relu", "Loop"]
+    assert model.graph.nodes[1].origin["attributes"]  # the impure one, with its body
+
+
+def test_tflite_side_effects_and_custom_ops_are_never_dead():
+    from qconvert.ir import Node
+    from qconvert.schemas.effects import is_pure
+
+    def tfl(op, custom=None):
+        return Node(custom or op, [], [], {}, op, True, {"code": 0, "custom_code": custom})
+
+    assert not is_pure(tfl("ASSIGN_VARIABLE")) and not is_pure(tfl("CALL_ONCE"))
+    assert not is_pure(tfl("WHILE")) and not is_pure(tfl("X", custom="MyOp"))
+    assert is_pure(tfl("READ_VARIABLE")) and is_pure(tfl("VAR_HANDLE"))
+    assert is_pure(Node("Conv2D", ["x", "w"], ["y"]))

@@ -44,7 +44,7 @@ def test_layer_weights_and_bias(case, s_in, per_channel):
     if zero:
         w[0] = 0.0
     b = (rng.standard_normal(c) * 3).astype(np.float32)
-    w_q, s_w, b_q = quantize_layer(w, b, s_in, 0, per_channel)
+    w_q, s_w, b_q, _ = quantize_layer(w, b, s_in, 0, per_channel)
     assert np.all(np.isfinite(s_w)) and np.all(s_w > 0)
     assert s_w.shape == ((c,) if per_channel else (1,))
     assert w_q.dtype == np.int8 and np.abs(w_q.astype(int)).max() <= 127
@@ -65,7 +65,7 @@ def test_all_zero_channel_with_bias_keeps_the_bias():
     w = np.zeros((2, 3), np.float32)
     w[1] = [0.5, -1.0, 0.25]
     b = np.array([7.5, 0.1], np.float32)
-    w_q, s_w, b_q = quantize_layer(w, b, 0.02, 0)
+    w_q, s_w, b_q, _ = quantize_layer(w, b, 0.02, 0)
     assert np.all(w_q[0] == 0) and s_w[0] > 0
     assert abs(b_q[0] * float(np.float32(0.02) * s_w[0]) - 7.5) < 1e-5
 
@@ -74,7 +74,7 @@ def test_bias_that_would_overflow_gets_a_coarser_weight_scale():
     w = np.full((1, 4096), 1e-6, np.float32)
     w[0, 0] = 1e-3
     b = np.array([1e4], np.float32)  # b / (s_in * s_w) would be ~1.3e11
-    w_q, s_w, b_q = quantize_layer(w, b, 0.01, 0)
+    w_q, s_w, b_q, _ = quantize_layer(w, b, 0.01, 0)
     worst = int(np.abs(w_q.astype(np.int64)).sum()) * 255
     assert abs(int(b_q[0])) + worst <= INT32_MAX
     assert abs(b_q[0] * float(np.float32(0.01) * s_w[0]) - 1e4) < 1e4 * 1e-6

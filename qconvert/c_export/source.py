@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from qconvert.errors import QConvertError
 from qconvert.ir import Model
-from qconvert.model_io import require_known_ops
+from qconvert.model_io import require_known_ops, require_one_graph
 
 ONNX_QDQ_REFUSAL = ("an int8 (QDQ) ONNX model cannot be exported; give the float ONNX model "
                     "with --calibration DATA")
@@ -27,20 +27,22 @@ def is_float_model(model: Model) -> bool:
 
 def int8_tflite_for_export(model: Model, calibration: Callable | None = None,
                            options=None, calibration_label: str = "",
-                           input_layout: str = "nhwc") -> tuple:
+                           input_layout: str = "nhwc",
+                           purpose: str = "export a C header") -> tuple:
     """`model` made ready for the header: (int8 TFLite model, provenance note or None).
 
     `calibration(model) -> {input name: samples}` loads calibration data (called only for a
     float model, with the model as given: ONNX data is in the ONNX layout; `calibration_label`
     names it in the note); `options` is the `QuantizeOptions` used then (int8 inputs and
-    outputs). A float ONNX model is converted to TFLite with `input_layout` first. Refuses
-    int8 ONNX, a float model with ops unknown to qconvert (all named at once) or without
-    calibration, and calibration for a model that is already int8 (whose unknown ops
+    outputs). A float ONNX model is converted to TFLite with `input_layout` first, before its
+    data is read, so a refusal names every op the conversion cannot take (unknown ones with
+    the rest). Refuses int8 ONNX, a float model with ops unknown to qconvert (all named at
+    once) or without calibration, and calibration for a model that is already int8 (whose unknown ops
     `header.render_header` names with the others it cannot express). A TFLite model is
-    quantized in place; an ONNX one is left as it was.
+    quantized in place; an ONNX one is left as it was. `purpose` words the refusals
+    ("export a C header", "export C").
     """
-    if len(model.graphs) != 1:
-        raise QConvertError(f"the model has {len(model.graphs)} subgraphs; a C header holds one")
+    require_one_graph(model, purpose)
     if model.format == "onnx" and not is_float_model(model):
         raise QConvertError(ONNX_QDQ_REFUSAL)
     if not is_float_model(model):  # the header names unknown and unexpressible ops at once
@@ -48,19 +50,22 @@ def int8_tflite_for_export(model: Model, calibration: Callable | None = None,
             raise QConvertError("the model is already int8; --calibration and "
                                 "--calibration-random apply to float models only")
         return model, None
-    require_known_ops(model, "export a C header")
+    converted = None
+    if model.format == "onnx":  # the conversion names every op it cannot take, unknown ones too
+        from qconvert.passes.layout_nhwc import data_to_tflite_layout, onnx_to_tflite
+
+        converted, perms = onnx_to_tflite(model, input_layout)
+    else:
+        require_known_ops(model, purpose)
     if calibration is None:
-        raise QConvertError("float model: export-c-header needs int8; give --calibration DATA "
-                            "(or --calibration-random N) to quantize it first")
+        raise QConvertError(f"float model: to {purpose} it must be int8; give --calibration "
+                            "DATA (or --calibration-random N) to quantize it first")
     from qconvert.quant.quantize import QuantizeOptions, quantize_model
 
     options = options or QuantizeOptions()
     data = calibration(model)
-    if model.format == "onnx":
-        from qconvert.passes.layout_nhwc import data_to_tflite_layout, onnx_to_tflite
-
-        model, perms = onnx_to_tflite(model, input_layout)
-        data = data_to_tflite_layout(data, perms)
+    if converted is not None:
+        model, data = converted, data_to_tflite_layout(data, perms)
     quantize_model(model, data, options)
     label = f" on {calibration_label}" if calibration_label else ""
     note = (f"quantized by qconvert from a float model: {options.method} calibration{label}, "

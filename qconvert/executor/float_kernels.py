@@ -1533,3 +1533,8 @@ def _pack(node, inputs, out_dtypes):
     """TFLite PACK: stack the inputs along `axis` (negative counts from the output rank)."""
     axis = int(node.attrs.get("axis", 0) or 0)
     return [np.stack(inputs, axis=_axis(axis, inputs[0].ndim + 1))]
+
+
+# the kernels of the transformer-era activation / normalization / attention ops live apart
+from . import float_kernels_math as _float_kernels_math  # noqa: E402,F401  (registers them)
+from . import float_kernels_spatial as _spatial_kernels  # noqa: E402,F401  (resize, split...)

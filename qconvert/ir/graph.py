@@ -99,6 +99,12 @@ class Graph:
         """True when a subgraph body of an opaque node (If, Loop, Scan) reads `name`."""
         return name in self.uses.hidden
 
+    def observed(self, name: str) -> bool:
+        """True when something outside the node list needs `name` by name, as it needs a graph
+        output: a subgraph body reads it, or a TFLite signature def names it."""
+        t = self.tensors.get(name)
+        return name in self.uses.hidden or (t is not None and bool(t.extra.get("signature")))
+
     def reader_count(self, name: str) -> int:
         """How many nodes and subgraph bodies read `name`."""
         uses = self.uses
@@ -106,10 +112,11 @@ class Graph:
 
     def sole_reader(self, name: str):
         """The only node reading `name` when nothing else needs it (no other reader, not a
-        graph output, not read in a subgraph body): a fusion may then consume `name`."""
+        graph output, not `observed`): a fusion may then consume `name`."""
         uses = self.uses
         reader = uses.readers.get(name)
-        if reader is None or type(reader) is dict or name in uses.hidden or name in self.outputs:
+        if (reader is None or type(reader) is dict or name in self.outputs
+                or self.observed(name)):
             return None
         return reader
 
@@ -226,7 +233,10 @@ class Graph:
         for node in self.nodes:
             if not node.opaque:
                 inputs = node.inputs
-                for i in _required_inputs(node):
+                required, most = _arity(node)
+                if most is not None and len(inputs) > most:
+                    _check_arity(node)  # raises when one of the extra inputs is present
+                for i in required:
                     if i >= len(inputs) or inputs[i] is None:
                         _check_arity(node)  # raises, naming the input
             for name in node.inputs:
@@ -247,18 +257,22 @@ class Graph:
         for name in self.outputs:
             if name not in defined:
                 raise GraphError(f"graph output {name!r} is never produced")
+        if len(set(self.outputs)) != len(self.outputs):
+            twice = next(n for i, n in enumerate(self.outputs) if n in self.outputs[:i])
+            raise GraphError(f"graph output {twice!r} is listed more than once")
         if self._uses is not None and not self._uses.describes(self.nodes):
             raise GraphError("the use index is out of date: a node's inputs or outputs were "
                              "edited in place without Graph.invalidate_uses()")
 
 
-_REQUIRED: dict = {}  # op -> indices of its required inputs
+_ARITY: dict = {}  # op -> (indices of its required inputs, most inputs or None)
 
 
-def _required_inputs(node) -> tuple:
-    """Indices of the required inputs of known op `node.op` (GraphError for an unknown op)."""
-    required = _REQUIRED.get(node.op)
-    if required is None:
+def _arity(node) -> tuple:
+    """(indices of the required inputs, the most inputs it takes or None when variadic) of
+    known op `node.op` (GraphError for an unknown op)."""
+    found = _ARITY.get(node.op)
+    if found is None:
         from qconvert import schemas
 
         schema = schemas.get(node.op)
@@ -267,8 +281,9 @@ def _required_inputs(node) -> tuple:
                              "schema table")
         required = tuple(i for i, slot in enumerate(schema.inputs)
                          if not (slot.optional or slot.variadic))
-        _REQUIRED[node.op] = required
-    return required
+        most = None if any(slot.variadic for slot in schema.inputs) else len(schema.inputs)
+        found = _ARITY[node.op] = (required, most)
+    return found
 
 
 def _check_arity(node) -> None:
@@ -285,6 +300,11 @@ def _check_arity(node) -> None:
             continue
         if i >= len(node.inputs) or node.inputs[i] is None:
             raise GraphError(f"{node.op} {node.name!r} lacks its required input {slot.name!r}")
+    if not any(slot.variadic for slot in schema.inputs):
+        extra = [n for n in node.inputs[len(schema.inputs):] if n is not None]
+        if extra:
+            raise GraphError(f"{node.op} {node.name!r} has {len(schema.inputs) + len(extra)} "
+                             f"inputs; it takes at most {len(schema.inputs)}")
 
 
 def _check_tensor(t: Tensor) -> None:

@@ -51,6 +51,13 @@ RANDOM_CALIBRATION_WARNING = (
 
 _IMAGE_MODES = {1: "L", 3: "RGB"}
 
+DEFAULT_MAX_BYTES = 16 * 2**30
+_MAX_BYTES = DEFAULT_MAX_BYTES  # set per load_calibration call
+# A deflated .npz member expanding more than this many times, past ZIP_BOMB_MIN_BYTES, is refused
+# as a zip bomb (real calibration data compresses a few times at most; zeros 1000 times).
+ZIP_BOMB_RATIO = 200
+ZIP_BOMB_MIN_BYTES = 64 * 2**20
+
 
 # -- model inputs ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -110,13 +117,18 @@ def input_specs(graph, fmt: str | None = None) -> list:
 
 
 # -- loading --------------------------------------------------------------------------------------
-def load_calibration(path, specs, mean=None, std=None, scale=None, limit=None) -> dict:
+def load_calibration(path, specs, mean=None, std=None, scale=None, limit=None,
+                     max_bytes=None) -> dict:
     """Load calibration data from `path` for the model inputs `specs` (see the module docstring).
 
     Returns ``{input name: array (N, *sample shape)}`` in each input's dtype, with the same N for
     every input, capped at `limit` samples. `mean`/`std` (a number or one per channel) or
-    `scale` normalize the data. Raises `QConvertError` naming the file at fault.
+    `scale` normalize the data. Raises `QConvertError` naming the file at fault. Every array's
+    size is checked from its header against the file (and a .npz member's against its stored
+    size) before anything is read or decompressed; arrays over `max_bytes` are refused.
     """
+    global _MAX_BYTES
+    _MAX_BYTES = DEFAULT_MAX_BYTES if max_bytes is None else int(max_bytes)
     specs = list(specs)
     path_str = str(path)
     if not specs:
@@ -128,6 +140,10 @@ def load_calibration(path, specs, mean=None, std=None, scale=None, limit=None) -
     p = Path(file_path)
     if not p.exists():
         raise QConvertError("no such file or folder", path_str)
+    if not p.is_dir():
+        from ..model_io import check_regular_file
+
+        check_regular_file(p, "data file")
     if key is not None or p.suffix.lower() == ".npz":
         data = _load_npz(p, key, specs, norm, limit)
     elif p.is_dir():
@@ -147,6 +163,14 @@ def load_calibration(path, specs, mean=None, std=None, scale=None, limit=None) -
         sizes = ", ".join(f"{k!r}: {len(a)}" for k, a in data.items())
         raise QConvertError(f"inputs have different numbers of samples ({sizes})", path_str)
     return data
+
+
+def data_files(path) -> list:
+    """The file or folder a `--calibration` / `--eval` argument reads (``file.npz:key`` ->
+    ``file.npz``), for the check that no output overwrites it; [] for None."""
+    if path is None:
+        return []
+    return [_split_npz_key(str(path))[0]]
 
 
 def _split_npz_key(path: str):
@@ -187,6 +211,12 @@ def _read_npy(path: Path) -> np.ndarray:
     if head != b"\x93NUMPY":
         raise QConvertError("not a .npy file (no NumPy header)", str(path))
     try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            _checked_npy_header(f, size, str(path))
+    except OSError as exc:
+        raise QConvertError(f"cannot read: {exc.strerror}", str(path)) from exc
+    try:
         try:
             arr = np.load(path, mmap_mode="r", allow_pickle=False)
         except (ValueError, OSError):  # object arrays, truncated files, files mmap cannot map
@@ -199,6 +229,81 @@ def _read_npy(path: Path) -> np.ndarray:
     except (OSError, EOFError) as exc:
         raise QConvertError(f"cannot read as .npy ({exc})", str(path)) from exc
     return arr
+
+
+def _checked_npy_header(f, size: int, where: str):
+    """Read and check a .npy header from `f` (positioned at its start) against the `size` bytes
+    the file holds: a readable header (never evaluated beyond literals), a numeric dtype,
+    non-negative dimensions, data at least as long as the header says, and no more than the
+    memory limit. Returns (shape, dtype)."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(f)
+        if version == (1, 0):
+            shape, _fortran, dtype = fmt.read_array_header_1_0(f, max_header_size=100000)
+        elif version in ((2, 0), (3, 0)):
+            shape, _fortran, dtype = fmt.read_array_header_2_0(f, max_header_size=100000)
+        else:
+            raise ValueError(f"unknown .npy version {version}")
+    except Exception as exc:  # numpy parses the header with tokenize + literal_eval
+        raise QConvertError(f"not a valid .npy file (malformed header: {exc})", where) from None
+    if dtype.hasobject:
+        raise QConvertError("holds Python objects (pickled data is not loaded), not a numeric "
+                            "array", where)
+    if not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise QConvertError(f"not a valid .npy file (header shape {shape})", where)
+    count = 1
+    for d in shape:
+        count *= d
+    need = count * dtype.itemsize
+    have = size - f.tell()
+    if need > have:
+        raise QConvertError(f"truncated .npy file: its header promises {need} bytes of data "
+                            f"(shape {shape}, {dtype}), the file holds {have}", where)
+    if need > _MAX_BYTES:
+        raise QConvertError(f"array of shape {shape} ({need} bytes) exceeds the memory limit of "
+                            f"{_MAX_BYTES} bytes (--max-memory)", where)
+    return shape, dtype
+
+
+def _check_npz_member(zf: zipfile.ZipFile, member: str, where: str) -> None:
+    """Check one .npz member from the zip directory and its .npy header before it is inflated:
+    a sane stored size, no zip bomb, a header consistent with the stored size."""
+    try:
+        info = zf.getinfo(member)
+    except KeyError:
+        raise QConvertError(f"has no array {member!r}", where) from None
+    if info.file_size > _MAX_BYTES:
+        raise QConvertError(f"array {member!r} expands to {info.file_size} bytes, more than the "
+                            f"memory limit of {_MAX_BYTES} bytes (--max-memory)", where)
+    ratio = info.file_size // max(info.compress_size, 1)
+    if (info.compress_type != zipfile.ZIP_STORED and info.file_size > ZIP_BOMB_MIN_BYTES
+            and ratio > ZIP_BOMB_RATIO):
+        raise QConvertError(f"array {member!r} expands {ratio} times ({info.compress_size} -> "
+                            f"{info.file_size} bytes): refusing a likely zip bomb (save real data "
+                            "with np.savez, uncompressed)", where)
+    try:
+        with zf.open(info) as f:
+            _checked_npy_header(_Counted(f), info.file_size, f"{where}:{member[:-4]}")
+    except QConvertError:
+        raise
+    except Exception as exc:  # zlib / zipfile errors of a corrupt member
+        raise QConvertError(f"cannot read array {member[:-4]!r}: {exc}", where) from exc
+
+
+class _Counted:
+    """A stream that counts what was read (np.lib.format reads; the header check needs `tell`)."""
+
+    def __init__(self, f):
+        self.f, self.pos = f, 0
+
+    def read(self, n=-1):
+        data = self.f.read(n)
+        self.pos += len(data)
+        return data
+
+    def tell(self):
+        return self.pos
 
 
 def _load_npz(p: Path, key, specs, norm, limit) -> dict:
@@ -219,6 +324,8 @@ def _load_npz(p: Path, key, specs, norm, limit) -> dict:
         shown = f"{p}:{key}" if key is not None else str(p)
 
         def get(k):
+            member = k if k in npz.zip.namelist() else f"{k}.npy"
+            _check_npz_member(npz.zip, member, str(p))
             try:
                 return npz[k]
             except ValueError as exc:
@@ -393,6 +500,9 @@ def _prepare(arr: np.ndarray, spec: InputSpec, norm: _Normalization, where, limi
                             "give integer data", where)
     if target.kind == "b" and src.kind != "b":
         raise QConvertError(f"holds {src} data but input {spec.name!r} is bool", where)
+    if src.kind == "b" and target.kind != "b":
+        raise QConvertError(f"holds bool data but input {spec.name!r} is {target}; give numbers",
+                            where)
     arr = _to_samples(arr, spec, where)
     if limit is not None:
         arr = arr[:limit]

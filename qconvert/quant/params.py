@@ -9,8 +9,9 @@ The rules of design.md ("Quantization numerics"):
 - bias: int32 at scale `float32(s_in) * float32(s_w[c])`, zero point 0, rounded half away from
   zero. Two guards keep it representable: a channel whose weights are all zero but whose bias is
   not gets a weight scale chosen for the bias (the weights stay 0 whatever the scale), and a
-  channel whose bias plus worst-case accumulator would leave int32 gets a coarser weight scale;
-- every scale written is finite and positive.
+  channel whose bias plus worst-case accumulator would leave int32 gets the coarser weight
+  scale it needs, computed directly (`bias_safe_scales`), never searched for;
+- every scale written is a normal, finite, positive float32, and so is every bias scale.
 """
 
 from __future__ import annotations
@@ -76,39 +77,82 @@ def bias_scale(s_in, s_w) -> np.ndarray:
     return (np.float32(s_in) * np.asarray(s_w, np.float32)).astype(np.float32)
 
 
+def bias_safe_scales(w_abs: np.ndarray, b: np.ndarray | None, s_in, channel_axis: int) -> np.ndarray:
+    """Per output channel, the smallest weight scale (float64) that keeps the bias plus the
+    worst-case accumulator inside int32, in closed form.
+
+    With `s` the weight scale, `L1 = sum|w|` and `K` the weights of the channel: `|w_q| <=
+    |w| / s + 1/2`, so `sum|w_q| <= L1 / s + K / 2`; the int32 bias is at most `|b| / (s_in s)`
+    (times 1 + 2^-22 for the float32 product TFLite takes, + 1/2 for rounding). With inputs
+    `|x - z_in| <= 255` the channel stays in int32 when
+    `(|b| (1 + 2^-22) / s_in + 255 L1) / s <= INT32_MAX - 1 - 255 K / 2`, which gives `s`.
+    """
+    axis = channel_axis % w_abs.ndim
+    other = tuple(i for i in range(w_abs.ndim) if i != axis)
+    l1 = w_abs.sum(axis=other, dtype=np.float64) if other else w_abs.astype(np.float64)
+    k = w_abs.size // max(w_abs.shape[axis], 1)
+    room = INT32_MAX - 1.0 - 255.0 * k / 2
+    if room <= 0:
+        raise ValueError(f"{k} weights per channel can overflow an int32 accumulator")
+    bias = 0.0 if b is None else np.abs(b) * (1.0 + 2.0**-22) / float(s_in)
+    return (bias + 255.0 * l1) / room * (1.0 + 1e-9)
+
+
+def _float32_at_least(s: np.ndarray) -> np.ndarray:
+    """float32 values >= the float64 `s` (rounded up, never down)."""
+    f = s.astype(np.float32)
+    return np.where(f.astype(np.float64) < s, np.nextafter(f, np.float32(np.inf)), f)
+
+
 def quantize_layer(w: np.ndarray, b: np.ndarray | None, s_in, channel_axis: int,
                    per_channel: bool = True) -> tuple:
-    """Quantize a layer's weights and bias; returns (w_q int8, s_w float32, b_q int32 | None).
+    """Quantize a layer's weights and bias; returns (w_q int8, s_w float32, b_q int32 | None,
+    widened bool per scale).
 
     `channel_axis` is the output-channel axis of `w`; `per_channel` False gives one weight
-    scale for the whole tensor (TFLite's per-tensor FULLY_CONNECTED). Applies the two guards of
-    the module docstring; a channel's worst case is `sum|w_q| * 255` (|x - z_in| <= 255).
+    scale for the whole tensor (TFLite's per-tensor FULLY_CONNECTED). Each scale is chosen
+    directly, as the largest of:
+    - `max|w| / 127`, the scale that uses the full int8 range;
+    - for an all-zero channel, one that carries the bias with ~20 bits (`|b| / (s_in 2^20)`;
+      1/127 when there is no bias): any scale keeps zero weights 0;
+    - `bias_safe_scales`: the smallest scale keeping bias + worst-case accumulator in int32
+      (a channel whose weights are ~1e-30 next to a bias of 0.3, as BatchNorm folding leaves
+      them, needs it; its weights then quantize to 0, as the TFLite converter's do);
+    - the smallest one whose bias scale `float32(s_in) * s_w` is a normal float32.
+    `widened` marks the scales made coarser than `max|w| / 127` by the int32 guard or the
+    normal-float floor (per tensor: one flag; all-zero channels are not counted). Every scale is a normal, finite, positive float32.
     """
     s_in = np.float32(s_in)
+    if not (np.isfinite(s_in) and s_in > 0):
+        raise ValueError(f"input scale {s_in} is not a positive finite number")
     axis = channel_axis if per_channel else None
-    s_w = weight_scales(w, axis)
-    b64 = None if b is None else np.asarray(b, np.float64).reshape(-1)
-    need = np.zeros(s_w.size) if b64 is None else (np.abs(b64) if per_channel
-                                                    else np.abs(b64).max(initial=0.0))
-    zero = s_w <= 0
-    if np.any(zero):
-        # All-zero weights: any scale keeps them 0; pick one that carries the bias exactly.
-        from_bias = np.asarray(need / (float(s_in) * ZERO_CHANNEL_BIAS_STEPS), np.float64)
-        fallback = np.where(from_bias > 0, from_bias, 1.0 / WEIGHT_MAX)
-        s_w = np.where(zero, np.broadcast_to(fallback, s_w.shape), s_w).astype(np.float32)
-    s_w = np.maximum(s_w, np.float32(_TINY))
+    w_abs = np.abs(np.asarray(w))
+    if w_abs.dtype.kind != "f":
+        w_abs = w_abs.astype(np.float64)
+    natural = weight_scales(w_abs, axis).astype(np.float64)
+    b64 = None if b is None else np.broadcast_to(
+        np.asarray(b, np.float64).reshape(-1), (w.shape[channel_axis],))
+    guard = bias_safe_scales(w_abs, b64, s_in, channel_axis)
+    bias_need = np.zeros_like(guard) if b64 is None else np.abs(b64)
+    if not per_channel:
+        guard, bias_need = guard.max(keepdims=True), bias_need.max(keepdims=True)
+    zero = natural <= 0
+    zero_choice = np.where(bias_need > 0, bias_need / (float(s_in) * ZERO_CHANNEL_BIAS_STEPS),
+                           1.0 / WEIGHT_MAX)
+    base = np.where(zero, zero_choice, natural)
+    normal_floor = float(_TINY) / float(s_in) * (1.0 + 2.0**-20)
+    s_w = _float32_at_least(np.maximum.reduce([base, guard, np.full_like(base, normal_floor),
+                                               np.full_like(base, float(_TINY))]))
+    if not np.all(np.isfinite(s_w)) or not np.all(np.isfinite(bias_scale(s_in, s_w))):
+        raise ValueError("weights too large for int8 at this input scale (scale overflows float32)")
+    widened = ~zero & (s_w > natural.astype(np.float32))
     w_q = quantize_weights(w, s_w, axis)
     if b64 is None:
-        return w_q, s_w, None
+        return w_q, s_w, None, widened
+    scale = np.broadcast_to(bias_scale(s_in, s_w).astype(np.float64), b64.shape)
+    b_q = round_half_away(b64 / scale)
     other = tuple(i for i in range(w.ndim) if i != channel_axis % w.ndim)
-    for _ in range(16):  # coarser weight scales until bias + worst-case accumulator fit
-        scale = np.broadcast_to(bias_scale(s_in, s_w).astype(np.float64), b64.shape)
-        b_q = round_half_away(b64 / scale)
-        worst = np.abs(w_q).sum(axis=other, dtype=np.int64) * 255  # |w_q| <= 127: no wrap
-        over = np.abs(b_q) + worst > INT32_MAX
-        if not np.any(over):
-            return w_q, s_w, b_q.astype(np.int32)
-        grow = np.where(over, 2.0, 1.0) if per_channel else 2.0
-        s_w = (s_w * grow).astype(np.float32)
-        w_q = quantize_weights(w, s_w, axis)
-    raise ValueError("bias cannot be represented in int32 for any weight scale")
+    worst = np.abs(w_q.astype(np.int64)).sum(axis=other) * 255
+    if np.any(np.abs(b_q) + worst > INT32_MAX):  # the closed form above rules this out
+        raise AssertionError("bias-safe weight scale left a channel outside int32")
+    return w_q, s_w, b_q.astype(np.int32), widened

@@ -28,6 +28,8 @@ from qconvert.errors import QConvertError
 from qconvert.ir import Graph
 from qconvert.ir.graph import list_ops
 
+from qconvert.executor.streaming import is_resource_op, variable_key
+
 from .numerics import effective_multipliers, quantize_multiplier
 from .params import activation_params, quantize_layer
 
@@ -35,6 +37,8 @@ FIXED_OUTPUT = {"Softmax": (1.0 / 256.0, -128), "Sigmoid": (1.0 / 256.0, -128),
                 "Tanh": (1.0 / 128.0, 0)}
 FC_OPS = frozenset({"FullyConnected", "Gemm", "MatMul"})
 CLAMPS = frozenset({"Relu", "Relu6", "Clip"})
+# float constant inputs that are parameters, not values, and stay float (ONNX Resize roi, scales)
+FLOAT_PARAMS = {"Resize": (1, 2)}
 
 
 @dataclass
@@ -50,6 +54,7 @@ class LayerPlan:
     bias: np.ndarray | None      # int32
     multiplier: np.ndarray = field(default=None)
     shift: np.ndarray = field(default=None)
+    widened: list = field(default_factory=list)  # channels whose weight scale was widened
 
 
 @dataclass
@@ -99,12 +104,39 @@ def check_float(graph: Graph) -> None:
 
 
 def check_quantizable(graph: Graph) -> None:
-    """Refuse an already-quantized graph, and ops without an int8 rule (all named at once)."""
+    """Refuse an already-quantized graph, and ops without an int8 rule (all named at once).
+    TFLite resource-variable ops are quantizable: a variable takes the int8 parameters of the
+    values read from it and assigned to it (`plan_activations`)."""
     check_float(graph)
-    counts = graph.op_counts(lambda node: node.opaque or getattr(schemas.get(node.op), "int8",
-                                                                 None) is None)
+    counts: dict = {}
+    for node in graph.nodes:
+        if is_resource_op(node):
+            continue
+        schema = None if node.opaque else schemas.get(node.op)
+        if schema is None or schema.int8 is None:
+            label = _user_label(node, schema)
+            counts[label] = counts.get(label, 0) + 1
     if counts:
         raise QConvertError(f"cannot quantize: ops with no int8 rule: {list_ops(counts)}")
+    divisors = [n.name or n.outputs[0] for n in graph.nodes
+                if n.op == "Div" and not n.opaque and graph.constant(n.inputs[1]) is not None
+                and graph.tensors[n.inputs[1]].dtype.startswith("float")]
+    if divisors:  # an int8 divisor near its zero point would divide by (almost) zero
+        raise QConvertError("cannot quantize: Div by a constant (int8 would round small "
+                            f"divisors to 0; multiply by the reciprocal): {', '.join(divisors)}")
+
+
+def variable_group(var_handle) -> str:
+    """The union-find key of the resource variable a VAR_HANDLE names."""
+    return "\0variable:" + variable_key(var_handle)
+
+
+def _user_label(node, schema) -> str:
+    """The op as the user's file names it: an ONNX-only op by its op_type (LayerNormalization,
+    not the IR's LayerNorm)."""
+    if schema is not None and schema.tflite is None and schema.onnx is not None:
+        return schema.onnx.op_type
+    return node.label
 
 
 def weight_channel_axis(node, fmt: str) -> int:
@@ -163,20 +195,36 @@ def clamped_inputs(graph: Graph) -> set:
 
 
 def plan_activations(graph: Graph, ranges: dict) -> dict:
-    """{tensor: (scale, zero point)} for every float activation (module docstring rules)."""
+    """{tensor: (scale, zero point)} for every float activation (module docstring rules).
+
+    A resource variable is one group: every READ_VARIABLE output and every value an
+    ASSIGN_VARIABLE writes to it share one (scale, zero point), from the union of their ranges,
+    so the int8 state means the same number on both sides of a call (TFLite Micro stores the
+    bytes assigned and hands them back to the next read)."""
     groups = _Groups()
     fixed: dict = {}
     clamped = clamped_inputs(graph)  # inputs whose own range is not needed
     names = [n for n in graph.inputs if _is_activation(graph, n)]
+    handles: dict = {}
     for node in graph.nodes:
         outs = [o for o in node.outputs if o is not None and _is_activation(graph, o)]
         names += outs
+        if is_resource_op(node):
+            if node.op == "VAR_HANDLE":
+                handles[node.outputs[0]] = variable_group(node)
+            elif node.op == "READ_VARIABLE" and outs:
+                groups.union(outs[0], handles[node.inputs[0]])
+            elif node.op == "ASSIGN_VARIABLE" and _is_activation(graph, node.inputs[1]):
+                groups.union(node.inputs[1], handles[node.inputs[0]])
+            continue
         rule = schemas.get(node.op).int8
         if rule == "same_scale" and outs:
             ins = [i for i in node.present_inputs() if _is_activation(graph, i)]
             data = ins if node.op == "Concat" else ins[:1]
             for i in data:
                 groups.union(i, outs[0])
+            for o in outs[1:]:  # Split: every part keeps the input's parameters
+                groups.union(o, outs[0])
         elif rule == "fixed_output" and outs:
             fixed[outs[0]] = FIXED_OUTPUT[node.op]
         elif node.op in CLAMPS and outs and node.inputs[0] in clamped:
@@ -206,12 +254,16 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False) -> 
     layers = {}
     consts: dict = {}
     for node in graph.nodes:
+        if is_resource_op(node):
+            continue
         schema = schemas.get(node.op)
-        if schema.int8 == "per_channel_weights" and graph.constant(node.inputs[1]) is not None:
+        x_slot, w_slot, b_slot = layer_slots(node)
+        if schema.int8 == "per_channel_weights" and graph.constant(node.inputs[w_slot]) is not None:
             layers[node.outputs[0]] = _plan_layer(graph, node, acts, fmt, fc_per_channel)
-            skip = set(node.inputs[1:3])
+            skip = {node.inputs[i] for i in (w_slot, b_slot) if i < len(node.inputs)}
         else:
             skip = set()
+        skip |= {node.inputs[i] for i in FLOAT_PARAMS.get(node.op, ()) if i < len(node.inputs)}
         for name in node.present_inputs():
             t = graph.tensors[name]
             if name in skip or t.data is None or not t.dtype.startswith("float"):
@@ -223,23 +275,38 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False) -> 
     return QuantPlan(acts, layers, consts)
 
 
+def layer_slots(node) -> tuple:
+    """(data, weights, bias) input slots of a layer: (0, 1, 2), except TFLite TRANSPOSE_CONV
+    (output_shape, weights, x, bias): (2, 1, 3). From the op schema's input roles."""
+    schema = schemas.get(node.op)
+    if schema is None:
+        return 0, 1, 2
+    slots = (schema.input_index("data"), schema.input_index("weights"),
+             schema.input_index("bias"))
+    return (0, 1, 2) if None in slots else slots
+
+
 def _plan_layer(graph, node, acts, fmt, fc_per_channel) -> LayerPlan:
-    x = node.inputs[0]
+    x_slot, w_slot, b_slot = layer_slots(node)
+    x = node.inputs[x_slot]
     if x not in acts:
         raise QConvertError(f"{node.op} {node.name!r} reads a constant input; cannot quantize")
     s_in = acts[x][0]
     s_out = acts[node.outputs[0]][0]
-    w = graph.constant(node.inputs[1])
-    b = graph.constant(node.inputs[2]) if len(node.inputs) > 2 else None
+    w = graph.constant(node.inputs[w_slot])
+    b = graph.constant(node.inputs[b_slot]) if len(node.inputs) > b_slot else None
     axis = weight_channel_axis(node, fmt)
     if node.op == "Gemm":
         w = w * float(node.attrs.get("alpha", 1.0))
         if b is not None:
             b = np.broadcast_to(b.reshape(-1) * float(node.attrs.get("beta", 1.0)),
                                 (w.shape[axis],))
+    if node.op == "ConvTranspose" and int(node.attrs.get("group", 1) or 1) > 1:
+        raise QConvertError(f"ConvTranspose {node.name!r}: group {node.attrs['group']} (its "
+                            "weights' channel axis is not the output channel; no int8 form)")
     per_channel = fc_per_channel or node.op not in FC_OPS
     try:
-        w_q, s_w, b_q = quantize_layer(w, b, s_in, axis, per_channel)
+        w_q, s_w, b_q, widened = quantize_layer(w, b, s_in, axis, per_channel)
     except ValueError as exc:
         raise QConvertError(f"{node.op} {node.name!r}: {exc}") from exc
     # TFLite Micro takes double(s_in) * double(s_w) for per-tensor FC too (measured against
@@ -247,4 +314,5 @@ def _plan_layer(graph, node, acts, fmt, fc_per_channel) -> LayerPlan:
     real = effective_multipliers(s_in, s_w, s_out)
     multiplier, shift = quantize_multiplier(np.asarray(real, np.float64))
     return LayerPlan(node.name, node.op, w_q, s_w, axis, per_channel, b_q,
-                     np.atleast_1d(multiplier), np.atleast_1d(shift))
+                     np.atleast_1d(multiplier), np.atleast_1d(shift),
+                     [int(c) for c in np.flatnonzero(widened)])

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import QConvertError
+
 BINS = 2048
 
 
@@ -56,7 +58,8 @@ class RangeCollector:
             return
         lo, hi = _extremes(array)
         if not (np.isfinite(lo) and np.isfinite(hi)):
-            raise ValueError(f"tensor {name!r} took a NaN or infinite value during calibration")
+            raise QConvertError(f"tensor {name!r} took a NaN or infinite value during "
+                                "calibration (the model overflows float32 on this data)")
         self.lo[name] = min(lo, self.lo.get(name, lo))
         self.hi[name] = max(hi, self.hi.get(name, hi))
         if self.method == "percentile":

@@ -1,0 +1,139 @@
+"""The real-model corpus: every model qconvert is checked on, with what each test needs to know.
+
+One row per model: its file, format and precision, the calibration data (in the model's own
+layout), concrete input shapes for dynamic dimensions, whether it keeps state between calls
+(run frame by frame), and where it comes from. The commands that apply follow from the format
+and precision (`commands_for`); `tests/test_corpus.py` runs every (model, command) pair and
+`bench/model_coverage.py` prints the table. Generated models live in `tests/models/corpus/`
+(made once by `make_corpus_torch.py` / `make_corpus_keras.py`); the MLPerf Tiny and digits models
+are the shared copies in `tests/models/`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ROOT / "tests" / "models"
+CORPUS = MODELS / "corpus"
+
+# The commands of the coverage table, in its column order.
+COMMANDS = ("inspect", "convert", "to-tflite", "fuse", "quantize", "quantize-qdq",
+            "export-c-header")
+
+
+@dataclass(frozen=True)
+class CorpusModel:
+    """One corpus model. `calibration` is a file (``.npy`` / ``.npz`` / ``file.npz:key``) in the
+    model's layout, or None; `shapes` gives concrete shapes for the oracle's inputs where the
+    model's are dynamic (input name -> shape); `frames` > 0 marks a model with state kept
+    between invocations (run that many frames in a row); `source` says where it comes from."""
+
+    name: str
+    path: Path
+    format: str  # "onnx" | "tflite"
+    precision: str  # "float" | "int8"
+    source: str
+    calibration: str | None = None
+    shapes: dict = field(default_factory=dict)
+    frames: int = 0
+
+    @property
+    def commands(self) -> tuple:
+        return commands_for(self)
+
+
+def commands_for(model: CorpusModel) -> tuple:
+    """The commands that apply: every model is inspected, converted to its own format, fused and
+    exported as a C header; float models are quantized (ONNX ones to int8 TFLite and to QDQ
+    ONNX) and ONNX ones converted to TFLite."""
+    out = ["inspect", "convert"]
+    if model.format == "onnx":
+        out.append("to-tflite")
+    out.append("fuse")
+    if model.precision == "float":
+        out.append("quantize")
+        if model.format == "onnx":
+            out.append("quantize-qdq")
+    out.append("export-c-header")
+    return tuple(out)
+
+
+def _gen(name, fmt, source, precision="float", calib=True, **kw):
+    ext = "onnx" if fmt == "onnx" else "tflite"
+    calibration = None
+    if calib is True:
+        calibration = str(CORPUS / f"{name}_calib.npy")
+    elif calib:
+        calibration = str(CORPUS / calib)
+    return CorpusModel(name, CORPUS / f"{name}.{ext}", fmt, precision, source, calibration, **kw)
+
+
+_TV = "torchvision architecture (BSD-3-Clause), random weights"
+_PT = "written in PyTorch for qconvert, random weights"
+_KA = "Keras application (Apache-2.0), random weights"
+_KW = "written in Keras for qconvert, random weights"
+_MLPERF = "MLPerf Tiny (mlcommons/tiny, Apache-2.0), trained"
+
+MODELS_TABLE = (
+    # PyTorch exports (tests/corpus/make_corpus_torch.py)
+    _gen("shufflenet_v2", "onnx", _TV + "; channel shuffle, Split"),
+    _gen("resnext_small", "onnx", _TV + " (Bottleneck); grouped conv, dead BN channels"),
+    _gen("regnet_small", "onnx", _TV + "; grouped conv, squeeze-excite"),
+    _gen("mobilenet_v3_small", "onnx", _TV + "; hard-swish, hard-sigmoid"),
+    _gen("mobilenet_v2_paddle", "onnx", _TV + "; -1 batch dim (Paddle2ONNX style)",
+         shapes={"x": (1, 3, 64, 64)}),
+    _gen("unet_small", "onnx", _PT + "; ConvTranspose, Resize nearest / bilinear"),
+    _gen("fpn_small", "onnx", _PT + "; Resize, dynamic H and W",
+         shapes={"image": (1, 3, 32, 32)}),
+    _gen("kws_conv1d", "onnx", _PT + "; Conv1d keyword spotter"),
+    _gen("tiny_transformer", "onnx", _PT + "; LayerNorm, attention MatMul, Softmax, GELU"),
+    _gen("streaming_kws_onnx", "onnx", _PT + "; streaming, state as input / output",
+         calib="streaming_kws_onnx_calib.npz"),
+    # Keras -> TFLite converter (tests/corpus/make_corpus_keras.py)
+    _gen("vww_mobilenet_v1", "tflite", _KA + "; MobileNet 0.25 96x96, MLPerf VWW design"),
+    _gen("vww_mobilenet_v1_int8_tflc", "tflite", _KA + "; int8 by the TFLite converter",
+         precision="int8", calib="vww_mobilenet_v1_calib.npy"),
+    _gen("keras_mobilenet_v2", "tflite", _KA + "; MobileNetV2 0.35, cut after block 12"),
+    _gen("keras_mobilenet_v3_small", "tflite", _KA + "; hard-swish, squeeze-excite"),
+    _gen("keras_mobilenet_v3_minimal", "tflite", _KA + "; MobileNetV3-Small minimalistic"),
+    _gen("keras_resnet8", "tflite", _KW + "; ResNet-8 design, dead BN channels"),
+    _gen("keras_ds_cnn", "tflite", _KW + "; DS-CNN keyword spotter"),
+    _gen("keras_ds_cnn_int8_tflc", "tflite", _KW + "; int8 by the TFLite converter",
+         precision="int8", calib="keras_ds_cnn_calib.npy"),
+    _gen("streaming_kws_tflite", "tflite", _KW + "; streaming, state in resource variables",
+         frames=4),
+    # shared models (tests/models)
+    CorpusModel("digits_cnn_onnx", MODELS / "digits_cnn.onnx", "onnx", "float",
+                "trained for qconvert (scikit-learn digits)",
+                str(MODELS / "digits_data_nchw.npz") + ":calib"),
+    CorpusModel("digits_cnn_tflite", MODELS / "digits_cnn.tflite", "tflite", "float",
+                "trained for qconvert (scikit-learn digits)",
+                str(MODELS / "digits_data_nhwc.npz") + ":calib"),
+    CorpusModel("mlperf_kws_float", MODELS / "kws_ref_model_float32.tflite", "tflite", "float",
+                _MLPERF, str(CORPUS / "keras_ds_cnn_calib.npy")),
+    CorpusModel("mlperf_kws_int8", MODELS / "kws_ref_model.tflite", "tflite", "int8", _MLPERF,
+                str(CORPUS / "keras_ds_cnn_calib.npy")),
+    CorpusModel("mlperf_resnet8_float", MODELS / "pretrainedResnet.tflite", "tflite", "float",
+                _MLPERF, str(CORPUS / "mlperf_resnet8_calib.npy")),
+    CorpusModel("mlperf_resnet8_int8", MODELS / "pretrainedResnet_quant.tflite", "tflite", "int8",
+                _MLPERF, str(CORPUS / "mlperf_resnet8_calib.npy")),
+    CorpusModel("mlperf_ad01_float", MODELS / "ad01_fp32.tflite", "tflite", "float", _MLPERF,
+                str(CORPUS / "mlperf_ad01_calib.npy")),
+    CorpusModel("streaming_kws_float", MODELS / "streaming_kws_float.tflite", "tflite", "float",
+                "written in tf for qconvert (tests/models/make_streaming.py), random weights",
+                str(CORPUS / "streaming_kws_features_calib.npy"), frames=6),
+    CorpusModel("streaming_kws_int8", MODELS / "streaming_kws_int8.tflite", "tflite", "int8",
+                "the same, int8 by the TFLite converter",
+                str(CORPUS / "streaming_kws_features_calib.npy"), frames=6),
+    CorpusModel("mlperf_ad01_int8", MODELS / "ad01_int8.tflite", "tflite", "int8", _MLPERF,
+                str(CORPUS / "mlperf_ad01_calib.npy")),
+)
+
+BY_NAME = {m.name: m for m in MODELS_TABLE}
+
+
+def cells() -> list:
+    """Every (model name, command) pair of the coverage table that applies."""
+    return [(m.name, c) for m in MODELS_TABLE for c in m.commands]

@@ -1,0 +1,212 @@
+"""The real-model corpus: every model x every command works under an independent oracle, or
+refuses in one line naming what of the model it cannot handle.
+
+Models: `tests/corpus/manifest.py` (torchvision / Keras architectures with random weights and
+randomised BatchNorm, made once by the generators in tests/corpus; the MLPerf Tiny and digits
+models). Oracles (`tests/corpus/harness.py`): onnxruntime with graph optimizations off and LiteRT
+with the reference kernels for float outputs (within `TOLERANCE`, stateful models frame by
+frame), TFLite Micro bit for bit against qconvert's integer executor plus the output SQNR
+against the float model for int8 outputs, gcc -Wall -Wextra -Werror for C headers, the `onnx` /
+`tflite` packages for the model's own ops and names. Every cell runs once per session.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from conftest import ROOT
+
+from corpus import harness
+from corpus.harness import CorpusRunner, parse_coverage_markdown, summarize_refusal
+from corpus.manifest import BY_NAME, COMMANDS, CORPUS, MODELS_TABLE, cells
+
+# Cells that fail today, each with the reason; strict, so a fix turns them into a test failure
+# until the entry is removed. Keep empty unless a fix is under way elsewhere.
+KNOWN_FAILURES: dict = {}
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory):
+    return CorpusRunner(tmp_path_factory.mktemp("corpus"))
+
+
+def _params():
+    out = []
+    for model, command in cells():
+        marks = []
+        if (model, command) in KNOWN_FAILURES:
+            marks = [pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[(model, command)])]
+        out.append(pytest.param(model, command, marks=marks, id=f"{model}-{command}"))
+    return out
+
+
+@pytest.mark.parametrize("model,command", _params())
+def test_command_works_or_refuses(corpus, model, command):
+    cell = corpus.cell(model, command)
+    assert cell.status in ("ok", "refused"), f"{model} {command}: {cell.detail}"
+
+
+def test_known_failures_are_cells():
+    assert set(KNOWN_FAILURES) <= set(cells())
+
+
+# -- the corpus itself ----------------------------------------------------------------------------
+def test_models_and_calibration_exist_and_are_small():
+    total = 0
+    for m in MODELS_TABLE:
+        assert m.path.exists(), m.path
+        spec = m.calibration
+        if ":" in spec.rsplit("/", 1)[-1]:  # file.npz:key
+            spec = spec.rsplit(":", 1)[0]
+        assert (ROOT / spec).exists(), spec
+        if m.path.parent == CORPUS:
+            assert m.path.stat().st_size < 1_000_000, m.path
+            total += m.path.stat().st_size
+    assert total < 6_000_000
+
+
+def test_corpus_covers_the_architectures_the_issue_names():
+    """Groups, hard-swish, ConvTranspose and Resize, 1-D conv, attention, streaming, a -1 dim."""
+    ops = {name: harness.model_ops(m)[0] for name, m in BY_NAME.items()}
+    assert any(m.format == "onnx" for m in MODELS_TABLE)
+    assert "HardSwish" in ops["mobilenet_v3_small"] and "HARD_SWISH" in ops[
+        "keras_mobilenet_v3_small"]
+    assert {"ConvTranspose", "Resize"} <= ops["unet_small"]
+    assert {"Softmax", "MatMul", "LayerNormalization"} <= ops["tiny_transformer"]
+    assert {"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"} <= ops[
+        "streaming_kws_tflite"]
+    assert "BatchNormalization" in ops["resnext_small"]  # BN kept, so folding is exercised
+    import onnx
+
+    groups = [a.i for n in onnx.load(str(BY_NAME["resnext_small"].path)).graph.node
+              for a in n.attribute if n.op_type == "Conv" and a.name == "group"]
+    assert max(groups) == 4
+    x = onnx.load(str(BY_NAME["mobilenet_v2_paddle"].path)).graph.input[0]
+    assert x.type.tensor_type.shape.dim[0].dim_value == -1
+    conv1d = [n for n in onnx.load(str(BY_NAME["kws_conv1d"].path)).graph.node
+              if n.op_type == "Conv"]
+    assert all(len(a.ints) == 1 for n in conv1d for a in n.attribute if a.name == "kernel_shape")
+
+
+def test_batchnorm_statistics_are_randomised_with_dead_channels():
+    import onnx
+    from onnx import numpy_helper
+
+    m = onnx.load(str(BY_NAME["resnext_small"].path))
+    inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    bns = [n for n in m.graph.node if n.op_type == "BatchNormalization"]
+    gamma, beta, mean, var = (inits[bns[0].input[i]] for i in (1, 2, 3, 4))
+    assert np.sum(np.abs(gamma) < 1e-6) == 3  # dead channels
+    assert np.ptp(mean) > 0.1 and np.ptp(var) > 0.1 and np.ptp(beta) > 0.1
+
+
+# -- the harness fails when it must ---------------------------------------------------------------
+def test_float_comparison_fails_past_tolerance():
+    want = [[np.array([1.0, -2.0, 4.0], np.float32)]]
+    harness._compare_float(want, [[want[0][0] + 1e-6]], "same")
+    with pytest.raises(harness._Fail, match="differ"):
+        harness._compare_float(want, [[want[0][0] + 0.01]], "off")
+    with pytest.raises(harness._Fail, match="non-finite"):
+        harness._compare_float(want, [[np.array([1.0, np.nan, 4.0], np.float32)]], "nan")
+
+
+def test_sqnr_floor_fires(corpus):
+    want = [[np.ones(8)], [np.ones(8)]]  # the last feed (random) is left out
+    with pytest.raises(harness._Fail, match="below the floor"):
+        corpus._sqnr(want, [[np.zeros(8)], [np.ones(8)]], "q")
+    assert corpus._sqnr(want, [[np.ones(8) * 1.001], [np.zeros(8)]], "q") > 50
+
+
+def test_refusal_checks_fire():
+    m = BY_NAME["unet_small"]
+    harness.check_refusal_names(m, "ops with no TFLite mapping: ConvTranspose, Resize (x2)")
+    with pytest.raises(harness._Fail, match="does not have"):
+        harness.check_refusal_names(m, "ops with no TFLite mapping: LSTM")
+    with pytest.raises(harness._Fail, match="not in the model"):
+        harness.check_refusal_names(m, "Conv 'no_such_node' is not supported")
+    with pytest.raises(harness._Fail, match="names no op"):
+        harness.check_refusal_names(m, "something is not supported")
+    t = BY_NAME["mlperf_kws_int8"]
+    harness.check_refusal_names(t, "cannot: DepthwiseConv2D, FULLY_CONNECTED")
+    with pytest.raises(harness._Fail, match="does not have"):
+        harness.check_refusal_names(t, "cannot: HardSwish")
+
+
+def test_refusal_must_be_one_line_and_write_nothing(corpus, tmp_path):
+    m = BY_NAME["unet_small"]
+    line = f"qconvert: error: {m.path}: ops with no TFLite mapping: Resize"
+    assert corpus._refusal(m, 1, line + "\n", [tmp_path / "x"]) == (
+        "refused", "ops with no TFLite mapping: Resize")
+    with pytest.raises(harness._Fail, match="one line"):
+        corpus._refusal(m, 1, line + "\nTraceback (most recent call last):\n", [])
+    with pytest.raises(harness._Fail, match="exit status 2"):
+        corpus._refusal(m, 2, line, [])
+    (tmp_path / "x").write_bytes(b"partial")
+    with pytest.raises(harness._Fail, match="wrote x"):
+        corpus._refusal(m, 1, line, [tmp_path / "x"])
+
+
+def test_a_refusal_must_name_what_the_conversion_it_runs_refuses(corpus):
+    m = BY_NAME["unet_small"]
+    saved = corpus._cells.get((m.name, "to-tflite"))
+    corpus._cells[(m.name, "to-tflite")] = harness.Cell(
+        m.name, "to-tflite", "refused", "ops with no TFLite mapping: ConvTranspose, Resize (x2)")
+    try:
+        status, _ = corpus._names_what_conversion_refuses(m, "export-c-header",
+                                                          "ops unknown to qconvert: Resize (x2)")
+        assert status == "FAIL"
+        assert corpus._names_what_conversion_refuses(
+            m, "quantize", "cannot: Resize (x2), ConvTranspose")[0] == "refused"
+    finally:
+        del corpus._cells[(m.name, "to-tflite")]
+        if saved is not None:
+            corpus._cells[(m.name, "to-tflite")] = saved
+
+
+def test_summary_counts_ops():
+    cause = ("cannot convert ONNX to TFLite: grouped convolutions (TFLite Micro has no grouped "
+             "CONV_2D): Conv 'a' (group 4, 16 -> 16 channels), Conv 'b' (group 2, 8 -> 8 "
+             "channels); ops with no TFLite mapping: Resize (x2), LRN")
+    assert summarize_refusal(cause) == ("cannot convert ONNX to TFLite: grouped convolutions: "
+                                        "Conv x2; ops with no TFLite mapping: Resize x2, LRN")
+
+
+# -- the README shows the table -------------------------------------------------------------------
+def test_readme_table_matches_the_corpus(corpus):
+    """Statuses and refusal causes in the README equal this run's (figures are not compared:
+    they may differ in the last digits between machines). Regenerate with
+    `python bench/model_coverage.py --update-readme`."""
+    text = (ROOT / "README.md").read_text()
+    parts = text.split("<!-- coverage-table -->")
+    assert len(parts) == 3, "README.md has no <!-- coverage-table --> section"
+    rows = parse_coverage_markdown(parts[1], COMMANDS)
+    assert sorted(rows) == sorted(m.name for m in MODELS_TABLE)
+    hint = "regenerate with python bench/model_coverage.py --update-readme"
+    for m in MODELS_TABLE:
+        for c in COMMANDS:
+            status, cause = rows[m.name][c]
+            if c not in m.commands:
+                assert status == "-", (m.name, c)
+                continue
+            cell = corpus.cell(m.name, c)
+            assert status == cell.status, f"README: {m.name} {c} is {status}, now {cell.status}; {hint}"
+            if cell.status == "refused":
+                assert cause == summarize_refusal(cell.detail), f"{m.name} {c}: {hint}"
+
+
+def test_readme_table_round_trips():
+    from corpus.harness import Cell, coverage_markdown
+
+    models = MODELS_TABLE[:2]
+    cells = {(models[0].name, "inspect"): Cell(models[0].name, "inspect", "ok", "3 layers"),
+             (models[0].name, "quantize"): Cell(models[0].name, "quantize", "ok", "SQNR 30.1 dB"),
+             (models[1].name, "convert"): Cell(models[1].name, "convert", "refused",
+                                               "ops: Resize (x2)"),
+             (models[1].name, "fuse"): Cell(models[1].name, "fuse", "refused",
+                                            "ops: Resize (x2)")}
+    rows = parse_coverage_markdown(coverage_markdown(cells, models, COMMANDS), COMMANDS)
+    assert rows[models[0].name]["quantize"] == ("ok", None)
+    assert rows[models[1].name]["fuse"] == ("refused", "ops: Resize x2")
+    assert rows[models[1].name]["to-tflite"] == ("-", None)
