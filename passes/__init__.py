@@ -68,12 +68,25 @@ def all_passes() -> list:
 
 def side_effect_nodes(graph) -> list:
     """The nodes of `graph` that have side effects (`qconvert.schemas.effects`): no pass may
-    remove them, whatever reads their outputs."""
+    remove them, whatever reads their outputs. A known op's purity is its schema's, looked up
+    once per op."""
     from qconvert import schemas
     from qconvert.schemas.effects import is_pure
 
-    return [n for n in graph.nodes
-            if (n.opaque or not getattr(schemas.get(n.op), "pure", True)) and not is_pure(n)]
+    impure_ops: dict = {}  # known op -> True when it has side effects
+    found = []
+    for n in graph.nodes:
+        if n.opaque:
+            if not is_pure(n):
+                found.append(n)
+            continue
+        impure = impure_ops.get(n.op)
+        if impure is None:
+            impure = impure_ops[n.op] = (not getattr(schemas.get(n.op), "pure", True)
+                                         and not is_pure(n))
+        if impure:
+            found.append(n)
+    return found
 
 
 def check_side_effects_kept(graph, before: list, name: str) -> None:

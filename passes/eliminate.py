@@ -26,8 +26,11 @@ from . import register_pass
 from .graph_edit import implicit_uses, used_names
 
 
+_PASSTHROUGH_OPS = frozenset({"Identity", "Dropout", "Reshape", "Transpose"})
+
+
 def _is_passthrough(node, graph: Graph) -> bool:
-    if node.opaque:
+    if node.opaque or node.op not in _PASSTHROUGH_OPS:
         return False
     if node.op == "Identity":
         return True

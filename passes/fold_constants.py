@@ -138,6 +138,9 @@ def _fold(node, graph: Graph, graph_outputs: set) -> list | None:
         return None
     if not node.present_inputs() or not node.outputs or any(o is None for o in node.outputs):
         return None
+    tensors = graph.tensors
+    if node.op != "Shape" and any(tensors[n].data is None for n in node.inputs if n is not None):
+        return None  # an input computed at run time (what `_inputs` finds, found sooner)
     outs = [graph.tensors[o] for o in node.outputs]
     if any(o.name in graph_outputs or o.quant is not None or o.dtype in RAW_DTYPES for o in outs):
         return None

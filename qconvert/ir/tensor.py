@@ -11,7 +11,7 @@ Constant data is treated as immutable: a pass that changes it makes a copy.
 from __future__ import annotations
 
 import copy as _copy
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -67,8 +67,9 @@ class Tensor:
 
     def copy(self) -> "Tensor":
         """A copy sharing the constant data (immutable) and nothing else."""
-        return replace(self, extra=copy_value(self.extra),
-                       quant=None if self.quant is None else self.quant.copy())
+        return Tensor(self.name, self.shape, self.dtype, self.data,
+                      None if self.quant is None else self.quant.copy(),
+                      copy_value(self.extra) if self.extra else {})
 
     @property
     def is_constant(self) -> bool:
@@ -94,6 +95,7 @@ class Tensor:
 
 
 _IMMUTABLE = (str, int, float, bool, bytes, type(None), np.generic)
+_PLAIN = frozenset({str, int, float, bool, bytes, type(None)})
 
 
 def copy_value(value):
@@ -102,9 +104,9 @@ def copy_value(value):
     if isinstance(value, _IMMUTABLE):
         return value
     if isinstance(value, list):
-        return [copy_value(v) for v in value]
+        return [v if type(v) in _PLAIN else copy_value(v) for v in value]
     if isinstance(value, dict):
-        return {k: copy_value(v) for k, v in value.items()}
+        return {k: v if type(v) in _PLAIN else copy_value(v) for k, v in value.items()}
     if isinstance(value, tuple):
         return tuple(copy_value(v) for v in value)
     return _copy.deepcopy(value)
