@@ -639,8 +639,8 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
 @_input_shape_option
 @_names_model
 def export_c(model, outdir, name, kernels, fc_layout, calibration, calibration_random, mean,
-             std, scale, method, percentile, fc_per_channel, no_fuse, batch_size, max_memory,
-             input_layout, input_shapes):
+             std, scale, method, percentile, fc_per_channel, no_fuse, no_bias_correction,
+             equalize, engine, batch_size, max_memory, input_layout, input_shapes):
     """Write the whole int8 model as interpreter-free C with a static memory plan.
 
     DIR/NAME.h declares NAME_invoke(input, output) (0 on success), NAME_ARENA_SIZE,
@@ -700,7 +700,9 @@ def export_c(model, outdir, name, kernels, fc_layout, calibration, calibration_r
                                      limit)
 
     options = QuantizeOptions(method, percentile, fc_per_channel, "int8", "double",
-                              not no_fuse, batch_size, limit)
+                              not no_fuse, batch_size, limit,
+                              bias_correction=not no_bias_correction, equalize=equalize,
+                              engine=engine)
     m, note = int8_tflite_for_export(m, loader, options, label, input_layout or "nhwc",
                                      purpose="export C")
     files, summary = render_model(m, ModelOptions(c_name, kernels, fc_layout, Path(model).name,
