@@ -73,15 +73,19 @@ def run_cli(args: list) -> tuple:
     return result.exit_code, result.stdout, result.stderr, crash
 
 
-_VERIFY: dict = {}
+_HELP: dict = {}
+
+
+def supports_option(command: str, option: str) -> bool:
+    """Whether `qconvert COMMAND --help` lists `option`."""
+    if command not in _HELP:
+        _, _HELP[command], _, _ = run_cli([command, "--help"])
+    return re.search(rf"(^|\s){re.escape(option)}\b", _HELP[command]) is not None
 
 
 def supports_verify(command: str) -> bool:
-    """Whether `qconvert COMMAND` has the `--verify N` option (added by another change)."""
-    if command not in _VERIFY:
-        _, out, _, _ = run_cli([command, "--help"])
-        _VERIFY[command] = "--verify" in out
-    return _VERIFY[command]
+    """Whether `qconvert COMMAND` has the `--verify N` option."""
+    return supports_option(command, "--verify")
 
 
 # -- reading models independently -----------------------------------------------------------------
@@ -221,13 +225,36 @@ def onnx_output_names(path: Path) -> list:
     return [o.name for o in onnx.load(str(path), load_external_data=False).graph.output]
 
 
-def _litert(blob: bytes):
+def _litert(blob: bytes, keep_all=False):
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     it = Interpreter(model_content=blob, experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
-                     num_threads=1)
+                     num_threads=1, experimental_preserve_all_tensors=keep_all)
     it.allocate_tensors()
     return it
+
+
+def run_litert_tensors(path: Path, feeds: list) -> list:
+    """Per feed (frame), every numeric tensor of the main graph by name, in LiteRT with the
+    reference kernels and all intermediate tensors kept: a stateful model's hidden state is
+    compared this way, not only through outputs that are 0 for most inputs."""
+    it = _litert(Path(path).read_bytes(), keep_all=True)
+    ins = it.get_input_details()
+    details = [d for d in it.get_tensor_details() if d["name"] and d["dtype"] in (
+        np.float32, np.int8, np.int16, np.int32)]
+    frames = []
+    for feed in feeds:
+        for d, a in zip(ins, feed):
+            it.set_tensor(d["index"], _fit(a, d["shape"]).astype(d["dtype"]))
+        it.invoke()
+        values = {}
+        for d in details:
+            try:
+                values[d["name"]] = it.get_tensor(d["index"]).copy()
+            except ValueError:  # a tensor without data (not computed in this call)
+                continue
+        frames.append(values)
+    return frames
 
 
 def run_litert(path: Path, feeds: list, quantize_inputs=False) -> tuple:
@@ -436,6 +463,17 @@ class CorpusRunner:
     def _verify_args(self, command: str) -> list:
         return ["--verify", "2"] if supports_verify(command) else []
 
+    @staticmethod
+    def _shape_args(model: CorpusModel, command: str) -> list:
+        """`--input-shape NAME:d0,...` for a model whose manifest fixes its dynamic dims, on
+        the commands that make TFLite (static shapes), once the CLI has the option."""
+        if not model.shapes or not supports_option(command, "--input-shape"):
+            return []
+        out = []
+        for name, shape in model.shapes.items():
+            out += ["--input-shape", f"{name}:{','.join(str(d) for d in shape)}"]
+        return out
+
     def _same_format_check(self, model: CorpusModel, path: Path, where: str) -> str:
         feeds, want, names = self._float_reference(model)
         if model.format == "onnx":
@@ -447,11 +485,35 @@ class CorpusRunner:
             for w, g in zip(want, got):
                 if len(w) != len(g) or any(not np.array_equal(a, b) for a, b in zip(w, g)):
                     raise _Fail(f"{where}: int8 outputs differ from the source's (TFLite Micro)")
-            return "bit-exact (TFLite Micro)"
+            if not model.frames:
+                return "bit-exact (TFLite Micro)"
+            shared = self._compare_state(model, path, feeds, where)
+            return (f"bit-exact (TFLite Micro, {len(feeds)} frames; {shared} shared tensors "
+                    "equal per frame in LiteRT)")
         got, got_names = run_litert(path, feeds)
         err = _compare_float(want, _by_name(got, got_names, names), where + " (LiteRT)")
-        frames = f", {len(feeds)} frames" if model.frames else ""
-        return f"max rel err {err:.1e} (LiteRT{frames})"
+        if not model.frames:
+            return f"max rel err {err:.1e} (LiteRT)"
+        shared = self._compare_state(model, path, feeds, where)
+        return (f"max rel err {err:.1e} (LiteRT, {len(feeds)} frames, {shared} shared tensors "
+                "compared per frame)")
+
+    @staticmethod
+    def _compare_state(model: CorpusModel, path: Path, feeds: list, where: str) -> int:
+        """Every tensor the source and `path` share by name, frame by frame: float ones within
+        `TOLERANCE`, integer ones equal; returns how many were compared."""
+        want = run_litert_tensors(model.path, feeds)
+        got = run_litert_tensors(path, feeds)
+        names = sorted(set(want[0]) & set(got[0]))
+        if not names:
+            raise _Fail(f"{where}: no tensor in common with the source to compare state")
+        for name in names:
+            if want[0][name].dtype.kind == "f":
+                _compare_float([[w[name]] for w in want], [[g[name]] for g in got],
+                               f"{where}: tensor {name!r}")
+            elif not all(np.array_equal(w[name], g[name]) for w, g in zip(want, got)):
+                raise _Fail(f"{where}: tensor {name!r} differs from the source's in LiteRT")
+        return len(names)
 
     # -- commands
     def _inspect(self, model: CorpusModel):
@@ -493,8 +555,9 @@ class CorpusRunner:
 
     def _to_tflite(self, model: CorpusModel):
         out = self._out(model, "to-tflite", "tflite")
-        refused, stdout = self._invoke(model, "to-tflite", ["convert", model.path, "-o", out,
-                                                            *self._verify_args("convert")], [out])
+        refused, stdout = self._invoke(model, "to-tflite", [
+            "convert", model.path, "-o", out, *self._verify_args("convert"),
+            *self._shape_args(model, "convert")], [out])
         if refused:
             return refused
         feeds, want, names = self._float_reference(model)
@@ -522,7 +585,8 @@ class CorpusRunner:
         out = self._out(model, "quantize", "tflite")
         refused, stdout = self._invoke(
             model, "quantize", ["quantize", model.path, "--calibration", model.calibration,
-                                "-o", out, *self._verify_args("quantize")], [out])
+                                "-o", out, *self._verify_args("quantize"),
+                                *self._shape_args(model, "quantize")], [out])
         if refused:
             return refused
         feeds, want, names = self._float_reference(model)
@@ -585,6 +649,7 @@ class CorpusRunner:
         args = ["export-c-header", model.path, "-o", out, "--name", "corpus"]
         if model.precision == "float":
             args += ["--calibration", model.calibration]
+        args += self._shape_args(model, "export-c-header")
         refused, stdout = self._invoke(model, "export-c-header", args, [out])
         if refused:
             return refused
@@ -609,12 +674,23 @@ def _norm(op: str) -> str:
     return op.replace("_", "").lower()
 
 
+def _matches(word: str, have: set) -> str | None:
+    """The model op (normalized) `word` names: the same op in any spelling, or an abbreviation
+    of it of at least 4 letters as qconvert's own op names are (LayerNorm: LayerNormalization)."""
+    w = _norm(word)
+    if w in have:
+        return w
+    longer = [h for h in have if len(w) >= 4 and h.startswith(w)]
+    return longer[0] if len(longer) == 1 else None
+
+
 def named_ops(model: CorpusModel, cause: str) -> set:
     """The model's op types a message names (normalized spelling), quoted names left out."""
     have = {_norm(o) for o in model_ops(model)[0]}
     bare = re.sub(r"'[^']*'", "", cause)
-    return {_norm(w) for w in re.findall(r"[A-Za-z][A-Za-z0-9_]*", bare)
-            if w != w.lower() and _norm(w) in have}
+    found = (_matches(w, have) for w in re.findall(r"[A-Za-z][A-Za-z0-9_]*", bare)
+             if w != w.lower())
+    return {f for f in found if f is not None}
 
 
 def check_refusal_names(model: CorpusModel, cause: str) -> None:
@@ -631,11 +707,10 @@ def check_refusal_names(model: CorpusModel, cause: str) -> None:
              if len(w) > 2 and w != w.lower()}
     vocab = {_norm(v) for v in op_vocabulary(model.format)}
     have = {_norm(o) for o in ops}
-    named = {w for w in words if _norm(w) in vocab}
-    foreign = sorted(w for w in named if _norm(w) not in have)
+    foreign = sorted(w for w in words if _norm(w) in vocab and _norm(w) not in have)
     if foreign:
         raise _Fail(f"refusal names ops {foreign} the model does not have: {cause[:200]}")
-    if not quoted and not named:
+    if not quoted and not named_ops(model, cause):
         raise _Fail(f"refusal names no op or tensor of the model: {cause[:200]}")
 
 
