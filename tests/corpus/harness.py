@@ -184,13 +184,28 @@ def input_names(model: CorpusModel) -> list:
     return [d["name"] for d in _litert(model.path.read_bytes()).get_input_details()]
 
 
-def oracle_feeds(model: CorpusModel) -> list:
-    """Feeds for the oracles, each a list of batch-1 float32 arrays in input order: the first
-    `ORACLE_SAMPLES` calibration samples and one random sample with the data's mean and spread
-    (for a stateful model: that many frames in a row)."""
+def dynamic_batch(model: CorpusModel) -> bool:
+    """True when every input of an ONNX model has a dynamic first dimension."""
+    if model.format != "onnx":
+        return False
+    import onnx
+
+    m = onnx.load(str(model.path), load_external_data=False)
+    inits = {i.name for i in m.graph.initializer}
+    dims = [i.type.tensor_type.shape.dim[0] for i in m.graph.input if i.name not in inits]
+    return all(d.dim_param or d.dim_value <= 0 for d in dims)
+
+
+def oracle_feeds(model: CorpusModel, batch2: bool = False) -> list:
+    """Feeds for the oracles, each a list of float32 arrays in input order: the first
+    `ORACLE_SAMPLES` calibration samples (for a stateful model: that many frames in a row),
+    with `batch2` those two samples again as one batch of 2, and last one random sample with
+    the data's mean and spread. All batch 1 but the batch of 2."""
     arrays = calibration_samples(model)
     n = max(model.frames, ORACLE_SAMPLES)
     feeds = [[a[i % len(a)][None] for a in arrays] for i in range(n)]
+    if batch2:
+        feeds.append([a[:2] for a in arrays])
     rng = np.random.default_rng(1234)
     feeds.append([(a.mean() + a.std() * rng.standard_normal(a.shape[1:]))[None]
                   .astype(np.float32) for a in arrays])
@@ -431,11 +446,14 @@ class CorpusRunner:
         check_refusal_names(model, cause)
         return "refused", cause
 
-    def _float_reference(self, model: CorpusModel) -> tuple:
+    def _float_reference(self, model: CorpusModel, batch2: bool = False) -> tuple:
         """(feeds, outputs per feed, output names) of the source model in its own oracle
-        runtime (int8 sources: quantized feeds, TFLite Micro)."""
-        if model.name not in self._float:
-            feeds = oracle_feeds(model)
+        runtime (int8 sources: quantized feeds, TFLite Micro); `batch2` adds a feed of two
+        samples for an ONNX model with a dynamic batch (outputs that keep it)."""
+        batch2 = batch2 and dynamic_batch(model)
+        key = (model.name, batch2)
+        if key not in self._float:
+            feeds = oracle_feeds(model, batch2)
             if model.format == "onnx":
                 outs, names = run_onnxruntime(model.path, feeds), onnx_output_names(model.path)
             elif model.precision == "int8":
@@ -443,8 +461,8 @@ class CorpusRunner:
                 outs, names = run_tflm(model.path, feeds), None
             else:
                 outs, names = run_litert(model.path, feeds)
-            self._float[model.name] = (feeds, outs, names)
-        return self._float[model.name]
+            self._float[key] = (feeds, outs, names)
+        return self._float[key]
 
     @staticmethod
     def _quantized_feeds(path: Path, feeds: list) -> list:
@@ -475,11 +493,12 @@ class CorpusRunner:
         return out
 
     def _same_format_check(self, model: CorpusModel, path: Path, where: str) -> str:
-        feeds, want, names = self._float_reference(model)
+        feeds, want, names = self._float_reference(model, batch2=True)
         if model.format == "onnx":
             got = _by_name(run_onnxruntime(path, feeds), onnx_output_names(path), names)
             err = _compare_float(want, got, where + " (onnxruntime)")
-            return f"max rel err {err:.1e} (onnxruntime)"
+            batch = ", batch 1 and 2" if dynamic_batch(model) else ""
+            return f"max rel err {err:.1e} (onnxruntime{batch})"
         if model.precision == "int8":
             got = run_tflm(path, feeds)
             for w, g in zip(want, got):
@@ -639,7 +658,7 @@ class CorpusRunner:
                                     "-o", out, *self._verify_args("quantize")], [out])
         if refused:
             return refused
-        feeds, want, names = self._float_reference(model)
+        feeds, want, names = self._float_reference(model, batch2=True)
         got = _by_name(run_onnxruntime(out, feeds), onnx_output_names(out), names)
         sq = self._sqnr(want, got, "QDQ ONNX")
         return "ok", f"SQNR {sq:.1f} dB (onnxruntime)"
