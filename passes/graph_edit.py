@@ -24,8 +24,9 @@ def _graph_inputs_read(g, names: set) -> None:
 
 
 def implicit_uses(graph: Graph) -> set:
-    """Names of tensors read inside subgraph attributes of opaque nodes."""
-    names: set = set()
+    """Names of tensors read inside subgraph attributes of opaque nodes, and of tensors a TFLite
+    signature def names (observable like graph outputs)."""
+    names: set = {n for n, t in graph.tensors.items() if t.extra.get("signature")}
     for node in graph.nodes:
         if not node.opaque:
             continue

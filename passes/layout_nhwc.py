@@ -44,6 +44,7 @@ from .layout_rules import RULES
 from .layout_state import NHWC, Converter, Layout, Unmappable, identity
 from .onnx_to_tflite_math import fuse_rsqrt
 from .onnx_to_tflite_ops import UNMAPPED, conversion_problems, fuse_hard_swish
+from .onnx_to_tflite_spatial import fuse_channel_shuffle, lift_1d, merge_reshapes
 
 INPUT_LAYOUTS = ("nhwc", "nchw")
 QUANTIZED_ONNX_OPS = frozenset({"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger",
@@ -64,8 +65,21 @@ def format_problems(problems: list) -> str:
     return "cannot convert ONNX to TFLite: " + "; ".join(parts)
 
 
-def _input_perm(cv: Converter, rank: int) -> tuple:
-    return NHWC if rank == 4 and cv.input_layout == "nhwc" else identity(rank)
+NLC = (0, 2, 1)
+
+
+def _input_perm(cv: Converter, name: str, rank: int) -> tuple:
+    """NHWC for 4-D inputs; channels last (N, L, C) for a 3-D input read only by 1-D layers
+    (the Unsqueezes of `lift_1d`), as TF's Conv1D takes it; else the ONNX order."""
+    if cv.input_layout != "nhwc":
+        return identity(rank)
+    if rank == 4:
+        return NHWC
+    readers = [n for n in cv.src.nodes if name in n.inputs]
+    if rank == 3 and readers and all(n.op == "Unsqueeze" and n.name.endswith("/h1_in")
+                                     for n in readers):
+        return NLC
+    return identity(rank)
 
 
 @register_pass("layout-nhwc")
@@ -82,7 +96,7 @@ def layout_nhwc(graph: Graph, context) -> int:
     inputs = {}
     for name in graph.inputs:
         try:
-            v = cv.define(name, Layout(_input_perm(cv, len(cv.shape(name)))))
+            v = cv.define(name, Layout(_input_perm(cv, name, len(cv.shape(name)))))
         except Unmappable as exc:
             problems.append((exc.category, f"input {exc.detail}"))
             continue
@@ -185,11 +199,14 @@ def onnx_to_tflite(model: Model, input_layout: str = "nhwc") -> tuple:
         run_pipeline(work, FUSE_PIPELINE, onnx_context)
         _check(problems + conversion_problems(graph, RULES, static=False))
         run_passes(work, ["static-batch", "fold-constants", "eliminate"], onnx_context)
+        lift_1d(graph)
+        fuse_channel_shuffle(graph)
         _check(conversion_problems(graph, RULES, static=True))
         fuse_hard_swish(graph)
         fuse_rsqrt(graph)
         context = PassContext("tflite", {"opset": opset, "input_layout": input_layout})
         run_passes(work, ["layout-nhwc"], context)
+        merge_reshapes(graph)
         work.format = "tflite"
         run_pipeline(work, FUSE_PIPELINE, PassContext("tflite"))
         run_passes(work, ["tflite-legalize", "cancel-transposes", "eliminate"],
@@ -233,7 +250,8 @@ def describe_conversion(model: Model) -> list:
     lines = []
     for name, perm in conversion.get("inputs", {}).items():
         shape = list(graph.tensors[name].shape)
-        layout = "NHWC" if tuple(perm) == NHWC else ("NCHW" if len(perm) == 4 else "as in ONNX")
+        layout = {NHWC: "NHWC", NLC: "NLC"}.get(tuple(perm)) or (
+            "NCHW" if len(perm) == 4 else "as in ONNX")
         how = f"; transpose ONNX data by {tuple(perm)}" if perm != sorted(perm) else ""
         lines.append(f"input {name!r}: {layout} {shape}{how}")
     for name, perm in conversion.get("outputs", {}).items():

@@ -40,6 +40,7 @@ from .layout_state import (NHWC, Layout, Unmappable, Value, identity, inverse, o
                            order_preserving, remaining_perm)
 from .onnx_to_tflite_ops import (MAPPING_RULES, lower_bound, needs_explicit_pad,
                                   spatial_padding)
+from .onnx_to_tflite_spatial import SPATIAL_RULES
 
 
 def _ints(a) -> list:
@@ -105,17 +106,18 @@ def _conv(cv, node) -> None:
     elif w.shape[1] == 1 and group == cin:
         op, weights = "DepthwiseConv2D", np.transpose(w, (1, 2, 3, 0))
         attrs["depth_multiplier"] = cout // cin
-    else:
-        raise Unmappable(f"Conv {node.name!r} (group {group}, {cin} -> {cout} channels)",
-                         "grouped convolutions (TFLite Micro has no grouped CONV_2D)")
+    else:  # grouped: TFLite Micro and LiteRT run CONV_2D with C_in a multiple of the filter's
+        op, weights = "Conv2D", np.transpose(w, (0, 2, 3, 1))
+        attrs["group"] = group
     v, attrs["pads"] = spatial_padding(cv, cv.relayout(x, NHWC), kernel, strides, dilations,
                                        pads, 0.0)
     inputs = [v.name, cv.add_const(f"{node.inputs[1]}_{'ohwi' if op == 'Conv2D' else '1hwc'}",
                                    np.ascontiguousarray(weights))]
     if b_name is not None:
         inputs.append(cv.copy_const(b_name))
-    elif op == "DepthwiseConv2D":  # TFLite Micro's depthwise kernels need a bias tensor
-        inputs.append(cv.add_const(f"{node.name}_bias", np.zeros(cout, w.dtype)))
+    elif op == "DepthwiseConv2D" or group > 1:  # TFLite Micro's depthwise and LiteRT's
+        inputs.append(cv.add_const(f"{node.name}_bias", np.zeros(cout, w.dtype)))  # grouped
+        # kernels need a bias tensor
     out = cv.define(node.outputs[0], Layout(NHWC))
     cv.emit(op, inputs, [out.name], attrs, node.name)
 
@@ -432,6 +434,11 @@ def _gather(cv, node) -> None:
     axis = _axis(int(node.attrs.get("axis", 0) or 0), rank)
     indices = np.asarray(cv.require_constant(node, 1, "indices")).astype(np.int64)
     indices = np.where(indices < 0, indices + x.shape[axis], indices).astype(np.int32)
+    if indices.ndim == 1 and x.layout.flat is None:  # same rank: gather in the layout held
+        out = cv.define(node.outputs[0], x.layout)
+        cv.emit("Gather", [x.name, cv.add_const(f"{node.name}_indices", indices)], [out.name],
+                {"axis": x.layout.perm.index(axis), "batch_dims": 0}, node.name)
+        return
     x = cv.relayout(x, identity(rank))
     out = cv.define(node.outputs[0], Layout(identity(len(cv.shape(node.outputs[0])))))
     cv.emit("Gather", [x.name, cv.add_const(f"{node.name}_indices", indices)], [out.name],
@@ -458,4 +465,5 @@ RULES = {
     "Slice": _slice,
     "Gather": _gather,
     **MAPPING_RULES,
+    **SPATIAL_RULES,
 }

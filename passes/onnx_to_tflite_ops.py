@@ -42,7 +42,6 @@ from .layout_state import NHWC, Layout, Unmappable, Value, columns, identity, on
 from .onnx_to_tflite_math import MATH_CHECKS, MATH_RULES, batch_matmul
 
 HARD_SWISH_ALPHA, HARD_SWISH_BETA = 1.0 / 6.0, 0.5
-GROUPED = "grouped convolutions (TFLite Micro has no grouped CONV_2D)"
 UNMAPPED = "ops with no TFLite mapping"
 NON_CONSTANT = "non-constant weights or parameters"
 # Shape arithmetic fold-constants evaluates once the batch is static; not a problem before.
@@ -311,17 +310,13 @@ def _check_conv(graph, node):
     if problem:
         return problem
     w = graph.constant(node.inputs[1])
-    if w.ndim != 4:
+    if w.ndim not in (3, 4):  # 1-D convs run as 2-D ones (`onnx_to_tflite_spatial.lift_1d`)
         return UNMAPPED, f"{w.ndim - 2}-D Conv"
-    group = int(node.attrs.get("group", 1) or 1)
-    if group > 1 and w.shape[1] != 1:
-        return GROUPED, (f"Conv {node.name!r} (group {group}, {w.shape[1] * group} -> "
-                         f"{w.shape[0]} channels)")
     return None
 
 
 def _check_pool(graph, node):
-    if len(node.attrs.get("kernel_shape") or []) != 2:
+    if len(node.attrs.get("kernel_shape") or []) not in (1, 2):
         return UNMAPPED, f"{len(node.attrs.get('kernel_shape') or [])}-D {node.op}"
     if any(int(d) != 1 for d in node.attrs.get("dilations") or []):
         return "cannot be expressed in TFLite", f"{onnx_op(node)} {node.name!r} (dilations)"

@@ -16,6 +16,9 @@ from . import __version__
 from .errors import QConvertError
 
 
+_PROGRAM = {"exits_after": False}  # True when run as the `qconvert` program (see `run`)
+
+
 class _Cli(click.Group):
     """Click group that turns QConvertError into one line and exit status 1."""
 
@@ -24,7 +27,7 @@ class _Cli(click.Group):
         from .output_files import Terminated, handle_termination
 
         try:
-            with handle_termination():
+            with handle_termination(_PROGRAM["exits_after"]):
                 return super().invoke(ctx)
         except QConvertError as exc:
             click.echo(f"qconvert: error: {exc}", err=True)
@@ -103,6 +106,26 @@ _input_layout_option = click.option(
     "follows them). Data (calibration, evaluation) is always in the ONNX model's layout.")
 
 
+_input_shape_option = click.option(
+    "--input-shape", "input_shapes", multiple=True, metavar="NAME:d0,d1,...",
+    help="Fix an input's shape (repeatable), e.g. input:1,3,224,224; every other shape is then "
+    "inferred and constant shape arithmetic folded (as onnxsim --overwrite-input-shape).")
+
+
+def _load(model, input_shapes):
+    """Load `model` and apply --input-shape (errors name the file)."""
+    from .input_shapes import apply_input_shapes, parse_input_shapes
+    from .model_io import load_model
+
+    shapes = parse_input_shapes(input_shapes)
+    m = load_model(model)
+    try:
+        apply_input_shapes(m, shapes)
+    except QConvertError as exc:
+        raise exc.with_path(model)
+    return m
+
+
 def _onnx_to_tflite(m, input_layout, path):
     """The TFLite model of ONNX model `m` and its inputs' permutations (errors name `path`)."""
     from .passes.layout_nhwc import onnx_to_tflite
@@ -125,8 +148,9 @@ def _echo_conversion(m) -> None:
 @click.option("-o", "--output", type=click.Path(), help="Output file "
               "(default: <model>_converted.<ext> next to the input).")
 @_input_layout_option
+@_input_shape_option
 @_names_model
-def convert(model, output, input_layout):
+def convert(model, output, input_layout, input_shapes):
     """Read a model, verify it and write it out: the same format, or ONNX to TFLite.
 
     The output format follows the output's extension. ONNX to TFLite runs the NCHW -> NHWC
@@ -139,13 +163,13 @@ def convert(model, output, input_layout):
       qconvert convert model.tflite -o model_out.tflite
       qconvert convert model.onnx -o model.tflite --input-layout nhwc
     """
-    from .model_io import default_output, format_of_output, load_model, serialize
+    from .model_io import default_output, format_of_output, serialize
     from .output_files import OutputFiles
 
     outputs = OutputFiles([model])
     if output is not None:
         outputs.add(output)
-    m = load_model(model)
+    m = _load(model, input_shapes)
     outputs.add_inputs(m.meta.get("external_files", ()))
     out = output or str(default_output(model, "converted", m.format))
     fmt = format_of_output(out, m.format)
@@ -188,8 +212,9 @@ def _echo_passes(ctx, param, value):
               callback=_echo_passes, help="List the passes of the default pipeline and exit.")
 @click.option("--report", type=click.Path(), metavar="FILE.json",
               help='Also write {"passes": {name: count}, "nodes_before": n, "nodes_after": m}.')
+@_input_shape_option
 @_names_model
-def fuse(model, output, pass_list, report):
+def fuse(model, output, pass_list, report, input_shapes):
     """Fold BatchNorm, per-channel Mul/Div and Add/Sub into the conv or FC layer before them.
 
     Runs constant folding, dead-node elimination and the fusions (to a fixed point); for a TFLite
@@ -203,7 +228,7 @@ def fuse(model, output, pass_list, report):
       qconvert fuse model.onnx --passes fuse-conv-batchnorm,eliminate
     """
     from .ir.graph import GraphError
-    from .model_io import default_output, format_of_output, load_model, serialize
+    from .model_io import default_output, format_of_output, serialize
     from .output_files import OutputFiles
     from .passes import PassContext
     from .passes.pipeline import FUSE_PIPELINE, run_pipeline
@@ -220,7 +245,7 @@ def fuse(model, output, pass_list, report):
     for path in (output, report):
         if path is not None:
             outputs.add(path)
-    m = load_model(model)
+    m = _load(model, input_shapes)
     outputs.add_inputs(m.meta.get("external_files", ()))
     out = output or str(default_output(model, "fused", m.format))
     fmt = format_of_output(out, m.format)
@@ -327,10 +352,11 @@ def _calibration_data(specs, calibration, calibration_random, norm: dict,
 @click.option("--report", type=click.Path(), metavar="FILE.json", help="Also write the report "
               "as JSON.")
 @_input_layout_option
+@_input_shape_option
 @_names_model
 def quantize(model, output, calibration, calibration_random, eval_data, mean, std, scale,
              method, percentile, per_channel, fc_per_channel, io_type, rounding, no_fuse,
-             batch_size, max_memory, report, input_layout):
+             batch_size, max_memory, report, input_layout, input_shapes):
     """Quantize a float model to int8: per-channel weights, calibrated activations.
 
     Fuses first, calibrates with the float reference executor, and writes int8 TFLite (runs in
@@ -345,7 +371,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
       qconvert quantize model.onnx --calibration calib.npy -o model_int8.tflite
       qconvert quantize model.tflite --calibration images/ --mean 127.5 --std 127.5
     """
-    from .model_io import default_output, format_of_output, load_model, serialize
+    from .model_io import default_output, format_of_output, serialize
     from .output_files import OutputFiles
     from .quant import calibration_data as cd
     from .quant.quantize import QuantizeOptions, quantize_model
@@ -356,7 +382,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     for path in (output, report):
         if path is not None:
             outputs.add(path)
-    m = load_model(model)
+    m = _load(model, input_shapes)
     outputs.add_inputs(m.meta.get("external_files", ()))
     out = output or str(default_output(model, "int8", m.format))
     fmt = format_of_output(out, m.format)
@@ -455,10 +481,11 @@ def _ranges(values: list) -> str:
               "the header (single: CMSIS-NN built with CMSIS_NN_USE_SINGLE_ROUNDING).")
 @calibration_options
 @_input_layout_option
+@_input_shape_option
 @_names_model
 def export_c_header(model, output, name, fc_layout, with_kernels, rounding, calibration,
                     calibration_random, mean, std, scale, method, percentile, fc_per_channel,
-                    no_fuse, batch_size, max_memory, input_layout):
+                    no_fuse, batch_size, max_memory, input_layout, input_shapes):
     """Write an int8 model as one C header for firmware (CMSIS-NN style).
 
     Per layer: int8 weights (conv OHWI, depthwise [1, H, W, C], fully connected 1x4 interleaved
@@ -481,7 +508,7 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
     from .c_export.header import HeaderOptions, render_header
     from .c_export.shipped_kernels import kernel_sources
     from .c_export.source import int8_tflite_for_export
-    from .model_io import load_model, read_bytes
+    from .model_io import read_bytes
     from .output_files import OutputFiles
     from .quant.calibration_data import data_files, input_specs
     from .quant.quantize import QuantizeOptions
@@ -501,7 +528,7 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
         outputs.add(path)
     outputs.add(out)
     sha256 = hashlib.sha256(read_bytes(model)).hexdigest()
-    m = load_model(model)
+    m = _load(model, input_shapes)
     outputs.add_inputs(m.meta.get("external_files", ()))
     if input_layout is not None and m.format != "onnx":
         raise QConvertError("--input-layout applies to ONNX models only", model)
@@ -532,5 +559,11 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
         click.echo(f"wrote {path}")
 
 
-if __name__ == "__main__":
+def run():
+    """The `qconvert` program: `main` in a process that exits when the command ends."""
+    _PROGRAM["exits_after"] = True
     main()
+
+
+if __name__ == "__main__":
+    run()

@@ -42,6 +42,8 @@ def layer_macs(node, graph: Graph) -> int:
         return out_elems * _prod(wd) // max(wd[-1], 1)
     if rule == "conv_transpose":
         return _prod(_dims(x.shape)) * _prod(wd) // max(wd[0], 1)
+    if rule == "transpose_conv":  # TFLite: inputs output_shape, weights OHWI, x
+        return _prod(_dims(graph.tensors[node.inputs[2]].shape)) * _prod(wd) // max(wd[-1], 1)
     if rule == "fc":
         return out_elems * wd[-1]
     if rule == "gemm":

@@ -17,6 +17,7 @@ the walker does not accept) falls back to the full parse, which also reports cor
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,28 @@ _TENSOR_DATA_TYPE = TensorProto.DESCRIPTOR.fields_by_name["data_type"].number
 _TENSOR_RAW_DATA = TensorProto.DESCRIPTOR.fields_by_name["raw_data"].number
 _TENSOR_DATA_LOCATION = TensorProto.DESCRIPTOR.fields_by_name["data_location"].number
 _LEN = 2  # wire type of length-delimited fields
+
+
+def _dim(d):
+    """One declared dimension: its size, its symbolic name, or None. A size of -1 or 0 (what
+    PaddlePaddle and some other exporters write for a dynamic axis, and onnxruntime accepts) is
+    read as dynamic."""
+    if d.HasField("dim_value"):
+        return d.dim_value if d.dim_value > 0 else (d.dim_param or None)
+    return d.dim_param if d.HasField("dim_param") else None
+
+
+def _dynamic_dims(vi):
+    """A copy of ValueInfo `vi` with its -1 / 0 dimensions unknown (for shape inference)."""
+    tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+    if tt is None or not tt.HasField("shape") or all(
+            not d.HasField("dim_value") or d.dim_value > 0 for d in tt.shape.dim):
+        return vi
+    vi = copy.deepcopy(vi)
+    for d in vi.type.tensor_type.shape.dim:
+        if d.HasField("dim_value") and d.dim_value <= 0:
+            d.ClearField("dim_value")
+    return vi
 
 
 @dataclass
@@ -184,9 +207,9 @@ class _Reader:
         light.functions.extend(self.proto.functions)
         lg = light.graph
         lg.node.extend(g.node)
-        lg.input.extend(vi for vi in g.input)
-        lg.output.extend(g.output)
-        lg.value_info.extend(g.value_info)
+        lg.input.extend(_dynamic_dims(vi) for vi in g.input)
+        lg.output.extend(_dynamic_dims(vi) for vi in g.output)
+        lg.value_info.extend(_dynamic_dims(vi) for vi in g.value_info)
         input_names = {vi.name for vi in g.input}
         for i, t in enumerate(g.initializer):
             if (i not in self.payloads and t.data_location != TensorProto.EXTERNAL
@@ -215,9 +238,7 @@ class _Reader:
             raise QConvertError(f"tensor {name!r} has unsupported ONNX type {tt.elem_type}")
         shape = None
         if tt.HasField("shape"):
-            shape = tuple(d.dim_value if d.HasField("dim_value")
-                          else (d.dim_param if d.HasField("dim_param") else None)
-                          for d in tt.shape.dim)
+            shape = tuple(_dim(d) for d in tt.shape.dim)
         return Tensor(name, shape, dtype, extra=extra)
 
     def constant(self, name: str, t: TensorProto, payload: tuple | None = None) -> Tensor:

@@ -13,9 +13,9 @@ by a regular file; a FIFO with no reader is refused rather than waited on. A sym
 written through: the file it points to is replaced and the link stays.
 
 Signals: `handle_termination` makes SIGTERM (and SIGHUP) interrupt the command like SIGINT, so
-temporary files are cleaned up. From the first rename to the end of the command SIGINT and SIGTERM
-are held back (blocked), so a signal cannot split the renames; one that arrives after the commit
-point is dropped, since the command's work is complete by then.
+temporary files are cleaned up. From the first rename on, signals are dropped, so none can split
+the renames; one that arrives after the commit point is ignored, the command's work being
+complete by then.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from pathlib import Path
 
 from .errors import QConvertError
 
-_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_STATE = {"committed": False}
 
 
 class Terminated(KeyboardInterrupt):
@@ -41,39 +42,43 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
-def _raise_terminated(signum, _frame):
+def _on_signal(signum, _frame):
+    """Before the commit point a signal unwinds the command; from the first rename on it is
+    dropped (the outputs are being, or have been, put in place as a whole)."""
+    if _STATE["committed"]:
+        return
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise Terminated(signum)
 
 
 @contextlib.contextmanager
-def handle_termination():
-    """Within the block, SIGTERM and SIGHUP raise `Terminated` (a KeyboardInterrupt); signals held
-    back by a commit are dropped at the end and the signal mask is restored."""
+def handle_termination(process_exits_after: bool = False):
+    """Within the block SIGINT raises KeyboardInterrupt and SIGTERM / SIGHUP raise `Terminated`,
+    until a commit starts renaming; then they are dropped. At the end the previous handlers come
+    back, except when `process_exits_after` (the `qconvert` program itself) and the command
+    committed: then the signals stay ignored until the process exits, so a late signal cannot
+    turn a complete run into a killed one. (Python runs signal handlers in the main thread only,
+    whichever thread the signal hit, so a flag is enough; no signal mask is needed.)"""
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
-    for s in saved:
-        signal.signal(s, _raise_terminated)
+    saved = {s: signal.getsignal(s) for s in _SIGNALS}
+    _STATE["committed"] = False
+    for s in _SIGNALS:
+        signal.signal(s, _on_signal)
     try:
         yield
     finally:
-        _drop_held_signals()
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        for s, handler in saved.items():
-            signal.signal(s, handler)
-
-
-def _drop_held_signals() -> None:
-    """Consume SIGINT / SIGTERM that are pending while blocked (they came after the commit)."""
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
-    pending = set(signal.sigpending()) & _HELD_SIGNALS & set(blocked)
-    while pending:
-        signal.sigtimedwait(pending, 0)
-        pending = set(signal.sigpending()) & _HELD_SIGNALS & set(blocked)
+        if process_exits_after and _STATE["committed"]:
+            for s in _SIGNALS:
+                signal.signal(s, signal.SIG_IGN)
+        else:
+            for s, handler in saved.items():
+                signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+        _STATE["committed"] = False
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -124,14 +129,14 @@ class OutputFiles:
             target = p.resolve()
         except (OSError, RuntimeError) as exc:  # a symlink loop
             raise QConvertError(f"cannot resolve the output path ({exc})", shown) from exc
-        if target.is_dir():
-            raise QConvertError("output path is a directory", shown)
         parent = target.parent
         if not parent.is_dir():
             raise QConvertError("output directory does not exist", shown)
-        if len(target.name.encode("utf-8", "surrogateescape")) > _name_max(parent):
+        if len(os.fsencode(target.name)) > _name_max(parent):
             raise QConvertError(f"output file name is longer than the file system allows "
                                 f"({_name_max(parent)} bytes)", shown)
+        if target.is_dir():
+            raise QConvertError("output path is a directory", shown)
         kind = self._special_kind(target)
         if kind is None and not os.access(parent, os.W_OK):
             raise QConvertError("output directory is not writable", shown)
@@ -196,8 +201,7 @@ class OutputFiles:
             for shown, target, data in items:
                 if self._special_kind(target) is not None:
                     self._write_stream(shown, target, data)
-            if regular:
-                self._hold_signals()
+            _STATE["committed"] = True  # the commit point: from here signals are dropped
             for shown, tmp, target in regular:
                 try:
                     os.replace(tmp, target)
@@ -208,13 +212,6 @@ class OutputFiles:
             for tmp in temps:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
-
-    @staticmethod
-    def _hold_signals() -> None:
-        import threading
-
-        if threading.current_thread() is threading.main_thread():
-            signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
 
     @staticmethod
     def _write_temp(shown: str, target: Path, data, temps: list) -> Path:

@@ -18,6 +18,8 @@ import re
 
 import numpy as np
 
+from .errors import QConvertError
+
 from tflite.ActivationFunctionType import ActivationFunctionType
 from tflite.BuiltinOperator import BuiltinOperator
 from tflite.BuiltinOptions import BuiltinOptions
@@ -104,9 +106,13 @@ def attrs_from_options(values: dict) -> dict:
     attrs: dict = {}
     for field, value in values.items():
         if field == "FusedActivationFunction":
-            attrs["activation"] = ACTIVATION_NAMES.get(value, str(value))
+            if value not in ACTIVATION_NAMES:
+                raise QConvertError(f"unknown fused activation code {value} (corrupt model?)")
+            attrs["activation"] = ACTIVATION_NAMES[value]
         elif field == "Padding":
-            attrs["padding"] = PADDING_NAMES.get(value, str(value))
+            if value not in PADDING_NAMES:
+                raise QConvertError(f"unknown padding code {value} (corrupt model?)")
+            attrs["padding"] = PADDING_NAMES[value]
         elif field in _PAIRED_FIELDS:
             attr = _PAIRED_FIELDS[field]
             h, w = _PAIRS[attr]

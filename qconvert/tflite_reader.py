@@ -91,6 +91,9 @@ class _Reader:
                 "outputs": [((sd.Outputs(j).Name() or b"").decode(), names[sd.Outputs(j).TensorIndex()])
                             for j in range(self.count(sd.OutputsLength(), "signature outputs"))],
             })
+        for sd in meta["signature_defs"]:  # a tensor a signature names must survive the passes
+            for _, name in sd["inputs"] + sd["outputs"]:
+                graphs[sd["subgraph"]].tensors[name].extra["signature"] = True
         return Model("tflite", graphs, meta)
 
     def buffer(self, buf) -> np.ndarray:

@@ -242,3 +242,46 @@ register(OpSchema(
     "(ONNX LayerNormalization, opset 17).",
     (X, Input("scale", "param"), Input("bias", "param", optional=True)),
     onnx=OnnxSpec("LayerNormalization", {"axis": -1, "epsilon": 1e-5, "stash_type": 1})))
+
+# -- ONNX exports: transposed convolution, resize, split (TFLite forms and their ONNX twins) ----
+register(OpSchema(
+    "TransposeConv", "Transposed 2-D convolution (TFLite TRANSPOSE_CONV): inputs output_shape "
+    "[4], weights OHWI [C_out, kH, kW, C_in], x NHWC, optional bias; `padding` SAME / VALID "
+    "sets where the (in - 1) * stride + k wide result is cropped (TFLite's rule).",
+    (Input("output_shape", "param"), W, X, B),
+    tflite=TfliteSpec("TRANSPOSE_CONV", "TransposeConvOptions"),
+    weight_layout={"tflite": "OHWI"}, weight_channel_axis={"tflite": 0},
+    int8="per_channel_weights", macs="transpose_conv"))
+register(OpSchema(
+    "Resize", "Resize the spatial axes (ONNX Resize, opset 11+: roi, scales or sizes inputs; "
+    "nearest / linear / cubic, coordinate_transformation_mode, nearest_mode).",
+    (X, Input("roi", "param", optional=True), Input("scales", "param", optional=True),
+     Input("sizes", "param", optional=True)),
+    onnx=OnnxSpec("Resize", {"mode": "nearest", "coordinate_transformation_mode": "half_pixel",
+                             "nearest_mode": "round_prefer_floor", "cubic_coeff_a": -0.75,
+                             "exclude_outside": 0, "extrapolation_value": 0.0, "antialias": 0,
+                             "axes": None, "keep_aspect_ratio_policy": "stretch"})))
+register(OpSchema(
+    "ResizeBilinear", "Bilinear resize of NHWC H and W to the constant `size` [h, w] (TFLite "
+    "RESIZE_BILINEAR: align_corners, half_pixel_centers).", (X, Input("size", "param")),
+    tflite=TfliteSpec("RESIZE_BILINEAR", "ResizeBilinearOptions"), int8="same_scale"))
+register(OpSchema(
+    "ResizeNearest", "Nearest-neighbour resize of NHWC H and W to the constant `size` [h, w] "
+    "(TFLite RESIZE_NEAREST_NEIGHBOR: align_corners, half_pixel_centers).",
+    (X, Input("size", "param")),
+    tflite=TfliteSpec("RESIZE_NEAREST_NEIGHBOR", "ResizeNearestNeighborOptions"),
+    int8="same_scale"))
+register(OpSchema(
+    "Split", "Split `x` along `axis` into parts of the sizes `split` (input from opset 13, "
+    "attribute before), else into equal parts, one per output (ONNX Split).",
+    (X, Input("split", "param", optional=True)),
+    onnx=OnnxSpec("Split", {"axis": 0, "split": None, "num_outputs": None}), int8="same_scale"))
+register(OpSchema(
+    "SplitEqual", "Split `x` along the constant `axis` input into `num_splits` equal parts "
+    "(TFLite SPLIT: inputs axis, x).", (Input("axis", "param"), X),
+    tflite=TfliteSpec("SPLIT", "SplitOptions"), int8="same_scale"))
+register(OpSchema(
+    "SplitSizes", "Split `x` along the constant `axis` into parts of the constant sizes "
+    "(TFLite SPLIT_V: inputs x, size_splits, axis).",
+    (X, Input("size_splits", "param"), Input("axis", "param")),
+    tflite=TfliteSpec("SPLIT_V", "SplitVOptions"), int8="same_scale"))

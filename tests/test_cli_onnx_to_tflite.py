@@ -235,12 +235,14 @@ def test_same_input_gives_the_same_bytes(tmp_path):
 
 
 def _bad_model(tmp_path):
-    """A dynamic H, a conv whose weights are an input, a grouped conv and an unknown op."""
+    """A dynamic H, a conv whose weights are an input, a grouped ConvTranspose (TFLite has
+    none) and an unknown op."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, "H", 8])
     w = helper.make_tensor_value_info("w", TensorProto.FLOAT, [4, 4, 1, 1])
-    g = numpy_helper.from_array(np.ones((4, 2, 3, 3), np.float32), "g")
+    g = numpy_helper.from_array(np.ones((4, 2, 3, 3), np.float32), "g")  # [C_in, C_out / 2]
     nodes = [helper.make_node("Conv", ["x", "w"], ["a"], kernel_shape=[1, 1]),
-             helper.make_node("Conv", ["a", "g"], ["b"], kernel_shape=[3, 3], group=2),
+             helper.make_node("ConvTranspose", ["a", "g"], ["b"], kernel_shape=[3, 3],
+                              group=2),
              helper.make_node("LRN", ["b"], ["y"], size=3)]
     graph = helper.make_graph(nodes, "g", [x, w],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [g])
@@ -263,7 +265,7 @@ def test_unconvertible_model_is_one_error_listing_everything_nothing_written(tmp
     assert len(errors) == 1 and "Traceback" not in result.output
     line = errors[0]
     assert line.startswith(f"qconvert: error: {src}: cannot convert ONNX to TFLite")
-    for part in ("dynamic shapes", "non-constant weights", "grouped convolutions",
+    for part in ("dynamic shapes", "non-constant weights", "ConvTranspose", "group 2",
                  "ops with no TFLite mapping: LRN"):
         assert part in line, part
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["bad.onnx"]

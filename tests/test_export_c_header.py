@@ -45,7 +45,7 @@ from qconvert.c_export.shipped_kernels import KERNEL_FILES, kernel_sources
 from qconvert.cli import main
 from qconvert.executor.int_executor import layer_params, run_int8
 from qconvert.executor.int_kernels import INT_PARAMS
-from qconvert.ir import Model
+from qconvert.ir import Model, Node, Tensor
 from qconvert.model_io import load_model, serialize
 from qconvert.tflite_reader import read_tflite
 
@@ -688,7 +688,35 @@ def _every_op_model() -> Model:
     bm = n.node("BatchMatMul", [fc, lr], "batch_matmul", (6, 6), 0.3, 4, adj_x=True, adj_y=False,
                 asymmetric_quantize_inputs=False)
     rs = n.node("Rsqrt", [rl], "rsqrt", (1, 6), 0.05, -128)
-    return read_tflite(n.build([sm, sg, th, hs, rl, r6, rq, dq, ss, pr, bm, rs]))
+    extra = _onnx_export_ops(n, m, d)
+    return read_tflite(n.build([sm, sg, th, hs, rl, r6, rq, dq, ss, pr, bm, rs] + extra))
+
+
+def _onnx_export_ops(n, m, d) -> list:
+    """Grouped CONV_2D, TRANSPOSE_CONV, RESIZE_*, SPLIT, SPLIT_V nodes for `_every_op_model`."""
+    gw, _ = n.weights("gw", (4, 1, 1, 2), 0)
+    gc = n.node("Conv2D", [m, gw, None], "gconv", (1, 6, 6, 4), 0.3, 2,
+                **dict(CONV, kernel_shape=[1, 1], pads=[0, 0, 0, 0], group=2))
+    tw, s_tw = n.weights("tw", (3, 2, 2, 5), 0)
+    tc = n.node("TransposeConv", [n.const("tshape", np.asarray([1, 8, 8, 3], np.int32)), tw, d,
+                                  n.bias("tb", 0.2, s_tw, 3)], "tconv", (1, 8, 8, 3), 0.3, 1,
+                strides=[2, 2], padding="VALID", activation="NONE")
+    rb = n.node("ResizeBilinear", [d, n.const("rsize", np.asarray([6, 7], np.int32))],
+                "bilinear", (1, 6, 7, 5), 0.2, 0, align_corners=False, half_pixel_centers=True)
+    rn = n.node("ResizeNearest", [d, n.const("nsize", np.asarray([8, 8], np.int32))],
+                "nearest", (1, 8, 8, 5), 0.2, 0, align_corners=False, half_pixel_centers=False)
+    outs = []
+    for op, ins, shapes in (("SplitEqual", [n.const("sax", np.asarray([1], np.int32)), d],
+                             [(1, 2, 4, 5)] * 2),
+                            ("SplitSizes", [d, n.const("ssz", np.asarray([2, 3], np.int32)),
+                                            n.const("svax", np.asarray([3], np.int32))],
+                             [(1, 4, 4, 2), (1, 4, 4, 3)])):
+        names = [f"{op.lower()}_{k}" for k in range(2)]
+        for name, shape in zip(names, shapes):
+            n.g.add_tensor(Tensor(name, shape, "int8", quant=n._q(0.2, 0)))
+        n.g.nodes.append(Node(op, ins, names, {"num_splits": 2}, names[0]))
+        outs += names
+    return [gc, tc, rb, rn] + outs
 
 
 def test_every_op_gets_its_tflite_micro_parameters(tmp_path):

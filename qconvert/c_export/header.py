@@ -102,6 +102,9 @@ def render_header(graph, options: HeaderOptions) -> str:
     if options.rounding not in ROUNDINGS:
         raise QConvertError(f"unknown rounding {options.rounding!r}")
     _check_ops(graph)
+    from qconvert.quant.invariants import check_int8_tflite
+
+    check_int8_tflite(graph)
     params = _all_params(graph)
     layers = [_layer(graph, i, node, params[i], options) for i, node in enumerate(graph.nodes)]
     model_items = _model_items(graph, options)
@@ -216,12 +219,12 @@ def _layer(graph, index, node, params, options) -> _Layer:
     items = [_Item("OP_INDEX", str(index))]
     used = set()
     if spec.weights is not None:
-        used |= {1, 2}
+        used |= set(spec.weight_slots)
     used |= {i for i, _ in spec.constants}
     for slot, name in enumerate(node.inputs):
         if name is None or slot in used:
             continue
-        tag = "INPUT" if slot == 0 else f"INPUT{slot + 1}"
+        tag = "INPUT" if slot == spec.data_slot else f"INPUT{slot + 1}"
         t = graph.tensors[name]
         if t.data is None:
             items += _shape_items(tag, _static_shape(graph, name))
@@ -232,7 +235,7 @@ def _layer(graph, index, node, params, options) -> _Layer:
         if name is not None:
             items += _shape_items("OUTPUT" if k == 0 else f"OUTPUT{k + 1}",
                                   _static_shape(graph, name))
-    items += _dims_items(graph, node, spec.dims, options)
+    items += _dims_items(graph, node, spec.dims, options, spec.data_slot)
     if spec.weights is not None:
         w = graph.tensors[node.inputs[1]].data
         data = fc_weights_in_layout(w, options.fc_layout) if spec.weights == "fc" else w
@@ -250,11 +253,11 @@ def _layer(graph, index, node, params, options) -> _Layer:
     return _Layer(index, node, items, _layer_comment(graph, index, node, spec, options))
 
 
-def _dims_items(graph, node, dims, options) -> list:
+def _dims_items(graph, node, dims, options, data_slot: int = 0) -> list:
     """Dimension macros by kind: `conv`, `spatial` (NHWC input and output), `fc`, `rows`."""
     if dims is None:
         return []
-    x = _static_shape(graph, node.inputs[0])
+    x = _static_shape(graph, node.inputs[data_slot])
     y = _static_shape(graph, node.outputs[0])
     if dims in ("conv", "spatial"):
         if len(x) != 4 or len(y) != 4:

@@ -15,6 +15,8 @@ table only says under which name and in which form each one appears:
 - `weights`: `conv` (OHWI), `depthwise` ([1, H, W, C]) or `fc` (the chosen FC layout).
 - `dims`: which dimension macros the op gets (`conv`, `fc`, `spatial`, `rows`) beyond the
   shapes and lengths every layer gets.
+- `data_slot` / `weight_slots`: where the activation and the weights and bias are (TFLite's
+  TRANSPOSE_CONV: output_shape, weights, x, bias; SPLIT: axis, x).
 
 An op missing from this table (opaque ops, ops without int8 parameters) cannot be exported.
 """
@@ -45,6 +47,8 @@ class OpSpec:
     attrs: tuple = ()
     weights: str | None = None
     dims: str | None = None
+    data_slot: int = 0          # the input slot of the layer's activation (`INPUT`)
+    weight_slots: tuple = (1, 2)  # weights and bias slots (written as WEIGHTS and BIAS)
 
 
 _ADD = OpSpec(fields=(
@@ -65,8 +69,8 @@ _SIGMOID_TANH = OpSpec(fields=(
     ("input_range_radius", "INPUT_RANGE_RADIUS", "int")))
 
 OP_SPECS: dict[str, OpSpec] = {
-    "Conv2D": OpSpec(fields=_LAYER + _GEOMETRY, skipped=_LAYER_SKIPPED, weights="conv",
-                     dims="conv"),
+    "Conv2D": OpSpec(fields=_LAYER + _GEOMETRY + (("groups", "GROUPS", "int"),),
+                     skipped=_LAYER_SKIPPED, weights="conv", dims="conv"),
     "DepthwiseConv2D": OpSpec(fields=_LAYER + _GEOMETRY
                               + (("depth_multiplier", "DEPTH_MULTIPLIER", "int"),),
                               skipped=_LAYER_SKIPPED, weights="depthwise", dims="conv"),
@@ -157,4 +161,19 @@ OP_SPECS: dict[str, OpSpec] = {
                                   ("shrink_axis_mask", "SHRINK_AXIS_MASK"),
                                   ("ellipsis_mask", "ELLIPSIS_MASK"),
                                   ("new_axis_mask", "NEW_AXIS_MASK"), ("offset", "OFFSET"))),
+    # -- ONNX exports: transposed conv, resize, split ---------------------------------------
+    # TRANSPOSE_CONV: OUTPUT_SHAPE (every layer's) is the output_shape input; PAD the crop
+    "TransposeConv": OpSpec(fields=_LAYER + (("strides", "STRIDE", "hw"), ("pads", "PAD", "hw")),
+                            skipped=_LAYER_SKIPPED | {"output_shape"}, weights="conv",
+                            dims="conv", data_slot=2, weight_slots=(0, 1, 3)),
+    "ResizeBilinear": OpSpec(constants=((1, "SIZE"),),
+                             attrs=(("align_corners", "ALIGN_CORNERS"),
+                                    ("half_pixel_centers", "HALF_PIXEL_CENTERS"))),
+    "ResizeNearest": OpSpec(constants=((1, "SIZE"),),
+                            attrs=(("align_corners", "ALIGN_CORNERS"),
+                                   ("half_pixel_centers", "HALF_PIXEL_CENTERS"))),
+    "SplitEqual": OpSpec(constants=((0, "AXIS"),), attrs=(("num_splits", "NUM_SPLITS"),),
+                         data_slot=1),
+    "SplitSizes": OpSpec(constants=((1, "SIZE_SPLITS"), (2, "AXIS")),
+                         attrs=(("num_splits", "NUM_SPLITS"),)),
 }

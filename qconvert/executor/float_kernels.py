@@ -1537,3 +1537,4 @@ def _pack(node, inputs, out_dtypes):
 
 # the kernels of the transformer-era activation / normalization / attention ops live apart
 from . import float_kernels_math as _float_kernels_math  # noqa: E402,F401  (registers them)
+from . import float_kernels_spatial as _spatial_kernels  # noqa: E402,F401  (resize, split...)

@@ -388,6 +388,10 @@ def conv_params(graph, node) -> dict:
         "dilations": [int(v) for v in attrs.get("dilations") or [1, 1]],
         "pads": [int(v) for v in attrs.get("pads") or [0, 0, 0, 0]],
     }
+    x_shape = graph.tensors[node.inputs[0]].shape
+    if not depthwise and x_shape and isinstance(x_shape[-1], (int, np.integer)) \
+            and int(x_shape[-1]) != int(w.data.shape[3]):
+        out["groups"] = int(x_shape[-1]) // int(w.data.shape[3])  # a grouped CONV_2D
     if depthwise:
         if out["bias"] is None:  # TFLM's DEPTHWISE_CONV_2D dereferences it (segfault)
             _fail(node, "TFLite Micro's DEPTHWISE_CONV_2D needs a bias tensor (use zeros)")
@@ -475,9 +479,10 @@ def conv2d(node, inputs, p, ctx):
     if x.ndim != 4:
         raise ValueError(f"Conv2D input of rank {x.ndim}")
     cout, kh, kw, cin = w.shape
-    if x.shape[3] != cin:
-        _fail(node, f"grouped convolution ({x.shape[3]} input channels, weights for {cin}) "
-                    "is not supported")
+    groups = x.shape[3] // cin if cin else 0
+    if groups < 1 or groups * cin != x.shape[3] or cout % groups:
+        _fail(node, f"{x.shape[3]} input channels for weights {tuple(w.shape)} (grouped "
+                    "convolutions need a multiple of the filter's input channels)")
     xo = x.astype(np.float64) + p["input_offset"]
     xp, oh, ow = _spatial(xo, p, kh, kw)
     n = x.shape[0]
@@ -485,8 +490,13 @@ def conv2d(node, inputs, p, ctx):
     acc = np.zeros((n * oh * ow, cout))
     for ky in range(kh):
         for kx in range(kw):
-            patch = _tap(xp, ky, kx, p, oh, ow).reshape(-1, cin)
-            acc += patch @ wf[:, ky, kx, :].T
+            patch = _tap(xp, ky, kx, p, oh, ow).reshape(-1, x.shape[3])
+            if groups == 1:
+                acc += patch @ wf[:, ky, kx, :].T
+            else:  # output channel o reads input channels of group o // (cout / groups)
+                wg = wf[:, ky, kx, :].reshape(groups, cout // groups, cin)
+                acc += np.einsum("pgc,goc->pgo", patch.reshape(-1, groups, cin),
+                                 wg).reshape(-1, cout)
     return [_requantize_acc(acc.reshape(n, oh, ow, cout), p, ctx)]
 
 
@@ -1088,3 +1098,4 @@ for _op in ("Squeeze", "Transpose", "Gather", "Maximum", "Minimum", "StridedSlic
 
 # LEAKY_RELU, PRELU, BATCH_MATMUL and RSQRT live apart (the file is big enough)
 from . import int_kernels_math as _int_kernels_math  # noqa: E402,F401  (registers them)
+from . import int_kernels_spatial as _spatial_kernels  # noqa: E402,F401  (resize, split...)

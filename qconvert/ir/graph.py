@@ -107,6 +107,9 @@ class Graph:
         for name in self.outputs:
             if name not in defined:
                 raise GraphError(f"graph output {name!r} is never produced")
+        if len(set(self.outputs)) != len(self.outputs):
+            twice = next(n for i, n in enumerate(self.outputs) if n in self.outputs[:i])
+            raise GraphError(f"graph output {twice!r} is listed more than once")
 
 
 def _check_arity(node) -> None:
@@ -123,6 +126,11 @@ def _check_arity(node) -> None:
             continue
         if i >= len(node.inputs) or node.inputs[i] is None:
             raise GraphError(f"{node.op} {node.name!r} lacks its required input {slot.name!r}")
+    if not any(slot.variadic for slot in schema.inputs):
+        extra = [n for n in node.inputs[len(schema.inputs):] if n is not None]
+        if extra:
+            raise GraphError(f"{node.op} {node.name!r} has {len(schema.inputs) + len(extra)} "
+                             f"inputs; it takes at most {len(schema.inputs)}")
 
 
 def _check_tensor(t: Tensor) -> None:

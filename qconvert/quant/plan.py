@@ -178,6 +178,8 @@ def plan_activations(graph: Graph, ranges: dict) -> dict:
             data = ins if node.op == "Concat" else ins[:1]
             for i in data:
                 groups.union(i, outs[0])
+            for o in outs[1:]:  # Split: every part keeps the input's parameters
+                groups.union(o, outs[0])
         elif rule == "fixed_output" and outs:
             fixed[outs[0]] = FIXED_OUTPUT[node.op]
         elif node.op in CLAMPS and outs and node.inputs[0] in clamped:
@@ -208,9 +210,10 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False) -> 
     consts: dict = {}
     for node in graph.nodes:
         schema = schemas.get(node.op)
-        if schema.int8 == "per_channel_weights" and graph.constant(node.inputs[1]) is not None:
+        x_slot, w_slot, b_slot = layer_slots(node)
+        if schema.int8 == "per_channel_weights" and graph.constant(node.inputs[w_slot]) is not None:
             layers[node.outputs[0]] = _plan_layer(graph, node, acts, fmt, fc_per_channel)
-            skip = set(node.inputs[1:3])
+            skip = {node.inputs[i] for i in (w_slot, b_slot) if i < len(node.inputs)}
         else:
             skip = set()
         for name in node.present_inputs():
@@ -224,14 +227,26 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False) -> 
     return QuantPlan(acts, layers, consts)
 
 
+def layer_slots(node) -> tuple:
+    """(data, weights, bias) input slots of a layer: (0, 1, 2), except TFLite TRANSPOSE_CONV
+    (output_shape, weights, x, bias): (2, 1, 3). From the op schema's input roles."""
+    schema = schemas.get(node.op)
+    if schema is None:
+        return 0, 1, 2
+    slots = (schema.input_index("data"), schema.input_index("weights"),
+             schema.input_index("bias"))
+    return (0, 1, 2) if None in slots else slots
+
+
 def _plan_layer(graph, node, acts, fmt, fc_per_channel) -> LayerPlan:
-    x = node.inputs[0]
+    x_slot, w_slot, b_slot = layer_slots(node)
+    x = node.inputs[x_slot]
     if x not in acts:
         raise QConvertError(f"{node.op} {node.name!r} reads a constant input; cannot quantize")
     s_in = acts[x][0]
     s_out = acts[node.outputs[0]][0]
-    w = graph.constant(node.inputs[1])
-    b = graph.constant(node.inputs[2]) if len(node.inputs) > 2 else None
+    w = graph.constant(node.inputs[w_slot])
+    b = graph.constant(node.inputs[b_slot]) if len(node.inputs) > b_slot else None
     axis = weight_channel_axis(node, fmt)
     if node.op == "Gemm":
         w = w * float(node.attrs.get("alpha", 1.0))

@@ -66,6 +66,7 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
     if options.fuse:
         run_pipeline(model, FUSE_PIPELINE, PassContext(model.format))
     check_quantizable(graph)
+    from .invariants import check_int8_tflite, check_qdq_scales
     from .memory import check_plan_memory, default_limit
 
     samples = len(next(iter(calibration.values())))
@@ -82,11 +83,13 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
         from .tflite_int8 import apply_tflite_int8
 
         apply_tflite_int8(graph, qplan, options.io_type)
+        check_int8_tflite(graph)
         names = {n: n for n in qplan.activations}
     else:
         from .qdq import apply_qdq
 
         names = apply_qdq(graph, qplan, model.meta.get("opset", 13))
+        check_qdq_scales(graph)
     model.verify()
     data = evaluation if evaluation is not None else calibration
     return build_report(float_graph, model, qplan, names, data, options, reference,

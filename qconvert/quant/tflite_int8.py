@@ -15,14 +15,16 @@ import numpy as np
 
 from qconvert.ir import Graph, Node, QuantParams, Tensor
 
-from .plan import QuantPlan
+from .plan import QuantPlan, layer_slots
 
 INT8_VERSIONS = {"Conv2D": 3, "DepthwiseConv2D": 3, "FullyConnected": 4, "Add": 2, "Sub": 2,
                  "Mul": 2, "AveragePool": 2, "MaxPool": 2, "Softmax": 2, "Sigmoid": 2,
                  "Tanh": 2, "Concat": 2, "Pad": 2, "Mean": 2, "Relu": 2, "Relu6": 2,
                  "Quantize": 2, "Dequantize": 2, "Transpose": 2, "Gather": 2, "Squeeze": 1,
                  "Reshape": 1, "HardSwish": 1, "PadV2": 2, "Maximum": 2, "Minimum": 2,
-                 "StridedSlice": 2, "LeakyRelu": 2, "PRelu": 1, "BatchMatMul": 2, "Rsqrt": 2}
+                 "StridedSlice": 2, "LeakyRelu": 2, "PRelu": 1, "BatchMatMul": 2, "Rsqrt": 2,
+                 "TransposeConv": 3, "ResizeBilinear": 3, "ResizeNearest": 3, "SplitEqual": 3,
+                 "SplitSizes": 2}
 FC_PER_CHANNEL_VERSION = 12
 
 
@@ -74,27 +76,28 @@ def apply_tflite_int8(graph: Graph, qplan: QuantPlan, io_type: str = "int8") -> 
 
 def _write_layer(graph: Graph, node: Node, layer, qplan: QuantPlan, readers: dict) -> None:
     axis = layer.channel_axis if layer.per_channel else None
-    w_name = node.inputs[1]
+    x_slot, w_slot, b_slot = layer_slots(node)
+    w_name = node.inputs[w_slot]
     if readers.get(w_name, 0) > 1:  # shared weights: this layer's int8 copy
         w_name = graph.fresh_name(f"{w_name}_int8")
         graph.add_tensor(Tensor(w_name, tuple(layer.weights.shape), "int8"))
-        node.inputs[1] = w_name
+        node.inputs[w_slot] = w_name
     w = graph.tensors[w_name]
     w.data, w.dtype = _frozen(layer.weights), "int8"
     w.quant = _quant(layer.weight_scales, 0, axis)
-    s_in = qplan.activations[node.inputs[0]][0]
+    s_in = qplan.activations[node.inputs[x_slot]][0]
     bias = layer.bias
     if bias is None and node.op in ("Conv2D", "DepthwiseConv2D"):
         bias = np.zeros(layer.weights.shape[layer.channel_axis], np.int32)
     if bias is None:
         return
-    while len(node.inputs) < 3:
+    while len(node.inputs) <= b_slot:
         node.inputs.append(None)
-    b_name = node.inputs[2]
+    b_name = node.inputs[b_slot]
     if b_name is None or readers.get(b_name, 0) > 1:
         b_name = graph.fresh_name(f"{node.name or node.outputs[0]}_bias")
         graph.add_tensor(Tensor(b_name, tuple(bias.shape), "int32"))
-        node.inputs[2] = b_name
+        node.inputs[b_slot] = b_name
     b = graph.tensors[b_name]
     b.data, b.dtype, b.shape = _frozen(bias.astype(np.int32)), "int32", tuple(bias.shape)
     b_scale = np.float32(s_in) * layer.weight_scales.astype(np.float32)

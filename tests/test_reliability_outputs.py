@@ -1,0 +1,311 @@
+"""Reliability, classes 1, 2 and 7 of the adversarial sweep: outputs never replace an input
+(symlinks, hard links, `..` paths followed), FIFOs and character devices are written into or
+refused, multi-file outputs are all-or-nothing under a full disk and under SIGINT / SIGTERM, no
+temporary file is left, long and strange file names end in one line. Generators draw the cases
+(hypothesis); every failure must be the tool's one line, exit 1, nothing written, inputs unchanged.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from conftest import ROOT, TEST_MODELS
+from qconvert import output_files
+from qconvert.cli import main
+
+ONNX = TEST_MODELS / "digits_cnn.onnx"
+TFLITE_INT8 = TEST_MODELS / "ad01_int8.tflite"
+CALIB = TEST_MODELS / "digits_data_nchw.npz"
+SETTINGS = settings(max_examples=12, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def run(args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def assert_clean_failure(result, *names):
+    assert result.exit_code == 1, (result.exit_code, result.output)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("qconvert: error: "), result.stderr
+    assert "Traceback" not in result.output
+    for name in names:
+        assert name in lines[0]
+
+
+def digest(folder: Path) -> dict:
+    """{relative path: (kind, sha256)} of everything under `folder` (links not followed)."""
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_symlink():
+            out[str(p.relative_to(folder))] = ("link", os.readlink(p))
+        elif p.is_file():
+            out[str(p.relative_to(folder))] = ("file", hashlib.sha256(p.read_bytes()).hexdigest())
+    return out
+
+
+def workspace(tmp: Path) -> dict:
+    """A model with external data, calibration and eval data in `tmp`."""
+    import onnx
+
+    from conftest import OnnxNet
+
+    net = OnnxNet(1)
+    x = net.input("x", [1, 2, 8, 8])
+    net.conv(x, 2, 4, "y")
+    m = onnx.load_from_string(net.build(["y"]))
+    onnx.save_model(m, tmp / "m.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="m.data", size_threshold=0)
+    data = np.random.default_rng(0).standard_normal((4, 1, 2, 8, 8)).astype(np.float32)
+    np.save(tmp / "c.npy", data)
+    np.savez(tmp / "e.npz", x=data)
+    return {"model": tmp / "m.onnx", "calibration": tmp / "c.npy", "eval": tmp / "e.npz",
+            "external": tmp / "m.data"}
+
+
+ALIASES = st.sampled_from(["same", "symlink", "dotdot", "hardlink", "symlink_chain"])
+TARGETS = st.sampled_from(["model", "calibration", "eval", "external"])
+OUTPUT_SLOTS = st.sampled_from(["-o", "--report"])
+
+
+def aliased(tmp: Path, target: Path, how: str, k: int) -> Path:
+    if how == "same":
+        return target
+    if how == "dotdot":
+        (tmp / "sub").mkdir(exist_ok=True)
+        return tmp / "sub" / ".." / target.name
+    link = tmp / f"alias{k}{target.suffix}"
+    if how == "hardlink":
+        os.link(target, link)
+    elif how == "symlink":
+        link.symlink_to(target)
+    else:
+        mid = tmp / f"mid{k}"
+        mid.symlink_to(target)
+        link.symlink_to(mid)
+    return link
+
+
+@SETTINGS
+@given(target=TARGETS, how=ALIASES, slot=OUTPUT_SLOTS, k=st.integers(0, 10**6))
+def test_no_output_resolves_to_an_input(tmp_path_factory, target, how, slot, k):
+    tmp = tmp_path_factory.mktemp("alias")
+    files = workspace(tmp)
+    out = aliased(tmp, files[target], how, k)
+    args = ["quantize", files["model"], "--calibration", files["calibration"], "--eval",
+            files["eval"]]
+    args += ["-o", out] if slot == "-o" else ["-o", tmp / "q.onnx", "--report", out]
+    before = digest(tmp)
+    result = run(args)
+    assert_clean_failure(result, "refusing to overwrite an input")
+    assert digest(tmp) == before
+
+
+@pytest.mark.parametrize("command", ["convert", "fuse", "export-c-header"])
+def test_other_commands_refuse_inputs_too(tmp_path, command):
+    files = workspace(tmp_path)
+    extra = ["--calibration", files["calibration"]] if command == "export-c-header" else []
+    for target in ("model", "external") + (("calibration",) if extra else ()):
+        before = digest(tmp_path)
+        result = run([command, files["model"], *extra, "-o", files[target]])
+        assert_clean_failure(result, "refusing to overwrite an input")
+        assert digest(tmp_path) == before
+
+
+def test_char_device_output_is_written_into(tmp_path):
+    result = run(["convert", ONNX, "-o", "/dev/null"])
+    assert result.exit_code == 0, result.output
+    assert Path("/dev/null").is_char_device()
+    assert not list(Path("/dev").glob(".qc*.tmp"))
+
+
+def test_fifo_output_without_reader_is_refused(tmp_path):
+    fifo = tmp_path / "out.onnx"
+    os.mkfifo(fifo)
+    result = run(["convert", ONNX, "-o", fifo])
+    assert_clean_failure(result, "FIFO")
+    assert fifo.is_fifo() and os.listdir(tmp_path) == ["out.onnx"]
+
+
+def test_fifo_output_with_reader_gets_the_bytes(tmp_path):
+    expected = tmp_path / "regular.onnx"
+    assert run(["convert", ONNX, "-o", expected]).exit_code == 0
+    fifo = tmp_path / "out.onnx"
+    os.mkfifo(fifo)
+    got = []
+
+    def reader():
+        fd = os.open(fifo, os.O_RDONLY)  # blocks until the writer opens
+        with os.fdopen(fd, "rb") as f:
+            got.append(f.read())
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    deadline = time.time() + 10
+    result = None
+    while time.time() < deadline:  # the reader must have opened before the writer's check
+        result = run(["convert", ONNX, "-o", fifo])
+        if result.exit_code == 0:
+            break
+        time.sleep(0.05)
+    t.join(10)
+    assert result.exit_code == 0, result.output
+    assert fifo.is_fifo()
+    assert got == [expected.read_bytes()]
+
+
+# -- full disk (class 2) ----------------------------------------------------------------------
+def _full_disk_after(monkeypatch, budget: int):
+    real = output_files._write_all
+
+    def write_all(fd, data):
+        nonlocal budget
+        view = memoryview(data).cast("B")
+        if len(view) > budget:
+            real(fd, view[:budget])
+            budget = 0
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        budget -= len(view)
+        real(fd, view)
+
+    monkeypatch.setattr(output_files, "_write_all", write_all)
+
+
+@SETTINGS
+@given(budget=st.integers(0, 220_000), command=st.sampled_from(["export", "fuse", "quantize"]))
+def test_full_disk_leaves_nothing(tmp_path_factory, monkeypatch, budget, command):
+    tmp = tmp_path_factory.mktemp("enospc")
+    if command == "export":
+        args = ["export-c-header", TFLITE_INT8, "-o", tmp / "w.h", "--with-kernels"]
+        names = ["w.h", "qconvert_fc_1x4.c", "qconvert_fc_1x4.h"]
+    elif command == "fuse":
+        args = ["fuse", ONNX, "-o", tmp / "f.onnx", "--report", tmp / "r.json"]
+        names = ["f.onnx", "r.json"]
+    else:
+        args = ["quantize", ONNX, "--calibration", f"{CALIB}:calib", "-o", tmp / "q.onnx",
+                "--report", tmp / "r.json"]
+        names = ["q.onnx", "r.json"]
+    with monkeypatch.context() as mp:
+        _full_disk_after(mp, budget)
+        result = run(args)
+    written = sorted(os.listdir(tmp))
+    if result.exit_code == 0:
+        assert written == sorted(names)
+    else:
+        assert_clean_failure(result, "No space left")
+        assert written == []
+
+
+# -- signals (class 2) ------------------------------------------------------------------------
+def _cli(args, **kw):
+    return subprocess.Popen([sys.executable, "-m", "qconvert.cli", *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, **kw)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signals_leave_all_or_nothing(tmp_path, signum):
+    """Kill `export-c-header --with-kernels` at points spread over its run: either exit 0 with
+    all three files, or a non-zero exit with none, and never a temporary file."""
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    t0 = time.time()
+    p = _cli(["export-c-header", TFLITE_INT8, "-o", probe / "w.h", "--with-kernels"])
+    p.communicate(timeout=120)
+    span = time.time() - t0
+    names = {"w.h", "qconvert_fc_1x4.c", "qconvert_fc_1x4.h"}
+    rng = np.random.default_rng(int(signum))
+    for i, delay in enumerate(sorted(rng.uniform(0.3, 1.1, 3) * span)):
+        d = tmp_path / f"run{i}"
+        d.mkdir()
+        p = _cli(["export-c-header", TFLITE_INT8, "-o", d / "w.h", "--with-kernels"])
+        time.sleep(delay)
+        p.send_signal(signum)
+        _, err = p.communicate(timeout=120)
+        written = set(os.listdir(d))
+        assert "Traceback" not in err.decode(), err
+        if p.returncode == 0:
+            assert written == names
+        else:
+            assert written == set(), (p.returncode, written)
+
+
+def test_sigterm_during_a_large_onnx_write_leaves_no_temp(tmp_path, monkeypatch):
+    """A SIGTERM that arrives while the temporary file is being written removes it."""
+    real = output_files._write_all
+
+    def slow_write(fd, data):
+        real(fd, memoryview(data)[:10])
+        os.kill(os.getpid(), signal.SIGTERM)
+        real(fd, memoryview(data)[10:])
+
+    monkeypatch.setattr(output_files, "_write_all", slow_write)
+    result = CliRunner().invoke(main, ["convert", str(ONNX), "-o", str(tmp_path / "o.onnx")])
+    assert result.exit_code == 128 + signal.SIGTERM
+    assert "terminated" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert os.listdir(tmp_path) == []
+
+
+# -- names (class 7) --------------------------------------------------------------------------
+@SETTINGS
+@given(length=st.integers(200, 300))
+def test_long_output_names(tmp_path_factory, length):
+    tmp = tmp_path_factory.mktemp("long")
+    name = "m" * (length - len(".onnx")) + ".onnx"
+    result = run(["convert", ONNX, "-o", tmp / name])
+    if length <= 255:
+        assert result.exit_code == 0, result.output
+        assert os.listdir(tmp) == [name]
+    else:
+        assert_clean_failure(result, "longer than the file system allows")
+        assert os.listdir(tmp) == []
+
+
+NAME_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00")
+
+
+@SETTINGS
+@given(stem=st.text(NAME_CHARS, min_size=1, max_size=20).filter(lambda s: s not in (".", "..")))
+def test_strange_file_names_give_one_line(tmp_path_factory, stem):
+    tmp = tmp_path_factory.mktemp("names")
+    bad = tmp / f"{stem}\n.onnx"
+    bad.write_bytes(b"not a model")
+    result = run(["inspect", bad])
+    assert_clean_failure(result)
+    good = tmp / f"{stem}.onnx"
+    shutil.copy(ONNX, good)
+    out = tmp / f"{stem}\nout.onnx"
+    assert run(["convert", good, "-o", out]).exit_code == 0
+    assert out.read_bytes()[:4] == ONNX.read_bytes()[:4] or out.stat().st_size > 0
+
+
+@SETTINGS
+@given(name=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                    max_size=12))
+def test_header_name_is_checked_in_one_line(tmp_path_factory, name):
+    tmp = tmp_path_factory.mktemp("hname")
+    result = run(["export-c-header", TFLITE_INT8, "-o", tmp / "w.h", "--name", name])
+    valid = name.isascii() and name[:1].isalpha() and name.replace("_", "a").isalnum()
+    if valid:
+        assert result.exit_code == 0, result.output
+    else:
+        assert_clean_failure(result, str(TFLITE_INT8))
+        assert os.listdir(tmp) == []
+
+
+def test_usage_errors_are_one_line(tmp_path):
+    result = run(["export-c-header", TFLITE_INT8, "-o", tmp_path / "w.h", "--name"])
+    assert_clean_failure(result, "--name")
