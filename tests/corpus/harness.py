@@ -330,12 +330,10 @@ def sqnr_db(ref: np.ndarray, got: np.ndarray) -> float:
 
 
 def _align(ref: np.ndarray, got: np.ndarray, where: str) -> np.ndarray:
-    """`ref` in `got`'s layout: equal shapes, a batch-1 axis more or less, or NCHW -> NHWC."""
+    """`ref` in `got`'s shape when they differ only by size-1 axes (a batch-1 axis more or
+    less); anything else is a mismatch (layouts are never guessed)."""
     if ref.shape == got.shape:
         return ref
-    if ref.size == got.size and ref.ndim >= 3 and np.transpose(
-            ref, (0, *range(2, ref.ndim), 1)).shape == got.shape:
-        return np.transpose(ref, (0, *range(2, ref.ndim), 1))
     if ref.size == got.size and (ref.squeeze().shape == got.squeeze().shape):
         return ref.reshape(got.shape)
     raise _Fail(f"{where}: output shape {got.shape} does not match the source's {ref.shape}")
@@ -361,8 +359,11 @@ def _compare_float(want: list, got: list, where: str) -> float:
 
 def _by_name(outputs: list, names: list, order: list) -> list:
     """Reorder each feed's outputs from `names` order to `order` (matching by name)."""
-    if sorted(names) != sorted(order):
+    if order is None:
         return outputs
+    if sorted(names) != sorted(order):
+        raise _Fail(f"output names {sorted(names)[:4]} differ from the source's "
+                    f"{sorted(order)[:4]}")
     index = [names.index(n) for n in order]
     return [[out[i] for i in index] for out in outputs]
 
@@ -450,7 +451,7 @@ class CorpusRunner:
         """(feeds, outputs per feed, output names) of the source model in its own oracle
         runtime (int8 sources: quantized feeds, TFLite Micro); `batch2` adds a feed of two
         samples for an ONNX model with a dynamic batch (outputs that keep it)."""
-        batch2 = batch2 and dynamic_batch(model)
+        batch2 = batch2 and dynamic_batch(model) and not model.shapes
         key = (model.name, batch2)
         if key not in self._float:
             feeds = oracle_feeds(model, batch2)
@@ -484,7 +485,7 @@ class CorpusRunner:
     @staticmethod
     def _shape_args(model: CorpusModel, command: str) -> list:
         """`--input-shape NAME:d0,...` for a model whose manifest fixes its dynamic dims, on
-        the commands that make TFLite (static shapes), once the CLI has the option."""
+        every command that has the option."""
         if not model.shapes or not supports_option(command, "--input-shape"):
             return []
         out = []
@@ -497,7 +498,7 @@ class CorpusRunner:
         if model.format == "onnx":
             got = _by_name(run_onnxruntime(path, feeds), onnx_output_names(path), names)
             err = _compare_float(want, got, where + " (onnxruntime)")
-            batch = ", batch 1 and 2" if dynamic_batch(model) else ""
+            batch = ", batch 1 and 2" if any(len(f[0]) == 2 for f in feeds) else ""
             return f"max rel err {err:.1e} (onnxruntime{batch})"
         if model.precision == "int8":
             got = run_tflm(path, feeds)
@@ -558,14 +559,16 @@ class CorpusRunner:
         ext = "onnx" if model.format == "onnx" else "tflite"
         out = self._out(model, "convert", ext)
         refused, _ = self._invoke(model, "convert", ["convert", model.path, "-o", out,
-                                                     *self._verify_args("convert")], [out])
+                                                     *self._verify_args("convert"),
+                                                     *self._shape_args(model, "convert")], [out])
         return refused or ("ok", self._same_format_check(model, out, "convert"))
 
     def _fuse(self, model: CorpusModel):
         ext = "onnx" if model.format == "onnx" else "tflite"
         out = self._out(model, "fuse", ext)
         refused, stdout = self._invoke(model, "fuse", ["fuse", model.path, "-o", out,
-                                                       *self._verify_args("fuse")], [out])
+                                                       *self._verify_args("fuse"),
+                                                       *self._shape_args(model, "fuse")], [out])
         if refused:
             return refused
         nodes = re.search(r"nodes: (\d+) -> (\d+)", stdout)
@@ -581,6 +584,7 @@ class CorpusRunner:
             return refused
         feeds, want, names = self._float_reference(model)
         tfeeds = self._to_tflite_layout(feeds, stdout)
+        want = self._outputs_to_tflite_layout(want, names, stdout)
         got, got_names = run_litert(out, tfeeds)
         err = _compare_float(want, _by_name(got, got_names, names), "ONNX -> TFLite (LiteRT)")
         return "ok", f"max rel err {err:.1e} (LiteRT vs onnxruntime)"
@@ -600,6 +604,14 @@ class CorpusRunner:
                         if i < len(perms) and perms[i] else a for i, a in enumerate(feed)])
         return out
 
+    @staticmethod
+    def _outputs_to_tflite_layout(outputs: list, names: list, stdout: str) -> list:
+        """The ONNX model's outputs in the layout the conversion printed for each
+        (`output 'p1': NHWC [...]`: channels moved last)."""
+        nhwc = set(re.findall(r"^output '(.*)': NHWC", stdout, re.MULTILINE))
+        return [[np.transpose(o, (0, *range(2, o.ndim), 1)) if n in nhwc else o
+                 for o, n in zip(feed, names)] for feed in outputs]
+
     def _quantize(self, model: CorpusModel):
         out = self._out(model, "quantize", "tflite")
         refused, stdout = self._invoke(
@@ -611,6 +623,7 @@ class CorpusRunner:
         feeds, want, names = self._float_reference(model)
         if model.format == "onnx":
             feeds = self._to_tflite_layout(feeds, stdout)
+            want = self._outputs_to_tflite_layout(want, names, stdout)
         qfeeds = self._quantized_feeds(out, feeds)
         tflm = run_tflm(out, qfeeds)
         if model.frames:  # state kept between frames: LiteRT's reference kernels, same frames
@@ -633,8 +646,7 @@ class CorpusRunner:
         _, outs = tflite_io(out)
         deq = [[(o.astype(np.float64) - d["quantization"][1]) * d["quantization"][0]
                 if o.dtype != np.float32 else o for o, d in zip(f, outs)] for f in tflm]
-        if names is not None:
-            deq = _by_name(deq, [d["name"] for d in outs], names)
+        deq = _by_name(deq, [d["name"] for d in outs], names)
         sq = self._sqnr(want, deq, "int8 TFLite")
         return "ok", f"bit-exact TFLM, SQNR {sq:.1f} dB"
 
@@ -655,7 +667,8 @@ class CorpusRunner:
         out = self._out(model, "quantize-qdq", "onnx")
         refused, _ = self._invoke(
             model, "quantize-qdq", ["quantize", model.path, "--calibration", model.calibration,
-                                    "-o", out, *self._verify_args("quantize")], [out])
+                                    "-o", out, *self._verify_args("quantize"),
+                                    *self._shape_args(model, "quantize")], [out])
         if refused:
             return refused
         feeds, want, names = self._float_reference(model, batch2=True)

@@ -26,9 +26,8 @@ COMMANDS = ("inspect", "convert", "to-tflite", "fuse", "quantize", "quantize-qdq
 @dataclass(frozen=True)
 class CorpusModel:
     """One corpus model. `calibration` is a file (``.npy`` / ``.npz`` / ``file.npz:key``) in the
-    model's layout; `shapes` (input name -> shape) fixes dynamic dims other than the
-    batch with `--input-shape` on the commands that make TFLite (static shapes), as a user of
-    such a model would; `frames` > 0 marks a model with state kept between invocations (run
+    model's layout; `shapes` (input name -> shape) fixes dynamic dims with `--input-shape` on
+    every command that takes it, as a user of such a model would; `frames` > 0 marks a model with state kept between invocations (run
     that many frames in a row); `source` says where it comes from."""
 
     name: str
@@ -78,13 +77,18 @@ _MLPERF = "MLPerf Tiny (mlcommons/tiny, Apache-2.0), trained"
 MODELS_TABLE = (
     # PyTorch exports (tests/corpus/make_corpus_torch.py)
     _gen("shufflenet_v2", "onnx", _TV + "; channel shuffle, Split"),
+    CorpusModel("shufflenet_v2_input_shape", CORPUS / "shufflenet_v2.onnx", "onnx", "float",
+                "the same model given --input-shape image:1,3,64,64",
+                str(CORPUS / "shufflenet_v2_calib.npy"), shapes={"image": (1, 3, 64, 64)}),
     _gen("resnext_small", "onnx", _TV + " (Bottleneck); grouped conv, dead BN channels"),
     _gen("regnet_small", "onnx", _TV + "; grouped conv, squeeze-excite"),
     _gen("mobilenet_v3_small", "onnx", _TV + "; hard-swish, hard-sigmoid"),
     _gen("mobilenet_v2_paddle", "onnx", _TV + "; -1 batch dim (Paddle2ONNX style)"),
     _gen("unet_small", "onnx", _PT + "; ConvTranspose, Resize nearest / bilinear"),
-    _gen("fpn_small", "onnx", _PT + "; Resize, dynamic H and W",
-         shapes={"image": (1, 3, 32, 32)}),
+    _gen("fpn_small", "onnx", _PT + "; Resize, dynamic H and W"),
+    CorpusModel("fpn_small_input_shape", CORPUS / "fpn_small.onnx", "onnx", "float",
+                "the same model given --input-shape image:1,3,32,32",
+                str(CORPUS / "fpn_small_calib.npy"), shapes={"image": (1, 3, 32, 32)}),
     _gen("kws_conv1d", "onnx", _PT + "; Conv1d keyword spotter"),
     _gen("tiny_transformer", "onnx", _PT + "; LayerNorm, attention MatMul, Softmax, GELU"),
     _gen("streaming_kws_onnx", "onnx", _PT + "; streaming, state as input / output",
