@@ -191,7 +191,8 @@ def test_readme_table_matches_the_corpus(corpus):
                 assert status == "-", (m.name, c)
                 continue
             cell = corpus.cell(m.name, c)
-            assert status == cell.status, f"README: {m.name} {c} is {status}, now {cell.status}; {hint}"
+            assert status == cell.status, (
+                f"README: {m.name} {c} is {status}, now {cell.status}; {hint}")
             if cell.status == "refused":
                 assert cause == summarize_refusal(cell.detail), f"{m.name} {c}: {hint}"
 

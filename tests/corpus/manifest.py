@@ -27,8 +27,9 @@ COMMANDS = ("inspect", "convert", "to-tflite", "fuse", "quantize", "quantize-qdq
 class CorpusModel:
     """One corpus model. `calibration` is a file (``.npy`` / ``.npz`` / ``file.npz:key``) in the
     model's layout; `shapes` (input name -> shape) fixes dynamic dims with `--input-shape` on
-    every command that takes it, as a user of such a model would; `frames` > 0 marks a model with state kept between invocations (run
-    that many frames in a row); `source` says where it comes from."""
+    every command that takes it, as a user of such a model would; `frames` > 0 marks a model
+    with state kept between invocations (run that many frames in a row); `source` says where
+    it comes from."""
 
     name: str
     path: Path
