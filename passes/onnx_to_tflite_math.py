@@ -227,10 +227,10 @@ MATH_RULES = {
     "Rsqrt": _sqrt,
     "Pow": _pow,
     "Reciprocal": _reciprocal,
-    "LayerNorm": _layer_norm,
+    "LayerNormalization": _layer_norm,
 }
 MATH_CHECKS = {
-    "LayerNorm": _check_layer_norm,
+    "LayerNormalization": _check_layer_norm,
     "Pow": _check_pow,
     "MatMul": lambda graph, node: None,  # a computed B is BATCH_MATMUL
 }

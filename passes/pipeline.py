@@ -31,11 +31,11 @@ def _steps(names) -> list:
 
 
 def run_pipeline(model: Model, names=FUSE_PIPELINE, context: PassContext | None = None,
-                 progress=None) -> dict:
+                 progress=None, after=None) -> dict:
     """Run `names` over `model` (fusion groups to a fixed point); return {pass: rewrites}.
 
     Counts of a pass that appears more than once are added up. `progress(name)` is called before
-    each pass, if given.
+    each pass, `after(name, rewrites)` after it, if given (`--verify` checks the model there).
     """
     context = context or PassContext(model.format)
     for name in names:
@@ -49,6 +49,8 @@ def run_pipeline(model: Model, names=FUSE_PIPELINE, context: PassContext | None 
                 if progress:
                     progress(name)
                 n = run_passes(model, [name], context)[name]
+                if after:
+                    after(name, n)
                 totals[name] += n
                 changed += n
             if not changed:

@@ -106,6 +106,14 @@ _input_layout_option = click.option(
     "follows them). Data (calibration, evaluation) is always in the ONNX model's layout.")
 
 
+_verify_option = click.option(
+    "--verify", type=click.IntRange(1), metavar="N",
+    help="Run the input and the written model on N inputs in the reference executors and "
+    "refuse to write (naming the pass or layer) when they diverge: float outputs within 1e-4 "
+    "of each output's largest magnitude, int8 models bit for bit; quantize: N calibration "
+    "samples, output SQNR at least 10 dB.")
+
+
 _input_shape_option = click.option(
     "--input-shape", "input_shapes", multiple=True, metavar="NAME:d0,d1,...",
     help="Fix an input's shape (repeatable), e.g. input:1,3,224,224; every other shape is then "
@@ -149,8 +157,9 @@ def _echo_conversion(m) -> None:
               "(default: <model>_converted.<ext> next to the input).")
 @_input_layout_option
 @_input_shape_option
+@_verify_option
 @_names_model
-def convert(model, output, input_layout, input_shapes):
+def convert(model, output, input_layout, input_shapes, verify):
     """Read a model, verify it and write it out: the same format, or ONNX to TFLite.
 
     The output format follows the output's extension. ONNX to TFLite runs the NCHW -> NHWC
@@ -177,10 +186,15 @@ def convert(model, output, input_layout, input_shapes):
     cross = (m.format, fmt) == ("onnx", "tflite")
     if input_layout is not None and not cross:
         raise QConvertError("--input-layout applies to ONNX -> TFLite conversion only", model)
+    perms = None
     if cross:
-        m, _ = _onnx_to_tflite(m, input_layout, model)
+        m, perms = _onnx_to_tflite(m, input_layout, model)
     try:
         data = serialize(m, fmt)
+        if verify:
+            from .verify import verify_convert
+
+            verify_convert(m, lambda: _load(model, input_shapes), fmt, data, verify, perms)
     except QConvertError as exc:
         raise exc.with_path(model)
     outputs.commit({out: data})
@@ -213,8 +227,9 @@ def _echo_passes(ctx, param, value):
 @click.option("--report", type=click.Path(), metavar="FILE.json",
               help='Also write {"passes": {name: count}, "nodes_before": n, "nodes_after": m}.')
 @_input_shape_option
+@_verify_option
 @_names_model
-def fuse(model, output, pass_list, report, input_shapes):
+def fuse(model, output, pass_list, report, input_shapes, verify):
     """Fold BatchNorm, per-channel Mul/Div and Add/Sub into the conv or FC layer before them.
 
     Runs constant folding, dead-node elimination and the fusions (to a fixed point); for a TFLite
@@ -255,6 +270,11 @@ def fuse(model, output, pass_list, report, input_shapes):
     try:
         counts = run_pipeline(m, names, PassContext(fmt))
         data = serialize(m, fmt)
+        if verify:
+            from .verify import verify_fuse
+
+            verify_fuse(lambda: _load(model, input_shapes), fmt, names, PassContext(fmt), data,
+                        verify)
     except GraphError as exc:
         raise QConvertError(f"internal error: {exc}", model) from exc
     except QConvertError as exc:
@@ -353,10 +373,12 @@ def _calibration_data(specs, calibration, calibration_random, norm: dict,
               "as JSON.")
 @_input_layout_option
 @_input_shape_option
+@_verify_option
 @_names_model
 def quantize(model, output, calibration, calibration_random, eval_data, mean, std, scale,
              method, percentile, per_channel, fc_per_channel, io_type, rounding, no_fuse,
-             batch_size, max_memory, report, input_layout, input_shapes):
+             batch_size, max_memory, report, input_layout, input_shapes,
+             verify):
     """Quantize a float model to int8: per-channel weights, calibrated activations.
 
     Fuses first, calibrates with the float reference executor, and writes int8 TFLite (runs in
@@ -399,6 +421,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     data = _calibration_data(specs, calibration, calibration_random, norm, limit)
     evaluation = (cd.load_calibration(eval_data, specs, **norm, max_bytes=limit)
                   if eval_data else None)
+    source_data, perms = data, None
     if cross:  # data stays in the ONNX layout; it follows the model into the TFLite one
         from .passes.layout_nhwc import data_to_tflite_layout
 
@@ -412,6 +435,15 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
             result = quantize_model(m, data, options, evaluation,
                                     progress=lambda done, _total: bar.update(done - bar.done))
             blob = serialize(m, fmt)
+        except QConvertError as exc:
+            raise exc.with_path(model)
+    if verify:
+        from .verify import verify_quantize
+
+        output_perms = m.meta.get("conversion", {}).get("outputs") if cross else None
+        try:
+            verify_quantize(lambda: _load(model, input_shapes), fmt, blob, verify, source_data,
+                            perms, output_perms)
         except QConvertError as exc:
             raise exc.with_path(model)
     contents = {out: blob}

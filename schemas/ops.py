@@ -69,7 +69,7 @@ for _name, _tfl, _opts, _onnx in (("Add", "ADD", "AddOptions", "Add"),
     register(OpSchema(
         _name, f"Elementwise {_name.lower()} with numpy broadcasting (optional fused activation).",
         (Input("a"), Input("b")), tflite=TfliteSpec(_tfl, _opts), onnx=OnnxSpec(_onnx),
-        int8="requantize" if _name != "Div" else None))
+        int8="requantize"))
 
 register(OpSchema("Relu", "max(x, 0).", (X,), tflite=TfliteSpec("RELU"), onnx=OnnxSpec("Relu"),
                   int8="requantize"))
@@ -238,8 +238,8 @@ register(OpSchema("Pow", "x ** y, numpy broadcasting (ONNX Pow; to TFLite only y
 register(OpSchema("Reciprocal", "1 / x (ONNX; to TFLite DIV(1, x)).", (X,),
                   onnx=OnnxSpec("Reciprocal")))
 register(OpSchema(
-    "LayerNorm", "(x - mean) / sqrt(var + epsilon) * scale + bias over the axes from `axis` "
-    "(ONNX LayerNormalization, opset 17).",
+    "LayerNormalization", "(x - mean) / sqrt(var + epsilon) * scale + bias over the axes from "
+    "`axis` (ONNX LayerNormalization, opset 17).",
     (X, Input("scale", "param"), Input("bias", "param", optional=True)),
     onnx=OnnxSpec("LayerNormalization", {"axis": -1, "epsilon": 1e-5, "stash_type": 1})))
 

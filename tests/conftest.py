@@ -195,10 +195,10 @@ def litert_stream(model_bytes: bytes, frames: list) -> list:
 
 
 def assert_streams_agree(reference: list, actual: list, rel: float = 0.0,
-                         min_shared: int = 1) -> int:
+                         min_shared: int = 1, atol: float = 0.0) -> int:
     """Every tensor the two runs share by name (same shape and dtype) agrees in every frame:
-    exactly when `rel` is 0, else within `rel` of the tensor's largest magnitude. Returns how
-    many tensors were compared."""
+    within `rel` of the tensor's largest magnitude plus `atol` (exactly when both are 0).
+    Returns how many tensors were compared."""
     shared = [k for k in reference[0] if k in actual[0]
               and reference[0][k].shape == actual[0][k].shape
               and reference[0][k].dtype == actual[0][k].dtype]
@@ -206,7 +206,21 @@ def assert_streams_agree(reference: list, actual: list, rel: float = 0.0,
     for i, (ref, got) in enumerate(zip(reference, actual)):
         for name in shared:
             a, b = ref[name].astype(np.float64), got[name].astype(np.float64)
-            tol = rel * max(float(np.max(np.abs(a))), 1e-30) if a.size else 0.0
+            tol = (rel * max(float(np.max(np.abs(a))), 1e-30) if a.size else 0.0) + atol
             err = float(np.max(np.abs(a - b))) if a.size else 0.0
             assert err <= tol, f"frame {i}, tensor {name!r}: max error {err:.3g} > {tol:.3g}"
     return len(shared)
+
+
+def tflm_stream(model_bytes: bytes, frames: list) -> list:
+    """Run `frames` one after another through one TFLite Micro interpreter (its resource
+    variables carry the state); the first output of each frame."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    it = runtime.Interpreter.from_bytes(model_bytes)
+    outputs = []
+    for frame in frames:
+        it.set_input(frame, 0)
+        it.invoke()
+        outputs.append(np.array(it.get_output(0)))
+    return outputs

@@ -688,8 +688,9 @@ def _every_op_model() -> Model:
     bm = n.node("BatchMatMul", [fc, lr], "batch_matmul", (6, 6), 0.3, 4, adj_x=True, adj_y=False,
                 asymmetric_quantize_inputs=False)
     rs = n.node("Rsqrt", [rl], "rsqrt", (1, 6), 0.05, -128)
+    dv = n.node("Div", [pr, rs], "div", (1, 6), 0.2, 3, activation="NONE")
     extra = _onnx_export_ops(n, m, d)
-    return read_tflite(n.build([sm, sg, th, hs, rl, r6, rq, dq, ss, pr, bm, rs] + extra))
+    return read_tflite(n.build([sm, sg, th, hs, rl, r6, rq, dq, ss, bm, dv] + extra))
 
 
 def _onnx_export_ops(n, m, d) -> list:

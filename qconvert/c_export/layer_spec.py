@@ -151,6 +151,11 @@ OP_SPECS: dict[str, OpSpec] = {
         ("output_multiplier", "OUTPUT_MULTIPLIER", "int"),
         ("output_shift", "OUTPUT_SHIFT", "int"), ("adj_x", "ADJ_X", "bool"),
         ("adj_y", "ADJ_Y", "bool"))),
+    "Div": OpSpec(fields=(
+        ("input1_offset", "INPUT1_OFFSET", "int"), ("input2_offset", "INPUT2_OFFSET", "int"),
+        ("output_offset", "OUTPUT_OFFSET", "int"),
+        ("output_multiplier", "OUTPUT_MULTIPLIER", "int"),
+        ("output_shift", "OUTPUT_SHIFT", "int"), *_CLAMPS)),
     "Rsqrt": OpSpec(fields=(
         ("input_zero_point", "INPUT_ZERO_POINT", "int"),
         ("output_zero_point", "OUTPUT_ZERO_POINT", "int"),

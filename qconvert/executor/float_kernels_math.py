@@ -1,5 +1,5 @@
 """Float kernels of the activation, normalization and attention ops of exported transformers:
-LeakyRelu, PRelu, Sqrt, Rsqrt, Pow, Reciprocal, LayerNorm (ONNX LayerNormalization) and
+LeakyRelu, PRelu, Sqrt, Rsqrt, Pow, Reciprocal, LayerNormalization and
 BatchMatMul (TFLite BATCH_MATMUL). Registered into `float_kernels.KERNELS` (same contract: see
 that module's docstring); kept apart so the big kernel file does not grow.
 
@@ -80,7 +80,7 @@ def pow_(node, inputs, out_dtypes):
         return [np.power(x, y.astype(x.dtype)).astype(x.dtype, copy=False)]
 
 
-@kernel("LayerNorm")
+@kernel("LayerNormalization")
 def layer_norm(node, inputs, out_dtypes):
     """ONNX LayerNormalization: normalize over the axes from `axis` to the end, then scale and
     bias (broadcast over those axes). Optional outputs: Mean and InvStdDev (kept dims)."""

@@ -59,7 +59,7 @@ def layer_params(graph, node) -> dict:
     Softmax: `input_multiplier`, `input_left_shift`, `diff_min`; Sigmoid / Tanh:
     `input_multiplier`, `input_left_shift`, `input_range_radius`; pools: the activation
     clamps; Mean, Relu, Relu6, HardSwish, Quantize, Dequantize, Pad, Concat: see
-    `int_kernels`. Raises QConvertError where TFLM would refuse the node.
+    `int_kernels`; LeakyRelu, PRelu, BatchMatMul, Rsqrt, Div: see `int_kernels_math`. Raises QConvertError where TFLM would refuse the node.
     """
     graph = _graph(graph)
     fn = INT_PARAMS.get(node.op)

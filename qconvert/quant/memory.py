@@ -73,7 +73,9 @@ def tensor_bytes(tensor, batch: int = 1) -> int:
     n = _elements(tensor.shape, batch)
     if n is None:
         return 0
-    itemsize = np.dtype(tensor.dtype).itemsize if tensor.dtype not in ("string",) else 8
+    from qconvert.ir.tensor import RAW_DTYPES
+
+    itemsize = np.dtype(tensor.dtype).itemsize if tensor.dtype not in RAW_DTYPES else 8
     return n * max(itemsize, 4)
 
 

@@ -28,6 +28,8 @@ from qconvert.errors import QConvertError
 from qconvert.ir import Graph
 from qconvert.ir.graph import list_ops
 
+from qconvert.executor.streaming import is_resource_op, variable_key
+
 from .numerics import effective_multipliers, quantize_multiplier
 from .params import activation_params, quantize_layer
 
@@ -100,12 +102,25 @@ def check_float(graph: Graph) -> None:
 
 
 def check_quantizable(graph: Graph) -> None:
-    """Refuse an already-quantized graph, and ops without an int8 rule (all named at once)."""
+    """Refuse an already-quantized graph, and ops without an int8 rule (all named at once).
+    TFLite resource-variable ops are quantizable: a variable takes the int8 parameters of the
+    values read from it and assigned to it (`plan_activations`)."""
     check_float(graph)
-    counts = graph.op_counts(lambda node: node.opaque or getattr(schemas.get(node.op), "int8",
-                                                                 None) is None)
+    counts = graph.op_counts(lambda node: not is_resource_op(node) and (
+        node.opaque or getattr(schemas.get(node.op), "int8", None) is None))
     if counts:
         raise QConvertError(f"cannot quantize: ops with no int8 rule: {list_ops(counts)}")
+    divisors = [n.name or n.outputs[0] for n in graph.nodes
+                if n.op == "Div" and not n.opaque and graph.constant(n.inputs[1]) is not None
+                and graph.tensors[n.inputs[1]].dtype.startswith("float")]
+    if divisors:  # an int8 divisor near its zero point would divide by (almost) zero
+        raise QConvertError("cannot quantize: Div by a constant (int8 would round small "
+                            f"divisors to 0; multiply by the reciprocal): {', '.join(divisors)}")
+
+
+def variable_group(var_handle) -> str:
+    """The union-find key of the resource variable a VAR_HANDLE names."""
+    return "\0variable:" + variable_key(var_handle)
 
 
 def weight_channel_axis(node, fmt: str) -> int:
@@ -164,14 +179,28 @@ def clamped_inputs(graph: Graph) -> set:
 
 
 def plan_activations(graph: Graph, ranges: dict) -> dict:
-    """{tensor: (scale, zero point)} for every float activation (module docstring rules)."""
+    """{tensor: (scale, zero point)} for every float activation (module docstring rules).
+
+    A resource variable is one group: every READ_VARIABLE output and every value an
+    ASSIGN_VARIABLE writes to it share one (scale, zero point), from the union of their ranges,
+    so the int8 state means the same number on both sides of a call (TFLite Micro stores the
+    bytes assigned and hands them back to the next read)."""
     groups = _Groups()
     fixed: dict = {}
     clamped = clamped_inputs(graph)  # inputs whose own range is not needed
     names = [n for n in graph.inputs if _is_activation(graph, n)]
+    handles: dict = {}
     for node in graph.nodes:
         outs = [o for o in node.outputs if o is not None and _is_activation(graph, o)]
         names += outs
+        if is_resource_op(node):
+            if node.op == "VAR_HANDLE":
+                handles[node.outputs[0]] = variable_group(node)
+            elif node.op == "READ_VARIABLE" and outs:
+                groups.union(outs[0], handles[node.inputs[0]])
+            elif node.op == "ASSIGN_VARIABLE" and _is_activation(graph, node.inputs[1]):
+                groups.union(node.inputs[1], handles[node.inputs[0]])
+            continue
         rule = schemas.get(node.op).int8
         if rule == "same_scale" and outs:
             ins = [i for i in node.present_inputs() if _is_activation(graph, i)]
@@ -209,6 +238,8 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False) -> 
     layers = {}
     consts: dict = {}
     for node in graph.nodes:
+        if is_resource_op(node):
+            continue
         schema = schemas.get(node.op)
         x_slot, w_slot, b_slot = layer_slots(node)
         if schema.int8 == "per_channel_weights" and graph.constant(node.inputs[w_slot]) is not None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from qconvert.errors import QConvertError
 from qconvert.ir import Model
 from qconvert.model_io import require_one_graph
 
@@ -57,7 +58,7 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
 
     STATIC_PIPELINE = ("static-batch", "fold-constants", "eliminate")
 
-    require_one_graph(model, "quantize")
+    stateful = check_subgraphs(model)
     graph = model.graph
     check_float(graph)
     dequantize_hybrid_weights(graph)
@@ -79,10 +80,14 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
                                                 REPORT_SAMPLES if evaluation is None else 0)
     qplan = plan(graph, collector.ranges(), model.format, options.fc_per_channel)
     float_graph = _snapshot(graph)
+    float_model = Model(model.format, [float_graph] + [_snapshot(g) for g in model.graphs[1:]],
+                        model.meta) if stateful else None
     if model.format == "tflite":
         from .tflite_int8 import apply_tflite_int8
 
         apply_tflite_int8(graph, qplan, options.io_type)
+        if stateful:
+            quantize_initial_values(model, qplan)
         check_int8_tflite(graph)
         names = {n: n for n in qplan.activations}
     else:
@@ -93,7 +98,58 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
     model.verify()
     data = evaluation if evaluation is not None else calibration
     return build_report(float_graph, model, qplan, names, data, options, reference,
-                        layer_reference)
+                        layer_reference, float_model)
+
+
+def check_subgraphs(model: Model) -> bool:
+    """True for a streaming model whose state quantizes (resource variables in the main graph,
+    CALL_ONCE init subgraphs that only assign constants); False for a one-graph model. Other
+    multi-graph models are refused (`require_one_graph`: one line naming the ops)."""
+    from qconvert.executor.streaming import has_state, is_resource_op
+
+    if len(model.graphs) == 1:
+        return False
+    init = {int((n.origin.get("options") or {}).get("InitSubgraphIndex", -1))
+            for n in model.graph.nodes if is_resource_op(n) and n.op == "CALL_ONCE"}
+    plain_init = all(
+        i in init and not g.inputs and all(
+            is_resource_op(n) and n.op in ("VAR_HANDLE", "ASSIGN_VARIABLE") and
+            (n.op == "VAR_HANDLE" or g.tensors[n.inputs[1]].data is not None) for n in g.nodes)
+        for i, g in enumerate(model.graphs) if i)
+    if has_state(model) and plain_init:
+        return True
+    require_one_graph(model, "quantize")
+    return False
+
+
+def quantize_initial_values(model: Model, qplan) -> None:
+    """Quantize the constants the init subgraphs assign to each variable with the variable's
+    int8 parameters (those of its READ_VARIABLE outputs in the main graph)."""
+    from qconvert.executor.streaming import is_resource_op, variable_key
+
+    from .tflite_int8 import _frozen, _quant, _quantize_constant
+
+    params = {}
+    handles = {}
+    for node in model.graph.nodes:
+        if is_resource_op(node) and node.op == "VAR_HANDLE":
+            handles[node.outputs[0]] = variable_key(node)
+        elif is_resource_op(node) and node.op == "READ_VARIABLE":
+            params[handles[node.inputs[0]]] = qplan.activations[node.outputs[0]]
+    for g in model.graphs[1:]:
+        local = {n.outputs[0]: variable_key(n) for n in g.nodes if n.op == "VAR_HANDLE"}
+        for node in g.nodes:
+            if node.op != "ASSIGN_VARIABLE":
+                continue
+            var = local[node.inputs[0]]
+            t = g.tensors[node.inputs[1]]
+            if var not in params:
+                raise QConvertError(f"variable {var!r} is assigned but never read; cannot "
+                                    "choose its int8 parameters")
+            if t.dtype.startswith("float"):
+                scale, zp = params[var]
+                t.data = _frozen(_quantize_constant(t.data, scale, zp))
+                t.dtype, t.quant = "int8", _quant(scale, zp)
 
 
 def _activation_bytes(graph) -> int:
@@ -136,7 +192,10 @@ def _calibrate(model: Model, calibration: dict, batch_size: int, observe, progre
     as LAYER_REFERENCE_BYTES hold (at least one): the report's float reference, so the report
     need not run the float model again. (None, {}) when `keep_first` is 0."""
     from qconvert.executor.float_executor import run_float_batched
+    from qconvert.executor.streaming import has_state
 
+    if has_state(model):
+        run_float_batched = _float_stream  # noqa: F811  (frames in order, the state carried)
     total = len(next(iter(calibration.values())))
     head = min(total, keep_first)
     reference, layers = None, {}
@@ -157,6 +216,28 @@ def _calibrate(model: Model, calibration: dict, batch_size: int, observe, progre
         run_float_batched(model, {k: v[head:] for k, v in calibration.items()}, batch_size,
                           observe=observe, progress=report, collect=False)
     return reference, layers
+
+
+def _frames(feeds: dict) -> list:
+    """{input: array (N, ...)} -> N single-sample feeds, in order (a stream of frames)."""
+    n = len(next(iter(feeds.values())))
+    return [{k: v[i:i + 1] for k, v in feeds.items()} for i in range(n)]
+
+
+def _float_stream(model: Model, feeds: dict, batch_size: int = 1, observe=None, progress=None,
+                  collect: bool = True, opset=None) -> dict:
+    """`run_float_batched` for a model with resource variables: the samples are consecutive
+    frames of one stream, run one at a time with the state carried (`run_frames`)."""
+    from qconvert.executor.float_executor import run_float
+    from qconvert.executor.streaming import run_frames
+
+    frames = _frames(feeds)
+    outs = run_frames(model, frames, lambda g, f, o, k: run_float(g, f, o, k), observe)
+    if progress is not None:
+        progress(len(frames), len(frames))
+    if not collect:
+        return {}
+    return {name: np.concatenate([o[name] for o in outs]) for name in model.graph.outputs}
 
 
 def _snapshot(graph):
@@ -221,6 +302,7 @@ def _tflite_errors(model: Model, feeds: dict, options, layer_reference: dict):
     runs one sample at a time: its float64 matmuls are no faster batched, and memory stays that
     of one sample."""
     from qconvert.executor.int_executor import run_int8
+    from qconvert.executor.streaming import has_state, run_frames
 
     graph = model.graph
     tracker = _EndToEnd(layer_reference)
@@ -240,9 +322,13 @@ def _tflite_errors(model: Model, feeds: dict, options, layer_reference: dict):
 
     inputs = _int8_inputs(graph, feeds)
     got: dict = {}
-    for i in range(len(next(iter(inputs.values())))):
-        out = run_int8(graph, {k: v[i:i + 1] for k, v in inputs.items()},
-                       rounding=options.rounding, observe=observe)
+    if has_state(model):  # one stream of frames, the int8 state carried
+        outs = run_frames(model, _frames(inputs), lambda g, f, o, k: run_int8(
+            g, f, rounding=options.rounding, observe=o), observe)
+    else:
+        outs = (run_int8(graph, frame, rounding=options.rounding, observe=observe)
+                for frame in _frames(inputs))
+    for out in outs:
         for name in graph.outputs:
             got.setdefault(name, []).append(dequantized(name, out[name]))
     return tracker.energy, {k: np.concatenate(v) for k, v in got.items()}
@@ -287,13 +373,20 @@ def _unreported(model: Model) -> set:
     return clamped_inputs(model.graph) if model.format == "onnx" else set()
 
 
-def _float_reference(float_graph, feeds: dict, batch_size: int, opset, skip=frozenset()) -> tuple:
+def _float_reference(float_graph, feeds: dict, batch_size: int, opset, skip=frozenset(),
+                     float_model: Model | None = None) -> tuple:
     """The float model's outputs on `feeds` and its activations on the first samples (as
-    `_calibrate` keeps them), for a report on data calibration did not see (`--eval`)."""
+    `_calibrate` keeps them), for a report on data calibration did not see (`--eval`).
+    `float_model` (a streaming model with its init subgraphs) runs frame by frame."""
     from qconvert.executor.float_executor import run_float_batched
 
+    if float_model is not None:
+        run_float_batched = _float_stream  # noqa: F811
+        float_graph = float_model
+
     n = len(next(iter(feeds.values())))
-    kept = max(1, min(n, LAYER_REFERENCE_BYTES // max(1, _activation_bytes(float_graph))))
+    kept = max(1, min(n, LAYER_REFERENCE_BYTES // max(1, _activation_bytes(
+        float_graph.graph if isinstance(float_graph, Model) else float_graph))))
     layers: dict = {}
     outputs = run_float_batched(float_graph, feeds, batch_size,
                                 observe=_first_samples(layers, kept, skip), opset=opset)
@@ -305,7 +398,8 @@ def _db(signal: float, noise: float) -> float:
 
 
 def build_report(float_graph, model: Model, qplan, names: dict, data: dict, options,
-                 reference: dict | None = None, layer_reference: dict | None = None) -> dict:
+                 reference: dict | None = None, layer_reference: dict | None = None,
+                 float_model: Model | None = None) -> dict:
     """The per-layer report over the first REPORT_SAMPLES samples of `data`.
 
     Per layer, "sqnr_db" is the SQNR of its int8 output against the float model's tensor, end
@@ -322,7 +416,7 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
     if reference is None or not layer_reference:
         reference, layer_reference = _float_reference(
             float_graph, feeds, options.batch_size, _opset(model),
-            clamped_inputs(float_graph) if model.format == "onnx" else frozenset())
+            clamped_inputs(float_graph) if model.format == "onnx" else frozenset(), float_model)
     if model.format == "tflite":
         energy, got_out = _tflite_errors(model, feeds, options, layer_reference)
     else:
@@ -346,7 +440,7 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
 
     layers = []
     for node in float_graph.nodes:
-        out = node.outputs[0]
+        out = node.outputs[0] if node.outputs else None
         if out not in qplan.activations:
             continue
         entry = {"layer": node.name, "op": node.op,

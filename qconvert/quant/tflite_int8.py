@@ -24,7 +24,7 @@ INT8_VERSIONS = {"Conv2D": 3, "DepthwiseConv2D": 3, "FullyConnected": 4, "Add": 
                  "Reshape": 1, "HardSwish": 1, "PadV2": 2, "Maximum": 2, "Minimum": 2,
                  "StridedSlice": 2, "LeakyRelu": 2, "PRelu": 1, "BatchMatMul": 2, "Rsqrt": 2,
                  "TransposeConv": 3, "ResizeBilinear": 3, "ResizeNearest": 3, "SplitEqual": 3,
-                 "SplitSizes": 2}
+                 "SplitSizes": 2, "Div": 2}
 FC_PER_CHANNEL_VERSION = 12
 
 
@@ -60,7 +60,7 @@ def apply_tflite_int8(graph: Graph, qplan: QuantPlan, io_type: str = "int8") -> 
         t = graph.tensors[name]
         t.dtype, t.quant = "int8", _quant(scale, zp)
     for node in graph.nodes:
-        layer = qplan.layers.get(node.outputs[0])
+        layer = qplan.layers.get(node.outputs[0]) if node.outputs else None
         if layer is not None:
             _write_layer(graph, node, layer, qplan, readers)
         if node.op in INT8_VERSIONS:

@@ -4,9 +4,10 @@ Every (model, command) cell ends in one of three states:
 
 - ``ok``: the command exited 0 and its output passed the oracle: float outputs within
   `TOLERANCE` of the source model's (onnxruntime with graph optimizations off, LiteRT with the
-  reference kernels; a stateful model frame by frame on one interpreter), int8 outputs equal bit
-  for bit between the TFLite Micro interpreter and qconvert's integer executor with an output
-  SQNR against the float model of at least `SQNR_FLOOR_DB`, a C header that gcc compiles with
+  reference kernels; a stateful model frame by frame on one interpreter, every tensor the two
+  models share compared), int8 outputs equal bit for bit between the TFLite Micro interpreter
+  and qconvert's integer executor (a stateful model: LiteRT's reference kernels, frame by
+  frame) with an output SQNR against the float model of at least `SQNR_FLOOR_DB`, a C header that gcc compiles with
   ``-Wall -Wextra -Werror -pedantic``, an inspect table with one row per operator of the model;
 - ``refused``: exit status 1, exactly one stderr line ``qconvert: error: <model>: <cause>``, no
   traceback, nothing written, and the cause names ops or tensors that are in the model (every
@@ -14,8 +15,10 @@ Every (model, command) cell ends in one of three states:
 - ``FAIL``: anything else (a crash, a wrong output, a refusal that names nothing of the model);
   the test suite fails on it.
 
-The commands run in-process through click's test runner; results are cached per (model,
-command), so the test suite and `bench/model_coverage.py` each run every cell once.
+The commands run in-process through click's test runner, convert / fuse / quantize with
+qconvert's own `--verify`, models with fixed shapes in the manifest with `--input-shape`;
+results are cached per (model, command), so the test suite and `bench/model_coverage.py` each
+run every cell once.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ TOLERANCE = 1e-4
 SQNR_FLOOR_DB = 15.0
 # Samples of each model's calibration data the oracles feed (plus one random sample).
 ORACLE_SAMPLES = 2
+# Every convert, fuse and quantize also runs qconvert's own `--verify N` with this N.
+VERIFY_SAMPLES = 2
 CFLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 
 
@@ -71,21 +76,6 @@ def run_cli(args: list) -> tuple:
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         crash = "".join(traceback.format_exception(*result.exc_info))
     return result.exit_code, result.stdout, result.stderr, crash
-
-
-_HELP: dict = {}
-
-
-def supports_option(command: str, option: str) -> bool:
-    """Whether `qconvert COMMAND --help` lists `option`."""
-    if command not in _HELP:
-        _, _HELP[command], _, _ = run_cli([command, "--help"])
-    return re.search(rf"(^|\s){re.escape(option)}\b", _HELP[command]) is not None
-
-
-def supports_verify(command: str) -> bool:
-    """Whether `qconvert COMMAND` has the `--verify N` option."""
-    return supports_option(command, "--verify")
 
 
 # -- reading models independently -----------------------------------------------------------------
@@ -479,14 +469,15 @@ class CorpusRunner:
             out.append(row)
         return out
 
-    def _verify_args(self, command: str) -> list:
-        return ["--verify", "2"] if supports_verify(command) else []
+    @staticmethod
+    def _verify_args(command: str) -> list:
+        """qconvert's own check of what it writes (`--verify N`: convert, fuse, quantize)."""
+        return ["--verify", str(VERIFY_SAMPLES)]
 
     @staticmethod
     def _shape_args(model: CorpusModel, command: str) -> list:
-        """`--input-shape NAME:d0,...` for a model whose manifest fixes its dynamic dims, on
-        every command that has the option."""
-        if not model.shapes or not supports_option(command, "--input-shape"):
+        """`--input-shape NAME:d0,...` for a model whose manifest fixes its dynamic dims."""
+        if not model.shapes:
             return []
         out = []
         for name, shape in model.shapes.items():
