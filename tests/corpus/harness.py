@@ -129,6 +129,7 @@ def tflite_ops(path: Path) -> tuple:
 
 
 def model_ops(model: CorpusModel) -> tuple:
+    """(op types, names, operator count) of a corpus model, read independently of qconvert."""
     return onnx_ops(model.path) if model.format == "onnx" else tflite_ops(model.path)
 
 
@@ -165,6 +166,7 @@ def calibration_samples(model: CorpusModel) -> list:
 
 
 def input_names(model: CorpusModel) -> list:
+    """The model's input names in order (ONNX: initializers left out)."""
     if model.format == "onnx":
         import onnx
 
@@ -208,6 +210,8 @@ def _fit(array: np.ndarray, shape) -> np.ndarray:
     shape = tuple(int(d) for d in shape)
     if array.shape == shape or any(d <= 0 for d in shape):
         return array
+    if tuple(d for d in array.shape if d != 1) != tuple(d for d in shape if d != 1):
+        raise _Fail(f"input data {array.shape} does not fit the model's input {shape}")
     return array.reshape(shape)
 
 
@@ -225,6 +229,7 @@ def run_onnxruntime(path: Path, feeds: list) -> list:
 
 
 def onnx_output_names(path: Path) -> list:
+    """The graph output names of an ONNX model, in order."""
     import onnx
 
     return [o.name for o in onnx.load(str(path), load_external_data=False).graph.output]
@@ -262,7 +267,7 @@ def run_litert_tensors(path: Path, feeds: list) -> list:
     return frames
 
 
-def run_litert(path: Path, feeds: list, quantize_inputs=False) -> tuple:
+def run_litert(path: Path, feeds: list) -> tuple:
     """(outputs per feed, output names) of a TFLite model in LiteRT with the reference kernels,
     all feeds on one interpreter in order (so a stateful model sees them as frames)."""
     it = _litert(Path(path).read_bytes())
@@ -270,10 +275,7 @@ def run_litert(path: Path, feeds: list, quantize_inputs=False) -> tuple:
     results = []
     for feed in feeds:
         for d, a in zip(ins, feed):
-            a = _fit(a, d["shape"])
-            if quantize_inputs and d["dtype"] != np.float32:
-                a = quantize(a, *d["quantization"], d["dtype"])
-            it.set_tensor(d["index"], a.astype(d["dtype"]))
+            it.set_tensor(d["index"], _fit(a, d["shape"]).astype(d["dtype"]))
         it.invoke()
         results.append([it.get_tensor(d["index"]).copy() for d in outs])
     return results, [d["name"] for d in outs]
@@ -470,7 +472,7 @@ class CorpusRunner:
         return out
 
     @staticmethod
-    def _verify_args(command: str) -> list:
+    def _verify_args() -> list:
         """qconvert's own check of what it writes (`--verify N`: convert, fuse, quantize)."""
         return ["--verify", str(VERIFY_SAMPLES)]
 
@@ -550,7 +552,7 @@ class CorpusRunner:
         ext = "onnx" if model.format == "onnx" else "tflite"
         out = self._out(model, "convert", ext)
         refused, _ = self._invoke(model, "convert", ["convert", model.path, "-o", out,
-                                                     *self._verify_args("convert"),
+                                                     *self._verify_args(),
                                                      *self._shape_args(model, "convert")], [out])
         return refused or ("ok", self._same_format_check(model, out, "convert"))
 
@@ -558,7 +560,7 @@ class CorpusRunner:
         ext = "onnx" if model.format == "onnx" else "tflite"
         out = self._out(model, "fuse", ext)
         refused, stdout = self._invoke(model, "fuse", ["fuse", model.path, "-o", out,
-                                                       *self._verify_args("fuse"),
+                                                       *self._verify_args(),
                                                        *self._shape_args(model, "fuse")], [out])
         if refused:
             return refused
@@ -569,7 +571,7 @@ class CorpusRunner:
     def _to_tflite(self, model: CorpusModel):
         out = self._out(model, "to-tflite", "tflite")
         refused, stdout = self._invoke(model, "to-tflite", [
-            "convert", model.path, "-o", out, *self._verify_args("convert"),
+            "convert", model.path, "-o", out, *self._verify_args(),
             *self._shape_args(model, "convert")], [out])
         if refused:
             return refused
@@ -607,7 +609,7 @@ class CorpusRunner:
         out = self._out(model, "quantize", "tflite")
         refused, stdout = self._invoke(
             model, "quantize", ["quantize", model.path, "--calibration", model.calibration,
-                                "-o", out, *self._verify_args("quantize"),
+                                "-o", out, *self._verify_args(),
                                 *self._shape_args(model, "quantize")], [out])
         if refused:
             return refused
@@ -658,7 +660,7 @@ class CorpusRunner:
         out = self._out(model, "quantize-qdq", "onnx")
         refused, _ = self._invoke(
             model, "quantize-qdq", ["quantize", model.path, "--calibration", model.calibration,
-                                    "-o", out, *self._verify_args("quantize"),
+                                    "-o", out, *self._verify_args(),
                                     *self._shape_args(model, "quantize")], [out])
         if refused:
             return refused
