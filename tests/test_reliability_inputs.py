@@ -427,3 +427,35 @@ def test_written_int8_models_hold_the_invariants(tmp_path_factory, data_exp, wei
             run_litert(written)
             run_tflm(written)
         os.remove(tmp / out)
+
+
+@pytest.mark.parametrize("weight_exp", [0, 10, 30])
+def test_weights_that_cancel_give_a_working_model(tmp_path, weight_exp):
+    """Weights that cancel on the data (channel 1 = -channel 0, equal input channels) make an
+    output range of ~0 next to huge weight scales: the output range is widened until the
+    multiplier fits, and the model runs in TFLite Micro with the output at its zero point."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    from qconvert.model_io import load_model
+    from qconvert.quant.invariants import check_int8_tflite
+
+    rng = np.random.default_rng(weight_exp)
+    w = (rng.standard_normal((4, 2, 3, 3)) * 10.0**weight_exp).astype(np.float32)
+    w[:, 1] = -w[:, 0]
+    model = _conv_model(tmp_path, w, np.zeros(4, np.float32))
+    x = np.repeat(rng.standard_normal((4, 1, 1, 6, 6)).astype(np.float32), 2, axis=2)
+    np.save(tmp_path / "c.npy", x)
+    out = tmp_path / "o.tflite"
+    result = run(["quantize", model, "--calibration", tmp_path / "c.npy", "-o", out])
+    assert result.exit_code == 0, result.output
+    check_int8_tflite(load_model(out).graph)
+    interp = runtime.Interpreter.from_bytes(out.read_bytes())
+    detail = interp.get_input_details(0)
+    s, z = detail["quantization_parameters"]["scales"][0], detail["quantization_parameters"][
+        "zero_points"][0]
+    sample = np.clip(np.round(x[0].transpose(0, 2, 3, 1) / s) + z, -128, 127).astype(np.int8)
+    interp.set_input(sample, 0)
+    interp.invoke()
+    got = interp.get_output(0)
+    z_out = interp.get_output_details(0)["quantization_parameters"]["zero_points"][0]
+    assert np.all(got == z_out)
