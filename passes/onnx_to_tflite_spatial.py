@@ -21,10 +21,12 @@ Rules (`SPATIAL_RULES`, merged into `layout_rules.RULES`):
 Rewrites of the static ONNX graph before the layout pass:
 - `lift_1d`: Conv / ConvTranspose / MaxPool / AveragePool / GlobalAveragePool / GlobalMaxPool
   on [N, C, L] become their 2-D form on [N, C, 1, L] between an Unsqueeze and a Squeeze of
-  axis 2 (weights [O, I, K] -> [O, I, 1, K]); then each Squeeze is moved past the unary
-  elementwise ops that read it (Relu, Clip, Sigmoid...) and a Squeeze read only by Unsqueezes
-  of the same axis disappears, so a Conv1d stack runs as 2-D layers with H = 1 and neither a
-  TRANSPOSE nor a RESHAPE between them (a RESHAPE only where 1-D and 2-D meet).
+  axis 2 (weights [O, I, K] -> [O, I, 1, K]; one Unsqueeze per input however many layers
+  read it); then each Squeeze is moved past the unary elementwise ops that read it (Relu,
+  Clip, Sigmoid...) and past an Add / Sub / Mul / Div with another such Squeeze (a residual)
+  or a constant (given the size-1 axis), and a Squeeze read only by Unsqueezes of the same axis
+  disappears, so a Conv1d stack runs as 2-D layers with H = 1 and neither a TRANSPOSE nor a
+  RESHAPE between them (a RESHAPE only where 1-D and 2-D meet).
 - `fuse_channel_shuffle`: ShuffleNet's Reshape [N, g, C / g, H, W] -> Transpose (0, 2, 1, 3,
   4) -> Reshape [N, C, H, W] becomes one Gather of the channels, which the layout pass keeps
   in NHWC (GATHER on the channel axis: no 5-D TRANSPOSE, int8 in TFLite Micro).
