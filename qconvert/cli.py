@@ -343,7 +343,8 @@ _CALIBRATION_OPTIONS = (
                  "faster on large networks)."),
     click.option("--batch-size", type=click.IntRange(1), default=16, show_default=True),
     click.option("--max-memory", metavar="SIZE", help="Refuse a plan whose largest layer needs "
-                 "more than SIZE per batch (e.g. 4G; default: half the physical memory, at most 8G)."),
+                 "more than SIZE per batch (e.g. 4G; default: half the physical memory, at "
+                 "most 8G)."),
 )
 
 
