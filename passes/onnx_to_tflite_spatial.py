@@ -39,11 +39,12 @@ import numpy as np
 from qconvert.executor.float_kernels_spatial import (RESIZE_COORDINATE_MODES, bilinear_taps,
                                                      nearest_indices, onnx_nearest_indices,
                                                      onnx_resize_plan, onnx_source_coordinates,
-                                                     onnx_split_sizes, transpose_conv_pads)
+                                                     onnx_split_sizes,
+                                                     transpose_conv_geometry)
 from qconvert.ir import Graph, Node, Tensor
 
 from .graph_edit import replace_uses
-from .layout_state import NHWC, Layout, Unmappable, Value, identity, onnx_op
+from .layout_state import NHWC, Layout, Unmappable, identity, onnx_op
 from .onnx_to_tflite_ops import CHECKS, NON_CONSTANT, UNMAPPED
 
 EXPRESS = "cannot be expressed in TFLite"
@@ -90,8 +91,7 @@ def _conv_transpose(cv, node) -> None:
     group = int(node.attrs.get("group", 1) or 1)
     dilations = _ints(node.attrs.get("dilations") or [1, 1])
     if group != 1 or dilations != [1, 1]:
-        raise Unmappable(f"ConvTranspose {node.name!r} (group {group}, dilations {dilations}; "
-                         "TRANSPOSE_CONV has neither)")
+        raise Unmappable(_transpose_conv_limits(node, group, dilations))
     kernel = [int(w.shape[2]), int(w.shape[3])]
     strides = _ints(node.attrs.get("strides") or [1, 1])
     out_shape = cv.shape(node.outputs[0])
@@ -103,14 +103,16 @@ def _conv_transpose(cv, node) -> None:
     if b_name is not None:
         inputs.append(cv.copy_const(b_name))
     attrs = {"strides": strides, "activation": "NONE"}
+    spatial = list(x.shape[2:])
     for padding in ("SAME", "VALID"):
-        if transpose_conv_pads(padding, (oh, ow), kernel, strides) == crop:
+        if transpose_conv_geometry(padding, (oh, ow), kernel, strides) == (crop, spatial):
             out = cv.define(node.outputs[0], Layout(NHWC))
             inputs[0] = cv.int32_const(f"{node.name}_output_shape", [n, oh, ow, cout])
             cv.emit("TransposeConv", inputs, [out.name], dict(attrs, padding=padding), node.name)
             return
-    canvas = (oh + crop[0], ow + crop[1])
-    if transpose_conv_pads("VALID", canvas, kernel, strides) != [0, 0]:
+    canvas = tuple(max((spatial[i] - 1) * strides[i] + kernel[i], crop[i] + (oh, ow)[i])
+                   for i in range(2))
+    if transpose_conv_geometry("VALID", canvas, kernel, strides) != ([0, 0], spatial):
         raise Unmappable(f"ConvTranspose {node.name!r} (pads {crop} for output {[oh, ow]})")
     big = cv.new_value(f"{node.outputs[0]}_canvas", Layout(NHWC), (n, cout) + canvas, x.dtype)
     inputs[0] = cv.int32_const(f"{node.name}_output_shape", [n, *canvas, cout])
@@ -244,9 +246,15 @@ def _check_conv_transpose(graph, node):
     group = int(node.attrs.get("group", 1) or 1)
     dilations = _ints(node.attrs.get("dilations") or [1] * (w.ndim - 2))
     if group != 1 or set(dilations) != {1}:
-        return EXPRESS, (f"ConvTranspose {node.name!r} (group {group}, dilations {dilations}; "
-                         "TRANSPOSE_CONV has neither)")
+        return EXPRESS, _transpose_conv_limits(node, group, dilations)
     return None
+
+
+def _transpose_conv_limits(node, group, dilations) -> str:
+    what = ([f"group {group}"] if group != 1 else []) + \
+        ([f"dilations {dilations}"] if set(dilations) != {1} else [])
+    return (f"ConvTranspose {node.name!r} ({', '.join(what)}: TRANSPOSE_CONV has no groups "
+            "and no dilation)")
 
 
 def _check_params(*indices):
@@ -447,8 +455,6 @@ def fuse_channel_shuffle(graph: Graph) -> int:
     graph.nodes = [nd for nd in graph.nodes if id(nd) not in removed]
     return count
 
-
-__all__ = ["SPATIAL_RULES", "SPATIAL_CHECKS", "lift_1d", "fuse_channel_shuffle", "Value"]
 
 
 def merge_reshapes(graph: Graph) -> int:

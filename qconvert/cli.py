@@ -51,8 +51,12 @@ def _names_model(fn):
 
     @functools.wraps(fn)
     def wrapper(model, *args, **kwargs):
+        import warnings
+
         try:
-            return fn(model, *args, **kwargs)
+            with warnings.catch_warnings():  # numeric warnings would break the one-line promise;
+                warnings.simplefilter("ignore", RuntimeWarning)  # the checks report what matters
+                return fn(model, *args, **kwargs)
         except QConvertError as exc:
             raise exc.with_path(model)
         except RecursionError:
@@ -503,9 +507,9 @@ def _ranges(values: list) -> str:
 @click.option("--name", help="Prefix of every C identifier, a C identifier (default: the model "
               "file's name, sanitized).")
 @click.option("--fc-layout", type=click.Choice(["1x4", "rowmajor"]), default="1x4",
-              show_default=True, help="Fully connected weight order: 1x4 interleaved "
-              "(qconvert_fc_1x4_s8, CMSIS-NN's legacy q7_opt kernels) or row-major "
-              "(arm_fully_connected_s8).")
+              show_default=True, help="Fully connected weight order. 1x4 interleaved is for "
+              "qconvert's kernel (qconvert_fc_1x4_s8) and CMSIS-NN's legacy "
+              "arm_fully_connected_q7_opt only; arm_fully_connected_s8 needs rowmajor.")
 @click.option("--with-kernels", is_flag=True, help="Also write qconvert's portable C kernel "
               "for the 1x4 order (qconvert_fc_1x4.c / .h) next to the header.")
 @click.option("--rounding", type=click.Choice(["double", "single"]), default="double",
@@ -589,6 +593,111 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
     click.echo(f"wrote {out} ({layers} layers, {len(blob)} bytes)")
     for path in kernel_paths:
         click.echo(f"wrote {path}")
+
+
+@main.command("export-c")
+@click.argument("model", type=click.Path(dir_okay=True))
+@click.option("-o", "--output", "outdir", type=click.Path(), required=True, metavar="DIR",
+              help="Directory for NAME.h, NAME.c and the kernel sources (created if missing).")
+@click.option("--name", help="Name of the model in C (NAME_invoke, NAME_ARENA_SIZE...), a C "
+              "identifier (default: the model file's name, sanitized).")
+@click.option("--kernels", type=click.Choice(["portable", "cmsis-nn"]), default="portable",
+              show_default=True, help="portable: qconvert's own C99 kernels (written to DIR); "
+              "cmsis-nn: calls into CMSIS-NN (conv, depthwise, fully connected, add, mul, "
+              "pools, softmax), qconvert's kernels for the rest.")
+@click.option("--fc-layout", type=click.Choice(["1x4", "rowmajor"]), default=None,
+              help="Fully connected weight order (default: 1x4 for portable, rowmajor for "
+              "cmsis-nn). 1x4 is for qconvert's kernel (and CMSIS-NN's legacy "
+              "arm_fully_connected_q7_opt); arm_fully_connected_s8 needs rowmajor.")
+@calibration_options
+@_input_layout_option
+@_input_shape_option
+@_names_model
+def export_c(model, outdir, name, kernels, fc_layout, calibration, calibration_random, mean,
+             std, scale, method, percentile, fc_per_channel, no_fuse, batch_size, max_memory,
+             input_layout, input_shapes):
+    """Write the whole int8 model as interpreter-free C with a static memory plan.
+
+    DIR/NAME.h declares NAME_invoke(input, output) (0 on success), NAME_ARENA_SIZE,
+    NAME_INPUT_SIZE / NAME_OUTPUT_SIZE and the input and output scales and zero points;
+    DIR/NAME.c holds the weights (static const, flash), the arena and the layer calls; the
+    kernel sources it needs are written beside them. Every .c in DIR compiles together with
+    gcc -std=c99 -Wall -Wextra -Werror -pedantic. The arena is planned ahead of time (tensor
+    lifetimes, greedy by size, reshapes as aliases, element-wise ops and depthwise
+    convolutions in place). Takes an int8 TFLite model, or a float TFLite or ONNX model with
+    --calibration (as export-c-header does).
+
+    \b
+    Example:
+      qconvert export-c model_int8.tflite -o model_c --name kws
+      qconvert export-c model_int8.tflite -o model_c --kernels cmsis-nn
+      qconvert export-c model.onnx --calibration calib.npy -o model_c
+    """
+    import hashlib
+    from pathlib import Path
+
+    from .c_export.c_names import check_prefix, prefix_from_stem
+    from .c_export.model_source import ModelOptions, render_model
+    from .c_export.source import int8_tflite_for_export
+    from .model_io import read_bytes
+    from .output_files import OutputFiles
+    from .quant.calibration_data import data_files, input_specs
+    from .quant.quantize import QuantizeOptions
+
+    if calibration is not None and calibration_random is not None:
+        raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
+    if fc_layout == "1x4" and kernels == "cmsis-nn":
+        raise QConvertError("--kernels cmsis-nn calls arm_fully_connected_s8, which reads "
+                            "row-major weights: use --fc-layout rowmajor (the default there)")
+    fc_layout = fc_layout or ("rowmajor" if kernels == "cmsis-nn" else "1x4")
+    c_name = check_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
+    folder = Path(outdir)
+    if folder.exists() and not folder.is_dir():
+        raise QConvertError("output path exists and is not a directory", str(folder))
+    parent = folder.parent if str(folder.parent) else Path(".")
+    if not parent.is_dir():
+        raise QConvertError("output directory's parent does not exist", str(folder))
+    outputs = OutputFiles([model, *data_files(calibration)])
+    sha256 = hashlib.sha256(read_bytes(model)).hexdigest()
+    m = _load(model, input_shapes)
+    outputs.add_inputs(m.meta.get("external_files", ()))
+    if input_layout is not None and m.format != "onnx":
+        raise QConvertError("--input-layout applies to ONNX models only", model)
+    loader, label = None, ""
+    limit = _max_memory(max_memory)
+    if calibration is not None or calibration_random is not None:
+        norm = dict(mean=_numbers(mean), std=_numbers(std), scale=_numbers(scale))
+        label = (Path(calibration).name if calibration is not None
+                 else f"{calibration_random} random samples")
+
+        def loader(model_ir):
+            return _calibration_data(input_specs(model_ir), calibration, calibration_random, norm,
+                                     limit)
+
+    options = QuantizeOptions(method, percentile, fc_per_channel, "int8", "double",
+                              not no_fuse, batch_size, limit)
+    m, note = int8_tflite_for_export(m, loader, options, label, input_layout or "nhwc",
+                                     purpose="export C")
+    files, summary = render_model(m, ModelOptions(c_name, kernels, fc_layout, Path(model).name,
+                                                  sha256, note))
+    created = not folder.exists()
+    folder.mkdir(exist_ok=True)
+    try:
+        paths = {folder / f: data for f, data in files.items()}
+        for path in paths:
+            outputs.add(path)
+        outputs.commit(paths)
+    except BaseException:
+        if created and not any(folder.iterdir()):
+            folder.rmdir()
+        raise
+    click.echo(f"wrote {len(paths)} files to {folder}: {', '.join(files)}")
+    helium = (f"; {summary.arena_helium} bytes for CMSIS-NN's Helium (MVE) builds"
+              if summary.arena_helium is not None else "")
+    click.echo(f"{c_name}: {summary.layers} layers ({kernels} kernels), arena "
+               f"{summary.arena_size} bytes (RAM{helium}), constant data "
+               f"{summary.constant_bytes} bytes (flash), {summary.overlapped} tensors placed "
+               "over their inputs")
 
 
 def run():

@@ -41,7 +41,7 @@ from test_int_executor import CONV, Q8, int8_feeds, tflm
 
 from qconvert.c_export.fc_layout import from_1x4, permutation_1x4, to_1x4
 from qconvert.c_export.layer_spec import OP_SPECS
-from qconvert.c_export.shipped_kernels import KERNEL_FILES, kernel_sources
+from qconvert.c_export.shipped_kernels import KERNEL_FILES, MODEL_KERNEL_FILES, kernel_sources
 from qconvert.cli import main
 from qconvert.executor.int_executor import layer_params, run_int8
 from qconvert.executor.int_kernels import INT_PARAMS
@@ -812,8 +812,8 @@ def test_kernel_sources_are_package_data():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     patterns = config["package-data"]["qconvert.c_export"]
     shipped = {p.name for p in KERNEL_DIR.iterdir() if p.suffix in (".c", ".h")}
-    assert shipped == set(KERNEL_FILES)
-    for name in KERNEL_FILES:
+    assert shipped == set(KERNEL_FILES) | set(MODEL_KERNEL_FILES)
+    for name in shipped:
         assert any(Path("kernels", name).match(p) for p in patterns), name
 
 
@@ -891,7 +891,7 @@ def test_onnx_model_is_converted_to_nhwc_then_quantized(tmp_path):
 
 def test_onnx_without_calibration_or_already_int8_is_refused(tmp_path):
     model = TEST_MODELS / "digits_cnn.onnx"
-    _assert_fails(tmp_path, [model, "-o", tmp_path / "x.h"], "needs int8; give --calibration",
+    _assert_fails(tmp_path, [model, "-o", tmp_path / "x.h"], "must be int8; give --calibration",
                   model)
     qdq = tmp_path / "qdq.onnx"
     result = CliRunner().invoke(main, ["quantize", str(model), "--calibration-random", 2,

@@ -266,8 +266,9 @@ def test_requantize_matches_c_oracle(oracle, seed):
 def test_single_rounding_is_one_step_in_range(oracle):
     """Where nothing overflows, single rounding is floor((acc*m + 2**(30-s)) / 2**(31-s)).
 
-    CMSIS-NN truncates the intermediate (acc*m) >> (30 - s), about twice the result, to int32:
-    results of magnitude >= 2**30 already wrap, unlike TFLite's all-int64 single rounding.
+    CMSIS-NN keeps the intermediate (acc*m) >> (30 - s), about twice the result, in 64 bits
+    and narrows only the result: results of magnitude in [2**30, 2**31) do not wrap (acc 2**22,
+    multiplier 2**30, shift 9 gives +2**30, not -2**30).
     """
     acc, multiplier, shift = random_requant_cases(7, 200_000)
     exact = (acc * multiplier + (np.int64(1) << (30 - shift))) // (np.int64(1) << (31 - shift))
@@ -275,8 +276,11 @@ def test_single_rounding_is_one_step_in_range(oracle):
     assert np.count_nonzero(ok) > 50_000
     ours = multiply_by_quantized_multiplier(acc, multiplier, shift, rounding="single")
     np.testing.assert_array_equal(ours[ok], exact[ok])
-    wraps = (np.abs(exact) >= 2**30) & (exact >= INT32_MIN) & (exact <= INT32_MAX)
-    assert np.count_nonzero(wraps) > 0 and np.any(ours[wraps] != exact[wraps])
+    large = (np.abs(exact) >= 2**30) & (exact >= INT32_MIN) & (exact <= INT32_MAX)
+    assert np.count_nonzero(large) > 0
+    np.testing.assert_array_equal(ours[large], exact[large])
+    one = multiply_by_quantized_multiplier(np.array([1 << 22]), 1 << 30, 9, rounding="single")
+    assert int(one[0]) == 2**30
 
 
 def test_single_vs_double_rounding(oracle):

@@ -394,9 +394,13 @@ def _preamble(layers, options) -> list:
         " *   _weights     int8_t   Conv2D: OHWI [OUTPUT_C][KERNEL_H][KERNEL_W][INPUT_C]",
         " *                         DepthwiseConv2D: [1][KERNEL_H][KERNEL_W][OUTPUT_C]",
         " *                         FullyConnected: " + (
-            "1x4 interleaved order of qconvert_fc_1x4_s8 (--fc-layout 1x4)"
+            "1x4 interleaved order (--fc-layout 1x4), for"
             if options.fc_layout == "1x4" else
             "row-major [OUTPUT_DEPTH][ACCUM_DEPTH] (arm_fully_connected_s8)"),
+        *([" *                         qconvert_fc_1x4_s8 and CMSIS-NN's legacy",
+           " *                         arm_fully_connected_q7_opt only; arm_fully_connected_s8",
+           " *                         reads row-major weights: export with --fc-layout rowmajor"]
+          if options.fc_layout == "1x4" else []),
         " *   _bias        int32_t  [output channels]; absent when _HAS_BIAS is 0",
         " *   _multiplier  int32_t  [output channels], or [1] for a per-tensor FullyConnected",
         " *   _shift       int32_t  same length; > 0 is a left shift (CMSIS-NN's convention)",

@@ -1,4 +1,4 @@
-"""The portable C kernels qconvert ships beside the header (`export-c-header --with-kernels`).
+"""The portable C kernels qconvert ships (`export-c-header --with-kernels`, `export-c`).
 
 The sources live in `qconvert/c_export/kernels/` and are installed as package data; this reads
 them through importlib.resources, so a regular (non-editable) install works the same.
@@ -9,9 +9,17 @@ from __future__ import annotations
 from importlib import resources
 
 KERNEL_FILES = ("qconvert_fc_1x4.h", "qconvert_fc_1x4.c")
+# the kernels of whole-model C (export-c), which also uses KERNEL_FILES
+MODEL_KERNEL_FILES = ("qconvert_nn.h", "qconvert_nn_conv.c", "qconvert_nn_ops.c",
+                      "qconvert_nn_softmax.c", "qconvert_nn_extra.c")
+
+
+def kernel_source(name: str) -> bytes:
+    """The bytes of the shipped kernel source `name` (a file of `kernels/`)."""
+    return resources.files("qconvert.c_export").joinpath("kernels").joinpath(name).read_bytes()
 
 
 def kernel_sources() -> dict:
-    """{file name: bytes} of every shipped kernel source, in `KERNEL_FILES` order."""
-    folder = resources.files("qconvert.c_export").joinpath("kernels")
-    return {name: folder.joinpath(name).read_bytes() for name in KERNEL_FILES}
+    """{file name: bytes} of the fully connected kernel export-c-header ships, in
+    `KERNEL_FILES` order."""
+    return {name: kernel_source(name) for name in KERNEL_FILES}

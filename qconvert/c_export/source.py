@@ -27,7 +27,8 @@ def is_float_model(model: Model) -> bool:
 
 def int8_tflite_for_export(model: Model, calibration: Callable | None = None,
                            options=None, calibration_label: str = "",
-                           input_layout: str = "nhwc") -> tuple:
+                           input_layout: str = "nhwc",
+                           purpose: str = "export a C header") -> tuple:
     """`model` made ready for the header: (int8 TFLite model, provenance note or None).
 
     `calibration(model) -> {input name: samples}` loads calibration data (called only for a
@@ -38,9 +39,10 @@ def int8_tflite_for_export(model: Model, calibration: Callable | None = None,
     the rest). Refuses int8 ONNX, a float model with ops unknown to qconvert (all named at
     once) or without calibration, and calibration for a model that is already int8 (whose unknown ops
     `header.render_header` names with the others it cannot express). A TFLite model is
-    quantized in place; an ONNX one is left as it was.
+    quantized in place; an ONNX one is left as it was. `purpose` words the refusals
+    ("export a C header", "export C").
     """
-    require_one_graph(model, "export a C header")
+    require_one_graph(model, purpose)
     if model.format == "onnx" and not is_float_model(model):
         raise QConvertError(ONNX_QDQ_REFUSAL)
     if not is_float_model(model):  # the header names unknown and unexpressible ops at once
@@ -54,10 +56,10 @@ def int8_tflite_for_export(model: Model, calibration: Callable | None = None,
 
         converted, perms = onnx_to_tflite(model, input_layout)
     else:
-        require_known_ops(model, "export a C header")
+        require_known_ops(model, purpose)
     if calibration is None:
-        raise QConvertError("float model: export-c-header needs int8; give --calibration DATA "
-                            "(or --calibration-random N) to quantize it first")
+        raise QConvertError(f"float model: to {purpose} it must be int8; give --calibration "
+                            "DATA (or --calibration-random N) to quantize it first")
     from qconvert.quant.quantize import QuantizeOptions, quantize_model
 
     options = options or QuantizeOptions()

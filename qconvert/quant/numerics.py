@@ -168,8 +168,8 @@ def multiply_by_quantized_multiplier(acc, multiplier, shift, rounding="double", 
     in int32, then SaturatingRoundingDoublingHighMul(x, multiplier) (half toward +inf), then
     RoundingDivideByPOT by max(-shift, 0) (half away from zero).
     rounding="single" (CMSIS-NN's arm_nn_requantize with CMSIS_NN_USE_SINGLE_ROUNDING): the
-    64-bit product acc * multiplier is shifted right by 31 - shift - 1, truncated to int32, then
-    (r + 1) >> 1: one rounding, half toward +inf, i.e. floor((p + 2**(30 - shift)) / 2**(31 - shift)).
+    64-bit product acc * multiplier is shifted right by 31 - shift - 1, then (r + 1) >> 1 in
+    64 bits, narrowed to int32 at the end: one rounding, half toward +inf, i.e. floor((p + 2**(30 - shift)) / 2**(31 - shift)).
     The two agree for shift >= 0 and differ by at most 1 LSB for shift < 0 (double rounding, and
     negative ties).
 
@@ -185,8 +185,8 @@ def multiply_by_quantized_multiplier(acc, multiplier, shift, rounding="double", 
     shift = _per_channel(_ints(shift, "shift", -31, 30), acc.ndim, axis, "shift")
     if rounding == "single":
         product = acc * multiplier  # < 2**62 in magnitude
-        r = _wrap_int32(product >> (30 - shift))  # (int32_t)(new_val >> (total_shift - 1))
-        return (_wrap_int32(r + 1) >> 1).astype(np.int32)
+        r = product >> (30 - shift)  # int64 new_val >> (total_shift - 1), kept in 64 bits
+        return _wrap_int32((r + 1) >> 1).astype(np.int32)  # narrowed only at the return
     left = np.maximum(shift, 0)
     right = np.maximum(-shift, 0)
     x = _wrap_int32(acc << left)  # x * (1 << left_shift) in int32

@@ -37,6 +37,8 @@ FIXED_OUTPUT = {"Softmax": (1.0 / 256.0, -128), "Sigmoid": (1.0 / 256.0, -128),
                 "Tanh": (1.0 / 128.0, 0)}
 FC_OPS = frozenset({"FullyConnected", "Gemm", "MatMul"})
 CLAMPS = frozenset({"Relu", "Relu6", "Clip"})
+# float constant inputs that are parameters, not values, and stay float (ONNX Resize roi, scales)
+FLOAT_PARAMS = {"Resize": (1, 2)}
 
 
 @dataclass
@@ -106,8 +108,14 @@ def check_quantizable(graph: Graph) -> None:
     TFLite resource-variable ops are quantizable: a variable takes the int8 parameters of the
     values read from it and assigned to it (`plan_activations`)."""
     check_float(graph)
-    counts = graph.op_counts(lambda node: not is_resource_op(node) and (
-        node.opaque or getattr(schemas.get(node.op), "int8", None) is None))
+    counts: dict = {}
+    for node in graph.nodes:
+        if is_resource_op(node):
+            continue
+        schema = None if node.opaque else schemas.get(node.op)
+        if schema is None or schema.int8 is None:
+            label = _user_label(node, schema)
+            counts[label] = counts.get(label, 0) + 1
     if counts:
         raise QConvertError(f"cannot quantize: ops with no int8 rule: {list_ops(counts)}")
     divisors = [n.name or n.outputs[0] for n in graph.nodes
@@ -121,6 +129,14 @@ def check_quantizable(graph: Graph) -> None:
 def variable_group(var_handle) -> str:
     """The union-find key of the resource variable a VAR_HANDLE names."""
     return "\0variable:" + variable_key(var_handle)
+
+
+def _user_label(node, schema) -> str:
+    """The op as the user's file names it: an ONNX-only op by its op_type (LayerNormalization,
+    not the IR's LayerNorm)."""
+    if schema is not None and schema.tflite is None and schema.onnx is not None:
+        return schema.onnx.op_type
+    return node.label
 
 
 def weight_channel_axis(node, fmt: str) -> int:
@@ -247,6 +263,7 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False) -> 
             skip = {node.inputs[i] for i in (w_slot, b_slot) if i < len(node.inputs)}
         else:
             skip = set()
+        skip |= {node.inputs[i] for i in FLOAT_PARAMS.get(node.op, ()) if i < len(node.inputs)}
         for name in node.present_inputs():
             t = graph.tensors[name]
             if name in skip or t.data is None or not t.dtype.startswith("float"):
@@ -284,6 +301,9 @@ def _plan_layer(graph, node, acts, fmt, fc_per_channel) -> LayerPlan:
         if b is not None:
             b = np.broadcast_to(b.reshape(-1) * float(node.attrs.get("beta", 1.0)),
                                 (w.shape[axis],))
+    if node.op == "ConvTranspose" and int(node.attrs.get("group", 1) or 1) > 1:
+        raise QConvertError(f"ConvTranspose {node.name!r}: group {node.attrs['group']} (its "
+                            "weights' channel axis is not the output channel; no int8 form)")
     per_channel = fc_per_channel or node.op not in FC_OPS
     try:
         w_q, s_w, b_q, widened = quantize_layer(w, b, s_in, axis, per_channel)

@@ -63,7 +63,8 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
     check_float(graph)
     dequantize_hybrid_weights(graph)
     if model.format == "tflite":  # TFLite Micro allocates from static shapes
-        run_pipeline(model, STATIC_PIPELINE, PassContext(model.format))
+        run_pipeline(model, STATIC_PIPELINE,
+                     PassContext(model.format, {"max_memory": options.max_memory}))
     if options.fuse:
         run_pipeline(model, FUSE_PIPELINE, PassContext(model.format))
     check_quantizable(graph)

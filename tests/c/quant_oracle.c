@@ -3,8 +3,8 @@
  * SaturatingRoundingDoublingHighMul and RoundingDivideByPOT, TFLite's double-rounding
  * MultiplyByQuantizedMultiplier and CMSIS-NN's single-rounding arm_nn_requantize.
  *
- * Where the kernels overflow int32 (x * (1 << left_shift), the int32 truncation of the
- * single-rounding intermediate, r + 1), this does the same arithmetic in uint32 so it wraps
+ * Where the kernels overflow int32 (x * (1 << left_shift), the narrowing of the single-rounding
+ * result), this does the same arithmetic in uint32 so it wraps
  * modulo 2**32 as the device does, without C undefined behaviour. Each entry point loops over
  * n elements of caller-owned buffers (numpy arrays passed through ctypes).
  *
@@ -66,9 +66,9 @@ static int32_t mbqm_single(int32_t x, int32_t multiplier, int shift)
 {
     const int64_t total_shift = 31 - shift;
     const int64_t new_val = (int64_t)x * (int64_t)multiplier;
-    int32_t result = to_i32((uint32_t)(uint64_t)(new_val >> (total_shift - 1)));
-    result = to_i32((uint32_t)result + 1u);
-    return result >> 1;
+    int64_t result = new_val >> (total_shift - 1); /* kept in 64 bits, as CMSIS-NN 7 does */
+    result = (result + 1) >> 1;
+    return to_i32((uint32_t)(uint64_t)result);
 }
 
 void oracle_quantize_multiplier(const double *m, int32_t *mult, int32_t *shift, int64_t n)

@@ -42,10 +42,12 @@ static int32_t rounding_divide_by_pot(int32_t x, int32_t exponent)
 int32_t qconvert_requantize(int32_t acc, int32_t multiplier, int32_t shift)
 {
 #ifdef QCONVERT_SINGLE_ROUNDING
-    /* CMSIS-NN arm_nn_requantize with CMSIS_NN_USE_SINGLE_ROUNDING: one rounding. */
+    /* CMSIS-NN arm_nn_requantize with CMSIS_NN_USE_SINGLE_ROUNDING: one rounding, the
+     * intermediate kept in 64 bits (truncating it to 32 bits before the final (x + 1) >> 1
+     * flips the sign of results near 2^30), then narrowed as CMSIS-NN's return does. */
     const int64_t product = (int64_t)acc * (int64_t)multiplier;
-    const int32_t half = (int32_t)(product >> (31 - shift - 1));
-    return (int32_t)((uint32_t)half + 1u) >> 1;
+    const int64_t half = product >> (31 - shift - 1);
+    return (int32_t)((half + 1) >> 1);
 #else
     /* TFLite MultiplyByQuantizedMultiplier: acc * 2^left (in int32), high multiply, then a
      * rounding right shift. The left shift is done on the unsigned bits (wraps like the

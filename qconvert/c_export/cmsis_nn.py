@@ -1,0 +1,290 @@
+"""`export-c --kernels cmsis-nn`: the layer calls CMSIS-NN has kernels for.
+
+    step = lower_cmsis(graph, portable_step, options)
+
+Conv2D -> arm_convolve_wrapper_s8, DepthwiseConv2D -> arm_depthwise_conv_wrapper_s8,
+FullyConnected -> arm_fully_connected_s8 (per-tensor) / arm_fully_connected_per_channel_s8, with
+row-major weights and the per-row kernel sums the Helium (MVE) kernels read instead of the bias
+(`bias[r] + input_offset * sum_k(w[r][k] + weights_offset)`, a const array given as the
+context buffer), Add and Mul of equal shapes -> arm_elementwise_add_s8 / arm_elementwise_mul_s8,
+AveragePool / MaxPool -> arm_avgpool_s8 / arm_max_pool_s8, Softmax -> arm_softmax_s8. Every
+other op keeps qconvert's portable kernel.
+
+Scratch buffers: CMSIS-NN sizes them per build (scalar, DSP or MVE) with its
+`*_get_buffer_size` functions, which exist only in the library. The plan reserves, for Helium
+(MVE) builds and for the others, the largest size any path of that build asks for (the formulas
+of CMSIS-NN 7, computed here; `model_source` plans each build when they differ), and the
+generated code checks the library's own answer against the reservation at run time: `invoke`
+returns 2 rather than write past it. CMSIS-NN kernels are never run over their own input
+except element for element (element-wise ones) and band by band: a convolution whose output
+overlaps its input is called once per output row on the input rows that row reads, so the plan
+needs only the kernel's contract (it reads its input and writes its output), never its inner
+order.
+"""
+
+from __future__ import annotations
+
+from string import Template
+
+import numpy as np
+
+from qconvert.errors import QConvertError
+from qconvert.executor.int_executor import layer_params
+from qconvert.executor.int_kernels import wrap32
+
+from .model_steps import Step, _acts, fc_geometry, tensor_dims
+from .memory_plan import PlanStep
+
+_CH_IN_BLOCK_MVE = 124
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-int(a) // int(b))
+
+
+def conv_scratch(cin, kh, kw, pad_w) -> dict:
+    """Bytes of arm_convolve_wrapper_s8's buffer: {"helium": MVE builds, "other": scalar and
+    DSP builds}, the largest any of the wrapper's paths asks for."""
+    k = kh * kw * cin
+    generic = 4 * (k + (-k) % 4)                       # im2col, 2 columns of int16
+    mve = 64 * _ceil(k, 16)                            # 4 im2col rows of 16 lanes
+    one_by_n = (kw + 2 * pad_w + 2) * cin              # the 1 x N MVE path (bounded)
+    fast_1x1 = 4 * cin                                 # 1x1 with Arm Compiler (DSP)
+    return {"helium": max(mve, one_by_n), "other": max(generic, fast_1x1)}
+
+
+def depthwise_scratch(cin, cout, kh, kw, pad_w) -> dict:
+    """Bytes of arm_depthwise_conv_wrapper_s8's buffer per build (see conv_scratch)."""
+    dsp = 2 * cin * kh * kw
+    mve = 4 * _CH_IN_BLOCK_MVE * kh * kw
+    one_in_channel = conv_scratch(1, kh, kw, pad_w)["helium"] + kh * kw * cout
+    return {"helium": max(mve, one_in_channel), "other": dsp}
+
+
+def _dims(shape4) -> str:
+    n, h, w, c = (int(d) for d in shape4)
+    return f"{{{n}, {h}, {w}, {c}}}"
+
+
+def _ctx(scratch) -> list:
+    if scratch and max(scratch.values()):
+        return ["cmsis_nn_context ctx;", "ctx.buf = $scratch;", "ctx.size = $scratch_size;"]
+    return ["cmsis_nn_context ctx;", "ctx.buf = NULL;", "ctx.size = 0;"]
+
+
+def _step(graph, node, index, call, arrays, decls, scratch=None, overlap=None) -> Step:
+    plan = PlanStep(inputs=_acts(graph, node), outputs=[n for n in node.outputs if n],
+                    overlap=overlap, scratch=max((scratch or {}).values(), default=0))
+    return Step(index, node, plan, Template("\n".join(call)), arrays, decls,
+                {"qconvert_nn.h", "qconvert_fc_1x4.h", "qconvert_fc_1x4.c"},
+                scratch_builds=scratch)
+
+
+def _check(status_call: str) -> list:
+    return [f"if ({status_call} != ARM_CMSIS_NN_SUCCESS) {{", "    return 1;", "}"]
+
+
+def _conv(graph, node, step):
+    p = layer_params(graph, node)
+    x, y = tensor_dims(graph, node.inputs[0]), tensor_dims(graph, node.outputs[0])
+    w = graph.tensors[node.inputs[1]].data
+    depthwise = node.op == "DepthwiseConv2D"
+    kh, kw = int(w.shape[1]), int(w.shape[2])
+    act = f"{{{p['activation_min']}, {p['activation_max']}}}"
+    geo = (f"{{{p['strides'][1]}, {p['strides'][0]}}}, {{{p['pads'][1]}, {p['pads'][0]}}}, "
+           f"{{{p['dilations'][1]}, {p['dilations'][0]}}}, {act}")
+    if depthwise:
+        mult = y[3] // x[3]
+        scratch = depthwise_scratch(x[3], y[3], kh, kw, p["pads"][1])
+        decls = [f"static const cmsis_nn_dw_conv_params @L_conv = {{{p['input_offset']}, "
+                 f"{p['output_offset']}, {mult}, {geo}}};",
+                 f"static const cmsis_nn_dims @L_filter_dims = {{1, {kh}, {kw}, {y[3]}}};"]
+        fn, params, size_fn = ("arm_depthwise_conv_wrapper_s8", "cmsis_nn_dw_conv_params",
+                               "arm_depthwise_conv_wrapper_s8_get_buffer_size")
+    else:
+        scratch = conv_scratch(x[3], kh, kw, p["pads"][1])
+        decls = [f"static const cmsis_nn_conv_params @L_conv = {{{p['input_offset']}, "
+                 f"{p['output_offset']}, {geo}}};",
+                 f"static const cmsis_nn_dims @L_filter_dims = {{{y[3]}, {kh}, {kw}, {x[3]}}};"]
+        fn, size_fn = "arm_convolve_wrapper_s8", "arm_convolve_wrapper_s8_get_buffer_size"
+    arrays = [a for a in step.arrays if a[0] != "bias"]
+    bias = graph.tensors[node.inputs[2]].data if len(node.inputs) > 2 and node.inputs[2] else None
+    arrays.append(("bias", "int32_t", bias if bias is not None else np.zeros(y[3], np.int32)))
+    decls += [f"static const cmsis_nn_per_channel_quant_params @L_quant = "
+              "{(int32_t *)@L_multiplier, (int32_t *)@L_shift};",
+              f"static const cmsis_nn_dims @L_input_dims = {_dims(x)};",
+              f"static const cmsis_nn_dims @L_bias_dims = {{1, 1, 1, {y[3]}}};",
+              f"static const cmsis_nn_dims @L_output_dims = {_dims(y)};"]
+    dims = "&@L_input_dims, &@L_filter_dims, &@L_output_dims"
+    call = ["{", *("    " + c for c in _ctx(scratch)),
+            f"    if ({size_fn}(&@L_conv, {dims}) > $scratch_size) {{", "        return 2;",
+            "    }",
+            *("    " + c for c in _check(
+                f"{fn}(&ctx, &@L_conv, &@L_quant, &@L_input_dims, $in0, &@L_filter_dims, "
+                "@L_weights, &@L_bias_dims, @L_bias, &@L_output_dims, $out0)")), "}"]
+    made = _step(graph, node, step.index, call, arrays, decls, scratch)
+    bands = row_bands(x, y, kh, p)
+    if bands is not None:
+        made.plan.overlap = [("bands", 0, *bands)]
+        made.banded = Template("\n".join(_banded_call(fn, size_fn, x, y, kh, p, scratch,
+                                                        depthwise)))
+    return made
+
+
+def row_bands(x, y, kh, p):
+    """(ends, reads) of one band per output row (see memory_plan), or None when a band would
+    read no input row or the batch is not 1."""
+    n, h, w, c = x
+    _, oh, ow, oc = y
+    if n != 1:
+        return None
+    extent = (kh - 1) * p["dilations"][0] + 1
+    y0 = np.arange(oh) * p["strides"][0] - p["pads"][0]
+    first = np.maximum(y0, 0)
+    last = np.minimum(y0 + extent, h)
+    if np.any(last <= first):
+        return None
+    return (np.arange(1, oh + 1) * ow * oc, first * w * c)
+
+
+def _banded_call(fn, size_fn, x, y, kh, p, scratch, depthwise) -> list:
+    """The kernel called once per output row, on the input rows that row reads."""
+    _, h, w, c = x
+    _, oh, ow, oc = y
+    extent = (kh - 1) * p["dilations"][0] + 1
+    params = "cmsis_nn_dw_conv_params" if depthwise else "cmsis_nn_conv_params"
+    body = [f"const int32_t y0 = oy * {p['strides'][0]} - {p['pads'][0]};",
+            "const int32_t first = y0 > 0 ? y0 : 0;",
+            f"const int32_t last = y0 + {extent} < {h} ? y0 + {extent} : {h};",
+            f"{params} conv = @L_conv;",
+            f"cmsis_nn_dims in_dims = {{1, 0, {w}, {c}}};",
+            f"const cmsis_nn_dims out_dims = {{1, 1, {ow}, {oc}}};",
+            "in_dims.h = last - first;",
+            "conv.padding.h = first - y0;",
+            f"if ({size_fn}(&conv, &in_dims, &@L_filter_dims, &out_dims) > $scratch_size) {{",
+            "    return 2;", "}",
+            *_check(f"{fn}(&ctx, &conv, &@L_quant, &in_dims, $in0 + first * {w * c}, "
+                    "&@L_filter_dims, @L_weights, &@L_bias_dims, @L_bias, &out_dims, "
+                    f"$out0 + oy * {ow * oc})")]
+    return ["{", "    int32_t oy;", *("    " + c for c in _ctx(scratch)),
+            f"    /* one output row at a time: the output overlaps the input (memory plan) */",
+            f"    for (oy = 0; oy < {oh}; ++oy) {{", *("        " + b for b in body), "    }",
+            "}"]
+
+
+def kernel_sums(weights, bias, input_offset, weights_offset) -> np.ndarray:
+    """Per-row sums the MVE fully connected kernels start from instead of the bias:
+    bias[r] + input_offset * sum_k(w[r][k] + weights_offset), wrapped to int32 as in C."""
+    w = np.asarray(weights, dtype=np.int64)
+    total = w.sum(axis=1) + w.shape[1] * int(weights_offset)
+    b = np.zeros(w.shape[0], np.int64) if bias is None else np.asarray(bias, np.int64)
+    return wrap32(b + int(input_offset) * total).astype(np.int64)
+
+
+def _fc(graph, node, step, options):
+    if options.fc_layout != "rowmajor":
+        raise QConvertError("arm_fully_connected_s8 reads row-major weights: use "
+                            "--fc-layout rowmajor with --kernels cmsis-nn")
+    p = layer_params(graph, node)
+    w = graph.tensors[node.inputs[1]].data
+    batches, depth, rows = fc_geometry(graph, node)
+    arrays = list(step.arrays)
+    arrays.append(("kernel_sums", "int32_t",
+                   kernel_sums(w, p["bias"], p["input_offset"], p["weights_offset"])))
+    act = f"{{{p['activation_min']}, {p['activation_max']}}}"
+    decls = [f"static const cmsis_nn_fc_params @L_fc = {{{p['input_offset']}, "
+             f"{p['weights_offset']}, {p['output_offset']}, {act}}};",
+             f"static const cmsis_nn_dims @L_input_dims = {{{batches}, 1, 1, {depth}}};",
+             f"static const cmsis_nn_dims @L_filter_dims = {{{depth}, 1, 1, {rows}}};",
+             f"static const cmsis_nn_dims @L_bias_dims = {{1, 1, 1, {rows}}};",
+             f"static const cmsis_nn_dims @L_output_dims = {{{batches}, 1, 1, {rows}}};"]
+    if p["per_channel"]:
+        decls.append("static const cmsis_nn_per_channel_quant_params @L_quant = "
+                     "{(int32_t *)@L_multiplier, (int32_t *)@L_shift};")
+        fn = "arm_fully_connected_per_channel_s8"
+    else:
+        decls.append("static const cmsis_nn_per_tensor_quant_params @L_quant = "
+                     f"{{{int(p['output_multiplier'][0])}, {int(p['output_shift'][0])}}};")
+        fn = "arm_fully_connected_s8"
+    bias = "@L_bias" if p["bias"] is not None else "NULL"
+    call = ["{", "    cmsis_nn_context ctx;",
+            "    ctx.buf = (void *)@L_kernel_sums; /* read by the Helium (MVE) kernel */",
+            f"    ctx.size = {4 * rows};",
+            *("    " + c for c in _check(
+                f"{fn}(&ctx, &@L_fc, &@L_quant, &@L_input_dims, $in0, &@L_filter_dims, "
+                f"@L_weights, &@L_bias_dims, {bias}, &@L_output_dims, $out0)")), "}"]
+    return _step(graph, node, step.index, call, arrays, decls)
+
+
+def _pool(graph, node, step):
+    p = layer_params(graph, node)
+    x, y = tensor_dims(graph, node.inputs[0]), tensor_dims(graph, node.outputs[0])
+    if x[0] != 1:
+        return step
+    kh, kw = p["kernel_shape"]
+    avg = node.op == "AveragePool"
+    scratch = {"helium": 0, "other": 4 * x[3] if avg else 0}
+    decls = [f"static const cmsis_nn_pool_params @L_pool = {{{{{p['strides'][1]}, "
+             f"{p['strides'][0]}}}, {{{p['pads'][1]}, {p['pads'][0]}}}, "
+             f"{{{p['activation_min']}, {p['activation_max']}}}}};",
+             f"static const cmsis_nn_dims @L_input_dims = {_dims(x)};",
+             f"static const cmsis_nn_dims @L_filter_dims = {{1, {kh}, {kw}, 1}};",
+             f"static const cmsis_nn_dims @L_output_dims = {_dims(y)};"]
+    fn = "arm_avgpool_s8" if avg else "arm_max_pool_s8"
+    check = ([f"    if (arm_avgpool_s8_get_buffer_size({y[2]}, {x[3]}) > $scratch_size) {{",
+              "        return 2;", "    }"] if avg else [])
+    call = ["{", *("    " + c for c in _ctx(scratch)), *check,
+            *("    " + c for c in _check(
+                f"{fn}(&ctx, &@L_pool, &@L_input_dims, $in0, &@L_filter_dims, "
+                "&@L_output_dims, $out0)")), "}"]
+    return _step(graph, node, step.index, call, [], decls, scratch)
+
+
+def _elementwise(graph, node, step):
+    out = tensor_dims(graph, node.outputs[0])
+    names = node.inputs[:2]
+    if any(graph.tensors[n].data is not None or tensor_dims(graph, n) != out for n in names):
+        return step  # broadcasting or a constant operand: the portable kernel
+    p = layer_params(graph, node)
+    size = int(np.prod(out, dtype=np.int64))
+    a, b = ("$in0", "$in1") if names[0] != names[1] else ("$in0", "$in0")
+    if node.op == "Add":
+        call = (f"arm_elementwise_add_s8({a}, {b}, {p['input1_offset']}, "
+                f"{p['input1_multiplier']}, {p['input1_shift']}, {p['input2_offset']}, "
+                f"{p['input2_multiplier']}, {p['input2_shift']}, {p['left_shift']}, $out0, "
+                f"{p['output_offset']}, {p['output_multiplier']}, {p['output_shift']}, "
+                f"{p['activation_min']}, {p['activation_max']}, {size})")
+    else:
+        call = (f"arm_elementwise_mul_s8({a}, {b}, {p['input1_offset']}, "
+                f"{p['input2_offset']}, $out0, {p['output_offset']}, {p['output_multiplier']}, "
+                f"{p['output_shift']}, {p['activation_min']}, {p['activation_max']}, {size})")
+    overlap = [c for c in step.plan.overlap or [] if c[0] == "same"]
+    return _step(graph, node, step.index, _check(call), [], [], None, overlap)
+
+
+def _softmax(graph, node, step):
+    p = layer_params(graph, node)
+    dims = tensor_dims(graph, node.inputs[0])
+    row = dims[-1]
+    rows = int(np.prod(dims, dtype=np.int64)) // row
+    call = [f"arm_softmax_s8($in0, {rows}, {row}, {p['input_multiplier']}, "
+            f"{p['input_left_shift']}, {p['diff_min']}, $out0);"]
+    return _step(graph, node, step.index, call, [], [])
+
+
+def lower_cmsis(graph, step: Step, options) -> Step:
+    """`step` as a CMSIS-NN call when CMSIS-NN has the kernel, else unchanged."""
+    node = step.node
+    if node.op in ("Conv2D", "DepthwiseConv2D"):
+        grouped = node.op == "Conv2D" and graph.tensors[node.inputs[1]].data.shape[3] != \
+            tensor_dims(graph, node.inputs[0])[3]
+        return step if grouped else _conv(graph, node, step)  # grouped: the portable kernel
+    if node.op == "FullyConnected":
+        return _fc(graph, node, step, options)
+    if node.op in ("AveragePool", "MaxPool"):
+        return _pool(graph, node, step)
+    if node.op in ("Add", "Mul"):
+        return _elementwise(graph, node, step)
+    if node.op == "Softmax":
+        return _softmax(graph, node, step)
+    return step

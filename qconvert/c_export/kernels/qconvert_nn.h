@@ -1,0 +1,164 @@
+/* qconvert_nn.h: qconvert's portable int8 kernels for whole-model C (`qconvert export-c`).
+ * Shipped with qconvert (Apache-2.0). Plain C99: no allocation, no library calls.
+ *
+ * Every kernel computes what TFLite Micro's reference kernel computes, bit for bit, from the
+ * parameters TFLite Micro derives at Prepare time (qconvert writes them into the model's .c).
+ * Requantization is TFLite's double rounding; build with -DQCONVERT_SINGLE_ROUNDING for
+ * CMSIS-NN's single rounding (CMSIS_NN_USE_SINGLE_ROUNDING) instead.
+ *
+ * Loop order matters for the memory plan: every kernel that may run with its output overlapping
+ * its input (conv, depthwise, pools, element-wise ops) reads the inputs of output element i and
+ * writes it before it reads anything for element i + 1, walking the output in memory order.
+ * qconvert's planner relies on that order (and only on it) when it overlaps two tensors.
+ */
+#ifndef QCONVERT_NN_H
+#define QCONVERT_NN_H
+
+#include <stdint.h>
+
+#include "qconvert_fc_1x4.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define QCONVERT_MAX_RANK 6
+
+/* A convolution-like layer: NHWC input [batches][in_h][in_w][in_c], output
+ * [batches][out_h][out_w][out_c]; pads are the top / left padding. */
+typedef struct {
+    int32_t batches, in_h, in_w, in_c, out_h, out_w, out_c;
+    int32_t kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left;
+    int32_t depth_multiplier; /* depthwise; a convolution: its group count (1: plain) */
+    int32_t input_offset, output_offset, activation_min, activation_max;
+    const int32_t *multiplier; /* out_c entries */
+    const int32_t *shift;      /* out_c entries; > 0 is a left shift */
+} qconvert_conv_params;
+
+/* Conv2D, weights OHWI [out_c][kernel_h][kernel_w][in_c / groups] (groups in
+ * depth_multiplier; output channel oc reads the input channels of group oc / (out_c / groups));
+ * bias out_c values or NULL. */
+void qconvert_conv_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
+                      int8_t *output, const qconvert_conv_params *p);
+
+/* DepthwiseConv2D, weights [1][kernel_h][kernel_w][out_c], out_c = in_c * depth_multiplier. */
+void qconvert_depthwise_conv_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
+                                int8_t *output, const qconvert_conv_params *p);
+
+/* FullyConnected with row-major weights [output_depth][accum_depth] (the order of CMSIS-NN's
+ * arm_fully_connected_s8). Same contract as qconvert_fc_1x4_s8. */
+void qconvert_fc_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
+                    int8_t *output, int32_t batches, int32_t accum_depth, int32_t output_depth,
+                    const qconvert_fc_quant *quant);
+
+/* AveragePool / MaxPool: conv geometry (no weights, dilation 1, out_c = in_c), clamps. */
+void qconvert_avgpool_s8(const int8_t *input, int8_t *output, const qconvert_conv_params *p);
+void qconvert_maxpool_s8(const int8_t *input, int8_t *output, const qconvert_conv_params *p);
+
+/* An int8 -> int8 function of one value (Relu, Relu6, Sigmoid, Tanh, HardSwish, int8
+ * Quantize): output[i] = table[input[i] + 128]. In place is allowed. */
+void qconvert_lookup_s8(const int8_t *input, int8_t *output, int32_t size, const int8_t *table);
+
+/* Element-wise binary ops with broadcasting: the output box `shape` is walked in row-major
+ * order; a_strides / b_strides give each input's step along each axis (0 where it broadcasts). */
+/* PRELU: input1 >= its zero point -> input1 requantized with output_multiplier / _shift, else
+ * (input1 - z1) * (alpha - z2) with input2_multiplier / input2_shift. */
+typedef enum {
+    QCONVERT_ADD, QCONVERT_SUB, QCONVERT_MUL, QCONVERT_MAXIMUM, QCONVERT_MINIMUM, QCONVERT_PRELU
+} qconvert_binary_op;
+
+typedef struct {
+    qconvert_binary_op op;
+    int32_t rank;
+    int32_t shape[QCONVERT_MAX_RANK];
+    int32_t a_strides[QCONVERT_MAX_RANK];
+    int32_t b_strides[QCONVERT_MAX_RANK];
+    int32_t input1_offset, input2_offset, output_offset, left_shift;
+    int32_t input1_multiplier, input1_shift, input2_multiplier, input2_shift;
+    int32_t output_multiplier, output_shift, activation_min, activation_max;
+} qconvert_binary_params;
+
+void qconvert_binary_s8(const int8_t *a, const int8_t *b, int8_t *output,
+                        const qconvert_binary_params *p);
+
+/* Copy of a box: out[out_base + sum_k i_k * out_strides[k]] = in[in_base + sum_k i_k *
+ * in_strides[k]] for every index i of `shape` (Transpose, StridedSlice, Concat, Pad, Gather
+ * along contiguous ranges). */
+typedef struct {
+    int32_t rank;
+    int32_t shape[QCONVERT_MAX_RANK];
+    int32_t in_strides[QCONVERT_MAX_RANK];
+    int32_t out_strides[QCONVERT_MAX_RANK];
+    int32_t in_base, out_base;
+} qconvert_box;
+
+void qconvert_copy_box_s8(const int8_t *input, int8_t *output, const qconvert_box *box);
+
+/* output[i] = input[index[i]] for i < size (data movement no box describes). */
+void qconvert_gather_s8(const int8_t *input, int8_t *output, int32_t size, const int32_t *index);
+
+/* output[i] = value for i < size. */
+void qconvert_fill_s8(int8_t *output, int32_t size, int8_t value);
+
+/* Mean over a box of each output element: `outer` is the output box (strides into the input),
+ * `inner` the reduced box (strides into the input); count = inner volume. */
+typedef struct {
+    qconvert_box outer;
+    qconvert_box inner;
+    int32_t count, multiplier, shift, input_zero_point, output_zero_point;
+} qconvert_mean_params;
+
+void qconvert_mean_s8(const int8_t *input, int8_t *output, const qconvert_mean_params *p);
+
+/* Softmax over rows (reference_ops::Softmax<int8, int8>, output scale 1/256, zero point -128). */
+void qconvert_softmax_s8(const int8_t *input, int8_t *output, int32_t rows, int32_t row_size,
+                         int32_t input_multiplier, int32_t input_left_shift, int32_t diff_min);
+
+/* Quantize (float -> int8: round(x / scale) half away from zero, + zero point, clamped) and
+ * Dequantize (int8 -> float: (float)(scale * (x - zero point)), in double as TFLite Micro). */
+void qconvert_quantize_f32_s8(const float *input, int8_t *output, int32_t size, float scale,
+                              int32_t zero_point);
+void qconvert_dequantize_s8_f32(const int8_t *input, float *output, int32_t size, double scale,
+                                int32_t zero_point);
+
+/* TransposeConv: weights [out_c][kernel_h][kernel_w][in_c]; pad_top / pad_left are TFLite's
+ * crop of the full output; dilation 1. */
+void qconvert_transpose_conv_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
+                                int8_t *output, const qconvert_conv_params *p);
+
+/* BatchMatMul: output[n][i][j] = sum_k (a[n][i][k] + lhs_offset) * (b[n][k][j] + rhs_offset),
+ * requantized; the batch offsets and strides (elements) express broadcasting and adj_x / adj_y. */
+typedef struct {
+    int32_t batches, rows, depth, cols;
+    const int32_t *a_batch; /* element offset of batch n in a */
+    const int32_t *b_batch;
+    int32_t a_row, a_depth, b_depth, b_col;
+    int32_t lhs_offset, rhs_offset, output_offset, output_multiplier, output_shift;
+} qconvert_matmul_params;
+
+void qconvert_batch_matmul_s8(const int8_t *a, const int8_t *b, int8_t *output,
+                              const qconvert_matmul_params *p);
+
+/* ResizeBilinear (integer): 10-bit source coordinates per output row and column. */
+typedef struct {
+    int32_t batches, in_h, in_w, channels, out_h, out_w;
+    const int32_t *y_lower, *y_upper, *y_frac; /* out_h entries */
+    const int32_t *x_lower, *x_upper, *x_frac; /* out_w entries */
+} qconvert_resize_params;
+
+void qconvert_resize_bilinear_s8(const int8_t *input, int8_t *output,
+                                 const qconvert_resize_params *p);
+
+/* A one-value function defined only from `min_valid` up (Rsqrt): returns 1, writing nothing
+ * more, at the first input below it (TFLite Micro stops with an error there). */
+int qconvert_lookup_checked_s8(const int8_t *input, int8_t *output, int32_t size,
+                               const int8_t *table, int32_t min_valid);
+
+/* Copy `size` bytes (input and output may overlap). */
+void qconvert_copy_s8(const int8_t *input, int8_t *output, int32_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* QCONVERT_NN_H */

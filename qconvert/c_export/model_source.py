@@ -1,0 +1,340 @@
+"""The C source of a whole int8 model (`qconvert export-c`): `NAME.h`, `NAME.c` and kernels.
+
+    files, summary = render_model(graph, ModelOptions(name="kws"))   # {file name: bytes}
+
+`NAME.c` holds every layer's weights and parameters as `static const` data (flash), one static
+arena, and `NAME_invoke`: the graph inputs are copied into the arena, the layers run in graph
+order on the offsets of the memory plan (`memory_plan`), the outputs are copied out.
+`NAME.h` is the contract (see `_header`). The text is a pure function of the graph and the
+options, so the same model and options give byte-identical files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+import numpy as np
+
+from qconvert import __version__
+from qconvert.errors import QConvertError
+
+from .c_text import c_array_body, c_comment, c_float, c_int
+from .header import ARRAY_ATTR_BLOCK
+from .memory_plan import plan_memory
+from .model_steps import DTYPES, KernelOptions, lower_graph, tensor_bytes, tensor_dims
+from .shipped_kernels import KERNEL_FILES, MODEL_KERNEL_FILES, kernel_source
+
+KERNEL_SETS = ("portable", "cmsis-nn")
+
+
+@dataclass
+class ModelOptions:
+    """Names, kernels and provenance of an export (see the CLI's export-c)."""
+
+    name: str
+    kernels: str = "portable"
+    fc_layout: str = "1x4"
+    source_name: str = "model.tflite"
+    source_sha256: str = ""
+    provenance: str | None = None
+
+
+@dataclass
+class ExportSummary:
+    """What the export produced: arena bytes, constant bytes, layer count, overlaps."""
+
+    arena_size: int
+    constant_bytes: int
+    layers: int
+    overlapped: int
+    files: list
+    arena_helium: int | None = None  # CMSIS-NN Helium (MVE) builds, when it differs
+
+
+def render_model(graph, options: ModelOptions) -> tuple:
+    """({file name: bytes}, ExportSummary) of `graph` (an int8 TFLite Graph or Model)."""
+    graph = graph.graph if hasattr(graph, "graphs") else graph
+    if options.kernels not in KERNEL_SETS:
+        raise QConvertError(f"unknown --kernels {options.kernels!r}; one of {KERNEL_SETS}")
+    _check_io(graph)
+    stems = {Path(f).stem for f in KERNEL_FILES + MODEL_KERNEL_FILES}
+    if options.name in stems:
+        raise QConvertError(f"--name {options.name!r} is the name of a kernel file qconvert "
+                            "writes beside it; choose another")
+    kernel_options = KernelOptions(options.kernels, options.fc_layout)
+    steps = lower_graph(graph, kernel_options)
+    if options.kernels == "cmsis-nn":
+        from .cmsis_nn import lower_cmsis
+
+        steps = [lower_cmsis(graph, step, kernel_options) for step in steps]
+    sizes = {}
+    for name in list(graph.inputs) + list(graph.outputs):
+        sizes[name] = tensor_bytes(graph, name)
+    for step in steps:
+        for name in step.plan.inputs + step.plan.outputs:
+            sizes[name] = tensor_bytes(graph, name)
+    plans = {}
+    for build in _builds(steps):
+        for step in steps:
+            if step.scratch_builds:
+                step.plan.scratch = int(step.scratch_builds[build] if build != "all"
+                                        else max(step.scratch_builds.values()))
+        plans[build] = plan_memory(sizes, [s.plan for s in steps], graph.inputs, graph.outputs)
+    name = options.name
+    files = sorted(set().union(*[s.files for s in steps]) if steps else set())
+    const_bytes = sum(np.asarray(v).size * (1 if t.startswith("int8") else 4)
+                      for s in steps for _, t, v in s.arrays if not t.endswith("#single"))
+    source = _source(graph, steps, plans, options)
+    out = {f"{name}.h": _header(graph, plans, options).encode(), f"{name}.c": source.encode()}
+    for f in files:
+        out[f] = kernel_source(f)
+    main = plans.get("all") or plans["other"]
+    helium = plans["helium"].arena_size if "helium" in plans else None
+    summary = ExportSummary(main.arena_size, int(const_bytes), len(steps), len(main.overlapped),
+                            list(out), helium)
+    return out, summary
+
+
+def _builds(steps) -> list:
+    """["all"], or ["helium", "other"] when CMSIS-NN's scratch differs between Helium (MVE)
+    builds and the others (each gets its own plan)."""
+    if any(s.scratch_builds and s.scratch_builds["helium"] != s.scratch_builds["other"]
+           for s in steps):
+        return ["helium", "other"]
+    return ["all"]
+
+
+def _check_io(graph) -> None:
+    bad = [n for n in list(graph.inputs) + list(graph.outputs)
+           if graph.tensors[n].dtype not in DTYPES or graph.tensors[n].data is not None]
+    if bad:
+        raise QConvertError("export-c takes int8 or float32 model inputs and outputs; "
+                            + ", ".join(f"{n!r} is {graph.tensors[n].dtype}" for n in bad))
+    for n in list(graph.inputs) + list(graph.outputs):
+        tensor_dims(graph, n)
+
+
+# -- NAME.h -----------------------------------------------------------------------------------
+def _io_macros(graph, tag, names, upper) -> list:
+    lines = []
+    for i, n in enumerate(names):
+        t = graph.tensors[n]
+        keys = [f"{tag}{i}"] + ([tag] if len(names) == 1 else [])
+        size = int(np.prod(tensor_dims(graph, n), dtype=np.int64))
+        for k in keys:
+            lines.append(f"#define {upper}_{k}_SIZE {size}")
+            if t.quant is not None and t.quant.scale.size == 1:
+                zp = int(t.quant.zero_point[0]) if t.quant.zero_point.size else 0
+                lines.append(f"#define {upper}_{k}_SCALE {c_float(t.quant.scale[0])}")
+                lines.append(f"#define {upper}_{k}_ZERO_POINT {c_int(zp)}")
+        lines.append(f"/* {tag.lower()} {i}: {c_comment(n)} {list(tensor_dims(graph, n))} "
+                     f"{t.dtype} */")
+    return lines
+
+
+def _signature(graph, name, with_arena) -> str:
+    def ctype(n):
+        return DTYPES[graph.tensors[n].dtype][0]
+
+    ins, outs = list(graph.inputs), list(graph.outputs)
+    args = []
+    for i, n in enumerate(ins):
+        args.append(f"const {ctype(n)} *input{'' if len(ins) == 1 else i}")
+    for i, n in enumerate(outs):
+        args.append(f"{ctype(n)} *output{'' if len(outs) == 1 else i}")
+    if with_arena:
+        args.append("void *arena")
+    fn = f"{name}_invoke_with_arena" if with_arena else f"{name}_invoke"
+    return f"int {fn}({', '.join(args)})"
+
+
+HELIUM_TEST = ("(defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)) || "
+               "defined(ARM_MATH_MVEI) || defined(ARM_MATH_HELIUM)")
+
+
+def _arena_macros(plans, upper) -> list:
+    if "all" in plans:
+        return [f"#define {upper}_ARENA_SIZE {plans['all'].arena_size}"]
+    return [f"#if {HELIUM_TEST}",
+            f"#define {upper}_HELIUM_BUILD 1 /* CMSIS-NN's Helium (MVE) kernels: more scratch */",
+            f"#define {upper}_ARENA_SIZE {plans['helium'].arena_size}",
+            "#else",
+            f"#define {upper}_HELIUM_BUILD 0",
+            f"#define {upper}_ARENA_SIZE {plans['other'].arena_size}",
+            "#endif"]
+
+
+def _header(graph, plans, options) -> str:
+    name, upper = options.name, options.name.upper()
+    lines = [
+        f"/* {name}.h: the int8 model {c_comment(options.source_name)} as C, generated by "
+        f"qconvert {__version__}",
+        " * (qconvert export-c); do not edit.",
+        " *",
+        f" * {name}_invoke runs the whole model on the static arena inside {name}.c:",
+        " * the inputs are copied into the arena, the layers run, the outputs are copied out.",
+        " * It returns 0 on success, nonzero if a kernel refused its arguments (CMSIS-NN) or",
+        f" * the arena given to {name}_invoke_with_arena is NULL or not 4-byte aligned; that",
+        f" * arena must hold {upper}_ARENA_SIZE bytes, and one call uses it at a time.",
+        " * Sizes are in elements; real value = scale * (q - zero point).",
+        " * Models with several inputs or outputs take one pointer per input, then one per",
+        " * output, in the model's order (input0, input1, ..., output0, ...), with",
+        f" * {upper}_INPUT<i>_SIZE... macros; single-input, single-output models also get",
+        f" * {upper}_INPUT_SIZE, {upper}_OUTPUT_SIZE... .",
+        " */",
+        f"#ifndef {upper}_H",
+        f"#define {upper}_H",
+        "",
+        "#include <stdint.h>",
+        "",
+        "#ifdef __cplusplus",
+        'extern "C" {',
+        "#endif",
+        "",
+        *_arena_macros(plans, upper),
+        f"#define {upper}_NUM_INPUTS {len(graph.inputs)}",
+        f"#define {upper}_NUM_OUTPUTS {len(graph.outputs)}",
+    ]
+    lines += _io_macros(graph, "INPUT", graph.inputs, upper)
+    lines += _io_macros(graph, "OUTPUT", graph.outputs, upper)
+    lines += ["", _signature(graph, name, False) + ";",
+              _signature(graph, name, True) + ";", "",
+              "#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {upper}_H */", ""]
+    return "\n".join(lines)
+
+
+# -- NAME.c -----------------------------------------------------------------------------------
+def _array_lines(prefix, suffix, ctype, values) -> list:
+    base, _, rounding = ctype.partition("#")
+    data = np.asarray(values).reshape(-1)
+    body = c_array_body(data, base)
+    lines = [f"QCONVERT_ARRAY_ATTR static const {base} {prefix}_{suffix}[{max(data.size, 1)}] = {{",
+             body if body else "    0", "};"]
+    if rounding == "double":
+        return ["#ifndef QCONVERT_SINGLE_ROUNDING"] + lines + ["#endif"]
+    if rounding == "single":
+        return ["#ifdef QCONVERT_SINGLE_ROUNDING"] + lines + ["#endif"]
+    return lines
+
+
+def _pointer(graph, plan, tensor) -> str:
+    ctype = DTYPES[graph.tensors[tensor].dtype][0]
+    off = plan.offset[tensor]
+    if ctype == "int8_t":
+        return f"(arena_s8 + {off})"
+    return f"(({ctype} *)(void *)(arena_s8 + {off}))"
+
+
+def _plan_comment(graph, steps, plan, label) -> list:
+    out = [f" * Arena{label}: {plan.arena_size} bytes, planned ahead of time "
+           "(offset, bytes, tensor):"]
+    for t in sorted(plan.offset, key=lambda n: (plan.offset[n], n)):
+        out.append(f" *   {plan.offset[t]:7d} {tensor_bytes(graph, t):7d}  {c_comment(t[:70])}")
+    for index, off in sorted(plan.scratch.items()):
+        out.append(f" *   {off:7d} {steps[index].plan.scratch:7d}  (scratch of layer {index})")
+    return out
+
+
+def _body(graph, steps, plan, build) -> list:
+    """The layer calls of `invoke` on the offsets of `plan`."""
+    body = []
+    banded = {index for index, _, _, _ in plan.overlapped}
+    for step in steps:
+        if not step.call.template:
+            continue
+        prefix = f"l{step.index}"
+        mapping = {"L": prefix}
+        for k, t in enumerate(step.plan.inputs):
+            mapping[f"in{k}"] = _pointer(graph, plan, t)
+        for k, t in enumerate(step.plan.outputs):
+            mapping[f"out{k}"] = _pointer(graph, plan, t)
+        scratch = 0
+        if step.scratch_builds:
+            scratch = int(step.scratch_builds[build] if build != "all"
+                          else max(step.scratch_builds.values()))
+        mapping["scratch"] = f"(arena_s8 + {plan.scratch[step.index]})" if scratch else "NULL"
+        mapping["scratch_size"] = str(scratch)
+        chosen = step.banded if step.banded is not None and step.index in banded else step.call
+        text = chosen.template.replace("@L", prefix)
+        body.append(f"    /* layer {step.index}: {step.node.op} */")
+        body += ["    " + line for line in Template(text).substitute(mapping).split("\n")]
+    return body
+
+
+def _copies(graph, names, plan, inward) -> list:
+    out = []
+    for i, t in enumerate(names):
+        arg = ("input" if inward else "output") + ("" if len(names) == 1 else str(i))
+        where = f"arena_s8 + {plan.offset[t]}"
+        pair = f"{where}, {arg}" if inward else f"{arg}, {where}"
+        out.append(f"    copy_bytes({pair}, {tensor_bytes(graph, t)});")
+    return out
+
+
+def _source(graph, steps, plans, options) -> str:
+    name, upper = options.name, options.name.upper()
+    kernels = "CMSIS-NN (and qconvert's portable kernels for the other ops)" \
+        if options.kernels == "cmsis-nn" else "qconvert's portable C99 kernels"
+    out = [f"/* {name}.c: the int8 model {c_comment(options.source_name)} as C, generated by "
+           f"qconvert {__version__}",
+           " * (qconvert export-c); do not edit.",
+           f" * SHA-256 of the model: {options.source_sha256}"]
+    if options.provenance:
+        out.append(f" * Quantization: {c_comment(options.provenance)}")
+    out += [f" * Kernels: {kernels}; fully connected weights "
+            + ("in the 1x4 order" if options.fc_layout == "1x4" else "row-major") + ".",
+            " * Rounding: TFLite's double rounding; build with -DQCONVERT_SINGLE_ROUNDING (and",
+            " * CMSIS-NN with CMSIS_NN_USE_SINGLE_ROUNDING) for CMSIS-NN's single rounding."]
+    labels = {"all": "", "helium": " (Helium builds)", "other": " (other builds)"}
+    for build, plan in plans.items():
+        out += _plan_comment(graph, steps, plan, labels[build])
+    out += [" */", f'#include "{name}.h"', "", "#include <stddef.h>", "",
+            '#include "qconvert_nn.h"']
+    if options.kernels == "cmsis-nn":
+        out.append('#include "arm_nnfunctions.h"')
+    out += ["", ARRAY_ATTR_BLOCK]
+    for step in steps:
+        prefix = f"l{step.index}"
+        node = step.node
+        out.append(f"/* layer {step.index}: {node.op} {c_comment(node.name[:80])} */")
+        for suffix, ctype, values in step.arrays:
+            out += _array_lines(prefix, suffix, ctype, values)
+        out += ["QCONVERT_ARRAY_ATTR " + line.replace("@L", prefix) for line in step.decls]
+        out.append("")
+    ins, outs = list(graph.inputs), list(graph.outputs)
+    out += [f"static int32_t {name}_arena[{upper}_ARENA_SIZE / 4 + 1]; /* 4-byte aligned */",
+            "",
+            "static void copy_bytes(void *to, const void *from, int32_t size)",
+            "{",
+            "    int8_t *dst = (int8_t *)to;",
+            "    const int8_t *src = (const int8_t *)from;",
+            "    int32_t i;",
+            "    for (i = 0; i < size; ++i) {",
+            "        dst[i] = src[i];",
+            "    }",
+            "}",
+            "",
+            _signature(graph, name, True),
+            "{",
+            "    int8_t *const arena_s8 = (int8_t *)arena;",
+            "    if (arena == NULL || ((uintptr_t)arena & 3u) != 0) {",
+            "        return -1;",
+            "    }"]
+    for build, plan in plans.items():
+        if build == "helium":
+            out.append(f"#if {upper}_HELIUM_BUILD")
+        elif build == "other":
+            out.append("#else")
+        out += _copies(graph, ins, plan, True)
+        out += _body(graph, steps, plan, build)
+        out += _copies(graph, outs, plan, False)
+    if "helium" in plans:
+        out.append(f"#endif /* {upper}_HELIUM_BUILD */")
+    args = [("input" if len(ins) == 1 else f"input{i}") for i in range(len(ins))]
+    args += [("output" if len(outs) == 1 else f"output{i}") for i in range(len(outs))]
+    out += ["    return 0;", "}", "", _signature(graph, name, False), "{",
+            f"    return {name}_invoke_with_arena({', '.join(args + [f'{name}_arena'])});",
+            "}", ""]
+    return "\n".join(out)

@@ -1,0 +1,430 @@
+"""Each layer of an int8 model as one C kernel call: the lowering of `qconvert export-c`.
+
+    steps = lower_graph(graph, KernelOptions(kernels="portable", fc_layout="1x4"))
+
+A `Step` is what the generated `invoke` does for one node: the kernel call (a
+`string.Template` over `$in0`, `$in1`, ..., `$out0`, `$scratch` and `$L`, the layer's C name),
+the `static const` arrays and parameter structs it reads (flash), the kernel sources it needs,
+and what the memory plan must know (`memory_plan.PlanStep`: aliases, the overlap the kernel
+allows, scratch bytes).
+
+Every number is TFLite Micro's Prepare-time value from `int_executor.layer_params` (the same
+numbers `export-c-header` writes). Element-wise functions of one int8 value (Relu, Relu6,
+Sigmoid, Tanh, HardSwish, int8 Quantize) become 256-entry tables computed by qconvert's integer
+kernels (bit-exact with TFLite Micro), one per rounding when they differ; data movement
+(Transpose, StridedSlice, Gather, Pad, Concat) becomes strided box copies computed by running
+the integer kernel on index arrays (`index_maps`). Reshape and Squeeze are aliases (no code).
+`cmsis_nn.lower_cmsis` replaces the calls CMSIS-NN has kernels for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from string import Template
+
+import numpy as np
+
+from qconvert.errors import QConvertError
+from qconvert.executor.int_executor import layer_params
+from qconvert.executor.int_kernels import INT_KERNELS, IntContext
+from qconvert.ir.graph import list_ops
+
+from .c_text import c_int
+from .fc_layout import fc_weights_in_layout
+from .index_maps import (MAX_RANK, boxes_of, broadcast_strides, conv_minread,
+                         contiguous_strides, merged, tagged)
+from .memory_plan import PlanStep
+
+DTYPES = {"int8": ("int8_t", 1), "float32": ("float", 4)}
+PORTABLE_FILES = ("qconvert_fc_1x4.h", "qconvert_fc_1x4.c", "qconvert_nn.h")
+_CONV_FILES = {"qconvert_nn_conv.c"}
+_OPS_FILES = {"qconvert_nn_ops.c"}
+_LOOKUP_OPS = ("Relu", "Relu6", "Sigmoid", "Tanh", "HardSwish", "LeakyRelu")
+_BINARY = {"Add": "QCONVERT_ADD", "Sub": "QCONVERT_SUB", "Mul": "QCONVERT_MUL",
+           "Maximum": "QCONVERT_MAXIMUM", "Minimum": "QCONVERT_MINIMUM", "PRelu": "QCONVERT_PRELU"}
+_MOVEMENT = ("Transpose", "StridedSlice", "Gather", "Pad", "PadV2", "Concat", "ResizeNearest",
+             "SplitEqual", "SplitSizes")
+
+
+@dataclass
+class KernelOptions:
+    """Which kernels the C calls and how fully connected weights are laid out."""
+
+    kernels: str = "portable"
+    fc_layout: str = "1x4"
+
+
+@dataclass
+class Step:
+    """One node as C: see the module docstring."""
+
+    index: int
+    node: object
+    plan: PlanStep
+    call: Template
+    arrays: list = field(default_factory=list)   # (suffix, ctype, values)
+    decls: list = field(default_factory=list)    # C lines using $L
+    files: set = field(default_factory=set)
+    banded: Template | None = None  # the call used instead when the output overlaps the input
+    scratch_builds: dict | None = None  # {"helium": bytes, "other": bytes} (CMSIS-NN calls)
+
+
+def tensor_dims(graph, name) -> tuple:
+    """Static shape of an activation (a dynamic batch is 1); QConvertError if unknown."""
+    shape = graph.tensors[name].shape
+    if shape is None:
+        raise QConvertError(f"tensor {name!r} has an unknown shape; export-c needs static shapes")
+    dims = []
+    for i, d in enumerate(shape):
+        if isinstance(d, (int, np.integer)) and int(d) >= 0:
+            dims.append(int(d))
+        elif i == 0:
+            dims.append(1)
+        else:
+            raise QConvertError(f"tensor {name!r} has a dynamic dimension {i}")
+    return tuple(dims)
+
+
+def tensor_bytes(graph, name) -> int:
+    """Bytes of an activation tensor in the arena."""
+    return int(np.prod(tensor_dims(graph, name), dtype=np.int64)) * DTYPES[
+        graph.tensors[name].dtype][1]
+
+
+def unsupported_ops(graph) -> dict:
+    """{op label: count} of the nodes export-c cannot emit (and why, folded into the label)."""
+    def bad(node):
+        if node.opaque or node.op not in LOWERINGS:
+            return True
+        names = [n for n in node.inputs + node.outputs if n is not None]
+        return any(graph.tensors[n].data is None and graph.tensors[n].dtype not in DTYPES
+                   for n in names)
+    return graph.op_counts(bad)
+
+
+def lower_graph(graph, options: KernelOptions) -> list:
+    """The steps of `graph` in execution order; refuses, in one line, every op it cannot emit."""
+    counts = unsupported_ops(graph)
+    if counts:
+        raise QConvertError(f"cannot export C: ops it cannot emit: {list_ops(counts)}")
+    steps = []
+    for index, node in enumerate(graph.nodes):
+        step = LOWERINGS[node.op](graph, node, index, options)
+        step.files |= set(PORTABLE_FILES)
+        steps.append(step)
+    return steps
+
+
+# -- helpers ----------------------------------------------------------------------------------
+def _acts(graph, node) -> list:
+    return [n for n in node.inputs if n is not None and graph.tensors[n].data is None]
+
+
+def _struct(values) -> str:
+    return "{" + ", ".join(v if isinstance(v, str) else c_int(v) for v in values) + "}"
+
+
+def _box_literal(box) -> str:
+    rank = len(box["shape"])
+    if rank > MAX_RANK:
+        raise QConvertError(f"a copy of rank {rank} (more than {MAX_RANK} axes)")
+    pad = [0] * (MAX_RANK - rank)
+    return _struct([rank, _struct(box["shape"] + pad), _struct(box["in_strides"] + pad),
+                    _struct(box["out_strides"] + pad), box["in_base"], box["out_base"]])
+
+
+def _ptr(graph, node, slot, step_arrays, suffix) -> str:
+    """C expression for input `slot`: `$inK` for an activation, else a const array."""
+    name = node.inputs[slot]
+    acts = _acts(graph, node)
+    if graph.tensors[name].data is None:
+        return f"$in{acts.index(name)}"
+    data = graph.tensors[name].data
+    if data.dtype != np.int8:
+        raise QConvertError(f"{node.op} {node.name!r}: constant operand {name!r} is {data.dtype}")
+    step_arrays.append((suffix, "int8_t", data))
+    return f"@L_{suffix}"
+
+
+def _plain(graph, node, index, call, arrays=(), decls=(), files=(), overlap=None, alias=False):
+    plan = PlanStep(inputs=_acts(graph, node), outputs=[n for n in node.outputs if n],
+                    alias=alias, overlap=overlap)
+    return Step(index, node, plan, Template(call), list(arrays), list(decls), set(files))
+
+
+# -- convolutions, fully connected, pools -----------------------------------------------------
+def conv_struct(graph, node, p, kernel_hw, depth_multiplier=1, quant=True) -> str:
+    """The qconvert_conv_params initializer of a conv, depthwise conv or pool node."""
+    n, h, w, c = tensor_dims(graph, node.inputs[0])
+    _, oh, ow, oc = tensor_dims(graph, node.outputs[0])
+    (sh, sw), (dh, dw), pads = p["strides"], p.get("dilations", [1, 1]), p["pads"]
+    values = [n, h, w, c, oh, ow, oc, kernel_hw[0], kernel_hw[1], sh, sw, dh, dw, pads[0],
+              pads[1], depth_multiplier, p.get("input_offset", 0), p.get("output_offset", 0),
+              p["activation_min"], p["activation_max"]]
+    values += ["@L_multiplier", "@L_shift"] if quant else ["NULL", "NULL"]
+    return _struct(values)
+
+
+def _conv_overlap(graph, node, p, kernel_hw, per_channel_input):
+    minread = conv_minread(tensor_dims(graph, node.inputs[0]), tensor_dims(graph, node.outputs[0]),
+                           kernel_hw, p["strides"], p.get("dilations", [1, 1]), p["pads"],
+                           per_channel_input)
+    return [("reads", 0, minread)]
+
+
+def _lower_conv(graph, node, index, options):
+    p = layer_params(graph, node)
+    w = graph.tensors[node.inputs[1]].data
+    depthwise = node.op == "DepthwiseConv2D"
+    kernel_hw = (w.shape[1], w.shape[2])
+    c_in = tensor_dims(graph, node.inputs[0])[3]
+    if depthwise:
+        mult = p.get("depth_multiplier", 1)
+        if mult * c_in != w.shape[3]:
+            mult = w.shape[3] // c_in  # TFLM derives it from the shapes when the option is 0
+    else:  # the group count of a grouped convolution (filter channels divide input channels)
+        mult = c_in // int(w.shape[3])
+    arrays = [("weights", "int8_t", w), ("multiplier", "int32_t", p["output_multiplier"]),
+              ("shift", "int32_t", p["output_shift"])]
+    bias = "NULL"
+    if p["bias"] is not None:
+        arrays.append(("bias", "int32_t", p["bias"]))
+        bias = "@L_bias"
+    decls = [f"static const qconvert_conv_params @L_params = "
+             f"{conv_struct(graph, node, p, kernel_hw, mult)};"]
+    fn = "qconvert_depthwise_conv_s8" if depthwise else "qconvert_conv_s8"
+    per_group = int(w.shape[0]) // mult if not depthwise else 1
+    chan = (lambda oc, m=mult: oc // m) if depthwise else \
+        (lambda oc, g=per_group, f=int(w.shape[3]): (oc // g) * f)
+    return _plain(graph, node, index, f"{fn}($in0, @L_weights, {bias}, $out0, &@L_params);",
+                  arrays, decls, _CONV_FILES, _conv_overlap(graph, node, p, kernel_hw, chan))
+
+
+def fc_geometry(graph, node) -> tuple:
+    """(batches, accum_depth, output_depth) of a FullyConnected node."""
+    rows, depth = graph.tensors[node.inputs[1]].data.shape
+    size = int(np.prod(tensor_dims(graph, node.inputs[0]), dtype=np.int64))
+    if depth == 0 or size % depth:
+        raise QConvertError(f"{node.op} {node.name!r}: input of {size} values is not a whole "
+                            f"number of rows of {depth}")
+    return size // depth, int(depth), int(rows)
+
+
+def _lower_fc(graph, node, index, options):
+    p = layer_params(graph, node)
+    w = graph.tensors[node.inputs[1]].data
+    batches, depth, rows = fc_geometry(graph, node)
+    arrays = [("weights", "int8_t", fc_weights_in_layout(w, options.fc_layout)),
+              ("multiplier", "int32_t", p["output_multiplier"]),
+              ("shift", "int32_t", p["output_shift"])]
+    bias = "NULL"
+    if p["bias"] is not None:
+        arrays.append(("bias", "int32_t", p["bias"]))
+        bias = "@L_bias"
+    quant = _struct([p["input_offset"], p["weights_offset"], p["output_offset"],
+                     p["activation_min"], p["activation_max"], "@L_multiplier", "@L_shift",
+                     1 if p["per_channel"] else 0])
+    decls = [f"static const qconvert_fc_quant @L_quant = {quant};"]
+    fn = "qconvert_fc_1x4_s8" if options.fc_layout == "1x4" else "qconvert_fc_s8"
+    files = _CONV_FILES if options.fc_layout != "1x4" else set()
+    return _plain(graph, node, index,
+                  f"{fn}($in0, @L_weights, {bias}, $out0, {batches}, {depth}, {rows}, &@L_quant);",
+                  arrays, decls, files)
+
+
+def _lower_pool(graph, node, index, options):
+    p = layer_params(graph, node)
+    kernel_hw = tuple(p["kernel_shape"])
+    decls = [f"static const qconvert_conv_params @L_params = "
+             f"{conv_struct(graph, node, p, kernel_hw, quant=False)};"]
+    fn = "qconvert_avgpool_s8" if node.op == "AveragePool" else "qconvert_maxpool_s8"
+    overlap = _conv_overlap(graph, node, p, kernel_hw, lambda oc: oc)
+    return _plain(graph, node, index, f"{fn}($in0, $out0, &@L_params);", (), decls,
+                  _CONV_FILES, overlap)
+
+
+# -- element-wise -----------------------------------------------------------------------------
+def lookup_tables(graph, node) -> dict:
+    """{rounding: 256 int8 outputs for inputs -128..127} of a one-value int8 function."""
+    p = layer_params(graph, node)
+    x = np.arange(-128, 128, dtype=np.int8).reshape(1, 256)
+    return {r: INT_KERNELS[node.op](node, [x], p, IntContext(rounding=r))[0].reshape(-1)
+            for r in ("double", "single")}
+
+
+def _lower_lookup(graph, node, index, options):
+    if graph.tensors[node.inputs[0]].dtype != "int8" or graph.tensors[node.outputs[0]].dtype != "int8":
+        raise QConvertError(f"{node.op} {node.name!r}: export-c takes int8 -> int8 here")
+    tables = lookup_tables(graph, node)
+    size = int(np.prod(tensor_dims(graph, node.outputs[0]), dtype=np.int64))
+    if np.array_equal(tables["double"], tables["single"]):
+        arrays = [("table", "int8_t", tables["double"])]
+    else:
+        arrays = [("table", "int8_t#double", tables["double"]),
+                  ("table", "int8_t#single", tables["single"])]
+    return _plain(graph, node, index, f"qconvert_lookup_s8($in0, $out0, {size}, @L_table);",
+                  arrays, (), _OPS_FILES, [("same", 0)])
+
+
+def _lower_quantize(graph, node, index, options):
+    src = graph.tensors[node.inputs[0]].dtype
+    if src == "int8":
+        return _lower_lookup(graph, node, index, options)
+    p = layer_params(graph, node)
+    size = int(np.prod(tensor_dims(graph, node.outputs[0]), dtype=np.int64))
+    scale = repr(float(np.float32(p["scale"])))
+    return _plain(graph, node, index,
+                  f"qconvert_quantize_f32_s8($in0, $out0, {size}, {scale}f, {c_int(p['zero_point'])});",
+                  (), (), _OPS_FILES)
+
+
+def _lower_dequantize(graph, node, index, options):
+    p = layer_params(graph, node)
+    size = int(np.prod(tensor_dims(graph, node.outputs[0]), dtype=np.int64))
+    return _plain(graph, node, index,
+                  f"qconvert_dequantize_s8_f32($in0, $out0, {size}, {repr(float(p['scale']))}, "
+                  f"{c_int(p['zero_point'])});", (), (), _OPS_FILES)
+
+
+def binary_fields(p) -> list:
+    """Offsets, multipliers, shifts and clamps of an Add / Sub / Mul in struct order."""
+    keys = ("input1_offset", "input2_offset", "output_offset", "left_shift", "input1_multiplier",
+            "input1_shift", "input2_multiplier", "input2_shift", "output_multiplier",
+            "output_shift", "activation_min", "activation_max")
+    defaults = {"activation_min": -128, "activation_max": 127}
+    return [int(p.get(k, defaults.get(k, 0))) for k in keys]
+
+
+def _prelu_fields(p) -> dict:
+    """PRelu's parameters in the binary kernel's slots (see qconvert_nn.h)."""
+    return {"input1_offset": p["input_offset"], "input2_offset": p["alpha_offset"],
+            "output_offset": p["output_offset"], "output_multiplier": p["output_multiplier_1"],
+            "output_shift": p["output_shift_1"], "input2_multiplier": p["output_multiplier_2"],
+            "input2_shift": p["output_shift_2"]}
+
+
+def _lower_binary(graph, node, index, options):
+    p = layer_params(graph, node)
+    if node.op == "PRelu":
+        p = _prelu_fields(p)
+    out_shape = tensor_dims(graph, node.outputs[0])
+    shapes = []
+    for name in node.inputs[:2]:
+        t = graph.tensors[name]
+        shapes.append(tuple(t.data.shape) if t.data is not None else tensor_dims(graph, name))
+    box = merged(out_shape, broadcast_strides(shapes[0], out_shape),
+                 broadcast_strides(shapes[1], out_shape))
+    arrays: list = []
+    a = _ptr(graph, node, 0, arrays, "input1")
+    b = _ptr(graph, node, 1, arrays, "input2")
+    pad = [0] * (MAX_RANK - len(box["shape"]))
+    if len(box["shape"]) > MAX_RANK:
+        raise QConvertError(f"{node.op} {node.name!r}: broadcast over more than {MAX_RANK} axes")
+    fields = [_BINARY[node.op], len(box["shape"]), _struct(box["shape"] + pad),
+              _struct(box["in_strides"] + pad), _struct(box["out_strides"] + pad),
+              *binary_fields(p)]
+    decls = [f"static const qconvert_binary_params @L_params = {_struct(fields)};"]
+    overlap = [("same", k) for k in (0, 1) if graph.tensors[node.inputs[k]].data is None
+               and shapes[k] == out_shape]
+    return _plain(graph, node, index, f"qconvert_binary_s8({a}, {b}, $out0, &@L_params);",
+                  arrays, decls, _OPS_FILES, overlap)
+
+
+def _lower_softmax(graph, node, index, options):
+    p = layer_params(graph, node)
+    dims = tensor_dims(graph, node.inputs[0])
+    row = dims[-1] if dims else 1
+    rows = int(np.prod(dims, dtype=np.int64)) // max(row, 1)
+    return _plain(graph, node, index,
+                  f"qconvert_softmax_s8($in0, $out0, {rows}, {row}, {p['input_multiplier']}, "
+                  f"{p['input_left_shift']}, {c_int(p['diff_min'])});",
+                  (), (), {"qconvert_nn_softmax.c"}, [("same", 0)])
+
+
+def _lower_mean(graph, node, index, options):
+    p = layer_params(graph, node)
+    dims = tensor_dims(graph, node.inputs[0])
+    axes = sorted({a % len(dims) for a in p["axes"]})
+    strides = contiguous_strides(dims)
+    keep = [k for k in range(len(dims)) if k not in axes]
+    outer_shape = [dims[k] for k in keep]
+    outer = merged(outer_shape, [strides[k] for k in keep], contiguous_strides(outer_shape))
+    inner_shape = [dims[k] for k in axes]
+    inner = merged(inner_shape, [strides[k] for k in axes], [0] * len(axes))
+    count = int(np.prod(inner_shape, dtype=np.int64))
+    fields = [_box_literal(outer), _box_literal(inner), count, p["mean_multiplier"],
+              p["mean_shift"], p["input_zero_point"], p["output_zero_point"]]
+    decls = [f"static const qconvert_mean_params @L_params = {_struct(fields)};"]
+    return _plain(graph, node, index, "qconvert_mean_s8($in0, $out0, &@L_params);", (), decls,
+                  _OPS_FILES)
+
+
+# -- data movement ----------------------------------------------------------------------------
+def _movement_maps(graph, node) -> list:
+    """The index map of every output: input elements tagged with their input slot."""
+    if node.op == "Concat":
+        axis = int(node.attrs.get("axis", 0))
+        parts = []
+        for slot, name in enumerate(node.inputs):
+            t = graph.tensors[name]
+            shape = tuple(t.data.shape) if t.data is not None else tensor_dims(graph, name)
+            parts.append(tagged(shape, slot))
+        return [np.concatenate(parts, axis=axis % parts[0].ndim)]
+    p = dict(layer_params(graph, node))
+    if "pad_value" in p:
+        p["pad_value"] = -1
+    inputs = []
+    for slot, name in enumerate(node.inputs):
+        t = graph.tensors[name] if name is not None else None
+        if t is None:
+            inputs.append(None)
+        elif t.data is None:
+            inputs.append(tagged(tensor_dims(graph, name), slot))
+        else:
+            inputs.append(t.data)
+    return [np.asarray(m) for m in INT_KERNELS[node.op](node, inputs, p, IntContext())]
+
+
+def _lower_movement(graph, node, index, options):
+    arrays: list = []
+    lines, decls = [], []
+    ptrs = {}
+    for k, index_map in enumerate(_movement_maps(graph, node)):
+        boxes, fill, table = boxes_of(index_map)
+        size = int(index_map.size)
+        if boxes is None and table is None:
+            raise QConvertError(f"{node.op} {node.name!r}: a data movement export-c cannot "
+                                "express")
+        if boxes is None:
+            slot = int(np.asarray(index_map).reshape(-1)[0]) >> 40
+            src = ptrs.setdefault(slot, _ptr(graph, node, slot, arrays, f"input{slot + 1}"))
+            arrays.append((f"index{k}", "int32_t", table))
+            lines.append(f"qconvert_gather_s8({src}, $out{k}, {size}, @L_index{k});")
+            continue
+        if fill:
+            value = layer_params(graph, node).get("pad_value", 0)
+            lines.append(f"qconvert_fill_s8($out{k}, {size}, (int8_t){c_int(value)});")
+        for n, (slot, box) in enumerate(boxes):
+            src = ptrs.setdefault(slot, _ptr(graph, node, slot, arrays, f"input{slot + 1}"))
+            decls.append(f"static const qconvert_box @L_box{k}_{n} = {_box_literal(box)};")
+            lines.append(f"qconvert_copy_box_s8({src}, $out{k}, &@L_box{k}_{n});")
+    return _plain(graph, node, index, "\n".join(lines), arrays, decls, _OPS_FILES)
+
+
+def _lower_alias(graph, node, index, options):
+    return _plain(graph, node, index, "", alias=True)
+
+
+LOWERINGS = {
+    "Conv2D": _lower_conv, "DepthwiseConv2D": _lower_conv, "FullyConnected": _lower_fc,
+    "AveragePool": _lower_pool, "MaxPool": _lower_pool, "Softmax": _lower_softmax,
+    "Mean": _lower_mean, "Quantize": _lower_quantize, "Dequantize": _lower_dequantize,
+    "Reshape": _lower_alias, "Squeeze": _lower_alias,
+    **{op: _lower_lookup for op in _LOOKUP_OPS if op in INT_KERNELS},
+    **{op: _lower_binary for op in _BINARY},
+    **{op: _lower_movement for op in _MOVEMENT},
+}
+
+from .model_steps_extra import EXTRA_LOWERINGS  # noqa: E402  (they use the helpers above)
+
+LOWERINGS.update(EXTRA_LOWERINGS)

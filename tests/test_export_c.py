@@ -1,0 +1,397 @@
+"""`qconvert export-c`: the whole int8 model as C, checked against TFLite Micro.
+
+Oracles: the TFLite Micro interpreter (tflite-micro, reference kernels) for every output, on
+several inputs per model, from binaries built by gcc on the host (both kernel sets: qconvert's
+portable kernels, and CMSIS-NN from ../shared/third_party/CMSIS-NN when it is there) and by
+arm-none-eabi-gcc for emulated Cortex-M4 (mps2-an386) and Cortex-M55 with Helium
+(mps3-an547) under qemu-system-arm; qconvert's integer executor with single rounding for the
+-DQCONVERT_SINGLE_ROUNDING build; TFLite Micro's own arena for the memory plan. Each model and
+kernel set is compiled once and its binary runs every sample.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from export_c_harness import (STRICT, build_cortex_m, build_host, cmsis_nn_available,
+                              cross_tools_available, harness_source, io_layout, parse,
+                              run_qemu, tflm_arena_bytes)
+from test_export_c_header import _every_op_model
+from test_int_executor import tflm
+
+from qconvert.c_export.memory_plan import PlanStep, plan_memory
+from qconvert.c_export.model_source import ModelOptions, render_model
+from qconvert.cli import main
+from qconvert.executor.int_executor import run_int8
+from qconvert.model_io import load_model, serialize
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "tests" / "models"
+SAMPLES = ROOT / "sample_models"
+NEEDS_CMSIS = pytest.mark.skipif(not cmsis_nn_available(), reason=(
+    "CMSIS-NN is not beside the repository (../shared/third_party/CMSIS-NN or "
+    "$QCONVERT_CMSIS_NN): the cmsis-nn kernel set is not built"))
+NEEDS_CROSS = pytest.mark.skipif(not cross_tools_available(), reason=(
+    "arm-none-eabi-gcc / qemu-system-arm missing (apt-get install gcc-arm-none-eabi "
+    "libnewlib-arm-none-eabi qemu-system-arm): Cortex-M builds not run"))
+
+
+def _invoke(args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+# -- the models -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict:
+    """{name: int8 TFLite path}: the shared models, the digits models quantized by qconvert
+    (TFLite and ONNX), and a two-input, many-output model with one node of every op."""
+    folder = tmp_path_factory.mktemp("models")
+    out = {m: MODELS / f"{m}.tflite" for m in ("kws_ref_model", "ad01_int8",
+                                                "pretrainedResnet_quant")}
+    for name, src, calib in (("digits_tflite", "digits_cnn.tflite", "digits_calib_nhwc.npy"),
+                             ("digits_onnx", "digits_cnn.onnx", "digits_calib_nchw.npy")):
+        target = folder / f"{name}.tflite"
+        result = _invoke(["quantize", MODELS / src, "--calibration", SAMPLES / calib, "-o",
+                          target])
+        assert result.exit_code == 0, result.output
+        out[name] = target
+    out["every_op"] = folder / "every_op.tflite"
+    out["every_op"].write_bytes(serialize(_every_op_model()))
+    return out
+
+
+def _samples(graph, name, count=4) -> list:
+    """Inputs: wide and narrow random int8, and real digits for the digits models."""
+    rng = np.random.default_rng(len(name))
+    samples = []
+    digits = np.load(MODELS / "digits_data_nhwc.npz")["test"] if name.startswith("digits") \
+        else None
+    for k in range(count):
+        sample = []
+        for n in graph.inputs:
+            t = graph.tensors[n]
+            shape = tuple(1 if not isinstance(d, int) or d < 0 else d for d in t.shape)
+            if t.dtype == "float32":
+                sample.append(np.linspace(-3 - k, 3 + k, int(np.prod(shape)),
+                                          dtype=np.float32).reshape(shape))
+            elif digits is not None and k < 2:
+                s, z = float(t.quant.scale[0]), int(t.quant.zero_point[0])
+                q = np.clip(np.round(digits[k] / s) + z, -128, 127).astype(np.int8)
+                sample.append(q.reshape(shape))
+            else:
+                lo, hi = (-128, 128) if k % 2 else (-40, 30)
+                sample.append(rng.integers(lo, hi, size=shape).astype(np.int8))
+        samples.append(sample)
+    return samples
+
+
+def _export(path: Path, folder: Path, kernels="portable", name="net") -> dict:
+    files, summary = render_model(load_model(path), ModelOptions(
+        name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor"))
+    folder.mkdir(parents=True, exist_ok=True)
+    for f, data in files.items():
+        (folder / f).write_bytes(data)
+    return files
+
+
+def _expected(path: Path, samples) -> list:
+    data = path.read_bytes()
+    return [tflm(data, s) for s in samples]
+
+
+def _assert_bit_exact(got, expected, label):
+    for k, (outs, refs) in enumerate(zip(got, expected)):
+        assert len(outs) == len(refs), label
+        for j, (o, r) in enumerate(zip(outs, refs)):
+            r = np.asarray(r).reshape(-1)
+            assert o.dtype == r.dtype and np.array_equal(o.view(np.uint8), r.view(np.uint8)), (
+                f"{label}: sample {k} output {j}: {np.count_nonzero(o != r)} of {r.size} differ")
+
+
+def _check_host(path, folder, kernels, name):
+    graph = load_model(path).graph
+    samples = _samples(graph, name)
+    _export(path, folder, kernels)
+    exe = build_host(folder, harness_source("net", io_layout(graph), samples),
+                     cmsis=kernels == "cmsis-nn")
+    out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+    got = parse(out, [np.dtype(graph.tensors[n].dtype) for n in graph.outputs], len(samples))
+    _assert_bit_exact(got, _expected(path, samples), f"{name} ({kernels})")
+
+
+HOST_MODELS = ("kws_ref_model", "ad01_int8", "pretrainedResnet_quant", "digits_tflite",
+               "digits_onnx", "every_op")
+
+
+@pytest.mark.parametrize("name", HOST_MODELS)
+def test_host_portable_bit_exact_with_tflite_micro(models, tmp_path, name):
+    _check_host(models[name], tmp_path / "c", "portable", name)
+
+
+@NEEDS_CMSIS
+@pytest.mark.parametrize("name", HOST_MODELS)
+def test_host_cmsis_nn_bit_exact_with_tflite_micro(models, tmp_path, name):
+    _check_host(models[name], tmp_path / "c", "cmsis-nn", name)
+
+
+@pytest.mark.parametrize("name", ("kws_ref_model", "every_op"))
+def test_single_rounding_build_matches_the_executor(models, tmp_path, name):
+    """-DQCONVERT_SINGLE_ROUNDING gives CMSIS-NN's single rounding, as the integer executor
+    computes it (the LUT ops carry both tables)."""
+    path = models[name]
+    graph = load_model(path).graph
+    samples = _samples(graph, name)
+    _export(path, tmp_path / "c")
+    exe = build_host(tmp_path / "c", harness_source("net", io_layout(graph), samples),
+                     defines=["-DQCONVERT_SINGLE_ROUNDING"])
+    out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+    got = parse(out, [np.dtype(graph.tensors[n].dtype) for n in graph.outputs], len(samples))
+    expected = [list(run_int8(graph, dict(zip(graph.inputs, s)), rounding="single").values())
+                for s in samples]
+    _assert_bit_exact(got, expected, f"{name} single rounding")
+
+
+# -- emulated Cortex-M ------------------------------------------------------------------------
+def _check_board(path, folder, kernels, board, name):
+    graph = load_model(path).graph
+    samples = _samples(graph, name, count=3)
+    _export(path, folder, kernels)
+    elf = build_cortex_m(folder, harness_source("net", io_layout(graph), samples), board,
+                         cmsis=kernels == "cmsis-nn")
+    got = parse(run_qemu(elf, board), [np.dtype(graph.tensors[n].dtype) for n in graph.outputs],
+                len(samples))
+    _assert_bit_exact(got, _expected(path, samples), f"{name} ({kernels}, {board})")
+
+
+@NEEDS_CROSS
+@pytest.mark.parametrize("name", ("kws_ref_model", "every_op"))
+def test_cortex_m4_portable_bit_exact(models, tmp_path, name):
+    _check_board(models[name], tmp_path / "c", "portable", "m4", name)
+
+
+@NEEDS_CROSS
+@NEEDS_CMSIS
+@pytest.mark.parametrize("name", ("kws_ref_model", "pretrainedResnet_quant"))
+def test_cortex_m4_cmsis_nn_dsp_bit_exact(models, tmp_path, name):
+    _check_board(models[name], tmp_path / "c", "cmsis-nn", "m4", name)
+
+
+@NEEDS_CROSS
+@NEEDS_CMSIS
+@pytest.mark.parametrize("name", ("kws_ref_model", "pretrainedResnet_quant"))
+def test_cortex_m55_cmsis_nn_helium_bit_exact(models, tmp_path, name):
+    """The Helium (MVE) build: its fully connected kernel starts from the kernel sums."""
+    _check_board(models[name], tmp_path / "c", "cmsis-nn", "m55", name)
+
+
+# -- the memory plan --------------------------------------------------------------------------
+@pytest.mark.parametrize("kernels", ("portable", "cmsis-nn"))
+def test_arena_is_at_most_0_7_of_tflite_micros(models, kernels):
+    for name in ("kws_ref_model", "ad01_int8", "pretrainedResnet_quant", "digits_tflite",
+                 "digits_onnx"):
+        _, summary = render_model(load_model(models[name]), ModelOptions(
+            "net", kernels, "1x4" if kernels == "portable" else "rowmajor"))
+        tflm_arena = tflm_arena_bytes(models[name])
+        assert summary.arena_size <= 0.7 * tflm_arena, (name, summary.arena_size, tflm_arena)
+
+
+def _plan(sizes, steps, inputs=("x",), outputs=("y",)):
+    return plan_memory(sizes, steps, list(inputs), list(outputs))
+
+
+def test_plan_overlaps_element_wise_output_only_when_the_input_dies():
+    sizes = {"x": 100, "a": 100, "b": 100, "y": 100}
+    # a = f(x); b = relu(a) in place; y = a + b: `a` is read later, so b must not overwrite it
+    steps = [PlanStep(["x"], ["a"]), PlanStep(["a"], ["b"], overlap=[("same", 0)]),
+             PlanStep(["a", "b"], ["y"], overlap=[("same", 0), ("same", 1)])]
+    plan = _plan(sizes, steps)
+    assert {(s, i, o) for s, i, o, _ in plan.overlapped} == {(2, "a", "y")}
+    assert plan.offset["b"] != plan.offset["a"]
+    assert plan.offset["y"] == plan.offset["a"]
+
+
+def test_plan_never_overlaps_graph_outputs_or_a_buffer_read_twice():
+    sizes = {"x": 64, "a": 64, "y": 64}
+    steps = [PlanStep(["x"], ["a"], overlap=[("same", 0)]),
+             PlanStep(["a", "a"], ["y"], overlap=[("same", 0)])]  # a + a
+    plan = _plan(sizes, steps, outputs=("y", "x"))  # x is also a graph output
+    assert plan.overlapped == []
+    assert plan.arena_size == 3 * 64
+
+
+def test_plan_refuses_a_larger_output_in_place_and_aliases_share_bytes():
+    sizes = {"x": 32, "big": 64, "r": 64, "y": 64}
+    steps = [PlanStep(["x"], ["big"], overlap=[("same", 0)]),
+             PlanStep(["big"], ["r"], alias=True),
+             PlanStep(["r"], ["y"], overlap=[("same", 0)])]
+    plan = _plan(sizes, steps)
+    assert plan.offset["r"] == plan.offset["big"] == plan.offset["y"]
+    assert [o[:3] for o in plan.overlapped] == [(2, "r", "y")]
+    assert plan.arena_size == 32 + 64
+
+
+def test_in_place_depthwise_output_starts_about_one_row_before_its_input():
+    """A 3x3 stride-1 depthwise output of H x W x C may start (W + 1) x C bytes before its
+    input: the rows above are no longer read when they are overwritten."""
+    from qconvert.c_export.index_maps import conv_minread
+
+    h, w, c = 6, 5, 8
+    minread = conv_minread((1, h, w, c), (1, h, w, c), (3, 3), (1, 1), (1, 1), [1, 1, 1, 1],
+                           lambda oc: oc)
+    size = h * w * c
+    plan = _plan({"x": size, "y": size}, [PlanStep(["x"], ["y"],
+                                                   overlap=[("reads", 0, minread)])])
+    (_, _, _, d), = plan.overlapped
+    assert -(w + 1) * c - 1 <= d <= -(w - 1) * c and plan.arena_size < 2 * size
+    # every output element is written after the last read of the input byte it replaces
+    for i in range(size):
+        later = minread[i + 1:]
+        assert not later.size or d + i < later.min()
+
+
+def test_plan_check_catches_overlapping_live_tensors(monkeypatch):
+    import qconvert.c_export.memory_plan as mp
+
+    sizes = {"x": 16, "a": 16, "y": 16}
+    steps = [PlanStep(["x"], ["a"]), PlanStep(["x", "a"], ["y"])]
+    monkeypatch.setattr(mp, "_lowest_free", lambda placed, size, s, e: 0)
+    with pytest.raises(RuntimeError, match="overlaps"):
+        _plan(sizes, steps)
+
+
+# -- command line, files, refusals ------------------------------------------------------------
+def test_cli_writes_a_folder_that_compiles_strictly_and_is_deterministic(tmp_path):
+    model = MODELS / "kws_ref_model.tflite"
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder in (first, second):
+        result = _invoke(["export-c", model, "-o", folder])
+        assert result.exit_code == 0, result.output
+    assert "arena" in result.output and "constant data" in result.output
+    names = sorted(p.name for p in first.iterdir())
+    assert "kws_ref_model.h" in names and "kws_ref_model.c" in names
+    for n in names:
+        assert (first / n).read_bytes() == (second / n).read_bytes(), n
+    header = (first / "kws_ref_model.h").read_text()
+    for macro in ("KWS_REF_MODEL_ARENA_SIZE", "KWS_REF_MODEL_INPUT_SIZE 490",
+                  "KWS_REF_MODEL_OUTPUT_SIZE 12", "KWS_REF_MODEL_INPUT_SCALE",
+                  "KWS_REF_MODEL_INPUT_ZERO_POINT", "KWS_REF_MODEL_OUTPUT_SCALE",
+                  "int kws_ref_model_invoke(const int8_t *input, int8_t *output);",
+                  "int kws_ref_model_invoke_with_arena(const int8_t *input, int8_t *output, "
+                  "void *arena);"):
+        assert macro in header, macro
+    source = (first / "kws_ref_model.c").read_text()
+    assert "static const int8_t l0_weights" in source
+    subprocess.run(["gcc", *STRICT, "-c", *sorted(str(p) for p in first.glob("*.c"))],
+                   cwd=tmp_path, check=True)
+    if shutil.which("arm-none-eabi-gcc"):
+        subprocess.run(["arm-none-eabi-gcc", "-mcpu=cortex-m4", "-mthumb", *STRICT, "-c",
+                        *sorted(str(p) for p in first.glob("*.c"))], cwd=tmp_path, check=True)
+
+
+def test_caller_arena_variant_and_bad_arena(tmp_path, models):
+    path = models["ad01_int8"]
+    graph = load_model(path).graph
+    _export(path, tmp_path / "c")
+    sample = _samples(graph, "ad01")[0][0]
+    main_c = "\n".join([
+        "#include <stdio.h>", '#include "net.h"',
+        "static int32_t arena[(NET_ARENA_SIZE + 3) / 4 + 1];",
+        f"static const int8_t x[NET_INPUT_SIZE] = {{{','.join(map(str, sample.reshape(-1)))}}};",
+        "static int8_t y[NET_OUTPUT_SIZE], z[NET_OUTPUT_SIZE];",
+        "int main(void) { int i, same = 1;",
+        "  if (net_invoke_with_arena(x, y, NULL) != -1) return 3;",
+        "  if (net_invoke_with_arena(x, y, (int8_t *)arena + 1) != -1) return 4;",
+        "  if (net_invoke_with_arena(x, y, arena) != 0 || net_invoke(x, z) != 0) return 5;",
+        "  for (i = 0; i < NET_OUTPUT_SIZE; ++i) same &= y[i] == z[i];",
+        "  printf(\"rc 0\\n\");",
+        "  for (i = 0; i < NET_OUTPUT_SIZE; ++i) printf(\"%02x\", (unsigned)(uint8_t)y[i]);",
+        "  printf(\"\\n\"); return same ? 0 : 6; }", ""])
+    exe = build_host(tmp_path / "c", main_c)
+    out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+    _assert_bit_exact(parse(out, [np.dtype(np.int8)], 1), _expected(path, [[sample]]),
+                      "caller arena")
+
+
+def test_multi_input_multi_output_signature(models, tmp_path):
+    files = _export(models["every_op"], tmp_path / "c", name="every")
+    header = files["every.h"].decode()
+    outputs = len(load_model(models["every_op"]).graph.outputs)
+    assert outputs > 2
+    assert "#define EVERY_NUM_INPUTS 2" in header
+    assert f"#define EVERY_NUM_OUTPUTS {outputs}" in header
+    assert ("int every_invoke(const int8_t *input0, const float *input1, int8_t *output0, "
+            in header)
+    assert "#define EVERY_INPUT0_SIZE 144" in header and "#define EVERY_INPUT_SIZE" not in header
+
+
+def test_unsupported_ops_are_refused_in_one_line_naming_every_op(tmp_path):
+    out = tmp_path / "out"
+    for model, ops in ((SAMPLES / "unknown_builtin.tflite", ("SLICE", "REVERSE_V2")),
+                       (SAMPLES / "custom_op.tflite", ("QcvTestCustom",))):
+        result = CliRunner().invoke(main, ["export-c", str(model), "-o", str(out)])
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 1 and len(lines) == 1, result.output
+        assert lines[0].startswith(f"qconvert: error: {model}") and all(o in lines[0]
+                                                                         for o in ops), lines
+        assert not out.exists()
+
+
+def test_bad_options_are_refused_and_nothing_is_written(tmp_path):
+    model = MODELS / "kws_ref_model.tflite"
+    cases = [(["--kernels", "cmsis-nn", "--fc-layout", "1x4"], "rowmajor"),
+             (["--name", "9lives"], "not a C identifier"),
+             (["--name", "qconvert_nn"], "kernel file")]
+    for args, message in cases:
+        result = CliRunner().invoke(main, ["export-c", str(model), "-o", str(tmp_path / "o"),
+                                           *args])
+        assert result.exit_code == 1 and message in result.output, result.output
+    afile = tmp_path / "file"
+    afile.write_text("x")
+    result = CliRunner().invoke(main, ["export-c", str(model), "-o", str(afile)])
+    assert result.exit_code == 1 and "not a directory" in result.output
+    result = CliRunner().invoke(main, ["export-c", str(MODELS / "ad01_fp32.tflite"), "-o",
+                                       str(tmp_path / "o")])
+    assert result.exit_code == 1 and "--calibration" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_float_model_with_calibration_equals_quantize_then_export(models, tmp_path):
+    """export-c of the float digits model with --calibration writes the same C as export-c of
+    `qconvert quantize`'s int8 model (same options), except the provenance lines."""
+    direct = tmp_path / "direct"
+    result = _invoke(["export-c", MODELS / "digits_cnn.tflite", "--calibration",
+                      SAMPLES / "digits_calib_nhwc.npy", "-o", direct, "--name", "net"])
+    assert result.exit_code == 0, result.output
+    via = _export(models["digits_tflite"], tmp_path / "via")
+
+    def body(text):
+        return [ln for ln in text.splitlines() if "SHA-256" not in ln and "Quantization:" not in ln
+                and "as C, generated" not in ln]
+
+    assert body((direct / "net.c").read_text()) == body(via["net.c"].decode())
+
+
+def test_single_rounding_requantize_keeps_64_bits(tmp_path):
+    """acc 2^22, multiplier 2^30, shift 9: CMSIS-NN's single rounding gives +2^30 (the 32-bit
+    truncation the kernel used to do gave -2^30)."""
+    kernels = ROOT / "qconvert" / "c_export" / "kernels"
+    (tmp_path / "t.c").write_text(
+        '#include <stdio.h>\n#include "qconvert_fc_1x4.h"\nint main(void) {\n'
+        '    printf("%ld %ld\\n", (long)qconvert_requantize(1 << 22, 1 << 30, 9),\n'
+        '           (long)qconvert_requantize(-(1 << 22), 1 << 30, 9));\n    return 0;\n}\n')
+    subprocess.run(["gcc", *STRICT, "-DQCONVERT_SINGLE_ROUNDING", f"-I{kernels}",
+                    str(tmp_path / "t.c"), str(kernels / "qconvert_fc_1x4.c"), "-o",
+                    str(tmp_path / "t")], check=True)
+    out = subprocess.run([tmp_path / "t"], capture_output=True, text=True, check=True).stdout
+    assert out.split() == [str(2**30), str(-(2**30))]
+
+
+def test_help_says_which_kernels_read_the_1x4_order():
+    for command in ("export-c", "export-c-header"):
+        text = " ".join(CliRunner().invoke(main, [command, "--help"]).output.split())
+        assert "arm_fully_connected_q7_opt" in text and "arm_fully_connected_s8 needs" in text
