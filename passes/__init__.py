@@ -106,3 +106,4 @@ from . import fuse_activation as _fuse_activation  # noqa: E402,F401
 from . import static_batch as _static_batch  # noqa: E402,F401
 from . import cancel_transposes as _cancel_transposes  # noqa: E402,F401
 from . import layout_nhwc as _layout_nhwc  # noqa: E402,F401  (layout-nhwc, tflite-legalize)
+from . import equalize as _equalize  # noqa: E402,F401

@@ -588,3 +588,28 @@ def test_grouped_conv_transpose_is_not_quantized_to_qdq(tmp_path):
     result = _run_cli("quantize", src, "-o", out, "--calibration-random", "2")
     assert result.exit_code == 1 and "ConvTranspose 'y_node': group 2" in result.stderr
     assert not out.exists()
+
+
+def tcn_net() -> bytes:
+    """A TC-ResNet-style Conv1d block: conv, relu, conv, residual Add with a 1x1 projection,
+    per-channel Mul by a [C, 1] constant, relu; then a head."""
+    n = OnnxNet(11)
+    x = n.input("x", [1, 8, 32])
+    a = n.node("Relu", [_conv1d(n, x, 8, 12, "a", 3, pads=[1, 1])], "ar")
+    b = _conv1d(n, a, 12, 12, "b", 3, pads=[1, 1])
+    skip = _conv1d(n, x, 8, 12, "skip", 1)
+    s = n.node("Add", [b, skip], "sum")
+    m = n.node("Mul", [s, n.const("k", np.linspace(0.5, 1.5, 12, dtype=np.float32)
+                                  .reshape(12, 1))], "scaled")
+    r = n.node("Relu", [m], "r")
+    c = _conv1d(n, r, 12, 4, "c", 3, strides=[2])
+    return n.build([n.node("Flatten", [n.node("GlobalAveragePool", [c], "g")], "y")])
+
+
+def test_conv1d_residual_block_stays_2d(tmp_path):
+    """The residual Add and the per-channel Mul run on the 2-D tensors too: no RESHAPE between
+    the convolutions (the Mul folds into the conv before it)."""
+    got = ops(convert(tmp_path, tcn_net()))
+    assert got.count("Reshape") == 2 and got[0] == "Reshape" and got[-1] == "Reshape"
+    assert "Transpose" not in got
+    assert "Add" in int8_bit_exact(tmp_path, tcn_net())

@@ -247,8 +247,12 @@ def plan_activations(graph: Graph, ranges: dict) -> dict:
     return params
 
 
-def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False) -> QuantPlan:
-    """The whole plan: activations, then each layer's weights and bias against its input scale."""
+def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
+         input_means: dict | None = None) -> QuantPlan:
+    """The whole plan: activations, then each layer's weights and bias against its input scale.
+
+    `input_means` ({layer output: mean of its input per channel}, `bias_correction`) turns on
+    bias correction for the layers it names."""
     check_quantizable(graph)
     acts = plan_activations(graph, ranges)
     layers = {}
@@ -259,7 +263,8 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False) -> 
         schema = schemas.get(node.op)
         x_slot, w_slot, b_slot = layer_slots(node)
         if schema.int8 == "per_channel_weights" and graph.constant(node.inputs[w_slot]) is not None:
-            layers[node.outputs[0]] = _plan_layer(graph, node, acts, fmt, fc_per_channel)
+            layers[node.outputs[0]] = _plan_layer(graph, node, acts, fmt, fc_per_channel,
+                                                  (input_means or {}).get(node.outputs[0]))
             skip = {node.inputs[i] for i in (w_slot, b_slot) if i < len(node.inputs)}
         else:
             skip = set()
@@ -286,7 +291,7 @@ def layer_slots(node) -> tuple:
     return (0, 1, 2) if None in slots else slots
 
 
-def _plan_layer(graph, node, acts, fmt, fc_per_channel) -> LayerPlan:
+def _plan_layer(graph, node, acts, fmt, fc_per_channel, input_mean=None) -> LayerPlan:
     x_slot, w_slot, b_slot = layer_slots(node)
     x = node.inputs[x_slot]
     if x not in acts:
@@ -307,6 +312,15 @@ def _plan_layer(graph, node, acts, fmt, fc_per_channel) -> LayerPlan:
     per_channel = fc_per_channel or node.op not in FC_OPS
     try:
         w_q, s_w, b_q, widened = quantize_layer(w, b, s_in, axis, per_channel)
+        if input_mean is not None:
+            from .bias_correction import corrected_layer, weight_error_bias
+
+            shift_c = weight_error_bias(node, fmt, w, w_q, s_w, axis if per_channel else None,
+                                        input_mean)
+            if shift_c is not None and np.any(shift_c):
+                base = np.zeros(w.shape[axis]) if b is None else np.asarray(b, np.float64)
+                w_q, s_w, b_q, widened = corrected_layer(
+                    w, base.reshape(-1) + shift_c, w_q, s_w, widened, s_in, axis, per_channel)
     except ValueError as exc:
         raise QConvertError(f"{node.op} {node.name!r}: {exc}") from exc
     # TFLite Micro takes double(s_in) * double(s_w) for per-tensor FC too (measured against
