@@ -14,7 +14,8 @@ digits_cnn.tflite (Keras-trained, float TFLite): int8 models run in the TFLite M
 (reference kernels, what a microcontroller computes), the float one in LiteRT; inputs quantized
 with each model's own input (scale, zero point), outputs dequantized with its output ones.
 - qconvert:  `qconvert quantize digits_cnn.tflite --calibration digits_data_nhwc.npz:calib`
-             (MinMax), the same with `--method percentile`, and with `--fc-per-channel` (the
+             with its defaults, then with each setting of `VARIANTS` (every range method,
+             bias correction off, cross-layer equalization on) and `--fc-per-channel` (the
              converter of TF 2.20 quantizes fully connected weights per channel too);
 - converter: TF 2.20 `TFLiteConverter` with `Optimize.DEFAULT`, the same 128 samples as
              representative dataset, int8 input and output (bench/make_converter_int8.py).
@@ -23,7 +24,7 @@ digits_cnn.onnx (PyTorch export, BatchNormalization unfused): every model runs i
 the same session options, graph optimizations off ("ORT", the QDQ graph as written) and all on
 ("ORT opt", onnxruntime fuses QDQ groups into its int8 kernels: what a deployment computes).
 - qconvert:  `qconvert quantize digits_cnn.onnx --calibration digits_data_nchw.npz:calib`
-             (QDQ, MinMax), and with `--method percentile`;
+             (QDQ) with its defaults and each setting of `VARIANTS`;
 - ort:       `quantize_static` on the float model as given, the 128 samples fed one at a time:
              QDQ, per_channel=True, QInt8 activations and weights, MinMax; its default settings
              (per-tensor weights); and per-channel after its recommended `quant_pre_process`
@@ -34,10 +35,11 @@ Figures, on the 497 test samples: top-1 accuracy against the labels, SQNR of the
 "float" counts the layers of the output that still compute in float: weighted layers (conv,
 depthwise, fully connected, Gemm, MatMul) whose weights are float constants, and BatchNorms.
 
-Secondary, weak evidence (MLPerf Tiny pairs, the converter's int8 made by MLCommons with
-calibration data we do not have): qconvert calibrates on random inputs, uniform over the input
-range the converter's int8 input declares, and both int8 models are compared with float on other
-random inputs of the same distribution. See the printed caveat.
+Secondary evidence (MLPerf Tiny pairs, trained models, the converter's int8 made by MLCommons
+with calibration data we do not have): qconvert calibrates on synthetic inputs shaped like the
+training data (`realistic_inputs`: images, log-mel frames, MFCC-like features, within the input
+range the converter's int8 input declares), and every int8 model is compared with float on other
+samples of the same distribution. See the printed caveat.
 
 Outputs are kept in bench/out/accuracy/ for inspection.
 """
@@ -221,15 +223,25 @@ def attempt(table, model, quantizer, runtime, make, run, y_float, labels, classi
         row(table, model, quantizer, runtime, f"FAILED: {str(exc).splitlines()[0][:90]}")
 
 
+# qconvert's settings compared: (label, file stem, extra CLI arguments)
+VARIANTS = (("qconvert (defaults)", "qc_default", ()),
+            ("qconvert --method minmax", "qc_minmax", ("--method", "minmax")),
+            ("qconvert --method percentile", "qc_percentile", ("--method", "percentile")),
+            ("qconvert --method mse", "qc_mse", ("--method", "mse")),
+            ("qconvert --method entropy", "qc_entropy", ("--method", "entropy")),
+            ("qconvert minmax --no-bias-correction", "qc_minmax_nobc",
+             ("--method", "minmax", "--no-bias-correction")),
+            ("qconvert --no-bias-correction", "qc_nobc", ("--no-bias-correction",)),
+            ("qconvert --equalize", "qc_eq", ("--equalize",)))
+
+
 def bench_digits_tflite(table: list) -> None:
     src = MODELS / "digits_cnn.tflite"
     calib, test, labels = load_digits("nhwc")
     data = f"{MODELS / 'digits_data_nhwc.npz'}:calib"
     y_float = run_litert(src, test)
     row(table, "digits_cnn.tflite", "float", "LiteRT", figures(y_float, y_float, labels))
-    variants = (("qconvert minmax", "qc_minmax", ()),
-                ("qconvert percentile 99.99", "qc_percentile", ("--method", "percentile")),
-                ("qconvert minmax --fc-per-channel", "qc_fcpc", ("--fc-per-channel",)))
+    variants = VARIANTS + (("qconvert --fc-per-channel", "qc_fcpc", ("--fc-per-channel",)),)
     for label, stem, extra in variants:
         dst = WORK / f"digits_tflite.{stem}.tflite"
         attempt(table, "digits_cnn.tflite", label, "TFLM",
@@ -248,10 +260,8 @@ def bench_digits_onnx(table: list) -> None:
     per_channel = dict(quant_format=QuantFormat.QDQ, per_channel=True,
                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                        calibrate_method=CalibrationMethod.MinMax)
-    makers = (
-        ("qconvert minmax", lambda d: qconvert_quantize(src, data, d)),
-        ("qconvert percentile 99.99",
-         lambda d: qconvert_quantize(src, data, d, "--method", "percentile")),
+    makers = tuple((label, lambda d, extra=extra: qconvert_quantize(src, data, d, *extra))
+                   for label, _stem, extra in VARIANTS) + (
         ("ort quantize_static per-channel MinMax", lambda d: ort_quantize(src, calib, d,
                                                                           **per_channel)),
         ("ort quantize_static defaults (per-tensor)", lambda d: ort_quantize(src, calib, d)),
@@ -277,29 +287,48 @@ def bench_digits_onnx(table: list) -> None:
                     lambda p, o=optimized: run_ort(p, test, o), y_float, labels)
 
 
-def uniform_inputs(int8_model: Path, n: int, seed: int) -> np.ndarray:
-    """n float samples uniform over the range the int8 model's input (scale, zero point) spans."""
+def realistic_inputs(name: str, int8_model: Path, n: int, seed: int) -> np.ndarray:
+    """n float samples shaped like the data the MLPerf Tiny model was trained on, inside the
+    input range its int8 version declares: ResNet-8 smooth blocky 32x32 RGB images of 0..255
+    pixels; the anomaly detector 5 frames of 128 log-mel energies (a per-band level falling from
+    -20 to -60 dB, a per-frame level and per-band noise); KWS 49x10 MFCC-like features (a large
+    first coefficient, smaller higher ones, a per-utterance offset plus per-frame noise)."""
     from tflite_micro.python.tflite_micro import runtime
 
     d = runtime.Interpreter.from_bytes(int8_model.read_bytes()).get_input_details(0)
     (s,), (z,) = (d["quantization_parameters"][k] for k in ("scales", "zero_points"))
     lo, hi = (-128 - int(z)) * float(s), (127 - int(z)) * float(s)
     rng = np.random.default_rng(seed)
-    return rng.uniform(lo, hi, (n, *d["shape"][1:])).astype(np.float32)
+    shape = (n, *d["shape"][1:])
+    if name == "resnet":
+        low = rng.uniform(0, 255, (n, 4, 4, 3))
+        x = np.repeat(np.repeat(low, 8, axis=1), 8, axis=2) + rng.normal(0, 12, (n, 32, 32, 3))
+        x = np.round(np.clip(x, 0, 255))
+    elif name == "ad01":
+        band = np.linspace(-20, -60, 128)
+        x = band[None, None, :] + rng.normal(0, 8, (n, 5, 1)) + rng.normal(0, 4, (n, 5, 128))
+    else:
+        scale = np.linspace(1.0, 0.15, shape[2])
+        base = rng.standard_normal((n, 1, shape[2]))
+        x = (base + 0.5 * rng.standard_normal((n, shape[1], shape[2]))) * scale
+        x = x * (0.35 * (hi - lo) / 3) + (lo + hi) / 2
+    return np.clip(x, lo, hi).reshape(shape).astype(np.float32)
 
 
 def bench_mlperf(table: list, samples: int) -> None:
     for name, float_file, int8_file, classifier in MLPERF:
         src, peer = MODELS / float_file, MODELS / int8_file
-        calib = uniform_inputs(peer, MLPERF_CALIB, CALIB_SEED)
-        test = uniform_inputs(peer, samples, EVAL_SEED)
-        calib_path = WORK / f"{name}_random_calib.npy"
+        calib = realistic_inputs(name, peer, MLPERF_CALIB, CALIB_SEED)
+        test = realistic_inputs(name, peer, samples, EVAL_SEED)
+        calib_path = WORK / f"{name}_realistic_calib.npy"
         np.save(calib_path, calib)
         y_float = run_litert(src, test)
-        dst = WORK / f"{name}.qc_minmax.tflite"
-        attempt(table, f"{name} (MLPerf)", "qconvert minmax, random calibration", "TFLM",
-                lambda src=src, dst=dst, c=calib_path: qconvert_quantize(src, str(c), dst),
-                lambda p, t=test: run_tflm(p, t), y_float, None, classifier)
+        for label, stem, extra in VARIANTS:
+            dst = WORK / f"{name}.{stem}.tflite"
+            attempt(table, f"{name} (MLPerf)", label, "TFLM",
+                    lambda src=src, dst=dst, c=calib_path, e=extra:
+                    qconvert_quantize(src, str(c), dst, *e),
+                    lambda p, t=test: run_tflm(p, t), y_float, None, classifier)
         attempt(table, f"{name} (MLPerf)", "TFLite converter (MLCommons' int8 file)", "TFLM",
                 lambda peer=peer: peer, lambda p, t=test: run_tflm(p, t), y_float, None,
                 classifier)
@@ -321,12 +350,12 @@ def main(argv=None) -> None:
     if not a.no_mlperf:
         table = []
         bench_mlperf(table, a.mlperf_samples)
-        print_table(table, f"SECONDARY, weak evidence - MLPerf Tiny pairs: {a.mlperf_samples} "
-                    "random inputs, uniform over the converter's int8 input range; qconvert "
-                    f"calibrated on {MLPERF_CALIB} other random inputs of that distribution, the "
+        print_table(table, f"SECONDARY - MLPerf Tiny pairs (trained models): {a.mlperf_samples} "
+                    "synthetic inputs shaped like the training data (realistic_inputs); qconvert "
+                    f"calibrated on {MLPERF_CALIB} other samples of that distribution, the "
                     "converter on MLCommons' real data (unknown to us); SQNR / agreement vs float")
         print(textwrap.fill(
-            "Caveat: random inputs are not the data these models were trained on; the "
+            "Caveat: synthetic inputs are not the data these models were trained on; the "
             "activation ranges they produce differ from those of real data, qconvert is "
             "calibrated on the very distribution it is scored on and the converter is not. "
             "The figures say how faithfully each int8 model tracks float on this input "

@@ -1,5 +1,6 @@
-"""Benchmark (not a test): `qconvert quantize` against onnxruntime's `quantize_static`, both
-writing per-channel int8 QDQ ONNX with MinMax calibration on the same 16 samples, on a ~100 MB
+"""Benchmark (not a test): `qconvert quantize` (its defaults) against onnxruntime's
+`quantize_static` (MinMax), both writing per-channel int8 QDQ ONNX calibrated on the same 16
+samples, on a ~100 MB
 ResNet-50 and a ~14 MB MobileNetV2 shaped like PyTorch exports (bench/pytorch_like.py).
 
     python bench/bench_quantize.py [--models resnet50 mobilenet_v2] [--tools ...] [--repeats 3]
@@ -16,8 +17,12 @@ covers everything the child does: importing the tool, reading, calibrating, quan
 ("import" is the part spent importing the tool's entry module):
 
 - qconvert:       `qconvert.cli.main(["quantize", src, "--calibration", calib.npy, "-o", dst])`
-                  in process: fusion, calibration with its float reference executor, per-channel
-                  MinMax (its default), QDQ output, and its per-layer SQNR report;
+                  in process, its defaults: fusion, calibration with its float reference
+                  executor, per-channel weights, MSE activation ranges (streamed histograms),
+                  bias correction, QDQ output, and its per-layer SQNR report (on a bounded
+                  number of samples: `quantize.report_samples`);
+- qconvert+ort:   the same with `--engine onnxruntime` (calibration and the report's QDQ run on
+                  onnxruntime);
 - ort:            `quantize_static(src, dst, reader, quant_format=QDQ, per_channel=True,
                   activation_type=QInt8, weight_type=QInt8, calibrate_method=MinMax)`, the reader
                   feeding the 16 samples one at a time (the models' batch is fixed at 1), on the
@@ -51,10 +56,11 @@ from bench_common import (CHILD_FOOTER, OUT, ROOT, ToolFailed, ensure_model,
 WORK = OUT / "quant"
 
 MODELS = ("resnet50", "mobilenet_v2")
-TOOLS = ("qconvert", "ort", "ort+preprocess")
-LABELS = {"qconvert": "qconvert quantize", "ort": "ort quantize_static",
-          "ort+preprocess": "ort pre_process+q_static"}
-REQUIRES = {"qconvert": "qconvert", "ort": "onnxruntime", "ort+preprocess": "onnxruntime"}
+TOOLS = ("qconvert", "qconvert+ort", "ort", "ort+preprocess")
+LABELS = {"qconvert": "qconvert quantize", "qconvert+ort": "qconvert --engine onnxruntime",
+          "ort": "ort quantize_static", "ort+preprocess": "ort pre_process+q_static"}
+REQUIRES = {"qconvert": "qconvert", "qconvert+ort": "onnxruntime", "ort": "onnxruntime",
+            "ort+preprocess": "onnxruntime"}
 SAMPLES = 16
 CALIB_SEED, EVAL_SEED = 2024, 4048
 
@@ -62,10 +68,11 @@ _CHILD = r"""
 import resource, sys, time
 src, dst, tool, calib = sys.argv[1:5]
 t0 = time.perf_counter()
-if tool == "qconvert":
+if tool.startswith("qconvert"):
     from qconvert.cli import main
     t1 = time.perf_counter()
-    rc = main(["quantize", src, "--calibration", calib, "-o", dst], standalone_mode=False)
+    extra = ["--engine", "onnxruntime"] if tool == "qconvert+ort" else []
+    rc = main(["quantize", src, "--calibration", calib, "-o", dst, *extra], standalone_mode=False)
     if rc:
         sys.exit(rc)
 else:
@@ -171,12 +178,14 @@ def main(argv=None):
                 except Exception as e:  # a broken output is a result, not a crash
                     row += f"  output does not run: {str(e).splitlines()[0][:80]}"
             print(row)
-        if "qconvert" in results:
-            tq, mq = results["qconvert"]
+        for ours in ("qconvert", "qconvert+ort"):
+            if ours not in results:
+                continue
+            tq, mq = results[ours]
             for peer in ("ort", "ort+preprocess"):
                 if peer in results:
                     tp, mp = results[peer]
-                    print(f"{'  ratio':13} {'qconvert / ' + peer:26} {tq / tp:7.2f} {'':6} "
+                    print(f"{'  ratio':13} {ours + ' / ' + peer:26} {tq / tp:7.2f} {'':6} "
                           f"{mq / mp:8.2f}")
     for arch, log in logs.items():
         tail = [ln for ln in log if ln.startswith(("output ", "top-1"))]

@@ -59,16 +59,38 @@ def all_passes() -> list:
     return list(_PASSES.values())
 
 
+def side_effect_nodes(graph) -> list:
+    """The nodes of `graph` that have side effects (`qconvert.schemas.effects`): no pass may
+    remove them, whatever reads their outputs."""
+    from qconvert import schemas
+    from qconvert.schemas.effects import is_pure
+
+    return [n for n in graph.nodes
+            if (n.opaque or not getattr(schemas.get(n.op), "pure", True)) and not is_pure(n)]
+
+
+def check_side_effects_kept(graph, before: list, name: str) -> None:
+    """Raise GraphError naming pass `name` when a node of `before` left the graph."""
+    present = {id(n) for n in graph.nodes}
+    lost = [n for n in before if id(n) not in present]
+    if lost:
+        raise GraphError(f"pass {name!r} removed node(s) with side effects: "
+                         + ", ".join(f"{n.label} {n.name!r}" for n in lost))
+
+
 def run_passes(model: Model, names: list, context: PassContext) -> dict:
-    """Run the named passes in order over every graph; return {name: rewrites}."""
+    """Run the named passes in order over every graph; return {name: rewrites}. After each
+    pass the graph is verified, and every node with side effects it had must still be there."""
     counts = {}
     for name in names:
         p = get_pass(name)
         total = 0
         for graph in model.graphs:
+            effects = side_effect_nodes(graph)
             total += p.run(graph, context)
             try:
                 graph.verify()
+                check_side_effects_kept(graph, effects, name)
             except GraphError as exc:
                 raise GraphError(f"pass {name!r} broke the graph: {exc}") from exc
         counts[name] = total
@@ -84,3 +106,4 @@ from . import fuse_activation as _fuse_activation  # noqa: E402,F401
 from . import static_batch as _static_batch  # noqa: E402,F401
 from . import cancel_transposes as _cancel_transposes  # noqa: E402,F401
 from . import layout_nhwc as _layout_nhwc  # noqa: E402,F401  (layout-nhwc, tflite-legalize)
+from . import equalize as _equalize  # noqa: E402,F401

@@ -8,21 +8,24 @@
 2. the ONNX fusion pipeline (`FUSE_PIPELINE`: constants folded, BatchNorm into the convs, the
    BatchNorms left as Mul + Add);
 3. everything that cannot be converted is collected: dynamic input dimensions other than the
-   batch, ops with no mapping, weights or parameters computed at run time, grouped convolutions
-   (`onnx_to_tflite_ops.conversion_problems`) and, while converting, what a rule cannot express;
-   any of it ends the conversion with one `QConvertError` listing all of it, nothing returned;
+   batch, ops with no mapping, weights or parameters computed at run time, layers TFLite has
+   no form for (`onnx_to_tflite_ops.conversion_problems`) and, while converting, what a rule
+   cannot express; any of it ends the conversion with one `QConvertError` listing all of it,
+   nothing returned;
 4. `static-batch`: a dynamic batch becomes 1 and every shape static (TFLite Micro allocates from
-   the file's shapes), then the shape arithmetic folds away;
+   the file's shapes), then the shape arithmetic folds away; 1-D convs and pools become 2-D
+   ones with H = 1 and a ShuffleNet channel shuffle one Gather (`onnx_to_tflite_spatial`:
+   `lift_1d`, `fuse_channel_shuffle`);
 5. `layout-nhwc` (this module's pass): the graph is rebuilt op by op with the rules of
    `layout_rules` / `onnx_to_tflite_ops` over the layout bookkeeping of `layout_state`:
    activations NHWC, weights OIHW -> OHWI / 1HWC, axes remapped, flattens absorbed into the FC
    weights, ONNX transposes absorbed into the layouts;
-6. the fusion pipeline again for TFLite (Relu / Relu6 / Clip become fused activations, Mul /
-   Add folded into the layers), `tflite-legalize` (Clip left over), `cancel-transposes`,
-   `eliminate`.
+6. RESHAPE pairs merged (`merge_reshapes`), the fusion pipeline again for TFLite (Relu /
+   Relu6 / Clip become fused activations, Mul / Add folded into the layers), `tflite-legalize`
+   (Clip left over), `cancel-transposes`, `eliminate`.
 
 Graph inputs of rank 4 are NHWC with `input_layout="nhwc"` (their permutation (0, 2, 3, 1) is
-returned), or stay NCHW with `"nchw"` (a TRANSPOSE follows them). Graph outputs keep their ONNX
+returned; a rank-3 input read only by 1-D layers is channels last, (0, 2, 1)), or stay NCHW with `"nchw"` (a TRANSPOSE follows them). Graph outputs keep their ONNX
 names; a 4-D output the network computes in NHWC stays NHWC with `"nhwc"` and is NCHW with
 `"nchw"`; other outputs are in ONNX order. `tflite_model.meta["conversion"]` records the inputs'
 and outputs' permutations and the TRANSPOSE nodes left (`transposes`).

@@ -25,8 +25,8 @@ Mappings (`MAPPING_RULES`, rules of the same form as `layout_rules.RULES`):
   beyond what the input can take.
 
 `conversion_problems` lists, before anything is converted, what no rule can map: ops outside
-the table (opaque) or without a rule, weights or parameters computed at run time, grouped
-convolutions (TFLite Micro has no grouped CONV_2D), convolutions and pools that are not 2-D.
+the table (opaque) or without a rule, weights or parameters computed at run time, convolutions
+and pools that are neither 1-D nor 2-D (the checks of `onnx_to_tflite_spatial` join `CHECKS`).
 """
 
 from __future__ import annotations
@@ -363,8 +363,10 @@ CHECKS = {
 
 def conversion_problems(graph: Graph, rules: dict, static: bool) -> list:
     """(category, detail) of every node no rule can convert (see the module docstring).
-    Before the batch is static (`static` False), shape arithmetic that will fold is not one."""
+    Before the batch is static (`static` False), shape arithmetic that will fold is not one, nor
+    a parameter computed from it only (torchvision ShuffleNet's chunk: Slice ends from Shape)."""
     problems = []
+    producers, memo = graph.producers(), {}
     for node in graph.nodes:
         if node.opaque or node.op not in rules:
             if not static and not node.opaque and node.op in FOLDS_WHEN_STATIC:
@@ -373,9 +375,31 @@ def conversion_problems(graph: Graph, rules: dict, static: bool) -> list:
             continue
         check = CHECKS.get(node.op)
         problem = check(graph, node) if check else None
+        if problem and not static and problem[0] == NON_CONSTANT and all(
+                shape_derived(graph, name, producers, memo) for name in node.inputs[1:] if name):
+            continue  # folds once the shapes are static; checked again then
         if problem:
             problems.append(problem)
     return problems
+
+
+def shape_derived(graph: Graph, name: str, producers: dict, memo: dict, depth: int = 0) -> bool:
+    """True when tensor `name` is computed from constants and Shape nodes only (so it becomes
+    a constant once every shape is static)."""
+    if name in memo:
+        return memo[name]
+    node = producers.get(name)
+    if graph.constant(name) is not None:
+        result = True
+    elif node is None or node.opaque or depth > 64:
+        result = False
+    elif node.op == "Shape":
+        result = True
+    else:
+        result = all(shape_derived(graph, i, producers, memo, depth + 1)
+                     for i in node.present_inputs())
+    memo[name] = result
+    return result
 
 
 # -- after fusion ----------------------------------------------------------------------------------

@@ -39,11 +39,12 @@ import numpy as np
 from qconvert.executor.float_kernels_spatial import (RESIZE_COORDINATE_MODES, bilinear_taps,
                                                      nearest_indices, onnx_nearest_indices,
                                                      onnx_resize_plan, onnx_source_coordinates,
-                                                     onnx_split_sizes, transpose_conv_pads)
+                                                     onnx_split_sizes,
+                                                     transpose_conv_geometry)
 from qconvert.ir import Graph, Node, Tensor
 
 from .graph_edit import replace_uses
-from .layout_state import NHWC, Layout, Unmappable, Value, identity, onnx_op
+from .layout_state import NHWC, Layout, Unmappable, identity, onnx_op
 from .onnx_to_tflite_ops import CHECKS, NON_CONSTANT, UNMAPPED
 
 EXPRESS = "cannot be expressed in TFLite"
@@ -90,8 +91,7 @@ def _conv_transpose(cv, node) -> None:
     group = int(node.attrs.get("group", 1) or 1)
     dilations = _ints(node.attrs.get("dilations") or [1, 1])
     if group != 1 or dilations != [1, 1]:
-        raise Unmappable(f"ConvTranspose {node.name!r} (group {group}, dilations {dilations}; "
-                         "TRANSPOSE_CONV has neither)")
+        raise Unmappable(_transpose_conv_limits(node, group, dilations))
     kernel = [int(w.shape[2]), int(w.shape[3])]
     strides = _ints(node.attrs.get("strides") or [1, 1])
     out_shape = cv.shape(node.outputs[0])
@@ -103,14 +103,16 @@ def _conv_transpose(cv, node) -> None:
     if b_name is not None:
         inputs.append(cv.copy_const(b_name))
     attrs = {"strides": strides, "activation": "NONE"}
+    spatial = list(x.shape[2:])
     for padding in ("SAME", "VALID"):
-        if transpose_conv_pads(padding, (oh, ow), kernel, strides) == crop:
+        if transpose_conv_geometry(padding, (oh, ow), kernel, strides) == (crop, spatial):
             out = cv.define(node.outputs[0], Layout(NHWC))
             inputs[0] = cv.int32_const(f"{node.name}_output_shape", [n, oh, ow, cout])
             cv.emit("TransposeConv", inputs, [out.name], dict(attrs, padding=padding), node.name)
             return
-    canvas = (oh + crop[0], ow + crop[1])
-    if transpose_conv_pads("VALID", canvas, kernel, strides) != [0, 0]:
+    canvas = tuple(max((spatial[i] - 1) * strides[i] + kernel[i], crop[i] + (oh, ow)[i])
+                   for i in range(2))
+    if transpose_conv_geometry("VALID", canvas, kernel, strides) != ([0, 0], spatial):
         raise Unmappable(f"ConvTranspose {node.name!r} (pads {crop} for output {[oh, ow]})")
     big = cv.new_value(f"{node.outputs[0]}_canvas", Layout(NHWC), (n, cout) + canvas, x.dtype)
     inputs[0] = cv.int32_const(f"{node.name}_output_shape", [n, *canvas, cout])
@@ -244,9 +246,15 @@ def _check_conv_transpose(graph, node):
     group = int(node.attrs.get("group", 1) or 1)
     dilations = _ints(node.attrs.get("dilations") or [1] * (w.ndim - 2))
     if group != 1 or set(dilations) != {1}:
-        return EXPRESS, (f"ConvTranspose {node.name!r} (group {group}, dilations {dilations}; "
-                         "TRANSPOSE_CONV has neither)")
+        return EXPRESS, _transpose_conv_limits(node, group, dilations)
     return None
+
+
+def _transpose_conv_limits(node, group, dilations) -> str:
+    what = ([f"group {group}"] if group != 1 else []) + \
+        ([f"dilations {dilations}"] if set(dilations) != {1} else [])
+    return (f"ConvTranspose {node.name!r} ({', '.join(what)}: TRANSPOSE_CONV has no groups "
+            "and no dilation)")
 
 
 def _check_params(*indices):
@@ -294,12 +302,20 @@ def _axis_const(graph: Graph, base: str) -> str:
     return name
 
 
-def _lift_node(graph: Graph, node, tag: str) -> list:
-    """[Unsqueeze, the node made 2-D, Squeeze] for a 1-D node."""
+def _lift_node(graph: Graph, node, tag: str, lifted_inputs: dict) -> list:
+    """[Unsqueeze (unless `x` has one already: `lifted_inputs`), the node made 2-D, Squeeze]
+    for a 1-D node."""
     x, y = node.inputs[0], node.outputs[0]
     xt, yt = graph.tensors[x], graph.tensors[y]
-    x4 = graph.fresh_name(f"{x}_2d")
-    graph.add_tensor(Tensor(x4, tuple(xt.shape[:2]) + (1,) + tuple(xt.shape[2:]), xt.dtype))
+    parts = []
+    if x not in lifted_inputs:
+        x4 = graph.fresh_name(f"{x}_2d")
+        graph.add_tensor(Tensor(x4, tuple(xt.shape[:2]) + (1,) + tuple(xt.shape[2:]),
+                                xt.dtype))
+        parts.append(Node("Unsqueeze", [x, _axis_const(graph, f"{node.name}_axis")], [x4], {},
+                          f"{node.name}/{tag}_in"))
+        lifted_inputs[x] = x4
+    x4 = lifted_inputs[x]
     y4 = graph.fresh_name(f"{y}_2d")
     graph.add_tensor(Tensor(y4, tuple(yt.shape[:2]) + (1,) + tuple(yt.shape[2:]), yt.dtype))
     attrs = dict(node.attrs)
@@ -322,11 +338,8 @@ def _lift_node(graph: Graph, node, tag: str) -> list:
         inputs[1] = w_name
         attrs["kernel_shape"] = [1, int(w.shape[2])]
     lifted = Node(node.op, inputs, [y4], attrs, node.name)
-    return [Node("Unsqueeze", [x, _axis_const(graph, f"{node.name}_axis")], [x4], {},
-                 f"{node.name}/{tag}_in"),
-            lifted,
-            Node("Squeeze", [y4, _axis_const(graph, f"{node.name}_axis")], [y], {},
-                 f"{node.name}/{tag}_out")]
+    return parts + [lifted, Node("Squeeze", [y4, _axis_const(graph, f"{node.name}_axis")], [y],
+                                 {}, f"{node.name}/{tag}_out")]
 
 
 def _is_1d(graph: Graph, node) -> bool:
@@ -343,11 +356,11 @@ def _is_1d(graph: Graph, node) -> bool:
 
 def lift_1d(graph: Graph) -> int:
     """1-D convs and pools as 2-D ones with H = 1 (module docstring). Returns how many."""
-    nodes, count, squeezes = [], 0, set()
+    nodes, count, squeezes, lifted_inputs = [], 0, set(), {}
     for node in graph.nodes:
         if _is_1d(graph, node):
-            parts = _lift_node(graph, node, "h1")
-            squeezes.add(id(parts[2]))
+            parts = _lift_node(graph, node, "h1", lifted_inputs)
+            squeezes.add(id(parts[-1]))
             nodes += parts
             count += 1
         else:
@@ -359,36 +372,41 @@ def lift_1d(graph: Graph) -> int:
 
 
 def _sink_squeezes(graph: Graph, squeezes: set) -> None:
-    """Move each lifted Squeeze past the unary ops reading it; drop Squeeze -> Unsqueeze."""
+    """Move each lifted Squeeze past the unary ops reading it, and past an Add / Sub / Mul / Div
+    whose other operand is another lifted Squeeze's output (a residual) or a constant (given
+    the size-1 axis); drop Squeeze -> Unsqueeze."""
     changed = True
     while changed:
         changed = False
         consumers = graph.consumers()
+        producers = graph.producers()
         outputs = set(graph.outputs)
         for s in [n for n in graph.nodes if id(n) in squeezes]:
             y3 = s.outputs[0]
             readers = consumers.get(y3, [])
             if y3 in outputs or not readers:
                 continue
-            if len(readers) == 1 and readers[0].op in SINKS and not readers[0].opaque \
-                    and readers[0].inputs[0] == y3 and _single_output(readers[0]):
-                u = readers[0]
-                z3 = u.outputs[0]
-                t = graph.tensors[s.inputs[0]]
-                z4 = graph.fresh_name(f"{z3}_2d")
-                graph.add_tensor(Tensor(z4, tuple(t.shape), graph.tensors[z3].dtype))
-                u.inputs[0], u.outputs[0] = s.inputs[0], z4
-                s.inputs[0], s.outputs[0] = z4, z3
-                del graph.tensors[y3]
-                i, j = graph.nodes.index(s), graph.nodes.index(u)
-                graph.nodes[i], graph.nodes[j] = u, s
-                changed = True
-                break
-            if all(r.op == "Unsqueeze" and not r.opaque and _axis_two(graph, r) for r in readers):
+            u = readers[0]
+            if len(readers) == 1 and not u.opaque and _single_output(u):
+                if u.op in SINKS and u.inputs[0] == y3:
+                    _move_past(graph, s, u, [s.inputs[0]] + list(u.inputs[1:]))
+                    changed = True
+                    break
+                operands = _binary_operands(graph, u, y3, producers, consumers, squeezes,
+                                            outputs)
+                if operands is not None:
+                    other = producers.get(u.inputs[1] if u.inputs[0] == y3 else u.inputs[0])
+                    _move_past(graph, s, u, operands)
+                    if other is not None and id(other) in squeezes:
+                        graph.nodes.remove(other)
+                        squeezes.discard(id(other))
+                    changed = True
+                    break
+            unsqueezes = [r for r in readers if r.op == "Unsqueeze" and not r.opaque
+                          and _axis_two(graph, r) and r.outputs[0] not in outputs]
+            if len(unsqueezes) == len(readers):
                 for r in readers:
                     replace_uses(graph, r.outputs[0], s.inputs[0])
-                    graph.outputs = [s.inputs[0] if o == r.outputs[0] else o
-                                     for o in graph.outputs]
                 drop = {id(r) for r in readers} | {id(s)}
                 graph.nodes = [n for n in graph.nodes if id(n) not in drop]
                 changed = True
@@ -397,6 +415,48 @@ def _sink_squeezes(graph: Graph, squeezes: set) -> None:
         | set(graph.inputs) | {o for n in graph.nodes for o in n.outputs if o}
     for name in [k for k in graph.tensors if k not in used]:
         del graph.tensors[name]
+
+
+BINARY_SINKS = frozenset({"Add", "Sub", "Mul", "Div"})
+
+
+def _binary_operands(graph, node, y3, producers, consumers, squeezes, outputs):
+    """The 4-D operands of elementwise `node` reading lifted Squeeze output `y3`, or None."""
+    if node.op not in BINARY_SINKS or len(node.inputs) != 2 or y3 not in node.inputs[:2] \
+            or node.inputs[0] == node.inputs[1]:
+        return None
+    out = graph.tensors[node.outputs[0]].shape
+    if out is None or len(out) != 3:
+        return None
+    operands = []
+    for name in node.inputs:
+        p = producers.get(name)
+        c = graph.constant(name)
+        if p is not None and id(p) in squeezes and name not in outputs \
+                and len(consumers.get(name, ())) == 1:
+            operands.append(p.inputs[0])
+        elif c is not None:
+            data = c if c.ndim < 2 else c.reshape(c.shape[:-1] + (1,) + c.shape[-1:])
+            data = np.ascontiguousarray(data)
+            data.flags.writeable = False
+            const = graph.fresh_name(f"{name}_2d")
+            graph.add_tensor(Tensor(const, data.shape, str(data.dtype), data))
+            operands.append(const)
+        else:
+            return None
+    return operands
+
+
+def _move_past(graph: Graph, s, node, inputs) -> None:
+    """Squeeze `s` now follows `node`, which reads `inputs` (4-D) and writes a 4-D tensor."""
+    z3 = node.outputs[0]
+    t = graph.tensors[s.inputs[0]]
+    z4 = graph.fresh_name(f"{z3}_2d")
+    graph.add_tensor(Tensor(z4, tuple(t.shape), graph.tensors[z3].dtype))
+    node.inputs, node.outputs[0] = list(inputs), z4
+    graph.nodes.remove(s)
+    s.inputs[0], s.outputs[0] = z4, z3
+    graph.nodes.insert(graph.nodes.index(node) + 1, s)
 
 
 def _single_output(node) -> bool:
@@ -447,8 +507,6 @@ def fuse_channel_shuffle(graph: Graph) -> int:
     graph.nodes = [nd for nd in graph.nodes if id(nd) not in removed]
     return count
 
-
-__all__ = ["SPATIAL_RULES", "SPATIAL_CHECKS", "lift_1d", "fuse_channel_shuffle", "Value"]
 
 
 def merge_reshapes(graph: Graph) -> int:

@@ -71,6 +71,10 @@ def static_batch(graph: Graph, context) -> int:
     from qconvert.executor.float_executor import run_float
 
     shapes = _fixed_input_shapes(graph)
+    from qconvert.quant.memory import check_plan_memory, default_limit
+
+    # shapes come from one run on zeros: refuse, from the shapes known, a run beyond the limit
+    check_plan_memory(graph, 1, context.options.get("max_memory") or default_limit())
     feeds = {name: np.zeros(shape, np.dtype(graph.tensors[name].dtype))
              for name, shape in shapes.items()}
     seen = {}

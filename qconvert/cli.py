@@ -8,6 +8,7 @@ atomically, after all work succeeded.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -51,8 +52,12 @@ def _names_model(fn):
 
     @functools.wraps(fn)
     def wrapper(model, *args, **kwargs):
+        import warnings
+
         try:
-            return fn(model, *args, **kwargs)
+            with warnings.catch_warnings():  # numeric warnings would break the one-line promise;
+                warnings.simplefilter("ignore", RuntimeWarning)  # the checks report what matters
+                return fn(model, *args, **kwargs)
         except QConvertError as exc:
             raise exc.with_path(model)
         except RecursionError:
@@ -311,14 +316,26 @@ _CALIBRATION_OPTIONS = (
     click.option("--mean", help="Subtracted from image pixels (one value or one per channel)."),
     click.option("--std", help="Divides image pixels after --mean (one value or per channel)."),
     click.option("--scale", help="Multiplies image pixels (instead of --mean / --std)."),
-    click.option("--method", type=click.Choice(["minmax", "percentile"]), default="minmax",
-                 show_default=True, help="How activation ranges are taken from calibration."),
+    click.option("--method", type=click.Choice(["mse", "minmax", "percentile", "entropy"]),
+                 default="mse", show_default=True,
+                 help="How activation ranges are taken from calibration: mse (the clipping "
+                 "range of least int8 error), minmax, percentile, entropy (TensorRT's KL)."),
     click.option("--percentile", type=click.FloatRange(50, 100), default=99.99,
                  show_default=True, help="Kept share of values for --method percentile."),
     click.option("--fc-per-channel", is_flag=True,
                  help="Fully connected weights per channel too (default: per tensor, as every "
                  "TFLite Micro build runs)."),
     click.option("--no-fuse", is_flag=True, help="Skip the fusion passes."),
+    click.option("--no-bias-correction", is_flag=True, help="Keep the float biases as they are "
+                 "(default: the mean output error weight rounding causes, measured on the "
+                 "calibration data, is folded into each layer's bias)."),
+    click.option("--equalize/--no-equalize", default=False, show_default=True,
+                 help="Cross-layer equalization of conv -> (ReLU) -> conv and depthwise -> "
+                 "pointwise pairs before calibration (exact in float)."),
+    click.option("--engine", type=click.Choice(["numpy", "onnxruntime"]), default="numpy",
+                 show_default=True, help="What runs the float model during calibration: "
+                 "qconvert's reference executor, or onnxruntime if installed (ONNX models; "
+                 "faster on large networks)."),
     click.option("--batch-size", type=click.IntRange(1), default=16, show_default=True),
     click.option("--max-memory", metavar="SIZE", help="Refuse a plan whose largest layer needs "
                  "more than SIZE per batch (e.g. 4G; default: half the physical memory, at most 8G)."),
@@ -371,14 +388,17 @@ def _calibration_data(specs, calibration, calibration_random, norm: dict,
               "(single: CMSIS-NN built with CMSIS_NN_USE_SINGLE_ROUNDING).")
 @click.option("--report", type=click.Path(), metavar="FILE.json", help="Also write the report "
               "as JSON.")
+@click.option("--report-html", type=click.Path(), metavar="FILE.html", help="Also write the "
+              "report as one self-contained HTML page (per-layer SQNR bars, float vs int8 "
+              "output scatter; no JavaScript).")
 @_input_layout_option
 @_input_shape_option
 @_verify_option
 @_names_model
 def quantize(model, output, calibration, calibration_random, eval_data, mean, std, scale,
              method, percentile, per_channel, fc_per_channel, io_type, rounding, no_fuse,
-             batch_size, max_memory, report, input_layout, input_shapes,
-             verify):
+             no_bias_correction, equalize, engine, batch_size, max_memory, report, report_html,
+             input_layout, input_shapes, verify):
     """Quantize a float model to int8: per-channel weights, calibrated activations.
 
     Fuses first, calibrates with the float reference executor, and writes int8 TFLite (runs in
@@ -401,7 +421,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     if (calibration is None) == (calibration_random is None):
         raise QConvertError("give exactly one of --calibration DATA or --calibration-random N")
     outputs = OutputFiles([model, *cd.data_files(calibration), *cd.data_files(eval_data)])
-    for path in (output, report):
+    for path in (output, report, report_html):
         if path is not None:
             outputs.add(path)
     m = _load(model, input_shapes)
@@ -428,7 +448,9 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
         m, perms = _onnx_to_tflite(m, input_layout, model)
         data, evaluation = (data_to_tflite_layout(d, perms) for d in (data, evaluation))
     options = QuantizeOptions(method, percentile, fc_per_channel, io_type, rounding,
-                              not no_fuse, batch_size, limit)
+                              not no_fuse, batch_size, limit,
+                              bias_correction=not no_bias_correction, equalize=equalize,
+                              engine=engine)
     total = len(next(iter(data.values())))
     with cd.Progress(total, "calibrating") as bar:
         try:
@@ -446,9 +468,14 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
                             perms, output_perms)
         except QConvertError as exc:
             raise exc.with_path(model)
+    pairs = result.pop("_output_pairs", None)
     contents = {out: blob}
     if report is not None:
         contents[report] = (json.dumps(result, indent=2) + "\n").encode()
+    if report_html is not None:
+        from .quant.report_html import render_html
+
+        contents[report_html] = render_html(result, os.path.basename(model), pairs).encode()
     outputs.commit(contents)
     click.echo(_render_quant_report(result))
     click.echo(f"wrote {out} ({fmt}, {len(blob)} bytes)")
@@ -517,7 +544,8 @@ def _ranges(values: list) -> str:
 @_names_model
 def export_c_header(model, output, name, fc_layout, with_kernels, rounding, calibration,
                     calibration_random, mean, std, scale, method, percentile, fc_per_channel,
-                    no_fuse, batch_size, max_memory, input_layout, input_shapes):
+                    no_fuse, no_bias_correction, equalize, engine, batch_size, max_memory,
+                    input_layout, input_shapes):
     """Write an int8 model as one C header for firmware (CMSIS-NN style).
 
     Per layer: int8 weights (conv OHWI, depthwise [1, H, W, C], fully connected 1x4 interleaved
@@ -576,7 +604,8 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
 
     limit = _max_memory(max_memory)
     options = QuantizeOptions(method, percentile, fc_per_channel, "int8", rounding, not no_fuse,
-                              batch_size, limit)
+                              batch_size, limit, bias_correction=not no_bias_correction,
+                              equalize=equalize, engine=engine)
     try:
         m, note = int8_tflite_for_export(m, loader, options, label, input_layout or "nhwc")
         text = render_header(m, HeaderOptions(prefix, fc_layout, rounding, Path(model).name,
@@ -610,8 +639,8 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
 @_input_shape_option
 @_names_model
 def export_c(model, outdir, name, kernels, fc_layout, calibration, calibration_random, mean,
-             std, scale, method, percentile, fc_per_channel, no_fuse, batch_size, max_memory,
-             input_layout, input_shapes):
+             std, scale, method, percentile, fc_per_channel, no_fuse, no_bias_correction,
+             equalize, engine, batch_size, max_memory, input_layout, input_shapes):
     """Write the whole int8 model as interpreter-free C with a static memory plan.
 
     DIR/NAME.h declares NAME_invoke(input, output) (0 on success), NAME_ARENA_SIZE,
@@ -630,11 +659,15 @@ def export_c(model, outdir, name, kernels, fc_layout, calibration, calibration_r
       qconvert export-c model.onnx --calibration calib.npy -o model_c
     """
     from .c_export.command import export_c_command
+    from .quant.quantize import QuantizeOptions
 
+    limit = _max_memory(max_memory)
+    options = QuantizeOptions(method, percentile, fc_per_channel, "int8", "double", not no_fuse,
+                              batch_size, limit, bias_correction=not no_bias_correction,
+                              equalize=equalize, engine=engine)
     export_c_command(model, outdir, name, kernels, fc_layout, calibration, calibration_random,
                      dict(mean=_numbers(mean), std=_numbers(std), scale=_numbers(scale)),
-                     method, percentile, fc_per_channel, no_fuse, batch_size,
-                     _max_memory(max_memory), input_layout, input_shapes)
+                     options, input_layout, input_shapes)
 
 
 def run():

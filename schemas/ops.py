@@ -35,7 +35,7 @@ register(OpSchema(
     onnx=OnnxSpec("ConvTranspose", dict(_CONV_ATTRS, output_padding=None, output_shape=None),
                   spatial=True),
     layout_sensitive=True, weight_layout={"onnx": "IOHW"}, weight_channel_axis={"onnx": 1},
-    int8=None, macs="conv_transpose"))
+    int8="per_channel_weights", macs="conv_transpose"))
 
 register(OpSchema(
     "FullyConnected", "y = x W^T + b with W [out, in] (TFLite FULLY_CONNECTED).", (X, W, B),
@@ -260,7 +260,8 @@ register(OpSchema(
     onnx=OnnxSpec("Resize", {"mode": "nearest", "coordinate_transformation_mode": "half_pixel",
                              "nearest_mode": "round_prefer_floor", "cubic_coeff_a": -0.75,
                              "exclude_outside": 0, "extrapolation_value": 0.0, "antialias": 0,
-                             "axes": None, "keep_aspect_ratio_policy": "stretch"})))
+                             "axes": None, "keep_aspect_ratio_policy": "stretch"}),
+    int8="same_scale"))  # ONNX QDQ: values interpolated in one scale, as onnxruntime's quantizer
 register(OpSchema(
     "ResizeBilinear", "Bilinear resize of NHWC H and W to the constant `size` [h, w] (TFLite "
     "RESIZE_BILINEAR: align_corners, half_pixel_centers).", (X, Input("size", "param")),

@@ -122,3 +122,17 @@ def test_export_c_header_refuses_a_stateful_model_in_one_line(tmp_path, kind):
     line = r.output.strip().splitlines()[-1]
     assert line.startswith("qconvert: error: ") and "a model with 2 subgraphs" in line
     assert "ASSIGN_VARIABLE" in line and "CALL_ONCE" in line
+
+
+def test_pass_manager_refuses_a_pass_that_drops_a_side_effect(tmp_path, monkeypatch):
+    """Every pass is held to it, not only `eliminate`: a pass that drops ASSIGN_VARIABLE is
+    named, and nothing is written."""
+    import qconvert.passes.eliminate as eliminate
+
+    monkeypatch.setattr(eliminate, "is_pure", lambda node: True)
+    out = tmp_path / "out.tflite"
+    r = CliRunner().invoke(main, ["fuse", str(MODELS["int8"]), "-o", str(out)])
+    assert r.exit_code == 1 and not out.exists()
+    line = r.output.strip().splitlines()[-1]
+    assert "pass 'eliminate' removed node(s) with side effects" in line
+    assert "ASSIGN_VARIABLE" in line and "CALL_ONCE" in line

@@ -13,9 +13,9 @@ from qconvert.errors import QConvertError
 
 
 def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calibration_random,
-                     norm, method, percentile, fc_per_channel, no_fuse, batch_size, limit,
-                     input_layout, input_shapes) -> None:
-    """Run `qconvert export-c` (see its --help); raises QConvertError to refuse."""
+                     norm, options, input_layout, input_shapes) -> None:
+    """Run `qconvert export-c` (see its --help) with the `QuantizeOptions` a float model is
+    quantized with; raises QConvertError to refuse."""
     import hashlib
     from pathlib import Path
 
@@ -23,7 +23,6 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
     from qconvert.model_io import read_bytes
     from qconvert.output_files import OutputFiles
     from qconvert.quant.calibration_data import data_files, input_specs
-    from qconvert.quant.quantize import QuantizeOptions
 
     from .c_names import check_prefix, prefix_from_stem
     from .model_source import ModelOptions, render_model
@@ -55,10 +54,8 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
 
         def loader(model_ir):
             return _calibration_data(input_specs(model_ir), calibration, calibration_random, norm,
-                                     limit)
+                                     options.max_memory)
 
-    options = QuantizeOptions(method, percentile, fc_per_channel, "int8", "double",
-                              not no_fuse, batch_size, limit)
     m, note = int8_tflite_for_export(m, loader, options, label, input_layout or "nhwc",
                                      purpose="export C")
     files, summary = render_model(m, ModelOptions(c_name, kernels, fc_layout, Path(model).name,

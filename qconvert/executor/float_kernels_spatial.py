@@ -213,11 +213,18 @@ def resize_bilinear(node, inputs, out_dtypes):
 def transpose_conv_pads(padding: str, out_hw, kernel_hw, strides) -> list:
     """[top, left] crop of TFLite's TRANSPOSE_CONV: ComputePaddingHeightWidth on the output
     size (dilation 1), the floor half of the total (TFLite Micro ignores the odd offset)."""
-    pads = []
+    return transpose_conv_geometry(padding, out_hw, kernel_hw, strides)[0]
+
+
+def transpose_conv_geometry(padding: str, out_hw, kernel_hw, strides) -> tuple:
+    """([top, left] crop, [h, w] input size TFLite expects) of a TRANSPOSE_CONV with output
+    size `out_hw`: LiteRT refuses an input of any other size."""
+    pads, sizes = [], []
     for out, k, s in zip(out_hw, kernel_hw, strides):
         size = (out + s - 1) // s if padding == "SAME" else (out - k + s) // s
         pads.append(max((size - 1) * s + k - out, 0) // 2)
-    return pads
+        sizes.append(size)
+    return pads, sizes
 
 
 @kernel("TransposeConv")

@@ -245,7 +245,7 @@ def _checked_npy_header(f, size: int, where: str):
             shape, _fortran, dtype = fmt.read_array_header_2_0(f, max_header_size=100000)
         else:
             raise ValueError(f"unknown .npy version {version}")
-    except (ValueError, SyntaxError, TypeError, EOFError, OverflowError, MemoryError) as exc:
+    except Exception as exc:  # numpy parses the header with tokenize + literal_eval
         raise QConvertError(f"not a valid .npy file (malformed header: {exc})", where) from None
     if dtype.hasobject:
         raise QConvertError("holds Python objects (pickled data is not loaded), not a numeric "

@@ -95,7 +95,8 @@ def check_plan_memory(graph, batch: int, limit: int) -> None:
             raise QConvertError(
                 f"layer {label!r} ({node.op}, output {_shape_text(shape)}) needs about "
                 f"{format_size(need)} for a batch of {batch}, more than the memory limit of "
-                f"{format_size(limit)} (--max-memory; a smaller --batch-size may help)")
+                f"{format_size(limit)} (--max-memory"
+                + ("; a smaller --batch-size may help)" if batch > 1 else ")"))
 
 
 def check_input_memory(specs, samples: int, limit: int) -> None:

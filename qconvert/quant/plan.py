@@ -37,6 +37,8 @@ FIXED_OUTPUT = {"Softmax": (1.0 / 256.0, -128), "Sigmoid": (1.0 / 256.0, -128),
                 "Tanh": (1.0 / 128.0, 0)}
 FC_OPS = frozenset({"FullyConnected", "Gemm", "MatMul"})
 CLAMPS = frozenset({"Relu", "Relu6", "Clip"})
+# float constant inputs that are parameters, not values, and stay float (ONNX Resize roi, scales)
+FLOAT_PARAMS = {"Resize": (1, 2)}
 
 
 @dataclass
@@ -106,8 +108,14 @@ def check_quantizable(graph: Graph) -> None:
     TFLite resource-variable ops are quantizable: a variable takes the int8 parameters of the
     values read from it and assigned to it (`plan_activations`)."""
     check_float(graph)
-    counts = graph.op_counts(lambda node: not is_resource_op(node) and (
-        node.opaque or getattr(schemas.get(node.op), "int8", None) is None))
+    counts: dict = {}
+    for node in graph.nodes:
+        if is_resource_op(node):
+            continue
+        schema = None if node.opaque else schemas.get(node.op)
+        if schema is None or schema.int8 is None:
+            label = _user_label(node, schema)
+            counts[label] = counts.get(label, 0) + 1
     if counts:
         raise QConvertError(f"cannot quantize: ops with no int8 rule: {list_ops(counts)}")
     divisors = [n.name or n.outputs[0] for n in graph.nodes
@@ -121,6 +129,14 @@ def check_quantizable(graph: Graph) -> None:
 def variable_group(var_handle) -> str:
     """The union-find key of the resource variable a VAR_HANDLE names."""
     return "\0variable:" + variable_key(var_handle)
+
+
+def _user_label(node, schema) -> str:
+    """The op as the user's file names it: an ONNX-only op by its op_type (LayerNormalization,
+    not the IR's LayerNorm)."""
+    if schema is not None and schema.tflite is None and schema.onnx is not None:
+        return schema.onnx.op_type
+    return node.label
 
 
 def weight_channel_axis(node, fmt: str) -> int:
@@ -231,8 +247,12 @@ def plan_activations(graph: Graph, ranges: dict) -> dict:
     return params
 
 
-def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False) -> QuantPlan:
-    """The whole plan: activations, then each layer's weights and bias against its input scale."""
+def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
+         input_means: dict | None = None) -> QuantPlan:
+    """The whole plan: activations, then each layer's weights and bias against its input scale.
+
+    `input_means` ({layer output: mean of its input per channel}, `bias_correction`) turns on
+    bias correction for the layers it names."""
     check_quantizable(graph)
     acts = plan_activations(graph, ranges)
     layers = {}
@@ -243,10 +263,12 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False) -> 
         schema = schemas.get(node.op)
         x_slot, w_slot, b_slot = layer_slots(node)
         if schema.int8 == "per_channel_weights" and graph.constant(node.inputs[w_slot]) is not None:
-            layers[node.outputs[0]] = _plan_layer(graph, node, acts, fmt, fc_per_channel)
+            layers[node.outputs[0]] = _plan_layer(graph, node, acts, fmt, fc_per_channel,
+                                                  (input_means or {}).get(node.outputs[0]))
             skip = {node.inputs[i] for i in (w_slot, b_slot) if i < len(node.inputs)}
         else:
             skip = set()
+        skip |= {node.inputs[i] for i in FLOAT_PARAMS.get(node.op, ()) if i < len(node.inputs)}
         for name in node.present_inputs():
             t = graph.tensors[name]
             if name in skip or t.data is None or not t.dtype.startswith("float"):
@@ -269,7 +291,7 @@ def layer_slots(node) -> tuple:
     return (0, 1, 2) if None in slots else slots
 
 
-def _plan_layer(graph, node, acts, fmt, fc_per_channel) -> LayerPlan:
+def _plan_layer(graph, node, acts, fmt, fc_per_channel, input_mean=None) -> LayerPlan:
     x_slot, w_slot, b_slot = layer_slots(node)
     x = node.inputs[x_slot]
     if x not in acts:
@@ -284,9 +306,21 @@ def _plan_layer(graph, node, acts, fmt, fc_per_channel) -> LayerPlan:
         if b is not None:
             b = np.broadcast_to(b.reshape(-1) * float(node.attrs.get("beta", 1.0)),
                                 (w.shape[axis],))
+    if node.op == "ConvTranspose" and int(node.attrs.get("group", 1) or 1) > 1:
+        raise QConvertError(f"ConvTranspose {node.name!r}: group {node.attrs['group']} (its "
+                            "weights' channel axis is not the output channel; no int8 form)")
     per_channel = fc_per_channel or node.op not in FC_OPS
     try:
         w_q, s_w, b_q, widened = quantize_layer(w, b, s_in, axis, per_channel)
+        if input_mean is not None:
+            from .bias_correction import corrected_layer, weight_error_bias
+
+            shift_c = weight_error_bias(node, fmt, w, w_q, s_w, axis if per_channel else None,
+                                        input_mean)
+            if shift_c is not None and np.any(shift_c):
+                base = np.zeros(w.shape[axis]) if b is None else np.asarray(b, np.float64)
+                w_q, s_w, b_q, widened = corrected_layer(
+                    w, base.reshape(-1) + shift_c, w_q, s_w, widened, s_in, axis, per_channel)
     except ValueError as exc:
         raise QConvertError(f"{node.op} {node.name!r}: {exc}") from exc
     # TFLite Micro takes double(s_in) * double(s_w) for per-tensor FC too (measured against

@@ -163,6 +163,8 @@ def _layer_weights(graph: Graph, node: Node, layer, s_in) -> list:
     if layer.bias is not None:
         b_scale = np.float32(s_in) * layer.weight_scales.astype(np.float32)
         b_scale = np.broadcast_to(b_scale, layer.bias.shape).astype(np.float32)
+        if len(node.inputs) < 3 or node.inputs[2] is None:  # a bias bias correction made
+            node.inputs[2:] = [graph.fresh_name(f"{node.name or node.outputs[0]}_bias")]
         base = node.inputs[2]
         bq = _const(graph, f"{base}_quantized", layer.bias.astype(np.int32))
         dq_b, b_out = _dq(graph, bq, b_scale, np.zeros(layer.bias.size, np.int32), 0, base)

@@ -29,6 +29,8 @@ from .plan import (check_float, check_quantizable, clamped_inputs, dequantize_hy
 from .ranges import RangeCollector
 
 REPORT_SAMPLES = 64
+REPORT_MACS = 16e9  # the report's int8 run stays within this many multiply-accumulates...
+REPORT_MIN_SAMPLES = 4  # ...but covers at least this many samples
 LAYER_REFERENCE_BYTES = 64 << 20  # float activations kept from calibration for the ONNX report
 
 
@@ -36,7 +38,7 @@ LAYER_REFERENCE_BYTES = 64 << 20  # float activations kept from calibration for 
 class QuantizeOptions:
     """The choices of `qconvert quantize` (CLI options of the same names)."""
 
-    method: str = "minmax"
+    method: str = "mse"
     percentile: float = 99.99
     fc_per_channel: bool = False
     io_type: str = "int8"
@@ -44,6 +46,9 @@ class QuantizeOptions:
     fuse: bool = True
     batch_size: int = 16
     max_memory: int | None = None  # bytes one layer may need per batch (None: physical memory)
+    bias_correction: bool = True
+    equalize: bool = False
+    engine: str = "numpy"
 
 
 def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
@@ -63,22 +68,42 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
     check_float(graph)
     dequantize_hybrid_weights(graph)
     if model.format == "tflite":  # TFLite Micro allocates from static shapes
-        run_pipeline(model, STATIC_PIPELINE, PassContext(model.format))
+        run_pipeline(model, STATIC_PIPELINE,
+                     PassContext(model.format, {"max_memory": options.max_memory}))
     if options.fuse:
         run_pipeline(model, FUSE_PIPELINE, PassContext(model.format))
+    if options.equalize:
+        run_pipeline(model, ("equalize",), PassContext(model.format))
     check_quantizable(graph)
     from .invariants import check_int8_tflite, check_qdq_scales
     from .memory import check_plan_memory, default_limit
+    from .ort_engine import check_engine
 
+    check_engine(options.engine, model.format)
     samples = len(next(iter(calibration.values())))
     check_plan_memory(graph, max(1, min(options.batch_size, samples)),
                       options.max_memory or default_limit())
-    collector = RangeCollector(options.method, options.percentile)
+    collector = RangeCollector(options.method, options.percentile, _needed(graph))
+    observe = collector.observe
+    means = None
+    if options.bias_correction:
+        from .bias_correction import ChannelMeans
+
+        means = ChannelMeans(graph, model.format)
+
+        def observe(name, array):
+            collector.observe(name, array)
+            means.observe(name, array)
+
+    data = evaluation if evaluation is not None else calibration
+    n_report = report_samples(graph, len(next(iter(data.values()))))
     with np.errstate(all="ignore"):  # an overflow is reported by the range check, in one line
         reference, layer_reference = _calibrate(model, calibration, options.batch_size,
-                                                collector.observe, progress,
-                                                REPORT_SAMPLES if evaluation is None else 0)
-    qplan = plan(graph, collector.ranges(), model.format, options.fc_per_channel)
+                                                observe, progress,
+                                                n_report if evaluation is None else 0,
+                                                options.engine)
+    qplan = plan(graph, collector.ranges(), model.format, options.fc_per_channel,
+                 None if means is None else means.means())
     float_graph = _snapshot(graph)
     float_model = Model(model.format, [float_graph] + [_snapshot(g) for g in model.graphs[1:]],
                         model.meta) if stateful else None
@@ -96,9 +121,27 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
         names = apply_qdq(graph, qplan, model.meta.get("opset", 13))
         check_qdq_scales(graph)
     model.verify()
-    data = evaluation if evaluation is not None else calibration
     return build_report(float_graph, model, qplan, names, data, options, reference,
-                        layer_reference, float_model)
+                        layer_reference, float_model, n_report)
+
+
+def report_samples(graph, available: int) -> int:
+    """How many samples the report runs: REPORT_SAMPLES, fewer for a large network (the int8
+    run of the report stays within REPORT_MACS, at least REPORT_MIN_SAMPLES), never more than
+    `available`."""
+    from qconvert.layer_table import layer_macs
+
+    macs = sum(layer_macs(node, graph) for node in graph.nodes)
+    bound = max(REPORT_MIN_SAMPLES, int(REPORT_MACS // max(macs, 1)))
+    return max(1, min(available, REPORT_SAMPLES, bound))
+
+
+def _needed(graph) -> set:
+    """The float activations whose calibrated range the plan reads: all but those a clamping
+    activation gives its own range (`plan.clamped_inputs`)."""
+    names = {n for n, t in graph.tensors.items()
+             if t.data is None and t.dtype.startswith("float")}
+    return names - clamped_inputs(graph)
 
 
 def check_subgraphs(model: Model) -> bool:
@@ -186,11 +229,12 @@ def _joined(store: dict) -> dict:
 
 
 def _calibrate(model: Model, calibration: dict, batch_size: int, observe, progress,
-               keep_first: int) -> tuple:
+               keep_first: int, engine: str = "numpy") -> tuple:
     """Run the float model over every calibration sample for `observe`; return its outputs on
     the first `keep_first` samples and its float activations on the first few of them, as many
     as LAYER_REFERENCE_BYTES hold (at least one): the report's float reference, so the report
-    need not run the float model again. (None, {}) when `keep_first` is 0."""
+    need not run the float model again. (None, {}) when `keep_first` is 0. `engine`: the
+    float executor, or onnxruntime (`ort_engine`)."""
     from qconvert.executor.float_executor import run_float_batched
     from qconvert.executor.streaming import has_state
 
@@ -199,17 +243,25 @@ def _calibrate(model: Model, calibration: dict, batch_size: int, observe, progre
     total = len(next(iter(calibration.values())))
     head = min(total, keep_first)
     reference, layers = None, {}
+    watch = observe
     if head:
         kept = max(1, min(head, LAYER_REFERENCE_BYTES // max(1, _activation_bytes(model.graph))))
 
         keep = _first_samples(layers, kept, _unreported(model))
 
-        def observe_and_keep(name, array):
+        def watch(name, array):
             observe(name, array)
             keep(name, array)
 
+    if engine == "onnxruntime":  # one session, one pass: its outputs kept on the head only
+        from .ort_engine import run_ort_batched
+
+        outputs = run_ort_batched(model, calibration, batch_size, observe=watch,
+                                  progress=progress, collect=head)
+        return (outputs if head else None), _joined(layers)
+    if head:
         reference = run_float_batched(model, {k: v[:head] for k, v in calibration.items()},
-                                      batch_size, observe=observe_and_keep, progress=progress)
+                                      batch_size, observe=watch, progress=progress)
         layers = _joined(layers)
     if head < total:
         report = None if progress is None else (lambda done, _n: progress(head + done, total))
@@ -399,8 +451,8 @@ def _db(signal: float, noise: float) -> float:
 
 def build_report(float_graph, model: Model, qplan, names: dict, data: dict, options,
                  reference: dict | None = None, layer_reference: dict | None = None,
-                 float_model: Model | None = None) -> dict:
-    """The per-layer report over the first REPORT_SAMPLES samples of `data`.
+                 float_model: Model | None = None, samples: int = REPORT_SAMPLES) -> dict:
+    """The per-layer report over the first `samples` samples of `data` (`report_samples`).
 
     Per layer, "sqnr_db" is the SQNR of its int8 output against the float model's tensor, end
     to end (TFLite: the integer executor, bit-exact with TFLite Micro, sample by sample, see
@@ -409,7 +461,7 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
     "added_sqnr_db", the error the layer's own quantization adds. "output_sqnr_db" is end to
     end over all report samples; the float outputs are `reference` when calibration kept them.
     """
-    n = min(len(next(iter(data.values()))), REPORT_SAMPLES)
+    n = min(len(next(iter(data.values()))), samples)
     feeds = {k: v[:n] for k, v in data.items()}
     outputs = float_graph.outputs
     added: dict = {}
@@ -419,6 +471,10 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
             clamped_inputs(float_graph) if model.format == "onnx" else frozenset(), float_model)
     if model.format == "tflite":
         energy, got_out = _tflite_errors(model, feeds, options, layer_reference)
+    elif getattr(options, "engine", "numpy") == "onnxruntime":
+        from .ort_engine import qdq_errors
+
+        energy, added, got_out = qdq_errors(model, names, feeds, layer_reference)
     else:
         energy, added, got_out = _qdq_errors(model, names, feeds, options.batch_size,
                                              layer_reference)
@@ -456,7 +512,12 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
                          bias=None if layer.bias is None else layer.bias.tolist())
         layers.append(entry)
     report = {"layers": layers, "samples": n, "layer_samples": layer_samples,
-              "method": options.method, "rounding": options.rounding, "output_sqnr_db": out_db}
+              "method": options.method, "rounding": options.rounding,
+              "bias_correction": getattr(options, "bias_correction", False),
+              "equalize": getattr(options, "equalize", False), "output_sqnr_db": out_db}
+    if first in ref_out and first in got_out and ref_out[first].dtype.kind == "f":
+        # for the HTML report's scatter; not part of the JSON report
+        report["_output_pairs"] = (ref_out[first], got_out[first])
     if total:
         report["top1_agreement"] = agree / total
     return report

@@ -4,11 +4,16 @@
 - `minmax`: the smallest and largest value seen, over all batches (the TFLite converter's and
   onnxruntime's MinMax default);
 - `percentile`: the range that keeps `percentile` percent of the values on each tail
-  (`--percentile 99.99` clips the largest 0.01 % of |x|), from a fixed-size histogram of |x| per
-  tensor that is re-binned when a batch exceeds its range, so memory stays constant whatever
-  the number of samples; the lower bound is the negated upper bound unless the tensor is never
-  negative, where it is the observed minimum.
-Only float tensors are recorded; integer ones (shapes, indices) are skipped.
+  (`--percentile 99.99` clips the largest 0.01 % of |x|); the lower bound is the negated upper
+  bound unless the tensor is never negative, where it is the observed minimum;
+- `mse`: the range whose int8 grid gives the smallest squared quantization error over the
+  tensor's calibration histogram;
+- `entropy`: TensorRT's KL-divergence threshold on the histogram of |x|.
+The last three read a streamed histogram per tensor (`histogram.StreamingHistogram`: constant
+memory whatever the number of samples, exact when a later batch widens the range) and choose
+the range from it at the end (`range_search`). Only float tensors are recorded; integer ones
+(shapes, indices) are skipped, and so are tensors outside `needed` when it is given (a conv
+output whose range its ReLU replaces is never used: no work is spent on it).
 """
 
 from __future__ import annotations
@@ -16,8 +21,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import QConvertError
+from .histogram import StreamingHistogram, sample
+from .range_search import entropy_range, mse_range, percentile_range
 
-BINS = 2048
+METHODS = ("minmax", "percentile", "mse", "entropy")
+SHARED_EXTREMES = 1 << 22  # below this many values, handing spans to threads costs more
 
 
 def _extremes(array: np.ndarray) -> tuple:
@@ -26,7 +34,7 @@ def _extremes(array: np.ndarray) -> tuple:
     from qconvert.executor.parallel import on_workers, spans
 
     flat = array.reshape(-1)
-    parts = spans(flat.size)
+    parts = spans(flat.size) if flat.size >= SHARED_EXTREMES else [(0, flat.size)]
     if len(parts) == 1:
         return float(flat.min()), float(flat.max())
     found = np.empty((len(parts), 2), flat.dtype)
@@ -40,21 +48,26 @@ def _extremes(array: np.ndarray) -> tuple:
 
 
 class RangeCollector:
-    """Collects per-tensor ranges; `ranges()` returns {name: (lo, hi)} as Python floats."""
+    """Collects per-tensor ranges; `ranges()` returns {name: (lo, hi)} as Python floats.
 
-    def __init__(self, method: str = "minmax", percentile: float = 99.99):
-        if method not in ("minmax", "percentile"):
+    `needed`: the tensors whose ranges are used (None: every float tensor)."""
+
+    def __init__(self, method: str = "minmax", percentile: float = 99.99, needed=None):
+        if method not in METHODS:
             raise ValueError(f"unknown calibration method {method!r}")
         if not 0 < percentile <= 100:
             raise ValueError("percentile must be in (0, 100]")
         self.method = method
         self.percentile = percentile
+        self.needed = None if needed is None else frozenset(needed)
         self.lo: dict = {}
         self.hi: dict = {}
-        self.hist: dict = {}  # name -> (counts float64[BINS], top)
+        self.hist: dict = {}  # name -> StreamingHistogram
 
     def observe(self, name: str, array: np.ndarray) -> None:
         if array.dtype.kind != "f" or array.size == 0:
+            return
+        if self.needed is not None and name not in self.needed:
             return
         lo, hi = _extremes(array)
         if not (np.isfinite(lo) and np.isfinite(hi)):
@@ -62,35 +75,15 @@ class RangeCollector:
                                 "calibration (the model overflows float32 on this data)")
         self.lo[name] = min(lo, self.lo.get(name, lo))
         self.hi[name] = max(hi, self.hi.get(name, hi))
-        if self.method == "percentile":
-            self._histogram(name, np.abs(array), max(abs(lo), abs(hi)))
-
-    def _histogram(self, name: str, mag: np.ndarray, peak: float) -> None:
-        counts, top = self.hist.get(name, (np.zeros(BINS), 0.0))
-        if peak > top:
-            if top > 0 and counts.any():  # re-bin the old counts onto the wider range
-                centers = (np.arange(BINS) + 0.5) * (top / BINS)
-                counts, _ = np.histogram(centers, BINS, (0.0, peak), weights=counts)
-            else:
-                counts = np.zeros(BINS)
-            top = peak
-        if top > 0:
-            counts = counts + np.histogram(mag, BINS, (0.0, top))[0]
-        self.hist[name] = (counts, top)
+        if self.method != "minmax":
+            hist = self.hist.get(name)
+            if hist is None:
+                hist = self.hist[name] = StreamingHistogram()
+            hist.add(sample(array), max(abs(lo), abs(hi)))
 
     def ranges(self) -> dict:
         if self.method == "minmax":
             return {n: (self.lo[n], self.hi[n]) for n in self.lo}
-        out = {}
-        for name in self.lo:
-            counts, top = self.hist[name]
-            total = counts.sum()
-            if total == 0 or top == 0:
-                out[name] = (self.lo[name], self.hi[name])
-                continue
-            cdf = np.cumsum(counts) / total
-            idx = int(np.searchsorted(cdf, self.percentile / 100.0))
-            bound = min((idx + 1) * top / BINS, top)
-            lo = self.lo[name] if self.lo[name] >= 0 else max(-bound, self.lo[name])
-            out[name] = (lo, min(bound, self.hi[name]) if self.hi[name] > 0 else self.hi[name])
-        return out
+        choose = {"percentile": lambda h, lo, hi: percentile_range(h, lo, hi, self.percentile),
+                  "mse": mse_range, "entropy": entropy_range}[self.method]
+        return {n: choose(self.hist[n], self.lo[n], self.hi[n]) for n in self.lo}

@@ -1,0 +1,78 @@
+"""A streamed value histogram per tensor, the input of the percentile, MSE and entropy ranges.
+
+`StreamingHistogram` keeps `2 * BINS` equal bins symmetric about zero, bin k covering
+`[(k - BINS) w, (k - BINS + 1) w)` with `w = top / BINS`. Calibration batches arrive one after
+another and a later batch may exceed `top`: the histogram then doubles `top` as often as needed,
+and since `floor(x / 2w) = floor(floor(x / w) / 2)`, doubling merges neighbouring bins pairwise
+*exactly* (no re-binning approximation, whatever the number of batches). Memory is constant.
+
+Cost: a histogram reads at most `SAMPLE_CAP` values of each batch of a tensor, an evenly
+strided subset (an odd stride, so it does not lock onto power-of-two rows or channels) when the
+batch is larger: statistics of ~2.6e5 values per batch are as good as those of all of them,
+and a ResNet-50 activation of 16 samples holds 1.3e7. The extremes (minmax) are always taken from
+every value, by the caller.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+BINS = 2048          # per side
+SAMPLE_CAP = 1 << 18  # values per batch of a tensor that enter its histogram
+
+
+def sample(array: np.ndarray) -> np.ndarray:
+    """At most SAMPLE_CAP values of `array`: all of them, or an evenly strided subset."""
+    flat = array.reshape(-1)
+    if flat.size <= SAMPLE_CAP:
+        return flat
+    step = flat.size // SAMPLE_CAP + 1
+    step += 1 - step % 2  # odd
+    return flat[::step]
+
+
+class StreamingHistogram:
+    """Counts of values in 2 * BINS bins over [-top, top) (module docstring)."""
+
+    def __init__(self):
+        self.counts = np.zeros(2 * BINS, np.float64)
+        self.top = 0.0
+        self.zeros = 0.0  # values seen while top was still 0 (all of them exactly 0)
+
+    @property
+    def width(self) -> float:
+        """The bin width w = top / BINS."""
+        return self.top / BINS
+
+    def add(self, values: np.ndarray, peak: float) -> None:
+        """Count `values` (a flat float array) whose largest magnitude is `peak`."""
+        if peak > self.top:
+            if self.top == 0:
+                self.top = float(peak)
+                self.counts[BINS] += self.zeros
+            else:
+                while self.top < peak:
+                    self._double()
+        if self.top == 0:
+            self.zeros += values.size
+            return
+        scaled = values * np.float32(BINS / self.top) if values.dtype == np.float32 \
+            else values.astype(np.float64) * (BINS / self.top)
+        idx = np.floor(scaled, out=scaled)
+        np.clip(idx, -BINS, BINS - 1, out=idx)
+        self.counts += np.bincount((idx + BINS).astype(np.intp), minlength=2 * BINS)
+
+    def _double(self) -> None:
+        merged = self.counts.reshape(BINS, 2).sum(axis=1)
+        self.counts = np.zeros(2 * BINS, np.float64)
+        self.counts[BINS // 2:BINS // 2 + BINS] = merged
+        self.top *= 2.0
+
+    def centers(self) -> np.ndarray:
+        """The center of every bin."""
+        return (np.arange(-BINS, BINS, dtype=np.float64) + 0.5) * self.width
+
+    def magnitudes(self) -> np.ndarray:
+        """Counts of |x| in BINS bins over [0, top): the two halves folded (the negative bin
+        [-(j+1) w, -j w) goes to |x| bin j)."""
+        return self.counts[BINS:] + self.counts[:BINS][::-1]

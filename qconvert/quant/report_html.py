@@ -1,0 +1,140 @@
+"""`qconvert quantize --report-html FILE`: the quantization report as one self-contained HTML
+page, readable in any browser without Python, network or JavaScript.
+
+It holds a summary (model, method, options, output SQNR, top-1 agreement, samples), a bar chart
+of every layer's SQNR (end to end; for ONNX also the SQNR of the error the layer's own
+quantization adds, the bar that points at the layer to blame), and a scatter plot of the float
+model's output values against the int8 model's on the report's samples, with the diagonal
+y = x. Charts are inline SVG; every name is escaped. The page is XHTML-clean (every element
+closed, attributes quoted) so it also parses as XML.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+
+SCATTER_POINTS = 2000
+_BAR_W, _ROW_H, _LABEL_W = 420, 16, 300
+_STYLE = """
+body { font-family: sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; } td, th { padding: 2px 10px; text-align: left; }
+.good { fill: #3a8f3a; } .fair { fill: #e0a020; } .poor { fill: #c83232; }
+.added { fill: #5078c8; } text { font-size: 11px; font-family: monospace; }
+.axis { stroke: #444; stroke-width: 1; } .diag { stroke: #999; stroke-dasharray: 4 3; }
+.point { fill: #3264c8; fill-opacity: 0.35; }
+"""
+
+
+def _e(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _grade(db: float) -> str:
+    return "good" if db >= 30 else ("fair" if db >= 20 else "poor")
+
+
+def _finite(values) -> list:
+    return [v for v in values if v is not None and math.isfinite(v)]
+
+
+def sqnr_bars(layers: list) -> str:
+    """An SVG with one row per layer: its SQNR bar (and its added-error bar when present)."""
+    has_added = any(row.get("added_sqnr_db") is not None for row in layers)
+    values = _finite([row.get("sqnr_db") for row in layers]
+                     + [row.get("added_sqnr_db") for row in layers])
+    top = max(values + [1.0])
+    row_h = _ROW_H * (2 if has_added else 1) + 4
+    height = row_h * len(layers) + 30
+    width = _LABEL_W + _BAR_W + 80
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'role="img" aria-label="per-layer SQNR">']
+    for i, row in enumerate(layers):
+        y = 20 + i * row_h
+        label = f"{row['layer']} ({row['op']})"
+        parts.append(f'<text x="{_LABEL_W - 6}" y="{y + 12}" text-anchor="end">'
+                     f'{_e(label[-48:])}</text>')
+        bars = [("sqnr_db", None)] + ([("added_sqnr_db", "added")] if has_added else [])
+        for k, (key, cls) in enumerate(bars):
+            db = row.get(key)
+            yy = y + k * _ROW_H
+            if db is None:
+                parts.append(f'<text x="{_LABEL_W + 4}" y="{yy + 12}">-</text>')
+                continue
+            exact = not math.isfinite(db)
+            length = _BAR_W if exact else max(1.0, _BAR_W * max(db, 0.0) / top)
+            klass = cls or _grade(math.inf if exact else db)
+            shown = "exact" if exact else f"{db:.1f} dB"
+            parts.append(f'<rect class="bar {klass}" data-layer="{_e(row["layer"])}" '
+                         f'data-kind="{key}" x="{_LABEL_W}" y="{yy + 2}" '
+                         f'width="{length:.1f}" height="{_ROW_H - 3}"><title>{_e(label)}: '
+                         f'{shown}</title></rect>')
+            parts.append(f'<text x="{_LABEL_W + length + 4:.1f}" y="{yy + 12}">{shown}</text>')
+    parts.append(f'<text x="{_LABEL_W}" y="12">SQNR (dB), 0 .. {top:.1f}'
+                 + (' - green/orange/red: end to end; blue: added by the layer itself'
+                    if has_added else '') + '</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def scatter(reference: np.ndarray, quantized: np.ndarray, size: int = 420) -> str:
+    """An SVG scatter of float (x) against int8 (y) output values, with the diagonal."""
+    x = np.asarray(reference, np.float64).reshape(-1)
+    y = np.asarray(quantized, np.float64).reshape(-1)
+    if x.size > SCATTER_POINTS:
+        pick = np.linspace(0, x.size - 1, SCATTER_POINTS).astype(np.int64)
+        x, y = x[pick], y[pick]
+    lo = float(min(x.min(initial=0.0), y.min(initial=0.0)))
+    hi = float(max(x.max(initial=1.0), y.max(initial=1.0)))
+    span = hi - lo if hi > lo else 1.0
+    pad = 40
+
+    def px(v):
+        return pad + (v - lo) / span * (size - 2 * pad)
+
+    def py(v):
+        return size - pad - (v - lo) / span * (size - 2 * pad)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" '
+             f'role="img" aria-label="float vs int8 outputs">',
+             f'<line class="axis" x1="{pad}" y1="{size - pad}" x2="{size - pad}" '
+             f'y2="{size - pad}"/>',
+             f'<line class="axis" x1="{pad}" y1="{pad}" x2="{pad}" y2="{size - pad}"/>',
+             f'<line class="diag" x1="{px(lo):.1f}" y1="{py(lo):.1f}" x2="{px(hi):.1f}" '
+             f'y2="{py(hi):.1f}"/>']
+    parts += [f'<circle class="point" cx="{px(a):.1f}" cy="{py(b):.1f}" r="2"/>'
+              for a, b in zip(x.tolist(), y.tolist())]
+    parts += [f'<text x="{size / 2}" y="{size - 8}" text-anchor="middle">float output</text>',
+              f'<text x="12" y="{size / 2}" transform="rotate(-90 12 {size / 2})" '
+              f'text-anchor="middle">int8 output (dequantized)</text>',
+              f'<text x="{pad}" y="{size - pad + 14}">{lo:.3g}</text>',
+              f'<text x="{size - pad}" y="{size - pad + 14}" text-anchor="end">{hi:.3g}</text>',
+              "</svg>"]
+    return "\n".join(parts)
+
+
+def render_html(result: dict, model_name: str, pairs=None) -> str:
+    """The page (module docstring). `pairs`: (float outputs, int8 outputs) for the scatter."""
+    rows = [("model", model_name), ("method", result.get("method")),
+            ("samples", result.get("samples")), ("layer samples", result.get("layer_samples"))]
+    for key in ("bias_correction", "equalize", "rounding"):
+        if key in result:
+            rows.append((key.replace("_", " "), result[key]))
+    for name, db in result.get("output_sqnr_db", {}).items():
+        rows.append((f"output {name} SQNR", "-" if db is None else f"{db:.2f} dB"))
+    if "top1_agreement" in result:
+        rows.append(("top-1 agreement with float", f"{100 * result['top1_agreement']:.1f} %"))
+    table = "\n".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    body = [f"<h1>qconvert quantization report: {_e(model_name)}</h1>",
+            f"<table>{table}</table>",
+            "<h2>Per-layer SQNR</h2>", sqnr_bars(result.get("layers", []))]
+    if pairs is not None:
+        body += ["<h2>Float vs int8 output</h2>",
+                 f"<p>{min(np.asarray(pairs[0]).size, SCATTER_POINTS)} output values of the "
+                 "report's samples; the dashed line is y = x.</p>", scatter(*pairs)]
+    return ("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n"
+            "<head><meta charset=\"utf-8\"/><title>qconvert report: " + _e(model_name)
+            + "</title><style>" + _STYLE + "</style></head>\n<body>\n" + "\n".join(body)
+            + "\n</body>\n</html>\n")
