@@ -37,9 +37,9 @@ def int8_tflite_for_export(model: Model, calibration: Callable | None = None,
     outputs). A float ONNX model is converted to TFLite with `input_layout` first, before its
     data is read, so a refusal names every op the conversion cannot take (unknown ones with
     the rest). Refuses int8 ONNX, a float model with ops unknown to qconvert (all named at
-    once) or without calibration, and calibration for a model that is already int8 (whose unknown ops
-    `header.render_header` names with the others it cannot express). A TFLite model is
-    quantized in place; an ONNX one is left as it was. `purpose` words the refusals
+    once) or without calibration, and calibration for a model that is already int8 (whose
+    unknown ops `header.render_header` names with the others it cannot express). A TFLite
+    model is quantized in place; an ONNX one is left as it was. `purpose` words the refusals
     ("export a C header", "export C").
     """
     require_one_graph(model, purpose)
