@@ -401,6 +401,7 @@ def _sink_squeezes(graph: Graph, squeezes: set) -> None:
                     _move_past(graph, s, u, operands)
                     if other is not None and id(other) in squeezes:
                         graph.nodes.remove(other)
+                        graph.invalidate_uses()
                         squeezes.discard(id(other))
                     changed = True
                     break
@@ -459,6 +460,7 @@ def _move_past(graph: Graph, s, node, inputs) -> None:
     graph.nodes.remove(s)
     s.inputs[0], s.outputs[0] = z4, z3
     graph.nodes.insert(graph.nodes.index(node) + 1, s)
+    graph.invalidate_uses()  # rewired in place
 
 
 def _single_output(node) -> bool:

@@ -56,12 +56,11 @@ class StreamingHistogram:
         if self.top == 0:
             self.zeros += values.size
             return
-        # float32 while BINS / top is finite in float32 (a subnormal peak overflows it)
         factor = BINS / self.top
-        if values.dtype == np.float32 and factor < float(np.finfo(np.float32).max):
-            scaled = values * np.float32(factor)
-        else:
-            scaled = values.astype(np.float64) * factor
+        # float32 arithmetic unless the factor leaves float32's range (a tensor of ~1e-37
+        # values, as near-zero weight channels make): then 0 * inf would give NaN bins
+        scaled = values * np.float32(factor) if values.dtype == np.float32 \
+            and factor < float(np.finfo(np.float32).max) else values.astype(np.float64) * factor
         idx = np.floor(scaled, out=scaled)
         np.clip(idx, -BINS, BINS - 1, out=idx)
         self.counts += np.bincount((idx + BINS).astype(np.intp), minlength=2 * BINS)

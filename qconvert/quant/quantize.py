@@ -15,7 +15,6 @@ of the QDQ model: the float model is not run again.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -325,8 +324,7 @@ def _plan_in_range(graph, ranges: dict, fmt: str, fc_per_channel: bool, means=No
 def _snapshot(graph):
     """A copy of `graph` that later rewrites of it leave alone, sharing its constant arrays
     (constants are immutable; copying them would double the weights in memory)."""
-    memo = {id(t.data): t.data for t in graph.tensors.values() if t.data is not None}
-    return copy.deepcopy(graph, memo)
+    return graph.copy()
 
 
 def _opset(model: Model):
