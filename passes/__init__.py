@@ -2,7 +2,14 @@
 
 A pass is a registered function `(graph, context) -> int` (the number of rewrites it made) whose
 docstring states its pattern, conditions and math. `run_passes` runs an ordered list of them and
-verifies the graph after each one, naming the pass that broke an invariant.
+verifies the graph after each one that rewrote something, naming the pass that broke an
+invariant (a pass reporting no rewrite has left the graph as the last verification saw it; at
+200,000 nodes a verification costs about what a pass does, and a fixed-point round ends with
+every pass of the group reporting none).
+
+Passes find producers and readers through the graph's use index (`Graph.producer`,
+`Graph.readers`, `Graph.sole_reader`) and edit through the graph's methods, which keep it
+current: every pass is linear in the graph's size.
 """
 
 from __future__ import annotations
@@ -61,12 +68,25 @@ def all_passes() -> list:
 
 def side_effect_nodes(graph) -> list:
     """The nodes of `graph` that have side effects (`qconvert.schemas.effects`): no pass may
-    remove them, whatever reads their outputs."""
+    remove them, whatever reads their outputs. A known op's purity is its schema's, looked up
+    once per op."""
     from qconvert import schemas
     from qconvert.schemas.effects import is_pure
 
-    return [n for n in graph.nodes
-            if (n.opaque or not getattr(schemas.get(n.op), "pure", True)) and not is_pure(n)]
+    impure_ops: dict = {}  # known op -> True when it has side effects
+    found = []
+    for n in graph.nodes:
+        if n.opaque:
+            if not is_pure(n):
+                found.append(n)
+            continue
+        impure = impure_ops.get(n.op)
+        if impure is None:
+            impure = impure_ops[n.op] = (not getattr(schemas.get(n.op), "pure", True)
+                                         and not is_pure(n))
+        if impure:
+            found.append(n)
+    return found
 
 
 def check_side_effects_kept(graph, before: list, name: str) -> None:
@@ -78,22 +98,30 @@ def check_side_effects_kept(graph, before: list, name: str) -> None:
                          + ", ".join(f"{n.label} {n.name!r}" for n in lost))
 
 
-def run_passes(model: Model, names: list, context: PassContext) -> dict:
+def run_passes(model: Model, names: list, context: PassContext, keep_uses: bool = False) -> dict:
     """Run the named passes in order over every graph; return {name: rewrites}. After each
-    pass the graph is verified, and every node with side effects it had must still be there."""
+    pass that rewrote something the graph is verified, and every node with side effects it had
+    must still be there. The graphs' use indexes are dropped at the end (code outside the passes
+    edits nodes in place) unless `keep_uses` (the pipeline, between its passes)."""
     counts = {}
     for name in names:
         p = get_pass(name)
         total = 0
         for graph in model.graphs:
             effects = side_effect_nodes(graph)
-            total += p.run(graph, context)
+            count = p.run(graph, context)
+            total += count
+            if not count:  # nothing rewritten, nothing removed: the graph is as it was
+                continue
             try:
                 graph.verify()
                 check_side_effects_kept(graph, effects, name)
             except GraphError as exc:
                 raise GraphError(f"pass {name!r} broke the graph: {exc}") from exc
         counts[name] = total
+    if not keep_uses:
+        for graph in model.graphs:
+            graph.invalidate_uses()
     return counts
 
 

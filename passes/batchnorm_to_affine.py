@@ -17,17 +17,16 @@ from qconvert.ir import Graph, Node, Tensor
 
 from . import register_pass
 from .fuse_linear import AFFINE_RULES
-from .graph_edit import implicit_uses
 from .linear_layer import linear_view, new_constant
 
 _BN_RULE = AFFINE_RULES["fuse-conv-batchnorm"]["BatchNorm"]
 
 
-def _absorbable(graph: Graph, node: Node, producers: dict, consumers: dict, hidden: set) -> bool:
+def _absorbable(graph: Graph, node: Node) -> bool:
     """True when fuse-conv-batchnorm would fold `node` into its producer."""
     x = node.inputs[0]
-    layer = producers.get(x)
-    if layer is None or len(consumers.get(x, ())) != 1 or x in hidden:
+    layer = graph.producer(x)
+    if layer is None or graph.sole_reader(x) is not node:
         return False
     view = linear_view(graph, layer)
     return view is not None and _BN_RULE(graph, node, 0, view) is not None
@@ -36,15 +35,12 @@ def _absorbable(graph: Graph, node: Node, producers: dict, consumers: dict, hidd
 @register_pass("batchnorm-to-affine")
 def batchnorm_to_affine(graph: Graph, context) -> int:
     """Rewrite a BatchNormalization that follows no foldable layer as Mul + Add."""
-    producers = graph.producers()
-    consumers = graph.consumers()
-    hidden = implicit_uses(graph) | set(graph.outputs)
     count = 0
     new_nodes = []
     for node in graph.nodes:
         if (node.op != "BatchNorm" or node.opaque or node.attrs.get("training_mode", 0)
                 or any(o is not None for o in node.outputs[1:])
-                or _absorbable(graph, node, producers, consumers, hidden)):
+                or _absorbable(graph, node)):
             new_nodes.append(node)
             continue
         x = graph.tensors[node.inputs[0]]
@@ -74,5 +70,6 @@ def batchnorm_to_affine(graph: Graph, context) -> int:
         new_nodes.append(Node("Mul", [node.inputs[0], s_name], [mid], {}, f"{base}/mul"))
         new_nodes.append(Node("Add", [mid, t_name], [node.outputs[0]], {}, f"{base}/add"))
         count += 1
-    graph.nodes = new_nodes
+    if count:
+        graph.nodes = new_nodes  # a new node list: the use index is rebuilt when next asked
     return count

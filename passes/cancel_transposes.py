@@ -37,7 +37,7 @@ def _set_perm(graph: Graph, node, perm: list, fmt: str) -> None:
     data.flags.writeable = False
     name = graph.fresh_name(f"{node.name}_perm")
     graph.add_tensor(Tensor(name, data.shape, "int32", data))
-    node.inputs = [node.inputs[0], name]
+    graph.set_inputs(node, [node.inputs[0], name])
 
 
 def _as_reshape(graph: Graph, node, fmt: str) -> None:
@@ -47,7 +47,8 @@ def _as_reshape(graph: Graph, node, fmt: str) -> None:
     data.flags.writeable = False
     name = graph.fresh_name(f"{node.name}_shape")
     graph.add_tensor(Tensor(name, data.shape, str(data.dtype), data))
-    node.op, node.inputs = "Reshape", [node.inputs[0], name]
+    node.op = "Reshape"
+    graph.set_inputs(node, [node.inputs[0], name])
     node.attrs = {"allowzero": 0} if fmt == "onnx" else {"new_shape": dims}
 
 
@@ -55,17 +56,16 @@ def _as_reshape(graph: Graph, node, fmt: str) -> None:
 def cancel_transposes(graph: Graph, context) -> int:
     """Compose transposes that meet; a transpose moving only size-1 axes becomes a reshape."""
     fmt = context.target_format
-    producers = graph.producers()
     count = 0
     for node in graph.nodes:
         perm = _perm(graph, node)
         if perm is None:
             continue
-        inner = producers.get(node.inputs[0])
+        inner = graph.producer(node.inputs[0])
         inner_perm = _perm(graph, inner) if inner is not None else None
         if inner_perm is not None and len(inner_perm) == len(perm):
             perm = [inner_perm[p] for p in perm]
-            node.inputs[0] = inner.inputs[0]
+            graph.set_inputs(node, [inner.inputs[0]] + node.inputs[1:])
             _set_perm(graph, node, perm, fmt)
             count += 1
         x = graph.tensors[node.inputs[0]]

@@ -23,11 +23,14 @@ from qconvert.ir import Graph
 from qconvert.schemas.effects import is_pure
 
 from . import register_pass
-from .graph_edit import implicit_uses, replace_uses, used_names
+from .graph_edit import implicit_uses, used_names
+
+
+_PASSTHROUGH_OPS = frozenset({"Identity", "Dropout", "Reshape", "Transpose"})
 
 
 def _is_passthrough(node, graph: Graph) -> bool:
-    if node.opaque:
+    if node.opaque or node.op not in _PASSTHROUGH_OPS:
         return False
     if node.op == "Identity":
         return True
@@ -49,24 +52,25 @@ def _is_passthrough(node, graph: Graph) -> bool:
 
 
 def _read(graph: Graph, name: str) -> bool:
-    return name in used_names(graph)
+    return graph.reader_count(name) > 0 or name in graph.outputs
 
 
 def _bypass(node, graph: Graph) -> bool:
-    """Remove pass-through `node`; False when the graph's names forbid it."""
+    """Remove pass-through `node` from the use index (the caller drops it from the node list);
+    False when the graph's names forbid it."""
     src, dst = node.inputs[0], node.outputs[0]
-    if dst not in graph.outputs:
-        replace_uses(graph, dst, src)
-        graph.nodes.remove(node)
-        return True
-    producers = graph.producers()
-    readers = [n for n in graph.nodes if src in n.present_inputs()]
-    if (src in graph.outputs or src in graph.inputs or src not in producers
-            or len(readers) != 1 or src in implicit_uses(graph)):
+    if graph.observed(dst):  # a subgraph body or a signature def needs it by name
         return False
-    producer = producers[src]
-    producer.outputs = [dst if o == src else o for o in producer.outputs]
-    graph.nodes.remove(node)
+    if dst not in graph.outputs:
+        graph.replace_uses(dst, src)
+        graph.detach(node)
+        return True
+    producer = graph.producer(src)
+    if (src in graph.outputs or src in graph.inputs or producer is None
+            or len(graph.readers(src)) != 1 or graph.observed(src)):
+        return False
+    graph.set_outputs(producer, [dst if o == src else o for o in producer.outputs])
+    graph.detach(node)
     return True
 
 
@@ -74,20 +78,23 @@ def _bypass(node, graph: Graph) -> bool:
 def eliminate(graph: Graph, context) -> int:
     """Remove Identity, inference Dropout, no-op Reshape/Transpose, dead nodes, unused tensors."""
     count = 0
-    for node in list(graph.nodes):
+    bypassed = []
+    for node in graph.nodes:
         if _is_passthrough(node, graph) and _bypass(node, graph):
+            bypassed.append(node)
             count += 1
+    graph.remove_nodes(bypassed)
     live = set(graph.outputs) | implicit_uses(graph)
-    kept = []
+    dead = []
     for node in reversed(graph.nodes):  # reverse topological order: readers before producers
         if not is_pure(node) or any(o in live for o in node.outputs if o is not None):
             live.update(node.present_inputs())
-            kept.append(node)
         else:
+            dead.append(node)
             count += 1
-    graph.nodes = kept[::-1]
+    graph.remove_nodes(dead)
     used = used_names(graph) | set(graph.inputs)
-    produced = {o for n in graph.nodes for o in n.outputs if o is not None}
+    produced = graph.uses.producer
     for name in [n for n in graph.tensors if n not in used and n not in produced]:
         del graph.tensors[name]
     return count

@@ -138,6 +138,9 @@ def _fold(node, graph: Graph, graph_outputs: set) -> list | None:
         return None
     if not node.present_inputs() or not node.outputs or any(o is None for o in node.outputs):
         return None
+    tensors = graph.tensors
+    if node.op != "Shape" and any(tensors[n].data is None for n in node.inputs if n is not None):
+        return None  # an input computed at run time (what `_inputs` finds, found sooner)
     outs = [graph.tensors[o] for o in node.outputs]
     if any(o.name in graph_outputs or o.quant is not None or o.dtype in RAW_DTYPES for o in outs):
         return None
@@ -165,8 +168,8 @@ def _fold(node, graph: Graph, graph_outputs: set) -> list | None:
 def fold_constants(graph: Graph, context) -> int:
     """Evaluate nodes whose inputs are constants (or Shape of a static tensor) into constants."""
     graph_outputs = set(graph.outputs)
-    count = 0
-    for node in list(graph.nodes):  # topological: a folded output is a constant for its readers
+    folded = []
+    for node in graph.nodes:  # topological: a folded output is a constant for its readers
         constants = _fold(node, graph, graph_outputs)
         if constants is None:
             continue
@@ -179,6 +182,6 @@ def fold_constants(graph: Graph, context) -> int:
             t.extra.pop("has_rank", None)
             if "shape_signature" in t.extra:
                 t.extra["shape_signature"] = list(t.shape)
-        graph.nodes.remove(node)
-        count += 1
-    return count
+        folded.append(node)
+    graph.remove_nodes(folded)  # one walk over the list, however many folded
+    return len(folded)

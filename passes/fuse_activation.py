@@ -20,7 +20,6 @@ import numpy as np
 from qconvert.ir import Graph
 
 from . import register_pass
-from .graph_edit import implicit_uses
 
 FUSABLE_LAYERS = frozenset({"Conv2D", "DepthwiseConv2D", "FullyConnected", "Add", "Sub", "Mul"})
 ACTIVATIONS = {"Relu": "RELU", "Relu6": "RELU6"}
@@ -65,25 +64,22 @@ def fuse_activation(graph: Graph, context) -> int:
     """Make Relu / Relu6 / Clip the fused activation of the conv or FC before it (TFLite only)."""
     if context.target_format != "tflite":
         return 0
-    producers = graph.producers()
-    consumers = graph.consumers()
-    hidden = implicit_uses(graph) | set(graph.outputs)
-    removed = set()
+    removed = []
     for node in graph.nodes:
         act = activation_of(graph, node)
         if act is None:
             continue
         x = node.inputs[0]
-        layer = producers.get(x)
+        layer = graph.producer(x)
         if (layer is None or layer.opaque or layer.op not in FUSABLE_LAYERS
                 or layer.attrs.get("activation", "NONE") != "NONE"
-                or len(consumers.get(x, ())) != 1 or x in hidden
+                or graph.sole_reader(x) is not node
                 or not _same_quant(graph.tensors[x].quant, graph.tensors[node.outputs[0]].quant)):
             continue
         layer.attrs["activation"] = act
-        layer.outputs[0] = node.outputs[0]
-        producers[node.outputs[0]] = layer
+        graph.detach(node)
+        graph.set_outputs(layer, [node.outputs[0]] + layer.outputs[1:])
         del graph.tensors[x]
-        removed.add(id(node))
-    graph.nodes = [n for n in graph.nodes if id(n) not in removed]
+        removed.append(node)
+    graph.remove_nodes(removed)
     return len(removed)

@@ -30,7 +30,6 @@ import numpy as np
 from qconvert.ir import Graph, Node
 
 from . import register_pass
-from .graph_edit import implicit_uses
 from .linear_layer import LinearView, channel_vector, fold_affine, linear_view, same_output_shape
 
 
@@ -113,28 +112,17 @@ def fuse_into_layers(graph: Graph, rules: dict) -> int:
     """One sweep in topological order folding every op matched by `rules` into its layer.
 
     A layer that absorbed an op now writes that op's output, so a chain (conv -> mul -> add)
-    collapses within one sweep.
+    collapses within one sweep. Producers and readers come from the graph's use index.
     """
-    producers = graph.producers()
-    readers: dict = {}
-    for n in graph.nodes:
-        for name in dict.fromkeys(n.present_inputs()):
-            readers[name] = readers.get(name, 0) + 1
-    hidden = implicit_uses(graph)
-    for name in hidden:
-        readers[name] = readers.get(name, 0) + 1
-    outputs = set(graph.outputs)
-    removed = set()
+    removed = []
     count = 0
     for node in graph.nodes:
         rule = rules.get(node.op)
         if rule is None or node.opaque or len(node.outputs) < 1:
             continue
         for data_index, name in enumerate(node.inputs[:2]):
-            layer = producers.get(name)
-            if layer is None or id(layer) in removed:
-                continue
-            if readers.get(name, 0) != 1 or name in outputs or name in hidden:
+            layer = graph.producer(name)
+            if layer is None or graph.sole_reader(name) is not node:
                 continue
             view = linear_view(graph, layer)
             if view is None or not same_output_shape(graph, name, node.outputs[0]):
@@ -144,38 +132,36 @@ def fuse_into_layers(graph: Graph, rules: dict) -> int:
             found = rule(graph, node, data_index, view)
             if found is None:
                 continue
-            _absorb(graph, view, node, found, readers)
-            producers[node.outputs[0]] = layer
-            removed.add(id(node))
+            _absorb(graph, view, node, found)
+            removed.append(node)
             count += 1
             break
     if removed:
-        graph.nodes = [n for n in graph.nodes if id(n) not in removed]
-        _drop_unread(graph, readers)
+        graph.remove_nodes(removed)
+        _drop_unread(graph, [name for n in removed for name in n.present_inputs()])
     return count
 
 
-def _absorb(graph: Graph, view: LinearView, node: Node, found, readers: dict) -> None:
+def _absorb(graph: Graph, view: LinearView, node: Node, found) -> None:
     scale, shift = found
-    fold_affine(graph, view, scale, shift, readers)
+    fold_affine(graph, view, scale, shift)
     layer = view.node
     old = layer.outputs[0]
-    layer.outputs[0] = node.outputs[0]
+    graph.detach(node)
+    graph.set_outputs(layer, [node.outputs[0]] + layer.outputs[1:])
     act = node.attrs.get("activation", "NONE")
     if act != "NONE":
         layer.attrs["activation"] = act
     del graph.tensors[old]
-    for name in node.present_inputs():
-        readers[name] -= 1
 
 
-def _drop_unread(graph: Graph, readers: dict) -> None:
-    """Delete constants (the folded operands) that nothing reads any more."""
-    for name, n in list(readers.items()):
+def _drop_unread(graph: Graph, names: list) -> None:
+    """Delete constants among `names` (the folded operands) that nothing reads any more."""
+    for name in dict.fromkeys(names):
         t = graph.tensors.get(name)
-        if n == 0 and t is not None and t.data is not None and name not in graph.outputs:
+        if (t is not None and t.data is not None and graph.reader_count(name) == 0
+                and name not in graph.outputs):
             del graph.tensors[name]
-            del readers[name]
 
 
 def _make_pass(name: str):

@@ -33,8 +33,6 @@ and outputs' permutations and the TRANSPOSE nodes left (`transposes`).
 
 from __future__ import annotations
 
-import copy
-from dataclasses import replace
 
 import numpy as np
 
@@ -165,11 +163,7 @@ def _input_problems(graph: Graph) -> list:
 
 def _clone(graph: Graph) -> Graph:
     """A copy to rewrite: new tensor and node objects, constant arrays shared (immutable)."""
-    g = Graph(name=graph.name, inputs=list(graph.inputs), outputs=list(graph.outputs))
-    g.tensors = {k: replace(t, extra=dict(t.extra)) for k, t in graph.tensors.items()}
-    g.nodes = [replace(n, inputs=list(n.inputs), outputs=list(n.outputs),
-                       attrs=copy.deepcopy(n.attrs), origin=dict(n.origin)) for n in graph.nodes]
-    return g
+    return graph.copy()
 
 
 def _check(problems: list) -> None:

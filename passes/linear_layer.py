@@ -195,11 +195,11 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def set_constant(graph: Graph, name: str, data: np.ndarray, readers: int) -> str:
+def set_constant(graph: Graph, name: str, data: np.ndarray) -> str:
     """Give constant `name` new data; a copy with a fresh name when others read it too."""
     t = graph.tensors[name]
     data = _frozen(np.ascontiguousarray(data))
-    if readers <= 1 and name not in graph.outputs and name not in graph.inputs:
+    if graph.reader_count(name) <= 1 and name not in graph.outputs and name not in graph.inputs:
         t.data, t.shape = data, tuple(data.shape)
         return name
     new = graph.fresh_name(f"{name}_fused")
@@ -209,39 +209,40 @@ def set_constant(graph: Graph, name: str, data: np.ndarray, readers: int) -> str
 
 def new_constant(graph: Graph, base: str, data: np.ndarray) -> str:
     """Add a constant tensor under a fresh name derived from `base`."""
-    name = graph.fresh_name(base)
-    data = _frozen(np.ascontiguousarray(data))
-    graph.add_tensor(Tensor(name, tuple(data.shape), str(data.dtype), data))
-    return name
+    return graph.add_constant(base, data)
 
 
-def fold_affine(graph: Graph, view: LinearView, scale, shift, readers: dict) -> None:
+def fold_affine(graph: Graph, view: LinearView, scale, shift) -> None:
     """Rewrite the layer so it computes `scale * y + shift` (per-channel float64 vectors or None).
 
-    `readers` maps tensor name -> number of nodes reading it, to know when a copy is needed.
+    A weight or bias read by another node too is copied, not changed (the use index counts the
+    readers).
     """
     node, dtype = view.node, view.weights.dtype
+    inputs = list(node.inputs)
     if scale is not None:
         w64 = view.weights.astype(np.float64)
         if node.op == "Gemm":
             w64 = w64 * float(node.attrs.get("alpha", 1.0))
             node.attrs["alpha"] = 1.0
         new_w = view.rule.scale_weights(w64, scale, node).astype(dtype)
-        node.inputs[1] = set_constant(graph, node.inputs[1], new_w, readers.get(node.inputs[1], 0))
+        inputs[1] = set_constant(graph, inputs[1], new_w)
     bias = view.bias if view.bias is not None else np.zeros(view.channels)
     if scale is not None:
         bias = bias * scale
     if shift is not None:
         bias = bias + shift
     if view.bias is None and shift is None and scale is not None:
+        graph.set_inputs(node, inputs)
         return  # no bias before, none needed after
     new_b = bias.astype(dtype)
     if node.op == "Gemm":
         node.attrs["beta"] = 1.0
-    while len(node.inputs) < 3:
-        node.inputs.append(None)
-    if node.inputs[2] is None:
-        node.inputs[2] = new_constant(graph, f"{node.name or node.outputs[0]}_bias", new_b)
+    while len(inputs) < 3:
+        inputs.append(None)
+    if inputs[2] is None:
+        inputs[2] = new_constant(graph, f"{node.name or node.outputs[0]}_bias", new_b)
     else:
-        node.inputs[2] = set_constant(graph, node.inputs[2], new_b, readers.get(node.inputs[2], 0))
+        inputs[2] = set_constant(graph, inputs[2], new_b)
+    graph.set_inputs(node, inputs)
     view.bias = bias

@@ -15,26 +15,21 @@ import numpy as np
 from qconvert.ir import Graph, Node
 
 from . import register_pass
-from .graph_edit import implicit_uses
 from .linear_layer import channel_vector, linear_view, new_constant, same_output_shape
 
 
 @register_pass("fuse-matmul-add")
 def fuse_matmul_add(graph: Graph, context) -> int:
     """Turn MatMul (constant 2-D weight, 2-D input) + Add of a per-channel constant into Gemm."""
-    producers = graph.producers()
-    consumers = graph.consumers()
-    hidden = implicit_uses(graph) | set(graph.outputs)
-    removed = set()
+    removed = []
+    replaced = {}
     count = 0
     for node in graph.nodes:
         if node.op != "Add" or node.opaque or node.inputs[0] == node.inputs[1]:
             continue
         for data_index, name in enumerate(node.inputs[:2]):
-            mm = producers.get(name)
-            if mm is None or mm.op != "MatMul" or id(mm) in removed:
-                continue
-            if len(consumers.get(name, ())) != 1 or name in hidden:
+            mm = graph.producer(name)
+            if mm is None or mm.op != "MatMul" or graph.sole_reader(name) is not node:
                 continue
             a = graph.tensors[mm.inputs[0]]
             view = linear_view(graph, mm)
@@ -50,12 +45,14 @@ def fuse_matmul_add(graph: Graph, context) -> int:
             bias = new_constant(graph, f"{mm.name or name}_bias", t.astype(out_dtype))
             gemm = Node("Gemm", [mm.inputs[0], mm.inputs[1], bias], [node.outputs[0]],
                         {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0}, mm.name)
-            graph.nodes[graph.nodes.index(mm)] = gemm
-            producers[node.outputs[0]] = gemm
+            graph.detach(node)
+            graph.detach(mm)
+            graph.uses.add(gemm)
+            replaced[id(mm)] = gemm
             del graph.tensors[name]
-            removed.add(id(node))
+            removed.append(node)
             count += 1
             break
     if removed:
-        graph.nodes = [n for n in graph.nodes if id(n) not in removed]
+        graph.remove_nodes(removed, replaced)
     return count

@@ -37,7 +37,6 @@ from qconvert.ir import Graph, Node, Tensor
 from qconvert.padding import tflite_padding_of
 
 from . import register_pass
-from .graph_edit import implicit_uses
 from .layout_state import NHWC, Layout, Unmappable, Value, columns, identity, onnx_op
 from .onnx_to_tflite_math import MATH_CHECKS, MATH_RULES, batch_matmul
 
@@ -272,27 +271,26 @@ MAPPING_RULES = {
 def fuse_hard_swish(graph: Graph) -> int:
     """`Mul(x, HardSigmoid(x))` with alpha 1/6, beta 1/2 -> `HardSwish(x)` (the HardSigmoid's
     output read by that Mul only, not a graph output). Returns the number of rewrites."""
-    producers = graph.producers()
-    consumers = graph.consumers()
-    hidden = set(graph.outputs) | implicit_uses(graph)
-    removed = set()
+    removed = []
     for node in graph.nodes:
         if node.op != "Mul" or node.opaque:
             continue
         for i in (0, 1):
-            h = producers.get(node.inputs[i])
-            if (h is None or h.op != "HardSigmoid" or h.opaque or id(h) in removed
-                    or h.inputs[0] != node.inputs[1 - i] or node.inputs[i] in hidden
-                    or len(consumers.get(node.inputs[i], ())) != 1
+            h = graph.producer(node.inputs[i])
+            if (h is None or h.op != "HardSigmoid" or h.opaque
+                    or h.inputs[0] != node.inputs[1 - i]
+                    or graph.sole_reader(node.inputs[i]) is not node
                     or not np.isclose(float(h.attrs.get("alpha", 0.2)), HARD_SWISH_ALPHA,
                                       rtol=1e-6, atol=0)
                     or float(h.attrs.get("beta", 0.5)) != HARD_SWISH_BETA):
                 continue
             del graph.tensors[node.inputs[i]]
-            node.op, node.inputs, node.attrs = "HardSwish", [h.inputs[0]], {}
-            removed.add(id(h))
+            graph.detach(h)
+            node.op, node.attrs = "HardSwish", {}
+            graph.set_inputs(node, [h.inputs[0]])
+            removed.append(h)
             break
-    graph.nodes = [n for n in graph.nodes if id(n) not in removed]
+    graph.remove_nodes(removed)
     return len(removed)
 
 
@@ -452,5 +450,6 @@ def tflite_legalize(graph: Graph, context) -> int:
             graph.add_tensor(Tensor(k, (1,), x.dtype, bound))
             nodes.append(Node(op, [cur, k], [out], {}, f"{node.name}/{op.lower()}"))
             cur = out
-    graph.nodes = nodes
+    if count:
+        graph.nodes = nodes
     return count

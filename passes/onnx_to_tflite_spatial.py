@@ -21,10 +21,12 @@ Rules (`SPATIAL_RULES`, merged into `layout_rules.RULES`):
 Rewrites of the static ONNX graph before the layout pass:
 - `lift_1d`: Conv / ConvTranspose / MaxPool / AveragePool / GlobalAveragePool / GlobalMaxPool
   on [N, C, L] become their 2-D form on [N, C, 1, L] between an Unsqueeze and a Squeeze of
-  axis 2 (weights [O, I, K] -> [O, I, 1, K]); then each Squeeze is moved past the unary
-  elementwise ops that read it (Relu, Clip, Sigmoid...) and a Squeeze read only by Unsqueezes
-  of the same axis disappears, so a Conv1d stack runs as 2-D layers with H = 1 and neither a
-  TRANSPOSE nor a RESHAPE between them (a RESHAPE only where 1-D and 2-D meet).
+  axis 2 (weights [O, I, K] -> [O, I, 1, K]; one Unsqueeze per input however many layers
+  read it); then each Squeeze is moved past the unary elementwise ops that read it (Relu,
+  Clip, Sigmoid...) and past an Add / Sub / Mul / Div with another such Squeeze (a residual)
+  or a constant (given the size-1 axis), and a Squeeze read only by Unsqueezes of the same axis
+  disappears, so a Conv1d stack runs as 2-D layers with H = 1 and neither a TRANSPOSE nor a
+  RESHAPE between them (a RESHAPE only where 1-D and 2-D meet).
 - `fuse_channel_shuffle`: ShuffleNet's Reshape [N, g, C / g, H, W] -> Transpose (0, 2, 1, 3,
   4) -> Reshape [N, C, H, W] becomes one Gather of the channels, which the layout pass keeps
   in NHWC (GATHER on the channel axis: no 5-D TRANSPOSE, int8 in TFLite Micro).
@@ -399,6 +401,7 @@ def _sink_squeezes(graph: Graph, squeezes: set) -> None:
                     _move_past(graph, s, u, operands)
                     if other is not None and id(other) in squeezes:
                         graph.nodes.remove(other)
+                        graph.invalidate_uses()
                         squeezes.discard(id(other))
                     changed = True
                     break
@@ -457,6 +460,7 @@ def _move_past(graph: Graph, s, node, inputs) -> None:
     graph.nodes.remove(s)
     s.inputs[0], s.outputs[0] = z4, z3
     graph.nodes.insert(graph.nodes.index(node) + 1, s)
+    graph.invalidate_uses()  # rewired in place
 
 
 def _single_output(node) -> bool:

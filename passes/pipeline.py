@@ -48,11 +48,13 @@ def run_pipeline(model: Model, names=FUSE_PIPELINE, context: PassContext | None 
             for name in group:
                 if progress:
                     progress(name)
-                n = run_passes(model, [name], context)[name]
+                n = run_passes(model, [name], context, keep_uses=True)[name]
                 if after:
                     after(name, n)
                 totals[name] += n
                 changed += n
             if not changed:
                 break
+    for graph in model.graphs:  # the passes kept it current; code after them may not
+        graph.invalidate_uses()
     return totals

@@ -69,6 +69,17 @@ def _quant_summary(tensor) -> dict:
 def layers(model: Model) -> list:
     """One dict per node of every graph, in execution order."""
     rows = []
+    shapes: dict = {}  # shape -> its JSON form: a long model has few distinct shapes
+
+    def shape(t):
+        try:
+            found = shapes.get(t.shape)
+            if found is None:
+                found = shapes[t.shape] = _shape(t.shape)
+            return list(found) if found is not None else None
+        except TypeError:  # a shape held as a list
+            return _shape(t.shape)
+
     for gi, graph in enumerate(model.graphs):
         for node in graph.nodes:
             ins = [graph.tensors[n] for n in node.present_inputs()]
@@ -85,8 +96,8 @@ def layers(model: Model) -> list:
                 "op": node.op,
                 "activation": node.attrs.get("activation", "NONE"),
                 "known": not node.opaque,
-                "inputs": [_shape(t.shape) for t in ins if not t.is_constant],
-                "outputs": [_shape(t.shape) for t in outs],
+                "inputs": [shape(t) for t in ins if not t.is_constant],
+                "outputs": [shape(t) for t in outs],
                 "weight_bytes": sum(t.nbytes() for t in consts),
                 "activation_bytes": sum(t.nbytes() for t in outs),
                 "macs": layer_macs(node, graph),

@@ -135,6 +135,7 @@ class _Reader:
         self.path = path
         self.buffer = buffer
         self.payloads = payloads or {}
+        self._types: dict = {}
         self.external_files: set = set()
         self.opset = None
         for imp in proto.opset_import:
@@ -229,9 +230,21 @@ class _Reader:
 
     def tensor(self, name: str, types: dict) -> Tensor:
         ttype = types.get(name)
-        extra = {}
-        if ttype is None or not ttype.tensor_type.elem_type:
+        if ttype is None:
             return Tensor(name, None, "float32", extra={"dtype_unknown": True})
+        key = ttype.SerializeToString(deterministic=True)
+        found = self._types.get(key)  # tensors of one type are many: decode each type once
+        if found is None:
+            found = self._types[key] = self._decode_type(name, ttype)
+        if found[0] is None:
+            return Tensor(name, None, "float32", extra={"dtype_unknown": True})
+        return Tensor(name, found[1], found[0], extra={})
+
+    @staticmethod
+    def _decode_type(name: str, ttype) -> tuple:
+        """(IR dtype or None when unknown, shape) of a TypeProto."""
+        if not ttype.tensor_type.elem_type:
+            return None, None
         tt = ttype.tensor_type
         dtype = ONNX_TO_IR.get(tt.elem_type)
         if dtype is None:
@@ -239,7 +252,7 @@ class _Reader:
         shape = None
         if tt.HasField("shape"):
             shape = tuple(_dim(d) for d in tt.shape.dim)
-        return Tensor(name, shape, dtype, extra=extra)
+        return dtype, shape
 
     def constant(self, name: str, t: TensorProto, payload: tuple | None = None) -> Tensor:
         """IR constant of TensorProto `t`; `payload` is `(buffer, offset, length)` of its raw

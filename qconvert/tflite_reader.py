@@ -14,8 +14,11 @@ checked against the file size before it is iterated, and any failure below becom
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import tflite
+from flatbuffers.table import Table
 
 from . import schemas
 from .dtypes import TFLITE_TO_IR
@@ -26,6 +29,16 @@ from .padding import same_pads, valid_pads
 from .tflite_options import BUILTIN_CODE_NAMES, OPTIONS_NAMES, attrs_from_options, read_options
 
 DROPPED_METADATA = {"OfflineMemoryAllocation"}
+
+_I32 = struct.Struct("<i").unpack_from
+_U32 = struct.Struct("<I").unpack_from
+_U16 = struct.Struct("<H").unpack_from
+
+# vtable slots (field order of the TFLite schema) read by the lean table access below
+_T_SHAPE, _T_TYPE, _T_BUFFER, _T_NAME, _T_QUANT, _T_VARIABLE, _T_SPARSITY, _T_SIGNATURE, \
+    _T_HAS_RANK = range(9)
+_O_OPCODE, _O_INPUTS, _O_OUTPUTS, _O_OPTIONS_TYPE, _O_OPTIONS = range(5)
+_O_INTERMEDIATES, _O_OPTIONS2_TYPE = 8, 11
 
 
 def read_tflite(data: bytes) -> Model:
@@ -111,8 +124,8 @@ class _Reader:
     def subgraph(self, sg, opcodes) -> Graph:
         graph = Graph(name=(sg.Name() or b"").decode("utf-8", "replace"))
         names = []
-        for i in range(self.count(sg.TensorsLength(), "tensors")):
-            tensor = self.tensor(sg.Tensors(i), i, graph)
+        for i, pos in enumerate(self.table_vector(sg, 0, "tensors")):
+            tensor = self.tensor(pos, i, graph)
             graph.add_tensor(tensor)
             names.append(tensor.name)
         self.tensor_names.append(names)
@@ -126,9 +139,48 @@ class _Reader:
 
         graph.inputs = [name_of(int(i)) for i in self.ints(sg, "Inputs")]
         graph.outputs = [name_of(int(i)) for i in self.ints(sg, "Outputs")]
-        for i in range(self.count(sg.OperatorsLength(), "operators")):
-            graph.nodes.append(self.operator(sg.Operators(i), i, opcodes, name_of, graph))
+        for i, pos in enumerate(self.table_vector(sg, 3, "operators")):
+            graph.nodes.append(self.operator(pos, i, opcodes, name_of, graph))
         return graph
+
+    # -- lean table access: the per-tensor and per-operator fields, without an accessor object
+    # per field (a 200,000-node model reads 2 million fields)
+    def fields(self, pos: int) -> list:
+        """Absolute positions of the fields of the table at `pos`, by vtable slot (0: absent)."""
+        if not 0 <= pos <= self.size - 4:
+            raise QConvertError("corrupt TFLite file: a table lies outside the file")
+        vtable = pos - _I32(self.data, pos)[0]
+        if not 0 <= vtable <= self.size - 4:
+            raise QConvertError("corrupt TFLite file: a vtable lies outside the file")
+        n = (_U16(self.data, vtable)[0] - 4) // 2
+        if n <= 0:
+            return []
+        offsets = struct.unpack_from(f"<{n}H", self.data, vtable + 4)
+        return [pos + o if o else 0 for o in offsets]
+
+    def vector(self, field_pos: int, what: str, elem_size: int = 4) -> tuple:
+        """(start, length) of the vector a field points at (length checked against the file)."""
+        start = field_pos + _U32(self.data, field_pos)[0]
+        n = self.count(_U32(self.data, start)[0], what, elem_size)
+        if start + 4 + n * elem_size > self.size:
+            raise QConvertError(f"corrupt TFLite file: {what} runs past the end of the file")
+        return start + 4, n
+
+    def int_vector(self, fields: list, slot: int, what: str) -> list:
+        """The int32 vector in `slot` as a list ([] when absent)."""
+        if slot >= len(fields) or not fields[slot]:
+            return []
+        start, n = self.vector(fields[slot], what)
+        return np.frombuffer(self.data, "<i4", n, start).tolist()
+
+    def table_vector(self, obj, slot: int, what: str) -> list:
+        """Positions of the tables of the vector of tables in `slot` of flatbuffers `obj`."""
+        fields = self.fields(obj._tab.Pos)
+        if slot >= len(fields) or not fields[slot]:
+            return []
+        start, n = self.vector(fields[slot], what)
+        at = start + 4 * np.arange(n, dtype=np.int64)
+        return (at + np.frombuffer(self.data, "<u4", n, start)).tolist()
 
     def ints(self, obj, field: str) -> np.ndarray:
         if getattr(obj, f"{field}IsNone")():
@@ -136,32 +188,41 @@ class _Reader:
         self.count(getattr(obj, f"{field}Length")(), field.lower())
         return getattr(obj, f"{field}AsNumpy")()
 
-    def tensor(self, t, index: int, graph: Graph) -> Tensor:
-        name = (t.Name() or b"").decode("utf-8", "replace") or f"tensor_{index}"
+    def tensor(self, pos: int, index: int, graph: Graph) -> Tensor:
+        f = self.fields(pos)
+        f += [0] * (9 - len(f))
+        data_bytes = self.data
+        name = ""
+        if f[_T_NAME]:
+            start, n = self.vector(f[_T_NAME], "tensor name", 1)
+            name = bytes(data_bytes[start:start + n]).decode("utf-8", "replace")
+        name = name or f"tensor_{index}"
         extra = {}
         unique = graph.fresh_name(name)
         if unique != name:
             extra["tflite_name"] = name
-        dtype = TFLITE_TO_IR.get(t.Type())
+        code = struct.unpack_from("<b", data_bytes, f[_T_TYPE])[0] if f[_T_TYPE] else 0
+        dtype = TFLITE_TO_IR.get(code)
         if dtype is None:
-            raise QConvertError(f"tensor {name!r} has unknown TFLite type {t.Type()}")
-        shape = tuple(int(d) for d in self.ints(t, "Shape"))
-        if not t.ShapeSignatureIsNone():
-            extra["shape_signature"] = [int(d) for d in self.ints(t, "ShapeSignature")]
+            raise QConvertError(f"tensor {name!r} has unknown TFLite type {code}")
+        shape = tuple(self.int_vector(f, _T_SHAPE, "shape"))
+        if f[_T_SIGNATURE]:
+            extra["shape_signature"] = self.int_vector(f, _T_SIGNATURE, "shapesignature")
             shape = tuple(d if s >= 0 else None for d, s in zip(shape, extra["shape_signature"]))
-        if t.IsVariable():
+        is_variable = bool(f[_T_VARIABLE] and data_bytes[f[_T_VARIABLE]])
+        if is_variable:
             extra["is_variable"] = True
-        if not t.HasRank() and not shape:
+        if not (f[_T_HAS_RANK] and data_bytes[f[_T_HAS_RANK]]) and not shape:
             extra["has_rank"] = False  # rank unknown, not a scalar
-        if t.Sparsity() is not None:
+        if f[_T_SPARSITY]:
             raise QConvertError(f"tensor {name!r} is sparse; sparse TFLite tensors are not supported")
         data = None
-        buffer_index = t.Buffer()
+        buffer_index = _U32(data_bytes, f[_T_BUFFER])[0] if f[_T_BUFFER] else 0
         if buffer_index >= len(self.buffers):
             raise QConvertError(f"corrupt TFLite file: tensor {name!r} names buffer {buffer_index}")
         raw = self.buffers[buffer_index] if buffer_index > 0 else None
         if raw is not None and raw.size:
-            if t.IsVariable():
+            if is_variable:
                 extra["variable_init"] = bytes(raw)
             elif dtype in RAW_DTYPES:
                 data = raw
@@ -172,7 +233,12 @@ class _Reader:
                         f"corrupt TFLite file: constant {name!r} has {raw.size} bytes, "
                         f"shape {list(shape)} of {dtype} needs {expected}")
                 data = raw.view(dtype).reshape(shape)
-        return Tensor(unique, shape, dtype, data, self.quantization(t.Quantization(), name), extra)
+        quant = None
+        if f[_T_QUANT]:
+            q = tflite.QuantizationParameters()
+            q.Init(data_bytes, f[_T_QUANT] + _U32(data_bytes, f[_T_QUANT])[0])
+            quant = self.quantization(q, name)
+        return Tensor(unique, shape, dtype, data, quant, extra)
 
     def quantization(self, q, name: str) -> QuantParams | None:
         if q is None:
@@ -204,9 +270,42 @@ class _Reader:
         return np.array(getattr(q, f"{field}AsNumpy")(), np.int64)
 
     # -- operators --------------------------------------------------------------------------
-    def operator(self, op, index: int, opcodes, name_of, graph: Graph) -> Node:
-        if op.OpcodeIndex() >= len(opcodes):
-            raise QConvertError(f"corrupt TFLite file: operator {index} has opcode {op.OpcodeIndex()}")
+    def operator(self, pos: int, index: int, opcodes, name_of, graph: Graph) -> Node:
+        f = self.fields(pos)
+        f += [0] * (13 - len(f))
+        data_bytes = self.data
+        opcode_index = _U32(data_bytes, f[_O_OPCODE])[0] if f[_O_OPCODE] else 0
+        if opcode_index >= len(opcodes):
+            raise QConvertError(f"corrupt TFLite file: operator {index} has opcode {opcode_index}")
+        code, custom_code, version = opcodes[opcode_index]
+        code_name = BUILTIN_CODE_NAMES.get(code, f"BUILTIN_{code}")
+        schema = schemas.by_tflite_code(code_name) if custom_code is None else None
+        if schema is None:  # opaque: every field kept, through the full accessor object
+            op = tflite.Operator()
+            op.Init(data_bytes, pos)
+            return self.opaque_operator(op, index, opcodes, name_of)
+        inputs = [name_of(i) for i in self.int_vector(f, _O_INPUTS, "inputs")]
+        outputs = [name_of(i) for i in self.int_vector(f, _O_OUTPUTS, "outputs")]
+        options_type = OPTIONS_NAMES.get(data_bytes[f[_O_OPTIONS_TYPE]] if f[_O_OPTIONS_TYPE]
+                                         else 0)
+        options = {}
+        if options_type is not None and options_type != "NONE" and f[_O_OPTIONS]:
+            table = Table(data_bytes, f[_O_OPTIONS] + _U32(data_bytes, f[_O_OPTIONS])[0])
+            options = read_options(table, options_type)
+        origin = {"version": version}
+        intermediates = self.int_vector(f, _O_INTERMEDIATES, "intermediates")
+        if intermediates:
+            origin["intermediates"] = [name_of(i) for i in intermediates]
+        if f[_O_OPTIONS2_TYPE] and data_bytes[f[_O_OPTIONS2_TYPE]] != 0:
+            raise QConvertError(f"operator {index} ({code_name}) uses builtin_options_2; not supported")
+        node_name = outputs[0] if outputs and outputs[0] else f"op_{index}"
+        attrs = attrs_from_options(options)
+        if schema.layout_sensitive:
+            _normalize_spatial(schema.name, attrs, inputs, graph)
+        return Node(schema.name, inputs, outputs, attrs, node_name, False, origin)
+
+    def opaque_operator(self, op, index: int, opcodes, name_of) -> Node:
+        """An operator outside the schema table, kept opaquely with its raw options."""
         code, custom_code, version = opcodes[op.OpcodeIndex()]
         code_name = BUILTIN_CODE_NAMES.get(code, f"BUILTIN_{code}")
         inputs = [name_of(int(i)) for i in self.ints(op, "Inputs")]
@@ -221,20 +320,14 @@ class _Reader:
             origin["intermediates"] = [name_of(int(i)) for i in intermediates]
         if op.BuiltinOptions2Type() != 0:
             raise QConvertError(f"operator {index} ({code_name}) uses builtin_options_2; not supported")
-        schema = schemas.by_tflite_code(code_name) if custom_code is None else None
         node_name = outputs[0] if outputs and outputs[0] else f"op_{index}"
-        if schema is None:
-            origin.update(code=code, custom_code=custom_code, options_type=options_type,
-                          options=options, custom_options=None,
-                          custom_options_format=op.CustomOptionsFormat())
-            if not op.CustomOptionsIsNone():
-                self.count(op.CustomOptionsLength(), "custom options", 1)
-                origin["custom_options"] = bytes(op.CustomOptionsAsNumpy())
-            return Node(custom_code or code_name, inputs, outputs, {}, node_name, True, origin)
-        attrs = attrs_from_options(options)
-        if schema.layout_sensitive:
-            _normalize_spatial(schema.name, attrs, inputs, graph)
-        return Node(schema.name, inputs, outputs, attrs, node_name, False, origin)
+        origin.update(code=code, custom_code=custom_code, options_type=options_type,
+                      options=options, custom_options=None,
+                      custom_options_format=op.CustomOptionsFormat())
+        if not op.CustomOptionsIsNone():
+            self.count(op.CustomOptionsLength(), "custom options", 1)
+            origin["custom_options"] = bytes(op.CustomOptionsAsNumpy())
+        return Node(custom_code or code_name, inputs, outputs, {}, node_name, True, origin)
 
 
 def _normalize_spatial(op: str, attrs: dict, inputs: list, graph: Graph) -> None:

@@ -211,3 +211,15 @@ def test_weight_error_bias_of_a_1d_conv_equals_its_2d_form():
     flat = weight_error_bias(node, "onnx", w[:, :, None], w_q[:, :, None], s_w, 0, mean)
     np.testing.assert_allclose(got, flat, rtol=1e-12)
     assert np.any(got != 0)
+
+
+@pytest.mark.parametrize("command", ["export-c-header", "export-c"])
+def test_export_commands_take_the_quantize_options(tmp_path, command):
+    """export-c-header and export-c quantize a float model with the same options as quantize
+    (here bias correction off, equalization on, the numpy engine)."""
+    out = tmp_path / ("w.h" if command == "export-c-header" else "c")
+    r = _invoke([command, TEST_MODELS / "ad01_fp32.tflite", "--calibration-random", 4, "-o", out,
+                 "--no-bias-correction", "--equalize", "--engine", "numpy", "--method",
+                 "entropy"])
+    assert r.exit_code == 0, r.output
+    assert out.exists()

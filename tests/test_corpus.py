@@ -191,7 +191,8 @@ def test_readme_table_matches_the_corpus(corpus):
                 assert status == "-", (m.name, c)
                 continue
             cell = corpus.cell(m.name, c)
-            assert status == cell.status, f"README: {m.name} {c} is {status}, now {cell.status}; {hint}"
+            assert status == cell.status, (
+                f"README: {m.name} {c} is {status}, now {cell.status}; {hint}")
             if cell.status == "refused":
                 assert cause == summarize_refusal(cell.detail), f"{m.name} {c}: {hint}"
 
@@ -210,3 +211,22 @@ def test_readme_table_round_trips():
     assert rows[models[0].name]["quantize"] == ("ok", None)
     assert rows[models[1].name]["fuse"] == ("refused", "ops: Resize x2")
     assert rows[models[1].name]["to-tflite"] == ("-", None)
+
+
+def test_state_comparison_fires_on_a_changed_weight(corpus, tmp_path):
+    """A streaming model whose weights moved a little: compared tensor by tensor, frame by
+    frame, in LiteRT, it must fail (its outputs alone could hide it)."""
+    from qconvert.model_io import load_model, serialize
+
+    m = BY_NAME["streaming_kws_float"]
+    model = load_model(m.path)
+    weights = max((t for t in model.graph.tensors.values()
+                   if t.data is not None and t.data.dtype == np.float32 and t.data.size > 8),
+                  key=lambda t: t.data.size)
+    weights.data = weights.data * np.float32(1.01)
+    changed = tmp_path / "changed.tflite"
+    changed.write_bytes(serialize(model))
+    feeds = harness.oracle_feeds(m)
+    assert corpus._compare_state(m, m.path, feeds, "same") > 5
+    with pytest.raises(harness._Fail, match="differ"):
+        corpus._compare_state(m, changed, feeds, "changed")

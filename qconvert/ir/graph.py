@@ -3,7 +3,12 @@
 `Graph.verify()` checks what every reader, pass and writer relies on: unique tensor names, one
 producer per tensor (SSA), inputs that exist and are defined before use (topological order),
 graph outputs that are produced, and shapes/dtypes that agree with constant data. It raises
-`GraphError` naming the first problem found.
+`GraphError` naming the first problem found. It is one walk over the tensors and one over the
+nodes, without recursion, so it stays linear in the graph's size.
+
+The edit methods (`replace_uses`, `set_inputs`, `set_outputs`, `remove_nodes`, `add_constant`)
+keep the graph's use index (`qconvert.ir.uses`) current, so passes find producers and readers in
+O(1) instead of scanning the node list for each rewrite.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .tensor import RAW_DTYPES, Tensor
+from .uses import UseIndex
 
 
 class GraphError(Exception):
@@ -28,6 +34,12 @@ class Graph:
     nodes: list = field(default_factory=list)
     inputs: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
+    _uses: UseIndex | None = field(default=None, repr=False, compare=False)
+
+    def __setattr__(self, key, value):
+        if key == "nodes":  # a new node list: the use index no longer describes it
+            object.__setattr__(self, "_uses", None)
+        object.__setattr__(self, key, value)
 
     # -- building -------------------------------------------------------------------------
     def add_tensor(self, tensor: Tensor) -> Tensor:
@@ -44,6 +56,123 @@ class Graph:
         while f"{base}_{i}" in self.tensors:
             i += 1
         return f"{base}_{i}"
+
+    def add_constant(self, base: str, data: np.ndarray, dtype: str | None = None) -> str:
+        """Add a constant holding `data` (made C-contiguous and read-only) under a fresh name
+        derived from `base`; return the name."""
+        name = self.fresh_name(base)
+        data = np.ascontiguousarray(data).view()
+        data.flags.writeable = False
+        self.add_tensor(Tensor(name, tuple(data.shape), dtype or str(data.dtype), data))
+        return name
+
+    def copy(self) -> "Graph":
+        """A copy that later edits of either graph leave alone: new tensor and node objects,
+        lists and attribute dicts; constant arrays are shared (constants are immutable)."""
+        g = Graph(name=self.name, inputs=list(self.inputs), outputs=list(self.outputs))
+        g.tensors = {k: t.copy() for k, t in self.tensors.items()}
+        g.nodes = [n.copy() for n in self.nodes]
+        return g
+
+    # -- the use index ------------------------------------------------------------------------
+    @property
+    def uses(self) -> UseIndex:
+        """The use index of this graph (built on first use, kept current by the edit methods)."""
+        if self._uses is None:
+            object.__setattr__(self, "_uses", UseIndex(self.nodes))
+        return self._uses
+
+    def invalidate_uses(self) -> None:
+        """Forget the use index: call after editing node inputs / outputs or the node list in
+        place (not through the methods below)."""
+        object.__setattr__(self, "_uses", None)
+
+    def producer(self, name: str | None):
+        """The node writing tensor `name`, or None (graph input, constant, unknown)."""
+        return None if name is None else self.uses.producer.get(name)
+
+    def readers(self, name: str) -> list:
+        """The nodes reading tensor `name`, each once (subgraph bodies not included)."""
+        return self.uses.readers_of(name)
+
+    def read_in_body(self, name: str) -> bool:
+        """True when a subgraph body of an opaque node (If, Loop, Scan) reads `name`."""
+        return name in self.uses.hidden
+
+    def observed(self, name: str) -> bool:
+        """True when something outside the node list needs `name` by name, as it needs a graph
+        output: a subgraph body reads it, or a TFLite signature def names it."""
+        t = self.tensors.get(name)
+        return name in self.uses.hidden or (t is not None and bool(t.extra.get("signature")))
+
+    def reader_count(self, name: str) -> int:
+        """How many nodes and subgraph bodies read `name`."""
+        uses = self.uses
+        return uses.count(name) + uses.hidden.get(name, 0)
+
+    def sole_reader(self, name: str):
+        """The only node reading `name` when nothing else needs it (no other reader, not a
+        graph output, not `observed`): a fusion may then consume `name`."""
+        uses = self.uses
+        reader = uses.readers.get(name)
+        if (reader is None or type(reader) is dict or name in self.outputs
+                or self.observed(name)):
+            return None
+        return reader
+
+    def replace_uses(self, old: str, new: str) -> None:
+        """Make every node that reads `old` read `new` instead (graph outputs are not touched)."""
+        for node in self.readers(old):
+            self.set_inputs(node, [new if i == old else i for i in node.inputs])
+
+    def set_inputs(self, node, inputs: list) -> None:
+        """Rewire `node` (a node of this graph) to read `inputs`."""
+        uses = self._uses
+        if uses is not None:
+            uses.remove(node)
+        node.inputs = list(inputs)
+        if uses is not None:
+            uses.add(node)
+
+    def set_outputs(self, node, outputs: list) -> None:
+        """Make `node` (a node of this graph) write `outputs`."""
+        uses = self._uses
+        if uses is not None:
+            uses.remove(node)
+        node.outputs = list(outputs)
+        if uses is not None:
+            uses.add(node)
+
+    def detach(self, node) -> None:
+        """Forget `node`'s reads and writes now; the caller removes it from the node list
+        later (`remove_nodes`), so a sweep removing many nodes walks the list once."""
+        if self._uses is not None:
+            self._uses.remove(node)
+
+    def remove_nodes(self, nodes, replacements: dict | None = None) -> None:
+        """Remove `nodes` and put `replacements` ({id(old node): new node}) in their old nodes'
+        places, in one walk over the node list."""
+        gone = {id(n): n for n in nodes}
+        replacements = replacements or {}
+        if not gone and not replacements:
+            return
+        uses = self._uses
+        if uses is not None:
+            for n in gone.values():
+                uses.remove(n)
+        kept = []
+        for n in self.nodes:
+            key = id(n)
+            if key in gone:
+                continue
+            new = replacements.get(key)
+            if new is not None:
+                if uses is not None:
+                    uses.remove(n)
+                    uses.add(new)
+                n = new
+            kept.append(n)
+        self.nodes[:] = kept  # in place: the index stays
 
     # -- queries --------------------------------------------------------------------------
     def producers(self) -> dict:
@@ -77,29 +206,50 @@ class Graph:
     # -- invariants -----------------------------------------------------------------------
     def verify(self) -> None:
         """Raise GraphError if an IR invariant does not hold (see module docstring)."""
-        for key, t in self.tensors.items():
+        tensors = self.tensors
+        plain = set()  # (dtype, shape) of activations already found valid
+        for key, t in tensors.items():
             if key != t.name:
                 raise GraphError(f"tensor registered as {key!r} is named {t.name!r}")
-            _check_tensor(t)
+            if t.data is None and t.quant is None:
+                try:
+                    meta = (t.dtype, t.shape)
+                    if meta in plain:
+                        continue
+                except TypeError:  # a shape given as a list
+                    meta = None
+                _check_tensor(t)
+                if meta is not None:
+                    plain.add(meta)
+            else:
+                _check_tensor(t)
         defined = set(self.inputs)
         for name in self.inputs:
-            if name not in self.tensors:
+            if name not in tensors:
                 raise GraphError(f"graph input {name!r} has no tensor")
-            if self.tensors[name].is_constant:
+            if tensors[name].is_constant:
                 raise GraphError(f"graph input {name!r} is a constant")
-        defined.update(n for n, t in self.tensors.items() if t.is_constant)
+        defined.update(n for n, t in tensors.items() if t.data is not None)
         for node in self.nodes:
-            _check_arity(node)
-            for name in node.present_inputs():
-                if name not in self.tensors:
-                    raise GraphError(f"node {node.name or node.op!r} reads missing tensor {name!r}")
-                if name not in defined:
+            if not node.opaque:
+                inputs = node.inputs
+                required, most = _arity(node)
+                if most is not None and len(inputs) > most:
+                    _check_arity(node)  # raises when one of the extra inputs is present
+                for i in required:
+                    if i >= len(inputs) or inputs[i] is None:
+                        _check_arity(node)  # raises, naming the input
+            for name in node.inputs:
+                if name is not None and name not in defined:
+                    if name not in tensors:
+                        raise GraphError(
+                            f"node {node.name or node.op!r} reads missing tensor {name!r}")
                     raise GraphError(
                         f"node {node.name or node.op!r} reads {name!r} before it is produced")
             for name in node.outputs:
                 if name is None:
                     continue
-                if name not in self.tensors:
+                if name not in tensors:
                     raise GraphError(f"node {node.name or node.op!r} writes missing tensor {name!r}")
                 if name in defined:
                     raise GraphError(f"tensor {name!r} has more than one producer")
@@ -110,6 +260,30 @@ class Graph:
         if len(set(self.outputs)) != len(self.outputs):
             twice = next(n for i, n in enumerate(self.outputs) if n in self.outputs[:i])
             raise GraphError(f"graph output {twice!r} is listed more than once")
+        if self._uses is not None and not self._uses.describes(self.nodes):
+            raise GraphError("the use index is out of date: a node's inputs or outputs were "
+                             "edited in place without Graph.invalidate_uses()")
+
+
+_ARITY: dict = {}  # op -> (indices of its required inputs, most inputs or None)
+
+
+def _arity(node) -> tuple:
+    """(indices of the required inputs, the most inputs it takes or None when variadic) of
+    known op `node.op` (GraphError for an unknown op)."""
+    found = _ARITY.get(node.op)
+    if found is None:
+        from qconvert import schemas
+
+        schema = schemas.get(node.op)
+        if schema is None:
+            raise GraphError(f"node {node.name!r} has op {node.op!r}, which is not in the "
+                             "schema table")
+        required = tuple(i for i, slot in enumerate(schema.inputs)
+                         if not (slot.optional or slot.variadic))
+        most = None if any(slot.variadic for slot in schema.inputs) else len(schema.inputs)
+        found = _ARITY[node.op] = (required, most)
+    return found
 
 
 def _check_arity(node) -> None:

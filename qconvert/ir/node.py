@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .tensor import copy_value
+
 
 @dataclass
 class Node:
@@ -23,6 +25,11 @@ class Node:
     name: str = ""
     opaque: bool = False
     origin: dict = field(default_factory=dict)
+
+    def copy(self) -> "Node":
+        """A copy with its own lists and attribute dicts (deep: attributes may be edited)."""
+        return Node(self.op, list(self.inputs), list(self.outputs), copy_value(self.attrs),
+                    self.name, self.opaque, copy_value(self.origin))
 
     @property
     def label(self) -> str:

@@ -10,6 +10,7 @@ Constant data is treated as immutable: a pass that changes it makes a copy.
 
 from __future__ import annotations
 
+import copy as _copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +38,12 @@ class QuantParams:
         self.scale = np.asarray(self.scale, dtype=np.float32).reshape(-1)
         self.zero_point = np.asarray(self.zero_point, dtype=np.int64).reshape(-1)
 
+    def copy(self) -> "QuantParams":
+        """A copy with its own arrays."""
+        return QuantParams(*(None if a is None else np.array(a) for a in
+                             (self.scale, self.zero_point)), self.axis,
+                           *(None if a is None else np.array(a) for a in (self.min, self.max)))
+
     @property
     def per_channel(self) -> bool:
         """True when the parameters vary along `axis` (more than one scale)."""
@@ -57,6 +64,12 @@ class Tensor:
     data: np.ndarray | None = None
     quant: QuantParams | None = None
     extra: dict = field(default_factory=dict)
+
+    def copy(self) -> "Tensor":
+        """A copy sharing the constant data (immutable) and nothing else."""
+        return Tensor(self.name, self.shape, self.dtype, self.data,
+                      None if self.quant is None else self.quant.copy(),
+                      copy_value(self.extra) if self.extra else {})
 
     @property
     def is_constant(self) -> bool:
@@ -79,3 +92,21 @@ class Tensor:
             return 0 if self.data is None else int(self.data.nbytes)
         itemsize = np.dtype(self.dtype).itemsize
         return itemsize * self.num_elements(dynamic_as)
+
+
+_IMMUTABLE = (str, int, float, bool, bytes, type(None), np.generic)
+_PLAIN = frozenset({str, int, float, bool, bytes, type(None)})
+
+
+def copy_value(value):
+    """A deep copy of an attribute or extra value: what `copy.deepcopy` gives, faster for the
+    plain values (numbers, strings, lists and dicts of them) attributes hold."""
+    if isinstance(value, _IMMUTABLE):
+        return value
+    if isinstance(value, list):
+        return [v if type(v) in _PLAIN else copy_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: v if type(v) in _PLAIN else copy_value(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(copy_value(v) for v in value)
+    return _copy.deepcopy(value)

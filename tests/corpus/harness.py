@@ -4,9 +4,10 @@ Every (model, command) cell ends in one of three states:
 
 - ``ok``: the command exited 0 and its output passed the oracle: float outputs within
   `TOLERANCE` of the source model's (onnxruntime with graph optimizations off, LiteRT with the
-  reference kernels; a stateful model frame by frame on one interpreter), int8 outputs equal bit
-  for bit between the TFLite Micro interpreter and qconvert's integer executor with an output
-  SQNR against the float model of at least `SQNR_FLOOR_DB`, a C header that gcc compiles with
+  reference kernels; a stateful model frame by frame on one interpreter, every tensor the two
+  models share compared), int8 outputs equal bit for bit between the TFLite Micro interpreter
+  and qconvert's integer executor (a stateful model: LiteRT's reference kernels, frame by
+  frame) with an output SQNR against the float model of at least `SQNR_FLOOR_DB`, a C header that gcc compiles with
   ``-Wall -Wextra -Werror -pedantic``, an inspect table with one row per operator of the model;
 - ``refused``: exit status 1, exactly one stderr line ``qconvert: error: <model>: <cause>``, no
   traceback, nothing written, and the cause names ops or tensors that are in the model (every
@@ -14,8 +15,10 @@ Every (model, command) cell ends in one of three states:
 - ``FAIL``: anything else (a crash, a wrong output, a refusal that names nothing of the model);
   the test suite fails on it.
 
-The commands run in-process through click's test runner; results are cached per (model,
-command), so the test suite and `bench/model_coverage.py` each run every cell once.
+The commands run in-process through click's test runner, convert / fuse / quantize with
+qconvert's own `--verify`, models with fixed shapes in the manifest with `--input-shape`;
+results are cached per (model, command), so the test suite and `bench/model_coverage.py` each
+run every cell once.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ TOLERANCE = 1e-4
 SQNR_FLOOR_DB = 15.0
 # Samples of each model's calibration data the oracles feed (plus one random sample).
 ORACLE_SAMPLES = 2
+# Every convert, fuse and quantize also runs qconvert's own `--verify N` with this N.
+VERIFY_SAMPLES = 2
 CFLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 
 
@@ -71,17 +76,6 @@ def run_cli(args: list) -> tuple:
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         crash = "".join(traceback.format_exception(*result.exc_info))
     return result.exit_code, result.stdout, result.stderr, crash
-
-
-_VERIFY: dict = {}
-
-
-def supports_verify(command: str) -> bool:
-    """Whether `qconvert COMMAND` has the `--verify N` option (added by another change)."""
-    if command not in _VERIFY:
-        _, out, _, _ = run_cli([command, "--help"])
-        _VERIFY[command] = "--verify" in out
-    return _VERIFY[command]
 
 
 # -- reading models independently -----------------------------------------------------------------
@@ -135,6 +129,7 @@ def tflite_ops(path: Path) -> tuple:
 
 
 def model_ops(model: CorpusModel) -> tuple:
+    """(op types, names, operator count) of a corpus model, read independently of qconvert."""
     return onnx_ops(model.path) if model.format == "onnx" else tflite_ops(model.path)
 
 
@@ -171,6 +166,7 @@ def calibration_samples(model: CorpusModel) -> list:
 
 
 def input_names(model: CorpusModel) -> list:
+    """The model's input names in order (ONNX: initializers left out)."""
     if model.format == "onnx":
         import onnx
 
@@ -180,13 +176,28 @@ def input_names(model: CorpusModel) -> list:
     return [d["name"] for d in _litert(model.path.read_bytes()).get_input_details()]
 
 
-def oracle_feeds(model: CorpusModel) -> list:
-    """Feeds for the oracles, each a list of batch-1 float32 arrays in input order: the first
-    `ORACLE_SAMPLES` calibration samples and one random sample with the data's mean and spread
-    (for a stateful model: that many frames in a row)."""
+def dynamic_batch(model: CorpusModel) -> bool:
+    """True when every input of an ONNX model has a dynamic first dimension."""
+    if model.format != "onnx":
+        return False
+    import onnx
+
+    m = onnx.load(str(model.path), load_external_data=False)
+    inits = {i.name for i in m.graph.initializer}
+    dims = [i.type.tensor_type.shape.dim[0] for i in m.graph.input if i.name not in inits]
+    return all(d.dim_param or d.dim_value <= 0 for d in dims)
+
+
+def oracle_feeds(model: CorpusModel, batch2: bool = False) -> list:
+    """Feeds for the oracles, each a list of float32 arrays in input order: the first
+    `ORACLE_SAMPLES` calibration samples (for a stateful model: that many frames in a row),
+    with `batch2` those two samples again as one batch of 2, and last one random sample with
+    the data's mean and spread. All batch 1 but the batch of 2."""
     arrays = calibration_samples(model)
     n = max(model.frames, ORACLE_SAMPLES)
     feeds = [[a[i % len(a)][None] for a in arrays] for i in range(n)]
+    if batch2:
+        feeds.append([a[:2] for a in arrays])
     rng = np.random.default_rng(1234)
     feeds.append([(a.mean() + a.std() * rng.standard_normal(a.shape[1:]))[None]
                   .astype(np.float32) for a in arrays])
@@ -199,6 +210,8 @@ def _fit(array: np.ndarray, shape) -> np.ndarray:
     shape = tuple(int(d) for d in shape)
     if array.shape == shape or any(d <= 0 for d in shape):
         return array
+    if tuple(d for d in array.shape if d != 1) != tuple(d for d in shape if d != 1):
+        raise _Fail(f"input data {array.shape} does not fit the model's input {shape}")
     return array.reshape(shape)
 
 
@@ -216,21 +229,45 @@ def run_onnxruntime(path: Path, feeds: list) -> list:
 
 
 def onnx_output_names(path: Path) -> list:
+    """The graph output names of an ONNX model, in order."""
     import onnx
 
     return [o.name for o in onnx.load(str(path), load_external_data=False).graph.output]
 
 
-def _litert(blob: bytes):
+def _litert(blob: bytes, keep_all=False):
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     it = Interpreter(model_content=blob, experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
-                     num_threads=1)
+                     num_threads=1, experimental_preserve_all_tensors=keep_all)
     it.allocate_tensors()
     return it
 
 
-def run_litert(path: Path, feeds: list, quantize_inputs=False) -> tuple:
+def run_litert_tensors(path: Path, feeds: list) -> list:
+    """Per feed (frame), every numeric tensor of the main graph by name, in LiteRT with the
+    reference kernels and all intermediate tensors kept: a stateful model's hidden state is
+    compared this way, not only through outputs that are 0 for most inputs."""
+    it = _litert(Path(path).read_bytes(), keep_all=True)
+    ins = it.get_input_details()
+    details = [d for d in it.get_tensor_details() if d["name"] and d["dtype"] in (
+        np.float32, np.int8, np.int16, np.int32)]
+    frames = []
+    for feed in feeds:
+        for d, a in zip(ins, feed):
+            it.set_tensor(d["index"], _fit(a, d["shape"]).astype(d["dtype"]))
+        it.invoke()
+        values = {}
+        for d in details:
+            try:
+                values[d["name"]] = it.get_tensor(d["index"]).copy()
+            except ValueError:  # a tensor without data (not computed in this call)
+                continue
+        frames.append(values)
+    return frames
+
+
+def run_litert(path: Path, feeds: list) -> tuple:
     """(outputs per feed, output names) of a TFLite model in LiteRT with the reference kernels,
     all feeds on one interpreter in order (so a stateful model sees them as frames)."""
     it = _litert(Path(path).read_bytes())
@@ -238,10 +275,7 @@ def run_litert(path: Path, feeds: list, quantize_inputs=False) -> tuple:
     results = []
     for feed in feeds:
         for d, a in zip(ins, feed):
-            a = _fit(a, d["shape"])
-            if quantize_inputs and d["dtype"] != np.float32:
-                a = quantize(a, *d["quantization"], d["dtype"])
-            it.set_tensor(d["index"], a.astype(d["dtype"]))
+            it.set_tensor(d["index"], _fit(a, d["shape"]).astype(d["dtype"]))
         it.invoke()
         results.append([it.get_tensor(d["index"]).copy() for d in outs])
     return results, [d["name"] for d in outs]
@@ -288,12 +322,10 @@ def sqnr_db(ref: np.ndarray, got: np.ndarray) -> float:
 
 
 def _align(ref: np.ndarray, got: np.ndarray, where: str) -> np.ndarray:
-    """`ref` in `got`'s layout: equal shapes, a batch-1 axis more or less, or NCHW -> NHWC."""
+    """`ref` in `got`'s shape when they differ only by size-1 axes (a batch-1 axis more or
+    less); anything else is a mismatch (layouts are never guessed)."""
     if ref.shape == got.shape:
         return ref
-    if ref.size == got.size and ref.ndim >= 3 and np.transpose(
-            ref, (0, *range(2, ref.ndim), 1)).shape == got.shape:
-        return np.transpose(ref, (0, *range(2, ref.ndim), 1))
     if ref.size == got.size and (ref.squeeze().shape == got.squeeze().shape):
         return ref.reshape(got.shape)
     raise _Fail(f"{where}: output shape {got.shape} does not match the source's {ref.shape}")
@@ -319,8 +351,11 @@ def _compare_float(want: list, got: list, where: str) -> float:
 
 def _by_name(outputs: list, names: list, order: list) -> list:
     """Reorder each feed's outputs from `names` order to `order` (matching by name)."""
-    if sorted(names) != sorted(order):
+    if order is None:
         return outputs
+    if sorted(names) != sorted(order):
+        raise _Fail(f"output names {sorted(names)[:4]} differ from the source's "
+                    f"{sorted(order)[:4]}")
     index = [names.index(n) for n in order]
     return [[out[i] for i in index] for out in outputs]
 
@@ -347,7 +382,7 @@ class CorpusRunner:
             except Exception as exc:  # a runtime rejects qconvert's output
                 status, detail = "FAIL", f"oracle could not run the output: {exc}"[:300]
             if status == "refused" and model.format == "onnx" and command in (
-                    "quantize", "export-c-header"):
+                    "quantize", "export-c-header", "export-c"):
                 status, detail = self._names_what_conversion_refuses(model, command, detail)
             self._cells[key] = Cell(model_name, command, status, detail,
                                     time.perf_counter() - start)
@@ -404,11 +439,14 @@ class CorpusRunner:
         check_refusal_names(model, cause)
         return "refused", cause
 
-    def _float_reference(self, model: CorpusModel) -> tuple:
+    def _float_reference(self, model: CorpusModel, batch2: bool = False) -> tuple:
         """(feeds, outputs per feed, output names) of the source model in its own oracle
-        runtime (int8 sources: quantized feeds, TFLite Micro)."""
-        if model.name not in self._float:
-            feeds = oracle_feeds(model)
+        runtime (int8 sources: quantized feeds, TFLite Micro); `batch2` adds a feed of two
+        samples for an ONNX model with a dynamic batch (outputs that keep it)."""
+        batch2 = batch2 and dynamic_batch(model) and not model.shapes
+        key = (model.name, batch2)
+        if key not in self._float:
+            feeds = oracle_feeds(model, batch2)
             if model.format == "onnx":
                 outs, names = run_onnxruntime(model.path, feeds), onnx_output_names(model.path)
             elif model.precision == "int8":
@@ -416,8 +454,8 @@ class CorpusRunner:
                 outs, names = run_tflm(model.path, feeds), None
             else:
                 outs, names = run_litert(model.path, feeds)
-            self._float[model.name] = (feeds, outs, names)
-        return self._float[model.name]
+            self._float[key] = (feeds, outs, names)
+        return self._float[key]
 
     @staticmethod
     def _quantized_feeds(path: Path, feeds: list) -> list:
@@ -433,25 +471,62 @@ class CorpusRunner:
             out.append(row)
         return out
 
-    def _verify_args(self, command: str) -> list:
-        return ["--verify", "2"] if supports_verify(command) else []
+    @staticmethod
+    def _verify_args() -> list:
+        """qconvert's own check of what it writes (`--verify N`: convert, fuse, quantize)."""
+        return ["--verify", str(VERIFY_SAMPLES)]
+
+    @staticmethod
+    def _shape_args(model: CorpusModel, command: str) -> list:
+        """`--input-shape NAME:d0,...` for a model whose manifest fixes its dynamic dims."""
+        if not model.shapes:
+            return []
+        out = []
+        for name, shape in model.shapes.items():
+            out += ["--input-shape", f"{name}:{','.join(str(d) for d in shape)}"]
+        return out
 
     def _same_format_check(self, model: CorpusModel, path: Path, where: str) -> str:
-        feeds, want, names = self._float_reference(model)
+        feeds, want, names = self._float_reference(model, batch2=True)
         if model.format == "onnx":
             got = _by_name(run_onnxruntime(path, feeds), onnx_output_names(path), names)
             err = _compare_float(want, got, where + " (onnxruntime)")
-            return f"max rel err {err:.1e} (onnxruntime)"
+            batch = ", batch 1 and 2" if any(len(f[0]) == 2 for f in feeds) else ""
+            return f"max rel err {err:.1e} (onnxruntime{batch})"
         if model.precision == "int8":
             got = run_tflm(path, feeds)
             for w, g in zip(want, got):
                 if len(w) != len(g) or any(not np.array_equal(a, b) for a, b in zip(w, g)):
                     raise _Fail(f"{where}: int8 outputs differ from the source's (TFLite Micro)")
-            return "bit-exact (TFLite Micro)"
+            if not model.frames:
+                return "bit-exact (TFLite Micro)"
+            shared = self._compare_state(model, path, feeds, where)
+            return (f"bit-exact (TFLite Micro, {len(feeds)} frames; {shared} shared tensors "
+                    "equal per frame in LiteRT)")
         got, got_names = run_litert(path, feeds)
         err = _compare_float(want, _by_name(got, got_names, names), where + " (LiteRT)")
-        frames = f", {len(feeds)} frames" if model.frames else ""
-        return f"max rel err {err:.1e} (LiteRT{frames})"
+        if not model.frames:
+            return f"max rel err {err:.1e} (LiteRT)"
+        shared = self._compare_state(model, path, feeds, where)
+        return (f"max rel err {err:.1e} (LiteRT, {len(feeds)} frames, {shared} shared tensors "
+                "compared per frame)")
+
+    @staticmethod
+    def _compare_state(model: CorpusModel, path: Path, feeds: list, where: str) -> int:
+        """Every tensor the source and `path` share by name, frame by frame: float ones within
+        `TOLERANCE`, integer ones equal; returns how many were compared."""
+        want = run_litert_tensors(model.path, feeds)
+        got = run_litert_tensors(path, feeds)
+        names = sorted(set(want[0]) & set(got[0]))
+        if not names:
+            raise _Fail(f"{where}: no tensor in common with the source to compare state")
+        for name in names:
+            if want[0][name].dtype.kind == "f":
+                _compare_float([[w[name]] for w in want], [[g[name]] for g in got],
+                               f"{where}: tensor {name!r}")
+            elif not all(np.array_equal(w[name], g[name]) for w, g in zip(want, got)):
+                raise _Fail(f"{where}: tensor {name!r} differs from the source's in LiteRT")
+        return len(names)
 
     # -- commands
     def _inspect(self, model: CorpusModel):
@@ -477,14 +552,16 @@ class CorpusRunner:
         ext = "onnx" if model.format == "onnx" else "tflite"
         out = self._out(model, "convert", ext)
         refused, _ = self._invoke(model, "convert", ["convert", model.path, "-o", out,
-                                                     *self._verify_args("convert")], [out])
+                                                     *self._verify_args(),
+                                                     *self._shape_args(model, "convert")], [out])
         return refused or ("ok", self._same_format_check(model, out, "convert"))
 
     def _fuse(self, model: CorpusModel):
         ext = "onnx" if model.format == "onnx" else "tflite"
         out = self._out(model, "fuse", ext)
         refused, stdout = self._invoke(model, "fuse", ["fuse", model.path, "-o", out,
-                                                       *self._verify_args("fuse")], [out])
+                                                       *self._verify_args(),
+                                                       *self._shape_args(model, "fuse")], [out])
         if refused:
             return refused
         nodes = re.search(r"nodes: (\d+) -> (\d+)", stdout)
@@ -493,12 +570,14 @@ class CorpusRunner:
 
     def _to_tflite(self, model: CorpusModel):
         out = self._out(model, "to-tflite", "tflite")
-        refused, stdout = self._invoke(model, "to-tflite", ["convert", model.path, "-o", out,
-                                                            *self._verify_args("convert")], [out])
+        refused, stdout = self._invoke(model, "to-tflite", [
+            "convert", model.path, "-o", out, *self._verify_args(),
+            *self._shape_args(model, "convert")], [out])
         if refused:
             return refused
         feeds, want, names = self._float_reference(model)
         tfeeds = self._to_tflite_layout(feeds, stdout)
+        want = self._outputs_to_tflite_layout(want, names, stdout)
         got, got_names = run_litert(out, tfeeds)
         err = _compare_float(want, _by_name(got, got_names, names), "ONNX -> TFLite (LiteRT)")
         return "ok", f"max rel err {err:.1e} (LiteRT vs onnxruntime)"
@@ -518,16 +597,26 @@ class CorpusRunner:
                         if i < len(perms) and perms[i] else a for i, a in enumerate(feed)])
         return out
 
+    @staticmethod
+    def _outputs_to_tflite_layout(outputs: list, names: list, stdout: str) -> list:
+        """The ONNX model's outputs in the layout the conversion printed for each
+        (`output 'p1': NHWC [...]`: channels moved last)."""
+        nhwc = set(re.findall(r"^output '(.*)': NHWC", stdout, re.MULTILINE))
+        return [[np.transpose(o, (0, *range(2, o.ndim), 1)) if n in nhwc else o
+                 for o, n in zip(feed, names)] for feed in outputs]
+
     def _quantize(self, model: CorpusModel):
         out = self._out(model, "quantize", "tflite")
         refused, stdout = self._invoke(
             model, "quantize", ["quantize", model.path, "--calibration", model.calibration,
-                                "-o", out, *self._verify_args("quantize")], [out])
+                                "-o", out, *self._verify_args(),
+                                *self._shape_args(model, "quantize")], [out])
         if refused:
             return refused
         feeds, want, names = self._float_reference(model)
         if model.format == "onnx":
             feeds = self._to_tflite_layout(feeds, stdout)
+            want = self._outputs_to_tflite_layout(want, names, stdout)
         qfeeds = self._quantized_feeds(out, feeds)
         tflm = run_tflm(out, qfeeds)
         if model.frames:  # state kept between frames: LiteRT's reference kernels, same frames
@@ -550,8 +639,7 @@ class CorpusRunner:
         _, outs = tflite_io(out)
         deq = [[(o.astype(np.float64) - d["quantization"][1]) * d["quantization"][0]
                 if o.dtype != np.float32 else o for o, d in zip(f, outs)] for f in tflm]
-        if names is not None:
-            deq = _by_name(deq, [d["name"] for d in outs], names)
+        deq = _by_name(deq, [d["name"] for d in outs], names)
         sq = self._sqnr(want, deq, "int8 TFLite")
         return "ok", f"bit-exact TFLM, SQNR {sq:.1f} dB"
 
@@ -572,19 +660,29 @@ class CorpusRunner:
         out = self._out(model, "quantize-qdq", "onnx")
         refused, _ = self._invoke(
             model, "quantize-qdq", ["quantize", model.path, "--calibration", model.calibration,
-                                    "-o", out, *self._verify_args("quantize")], [out])
+                                    "-o", out, *self._verify_args(),
+                                    *self._shape_args(model, "quantize")], [out])
         if refused:
             return refused
-        feeds, want, names = self._float_reference(model)
+        feeds, want, names = self._float_reference(model, batch2=True)
         got = _by_name(run_onnxruntime(out, feeds), onnx_output_names(out), names)
         sq = self._sqnr(want, got, "QDQ ONNX")
         return "ok", f"SQNR {sq:.1f} dB (onnxruntime)"
+
+    def _export_c(self, model: CorpusModel):
+        from .export_c_cell import export_c_cell
+
+        def fail(message):
+            raise _Fail(message)
+
+        return export_c_cell(self, model, fail)
 
     def _export_c_header(self, model: CorpusModel):
         out = self._out(model, "export-c-header", "h")
         args = ["export-c-header", model.path, "-o", out, "--name", "corpus"]
         if model.precision == "float":
             args += ["--calibration", model.calibration]
+        args += self._shape_args(model, "export-c-header")
         refused, stdout = self._invoke(model, "export-c-header", args, [out])
         if refused:
             return refused
@@ -609,12 +707,23 @@ def _norm(op: str) -> str:
     return op.replace("_", "").lower()
 
 
+def _matches(word: str, have: set) -> str | None:
+    """The model op (normalized) `word` names: the same op in any spelling, or an abbreviation
+    of it of at least 4 letters as qconvert's own op names are (LayerNorm: LayerNormalization)."""
+    w = _norm(word)
+    if w in have:
+        return w
+    longer = [h for h in have if len(w) >= 4 and h.startswith(w)]
+    return longer[0] if len(longer) == 1 else None
+
+
 def named_ops(model: CorpusModel, cause: str) -> set:
     """The model's op types a message names (normalized spelling), quoted names left out."""
     have = {_norm(o) for o in model_ops(model)[0]}
     bare = re.sub(r"'[^']*'", "", cause)
-    return {_norm(w) for w in re.findall(r"[A-Za-z][A-Za-z0-9_]*", bare)
-            if w != w.lower() and _norm(w) in have}
+    found = (_matches(w, have) for w in re.findall(r"[A-Za-z][A-Za-z0-9_]*", bare)
+             if w != w.lower())
+    return {f for f in found if f is not None}
 
 
 def check_refusal_names(model: CorpusModel, cause: str) -> None:
@@ -631,11 +740,10 @@ def check_refusal_names(model: CorpusModel, cause: str) -> None:
              if len(w) > 2 and w != w.lower()}
     vocab = {_norm(v) for v in op_vocabulary(model.format)}
     have = {_norm(o) for o in ops}
-    named = {w for w in words if _norm(w) in vocab}
-    foreign = sorted(w for w in named if _norm(w) not in have)
+    foreign = sorted(w for w in words if _norm(w) in vocab and _norm(w) not in have)
     if foreign:
         raise _Fail(f"refusal names ops {foreign} the model does not have: {cause[:200]}")
-    if not quoted and not named:
+    if not quoted and not named_ops(model, cause):
         raise _Fail(f"refusal names no op or tensor of the model: {cause[:200]}")
 
 

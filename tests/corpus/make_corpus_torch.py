@@ -54,7 +54,7 @@ def _import_torchvision():
 
 tvm = _import_torchvision()
 from torchvision.models.resnet import Bottleneck, conv1x1  # noqa: E402
-from torchvision.models.regnet import AnyStage, BlockParams, RegNet, ResBottleneckBlock  # noqa: E402,F401
+from torchvision.models.regnet import BlockParams, RegNet  # noqa: E402
 
 
 def randomise_batchnorm(model: nn.Module, seed: int, dead: int = 0) -> None:
@@ -264,7 +264,7 @@ class StreamingKws(nn.Module):
 
 
 # -- export ---------------------------------------------------------------------------------------
-def export(name, model, inputs, input_names, output_names, dynamic=None, seed=0, dead=0,
+def export(name, build, inputs, input_names, output_names, dynamic=None, seed=0, dead=0,
            calib=None, minus_one_batch=False):
     """Randomise BN, export to ONNX (opset 17, TorchScript exporter; TrainingMode.PRESERVE on an
     eval-mode model keeps BatchNormalization nodes instead of folding them at export, as
@@ -273,7 +273,8 @@ def export(name, model, inputs, input_names, output_names, dynamic=None, seed=0,
     import onnx
     import onnxruntime as ort
 
-    torch.manual_seed(seed)
+    torch.manual_seed(seed)  # before building: the weights are reproducible
+    model = build()
     randomise_batchnorm(model, seed, dead)
     model.eval()
     path = OUT / f"{name}.onnx"
@@ -308,30 +309,30 @@ def main() -> int:
     img64 = smooth_images(rng, 4, 3, 64, 64)
     img32 = smooth_images(rng, SAMPLES, 3, 32, 32)
     batch = {0: "batch"}
-    export("shufflenet_v2", shufflenet(), [img64[:1]], ["image"], ["logits"],
+    export("shufflenet_v2", shufflenet, [img64[:1]], ["image"], ["logits"],
            {"image": batch, "logits": batch}, seed=1, calib=img64)
-    export("resnext_small", ResNeXtSmall(), [img32[:1]], ["image"], ["logits"],
+    export("resnext_small", ResNeXtSmall, [img32[:1]], ["image"], ["logits"],
            {"image": batch, "logits": batch}, seed=2, dead=3, calib=img32)
-    export("mobilenet_v3_small", mobilenet_v3_small(), [img64[:1]], ["image"], ["logits"],
+    export("mobilenet_v3_small", mobilenet_v3_small, [img64[:1]], ["image"], ["logits"],
            seed=3, calib=img64)
-    export("mobilenet_v2_paddle", mobilenet_v2_paddle(), [img64[:1]], ["x"], ["save_infer_model"],
+    export("mobilenet_v2_paddle", mobilenet_v2_paddle, [img64[:1]], ["x"], ["save_infer_model"],
            seed=4, calib=img64, minus_one_batch=True)
-    export("regnet_small", regnet(), [img32[:1]], ["image"], ["logits"], seed=5, calib=img32)
-    export("unet_small", UNetSmall(), [img32[:1]], ["image"], ["mask"],
+    export("regnet_small", regnet, [img32[:1]], ["image"], ["logits"], seed=5, calib=img32)
+    export("unet_small", UNetSmall, [img32[:1]], ["image"], ["mask"],
            {"image": batch, "mask": batch}, seed=6, calib=img32)
     hw = {0: "batch", 2: "height", 3: "width"}
-    export("fpn_small", FPNSmall(), [img32[:1]], ["image"], ["p1", "p2", "p3"],
+    export("fpn_small", FPNSmall, [img32[:1]], ["image"], ["p1", "p2", "p3"],
            {"image": hw, "p1": hw, "p2": hw, "p3": hw}, seed=7, calib=img32)
     mfcc = mfcc_like(rng, SAMPLES, 40, 49)
-    export("kws_conv1d", KwsConv1d(), [mfcc[:1]], ["mfcc"], ["logits"],
+    export("kws_conv1d", KwsConv1d, [mfcc[:1]], ["mfcc"], ["logits"],
            {"mfcc": batch, "logits": batch}, seed=8, calib=mfcc)
     tokens = rng.standard_normal((SAMPLES, 16, 32)).astype(np.float32)
-    export("tiny_transformer", TinyTransformer(), [tokens[:1]], ["tokens"], ["logits"],
+    export("tiny_transformer", TinyTransformer, [tokens[:1]], ["tokens"], ["logits"],
            seed=9, calib=tokens)
     frames = mfcc_like(rng, SAMPLES, 40, 3)
     np.savez(OUT / "streaming_kws_onnx_calib.npz", frame=frames[:, :, 2:].astype(np.float16),
              state=frames[:, :, :2].astype(np.float16))
-    export("streaming_kws_onnx", StreamingKws(), [frames[:1, :, 2:], frames[:1, :, :2]],
+    export("streaming_kws_onnx", StreamingKws, [frames[:1, :, 2:], frames[:1, :, :2]],
            ["frame", "state"], ["logits", "next_state"], seed=10)
     return 0
 

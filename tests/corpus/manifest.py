@@ -20,22 +20,23 @@ CORPUS = MODELS / "corpus"
 
 # The commands of the coverage table, in its column order.
 COMMANDS = ("inspect", "convert", "to-tflite", "fuse", "quantize", "quantize-qdq",
-            "export-c-header")
+            "export-c-header", "export-c")
 
 
 @dataclass(frozen=True)
 class CorpusModel:
     """One corpus model. `calibration` is a file (``.npy`` / ``.npz`` / ``file.npz:key``) in the
-    model's layout, or None; `shapes` gives concrete shapes for the oracle's inputs where the
-    model's are dynamic (input name -> shape); `frames` > 0 marks a model with state kept
-    between invocations (run that many frames in a row); `source` says where it comes from."""
+    model's layout; `shapes` (input name -> shape) fixes dynamic dims with `--input-shape` on
+    every command that takes it, as a user of such a model would; `frames` > 0 marks a model
+    with state kept between invocations (run that many frames in a row); `source` says where
+    it comes from."""
 
     name: str
     path: Path
     format: str  # "onnx" | "tflite"
     precision: str  # "float" | "int8"
     source: str
-    calibration: str | None = None
+    calibration: str
     shapes: dict = field(default_factory=dict)
     frames: int = 0
 
@@ -46,7 +47,7 @@ class CorpusModel:
 
 def commands_for(model: CorpusModel) -> tuple:
     """The commands that apply: every model is inspected, converted to its own format, fused and
-    exported as a C header; float models are quantized (ONNX ones to int8 TFLite and to QDQ
+    exported as a C header and as C; float models are quantized (ONNX ones to int8 TFLite and to QDQ
     ONNX) and ONNX ones converted to TFLite."""
     out = ["inspect", "convert"]
     if model.format == "onnx":
@@ -56,17 +57,15 @@ def commands_for(model: CorpusModel) -> tuple:
         out.append("quantize")
         if model.format == "onnx":
             out.append("quantize-qdq")
-    out.append("export-c-header")
+    out += ["export-c-header", "export-c"]
     return tuple(out)
 
 
-def _gen(name, fmt, source, precision="float", calib=True, **kw):
+def _gen(name, fmt, source, precision="float", calib=None, **kw):
+    """A generated model of tests/models/corpus; its calibration file defaults to
+    `<name>_calib.npy`."""
     ext = "onnx" if fmt == "onnx" else "tflite"
-    calibration = None
-    if calib is True:
-        calibration = str(CORPUS / f"{name}_calib.npy")
-    elif calib:
-        calibration = str(CORPUS / calib)
+    calibration = str(CORPUS / (calib or f"{name}_calib.npy"))
     return CorpusModel(name, CORPUS / f"{name}.{ext}", fmt, precision, source, calibration, **kw)
 
 
@@ -79,14 +78,18 @@ _MLPERF = "MLPerf Tiny (mlcommons/tiny, Apache-2.0), trained"
 MODELS_TABLE = (
     # PyTorch exports (tests/corpus/make_corpus_torch.py)
     _gen("shufflenet_v2", "onnx", _TV + "; channel shuffle, Split"),
+    CorpusModel("shufflenet_v2_input_shape", CORPUS / "shufflenet_v2.onnx", "onnx", "float",
+                "the same model given --input-shape image:1,3,64,64",
+                str(CORPUS / "shufflenet_v2_calib.npy"), shapes={"image": (1, 3, 64, 64)}),
     _gen("resnext_small", "onnx", _TV + " (Bottleneck); grouped conv, dead BN channels"),
     _gen("regnet_small", "onnx", _TV + "; grouped conv, squeeze-excite"),
     _gen("mobilenet_v3_small", "onnx", _TV + "; hard-swish, hard-sigmoid"),
-    _gen("mobilenet_v2_paddle", "onnx", _TV + "; -1 batch dim (Paddle2ONNX style)",
-         shapes={"x": (1, 3, 64, 64)}),
+    _gen("mobilenet_v2_paddle", "onnx", _TV + "; -1 batch dim (Paddle2ONNX style)"),
     _gen("unet_small", "onnx", _PT + "; ConvTranspose, Resize nearest / bilinear"),
-    _gen("fpn_small", "onnx", _PT + "; Resize, dynamic H and W",
-         shapes={"image": (1, 3, 32, 32)}),
+    _gen("fpn_small", "onnx", _PT + "; Resize, dynamic H and W"),
+    CorpusModel("fpn_small_input_shape", CORPUS / "fpn_small.onnx", "onnx", "float",
+                "the same model given --input-shape image:1,3,32,32",
+                str(CORPUS / "fpn_small_calib.npy"), shapes={"image": (1, 3, 32, 32)}),
     _gen("kws_conv1d", "onnx", _PT + "; Conv1d keyword spotter"),
     _gen("tiny_transformer", "onnx", _PT + "; LayerNorm, attention MatMul, Softmax, GELU"),
     _gen("streaming_kws_onnx", "onnx", _PT + "; streaming, state as input / output",
