@@ -86,12 +86,14 @@ def export_c_cell(runner, model, fail):
 
 
 def _nhwc(array, shape):
-    """An ONNX-layout feed in the TFLite model's layout: 4-D NCHW data transposed to NHWC when
-    that is what the TFLite input's shape says (the conversion's default)."""
+    """An ONNX-layout feed in the TFLite model's layout: channels-first data (NCL, NCHW) moved
+    to channels-last when that is what the TFLite input's shape says (the conversion's
+    default)."""
     shape = tuple(int(d) for d in shape)
     a = np.asarray(array)
-    if a.ndim == 4 and a.shape != shape and tuple(np.transpose(a, (0, 2, 3, 1)).shape) == shape:
-        return np.ascontiguousarray(np.transpose(a, (0, 2, 3, 1)))
+    perm = (0, *range(2, a.ndim), 1)
+    if a.ndim >= 3 and a.shape != shape and tuple(np.transpose(a, perm).shape) == shape:
+        return np.ascontiguousarray(np.transpose(a, perm))
     return a
 
 
