@@ -56,11 +56,13 @@ class StreamingHistogram:
         if self.top == 0:
             self.zeros += values.size
             return
-        factor = BINS / self.top
-        # float32 arithmetic unless the factor leaves float32's range (a tensor of ~1e-37
-        # values, as near-zero weight channels make): then 0 * inf would give NaN bins
-        scaled = values * np.float32(factor) if values.dtype == np.float32 \
-            and factor < float(np.finfo(np.float32).max) else values.astype(np.float64) * factor
+        k = BINS / self.top
+        if not np.isfinite(k):  # a subnormal top: every value is in the bins next to 0
+            self.counts[BINS] += values.size
+            return
+        # float32 arithmetic unless 1 / top overflows it (activations of ~1e-38)
+        scaled = values * np.float32(k) if values.dtype == np.float32 and k < 1e37 \
+            else values.astype(np.float64) * k
         idx = np.floor(scaled, out=scaled)
         np.clip(idx, -BINS, BINS - 1, out=idx)
         self.counts += np.bincount((idx + BINS).astype(np.intp), minlength=2 * BINS)
