@@ -72,10 +72,50 @@ def _runner(model: Model):
     return lambda graph, feeds, observe=None, keep=(): run_float(graph, feeds, observe, keep)
 
 
+def _unsupported(model: Model) -> bool:
+    """Whether the executor `_runner` picks lacks a kernel for some op of the main graph
+    (resource-variable ops aside: `run_frames` handles them)."""
+    from .executor.float_executor import unsupported_ops
+    from .executor.int_kernels import INT_KERNELS
+    from .executor.streaming import is_resource_op
+
+    g = model.graph
+    if _is_int8(model):
+        return any(not is_resource_op(n) and (n.opaque or n.op not in INT_KERNELS)
+                   for n in g.nodes)
+    view = Graph(g.name, g.tensors, [n for n in g.nodes if not is_resource_op(n)], g.inputs,
+                 g.outputs)
+    return bool(unsupported_ops(view))
+
+
+def _runnable(model: Model) -> Model:
+    """`model`, or when the executor lacks a kernel for one of its ops (the int32 shape
+    arithmetic a converter leaves in an int8 model: SHAPE -> PACK), a copy with a dynamic batch
+    declared 1 (the samples' batch) and constants folded (`fold-constants`: static shape
+    arithmetic becomes constants). Only then: folding both
+    models alike would hide a folding bug from `fuse --verify`."""
+    import copy
+
+    from .passes import PassContext, run_passes
+
+    if not _unsupported(model):
+        return model
+    memo = {id(t.data): t.data for g in model.graphs for t in g.tensors.values()
+            if t.data is not None}
+    folded = Model(model.format, copy.deepcopy(model.graphs, memo), dict(model.meta))
+    for g in folded.graphs:  # the samples' batch is 1: a dynamic batch is 1 here
+        for t in g.tensors.values():
+            if t.data is None and t.shape and t.shape[0] is None:
+                t.shape = (1,) + tuple(t.shape[1:])
+    run_passes(folded, ["fold-constants"], PassContext(model.format))
+    return folded
+
+
 def run_samples(model: Model, samples: list, keep=()) -> list:
     """Run `samples` ([{input: array with a batch of 1}]) one call each; state carries over."""
     from .executor.streaming import has_state, run_frames
 
+    model = _runnable(model)
     runner = _runner(model)
     if has_state(model):
         return run_frames(model, samples, runner, keep=keep)

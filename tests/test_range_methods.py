@@ -184,3 +184,11 @@ def test_defaults_are_mse_ranges_with_bias_correction(tmp_path):
     report = json.loads((tmp_path / "r.json").read_text())
     assert (report["method"], report["bias_correction"], report["equalize"]) == ("mse", True,
                                                                                   False)
+
+
+@pytest.mark.parametrize("method", ["mse", "percentile", "entropy"])
+def test_tiny_activations_histogram_without_overflow(method):
+    """Activations of ~1e-37 (1 / top overflows float32) still give a finite range."""
+    x = np.random.default_rng(0).standard_normal(1000).astype(np.float32) * np.float32(1e-37)
+    lo, hi = _collect(method, [x, x * 2])
+    assert np.isfinite(lo) and np.isfinite(hi) and lo <= 0 <= hi and hi > 0

@@ -56,8 +56,13 @@ class StreamingHistogram:
         if self.top == 0:
             self.zeros += values.size
             return
-        scaled = values * np.float32(BINS / self.top) if values.dtype == np.float32 \
-            else values.astype(np.float64) * (BINS / self.top)
+        k = BINS / self.top
+        if not np.isfinite(k):  # a subnormal top: every value is in the bins next to 0
+            self.counts[BINS] += values.size
+            return
+        # float32 arithmetic unless 1 / top overflows it (activations of ~1e-38)
+        scaled = values * np.float32(k) if values.dtype == np.float32 and k < 1e37 \
+            else values.astype(np.float64) * k
         idx = np.floor(scaled, out=scaled)
         np.clip(idx, -BINS, BINS - 1, out=idx)
         self.counts += np.bincount((idx + BINS).astype(np.intp), minlength=2 * BINS)

@@ -5,7 +5,8 @@ huge tensor (a MatMul whose constant turns a column into a 13 GiB outer product,
 dimension of 2^40) would otherwise be allocated, swap the machine or crash. `check_plan_memory`
 refuses such a plan up front, naming the layer, when the working set of any one layer (its inputs
 and outputs, float32, for one batch) exceeds the limit (`--max-memory`, default: half the
-physical memory, at most 8 GiB). `check_input_memory` does the same for the calibration samples themselves.
+physical memory, at most 8 GiB). `check_input_memory` does the same for the calibration
+samples themselves.
 """
 
 from __future__ import annotations

@@ -101,8 +101,8 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
                                                 observe, progress,
                                                 n_report if evaluation is None else 0,
                                                 options.engine)
-    qplan = plan(graph, collector.ranges(), model.format, options.fc_per_channel,
-                 None if means is None else means.means())
+    qplan = _plan_in_range(graph, collector.ranges(), model.format, options.fc_per_channel,
+                           None if means is None else means.means())
     float_graph = _snapshot(graph)
     float_model = Model(model.format, [float_graph] + [_snapshot(g) for g in model.graphs[1:]],
                         model.meta) if stateful else None
@@ -289,6 +289,36 @@ def _float_stream(model: Model, feeds: dict, batch_size: int = 1, observe=None, 
     if not collect:
         return {}
     return {name: np.concatenate([o[name] for o in outs]) for name in model.graph.outputs}
+
+
+MAX_SHIFT = 30  # TFLite's kernels take a left shift of at most 30
+
+
+def _plan_in_range(graph, ranges: dict, fmt: str, fc_per_channel: bool, means=None):
+    """`plan`, with the output range of a layer whose requantization would need a left shift
+    beyond 30 widened until it fits. That happens when the output range is tiny next to the
+    input and weight scales (weights that cancel, a constant-zero output): the int8 output is
+    then 0 where the float one is ~0, instead of a model the int8 kernels cannot run. Ranges
+    that cannot be widened this way are left to the writers' invariant check, which refuses."""
+    ranges = dict(ranges)
+    for _ in range(4):
+        qplan = plan(graph, ranges, fmt, fc_per_channel, means)
+        wide = {out: int(np.max(layer.shift)) for out, layer in qplan.layers.items()
+                if layer.shift is not None and np.size(layer.shift)
+                and int(np.max(layer.shift)) > MAX_SHIFT and out in qplan.activations}
+        if not wide:
+            return qplan
+        for out, shift in wide.items():
+            scale = float(qplan.activations[out][0])
+            target = scale * 2.0 ** (shift - MAX_SHIFT + 1)
+            lo, hi = ranges.get(out, (0.0, 0.0))
+            lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
+            if hi - lo > 0:
+                k = target / scale
+                ranges[out] = (lo * k, hi * k)
+            else:
+                ranges[out] = (-128.0 * target, 127.0 * target)
+    return qplan
 
 
 def _snapshot(graph):
