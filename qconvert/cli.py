@@ -187,7 +187,8 @@ def convert(model, output, input_layout, input_shapes, verify):
     outputs.add_inputs(m.meta.get("external_files", ()))
     out = output or str(default_output(model, "converted", m.format))
     fmt = format_of_output(out, m.format)
-    outputs.add(out)
+    if output is None:
+        outputs.add(out)
     cross = (m.format, fmt) == ("onnx", "tflite")
     if input_layout is not None and not cross:
         raise QConvertError("--input-layout applies to ONNX -> TFLite conversion only", model)
