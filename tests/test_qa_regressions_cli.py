@@ -149,3 +149,50 @@ def test_zero_node_passthrough_quantizes_to_itself(tmp_path):
     sess, got = _ort(out, x)
     assert [i.name for i in sess.get_inputs()] == ["x"] and list(got) == ["x"]
     np.testing.assert_array_equal(got["x"], x)
+
+
+# 4. An int8 model far from float (here a difference of two nearly equal conv outputs, each
+# quantized on its own large range) is written with a one-line warning, exit 0.
+def _cancelling_model(path):
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "W1"),
+             numpy_helper.from_array(w + 1e-3 * rng.standard_normal(w.shape).astype(np.float32),
+                                     "W2")]
+    nodes = [helper.make_node("Conv", ["x", "W1"], ["a"], pads=[1, 1, 1, 1], name="c1"),
+             helper.make_node("Conv", ["x", "W2"], ["b"], pads=[1, 1, 1, 1], name="c2"),
+             helper.make_node("Sub", ["a", "b"], ["y"], name="d")]
+    return _onnx_model(path, nodes, [("y", [1, 4, 8, 8])], inits)
+
+
+def test_low_output_sqnr_warns_in_one_line(tmp_path):
+    model = _cancelling_model(tmp_path / "m.onnx")
+    out = tmp_path / "q.onnx"
+    cal = _calibration(tmp_path)
+    result = _invoke(["quantize", model, "--calibration", cal, "-o", out, "--report",
+                      tmp_path / "r.json"])
+    assert result.exit_code == 0, result.output
+    assert out.exists()
+    import json
+
+    db = json.loads((tmp_path / "r.json").read_text())["output_sqnr_db"]["y"]
+    # independent check of the figure: onnxruntime on both models, the calibration samples
+    x = np.load(cal)
+    ref = np.concatenate([_ort(model, s)[1]["y"] for s in x])
+    got = np.concatenate([_ort(out, s)[1]["y"] for s in x])
+    assert 10 * np.log10(np.sum(ref ** 2) / np.sum((ref - got) ** 2)) < 10 and db < 10
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("qconvert: warning: "), result.stderr
+    assert "'y'" in lines[0] and "--verify" in lines[0] and "--method" in lines[0]
+
+
+def test_good_output_sqnr_does_not_warn(tmp_path):
+    result = _invoke(["quantize", ONNX, "--calibration", CAL, "-o", tmp_path / "q.onnx"])
+    assert result.exit_code == 0, result.output
+    import re
+
+    db = float(re.search(r"output logits: SQNR ([\d.]+) dB", result.output).group(1))
+    assert db > 20  # ~35 dB, well above the floor
+    assert result.stderr == ""
