@@ -111,14 +111,6 @@ def _peaks(w: np.ndarray, axis: int) -> np.ndarray:
     return np.abs(w).max(axis=other).astype(np.float64)
 
 
-def _readers(graph: Graph) -> dict:
-    counts: dict = {}
-    for node in graph.nodes:
-        for name in dict.fromkeys(node.present_inputs()):
-            counts[name] = counts.get(name, 0) + 1
-    return counts
-
-
 def _equalize_pair(graph: Graph, a, b, axis_b: int) -> float:
     """Rescale one pair; returns the largest |log s_c| applied."""
     wa, wb = graph.tensors[a.inputs[1]].data, graph.tensors[b.inputs[1]].data
@@ -129,16 +121,17 @@ def _equalize_pair(graph: Graph, a, b, axis_b: int) -> float:
     s[ok] = np.sqrt(r1[ok] / r2[ok])
     if np.all(np.abs(s - 1) <= TOLERANCE):
         return 0.0
-    readers = _readers(graph)
     bias = None
     if len(a.inputs) > 2 and a.inputs[2] is not None:
         bias = graph.tensors[a.inputs[2]].data.astype(np.float64).reshape(-1)
     view = LinearView(a, _rule(a), wa, bias, r1.size, None, -1)
-    fold_affine(graph, view, 1.0 / s, None, readers)
+    fold_affine(graph, view, 1.0 / s, None)
     shape = [1] * wb.ndim
     shape[axis_b] = -1
     new_b = (wb.astype(np.float64) * s.reshape(shape)).astype(wb.dtype)
-    b.inputs[1] = set_constant(graph, b.inputs[1], new_b, readers.get(b.inputs[1], 0))
+    inputs = list(b.inputs)
+    inputs[1] = set_constant(graph, inputs[1], new_b)  # a copy when others read it too
+    graph.set_inputs(b, inputs)
     return float(np.max(np.abs(np.log(s))))
 
 
