@@ -37,7 +37,8 @@ CLASSES = {
     "5 calibration data (headers, bool, overflow)": [
         "test_npy_headers_that_lie", "test_malformed_npy_headers", "test_calibration_values",
         "test_huge_weights_overflow"],
-    "6 int8 numerics (scales, multipliers, shifts)": ["test_written_int8_models_hold"],
+    "6 int8 numerics (scales, multipliers, shifts)": ["test_written_int8_models_hold",
+                                                       "test_weights_that_cancel"],
     "7 paths and names": ["test_long_output_names", "test_strange_file_names",
                           "test_header_name_is_checked", "test_usage_errors"],
 }

@@ -7,7 +7,6 @@ atomically, after all work succeeded.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import sys
@@ -85,10 +84,6 @@ def main():
       qconvert quantize model.onnx --calibration calib.npy -o model_int8.tflite
       qconvert export-c-header model_int8.tflite -o model_weights.h --with-kernels
     """
-    # A model's IR is many small long-lived objects: collect young objects less often (the
-    # default runs a collection every 700 allocations, 30-40% of the time of a 200,000-node
-    # model). Reference cycles are still collected.
-    gc.set_threshold(50_000, 20, 100)
 
 
 @main.command()
@@ -343,8 +338,7 @@ _CALIBRATION_OPTIONS = (
                  "faster on large networks)."),
     click.option("--batch-size", type=click.IntRange(1), default=16, show_default=True),
     click.option("--max-memory", metavar="SIZE", help="Refuse a plan whose largest layer needs "
-                 "more than SIZE per batch (e.g. 4G; default: half the physical memory, at "
-                 "most 8G)."),
+                 "more than SIZE per batch (e.g. 4G; default: half the physical memory, at most 8G)."),
 )
 
 
@@ -664,73 +658,16 @@ def export_c(model, outdir, name, kernels, fc_layout, calibration, calibration_r
       qconvert export-c model_int8.tflite -o model_c --kernels cmsis-nn
       qconvert export-c model.onnx --calibration calib.npy -o model_c
     """
-    import hashlib
-    from pathlib import Path
-
-    from .c_export.c_names import check_prefix, prefix_from_stem
-    from .c_export.model_source import ModelOptions, render_model
-    from .c_export.source import int8_tflite_for_export
-    from .model_io import read_bytes
-    from .output_files import OutputFiles
-    from .quant.calibration_data import data_files, input_specs
+    from .c_export.command import export_c_command
     from .quant.quantize import QuantizeOptions
 
-    if calibration is not None and calibration_random is not None:
-        raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
-    if fc_layout == "1x4" and kernels == "cmsis-nn":
-        raise QConvertError("--kernels cmsis-nn calls arm_fully_connected_s8, which reads "
-                            "row-major weights: use --fc-layout rowmajor (the default there)")
-    fc_layout = fc_layout or ("rowmajor" if kernels == "cmsis-nn" else "1x4")
-    c_name = check_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
-    folder = Path(outdir)
-    if folder.exists() and not folder.is_dir():
-        raise QConvertError("output path exists and is not a directory", str(folder))
-    parent = folder.parent if str(folder.parent) else Path(".")
-    if not parent.is_dir():
-        raise QConvertError("output directory's parent does not exist", str(folder))
-    outputs = OutputFiles([model, *data_files(calibration)])
-    sha256 = hashlib.sha256(read_bytes(model)).hexdigest()
-    m = _load(model, input_shapes)
-    outputs.add_inputs(m.meta.get("external_files", ()))
-    if input_layout is not None and m.format != "onnx":
-        raise QConvertError("--input-layout applies to ONNX models only", model)
-    loader, label = None, ""
     limit = _max_memory(max_memory)
-    if calibration is not None or calibration_random is not None:
-        norm = dict(mean=_numbers(mean), std=_numbers(std), scale=_numbers(scale))
-        label = (Path(calibration).name if calibration is not None
-                 else f"{calibration_random} random samples")
-
-        def loader(model_ir):
-            return _calibration_data(input_specs(model_ir), calibration, calibration_random, norm,
-                                     limit)
-
-    options = QuantizeOptions(method, percentile, fc_per_channel, "int8", "double",
-                              not no_fuse, batch_size, limit,
-                              bias_correction=not no_bias_correction, equalize=equalize,
-                              engine=engine)
-    m, note = int8_tflite_for_export(m, loader, options, label, input_layout or "nhwc",
-                                     purpose="export C")
-    files, summary = render_model(m, ModelOptions(c_name, kernels, fc_layout, Path(model).name,
-                                                  sha256, note))
-    created = not folder.exists()
-    folder.mkdir(exist_ok=True)
-    try:
-        paths = {folder / f: data for f, data in files.items()}
-        for path in paths:
-            outputs.add(path)
-        outputs.commit(paths)
-    except BaseException:
-        if created and not any(folder.iterdir()):
-            folder.rmdir()
-        raise
-    click.echo(f"wrote {len(paths)} files to {folder}: {', '.join(files)}")
-    helium = (f"; {summary.arena_helium} bytes for CMSIS-NN's Helium (MVE) builds"
-              if summary.arena_helium is not None else "")
-    click.echo(f"{c_name}: {summary.layers} layers ({kernels} kernels), arena "
-               f"{summary.arena_size} bytes (RAM{helium}), constant data "
-               f"{summary.constant_bytes} bytes (flash), {summary.overlapped} tensors placed "
-               "over their inputs")
+    options = QuantizeOptions(method, percentile, fc_per_channel, "int8", "double", not no_fuse,
+                              batch_size, limit, bias_correction=not no_bias_correction,
+                              equalize=equalize, engine=engine)
+    export_c_command(model, outdir, name, kernels, fc_layout, calibration, calibration_random,
+                     dict(mean=_numbers(mean), std=_numbers(std), scale=_numbers(scale)),
+                     options, input_layout, input_shapes)
 
 
 def run():

@@ -9,6 +9,7 @@ is compiled once.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -130,19 +131,30 @@ _LIBRARIES: dict = {}
 
 
 def cmsis_library(cc: str, flags: list) -> Path:
-    """CMSIS-NN compiled with `cc` and `flags` as a static library (built once per session)."""
+    """CMSIS-NN compiled with `cc` and `flags` as a static library: built once per session and
+    kept in the temp folder between sessions, keyed by the compiler, its flags and the sources
+    (names, sizes, times), as ccache would."""
+    import hashlib
+    import tempfile
+
     key = (cc, tuple(flags))
     if key not in _LIBRARIES:
-        import tempfile
-
-        build = Path(tempfile.mkdtemp(prefix="cmsis_nn_"))
         sources = cmsis_sources()
-        objects = [build / f"cmsis_{i}.o" for i in range(len(sources))]
-        _parallel_compile(cc, ["-std=c99", *flags, f"-I{CMSIS_NN / 'Include'}", "-w"], sources,
-                          objects)
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout
+        digest = hashlib.sha256(repr((key, version, [(str(p), p.stat().st_size,
+                                                       p.stat().st_mtime_ns) for p in sources]))
+                                .encode()).hexdigest()[:16]
+        build = Path(tempfile.gettempdir()) / "qconvert-test-cmsis-nn" / digest
         lib = build / "libcmsisnn.a"
-        ar = "arm-none-eabi-ar" if cc.startswith("arm-") else "ar"
-        _run([ar, "rcs", lib, *objects])
+        if not lib.is_file():
+            build.mkdir(parents=True, exist_ok=True)
+            objects = [build / f"cmsis_{i}.o" for i in range(len(sources))]
+            _parallel_compile(cc, ["-std=c99", *flags, f"-I{CMSIS_NN / 'Include'}", "-w"],
+                              sources, objects)
+            ar = "arm-none-eabi-ar" if cc.startswith("arm-") else "ar"
+            partial = build / f"lib.{os.getpid()}.a"
+            _run([ar, "rcs", partial, *objects])
+            os.replace(partial, lib)  # atomic: a concurrent session sees all or nothing
         _LIBRARIES[key] = lib
     return _LIBRARIES[key]
 
@@ -237,6 +249,7 @@ def run_qemu(elf: Path, board: str, timeout=120) -> str:
                  "-monitor", "none", "-serial", "none", "-kernel", elf], timeout=timeout)
 
 
+@functools.lru_cache(maxsize=None)
 def tflm_arena_bytes(model_path: Path) -> int:
     """TFLite Micro's whole arena for the model ('Arena allocation total', head plus tail, as
     its Python interpreter's print_allocations() reports it; printed by C++, so read from a

@@ -54,8 +54,14 @@ class ExportSummary:
 
 
 def render_model(graph, options: ModelOptions) -> tuple:
-    """({file name: bytes}, ExportSummary) of `graph` (an int8 TFLite Graph or Model)."""
-    graph = graph.graph if hasattr(graph, "graphs") else graph
+    """({file name: bytes}, ExportSummary) of `graph` (an int8 TFLite Graph or Model; a Model
+    gets its dynamic batch fixed to 1 and its shape arithmetic folded first)."""
+    if hasattr(graph, "graphs"):
+        from .source import static_int8_shapes
+
+        if len(graph.graphs) == 1:
+            static_int8_shapes(graph)
+        graph = graph.graph
     if options.kernels not in KERNEL_SETS:
         raise QConvertError(f"unknown --kernels {options.kernels!r}; one of {KERNEL_SETS}")
     _check_io(graph)

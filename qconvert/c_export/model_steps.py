@@ -41,7 +41,8 @@ _CONV_FILES = {"qconvert_nn_conv.c"}
 _OPS_FILES = {"qconvert_nn_ops.c"}
 _LOOKUP_OPS = ("Relu", "Relu6", "Sigmoid", "Tanh", "HardSwish", "LeakyRelu")
 _BINARY = {"Add": "QCONVERT_ADD", "Sub": "QCONVERT_SUB", "Mul": "QCONVERT_MUL",
-           "Maximum": "QCONVERT_MAXIMUM", "Minimum": "QCONVERT_MINIMUM", "PRelu": "QCONVERT_PRELU"}
+           "Maximum": "QCONVERT_MAXIMUM", "Minimum": "QCONVERT_MINIMUM", "PRelu": "QCONVERT_PRELU",
+           "Div": "QCONVERT_DIV"}
 _MOVEMENT = ("Transpose", "StridedSlice", "Gather", "Pad", "PadV2", "Concat", "ResizeNearest",
              "SplitEqual", "SplitSizes")
 
@@ -320,14 +321,33 @@ def _lower_binary(graph, node, index, options):
     pad = [0] * (MAX_RANK - len(box["shape"]))
     if len(box["shape"]) > MAX_RANK:
         raise QConvertError(f"{node.op} {node.name!r}: broadcast over more than {MAX_RANK} axes")
+    tables = ["NULL", "NULL"]
+    if node.op == "Div":
+        inverse, shift = div_reciprocals(p["input2_offset"])
+        arrays += [("div_inverse", "int32_t", inverse), ("div_shift", "int8_t", shift)]
+        tables = ["@L_div_inverse", "@L_div_shift"]
     fields = [_BINARY[node.op], len(box["shape"]), _struct(box["shape"] + pad),
               _struct(box["in_strides"] + pad), _struct(box["out_strides"] + pad),
-              *binary_fields(p)]
+              *binary_fields(p), *tables]
     decls = [f"static const qconvert_binary_params @L_params = {_struct(fields)};"]
-    overlap = [("same", k) for k in (0, 1) if graph.tensors[node.inputs[k]].data is None
-               and shapes[k] == out_shape]
-    return _plain(graph, node, index, f"qconvert_binary_s8({a}, {b}, $out0, &@L_params);",
-                  arrays, decls, _OPS_FILES, overlap)
+    acts = _acts(graph, node)  # overlap slots index the step's activation inputs
+    overlap = [("same", acts.index(node.inputs[k])) for k in (0, 1)
+               if graph.tensors[node.inputs[k]].data is None and shapes[k] == out_shape]
+    call = f"qconvert_binary_s8({a}, {b}, $out0, &@L_params);"
+    if node.op == "Div":  # a quotient shift TFLite Micro cannot make: it fails, so does invoke
+        call = "\n".join([f"if ({call[:-1]} != 0) {{", "    return 4;", "}"])
+    return _plain(graph, node, index, call, arrays, decls, _OPS_FILES, overlap)
+
+
+def div_reciprocals(input2_offset: int) -> tuple:
+    """Per raw int8 divisor b (index b + 128): gemmlowp's reciprocal of |b - z2| and its shift,
+    as TFLite's GetReciprocal computes them (the integer executor's arithmetic)."""
+    from qconvert.executor.int_kernels import clz32, one_over_one_plus_x_for_x_in_0_1, wrap32
+
+    d = np.abs(np.arange(-128, 128, dtype=np.int64) + int(input2_offset))
+    headroom = clz32(d)
+    shifted = wrap32(((d << headroom) & 0xFFFFFFFF) - (1 << 31))
+    return one_over_one_plus_x_for_x_in_0_1(shifted), (31 - headroom).astype(np.int64)
 
 
 def _lower_softmax(graph, node, index, options):

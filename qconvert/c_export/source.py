@@ -72,3 +72,22 @@ def int8_tflite_for_export(model: Model, calibration: Callable | None = None,
             f"fully connected weights {'per channel' if options.fc_per_channel else 'per tensor'}"
             f"{'' if options.fuse else ', no fusion'}")
     return model, note
+
+
+def static_int8_shapes(model: Model) -> int:
+    """Fix the dynamic batch of an int8 TFLite model to 1 and fold the shape arithmetic it
+    feeds (the TFLite converter's Shape -> StridedSlice -> Pack -> Reshape flatten), as TFLite
+    Micro, which allocates one sample, sees the model. Only the batch (axis 0) is fixed; the
+    number of tensors changed is returned."""
+    from qconvert.passes.static_batch import _set_shape
+    from qconvert.passes import PassContext
+    from qconvert.passes.pipeline import run_pipeline
+
+    changed = 0
+    for t in model.graph.tensors.values():
+        shape = t.shape
+        if t.data is None and shape and not (isinstance(shape[0], int) and shape[0] >= 0):
+            changed += _set_shape(t, (1,) + tuple(shape[1:]))
+    if changed:
+        run_pipeline(model, ("fold-constants", "eliminate"), PassContext(model.format))
+    return changed

@@ -382,7 +382,7 @@ class CorpusRunner:
             except Exception as exc:  # a runtime rejects qconvert's output
                 status, detail = "FAIL", f"oracle could not run the output: {exc}"[:300]
             if status == "refused" and model.format == "onnx" and command in (
-                    "quantize", "export-c-header"):
+                    "quantize", "export-c-header", "export-c"):
                 status, detail = self._names_what_conversion_refuses(model, command, detail)
             self._cells[key] = Cell(model_name, command, status, detail,
                                     time.perf_counter() - start)
@@ -668,6 +668,14 @@ class CorpusRunner:
         got = _by_name(run_onnxruntime(out, feeds), onnx_output_names(out), names)
         sq = self._sqnr(want, got, "QDQ ONNX")
         return "ok", f"SQNR {sq:.1f} dB (onnxruntime)"
+
+    def _export_c(self, model: CorpusModel):
+        from .export_c_cell import export_c_cell
+
+        def fail(message):
+            raise _Fail(message)
+
+        return export_c_cell(self, model, fail)
 
     def _export_c_header(self, model: CorpusModel):
         out = self._out(model, "export-c-header", "h")

@@ -20,7 +20,7 @@ CORPUS = MODELS / "corpus"
 
 # The commands of the coverage table, in its column order.
 COMMANDS = ("inspect", "convert", "to-tflite", "fuse", "quantize", "quantize-qdq",
-            "export-c-header")
+            "export-c-header", "export-c")
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class CorpusModel:
 
 def commands_for(model: CorpusModel) -> tuple:
     """The commands that apply: every model is inspected, converted to its own format, fused and
-    exported as a C header; float models are quantized (ONNX ones to int8 TFLite and to QDQ
+    exported as a C header and as C; float models are quantized (ONNX ones to int8 TFLite and to QDQ
     ONNX) and ONNX ones converted to TFLite."""
     out = ["inspect", "convert"]
     if model.format == "onnx":
@@ -57,7 +57,7 @@ def commands_for(model: CorpusModel) -> tuple:
         out.append("quantize")
         if model.format == "onnx":
             out.append("quantize-qdq")
-    out.append("export-c-header")
+    out += ["export-c-header", "export-c"]
     return tuple(out)
 
 

@@ -64,7 +64,8 @@ void qconvert_lookup_s8(const int8_t *input, int8_t *output, int32_t size, const
 /* PRELU: input1 >= its zero point -> input1 requantized with output_multiplier / _shift, else
  * (input1 - z1) * (alpha - z2) with input2_multiplier / input2_shift. */
 typedef enum {
-    QCONVERT_ADD, QCONVERT_SUB, QCONVERT_MUL, QCONVERT_MAXIMUM, QCONVERT_MINIMUM, QCONVERT_PRELU
+    QCONVERT_ADD, QCONVERT_SUB, QCONVERT_MUL, QCONVERT_MAXIMUM, QCONVERT_MINIMUM, QCONVERT_PRELU,
+    QCONVERT_DIV
 } qconvert_binary_op;
 
 typedef struct {
@@ -76,10 +77,15 @@ typedef struct {
     int32_t input1_offset, input2_offset, output_offset, left_shift;
     int32_t input1_multiplier, input1_shift, input2_multiplier, input2_shift;
     int32_t output_multiplier, output_shift, activation_min, activation_max;
+    /* DIV only (else NULL): per raw divisor value (index b + 128), the reciprocal of
+     * |b - z2| (gemmlowp's 1 / (1 + x)) and its shift, as TFLite's GetReciprocal gives them */
+    const int32_t *div_inverse;
+    const int8_t *div_shift;
 } qconvert_binary_params;
 
-void qconvert_binary_s8(const int8_t *a, const int8_t *b, int8_t *output,
-                        const qconvert_binary_params *p);
+/* Returns 0, or 1 when a DIV's quotient needs a shift TFLite Micro cannot make (it fails). */
+int qconvert_binary_s8(const int8_t *a, const int8_t *b, int8_t *output,
+                       const qconvert_binary_params *p);
 
 /* Copy of a box: out[out_base + sum_k i_k * out_strides[k]] = in[in_base + sum_k i_k *
  * in_strides[k]] for every index i of `shape` (Transpose, StridedSlice, Concat, Pad, Gather

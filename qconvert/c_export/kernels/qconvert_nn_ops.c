@@ -94,17 +94,73 @@ static int32_t volume(int32_t rank, const int32_t *shape)
     return n;
 }
 
-void qconvert_binary_s8(const int8_t *a, const int8_t *b, int8_t *output,
-                        const qconvert_binary_params *p)
+static int32_t srdhm(int32_t a, int32_t b)
+{
+    if (a == INT32_MIN && b == INT32_MIN) {
+        return INT32_MAX;
+    }
+    return (int32_t)(((int64_t)a * (int64_t)b + ((int64_t)1 << 30)) >> 31);
+}
+
+/* RoundingDivideByPOT; exponents 32..63 as TFLite Micro's x86 build computes them (the mask
+ * is -1 and the shift is taken mod 32) */
+static int32_t rdbpot_wide(int32_t x, int32_t exponent)
+{
+    if (exponent > 31) {
+        return (x >> (exponent & 31)) + (x > (x < 0 ? 0 : -1) ? 1 : 0);
+    } else {
+        const int32_t mask = (int32_t)(((int64_t)1 << exponent) - 1);
+        const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+        return (x >> exponent) + ((x & mask) > threshold ? 1 : 0);
+    }
+}
+
+static int32_t leading_sign_bits(int32_t x)
+{
+    uint32_t u = (uint32_t)(x < 0 ? ~x : x);
+    int32_t n = 0;
+    if (u == 0) {
+        return 31;
+    }
+    while (!(u & 0x80000000u)) {
+        u <<= 1;
+        ++n;
+    }
+    return n - 1;
+}
+
+/* DIV (reference_ops::DivElementwise, int8): -1 when the shift is out of TFLM's range */
+static int32_t div_value(int32_t a, int32_t b, const qconvert_binary_params *p, int *bad)
+{
+    int32_t x = a + p->input1_offset;
+    const int32_t d = b + p->input2_offset;
+    const int32_t inverse = p->div_inverse[b + 128];
+    const int32_t headroom = (d < 0 ? (x = -x, leading_sign_bits(x)) : leading_sign_bits(x));
+    const int32_t quotient = srdhm((int32_t)((uint32_t)x << headroom), inverse);
+    const int32_t total_shift = p->output_shift - p->div_shift[b + 128] - headroom;
+    if (total_shift > 0) {
+        *bad = 1;
+        return 0;
+    }
+    return clamp_s8(rdbpot_wide(srdhm(quotient, p->output_multiplier), -total_shift)
+                        + p->output_offset,
+                    p->activation_min, p->activation_max);
+}
+
+int qconvert_binary_s8(const int8_t *a, const int8_t *b, int8_t *output,
+                       const qconvert_binary_params *p)
 {
     int32_t index[QCONVERT_MAX_RANK] = {0, 0, 0, 0, 0, 0};
     const int32_t n = volume(p->rank, p->shape);
     ptrdiff_t pa = 0, pb = 0;
     int32_t i;
+    int bad = 0;
     for (i = 0; i < n; ++i) {
-        output[i] = (int8_t)binary_value(a[pa], b[pb], p);
+        output[i] = (int8_t)(p->op == QCONVERT_DIV ? div_value(a[pa], b[pb], p, &bad)
+                                                   : binary_value(a[pa], b[pb], p));
         step(p->rank, p->shape, index, p->a_strides, &pa, p->b_strides, &pb);
     }
+    return bad;
 }
 
 void qconvert_copy_box_s8(const int8_t *input, int8_t *output, const qconvert_box *box)

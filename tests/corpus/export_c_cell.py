@@ -1,0 +1,103 @@
+"""The corpus's `export-c` cell: the whole model as C, bit-exact with TFLite Micro.
+
+`qconvert export-c MODEL` (float models with their `--calibration`, as a user runs it) must
+either refuse in one line naming ops of the model, or write C that gcc compiles with
+`-std=c99 -Wall -Wextra -Werror -pedantic` and that, built on the host with qconvert's portable
+kernels, gives on every oracle feed exactly what TFLite Micro gives for the int8 model. A float
+model is exported from the `quantize` cell's int8 model when that cell succeeded (export-c
+`--calibration` quantizes with the same options; calibrating once keeps the corpus fast), else
+from the float model with `--calibration`, which must then refuse too.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from export_c_harness import build_host, harness_source, io_layout, parse  # noqa: E402
+
+
+def export_c_cell(runner, model, fail):
+    """(status, detail) of `export-c` on `model`; `fail(message)` raises the harness failure."""
+    from .harness import run_tflm, tflite_io
+
+    from .harness import check_refusal_names, run_cli
+
+    folder = runner._out(model, "export-c", "d")
+    int8_model = model.path
+    quantized = runner.cell(model.name, "quantize") if model.precision == "float" else None
+    if quantized is not None and quantized.status == "ok":
+        # the quantize cell's int8 model: export-c --calibration quantizes with the same
+        # options (tests/test_export_c.py checks the C is the same), so calibrate once
+        int8_model = runner._out(model, "quantize", "tflite")
+        code, stdout, err, crash = run_cli(["export-c", int8_model, "-o", folder, "--name",
+                                            "corpus"])
+        if crash is not None:
+            fail(f"crashed: {crash.strip().splitlines()[-1]}")
+        if code != 0:
+            lines = [ln for ln in err.splitlines() if ln.strip()]
+            prefix = f"qconvert: error: {int8_model}: "
+            if code != 1 or len(lines) != 1 or not lines[0].startswith(prefix):
+                fail(f"refusal is not one line: {err.strip()[:300]}")
+            cause = lines[0][len(prefix):]
+            check_refusal_names(model, cause)
+            return "refused", cause
+    else:
+        args = ["export-c", model.path, "-o", folder, "--name", "corpus"]
+        if model.precision == "float":
+            args += ["--calibration", model.calibration]
+        refused, stdout = runner._invoke(model, "export-c", args, [folder])
+        if refused:
+            return refused
+        if quantized is not None:
+            fail(f"export-c succeeded where quantize did not ({quantized.status})")
+    feeds, _, _ = runner._float_reference(model)
+    if model.format == "onnx":
+        feeds = [[_nhwc(a, d["shape"]) for a, d in zip(feed, tflite_io(int8_model)[0])]
+                 for feed in feeds]
+    qfeeds = runner._quantized_feeds(int8_model, feeds)
+    want = run_tflm(int8_model, qfeeds)
+    from qconvert.model_io import load_model
+
+    graph = load_model(int8_model).graph
+    samples = [[np.asarray(a).reshape(_dims(graph, n)).astype(graph.tensors[n].dtype)
+                for a, n in zip(feed, graph.inputs)] for feed in qfeeds]
+    try:
+        exe = build_host(folder, harness_source("corpus", io_layout(graph), samples))
+    except AssertionError as exc:
+        fail(f"gcc rejects the C: {str(exc)[-300:]}")
+    out = subprocess.run([exe], capture_output=True, text=True, check=False, timeout=300)
+    if out.returncode != 0:
+        fail(f"the C model exits with {out.returncode}")
+    got = parse(out.stdout, [np.dtype(graph.tensors[n].dtype) for n in graph.outputs],
+                len(samples))
+    for k, (g, w) in enumerate(zip(got, want)):
+        for a, b in zip(g, w):
+            if not np.array_equal(a.view(np.uint8), np.asarray(b).reshape(-1).view(np.uint8)):
+                fail(f"C output differs from TFLite Micro on feed {k}")
+    arena = re.search(r"arena (\d+) bytes", stdout)
+    return "ok", (f"arena {arena.group(1)} B, " if arena else "") + "bit-exact TFLM"
+
+
+def _nhwc(array, shape):
+    """An ONNX-layout feed in the TFLite model's layout: channels-first data (NCL, NCHW) moved
+    to channels-last when that is what the TFLite input's shape says (the conversion's
+    default)."""
+    shape = tuple(int(d) for d in shape)
+    a = np.asarray(array)
+    perm = (0, *range(2, a.ndim), 1)
+    if a.ndim >= 3 and a.shape != shape and tuple(np.transpose(a, perm).shape) == shape:
+        return np.ascontiguousarray(np.transpose(a, perm))
+    return a
+
+
+def _dims(graph, name) -> tuple:
+    from qconvert.c_export.model_steps import tensor_dims
+
+    return tensor_dims(graph, name)
