@@ -76,6 +76,53 @@ def harness_source(name: str, ios: dict, samples: list) -> str:
     return "\n".join(lines)
 
 
+def image_source(models: list) -> str:
+    """main.c for one firmware image holding several exported models: `models` is a list of
+    (name, ios, samples) as `harness_source` takes them; each model's block of output starts
+    with a line `== name` (`split_image_output` cuts the printout back into blocks)."""
+    lines = ["#include <stdio.h>", "#include <stdint.h>"]
+    lines += [f'#include "{name}.h"' for name, _, _ in models]
+    body = []
+    for name, ios, samples in models:
+        ins, outs = ios["inputs"], ios["outputs"]
+        for i, (ctype, size) in enumerate(ins):
+            rows = []
+            for sample in samples:
+                data = np.ascontiguousarray(sample[i]).view(np.uint8).reshape(-1)
+                assert data.size == size * (4 if ctype == "float" else 1)
+                rows.append("{" + ",".join(map(str, data.tolist())) + "}")
+            lines.append(f"static const uint8_t {name}_in{i}[{len(samples)}][{data.size}] "
+                         f"__attribute__((aligned(4))) = {{" + ",\n".join(rows) + "};")
+        for i, (ctype, size) in enumerate(outs):
+            lines.append(f"static {ctype} {name}_out{i}[{size}];")
+        args = [f"(const {c} *)(const void *){name}_in{i}[k]" for i, (c, _) in enumerate(ins)]
+        args += [f"{name}_out{i}" for i in range(len(outs))]
+        body += [f'    printf("== {name}\\n");', f"    for (k = 0; k < {len(samples)}; ++k) {{",
+                 f"        int rc = {name}_invoke({', '.join(args)});",
+                 '        printf("rc %d\\n", rc);']
+        for i, _ in enumerate(outs):
+            body += [f"        for (i = 0; i < sizeof {name}_out{i}; ++i) {{",
+                     f'            printf("%02x", (unsigned)((const uint8_t *){name}_out{i})[i]);',
+                     "        }", '        printf("\\n");']
+        body.append("    }")
+    lines += ["", "int main(void)", "{", "    int k;", "    unsigned i;", *body,
+              "    return 0;", "}", ""]
+    return "\n".join(lines)
+
+
+def split_image_output(text: str) -> dict:
+    """{name: that model's printout} from an `image_source` firmware's output."""
+    blocks: dict = {}
+    name = None
+    for line in text.splitlines():
+        if line.startswith("== "):
+            name = line[3:].strip()
+            blocks[name] = []
+        elif name is not None:
+            blocks[name].append(line)
+    return {k: "\n".join(v) for k, v in blocks.items()}
+
+
 def parse(text: str, dtypes: list, count: int) -> list:
     """[[output arrays] per sample] from the harness's printout; asserts every rc is 0."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]

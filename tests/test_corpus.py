@@ -7,16 +7,20 @@ models). Oracles (`tests/corpus/harness.py`): onnxruntime with graph optimizatio
 with the reference kernels for float outputs (within `TOLERANCE`, stateful models frame by
 frame), TFLite Micro bit for bit against qconvert's integer executor plus the output SQNR
 against the float model for int8 outputs, gcc -Wall -Wextra -Werror for C headers, the `onnx` /
-`tflite` packages for the model's own ops and names. Every cell runs once per session.
+`tflite` packages for the model's own ops and names; the export-c models in one Cortex-M4 firmware
+image per kernel set under qemu-system-arm against TFLite Micro. Every cell runs once per session.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 
 import numpy as np
 import pytest
 from conftest import ROOT
+from export_c_harness import (build_cortex_m, cmsis_nn_available, cross_tools_available,
+                              image_source, io_layout, parse, run_qemu, split_image_output)
 
 from corpus import harness
 from corpus.harness import CorpusRunner, parse_coverage_markdown, summarize_refusal
@@ -50,6 +54,53 @@ def test_command_works_or_refuses(corpus, model, command):
 
 def test_known_failures_are_cells():
     assert set(KNOWN_FAILURES) <= set(cells())
+
+
+# -- export-c on Cortex-M4 ------------------------------------------------------------------------
+@pytest.mark.parametrize("kernels", ("portable", "cmsis-nn"))
+def test_export_c_cortex_m4_firmware_is_bit_exact_with_tflite_micro(corpus, tmp_path, kernels):
+    """Every corpus model export-c accepts, exported with a distinct `--name` into ONE firmware
+    image per kernel set, cross-compiled for Cortex-M4 and run once in qemu-system-arm
+    (mps2-an386, semihosting): each model's outputs on the export-c cell's feeds equal TFLite
+    Micro's bit for bit."""
+    if not cross_tools_available():
+        pytest.skip("arm-none-eabi-gcc / qemu-system-arm missing (apt-get install "
+                    "gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm): Cortex-M4 "
+                    "corpus image not built")
+    if kernels == "cmsis-nn" and not cmsis_nn_available():
+        pytest.skip("CMSIS-NN is not beside the repository (../shared/third_party/CMSIS-NN or "
+                    "$QCONVERT_CMSIS_NN): the cmsis-nn corpus image is not built")
+    exportable = [m for m, c in cells() if c == "export-c" and corpus.cell(m, c).status == "ok"]
+    assert exportable
+    folder = tmp_path / "image"
+    folder.mkdir()
+    entries, expected = [], {}
+    for model in exportable:
+        path, graph, samples, want = corpus.export_c_models[model]
+        name = "corpus_" + re.sub(r"\W", "_", model)
+        out = tmp_path / name
+        code, _, err, crash = harness.run_cli(["export-c", path, "-o", out, "--name", name,
+                                               "--kernels", kernels])
+        assert code == 0 and crash is None, f"{model}: {crash or err}"
+        for f in out.iterdir():  # the kernels' files are the same for every model
+            if (folder / f.name).exists():
+                assert (folder / f.name).read_bytes() == f.read_bytes(), f.name
+            else:
+                shutil.copyfile(f, folder / f.name)
+        entries.append((name, io_layout(graph), samples))
+        expected[name] = (model, [np.dtype(graph.tensors[n].dtype) for n in graph.outputs],
+                          want)
+    elf = build_cortex_m(folder, image_source(entries), "m4", cmsis=kernels == "cmsis-nn")
+    blocks = split_image_output(run_qemu(elf, "m4", timeout=300))
+    assert sorted(blocks) == sorted(expected)
+    for name, (model, dtypes, want) in expected.items():
+        got = parse(blocks[name], dtypes, len(want))
+        for k, (g, w) in enumerate(zip(got, want)):
+            for j, (a, b) in enumerate(zip(g, w)):
+                b = np.asarray(b).reshape(-1)
+                assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), (
+                    f"{model} ({kernels}, Cortex-M4): feed {k} output {j}: "
+                    f"{np.count_nonzero(a != b)} of {b.size} differ from TFLite Micro")
 
 
 # -- the corpus itself ----------------------------------------------------------------------------

@@ -3,9 +3,12 @@
 `qconvert export-c MODEL` (float models with their `--calibration`, as a user runs it) must
 either refuse in one line naming ops of the model, or write C that gcc compiles with
 `-std=c99 -Wall -Wextra -Werror -pedantic` and that, built on the host with qconvert's portable
-kernels, gives on every oracle feed exactly what TFLite Micro gives for the int8 model. A float
-model is exported from the `quantize` cell's int8 model when that cell succeeded (export-c
-`--calibration` quantizes with the same options; calibrating once keeps the corpus fast), else
+kernels, gives on every oracle feed exactly what TFLite Micro gives for the int8 model; the same
+with `--kernels cmsis-nn` linked with CMSIS-NN when ../shared/third_party/CMSIS-NN is there (the
+cell's detail says when it is not). The Cortex-M4 firmware test in tests/test_corpus.py reuses
+what the cell keeps in `runner.export_c_models`. A float model is exported from the `quantize`
+cell's int8 model when that cell succeeded (export-c `--calibration` quantizes with the same
+options; calibrating once keeps the corpus fast), else
 from the float model with `--calibration`, which must then refuse too.
 """
 
@@ -20,7 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from export_c_harness import build_host, harness_source, io_layout, parse  # noqa: E402
+from export_c_harness import (build_host, cmsis_nn_available, harness_source,  # noqa: E402
+                              io_layout, parse)
 
 
 def export_c_cell(runner, model, fail):
@@ -71,21 +75,38 @@ def export_c_cell(runner, model, fail):
     graph = load_model(int8_model).graph
     samples = [[np.asarray(a).reshape(_dims(graph, n)).astype(graph.tensors[n].dtype)
                 for a, n in zip(feed, graph.inputs)] for feed in qfeeds]
+    source = harness_source("corpus", io_layout(graph), samples)
+    dtypes = [np.dtype(graph.tensors[n].dtype) for n in graph.outputs]
+    _check_build(folder, source, dtypes, want, "portable", fail)
+    if cmsis_nn_available():
+        cmsis_folder = runner._out(model, "export-c", "cmsis")
+        code, _, err, crash = run_cli(["export-c", int8_model, "-o", cmsis_folder, "--name",
+                                       "corpus", "--kernels", "cmsis-nn"])
+        if crash is not None or code != 0:
+            fail(f"export-c --kernels cmsis-nn fails: {(crash or err).strip()[-300:]}")
+        _check_build(cmsis_folder, source, dtypes, want, "cmsis-nn", fail)
+        kernels = "both kernel sets"
+    else:
+        kernels = "portable kernels only: CMSIS-NN is not beside the repository"
+    runner.export_c_models[model.name] = (Path(int8_model), graph, samples, want)
+    arena = re.search(r"arena (\d+) bytes", stdout)
+    return "ok", (f"arena {arena.group(1)} B, " if arena else "") + f"bit-exact TFLM ({kernels})"
+
+
+def _check_build(folder, source, dtypes, want, kernels, fail):
+    """Build `folder` on the host with `kernels` and compare every feed with TFLite Micro."""
     try:
-        exe = build_host(folder, harness_source("corpus", io_layout(graph), samples))
+        exe = build_host(folder, source, cmsis=kernels == "cmsis-nn")
     except AssertionError as exc:
-        fail(f"gcc rejects the C: {str(exc)[-300:]}")
+        fail(f"gcc rejects the C ({kernels}): {str(exc)[-300:]}")
     out = subprocess.run([exe], capture_output=True, text=True, check=False, timeout=300)
     if out.returncode != 0:
-        fail(f"the C model exits with {out.returncode}")
-    got = parse(out.stdout, [np.dtype(graph.tensors[n].dtype) for n in graph.outputs],
-                len(samples))
+        fail(f"the C model ({kernels}) exits with {out.returncode}")
+    got = parse(out.stdout, dtypes, len(want))
     for k, (g, w) in enumerate(zip(got, want)):
         for a, b in zip(g, w):
             if not np.array_equal(a.view(np.uint8), np.asarray(b).reshape(-1).view(np.uint8)):
-                fail(f"C output differs from TFLite Micro on feed {k}")
-    arena = re.search(r"arena (\d+) bytes", stdout)
-    return "ok", (f"arena {arena.group(1)} B, " if arena else "") + "bit-exact TFLM"
+                fail(f"C output ({kernels}) differs from TFLite Micro on feed {k}")
 
 
 def _nhwc(array, shape):

@@ -370,6 +370,8 @@ class CorpusRunner:
         self._cells: dict = {}
         self._float: dict = {}
         self.stdout: dict = {}  # (model, command) -> what the command printed
+        # model -> (int8 model, graph, input samples, TFLite Micro outputs) of export-c cells
+        self.export_c_models: dict = {}
 
     def cell(self, model_name: str, command: str) -> Cell:
         key = (model_name, command)
