@@ -187,7 +187,8 @@ def convert(model, output, input_layout, input_shapes, verify):
     outputs.add_inputs(m.meta.get("external_files", ()))
     out = output or str(default_output(model, "converted", m.format))
     fmt = format_of_output(out, m.format)
-    outputs.add(out)
+    if output is None:
+        outputs.add(out)
     cross = (m.format, fmt) == ("onnx", "tflite")
     if input_layout is not None and not cross:
         raise QConvertError("--input-layout applies to ONNX -> TFLite conversion only", model)
@@ -479,8 +480,23 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     outputs.commit(contents)
     click.echo(_render_quant_report(result))
     click.echo(f"wrote {out} ({fmt}, {len(blob)} bytes)")
+    _warn_low_sqnr(model, result["output_sqnr_db"], method)
     if cross:
         _echo_conversion(m)
+
+
+def _warn_low_sqnr(model, output_db: dict, method: str) -> None:
+    """One warning line (stderr, exit stays 0) when an output's SQNR against the float model is
+    below --verify's floor: the int8 model was written but is likely unusable."""
+    from .verify import MIN_SQNR_DB
+
+    low = [f"{name!r} {db:.1f} dB" for name, db in output_db.items()
+           if db is not None and db < MIN_SQNR_DB]
+    if low:
+        click.echo(f"qconvert: warning: {model}: output SQNR against the float model below "
+                   f"{MIN_SQNR_DB:g} dB ({', '.join(low)}): the int8 model is likely unusable; "
+                   f"check it with --verify N, try another --method than {method} or better "
+                   "calibration data", err=True)
 
 
 def _render_quant_report(result: dict) -> str:

@@ -120,11 +120,13 @@ class OutputFiles:
             self._check_not_input(shown, target)
 
     def add(self, path) -> Path:
-        """Check output `path` now (before any work); returns it as a Path."""
+        """Check output `path` now (before any work); returns it as a Path. Each output is added
+        once: a path given for two outputs (`-o x --report x`) is refused, however spelled."""
         shown = str(path)
         p = Path(path)
-        if shown in self._outputs:
-            return p
+        if shown in self._outputs:  # e.g. -o x.onnx --report x.onnx
+            raise QConvertError("two outputs of this command are the same file; "
+                                "give each its own path", shown)
         try:
             target = p.resolve()
         except (OSError, RuntimeError) as exc:  # a symlink loop
@@ -144,7 +146,8 @@ class OutputFiles:
             raise QConvertError(f"output is a {kind}, not a file; refusing to replace it", shown)
         for other_shown, other in self._outputs.items():
             if other == target or _same_file(other, target):
-                raise QConvertError(f"two outputs are the same file ({other_shown})", shown)
+                raise QConvertError(f"two outputs of this command are the same file "
+                                    f"({other_shown}); give each its own path", shown)
         self._check_not_input(shown, target)
         self._outputs[shown] = target
         return p

@@ -104,7 +104,8 @@ def check_float(graph: Graph) -> None:
 
 
 def check_quantizable(graph: Graph) -> None:
-    """Refuse an already-quantized graph, and ops without an int8 rule (all named at once).
+    """Refuse an already-quantized graph, ops without an int8 rule (all named at once), a Div by
+    a constant, and a constant graph output.
     TFLite resource-variable ops are quantizable: a variable takes the int8 parameters of the
     values read from it and assigned to it (`plan_activations`)."""
     check_float(graph)
@@ -124,6 +125,11 @@ def check_quantizable(graph: Graph) -> None:
     if divisors:  # an int8 divisor near its zero point would divide by (almost) zero
         raise QConvertError("cannot quantize: Div by a constant (int8 would round small "
                             f"divisors to 0; multiply by the reciprocal): {', '.join(divisors)}")
+    constant = [repr(o) for o in graph.outputs if graph.constant(o) is not None]
+    if constant:  # no batch axis, nothing calibration measures; int8 runs cannot produce it
+        raise QConvertError(f"cannot quantize: graph output {', '.join(constant)} is a constant "
+                            "(an initializer, not computed from the inputs); remove it from the "
+                            "model's outputs")
 
 
 def variable_group(var_handle) -> str:

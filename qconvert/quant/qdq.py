@@ -93,21 +93,25 @@ def apply_qdq(graph: Graph, qplan: QuantPlan, opset: int) -> dict:
             continue
         t = graph.tensors[name]
         source = name
-        if name in outputs:  # keep the output name on the dequantized value
+        # an input that is also an output stays the same float tensor (exact); its readers
+        # read it through a Q/DQ pair like any activation's
+        as_output = name in outputs and name not in graph.inputs
+        if name in graph.inputs and name in outputs and not any(
+                name in n.inputs for n in graph.nodes):
+            continue  # a pass-through input nobody reads: no pair at all
+        if as_output:  # keep the output name on the dequantized value
             source = graph.fresh_name(f"{name}_float")
             original[source] = name
             graph.add_tensor(Tensor(source, t.shape, t.dtype))
             for node in graph.nodes:
                 if name in node.outputs:
                     node.outputs = [source if o == name else o for o in node.outputs]
-            if name in graph.inputs:
-                graph.inputs = [source if i == name else i for i in graph.inputs]
         q = graph.fresh_name(f"{name}_quantized")
         graph.add_tensor(Tensor(q, t.shape, "int8"))
         s = _const(graph, f"{name}_scale", np.float32(scale))
         z = _const(graph, f"{name}_zero_point", np.int8(zp))
         nodes = [Node("Quantize", [source, s, z], [q], {}, f"{name}_QuantizeLinear")]
-        if name in outputs:
+        if as_output:
             nodes.append(Node("Dequantize", [q, s, z], [name], {}, f"{name}_DequantizeLinear"))
         else:
             dq, out = _dq_shared(graph, q, s, z, name)
