@@ -70,7 +70,6 @@ def _in_axis(node, w, channels: int):
 
 def _pairs(graph: Graph) -> list:
     """[(A, B, chain tensors)] of the module docstring's pattern."""
-    consumers = graph.consumers()
     outputs = set(graph.outputs)
     found = []
     for a in graph.nodes:
@@ -83,7 +82,7 @@ def _pairs(graph: Graph) -> list:
         t = a.outputs[0]
         b = None
         while True:
-            readers = consumers.get(t, [])
+            readers = graph.readers(t)  # the use index: no scan per candidate
             if t in outputs or len(readers) != 1:
                 break
             nxt = readers[0]
@@ -111,14 +110,6 @@ def _peaks(w: np.ndarray, axis: int) -> np.ndarray:
     return np.abs(w).max(axis=other).astype(np.float64)
 
 
-def _readers(graph: Graph) -> dict:
-    counts: dict = {}
-    for node in graph.nodes:
-        for name in dict.fromkeys(node.present_inputs()):
-            counts[name] = counts.get(name, 0) + 1
-    return counts
-
-
 def _equalize_pair(graph: Graph, a, b, axis_b: int) -> float:
     """Rescale one pair; returns the largest |log s_c| applied."""
     wa, wb = graph.tensors[a.inputs[1]].data, graph.tensors[b.inputs[1]].data
@@ -129,16 +120,15 @@ def _equalize_pair(graph: Graph, a, b, axis_b: int) -> float:
     s[ok] = np.sqrt(r1[ok] / r2[ok])
     if np.all(np.abs(s - 1) <= TOLERANCE):
         return 0.0
-    readers = _readers(graph)
     bias = None
     if len(a.inputs) > 2 and a.inputs[2] is not None:
         bias = graph.tensors[a.inputs[2]].data.astype(np.float64).reshape(-1)
     view = LinearView(a, _rule(a), wa, bias, r1.size, None, -1)
-    fold_affine(graph, view, 1.0 / s, None, readers)
+    fold_affine(graph, view, 1.0 / s, None)
     shape = [1] * wb.ndim
     shape[axis_b] = -1
     new_b = (wb.astype(np.float64) * s.reshape(shape)).astype(wb.dtype)
-    b.inputs[1] = set_constant(graph, b.inputs[1], new_b, readers.get(b.inputs[1], 0))
+    graph.set_inputs(b, [b.inputs[0], set_constant(graph, b.inputs[1], new_b), *b.inputs[2:]])
     return float(np.max(np.abs(np.log(s))))
 
 

@@ -156,8 +156,11 @@ def _input_problems(graph: Graph) -> list:
         dynamic = [i for i, d in enumerate(shape) if i > 0 and not isinstance(d, int)]
         if dynamic:
             dims = "x".join(str(d) if isinstance(d, int) else str(d or "?") for d in shape)
+            # an unnamed dim is undeclared or declared 0 / -1 (the reader takes those as dynamic)
+            what = "" if all(shape[i] for i in dynamic) else " dynamic or zero-size"
             problems.append(("dynamic shapes", f"input {name!r} {dims} (dimension "
-                             f"{', '.join(map(str, dynamic))}; only the batch may be dynamic)"))
+                             f"{', '.join(map(str, dynamic))}{what}; only the batch may be "
+                             "dynamic)"))
     return problems
 
 

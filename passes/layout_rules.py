@@ -27,7 +27,8 @@
 - Identity, Dropout: no node.
 
 The rules of the ONNX-only ops (Gemm, MatMul, GlobalAveragePool, GlobalMaxPool, HardSigmoid)
-are in `onnx_to_tflite_ops`.
+are in `onnx_to_tflite_ops`; those of LeakyRelu, PRelu, Sqrt, Pow, Reciprocal,
+LayerNormalization and MatMul of two activations (BATCH_MATMUL) in `onnx_to_tflite_math`.
 """
 
 from __future__ import annotations
@@ -115,9 +116,8 @@ def _conv(cv, node) -> None:
                                    np.ascontiguousarray(weights))]
     if b_name is not None:
         inputs.append(cv.copy_const(b_name))
-    elif op == "DepthwiseConv2D" or group > 1:  # TFLite Micro's depthwise and LiteRT's
-        inputs.append(cv.add_const(f"{node.name}_bias", np.zeros(cout, w.dtype)))  # grouped
-        # kernels need a bias tensor
+    else:  # LiteRT's CONV_2D and grouped kernels and TFLite Micro's depthwise need a bias
+        inputs.append(cv.add_const(f"{node.name}_bias", np.zeros(cout, w.dtype)))
     out = cv.define(node.outputs[0], Layout(NHWC))
     cv.emit(op, inputs, [out.name], attrs, node.name)
 

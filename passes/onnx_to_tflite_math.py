@@ -12,6 +12,8 @@ transformers (used by `layout-nhwc` through `onnx_to_tflite_ops.MAPPING_RULES`).
 - LayerNormalization(axis, epsilon) -> MEAN, SUB, MUL (square), MEAN, ADD epsilon, RSQRT, MUL,
   MUL scale, ADD bias over the mapped axes (every step has an int8 TFLite Micro kernel); its
   optional Mean / InvStdDev outputs are refused.
+- Gelu (opset 20) with approximate tanh -> MUL, ADD, TANH (its formula); the exact form needs
+  ERF, which TFLite Micro has not: refused by name, as a lone Erf is.
 - MatMul of two activations (or of a constant that is not a 2-D weight) -> BATCH_MATMUL; an
   operand whose last two axes the layout holds swapped (an ONNX Transpose of K in attention,
   absorbed into the layout) is read as is with `adj_x` / `adj_y` instead of being transposed.
@@ -24,7 +26,7 @@ import numpy as np
 from qconvert.ir import Graph
 
 from .graph_edit import implicit_uses
-from .layout_state import Layout, Unmappable, Value, identity, onnx_op
+from .layout_state import Layout, Unmappable, Value, identity
 
 UNMAPPED = "ops with no TFLite mapping"
 NON_CONSTANT = "non-constant weights or parameters"
@@ -43,6 +45,14 @@ def _finish(cv, node, op, inputs, attrs, layout: Layout) -> None:
             node.name)
 
 
+def _broadcasts_to(shape, target) -> bool:
+    """True when an array of `shape` broadcasts to `target` without enlarging it."""
+    try:
+        return np.broadcast_shapes(tuple(shape), tuple(target)) == tuple(target)
+    except ValueError:
+        return False
+
+
 def _const_like(cv, base, value: float, dtype) -> str:
     return cv.add_const(base, np.array([value], np.dtype(dtype)))
 
@@ -58,13 +68,16 @@ def _leaky_relu(cv, node) -> None:
 def _prelu(cv, node) -> None:
     x = cv.value(node.inputs[0])
     rank = len(x.shape)
+    if rank > 4:
+        raise Unmappable(f"PRelu {node.name!r} of a {rank}-D tensor (TFLite Micro's PRELU "
+                         "broadcasts up to 4-D)")
     slope = cv.constant(node.inputs[1])
     if slope is None:
         s = cv.value(node.inputs[1])
         x = cv.relayout(x, identity(rank)) if x.layout.flat is not None else x
         alpha = cv.broadcast_operand(s, x.layout.perm).name
     else:
-        if np.broadcast_shapes(slope.shape, x.shape) != x.shape:
+        if not _broadcasts_to(slope.shape, x.shape):
             raise Unmappable(f"PRelu {node.name!r} (slope {list(slope.shape)} does not broadcast "
                              f"to {list(x.shape)})")
         data = cv.permute_const(slope, x.layout, rank, strip=True)
@@ -81,7 +94,7 @@ def _pow(cv, node) -> None:
     x = cv.value(node.inputs[0])
     y = cv.require_constant(node, 1, "exponent")
     values = np.unique(np.asarray(y, np.float64))
-    if values.size != 1 or np.broadcast_shapes(y.shape, x.shape) != x.shape:
+    if values.size != 1 or not _broadcasts_to(y.shape, x.shape):
         raise Unmappable(f"Pow {node.name!r} (exponent of shape {list(y.shape)})", UNMAPPED)
     k = float(values[0])
     if k == 1.0:
@@ -99,6 +112,32 @@ def _reciprocal(cv, node) -> None:
     x = cv.value(node.inputs[0])
     one = _const_like(cv, f"{node.name}_one", 1.0, x.dtype)
     _finish(cv, node, "Div", [one, x], {"activation": "NONE"}, x.layout)
+
+
+def _gelu(cv, node) -> None:
+    """Gelu(approximate tanh) -> 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) as MUL, ADD,
+    TANH (int8 everywhere); the exact (erf) form needs ERF, which TFLite has not."""
+    approximate = node.attrs.get("approximate") or "none"
+    approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
+    if approximate != "tanh":
+        raise Unmappable(f"Gelu (approximate {approximate}: erf, which TFLite Micro has not)",
+                         UNMAPPED)
+    x = cv.value(node.inputs[0])
+    base, none = node.outputs[0], {"activation": "NONE"}
+
+    def k(tag, value):
+        return _const_like(cv, f"{base}_{tag}", value, x.dtype)
+
+    x2 = _emit_value(cv, "Mul", [x, x], f"{base}_x2", x, none)
+    x3 = _emit_value(cv, "Mul", [x2, x], f"{base}_x3", x, none)
+    cubic = _emit_value(cv, "Mul", [x3, k("c", 0.044715)], f"{base}_cubic", x, none)
+    inner = _emit_value(cv, "Add", [x, cubic], f"{base}_inner", x, none)
+    scaled = _emit_value(cv, "Mul", [inner, k("s", float(np.sqrt(2.0 / np.pi)))],
+                         f"{base}_scaled", x, none)
+    t = _emit_value(cv, "Tanh", [scaled], f"{base}_tanh", x)
+    one_plus = _emit_value(cv, "Add", [t, k("one", 1.0)], f"{base}_one_plus", x, none)
+    half = _emit_value(cv, "Mul", [x, k("half", 0.5)], f"{base}_half", x, none)
+    _finish(cv, node, "Mul", [half, one_plus], none, x.layout)
 
 
 # -- layer normalization ---------------------------------------------------------------------------
@@ -133,7 +172,7 @@ def _layer_norm(cv, node) -> None:
     for op, data, neutral, tag in (("Mul", scale, 1.0, "scale"), ("Add", bias, 0.0, "bias")):
         if data is None or np.all(data == neutral):
             continue
-        if np.broadcast_shapes(data.shape, x.shape[axis:]) != x.shape[axis:]:
+        if not _broadcasts_to(data.shape, x.shape[axis:]):
             raise Unmappable(f"LayerNormalization {node.name!r} ({tag} {list(data.shape)} for "
                              f"axes from {axis})")
         data = cv.permute_const(data.astype(np.dtype(x.dtype)), x.layout, rank, strip=True)
@@ -228,10 +267,11 @@ MATH_RULES = {
     "Pow": _pow,
     "Reciprocal": _reciprocal,
     "LayerNormalization": _layer_norm,
+    "Gelu": _gelu,
 }
 MATH_CHECKS = {
     "LayerNormalization": _check_layer_norm,
     "Pow": _check_pow,
     "MatMul": lambda graph, node: None,  # a computed B is BATCH_MATMUL
 }
-__all__ = ["MATH_RULES", "MATH_CHECKS", "batch_matmul", "fuse_rsqrt", "onnx_op"]
+__all__ = ["MATH_RULES", "MATH_CHECKS", "batch_matmul", "fuse_rsqrt"]

@@ -43,6 +43,7 @@ from .onnx_to_tflite_math import MATH_CHECKS, MATH_RULES, batch_matmul
 HARD_SWISH_ALPHA, HARD_SWISH_BETA = 1.0 / 6.0, 0.5
 UNMAPPED = "ops with no TFLite mapping"
 NON_CONSTANT = "non-constant weights or parameters"
+INVALID = "invalid parameters"
 # Shape arithmetic fold-constants evaluates once the batch is static; not a problem before.
 FOLDS_WHEN_STATIC = frozenset({"Shape", "ConstantOfShape", "Range", "Expand"})
 
@@ -359,6 +360,19 @@ CHECKS = {
 }
 
 
+def _batchnorm_problem(graph: Graph, node: Node) -> tuple:
+    """Why a BatchNormalization was left after fusion (the fusions take every valid inference
+    one): variance + epsilon not positive (a division by zero or a negative root), else
+    unmapped."""
+    var = graph.constant(node.inputs[4]) if len(node.inputs) > 4 else None
+    if var is not None and not node.attrs.get("training_mode", 0):
+        bad = np.asarray(var, np.float64) + float(node.attrs.get("epsilon", 1e-5)) <= 0
+        if np.any(bad):
+            return INVALID, (f"BatchNormalization {node.name!r} (variance + epsilon not "
+                             f"positive in {int(bad.sum())} of {bad.size} channels)")
+    return UNMAPPED, "BatchNormalization"
+
+
 def conversion_problems(graph: Graph, rules: dict, static: bool) -> list:
     """(category, detail) of every node no rule can convert (see the module docstring).
     Before the batch is static (`static` False), shape arithmetic that will fold is not one, nor
@@ -369,7 +383,8 @@ def conversion_problems(graph: Graph, rules: dict, static: bool) -> list:
         if node.opaque or node.op not in rules:
             if not static and not node.opaque and node.op in FOLDS_WHEN_STATIC:
                 continue
-            problems.append((UNMAPPED, node.op))
+            problems.append(_batchnorm_problem(graph, node) if node.op == "BatchNorm"
+                            and not node.opaque else (UNMAPPED, onnx_op(node)))
             continue
         check = CHECKS.get(node.op)
         problem = check(graph, node) if check else None

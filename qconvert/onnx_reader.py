@@ -4,9 +4,11 @@ Initializers and Constant nodes become IR constants. Tensor shapes and dtypes co
 graph's declarations and ONNX shape inference (run on a copy without the large weights, so it
 costs little memory). Ops in the schema table get normalized attributes: spatial ops have
 `auto_pad` resolved to explicit `pads`, default strides/dilations filled in and `layout` NCHW;
-Softmax gets its opset's default axis. Other ops are opaque: op_type, domain and raw attributes
-are kept and written back as they were. External data is read only from files inside the
-model's own directory.
+Softmax gets its opset's default axis. What onnxruntime rejects is refused naming the node:
+two nodes with one name, a Conv group that does not fit its channels, a conv / pool window
+larger than its padded input or an output of more than 2^31 elements. Other ops are opaque:
+op_type, domain and raw attributes are kept and written back as they were. External data is
+read only from files inside the model's own directory.
 
 Large weights are not copied. `parse_onnx_lean` walks the protobuf wire format of the file's
 bytes and parses a copy of the model without the `raw_data` payloads of large numeric
@@ -35,6 +37,7 @@ from .padding import same_pads, valid_pads
 
 MIN_OPSET, MAX_OPSET = 11, 21
 SMALL_INITIALIZER = 4096  # bytes; larger ones are left out of the shape-inference copy
+MAX_ELEMENTS = 2 ** 31  # a conv / pool output above this is a broken model (int32 indexing)
 
 # Field numbers of onnx.proto3 (taken from the descriptors, not retyped).
 _MODEL_GRAPH = onnx.ModelProto.DESCRIPTOR.fields_by_name["graph"].number
@@ -167,7 +170,13 @@ class _Reader:
             graph.add_tensor(self.tensor(vi.name, types))
             graph.inputs.append(vi.name)
         declared = {vi.name for vi in g.value_info}
+        node_names = set()
         for i, n in enumerate(g.node):
+            if n.name:  # onnxruntime refuses a graph where two nodes share a name
+                if n.name in node_names:
+                    raise QConvertError(f"two nodes are named {n.name!r} (node names must be "
+                                        "unique)")
+                node_names.add(n.name)
             if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
                 graph.add_tensor(self.constant(n.output[0], _constant_value(n)))
                 continue
@@ -344,6 +353,7 @@ class _Reader:
         if spec.spatial:
             _normalize_spatial(n.op_type, attrs, inputs, graph)
             _check_spatial(name, attrs)
+            _check_window_geometry(n.op_type, name, attrs, inputs, graph)
         return Node(schema.name, inputs, outputs, attrs, name, False, origin)
 
 
@@ -546,6 +556,62 @@ def _check_spatial(name: str, attrs: dict) -> None:
                                 f"{rank}-D kernel")
     if rank == 0:
         raise QConvertError(f"node {name!r}: empty kernel_shape")
+
+
+def _static_dims(shape) -> list | None:
+    """The dims of `shape` as positive ints, None where any is unknown (or a 0 read as dynamic)."""
+    if shape is None or not all(isinstance(d, (int, np.integer)) and d > 0 for d in shape):
+        return None
+    return [int(d) for d in shape]
+
+
+def _check_window_geometry(op_type: str, name: str, attrs: dict, inputs: list,
+                           graph: Graph) -> None:
+    """Refuse a Conv / MaxPool / AveragePool that onnxruntime rejects: a group that does not
+    divide the channels or a weight shape that disagrees with it, a kernel (dilated) larger
+    than the padded input, or an output of more than `MAX_ELEMENTS` elements."""
+    if op_type not in ("Conv", "MaxPool", "AveragePool") or attrs.get("kernel_shape") is None:
+        return
+    kernel = attrs["kernel_shape"]
+    rank = len(kernel)
+    x = graph.tensors[inputs[0]].shape
+    cin = x[1] if x is not None and len(x) > 1 and isinstance(x[1], (int, np.integer)) \
+        and x[1] > 0 else None
+    channels = cin
+    if op_type == "Conv" and len(inputs) > 1 and inputs[1] in graph.tensors:
+        w = _static_dims(graph.tensors[inputs[1]].shape)
+        group = int(attrs.get("group", 1) or 1)
+        if w is not None:
+            if len(w) != rank + 2 or list(w[2:]) != list(kernel):
+                raise QConvertError(f"node {name!r}: weights {w} disagree with kernel_shape "
+                                    f"{list(kernel)}")
+            if group < 1 or w[0] % group or (cin is not None and cin != w[1] * group):
+                raise QConvertError(f"node {name!r}: group {group} does not fit weights {w} "
+                                    f"and {cin if cin is not None else '?'} input channels "
+                                    "(input channels must be weight channels x group, output "
+                                    "channels a multiple of group)")
+            channels = w[0]
+    if x is None or len(x) != rank + 2 or attrs.get("auto_pad", "NOTSET") != "NOTSET":
+        return
+    spatial = _static_dims(x[2:])
+    if spatial is None:
+        return
+    strides = [int(v) for v in attrs.get("strides") or [1] * rank]
+    dilations = [int(v) for v in attrs.get("dilations") or [1] * rank]
+    pads = [int(v) for v in attrs.get("pads") or [0] * (2 * rank)]
+    out = []
+    for i in range(rank):
+        span = (kernel[i] - 1) * dilations[i] + 1
+        padded = spatial[i] + pads[i] + pads[rank + i]
+        if span > padded:
+            raise QConvertError(f"node {name!r}: kernel {list(kernel)} with dilations "
+                                f"{dilations} spans more than the padded input "
+                                f"{spatial} + pads {pads}")
+        out.append((padded - span) // strides[i] + 1)
+    batch = x[0] if isinstance(x[0], (int, np.integer)) and x[0] > 0 else 1
+    if batch * (channels or 1) * int(np.prod(out, dtype=object)) > MAX_ELEMENTS:
+        raise QConvertError(f"node {name!r}: output spatial size {out} (pads {pads}, "
+                            f"dilations {dilations}) is implausibly large")
 
 
 def _normalize_spatial(op_type: str, attrs: dict, inputs: list, graph: Graph) -> None:

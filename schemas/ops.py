@@ -241,7 +241,8 @@ register(OpSchema(
     "LayerNormalization", "(x - mean) / sqrt(var + epsilon) * scale + bias over the axes from "
     "`axis` (ONNX LayerNormalization, opset 17).",
     (X, Input("scale", "param"), Input("bias", "param", optional=True)),
-    onnx=OnnxSpec("LayerNormalization", {"axis": -1, "epsilon": 1e-5, "stash_type": 1})))
+    onnx=OnnxSpec("LayerNormalization", {"axis": -1, "epsilon": 1e-5, "stash_type": 1}),
+    int8="requantize"))
 
 # -- ONNX exports: transposed convolution, resize, split (TFLite forms and their ONNX twins) ----
 register(OpSchema(
@@ -286,3 +287,6 @@ register(OpSchema(
     "(TFLite SPLIT_V: inputs x, size_splits, axis).",
     (X, Input("size_splits", "param"), Input("axis", "param")),
     tflite=TfliteSpec("SPLIT_V", "SplitVOptions"), int8="same_scale"))
+register(OpSchema(
+    "Gelu", "x * Phi(x) (ONNX Gelu, opset 20): `approximate` none (erf) or tanh.", (X,),
+    onnx=OnnxSpec("Gelu", {"approximate": "none"})))

@@ -18,6 +18,7 @@ from conftest import OnnxNet, assert_close, random_inputs, run_litert, run_tflm
 from qconvert.cli import main
 from qconvert.executor.float_executor import run_float
 from qconvert.executor.int_executor import run_int8
+from qconvert.layer_table import layer_macs
 from qconvert.model_io import load_model
 
 
@@ -131,6 +132,17 @@ def test_prelu_slope_follows_the_layout(tmp_path):
     assert [n.op for n in q.nodes].count("PRelu") == 2
 
 
+def test_prelu_with_a_computed_slope(tmp_path):
+    """A slope that is an activation (a graph input, [1, C, 1, 1]) is brought to the layout."""
+    net = OnnxNet(22)
+    x = net.input("x", [1, 3, 4, 5])
+    s = net.input("s", [1, 3, 1, 1])
+    c = net.conv(x, 3, 3, "c", k=1)
+    net.node("PRelu", [c, s], "y")
+    f, q = _check(tmp_path, net.build(["y"]), [(1, 3, 4, 5), (1, 3, 1, 1)])
+    assert "PRelu" in _ops(f) and "Transpose" not in _ops(f) and "PRelu" in _ops(q)
+
+
 @pytest.mark.parametrize("op,attrs", [("Sigmoid", {}), ("Tanh", {}),
                                       ("HardSigmoid", {"alpha": 0.25, "beta": 0.4})])
 def test_standalone_activations_run_int8(tmp_path, op, attrs):
@@ -186,6 +198,9 @@ def test_reciprocal_is_div_in_float_and_int8(tmp_path):
     # LiteRT stops at a divisor equal to its zero point, which random int8 inputs reach
     f, q = _check(tmp_path, net.build(["y"]), [(1, 2, 3, 4)], positive=True, litert_int8=False)
     assert _ops(f) == ["Div"] and _ops(q) == ["Div"]
+    header = tmp_path / "div.h"  # the C header has DIV's TFLite Micro parameters
+    assert _invoke(["export-c-header", tmp_path / "m_int8.tflite", "-o", header]).exit_code == 0
+    assert "_OUTPUT_MULTIPLIER" in header.read_text() and "_INPUT2_OFFSET" in header.read_text()
 
 
 def test_div_of_two_activations_runs_int8(tmp_path):
@@ -347,6 +362,8 @@ def test_tiny_transformer_block_end_to_end(tmp_path):
     assert not {"Sqrt", "Div", "Pow"} & set(ops)
     # the only data moves: the attention's head split (q, k, v) and merge
     assert _ops(f).count("Transpose") == 4
+    scores = next(n for n in q.nodes if n.op == "BatchMatMul")
+    assert layer_macs(scores, q) == 2 * 8 * 8 * 8  # heads x T x T x d_head
     header = tmp_path / "block.h"
     result = _invoke(["export-c-header", tmp_path / "block_int8.tflite", "-o", header])
     assert result.exit_code == 0, result.output
@@ -359,6 +376,9 @@ def test_tiny_transformer_block_end_to_end(tmp_path):
     (lambda n, x: n.node("Pow", [x, n.const("e", np.array(3.0, np.float32))], "y"),
      "ops with no TFLite mapping: Pow (exponent 3)"),
     (lambda n, x: n.node("Erf", [x], "y"), "ops with no TFLite mapping: Erf"),
+    (lambda n, x: n.node("PRelu", [n.node("Reshape", [x, n.const("s5", np.array(
+        [1, 2, 2, 1, 6], np.int64))], "x5"), n.const("k", np.full(6, 0.2, np.float32))], "y"),
+     "PRelu 'y_node' of a 5-D tensor"),
     (lambda n, x: n.nodes.append(__import__("onnx").helper.make_node(
         "LayerNormalization", [x, n.rand("g", 6)], ["y", "mu"], name="ln", axis=-1)) or "y",
      "LayerNormalization 'ln' (Mean / InvStdDev outputs are read)"),
@@ -440,3 +460,52 @@ def test_div_by_a_constant_with_a_zero_is_refused_for_int8(tmp_path):
         assert result.exit_code == 1 and "Traceback" not in result.output
         assert "Div by a constant" in result.output and len(result.output.splitlines()) == 1
     assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_layer_normalization_quantizes_to_onnx_qdq(tmp_path):
+    """ONNX QDQ output: LayerNormalization runs in onnxruntime between DequantizeLinear and
+    QuantizeLinear, its scale and bias int8 per tensor; the output stays within int8 noise of
+    the float model."""
+    net = OnnxNet(23)
+    x = net.input("x", [1, 6, 16])
+    ln = net.node("LayerNormalization", [x, net.rand("g", 16), net.rand("b", 16)], "ln",
+                  axis=-1, epsilon=1e-5)
+    net.node("MatMul", [ln, _weights(net, "w", 16, 8)], "y")
+    src = tmp_path / "ln.onnx"
+    src.write_bytes(net.build(["y"], opset=17))
+    calib = _samples([(1, 6, 16)], 32, 3)[0]
+    np.save(tmp_path / "c.npy", calib)
+    out = tmp_path / "ln_qdq.onnx"
+    result = _invoke(["quantize", src, "--calibration", tmp_path / "c.npy", "-o", out])
+    assert result.exit_code == 0, result.output
+    ref = np.concatenate([_ort(src, [c[None]])[0] for c in calib[:8]])
+    got = np.concatenate([_ort(out, [c[None]])[0] for c in calib[:8]])
+    sqnr = 10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / np.sum((ref - got) ** 2))
+    assert sqnr > 25, sqnr
+    import onnx
+
+    ops = [n.op_type for n in onnx.load(str(out)).graph.node]
+    assert "LayerNormalization" in ops and "QuantizeLinear" in ops
+
+
+def test_tanh_gelu_is_its_formula_and_exact_gelu_is_refused(tmp_path):
+    """ONNX Gelu (opset 20): approximate tanh -> MUL / ADD / TANH (int8 too); the erf form is
+    refused in one line naming Gelu."""
+    net = OnnxNet(24)
+    x = net.input("x", [1, 6, 16])
+    net.node("Gelu", [net.node("MatMul", [x, _weights(net, "w", 16, 16)], "h")], "y",
+             approximate="tanh")
+    f, q = _check(tmp_path, net.build(["y"], opset=20), [(1, 6, 16)])
+    assert "Tanh" in _ops(q) and "Gelu" not in _ops(f)
+    net = OnnxNet(25)
+    x = net.input("x", [1, 6, 16])
+    net.node("Gelu", [x], "y")
+    src = tmp_path / "gelu.onnx"
+    src.write_bytes(net.build(["y"], opset=20))
+    model = load_model(src)  # the float executor computes the erf form (calibration needs it)
+    xs = _samples([(1, 6, 16)], 1, 2)
+    assert_close(_ort(src, xs), [run_float(model, {"x": xs[0]})["y"]], 1e-5)
+    result = _invoke(["convert", src, "-o", tmp_path / "gelu.tflite"])
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
+    assert "ops with no TFLite mapping: Gelu (approximate none" in result.output
+    assert not (tmp_path / "gelu.tflite").exists()

@@ -1,5 +1,5 @@
 """Float kernels of the activation, normalization and attention ops of exported transformers:
-LeakyRelu, PRelu, Sqrt, Rsqrt, Pow, Reciprocal, LayerNormalization and
+LeakyRelu, PRelu, Sqrt, Rsqrt, Pow, Reciprocal, Gelu, LayerNormalization and
 BatchMatMul (TFLite BATCH_MATMUL). Registered into `float_kernels.KERNELS` (same contract: see
 that module's docstring); kept apart so the big kernel file does not grow.
 
@@ -119,3 +119,30 @@ def batch_matmul(node, inputs, out_dtypes):
     if node.attrs.get("adj_y"):
         b = np.swapaxes(b, -1, -2)
     return [np.matmul(a, b.astype(a.dtype, copy=False)).astype(a.dtype, copy=False)]
+
+
+@kernel("Gelu")
+def gelu(node, inputs, out_dtypes):
+    """ONNX Gelu: 0.5 x (1 + erf(x / sqrt 2)), or with `approximate` tanh
+    0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))); computed in float64, cast once."""
+    x = inputs[0]
+    _float32(node, x)
+    x64 = x.astype(np.float64)
+    approximate = node.attrs.get("approximate") or "none"
+    if isinstance(approximate, bytes):
+        approximate = approximate.decode()
+    if approximate == "tanh":
+        inner = np.sqrt(2.0 / np.pi) * (x64 + 0.044715 * x64 ** 3)
+        return [(0.5 * x64 * (1.0 + np.tanh(inner))).astype(x.dtype)]
+    if approximate != "none":
+        raise ValueError(f"Gelu approximate {approximate!r}")
+    return [(0.5 * x64 * (1.0 + _erf(x64 / np.sqrt(2.0)))).astype(x.dtype)]
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """erf in float64, vectorized (Abramowitz and Stegun 7.1.26: absolute error below 1.5e-7,
+    well inside float32 comparisons of Gelu)."""
+    t = 1.0 / (1.0 + 0.3275911 * np.abs(x))
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027
+                                                                         + t * 1.061405429))))
+    return np.sign(x) * (1.0 - poly * np.exp(-x * x))

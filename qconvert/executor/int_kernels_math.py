@@ -1,5 +1,5 @@
-"""Integer kernels of LEAKY_RELU, PRELU, BATCH_MATMUL, RSQRT and DIV (int8), bit-exact with TFLite
-Micro's reference kernels; registered into `int_kernels.INT_PARAMS` / `INT_KERNELS` (same
+"""Integer kernels of LEAKY_RELU, PRELU, BATCH_MATMUL, RSQRT and DIV (int8), bit-exact with
+TFLite Micro's reference kernels; registered into `int_kernels.INT_PARAMS` / `INT_KERNELS` (same
 contract and conventions: see that module's docstring).
 
 What TFLite Micro computes, each pinned by a test against its interpreter:
@@ -11,9 +11,6 @@ What TFLite Micro computes, each pinned by a test against its interpreter:
 - BATCH_MATMUL: int32 sums of (a - z_a) * (b - z_b) over the accumulation axis, one multiplier
   of double `s_a * s_b / s_out` (as conv), no bias, no fused activation; `adj_x` / `adj_y`
   transpose an operand's last two axes, batch axes broadcast.
-  (This TFLite Micro takes every ratio here in double, where the sources of mid-2026 still
-  had float32 arithmetic for LEAKY_RELU, DIV, BATCH_MATMUL and RSQRT: the tests pin each at
-  rounding ties.)
 - RSQRT: per element v = x - z_in (refused below 0, as TFLite Micro's Eval fails; 0 gives
   127); 1 / sqrt(v) as gemmlowp's Newton-Raphson inverse square root (GetInvSqrtQuantized-
   MultiplierExp), scaled up by 2**20, then requantized by `1 / (sqrt(s_in) * s_out)` (in
@@ -21,6 +18,10 @@ What TFLite Micro computes, each pinned by a test against its interpreter:
 - DIV: one multiplier of double `s1 / (s2 * s_out)`; per element the divisor's reciprocal
   (GetReciprocal) times the dividend at full headroom, then requantized (a divisor at its zero
   point, a division by zero, gives TFLite Micro's value for it, not an error).
+
+This TFLite Micro takes every ratio above in double, where its sources of mid-2026 still had
+float32 arithmetic for LEAKY_RELU, DIV, BATCH_MATMUL and RSQRT: tests/test_int_kernels_math.py
+pins each at rounding ties, where only the double forms give its bits.
 """
 
 from __future__ import annotations

@@ -64,6 +64,7 @@ class StreamingHistogram:
         scaled = values * np.float32(k) if values.dtype == np.float32 and k < 1e37 \
             else values.astype(np.float64) * k
         idx = np.floor(scaled, out=scaled)
+        np.nan_to_num(idx, copy=False, nan=0.0)  # 0 * inf when BINS / top overflows float32
         np.clip(idx, -BINS, BINS - 1, out=idx)
         self.counts += np.bincount((idx + BINS).astype(np.intp), minlength=2 * BINS)
 

@@ -58,7 +58,10 @@ def export_c_cell(runner, model, fail):
         if quantized is not None:
             fail(f"export-c succeeded where quantize did not ({quantized.status})")
     feeds, _, _ = runner._float_reference(model)
-    if model.format == "onnx":
+    printed = runner.stdout.get((model.name, "quantize"), "")
+    if model.format == "onnx" and "transpose ONNX data by" in printed:
+        feeds = runner._to_tflite_layout(feeds, printed)  # the permutation the conversion made
+    elif model.format == "onnx":
         feeds = [[_nhwc(a, d["shape"]) for a, d in zip(feed, tflite_io(int8_model)[0])]
                  for feed in feeds]
     qfeeds = runner._quantized_feeds(int8_model, feeds)
@@ -86,14 +89,14 @@ def export_c_cell(runner, model, fail):
 
 
 def _nhwc(array, shape):
-    """An ONNX-layout feed in the TFLite model's layout: channels-first data (NCL, NCHW) moved
-    to channels-last when that is what the TFLite input's shape says (the conversion's
-    default)."""
+    """An ONNX-layout feed in the TFLite model's layout when the conversion printed no
+    permutation: channels moved last (NCHW -> NHWC, NCL -> NLC) when that is what the TFLite
+    input's shape says (the conversion's default)."""
     shape = tuple(int(d) for d in shape)
     a = np.asarray(array)
-    perm = (0, *range(2, a.ndim), 1)
-    if a.ndim >= 3 and a.shape != shape and tuple(np.transpose(a, perm).shape) == shape:
-        return np.ascontiguousarray(np.transpose(a, perm))
+    last = (0, *range(2, a.ndim), 1)
+    if a.ndim >= 3 and a.shape != shape and tuple(np.transpose(a, last).shape) == shape:
+        return np.ascontiguousarray(np.transpose(a, last))
     return a
 
 

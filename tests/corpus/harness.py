@@ -369,6 +369,7 @@ class CorpusRunner:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._cells: dict = {}
         self._float: dict = {}
+        self.stdout: dict = {}  # (model, command) -> what the command printed
 
     def cell(self, model_name: str, command: str) -> Cell:
         key = (model_name, command)
@@ -413,6 +414,7 @@ class CorpusRunner:
             if p.exists():
                 p.unlink()
         code, out, err, crash = run_cli(args)
+        self.stdout[(model.name, command)] = out
         if crash is not None:
             raise _Fail(f"crashed: {crash.strip().splitlines()[-1]}")
         if code == 0:
