@@ -27,6 +27,7 @@ class _Cli(click.Group):
         from .errors import one_line
         from .output_files import Terminated, handle_termination
 
+        raw = [*(getattr(ctx, "_protected_args", None) or ()), *ctx.args]  # invoke clears them
         try:
             with handle_termination(_PROGRAM["exits_after"]):
                 return super().invoke(ctx)
@@ -35,7 +36,10 @@ class _Cli(click.Group):
             sys.exit(1)
         except click.UsageError as exc:  # a bad option value: the tool's line, not click's usage
             where = f"; see qconvert {exc.ctx.info_name} --help" if exc.ctx else ""
-            click.echo(f"qconvert: error: {one_line(exc.format_message())}{where}", err=True)
+            model = _model_argument(exc.ctx, raw)
+            named = f"{model}: " if model else ""
+            click.echo(f"qconvert: error: {one_line(named + exc.format_message())}{where}",
+                       err=True)
             sys.exit(1)
         except Terminated as exc:
             click.echo(f"qconvert: terminated ({exc.args[0]}); nothing written", err=True)
@@ -43,6 +47,29 @@ class _Cli(click.Group):
         except KeyboardInterrupt:
             click.echo("qconvert: interrupted; nothing written", err=True)
             sys.exit(130)
+
+
+def _model_argument(sub_ctx, args: list):
+    """The MODEL a usage error's command line names (click has not stored it yet): the first
+    argument after the command name that is neither an option nor an option's value."""
+    command = getattr(sub_ctx, "command", None)
+    if command is None or not any(p.name == "model" for p in command.params):
+        return None
+    takes_value = {name for p in command.params if isinstance(p, click.Option)
+                   and not p.is_flag and not p.count for name in p.opts + p.secondary_opts}
+    if not args or args[0] != sub_ctx.info_name:
+        return None
+    rest, skip = args[1:], False
+    for arg in rest:
+        if skip:
+            skip = False
+        elif arg == "--":
+            continue
+        elif arg.startswith("-") and arg != "-":
+            skip = arg in takes_value
+        else:
+            return arg
+    return None
 
 
 def _names_model(fn):
@@ -270,6 +297,9 @@ def fuse(model, output, pass_list, report, input_shapes, verify):
     outputs.add_inputs(m.meta.get("external_files", ()))
     out = output or str(default_output(model, "fused", m.format))
     fmt = format_of_output(out, m.format)
+    if (m.format, fmt) == ("onnx", "tflite"):
+        raise QConvertError("fuse writes the model's own format; for TFLite run qconvert "
+                            f"convert (it takes -o {os.path.basename(out)}), then fuse its output", model)
     if output is None:
         outputs.add(out)
     before = sum(len(g.nodes) for g in m.graphs)
@@ -436,6 +466,9 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
         raise QConvertError(f"quantizing {m.format} to {fmt} is not supported yet", model)
     if input_layout is not None and not cross:
         raise QConvertError("--input-layout applies to ONNX -> int8 TFLite only", model)
+    from .quant.ort_engine import check_engine
+
+    check_engine(engine, fmt)  # before loading data (and its warnings)
     specs = cd.input_specs(m.graph, m.format)
     norm = dict(mean=_numbers(mean), std=_numbers(std), scale=_numbers(scale))
     limit = _max_memory(max_memory)

@@ -63,14 +63,15 @@ def apply_input_shapes(model: Model, shapes: dict) -> int:
     from .passes import PassContext, run_passes
 
     graph = model.graph
-    valid = _describe(graph)
+    valid = _describe(graph)  # the model's declared inputs, before the shapes given
+    given = "; ".join(f"{n}:{','.join(map(str, s))}" for n, s in shapes.items())
     for name, shape in shapes.items():
         if name not in graph.inputs:
             raise QConvertError(f"--input-shape: {name!r} is not an input of the model; its "
                                 f"inputs: {valid}")
         declared = graph.tensors[name].shape
         if declared is not None and len(declared) != len(shape):
-            raise QConvertError(f"--input-shape: {name!r} has rank {len(declared)}, the shape "
+            raise QConvertError(f"--input-shape {given}: {name!r} has rank {len(declared)}, the shape "
                                 f"given has {len(shape)} dimensions; the model's inputs: {valid}")
     for name, shape in shapes.items():
         _set_shape(graph.tensors[name], shape)
@@ -86,8 +87,8 @@ def apply_input_shapes(model: Model, shapes: dict) -> int:
     except UnsupportedOpsError as exc:
         raise QConvertError(f"--input-shape: cannot infer the other shapes: {exc}") from None
     except QConvertError as exc:
-        raise QConvertError(f"--input-shape {valid}: the model cannot run with these shapes: "
-                            f"{exc}") from None
+        raise QConvertError(f"--input-shape {given}: the model cannot run with these shapes "
+                            f"(declared: {valid}): {exc}") from None
     changed = len(shapes)
     for name, shape in seen.items():
         t = graph.tensors.get(name)

@@ -124,6 +124,8 @@ class OutputFiles:
         once: a path given for two outputs (`-o x --report x`) is refused, however spelled."""
         shown = str(path)
         p = Path(path)
+        if not shown:  # -o '': the error names the command's model instead
+            raise QConvertError("the output path is empty")
         if shown in self._outputs:  # e.g. -o x.onnx --report x.onnx
             raise QConvertError("two outputs of this command are the same file; "
                                 "give each its own path", shown)

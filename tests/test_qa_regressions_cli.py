@@ -196,3 +196,75 @@ def test_good_output_sqnr_does_not_warn(tmp_path):
     db = float(re.search(r"output logits: SQNR ([\d.]+) dB", result.output).group(1))
     assert db > 20  # ~35 dB, well above the floor
     assert result.stderr == ""
+
+
+# 5. Message quality.
+@pytest.mark.parametrize("args", [
+    ["quantize", ONNX, "--calibration", CAL, "--io-type", "bogus", "-o", "a.tflite"],
+    ["quantize", "--io-type", "bogus", "--calibration", CAL, ONNX, "-o", "a.tflite"],
+    ["export-c-header", ONNX, "--calibration-random", "0"],
+    ["inspect", "--nope", ONNX],
+])
+def test_usage_errors_name_the_model(tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    _one_line_error(_invoke(args), f"error: {ONNX}: ")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["convert", "fuse", "quantize"])
+def test_empty_output_path_names_the_model(command):
+    extra = ["--calibration", CAL] if command == "quantize" else []
+    _one_line_error(_invoke([command, ONNX, *extra, "-o", ""]), ONNX, "output path is empty")
+
+
+@pytest.mark.parametrize("command", ["export-c", "export-c-header"])
+def test_export_refuses_a_bad_engine_before_the_random_data_warning(tmp_path, command):
+    out = tmp_path / ("c" if command == "export-c" else "w.h")
+    result = _invoke([command, ONNX, "--calibration-random", "2", "--engine", "onnxruntime",
+                      "-o", out])
+    _one_line_error(result, ONNX, "--engine onnxruntime")  # one line: no warning before it
+    assert not out.exists()
+
+
+def test_fuse_to_tflite_points_to_convert(tmp_path):
+    result = _invoke(["fuse", ONNX, "-o", tmp_path / "x.tflite"])
+    _one_line_error(result, ONNX, "qconvert convert")
+    assert not (tmp_path / "x.tflite").exists()
+
+
+def test_input_shape_errors_quote_the_shape_given(tmp_path):
+    result = _invoke(["convert", ONNX, "--input-shape", "input:1,1,9,9", "-o", tmp_path / "s.onnx"])
+    line = _one_line_error(result, ONNX, "--input-shape input:1,1,9,9:")
+    assert "--input-shape input:1,1,16,16" not in line
+    result = _invoke(["convert", ONNX, "--input-shape", "input:1,2", "-o", tmp_path / "s.onnx"])
+    _one_line_error(result, "--input-shape input:1,2:", "rank 4")
+
+
+def test_verify_error_names_the_output_as_the_readme_shows(tmp_path, monkeypatch):
+    """README's `--verify` example (a fusion that scales the first conv's weights by 1.5) is
+    what the command prints: the pass and the output 'logits' with its figures."""
+    import re
+    from pathlib import Path
+
+    import qconvert.passes as passes
+
+    original = passes.get_pass("fuse-conv-batchnorm")
+
+    def broken(graph, context):
+        count = original.run(graph, context)
+        conv = next((n for n in graph.nodes if n.op == "Conv2D"), None)
+        if count and conv is not None:
+            w = graph.tensors[conv.inputs[1]]
+            w.data = w.data * np.float32(1.5)
+        return count
+
+    monkeypatch.setitem(passes._PASSES, "fuse-conv-batchnorm",
+                        passes.Pass("fuse-conv-batchnorm", broken, original.summary))
+    model = tmp_path / "model.onnx"
+    model.write_bytes((SAMPLE_MODELS / "digits_cnn.onnx").read_bytes())
+    monkeypatch.chdir(tmp_path)
+    line = _one_line_error(_invoke(["fuse", "model.onnx", "-o", "fused.onnx", "--verify", "8"]))
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    shown = re.search(r"\$ qconvert fuse model.onnx -o fused.onnx --verify 8\n\s+(.*)\n",
+                      readme).group(1)
+    assert "output 'logits'" in line and line == shown

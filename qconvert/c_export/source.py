@@ -62,7 +62,10 @@ def int8_tflite_for_export(model: Model, calibration: Callable | None = None,
                             "DATA (or --calibration-random N) to quantize it first")
     from qconvert.quant.quantize import QuantizeOptions, quantize_model
 
+    from qconvert.quant.ort_engine import check_engine
+
     options = options or QuantizeOptions()
+    check_engine(options.engine, "tflite")  # before loading data (and its warnings)
     data = calibration(model)
     if converted is not None:
         model, data = converted, data_to_tflite_layout(data, perms)
