@@ -35,16 +35,30 @@ from qconvert.errors import QConvertError
 from qconvert.ir import Graph
 from qconvert.ir.graph import list_ops
 
+from .int16_kernels import INT16_KERNELS, INT16_PARAMS, is_int16_node
 from .int_kernels import INT_KERNELS, INT_PARAMS, IntContext
 
-__all__ = ["INT_KERNELS", "layer_params", "run_int8", "supported_ops"]
+__all__ = ["INT_KERNELS", "INT16_KERNELS", "layer_params", "run_int8", "supported_ops",
+           "supported_ops16"]
 
 _ROUNDINGS = ("double", "single")
 
 
 def supported_ops() -> list:
-    """IR op names the integer executor can run."""
+    """IR op names the integer executor can run (int8; `supported_ops16` for 16x8)."""
     return sorted(INT_KERNELS)
+
+
+def supported_ops16() -> list:
+    """IR op names the integer executor can run with int16 activations (16x8)."""
+    return sorted(INT16_KERNELS)
+
+
+def _tables(graph, node) -> tuple:
+    """(params table, kernel table) for `node`: the 16x8 ones when it touches int16."""
+    if is_int16_node(graph, node):
+        return INT16_PARAMS, INT16_KERNELS
+    return INT_PARAMS, INT_KERNELS
 
 
 def layer_params(graph, node) -> dict:
@@ -62,9 +76,10 @@ def layer_params(graph, node) -> dict:
     `int_kernels`; LeakyRelu, PRelu, BatchMatMul, Rsqrt, Div: see `int_kernels_math`. Raises QConvertError where TFLM would refuse the node.
     """
     graph = _graph(graph)
-    fn = INT_PARAMS.get(node.op)
+    fn = _tables(graph, node)[0].get(node.op)
     if fn is None or node.opaque:
-        raise QConvertError(f"the integer executor does not support op {node.label}")
+        kind = " with int16 activations" if is_int16_node(graph, node) else ""
+        raise QConvertError(f"the integer executor does not support op {node.label}{kind}")
     return fn(graph, node)
 
 
@@ -86,7 +101,7 @@ def run_int8(graph, feeds: dict, rounding: str = "double", observe=None) -> dict
                   for n in node.inputs]
         p = layer_params(graph, node)
         try:
-            outputs = INT_KERNELS[node.op](node, inputs, p, ctx)
+            outputs = _tables(graph, node)[1][node.op](node, inputs, p, ctx)
         except QConvertError:
             raise
         except (ValueError, IndexError, NotImplementedError) as exc:
@@ -113,7 +128,7 @@ def _graph(graph) -> Graph:
 
 def _check_ops(graph) -> None:
     """Refuse unsupported ops, naming all of them (with counts) at once."""
-    counts = graph.op_counts(lambda node: node.opaque or node.op not in INT_KERNELS)
+    counts = graph.op_counts(lambda node: node.opaque or node.op not in _tables(graph, node)[1])
     if counts:
         raise QConvertError(f"the integer executor does not support: {list_ops(counts)}")
 
