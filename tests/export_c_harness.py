@@ -26,6 +26,7 @@ _CANDIDATES = [Path(os.environ["QCONVERT_CMSIS_NN"])] if os.environ.get("QCONVER
           ROOT.parent.parent / "shared" / "third_party" / "CMSIS-NN"]
 CMSIS_NN = next((p.resolve() for p in _CANDIDATES if (p / "Include").is_dir()),
                 _CANDIDATES[0].resolve())
+CTYPE_BYTES = {"int8_t": 1, "int16_t": 2, "float": 4}
 STRICT = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 BOARDS = {
     # machine, -mcpu flags, RAM origin and length
@@ -52,7 +53,7 @@ def harness_source(name: str, ios: dict, samples: list) -> str:
     ins, outs = ios["inputs"], ios["outputs"]
     lines = ["#include <stdio.h>", "#include <stdint.h>", f'#include "{name}.h"', ""]
     for i, (ctype, size) in enumerate(ins):
-        nbytes = size * (4 if ctype == "float" else 1)
+        nbytes = size * CTYPE_BYTES[ctype]
         rows = []
         for sample in samples:
             data = np.ascontiguousarray(sample[i]).view(np.uint8).reshape(-1)
@@ -89,7 +90,7 @@ def image_source(models: list) -> str:
             rows = []
             for sample in samples:
                 data = np.ascontiguousarray(sample[i]).view(np.uint8).reshape(-1)
-                assert data.size == size * (4 if ctype == "float" else 1)
+                assert data.size == size * CTYPE_BYTES[ctype]
                 rows.append("{" + ",".join(map(str, data.tolist())) + "}")
             lines.append(f"static const uint8_t {name}_in{i}[{len(samples)}][{data.size}] "
                          f"__attribute__((aligned(4))) = {{" + ",\n".join(rows) + "};")

@@ -166,6 +166,10 @@ def conv16_params(graph, node) -> dict:
     out.update({"strides": [int(v) for v in attrs.get("strides") or [1, 1]],
                 "dilations": [int(v) for v in attrs.get("dilations") or [1, 1]],
                 "pads": [int(v) for v in attrs.get("pads") or [0, 0, 0, 0]]})
+    x_shape = graph.tensors[node.inputs[0]].shape
+    if not depthwise and x_shape and isinstance(x_shape[-1], (int, np.integer)) \
+            and int(x_shape[-1]) != int(w.data.shape[3]):
+        out["groups"] = int(x_shape[-1]) // int(w.data.shape[3])  # a grouped CONV_2D
     if depthwise:
         if out["bias"] is None:
             _fail(node, "TFLite Micro's DEPTHWISE_CONV_2D needs a bias tensor (use zeros)")
@@ -500,7 +504,9 @@ def softmax16_params(graph, node) -> dict:
         _fail(node, f"output scale {s_out} must be 1/32768")
     beta = float(np.float32(node.attrs.get("beta", 1.0)))
     m, s = _quantize_multipliers(node, float(s_in) * beta / (10.0 / 65535.0))
-    return {"input_multiplier": int(m), "input_left_shift": int(s)}
+    exp_lut, recip_lut = int16_lut.softmax_luts()
+    return {"input_multiplier": int(m), "input_left_shift": int(s), "exp_lut": exp_lut,
+            "one_over_one_plus_x_lut": recip_lut}
 
 
 @kernel16("Softmax")
@@ -608,7 +614,7 @@ def quantize16_params(graph, node) -> dict:
     dtype = str(graph.tensors[node.outputs[0]].dtype)
     if dtype not in ("int8", "int16"):
         _fail(node, f"QUANTIZE to {dtype} is not supported")
-    out["output_dtype"] = dtype
+    out["output_bits"] = 8 if dtype == "int8" else 16
     return out
 
 
@@ -619,7 +625,7 @@ def quantize16(node, inputs, p, ctx):
     from .int_kernels import _float_to_int32_x86
 
     x = inputs[0]
-    info = np.iinfo(p["output_dtype"])
+    info = np.iinfo(np.int8 if p["output_bits"] == 8 else np.int16)
     if x.dtype.kind == "f":
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             q = round_half_away(x.astype(np.float32) / np.float32(p["scale"]))

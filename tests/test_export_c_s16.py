@@ -1,0 +1,209 @@
+"""`qconvert export-c` and `export-c-header` on 16x8 models (int16 activations, int8 weights),
+checked against TFLite Micro.
+
+Oracles: the TFLite Micro interpreter (reference kernels) for every output of every 16x8 test
+model (tests/models/int16: the TFLite converter's 16x8 models and the mixed int8 / 16x8 model)
+on several inputs, from binaries built by gcc on the host (portable kernels and the cmsis-nn
+kernel set) and by arm-none-eabi-gcc for an emulated Cortex-M4 (mps2-an386, one firmware
+image per kernel set holding every model) under qemu-system-arm; gcc's own symbol sizes for the
+flash figure; the graph's shapes and dtypes for the arena's buffer sizes; the integer
+executor's layer parameters for the header's arrays.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from export_c_harness import (build_cortex_m, build_host, cmsis_nn_available,
+                              cross_tools_available, harness_source, image_source, io_layout,
+                              parse, run_qemu, split_image_output)
+from test_int16_executor import INT16_MODELS, feeds_for, tflm
+
+from qconvert.c_export.model_source import ModelOptions, render_model
+from qconvert.cli import main
+from qconvert.executor.int_executor import layer_params
+from qconvert.model_io import load_model
+
+NEEDS_CMSIS = pytest.mark.skipif(not cmsis_nn_available(), reason=(
+    "CMSIS-NN is not beside the repository (../shared/third_party/CMSIS-NN or "
+    "$QCONVERT_CMSIS_NN): the cmsis-nn kernel set is not built"))
+NEEDS_CROSS = pytest.mark.skipif(not cross_tools_available(), reason=(
+    "arm-none-eabi-gcc / qemu-system-arm missing (apt-get install gcc-arm-none-eabi "
+    "libnewlib-arm-none-eabi qemu-system-arm): Cortex-M builds not run"))
+# the parts of the mixed model are covered by it
+MODELS = [p for p in INT16_MODELS if p.stem not in ("mixed_head_int8", "mixed_tail_int8")]
+IDS = [p.stem for p in MODELS]
+
+
+def _samples(graph, count=3) -> list:
+    return [[feeds_for(graph, seed)[n] for n in graph.inputs] for seed in range(count)]
+
+
+def _export(path, folder, kernels, name="net"):
+    files, summary = render_model(load_model(path), ModelOptions(
+        name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor"))
+    folder.mkdir(parents=True, exist_ok=True)
+    for f, data in files.items():
+        (folder / f).write_bytes(data)
+    return files, summary
+
+
+def _assert_bit_exact(got, path, samples, label):
+    data = path.read_bytes()
+    for k, (outs, sample) in enumerate(zip(got, samples)):
+        refs = tflm(data, sample)
+        assert len(outs) == len(refs), label
+        for j, (o, r) in enumerate(zip(outs, refs)):
+            r = np.asarray(r).reshape(-1)
+            assert o.dtype == r.dtype and np.array_equal(o.view(np.uint8), r.view(np.uint8)), (
+                f"{label}: sample {k} output {j}: {np.count_nonzero(o != r)} of {r.size} differ")
+
+
+def _check_host(path, folder, kernels):
+    graph = load_model(path).graph
+    samples = _samples(graph)
+    _export(path, folder, kernels)
+    exe = build_host(folder, harness_source("net", io_layout(graph), samples),
+                     cmsis=kernels == "cmsis-nn")
+    out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+    got = parse(out, [np.dtype(graph.tensors[n].dtype) for n in graph.outputs], len(samples))
+    _assert_bit_exact(got, path, samples, f"{path.stem} ({kernels})")
+
+
+@pytest.mark.parametrize("path", MODELS, ids=IDS)
+def test_host_portable_bit_exact_with_tflite_micro(path, tmp_path):
+    _check_host(path, tmp_path / "c", "portable")
+
+
+@NEEDS_CMSIS
+@pytest.mark.parametrize("path", MODELS, ids=IDS)
+def test_host_cmsis_nn_bit_exact_with_tflite_micro(path, tmp_path):
+    _check_host(path, tmp_path / "c", "cmsis-nn")
+
+
+@NEEDS_CROSS
+@pytest.mark.parametrize("kernels", ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)])
+def test_cortex_m4_firmware_of_every_16x8_model_is_bit_exact(tmp_path, kernels):
+    """Every 16x8 test model in ONE firmware image per kernel set, run once under qemu."""
+    folder = tmp_path / "image"
+    folder.mkdir()
+    entries, expected = [], {}
+    for path in MODELS:
+        name = "m_" + path.stem
+        files, _ = _export(path, tmp_path / name, kernels, name=name)
+        for f, data in files.items():  # kernel files are the same for every model
+            if (folder / f).exists():
+                assert (folder / f).read_bytes() == data, f
+            else:
+                (folder / f).write_bytes(data)
+        graph = load_model(path).graph
+        samples = _samples(graph, 2)
+        entries.append((name, io_layout(graph), samples))
+        expected[name] = (path, graph, samples)
+    elf = build_cortex_m(folder, image_source(entries), "m4", cmsis=kernels == "cmsis-nn")
+    blocks = split_image_output(run_qemu(elf, "m4", timeout=300))
+    assert sorted(blocks) == sorted(expected)
+    for name, (path, graph, samples) in expected.items():
+        got = parse(blocks[name], [np.dtype(graph.tensors[n].dtype) for n in graph.outputs],
+                    len(samples))
+        _assert_bit_exact(got, path, samples, f"{path.stem} ({kernels}, Cortex-M4)")
+
+
+# -- the memory report ----------------------------------------------------------------------
+_PLAN_LINE = re.compile(r"^ \*\s+(\d+)\s+(\d+)\s+(\S.*)$", re.MULTILINE)
+
+
+@pytest.mark.parametrize("name", ["mixed_int8_int16", "conv_16x8_float_io"])
+def test_arena_counts_int16_buffers_as_two_bytes_and_flash_is_the_compilers(tmp_path, name):
+    path = next(p for p in MODELS if p.stem == name)
+    graph = load_model(path).graph
+    files, summary = _export(path, tmp_path / "c", "portable")
+    source = files["net.c"].decode()
+    rows = [(int(o), int(b), t.strip()) for o, b, t in _PLAN_LINE.findall(source)
+            if not t.startswith("(scratch")]
+    assert rows
+    seen_int16 = 0
+    for _, nbytes, tensor in rows:
+        t = graph.tensors[tensor]
+        size = int(np.prod([1 if not isinstance(d, int) or d < 0 else d for d in t.shape]))
+        assert nbytes == size * np.dtype(t.dtype).itemsize, tensor
+        seen_int16 += t.dtype == "int16"
+    assert seen_int16 >= 2
+    assert summary.arena_size >= max(b + o for o, b, _ in rows)
+    # flash: the sizes gcc gives the layers' constant arrays
+    obj = tmp_path / "net.o"
+    subprocess.run(["gcc", "-std=c99", "-O0", "-c", str(tmp_path / "c" / "net.c"), "-I",
+                    str(tmp_path / "c"), "-o", str(obj)], check=True)
+    nm = subprocess.run(["nm", "-S", str(obj)], capture_output=True, text=True,
+                        check=True).stdout
+    symbols = [ln.split()[1:4] for ln in nm.splitlines() if len(ln.split()) == 4]
+    arrays = sum(int(size, 16) for size, kind, sym in symbols if kind in "rR"
+                 and re.match(r"l\d+_", sym) and not re.search(r"_(params|quant|box\d+_\d+)$", sym))
+    assert summary.constant_bytes == arrays
+
+
+def test_cli_reports_16x8_sizes(tmp_path):
+    path = next(p for p in MODELS if p.stem == "mixed_int8_int16")
+    result = CliRunner().invoke(main, ["export-c", str(path), "-o", str(tmp_path / "c")])
+    assert result.exit_code == 0, result.output
+    files = {p.name for p in (tmp_path / "c").iterdir()}
+    assert "qconvert_nn_s16.c" in files
+    assert re.search(r"arena \d+ bytes \(RAM\), constant data \d+ bytes \(flash\)", result.output)
+
+
+# -- export-c-header ------------------------------------------------------------------------
+_ARRAY = re.compile(r"static const (int(?:8|16|32|64)_t) (\w+)\[\w+\] = \{([^}]*)\};")
+_NP = {"int8_t": np.int8, "int16_t": np.int16, "int32_t": np.int32, "int64_t": np.int64}
+
+
+def _header_arrays(text: str) -> dict:
+    """{array name: values} of the header's arrays, parsed from its text."""
+    return {name: np.array([int(v) for v in re.sub(r"-2147483647 - 1", "-2147483648", body)
+                            .replace("\n", " ").split(",") if v.strip()], dtype=_NP[ctype])
+            for ctype, name, body in _ARRAY.findall(text)}
+
+
+@pytest.mark.parametrize("path", MODELS, ids=IDS)
+def test_header_of_16x8_layers(path, tmp_path):
+    out = tmp_path / "w.h"
+    result = CliRunner().invoke(main, ["export-c-header", str(path), "-o", str(out),
+                                       "--name", "m"])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    gcc = shutil.which("gcc")
+    (tmp_path / "use.c").write_text('#include "w.h"\nint main(void) { return 0; }\n')
+    subprocess.run([gcc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-c",
+                    str(tmp_path / "use.c"), "-I", str(tmp_path), "-o", str(tmp_path / "u.o")],
+                   check=True)
+    arrays = _header_arrays(text)
+    graph = load_model(path).graph
+    checked = 0
+    for node in graph.nodes:
+        if node.op not in ("Conv2D", "DepthwiseConv2D", "FullyConnected", "Softmax"):
+            continue
+        if graph.tensors[node.inputs[0]].dtype != "int16":
+            continue
+        p = layer_params(graph, node)
+        index = graph.nodes.index(node)
+        stem = next(n[:-len("_OP_INDEX")] for n, v in re.findall(
+            r"#define (\w+_OP_INDEX)\s+(\d+)", text) if int(v) == index).lower()
+        if node.op == "Softmax":
+            np.testing.assert_array_equal(arrays[f"{stem}_exp_lut"], p["exp_lut"])
+            np.testing.assert_array_equal(arrays[f"{stem}_one_over_one_plus_x_lut"],
+                                          p["one_over_one_plus_x_lut"])
+        else:
+            bits = p["accumulator_bits"]
+            assert re.search(rf"#define {stem.upper()}_ACCUMULATOR_BITS\s+{bits}\b", text)
+            if p["bias"] is not None:
+                bias = arrays[f"{stem}_bias"]
+                assert bias.dtype == (np.int64 if bits == 64 else np.int32)
+                np.testing.assert_array_equal(bias, p["bias"])
+            np.testing.assert_array_equal(arrays[f"{stem}_multiplier"], p["output_multiplier"])
+            np.testing.assert_array_equal(arrays[f"{stem}_shift"], p["output_shift"])
+        checked += 1
+    assert checked
