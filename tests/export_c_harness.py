@@ -147,14 +147,14 @@ def _run(cmd, cwd=None, timeout=120) -> str:
 
 
 def cmsis_sources() -> list:
-    """CMSIS-NN's int8 sources the export calls, and its support functions."""
+    """CMSIS-NN's int8 and int16 (16x8) sources the export calls, and its support functions."""
     folders = ("ConvolutionFunctions", "FullyConnectedFunctions", "PoolingFunctions",
                "SoftmaxFunctions", "BasicMathFunctions", "NNSupportFunctions",
                "TransposeFunctions")
     def wanted(p):
         if any(k in p.name for k in ("f16", "f32", "lstm", "svdf")):
             return False
-        return "s8" in p.name or not any(k in p.name for k in ("s4", "s16", "s64"))
+        return "s8" in p.name or "s16" in p.name or not any(k in p.name for k in ("s4", "s64"))
 
     return sorted(p for f in folders for p in (CMSIS_NN / "Source" / f).glob("*.c") if wanted(p))
 

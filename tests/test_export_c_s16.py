@@ -87,9 +87,13 @@ def test_host_cmsis_nn_bit_exact_with_tflite_micro(path, tmp_path):
 
 
 @NEEDS_CROSS
-@pytest.mark.parametrize("kernels", ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)])
-def test_cortex_m4_firmware_of_every_16x8_model_is_bit_exact(tmp_path, kernels):
-    """Every 16x8 test model in ONE firmware image per kernel set, run once under qemu."""
+@pytest.mark.parametrize("kernels,board", [
+    ("portable", "m4"), pytest.param("cmsis-nn", "m4", marks=NEEDS_CMSIS),
+    pytest.param("cmsis-nn", "m55", marks=NEEDS_CMSIS)])
+def test_cortex_m_firmware_of_every_16x8_model_is_bit_exact(tmp_path, kernels, board):
+    """Every 16x8 test model in ONE firmware image per kernel set and board, run once under
+    qemu: Cortex-M4 (mps2-an386; CMSIS-NN's DSP paths) and Cortex-M55 (mps3-an547; its
+    Helium paths)."""
     folder = tmp_path / "image"
     folder.mkdir()
     entries, expected = [], {}
@@ -105,13 +109,13 @@ def test_cortex_m4_firmware_of_every_16x8_model_is_bit_exact(tmp_path, kernels):
         samples = _samples(graph, 2)
         entries.append((name, io_layout(graph), samples))
         expected[name] = (path, graph, samples)
-    elf = build_cortex_m(folder, image_source(entries), "m4", cmsis=kernels == "cmsis-nn")
-    blocks = split_image_output(run_qemu(elf, "m4", timeout=300))
+    elf = build_cortex_m(folder, image_source(entries), board, cmsis=kernels == "cmsis-nn")
+    blocks = split_image_output(run_qemu(elf, board, timeout=300))
     assert sorted(blocks) == sorted(expected)
     for name, (path, graph, samples) in expected.items():
         got = parse(blocks[name], [np.dtype(graph.tensors[n].dtype) for n in graph.outputs],
                     len(samples))
-        _assert_bit_exact(got, path, samples, f"{path.stem} ({kernels}, Cortex-M4)")
+        _assert_bit_exact(got, path, samples, f"{path.stem} ({kernels}, {board})")
 
 
 # -- the memory report ----------------------------------------------------------------------
@@ -207,3 +211,90 @@ def test_header_of_16x8_layers(path, tmp_path):
             np.testing.assert_array_equal(arrays[f"{stem}_shift"], p["output_shift"])
         checked += 1
     assert checked
+
+
+# -- CMSIS-NN's s16 kernels against TFLite Micro ----------------------------------------------
+def _single_layer_model(tmp_path, op, shape, s_in, s_out, **attrs):
+    from test_int_executor import Q8
+
+    n = Q8()
+    x = n.input("x", shape, s_in, 0, dtype="int16")
+    n.node(op, [x], "y", shape, s_out, 0, dtype="int16", **attrs)
+    path = tmp_path / f"{op.lower()}.tflite"
+    path.write_bytes(n.build(["y"]))
+    return path
+
+
+@NEEDS_CMSIS
+def test_cmsis_nn_softmax_s16_differs_from_tflite_micro(tmp_path):
+    """A row of 8 maxima and one term whose exponential is 47 (s_in = 0.001): the exponentials
+    sum to 2**18 - 1, whose normalization overflows int32 in arm_softmax_s16; TFLite Micro (and
+    qconvert's executor and portable kernel, which the cmsis-nn export keeps for softmax)
+    saturate instead."""
+    from export_c_harness import CMSIS_NN, cmsis_library
+
+    from qconvert.executor.int_executor import run_int8
+    from qconvert.tflite_reader import read_tflite
+
+    path = _single_layer_model(tmp_path, "Softmax", (1, 9), 1e-3, 1.0 / 32768, beta=1.0)
+    row = np.array([[0] * 8 + [-6534]], np.int16)
+    ref = tflm(path.read_bytes(), [row])[0]
+    graph = read_tflite(path.read_bytes()).graph
+    np.testing.assert_array_equal(run_int8(graph, {"x": row})["y"], ref)
+    # the cmsis-nn export (portable softmax) equals TFLite Micro on this row
+    folder = tmp_path / "c"
+    _export(path, folder, "cmsis-nn")
+    exe = build_host(folder, harness_source("net", io_layout(graph), [[row]]), cmsis=True)
+    got = parse(subprocess.run([exe], capture_output=True, text=True, check=True).stdout,
+                [np.dtype(np.int16)], 1)
+    np.testing.assert_array_equal(got[0][0], ref.reshape(-1))
+    # arm_softmax_s16 itself does not
+    p = layer_params(graph, graph.nodes[0])
+
+    def arr(name, values):
+        return (f"static const int16_t {name}[{len(values)}] = {{"
+                + ", ".join(str(int(v)) for v in values) + "};")
+
+    (tmp_path / "cmsis_softmax.c").write_text("\n".join([
+        "#include <stdio.h>", '#include "arm_nnfunctions.h"',
+        arr("exp_lut", p["exp_lut"]), arr("recip_lut", p["one_over_one_plus_x_lut"]),
+        arr("row", row.reshape(-1)),
+        "int main(void) {", "    int16_t out[9]; int i;",
+        "    const cmsis_nn_softmax_lut_s16 lut = {exp_lut, recip_lut};",
+        f"    arm_softmax_s16(row, 1, 9, {p['input_multiplier']}, {p['input_left_shift']}, "
+        "&lut, out);",
+        '    for (i = 0; i < 9; ++i) printf("%d\\n", out[i]);', "    return 0;", "}", ""]))
+    lib = cmsis_library("gcc", ["-O1"])
+    exe = tmp_path / "cmsis_softmax"
+    subprocess.run(["gcc", "-std=c99", "-O1", f"-I{CMSIS_NN / 'Include'}",
+                    str(tmp_path / "cmsis_softmax.c"), str(lib), "-o", str(exe)], check=True)
+    cmsis = np.array(subprocess.run([exe], capture_output=True, text=True, check=True)
+                     .stdout.split(), dtype=np.int64)
+    assert not np.array_equal(cmsis, ref.reshape(-1).astype(np.int64))
+
+
+@NEEDS_CMSIS
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_cmsis_nn_per_tensor_fully_connected_s16(tmp_path, with_bias):
+    """arm_fully_connected_s16 (per-tensor weights, int64 bias) on the host: TFLite Micro's
+    bits (the converter's models have per-channel FC weights, which keep the portable kernel)."""
+    from test_int_executor import Q8
+
+    from qconvert.tflite_reader import read_tflite
+
+    n = Q8(3)
+    x = n.input("x", (2, 40), 7e-4, 0, dtype="int16")
+    w = n.const("w", n.rng.integers(-127, 128, (6, 40)).astype(np.int8), np.float32(0.01), 0)
+    ins = [x, w]
+    if with_bias:
+        ins.append(n.const("b", n.rng.integers(-2**33, 2**33, 6).astype(np.int64),
+                           np.float32(7e-6), 0))
+    n.node("FullyConnected", ins, "y", (2, 6), 0.03, 0, dtype="int16", activation="RELU",
+           keep_num_dims=False)
+    path = tmp_path / "fc.tflite"
+    path.write_bytes(n.build(["y"]))
+    graph = read_tflite(path.read_bytes()).graph
+    files, _ = _export(path, tmp_path / "c", "cmsis-nn")
+    assert "arm_fully_connected_s16(" in files["net.c"].decode()
+    _check_host(path, tmp_path / "c2", "cmsis-nn")
+    assert layer_params(graph, graph.nodes[0])["per_channel"] is False

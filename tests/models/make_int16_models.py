@@ -14,7 +14,9 @@ fallback: an op the converter cannot make 16x8 fails the script). Inputs and out
 unless the model's name ends in `_float_io` (float32 at the boundary: QUANTIZE float -> int16 at
 the input, DEQUANTIZE int16 -> float at the output). `fc_int32_bias` is converted with int32
 biases (`_experimental_full_integer_quantization_bias_type = tf.int32`), every other conv /
-FC / transpose conv carries TFLite's default int64 16x8 bias.
+FC / transpose conv carries TFLite's default int64 16x8 bias; `fc_per_tensor_16x8` has
+per-tensor fully connected weights (`_experimental_disable_per_channel_quantization_for_dense_
+layers`), the others the converter's per-channel ones.
 
 After writing each model the script runs it in the TFLite Micro interpreter on a random int16
 input, and prints its operators, so a model an op of which TFLite Micro cannot run is never
@@ -129,13 +131,14 @@ MODELS = {
     "misc_16x8": (misc_net, [1, 6, 8, 4], 1.0, False, False),
     "fc_int32_bias": (fc_net, [1, 24], 2.0, True, False),
     "conv_16x8_float_io": (float_io_net, [1, 8, 8, 3], 1.0, False, True),
+    "fc_per_tensor_16x8": (fc_net, [1, 24], 2.0, False, False),
     "mixed_head_int8": (mixed_head, [1, 10, 10, 3], 1.0, False, False),
     "mixed_body_16x8": (mixed_body, [1, 8, 8, 8], 0.7, False, False),
     "mixed_tail_int8": (mixed_tail, [1, 4, 4, 8], 1.0, False, False),
 }
 
 
-def convert(fn, shape, std, int32_bias, float_io, int8=False) -> bytes:
+def convert(fn, shape, std, int32_bias, float_io, int8=False, per_tensor_fc=False) -> bytes:
     """The 16x8 (or with `int8`, full int8) TFLite flatbuffer of `fn` on inputs of `shape`."""
     concrete = tf.function(fn, input_signature=[tf.TensorSpec(shape, tf.float32)],
                            autograph=False).get_concrete_function()
@@ -156,6 +159,8 @@ def convert(fn, shape, std, int32_bias, float_io, int8=False) -> bytes:
         converter.inference_output_type = tf.int8 if int8 else tf.int16
     if int32_bias:
         converter._experimental_full_integer_quantization_bias_type = tf.int32
+    if per_tensor_fc:
+        converter._experimental_disable_per_channel_quantization_for_dense_layers = True
     return converter.convert()
 
 
@@ -197,7 +202,8 @@ def main() -> int:
         global RNG
         RNG = np.random.default_rng(zlib.crc32(name.encode()))  # weights seeded per model
         int8 = name.startswith("mixed_") and name.endswith("_int8")
-        model = convert(fn, shape, std, int32_bias, float_io, int8)
+        model = convert(fn, shape, std, int32_bias, float_io, int8,
+                        per_tensor_fc=name.startswith("fc_per_tensor"))
         check_tflm(model)
         path = OUT / f"{name}.tflite"
         path.write_bytes(model)
