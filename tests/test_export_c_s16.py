@@ -298,3 +298,38 @@ def test_cmsis_nn_per_tensor_fully_connected_s16(tmp_path, with_bias):
     assert "arm_fully_connected_s16(" in files["net.c"].decode()
     _check_host(path, tmp_path / "c2", "cmsis-nn")
     assert layer_params(graph, graph.nodes[0])["per_channel"] is False
+
+
+@pytest.mark.parametrize("name", ["eltwise_16x8", "misc_16x8", "fc_int32_bias"])
+def test_single_rounding_build_matches_the_executor(tmp_path, name):
+    """-DQCONVERT_SINGLE_ROUNDING: the 32-bit requantizations of the 16x8 kernels become
+    CMSIS-NN's single rounding, as the integer executor computes them with rounding="single"
+    (the 64-bit requantization is the same in both)."""
+    from qconvert.executor.int_executor import run_int8
+
+    path = next(p for p in MODELS if p.stem == name)
+    graph = load_model(path).graph
+    samples = _samples(graph)
+    _export(path, tmp_path / "c", "portable")
+    exe = build_host(tmp_path / "c", harness_source("net", io_layout(graph), samples),
+                     defines=["-DQCONVERT_SINGLE_ROUNDING"])
+    out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+    got = parse(out, [np.dtype(graph.tensors[n].dtype) for n in graph.outputs], len(samples))
+    differs = False
+    for k, sample in enumerate(samples):
+        want = list(run_int8(graph, dict(zip(graph.inputs, sample)), rounding="single").values())
+        double = list(run_int8(graph, dict(zip(graph.inputs, sample))).values())
+        for o, w, d in zip(got[k], want, double):
+            np.testing.assert_array_equal(o, np.asarray(w).reshape(-1))
+            differs |= not np.array_equal(w, d)
+    if name != "fc_int32_bias":
+        assert differs  # the two roundings are told apart on these models
+
+
+@pytest.mark.parametrize("kernels", ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)])
+def test_prelu16_export_bit_exact(tmp_path, kernels):
+    from test_int16_executor import prelu16_model
+
+    path = tmp_path / "prelu16.tflite"
+    path.write_bytes(prelu16_model())
+    _check_host(path, tmp_path / "c", kernels)

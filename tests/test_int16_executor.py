@@ -297,3 +297,39 @@ def test_inspect_and_fuse_of_a_16x8_model(tmp_path):
     feeds = feeds_for(g, 1)
     ref = tflm((INT16_DIR / "conv_16x8.tflite").read_bytes(), [feeds[n] for n in g.inputs])
     np.testing.assert_array_equal(run_int8(g, feeds)[g.outputs[0]], ref[0])
+
+
+def prelu16_model(alpha_zp=3) -> bytes:
+    """A 16x8 PRELU: int16 input (every int16 value) and output, per-channel int8 alpha."""
+    n = Q8(11)
+    x = n.input("x", (1, 256, 16, 16), 4e-4, 0, dtype="int16")
+    alpha = n.const("alpha", n.rng.integers(-128, 128, (16,)).astype(np.int8), 0.02, alpha_zp)
+    n.node("PRelu", [x, alpha], "y", (1, 256, 16, 16), 6e-4, 0, dtype="int16")
+    return n.build(["y"])
+
+
+def test_prelu16_on_every_int16_value():
+    assert_same16(prelu16_model(), [{"x": all_int16_values().reshape(1, 256, 16, 16)}])
+
+
+@pytest.mark.parametrize("s_in,beta", [(0.1, 1.0), (0.02, 2.0), (0.5, 0.7)])
+def test_softmax_int8_to_int16(s_in, beta):
+    n = Q8()
+    x = n.input("x", (40, 17), s_in, 5)
+    n.node("Softmax", [x], "y", (40, 17), 1.0 / 65536, -32768, dtype="int16", beta=beta)
+    v = np.random.default_rng(2).integers(-128, 128, (40, 17))
+    v[1] = 127
+    v[2, :] = -128
+    v[2, 3] = 127
+    assert_same16(n.build(["y"]), [{"x": v.astype(np.int8)}])
+
+
+def test_export_c_refuses_an_int8_to_int16_softmax(tmp_path):
+    n = Q8()
+    x = n.input("x", (1, 17), 0.1, 0)
+    n.node("Softmax", [x], "y", (1, 17), 1.0 / 65536, -32768, dtype="int16", beta=1.0)
+    path = tmp_path / "s.tflite"
+    path.write_bytes(n.build(["y"]))
+    r = _cli("export-c", str(path), "-o", str(tmp_path / "c"))
+    assert r.returncode == 1 and "int8 to int16" in r.stderr and len(r.stderr.splitlines()) == 1
+    assert not (tmp_path / "c").exists()

@@ -12,7 +12,8 @@ box copies on int16 elements. Fully connected weights are row-major for 16x8 lay
 order is the int8 kernel's). Conv and pool outputs never share bytes with their input here;
 element-wise layers may run in place.
 TRANSPOSE_CONV and BATCH_MATMUL reuse the int8 lowerings' geometry with the `_s16` kernels
-(int64 sums and requantization).
+(int64 sums and requantization). A softmax from int8 to int16 (which the executor runs) is
+refused.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from .c_text import c_int
 from .index_maps import MAX_RANK, broadcast_strides, contiguous_strides, merged
 from .model_steps_extra import _lower_batch_matmul, _lower_transpose_conv
 from .model_steps import (_BINARY, _MOVEMENT, _box_literal, _lower_alias, _lower_movement,
-                          _plain, _ptr, _struct, conv_struct, fc_geometry, tensor_dims)
+                          _plain, _prelu_fields, _ptr, _struct, conv_struct, fc_geometry,
+                          tensor_dims)
 
 S16_FILES = {"qconvert_nn_s16.c"}
 INT16_MIN, INT16_MAX = -32768, 32767
@@ -95,6 +97,8 @@ def _lower_pool16(graph, node, index, options):
 
 def _lower_binary16(graph, node, index, options):
     p = layer_params(graph, node)
+    if node.op == "PRelu":  # int8 alpha: the PRELU slots of the binary parameters
+        p = _prelu_fields(p)
     out_shape = tensor_dims(graph, node.outputs[0])
     shapes = []
     for name in node.inputs[:2]:
@@ -106,7 +110,7 @@ def _lower_binary16(graph, node, index, options):
         raise QConvertError(f"{node.op} {node.name!r}: broadcast over more than {MAX_RANK} axes")
     arrays: list = []
     a = _ptr(graph, node, 0, arrays, "input1", 16)
-    b = _ptr(graph, node, 1, arrays, "input2", 16)
+    b = _ptr(graph, node, 1, arrays, "input2", 8 if node.op == "PRelu" else 16)
     pad = [0] * (MAX_RANK - len(box["shape"]))
     keys = ("input1_offset", "input2_offset", "output_offset", "left_shift", "input1_multiplier",
             "input1_shift", "input2_multiplier", "input2_shift", "output_multiplier",
@@ -119,11 +123,17 @@ def _lower_binary16(graph, node, index, options):
     acts = [n for n in node.inputs if n is not None and graph.tensors[n].data is None]
     overlap = [("same", acts.index(node.inputs[k])) for k in (0, 1)
                if graph.tensors[node.inputs[k]].data is None and shapes[k] == out_shape]
-    return _plain(graph, node, index, f"qconvert_binary_s16({a}, {b}, $out0, &@L_params);",
+    fn = "qconvert_prelu_s16" if node.op == "PRelu" else "qconvert_binary_s16"
+    if node.op == "PRelu":
+        overlap = overlap[:1] if graph.tensors[node.inputs[0]].data is None else []
+    return _plain(graph, node, index, f"{fn}({a}, {b}, $out0, &@L_params);",
                   arrays, decls, S16_FILES, overlap)
 
 
 def _lower_softmax16(graph, node, index, options):
+    if graph.tensors[node.inputs[0]].dtype != "int16":
+        raise QConvertError(f"cannot export C: {node.op} {node.name!r} from int8 to int16 "
+                            "(export-c emits int8 -> int8 and int16 -> int16 softmax)")
     p = layer_params(graph, node)
     dims = tensor_dims(graph, node.inputs[0])
     row = dims[-1] if dims else 1
@@ -245,6 +255,6 @@ LOWERINGS16 = {
     "Quantize": _lower_quantize16, "Dequantize": _lower_dequantize16, "Mean": _lower_mean16,
     "Reshape": _lower_alias, "Squeeze": _lower_alias,
     "TransposeConv": _lower_transpose_conv16, "BatchMatMul": _lower_batch_matmul16,
-    **{op: _lower_binary16 for op in ("Add", "Sub", "Mul", "Maximum", "Minimum")},
+    **{op: _lower_binary16 for op in ("Add", "Sub", "Mul", "Maximum", "Minimum", "PRelu")},
     **{op: _lower_movement16 for op in _MOVEMENT},
 }

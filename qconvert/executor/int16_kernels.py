@@ -18,8 +18,8 @@ What TFLite Micro does for int16, each pinned by a test against its interpreter:
   reads its bias as int64 whatever it is (an int32 bias is refused); TRANSPOSE_CONV takes an
   int16 or int64 bias. The multipliers are those of the int8 kernels (double products).
 - ADD / SUB rescale both inputs with a left shift of 15 (20 for int8), ratios in double.
-- MUL, MEAN, RELU, LEAKY_RELU, BATCH_MATMUL (int64 accumulator), pools: the int8 formulas with
-  int16 clamps. RELU6 clamps to [0, round(6 / s_in)].
+- MUL, MEAN, RELU, LEAKY_RELU, PRELU (int8 alpha), BATCH_MATMUL (int64 accumulator), pools:
+  the int8 formulas with int16 clamps. RELU6 clamps to [0, round(6 / s_in)].
 - SOFTMAX, LOGISTIC, TANH: the 16-bit table paths of `int16_lut`.
 - QUANTIZE: float -> int16 (round half away), int8 <-> int16 and int16 -> int16 requantization
   (32-bit double rounding), clamped to the output type; DEQUANTIZE int16 -> float.
@@ -494,7 +494,10 @@ def mean16(node, inputs, p, ctx):
 @params16("Softmax")
 def softmax16_params(graph, node) -> dict:
     """CalculateSoftmaxParams (int16 -> int16): QuantizeMultiplier(s_in * beta / (10 / 65535));
-    the output must be scale 1/32768, zero point 0."""
+    the output must be scale 1/32768, zero point 0. An int8 input with an int16 output is the
+    int8 softmax's scaling (`softmax8_16`)."""
+    if str(graph.tensors[node.inputs[0]].dtype) == "int8":
+        return softmax8_16_params(graph, node)
     s_in, _ = _symmetric(graph, node, node.inputs[0])
     s_out, _ = _symmetric(graph, node, node.outputs[0])
     if str(graph.tensors[node.inputs[0]].dtype) != "int16" or \
@@ -509,9 +512,53 @@ def softmax16_params(graph, node) -> dict:
             "one_over_one_plus_x_lut": recip_lut}
 
 
+def softmax8_16_params(graph, node) -> dict:
+    """CalculateSoftmaxParams (int8 -> int16): PreprocessSoftmaxScaling with 5 integer bits and
+    diff_min as for int8 -> int8; the output must be scale 1/65536, zero point -32768."""
+    from .int_kernels import calculate_input_radius
+
+    s_in, _ = _per_tensor(graph, node, node.inputs[0])
+    s_out, z_out = _per_tensor(graph, node, node.outputs[0])
+    if z_out != -32768 or abs(float(s_out) - 1.0 / 65536) > 0.001 / 65536:
+        _fail(node, f"output quantization ({s_out}, {z_out}) must be (1/65536, -32768)")
+    beta = float(np.float32(node.attrs.get("beta", 1.0)))
+    real = min(beta * float(s_in) * (1 << 26), (1 << 31) - 1.0)
+    if not real > 1:
+        _fail(node, f"input scale x beta {beta * float(s_in)} too small")
+    m, s = _quantize_multipliers(node, real)
+    return {"input_multiplier": int(m), "input_left_shift": int(s),
+            "diff_min": -calculate_input_radius(5, int(s))}
+
+
+def softmax8_16(x, p) -> np.ndarray:
+    """reference_ops::Softmax<int8_t, int16_t>: the int8 softmax's gemmlowp path with 16 output
+    bits: RoundingDivideByPOT(., bits_over_unit + 15) - 32768, entries below diff_min -32768."""
+    from .int_kernels import (clz32, exp_on_negative_values, mbqm_greater_than_one,
+                              one_over_one_plus_x_for_x_in_0_1, rdbpot, srdhm)
+
+    x = x.astype(np.int64)
+    diff = x - x.max(axis=-1, keepdims=True)
+    inside = diff >= p["diff_min"]
+    rescaled = mbqm_greater_than_one(diff, p["input_multiplier"], p["input_left_shift"])
+    exp = exp_on_negative_values(rescaled, 5)
+    total = wrap32(np.where(inside, rdbpot(exp, 12), 0).sum(axis=-1, keepdims=True))
+    headroom_plus_one = clz32(total)
+    shifted_minus_one = wrap32((((total & 0xFFFFFFFF) << headroom_plus_one) & 0xFFFFFFFF)
+                               - (1 << 31))
+    scale = one_over_one_plus_x_for_x_in_0_1(shifted_minus_one)
+    exponent = 12 - headroom_plus_one + 31 - 16
+    if np.any((exponent < 0) | (exponent > 31)):
+        raise ValueError("softmax reciprocal exponent out of range")
+    out = rdbpot(srdhm(scale, exp), exponent) - 32768
+    return np.where(inside, np.clip(out, INT16_MIN, INT16_MAX), INT16_MIN).astype(np.int16)
+
+
 @kernel16("Softmax")
 def softmax16(node, inputs, p, ctx):
-    """reference_ops::SoftmaxInt16 (see `int16_lut.softmax16`)."""
+    """reference_ops::SoftmaxInt16 (see `int16_lut.softmax16`); int8 input: `softmax8_16`."""
+    if inputs[0].dtype == np.int8:
+        return [softmax8_16(inputs[0], p)]
+
     def mbqm(v, m, s):
         return _mbqm(v, m, s, ctx)
 
@@ -600,6 +647,30 @@ def leaky_relu16(node, inputs, p, ctx):
     below = -below if m_a < 0 else below
     above = _mbqm(v, p["output_multiplier_identity"], p["output_shift_identity"], ctx)
     return [_clamp16(p["output_zero_point"] + np.where(v >= 0, above, below))]
+
+
+@params16("PRelu")
+def prelu16_params(graph, node) -> dict:
+    """CalculatePreluParams (int16 input and output, int8 alpha): the int8 multipliers."""
+    _symmetric(graph, node, node.inputs[0])
+    _symmetric(graph, node, node.outputs[0])
+    if str(graph.tensors[node.inputs[1]].dtype) != "int8":
+        _fail(node, "a 16x8 PRELU takes an int8 alpha (TFLite Micro requires it)")
+    return INT_PARAMS["PRelu"](graph, node)
+
+
+@kernel16("PRelu")
+def prelu16(node, inputs, p, ctx):
+    """BroadcastPrelu4DSlow<int16_t, int8_t>: x requantized at and above 0, x * (alpha - z_a)
+    requantized below, clamped to int16."""
+    x, alpha = inputs[0], inputs[1]
+    if alpha.ndim > x.ndim or np.broadcast_shapes(x.shape, alpha.shape) != x.shape:
+        _fail(node, f"alpha {alpha.shape} does not broadcast to the input {x.shape}")
+    v = x.astype(np.int64) + p["input_offset"]
+    a = np.broadcast_to(alpha.astype(np.int64) + p["alpha_offset"], v.shape)
+    above = _mbqm(v, p["output_multiplier_1"], p["output_shift_1"], ctx)
+    below = _mbqm(v * a, p["output_multiplier_2"], p["output_shift_2"], ctx)
+    return [_clamp16(np.where(v >= 0, above, below) + p["output_offset"])]
 
 
 # -- quantize / dequantize --------------------------------------------------------------------

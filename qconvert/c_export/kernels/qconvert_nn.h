@@ -188,6 +188,10 @@ void qconvert_maxpool_s16(const int16_t *input, int16_t *output, const qconvert_
 void qconvert_binary_s16(const int16_t *a, const int16_t *b, int16_t *output,
                          const qconvert_binary_params *p);
 
+/* PRELU (int16 input and output, int8 alpha): the PRELU fields of qconvert_binary_params. */
+void qconvert_prelu_s16(const int16_t *input, const int8_t *alpha, int16_t *output,
+                        const qconvert_binary_params *p);
+
 /* Softmax over rows (reference_ops::SoftmaxInt16): TFLite Micro's 513-entry exp and
  * 1 / (1 + x) tables; output scale 1/32768. */
 void qconvert_softmax_s16(const int16_t *input, int16_t *output, int32_t rows, int32_t row_size,

@@ -273,6 +273,24 @@ static int32_t binary_value16(int32_t a, int32_t b, const qconvert_binary_params
     }
 }
 
+void qconvert_prelu_s16(const int16_t *input, const int8_t *alpha, int16_t *output,
+                        const qconvert_binary_params *p)
+{
+    int32_t index[QCONVERT_MAX_RANK] = {0, 0, 0, 0, 0, 0};
+    const int32_t n = volume16(p->rank, p->shape);
+    ptrdiff_t pa = 0, pb = 0;
+    int32_t i;
+    for (i = 0; i < n; ++i) {
+        const int32_t v = input[pa] + p->input1_offset;
+        const int32_t raw = v >= 0
+            ? qconvert_requantize(v, p->output_multiplier, p->output_shift)
+            : qconvert_requantize(v * (alpha[pb] + p->input2_offset), p->input2_multiplier,
+                                  p->input2_shift);
+        output[i] = (int16_t)clamp32(raw + p->output_offset, INT16_MIN, INT16_MAX);
+        step16(p->rank, p->shape, index, p->a_strides, &pa, p->b_strides, &pb);
+    }
+}
+
 void qconvert_binary_s16(const int16_t *a, const int16_t *b, int16_t *output,
                          const qconvert_binary_params *p)
 {
