@@ -24,7 +24,7 @@ import numpy as np
 from qconvert.errors import QConvertError
 from qconvert.ir import Graph
 
-from . import register_pass
+from .. import register_pass
 
 
 def _dynamic(d) -> bool:
