@@ -25,7 +25,7 @@ import numpy as np
 
 from qconvert import __version__
 from qconvert.errors import QConvertError
-from qconvert.executor.int_executor import layer_params
+from qconvert.int8.prepare import layer_params
 from qconvert.ir.graph import list_ops
 
 from .c_names import NameTable, layer_base

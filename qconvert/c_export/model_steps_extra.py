@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from qconvert.errors import QConvertError
-from qconvert.executor.int_executor import layer_params
 from qconvert.executor.int_kernels import INT_KERNELS, IntContext
 from qconvert.executor.int_kernels_spatial import _taps_10
+from qconvert.int8.prepare import layer_params
 
 from .model_steps import _plain, _ptr, _struct, tensor_dims
 

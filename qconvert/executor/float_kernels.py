@@ -49,7 +49,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from qconvert.dtypes import ONNX_TO_IR
 from qconvert.padding import same_pads
-from qconvert.quant.numerics import round_half_away
+from qconvert.int8.rounding import round_half_away
 
 from .parallel import SPAN, on_workers, scratch, spans
 

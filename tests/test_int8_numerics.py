@@ -1,4 +1,4 @@
-"""qconvert.quant.numerics against independent oracles.
+"""qconvert.int8 (rounding, fixed point, multipliers, activation range) against oracles.
 
 The integer kernels are checked against tests/c/quant_oracle.c: scalar C written from the
 TFLite / gemmlowp / CMSIS-NN definitions (libm frexp and round, int64 arithmetic), compiled here
@@ -23,15 +23,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qconvert.quant.numerics import (
-    activation_range,
-    effective_multipliers,
+from qconvert.int8.activation_range import activation_range
+from qconvert.int8.fixed_point import (
     multiply_by_quantized_multiplier,
-    quantize_multiplier,
-    round_half_away,
     rounding_divide_by_pot,
     saturating_rounding_doubling_high_mul,
 )
+from qconvert.int8.multipliers import effective_multipliers, quantize_multiplier
+from qconvert.int8.rounding import round_half_away
 
 C_SOURCE = Path(__file__).resolve().parent / "c" / "quant_oracle.c"
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
