@@ -8,8 +8,8 @@ the `static const` arrays and parameter structs it reads (flash), the kernel sou
 and what the memory plan must know (`memory_plan.PlanStep`: aliases, the overlap the kernel
 allows, scratch bytes).
 
-Every number is TFLite Micro's Prepare-time value from `int_executor.layer_params` (the same
-numbers `export-c-header` writes). Element-wise functions of one int8 value (Relu, Relu6,
+Every number is TFLite Micro's Prepare-time value from `qconvert.int8.prepare.layer_params` (the
+same numbers `export-c-header` writes). Element-wise functions of one int8 value (Relu, Relu6,
 Sigmoid, Tanh, HardSwish, int8 Quantize) become 256-entry tables computed by qconvert's integer
 kernels (bit-exact with TFLite Micro), one per rounding when they differ; data movement
 (Transpose, StridedSlice, Gather, Pad, Concat) becomes strided box copies computed by running
