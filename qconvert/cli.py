@@ -383,7 +383,7 @@ def calibration_options(fn):
 
 
 def _max_memory(text):
-    from .quant.memory import default_limit, parse_size
+    from .executor.memory_limit import default_limit, parse_size
 
     return default_limit() if text is None else parse_size(text)
 
@@ -393,7 +393,7 @@ def _calibration_data(specs, calibration, calibration_random, norm: dict,
     """Calibration samples {input name: array} from --calibration DATA (normalized with `norm`)
     or --calibration-random N (with the warning that it is a smoke run)."""
     from .quant import calibration_data as cd
-    from .quant.memory import check_input_memory, default_limit
+    from .executor.memory_limit import check_input_memory, default_limit
 
     limit = max_memory or default_limit()
     if calibration is not None:
