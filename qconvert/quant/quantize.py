@@ -463,14 +463,22 @@ def _tflite_errors(model: Model, feeds: dict, options, layer_reference: dict):
 
 
 def _int_executor_runs_int16(graph=None) -> bool:
-    """True when the integer executor has TFLite Micro's 16x8 kernels (`int16_kernels`), for
-    every op of `graph` that touches an int16 activation."""
-    try:
-        from qconvert.executor.int16_kernels import INT16_KERNELS, is_int16_node
-    except ImportError:
+    """True when the integer executor has TFLite Micro's 16x8 kernels (`supported_ops16`) for
+    every op of `graph` that touches an int16 activation (any graph when `graph` is None)."""
+    from qconvert.executor import int_executor
+
+    supported = getattr(int_executor, "supported_ops16", None)
+    if supported is None:
         return False
-    return graph is None or all(n.op in INT16_KERNELS for n in graph.nodes
-                                if not n.opaque and is_int16_node(graph, n))
+    ops = set(supported())
+
+    def touches_int16(node):
+        names = [n for n in list(node.present_inputs()) + list(node.outputs) if n]
+        return any(graph.tensors[n].dtype == "int16" and graph.tensors[n].data is None
+                   for n in names)
+
+    return graph is None or all(n.op in ops for n in graph.nodes
+                                if not n.opaque and touches_int16(n))
 
 
 def _energy_add(energy: dict, name: str, signal: float, noise: float) -> None:
