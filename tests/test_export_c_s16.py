@@ -26,7 +26,7 @@ from test_int16_executor import INT16_MODELS, feeds_for, tflm
 
 from qconvert.c_export.model_source import ModelOptions, render_model
 from qconvert.cli import main
-from qconvert.executor.int_executor import layer_params
+from qconvert.int8.prepare import layer_params
 from qconvert.model_io import load_model
 
 NEEDS_CMSIS = pytest.mark.skipif(not cmsis_nn_available(), reason=(

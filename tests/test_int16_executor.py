@@ -19,8 +19,9 @@ import pytest
 
 from conftest import TEST_MODELS
 from qconvert.errors import QConvertError
-from qconvert.executor.int16_kernels import mbqm64
-from qconvert.executor.int_executor import layer_params, run_int8, supported_ops16
+from qconvert.executor.int_executor import run_int8, supported_ops16
+from qconvert.int8.lut16 import multiply_by_quantized_multiplier_int64 as requantize_int64
+from qconvert.int8.prepare import layer_params
 from qconvert.model_io import load_model, serialize
 from qconvert.tflite_reader import read_tflite
 from test_int_executor import Q8
@@ -217,11 +218,11 @@ def test_conv16_int64_and_int32_bias_accumulators(bias_dtype):
                   [{"x": rng.integers(-32768, 32768, (1, 6, 6, 8)).astype(np.int16)}])
 
 
-def test_mbqm64_rounds_the_multiplier_to_q15():
+def test_int64_requantization_rounds_the_multiplier_to_q15():
     # 0x7FFF0000 and above saturate to 0x7FFF; else (m + 2**15) >> 16
-    assert mbqm64(1 << 20, 0x7FFFFFFF, 0) == ((1 << 20) * 0x7FFF + (1 << 14)) >> 15
-    assert mbqm64(-(1 << 20), 1 << 30, -3) == ((-(1 << 20) * (1 << 14)) + (1 << 17)) >> 18
-    assert mbqm64(3, (1 << 30) + (1 << 15), 0) == (3 * ((1 << 14) + 1) + (1 << 14)) >> 15
+    assert requantize_int64(1 << 20, 0x7FFFFFFF, 0) == ((1 << 20) * 0x7FFF + (1 << 14)) >> 15
+    assert requantize_int64(-(1 << 20), 1 << 30, -3) == ((-(1 << 20) * (1 << 14)) + (1 << 17)) >> 18
+    assert requantize_int64(3, (1 << 30) + (1 << 15), 0) == (3 * ((1 << 14) + 1) + (1 << 14)) >> 15
 
 
 def test_depthwise16_refuses_an_int32_bias():

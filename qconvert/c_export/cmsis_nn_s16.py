@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qconvert.executor.int_executor import layer_params
+from qconvert.int8.prepare import layer_params
 
 from .cmsis_nn import _check, _ctx, _dims, _step
 from .model_steps import fc_geometry, tensor_dims

@@ -6,7 +6,7 @@ The numbers are TFLite Micro's Prepare-time values from `int_executor.layer_para
 parameters of `executor.int16_kernels`): conv, depthwise conv and fully connected carry an
 int64 bias (`bias64`, 64-bit accumulator and requantization) or an int32 one (`bias32`) as the
 layer's `accumulator_bits` says; softmax carries TFLite Micro's two 513-entry tables and
-logistic / tanh the 256-entry sigmoid table (`executor.int16_lut`); RELU, LEAKY_RELU and the
+logistic / tanh the 256-entry sigmoid table (`qconvert.int8.lut16`); RELU, LEAKY_RELU and the
 QUANTIZE between int8 and int16 are one rescaling kernel; data movement is the int8 lowering's
 box copies on int16 elements. Fully connected weights are row-major for 16x8 layers (the 1x4
 order is the int8 kernel's). Conv and pool outputs never share bytes with their input here;
@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from qconvert.errors import QConvertError
-from qconvert.executor import int16_lut
-from qconvert.executor.int_executor import layer_params
+from qconvert.int8.lut16 import sigmoid_table
+from qconvert.int8.prepare import layer_params
 
 from .c_text import c_int
 from .index_maps import MAX_RANK, broadcast_strides, contiguous_strides, merged
@@ -152,7 +152,7 @@ def _lower_sigmoid_tanh16(graph, node, index, options):
     return _plain(graph, node, index,
                   f"{fn}($in0, $out0, {_size(graph, node.outputs[0])}, {p['input_multiplier']}, "
                   f"{p['input_left_shift']}, @L_sigmoid_table);",
-                  [("sigmoid_table", "uint16_t", int16_lut.sigmoid_table())], (), S16_FILES,
+                  [("sigmoid_table", "uint16_t", sigmoid_table())], (), S16_FILES,
                   [("same", 0)])
 
 

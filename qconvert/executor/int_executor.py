@@ -1,12 +1,13 @@
 """The integer reference executor: runs an int8 TFLite graph exactly as TFLite Micro does.
 
     outputs = run_int8(graph, {"input": x_int8})            # {output name: array}
-    p = layer_params(graph, node)                             # TFLM's per-layer parameters
 
 `run_int8` evaluates the nodes in order with `int_kernels.INT_KERNELS`, deriving each node's
-parameters (`layer_params`) once per run the way TFLM's Prepare does. Outputs are bit for bit
-those of the TFLite Micro interpreter with its reference kernels (checked by
-tests/test_int_executor.py). `rounding="single"` swaps TFLite's double-rounding requantization
+parameters (`qconvert.int8.prepare.layer_params`) once per run the way TFLM's Prepare does.
+Nodes that read or write an int16 activation (16x8 layers: int16 activations, int8 weights, in
+a 16x8 model or a mixed one) run with `int16_kernels.INT16_KERNELS` and their 16x8 parameters.
+Outputs are bit for bit those of the TFLite Micro interpreter with its reference kernels
+(checked by tests/test_int_executor.py and tests/test_int16_executor.py). `rounding="single"` swaps TFLite's double-rounding requantization
 for CMSIS-NN's single rounding (see `int_kernels`). `observe(name, array)` is called for every
 graph input (as fed) and every tensor a node produces, in execution order (the hook of
 `quant.ranges.RangeCollector`).
@@ -32,16 +33,15 @@ from __future__ import annotations
 import numpy as np
 
 from qconvert.errors import QConvertError
+from qconvert.int8.fixed_point import ROUNDINGS
+from qconvert.int8.prepare import layer_params
 from qconvert.ir import Graph
 from qconvert.ir.graph import list_ops
 
-from .int16_kernels import INT16_KERNELS, INT16_PARAMS, is_int16_node
-from .int_kernels import INT_KERNELS, INT_PARAMS, IntContext
+from .int16_kernels import INT16_KERNELS, is_int16_node
+from .int_kernels import INT_KERNELS, IntContext
 
-__all__ = ["INT_KERNELS", "INT16_KERNELS", "layer_params", "run_int8", "supported_ops",
-           "supported_ops16"]
-
-_ROUNDINGS = ("double", "single")
+__all__ = ["INT_KERNELS", "INT16_KERNELS", "run_int8", "supported_ops", "supported_ops16"]
 
 
 def supported_ops() -> list:
@@ -54,40 +54,16 @@ def supported_ops16() -> list:
     return sorted(INT16_KERNELS)
 
 
-def _tables(graph, node) -> tuple:
-    """(params table, kernel table) for `node`: the 16x8 ones when it touches int16."""
-    if is_int16_node(graph, node):
-        return INT16_PARAMS, INT16_KERNELS
-    return INT_PARAMS, INT_KERNELS
-
-
-def layer_params(graph, node) -> dict:
-    """The parameters TFLite Micro derives for `node` at Prepare time.
-
-    Conv2D / DepthwiseConv2D / FullyConnected: `output_multiplier` and `output_shift` (int32
-    arrays, one per output channel; one entry for a per-tensor FullyConnected), the real
-    `effective_scale` they encode, `input_offset` (= -z_in), `weights_offset` (FC: -z_w),
-    `output_offset` (= z_out), `activation_min` / `activation_max`, `bias` (int64 copy of the
-    int32 bias, or None), `per_channel`, and the geometry (`strides`, `dilations`, `pads`).
-    Add / Sub: the three (multiplier, shift) pairs and `left_shift` (20); Mul: one pair;
-    Softmax: `input_multiplier`, `input_left_shift`, `diff_min`; Sigmoid / Tanh:
-    `input_multiplier`, `input_left_shift`, `input_range_radius`; pools: the activation
-    clamps; Mean, Relu, Relu6, HardSwish, Quantize, Dequantize, Pad, Concat: see
-    `int_kernels`; LeakyRelu, PRelu, BatchMatMul, Rsqrt, Div: see `int_kernels_math`. Raises QConvertError where TFLM would refuse the node.
-    """
-    graph = _graph(graph)
-    fn = _tables(graph, node)[0].get(node.op)
-    if fn is None or node.opaque:
-        kind = " with int16 activations" if is_int16_node(graph, node) else ""
-        raise QConvertError(f"the integer executor does not support op {node.label}{kind}")
-    return fn(graph, node)
+def _kernels(graph, node) -> dict:
+    """The kernel table of `node`: the 16x8 one (`int16_kernels`) when it touches int16."""
+    return INT16_KERNELS if is_int16_node(graph, node) else INT_KERNELS
 
 
 def run_int8(graph, feeds: dict, rounding: str = "double", observe=None) -> dict:
     """Run `graph` (an int8 TFLite IR Graph, or a Model) on `feeds`; {output name: array}."""
     graph = _graph(graph)
-    if rounding not in _ROUNDINGS:
-        raise ValueError(f"rounding must be one of {_ROUNDINGS}, got {rounding!r}")
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
     _check_ops(graph)
     values, batch = _feeds(graph, feeds)
     ctx = IntContext(rounding=rounding, batch=batch)
@@ -101,7 +77,7 @@ def run_int8(graph, feeds: dict, rounding: str = "double", observe=None) -> dict
                   for n in node.inputs]
         p = layer_params(graph, node)
         try:
-            outputs = _tables(graph, node)[1][node.op](node, inputs, p, ctx)
+            outputs = _kernels(graph, node)[node.op](node, inputs, p, ctx)
         except QConvertError:
             raise
         except (ValueError, IndexError, NotImplementedError) as exc:
@@ -128,7 +104,7 @@ def _graph(graph) -> Graph:
 
 def _check_ops(graph) -> None:
     """Refuse unsupported ops, naming all of them (with counts) at once."""
-    counts = graph.op_counts(lambda node: node.opaque or node.op not in _tables(graph, node)[1])
+    counts = graph.op_counts(lambda node: node.opaque or node.op not in _kernels(graph, node))
     if counts:
         raise QConvertError(f"the integer executor does not support: {list_ops(counts)}")
 
