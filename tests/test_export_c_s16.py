@@ -333,3 +333,31 @@ def test_prelu16_export_bit_exact(tmp_path, kernels):
     path = tmp_path / "prelu16.tflite"
     path.write_bytes(prelu16_model())
     _check_host(path, tmp_path / "c", kernels)
+
+
+@pytest.mark.parametrize("option", [["--activations", "int16"], ["--int16-layers", "2"]])
+def test_quantize_16x8_then_export_c_is_bit_exact(tmp_path, option):
+    """`qconvert quantize --activations int16` (all 16x8) and `--int16-layers 2` (mixed), then
+    the integer executor and `export-c` (host, both kernel sets) on the result: TFLite Micro's
+    bits."""
+    from conftest import SAMPLE_MODELS, TEST_MODELS
+
+    from qconvert.executor.int_executor import run_int8
+
+    out = tmp_path / "q.tflite"
+    result = CliRunner().invoke(main, ["quantize", str(TEST_MODELS / "digits_cnn.tflite"),
+                                       "--calibration",
+                                       str(SAMPLE_MODELS / "digits_calib_nhwc.npy"), *option,
+                                       "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    graph = load_model(out).graph
+    dtypes = {graph.tensors[n.outputs[0]].dtype for n in graph.nodes}
+    assert "int16" in dtypes and (("int8" in dtypes) == (option[0] == "--int16-layers"))
+    samples = _samples(graph)
+    for sample in samples:
+        ref = tflm(out.read_bytes(), sample)
+        got = run_int8(graph, dict(zip(graph.inputs, sample)))
+        for name, r in zip(graph.outputs, ref):
+            np.testing.assert_array_equal(got[name], r)
+    for kernels in ("portable", "cmsis-nn") if cmsis_nn_available() else ("portable",):
+        _check_host(out, tmp_path / f"c_{kernels}", kernels)

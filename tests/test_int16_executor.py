@@ -334,3 +334,17 @@ def test_export_c_refuses_an_int8_to_int16_softmax(tmp_path):
     r = _cli("export-c", str(path), "-o", str(tmp_path / "c"))
     assert r.returncode == 1 and "int8 to int16" in r.stderr and len(r.stderr.splitlines()) == 1
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("name", ["eltwise_16x8", "mixed_int8_int16", "conv_16x8_float_io"])
+def test_fuse_and_convert_verify_run_16x8_models_in_the_integer_executor(tmp_path, name):
+    path = INT16_DIR / f"{name}.tflite"
+    for cmd in ("fuse", "convert"):
+        out = tmp_path / f"{cmd}.tflite"
+        r = _cli(cmd, str(path), "-o", str(out), "--verify", "4")
+        assert r.returncode == 0, r.stderr
+        g = read_tflite(out.read_bytes()).graph
+        feeds = feeds_for(g, 2)
+        ref = tflm(path.read_bytes(), [feeds[n] for n in g.inputs])
+        for n, r_ in zip(g.outputs, ref):
+            np.testing.assert_array_equal(run_int8(g, feeds)[n], r_)
