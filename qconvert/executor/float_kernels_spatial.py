@@ -22,7 +22,7 @@ import numpy as np
 from qconvert.int8.rounding import round_half_away
 from qconvert.padding import transpose_conv_pads
 
-from .float_kernels import _axis, _float_input, _fused, _ints, _opt, kernel
+from .float_kernels_base import _axis, _float_input, _fused, _ints, _opt, kernel
 
 RESIZE_COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
                            "tf_half_pixel_for_nn")

@@ -45,7 +45,7 @@ from qconvert.executor.float_kernels_spatial import (RESIZE_COORDINATE_MODES, bi
 from qconvert.ir import Graph, Node, Tensor
 from qconvert.padding import transpose_conv_geometry
 
-from .graph_edit import replace_uses
+from ..graph_edit import replace_uses
 from .layout_state import NHWC, Layout, Unmappable, identity, onnx_op
 from .onnx_to_tflite_ops import CHECKS, NON_CONSTANT, UNMAPPED
 
