@@ -46,6 +46,7 @@ from qconvert.c_export.fc_layout import from_1x4, permutation_1x4, to_1x4
 from qconvert.c_export.layer_spec import OP_SPECS
 from qconvert.c_export.shipped_kernels import KERNEL_FILES, MODEL_KERNEL_FILES, kernel_sources
 from qconvert.cli import main
+from qconvert.executor.int_executor import run_int8
 from qconvert.int8.prepare import LAYER_PARAMS, layer_params
 from qconvert.ir import Model, Node, Tensor
 from qconvert.model_io import load_model, serialize
