@@ -9,22 +9,22 @@
 - A kernel raises (ValueError, IndexError, NotImplementedError, ZeroDivisionError) on anything it
   cannot compute exactly as the runtimes do; callers that only optimize treat that as "skip".
 - Kernels of the ops in `CONTEXT_KERNELS` also take a keyword argument `ctx` (a `KernelContext`:
-  the quantization parameters of the node's input and output tensors, the ONNX opset), which
-  only a caller holding the graph can give (the executor does; fold-constants does not). They
-  are TFLite Quantize / Dequantize (scale and zero point live on the tensors, not the node),
-  hybrid TFLite Conv2D / FullyConnected (int8 weights, float input) and ONNX Softmax (its
-  meaning changed at opset 13). Without `ctx` they raise NotImplementedError where they need it.
+  the quantization parameters of the node's input and output tensors), which only a caller
+  holding the graph can give (the executor does; fold-constants does not). They are TFLite
+  Quantize / Dequantize (scale and zero point live on the tensors, not the node) and hybrid
+  TFLite Conv2D / FullyConnected (int8 weights, float input). Without `ctx` they raise
+  NotImplementedError where they need it.
 
-Attribute names are the IR's: ONNX attributes keep their ONNX names (`axis`, `perm`, `to`,
-`allowzero`), TFLite options their snake_case field names (`new_shape`, `squeeze_dims`,
-`batch_dims`) and the fused activation is `activation`.
+Attribute names are the IR's (`qconvert.schemas.ops`): ONNX attributes keep their ONNX names
+(`axis`, `to` as an IR dtype name, `allowzero`, `keepdims`), TFLite options their snake_case
+field names (`batch_dims`) and the fused activation is `activation`. List-valued parameters either format may give as an input
+(Transpose perm, Squeeze / Unsqueeze / reduction axes, Split sizes) are always inputs.
 
 Semantics worth knowing:
 - integer Div truncates toward zero (C semantics, as onnxruntime and TFLite compute it); a zero
   integer divisor raises;
 - Reshape: `0` copies the input dimension when `allowzero` is 0 (ONNX default), `-1` is inferred;
-  a TFLite Reshape (no `allowzero`) whose shape holds a 0 is refused (TFLite reads 0 literally,
-  ONNX copies: a node without the attribute is ambiguous);
+  `allowzero` 1 (every TFLite Reshape) reads it literally;
 - Cast from float to an integer type truncates toward zero and refuses out-of-range values (the
   runtimes' result is undefined there);
 - Range accumulates `value += delta` in the output type, as onnxruntime and TFLite do;
@@ -47,7 +47,6 @@ from typing import Callable
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from qconvert.dtypes import ONNX_TO_IR
 from qconvert.padding import same_pads
 from qconvert.quant.numerics import round_half_away
 
@@ -67,7 +66,8 @@ class KernelContext:
       TFLite Conv2D / FullyConnected with int8 weights and a float input (a "hybrid" op, from
       dynamic-range quantization) its weights'.
     - `onnx_opset`: the model's default-domain ONNX opset; None for TFLite or when unknown.
-      ONNX Softmax before opset 13 flattens the input to 2-D at `axis`.
+      No kernel needs it: the readers spell what an opset means in the node's attributes
+      (Softmax `coerce_2d`, parameters as inputs; see `qconvert.schemas.ops`).
 
     A caller without a graph (fold-constants) passes no `ctx`; a kernel that cannot compute the
     node exactly without it raises NotImplementedError (so fold-constants skips the node).
@@ -105,7 +105,9 @@ def _ints(a) -> list:
 
 
 def _input_or_attr(node, inputs, index: int, *attrs):
-    """Input `index` when present, else the first attribute of `attrs` that is set, else None."""
+    """Input `index` when present, else the first attribute of `attrs` that is set, else None.
+    (List-valued parameters are inputs in the IR, whatever the format's spelling: see
+    `qconvert.schemas.ops`.)"""
     if len(inputs) > index and inputs[index] is not None:
         return _ints(inputs[index])
     for name in attrs:
@@ -199,10 +201,9 @@ def clip(node, inputs, out_dtypes):
 
 @kernel("Cast")
 def cast(node, inputs, out_dtypes):
-    """ONNX: to the TensorProto type `to`; TFLite: to the declared output dtype."""
+    """To the IR dtype `to` (else the declared output dtype)."""
     x = inputs[0]
-    to = node.attrs.get("to")
-    name = ONNX_TO_IR.get(int(to)) if to is not None else out_dtypes[0]
+    name = node.attrs.get("to") or out_dtypes[0]
     if name is None:
         raise NotImplementedError("Cast to an unknown type")
     dtype = np.dtype(name)  # raises TypeError for types numpy lacks (strings, float8...)
@@ -248,10 +249,9 @@ def gather(node, inputs, out_dtypes):
 
 @kernel("Unsqueeze")
 def unsqueeze(node, inputs, out_dtypes):
-    """Insert size-1 axes (input `axes` from ONNX 13, attribute before); negative axes count
-    from the output rank."""
+    """Insert size-1 axes at the `axes` input; negative axes count from the output rank."""
     x = inputs[0]
-    axes = _input_or_attr(node, inputs, 1, "axes")
+    axes = _input_or_attr(node, inputs, 1)
     if axes is None:
         raise ValueError("Unsqueeze without axes")
     rank = x.ndim + len(axes)
@@ -266,10 +266,10 @@ def unsqueeze(node, inputs, out_dtypes):
 
 @kernel("Squeeze")
 def squeeze(node, inputs, out_dtypes):
-    """Remove the given size-1 axes (ONNX `axes` input or attribute, TFLite `squeeze_dims`);
-    none given (or an empty list) removes every size-1 axis."""
+    """Remove the size-1 axes of the `axes` input; none given (or an empty list) removes every
+    size-1 axis."""
     x = inputs[0]
-    axes = _input_or_attr(node, inputs, 1, "axes", "squeeze_dims")
+    axes = _input_or_attr(node, inputs, 1)
     if not axes:
         return [x.reshape([d for d in x.shape if d != 1])]
     axes = {_axis(a, x.ndim) for a in axes}
@@ -280,17 +280,14 @@ def squeeze(node, inputs, out_dtypes):
 
 @kernel("Reshape")
 def reshape(node, inputs, out_dtypes):
-    """Shape from the second input, else the TFLite `new_shape` option. `-1` is inferred; `0`
-    copies the input dimension when `allowzero` is 0 (see the module docstring)."""
+    """Shape from the second input. `-1` is inferred; `0` copies the input dimension when
+    `allowzero` is 0 (see the module docstring)."""
     x = inputs[0]
-    dims = _input_or_attr(node, inputs, 1, "new_shape")
+    dims = _input_or_attr(node, inputs, 1)
     if dims is None:
         raise ValueError("Reshape without a shape")
     if 0 in dims:
-        allowzero = node.attrs.get("allowzero")
-        if allowzero is None:
-            raise NotImplementedError("Reshape to a 0 dimension without allowzero")
-        if int(allowzero) == 0:
+        if int(node.attrs.get("allowzero", 0)) == 0:
             if len(dims) > x.ndim and any(d == 0 for d in dims[x.ndim:]):
                 raise ValueError("Reshape copies a dimension the input lacks")
             dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
@@ -314,9 +311,9 @@ def flatten(node, inputs, out_dtypes):
 
 @kernel("Transpose")
 def transpose(node, inputs, out_dtypes):
-    """Permute by `perm` (ONNX attribute or TFLite constant input); default reverses the axes."""
+    """Permute by the `perm` input; without it, reverse the axes."""
     x = inputs[0]
-    perm = _input_or_attr(node, inputs, 1, "perm")
+    perm = _input_or_attr(node, inputs, 1)
     if perm is None:
         perm = list(range(x.ndim))[::-1]
     if sorted(perm) != list(range(x.ndim)):
@@ -974,25 +971,16 @@ def hard_swish(node, inputs, out_dtypes):
     return [x * np.clip(x + t(3), t(0), t(6)) / t(6)]
 
 
-@kernel("Softmax", context=True)
-def softmax(node, inputs, out_dtypes, ctx=None):
-    """exp(beta * (x - max)) / sum along `axis`. TFLite (a `beta` attribute): the last axis.
-    ONNX opset 13+: along `axis`; before 13 the input is flattened to 2-D at `axis` and the
-    softmax runs over the whole second part (needs `ctx.onnx_opset` unless axis is the last)."""
+@kernel("Softmax")
+def softmax(node, inputs, out_dtypes):
+    """exp(beta * (x - max)) / sum along `axis` (TFLite: the last axis); with `coerce_2d`
+    (ONNX before opset 13) the input is flattened to 2-D at `axis` and the softmax runs over
+    the whole second part."""
     x = inputs[0]
     _float_input(node, x)
     beta = node.attrs.get("beta")
-    if beta is not None:
-        axes = (x.ndim - 1,)
-    else:
-        axis = _axis(int(node.attrs.get("axis", -1)), max(x.ndim, 1))
-        if axis == x.ndim - 1:
-            axes = (axis,)
-        else:
-            opset = ctx.onnx_opset if ctx is not None else None
-            if opset is None:
-                raise NotImplementedError("ONNX Softmax over a non-last axis needs the opset")
-            axes = tuple(range(axis, x.ndim)) if opset < 13 else (axis,)
+    axis = _axis(int(node.attrs.get("axis", -1)), max(x.ndim, 1))
+    axes = tuple(range(axis, x.ndim)) if node.attrs.get("coerce_2d") else (axis,)
     with np.errstate(over="ignore", invalid="ignore"):
         z = x - np.max(x, axis=axes, keepdims=True)
         if beta is not None and float(beta) != 1.0:
@@ -1083,21 +1071,21 @@ def _reduce_axes(axes, ndim: int) -> tuple:
 @kernel("Mean")
 def mean(node, inputs, out_dtypes):
     """TFLite MEAN: over the axes of the constant input (negative count from the rank, repeats
-    allowed), `keep_dims`."""
+    allowed), `keepdims`."""
     x = inputs[0]
     _float_input(node, x)
     axes = _reduce_axes(_ints(inputs[1]), x.ndim)
-    return [np.mean(x, axis=axes, keepdims=bool(node.attrs.get("keep_dims", False)),
+    return [np.mean(x, axis=axes, keepdims=bool(int(node.attrs.get("keepdims", 1))),
                     dtype=x.dtype)]
 
 
 @kernel("ReduceMean")
 def reduce_mean(node, inputs, out_dtypes):
-    """ONNX ReduceMean: axes from the input (opset 18+) or the attribute; none (or empty) means
-    every axis, or the identity when `noop_with_empty_axes`; `keepdims` (default 1)."""
+    """ONNX ReduceMean over the `axes` input; none (or empty) means every axis, or the identity
+    when `noop_with_empty_axes`; `keepdims` (default 1)."""
     x = inputs[0]
     _float_input(node, x)
-    axes = _input_or_attr(node, inputs, 1, "axes")
+    axes = _input_or_attr(node, inputs, 1)
     keep = bool(int(node.attrs.get("keepdims", 1)))
     if not axes:
         if int(node.attrs.get("noop_with_empty_axes", 0) or 0):
@@ -1108,21 +1096,16 @@ def reduce_mean(node, inputs, out_dtypes):
 
 @kernel("ReduceMax", "ReduceSum")
 def reduce_max_sum(node, inputs, out_dtypes):
-    """ONNX ReduceMax / ReduceSum (axes input or attribute, `keepdims`, empty axes as in
-    ReduceMean) and TFLite REDUCE_MAX / SUM (a `keep_dims` attribute, axes input required)."""
+    """Max / sum over the `axes` input, `keepdims`; empty axes as in ReduceMean (every axis,
+    or none when `noop_with_empty_axes`, as TFLite's REDUCE_MAX / SUM)."""
     x = inputs[0]
     fn = np.max if node.op == "ReduceMax" else np.sum
-    axes = _input_or_attr(node, inputs, 1, "axes")
-    if "keep_dims" in node.attrs:  # TFLite
-        keep = bool(node.attrs["keep_dims"])
-    else:
-        keep = bool(int(node.attrs.get("keepdims", 1)))
-        if not axes:
-            if int(node.attrs.get("noop_with_empty_axes", 0) or 0):
-                return [x]
-            axes = list(range(x.ndim))
-    if axes is None:
-        raise ValueError(f"{node.op} without axes")
+    axes = _input_or_attr(node, inputs, 1)
+    keep = bool(int(node.attrs.get("keepdims", 1)))
+    if not axes:
+        if int(node.attrs.get("noop_with_empty_axes", 0) or 0):
+            return [x]
+        axes = list(range(x.ndim))
     return [np.asarray(fn(x, axis=_reduce_axes(axes, x.ndim), keepdims=keep)).astype(x.dtype)]
 
 

@@ -682,7 +682,7 @@ def mean_params(graph, node) -> dict:
         _fail(node, "axes are not a constant")
     out = {"multiplier": int(m), "shift": int(s), "input_zero_point": z_in,
            "output_zero_point": z_out, "axes": [int(a) for a in np.asarray(axes).reshape(-1)],
-           "keep_dims": bool(node.attrs.get("keep_dims") or False)}
+           "keep_dims": bool(int(node.attrs.get("keepdims", 1)))}
     shape = graph.tensors[node.inputs[0]].shape
     if shape is not None:
         axes_r = _resolve_axes(node, out["axes"], len(shape))
@@ -1040,7 +1040,7 @@ def _per_sample(node, fn, x, ctx):
 @params("Reshape")
 def reshape_params(graph, node) -> dict:
     """The output tensor's shape (dynamic dimensions as -1): TFLM's fallback when the node has
-    neither a shape input nor `new_shape`."""
+    no shape (no shape input, no `new_shape` option: the IR's shape input)."""
     shape = graph.tensors[node.outputs[0]].shape
     return {"output_shape": None if shape is None else
             [int(d) if isinstance(d, (int, np.integer)) else -1 for d in shape]}
@@ -1048,10 +1048,10 @@ def reshape_params(graph, node) -> dict:
 
 @kernel("Reshape", "Squeeze")
 def reshape(node, inputs, p, ctx):
-    """Same bytes, new shape (the shape input, else `new_shape`, else the output tensor's)."""
+    """Same bytes, new shape (the shape input, else the output tensor's)."""
     float_kernel = FLOAT_KERNELS[node.op]
     rest = list(inputs[1:])
-    if node.op == "Reshape" and (not rest or rest[0] is None) and not node.attrs.get("new_shape") \
+    if node.op == "Reshape" and (not rest or rest[0] is None) \
             and p.get("output_shape") is not None:
         rest = [np.asarray(p["output_shape"], dtype=np.int64)]
     return [_per_sample(node, lambda a: float_kernel(node, [a] + rest, [None])[0],
@@ -1062,7 +1062,7 @@ def reshape(node, inputs, p, ctx):
 def transpose(node, inputs, p, ctx):
     """TRANSPOSE: the values moved, parameters kept."""
     y = FLOAT_KERNELS["Transpose"](node, inputs, [None])[0]
-    perm = inputs[1] if len(inputs) > 1 and inputs[1] is not None else node.attrs.get("perm")
+    perm = inputs[1] if len(inputs) > 1 else None
     first = int(np.asarray(perm).reshape(-1)[0]) if perm is not None else inputs[0].ndim - 1
     _batch_guard(node, ctx, first == 0, "Transpose moving axis 0")
     return [np.ascontiguousarray(y)]
