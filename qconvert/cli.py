@@ -168,7 +168,7 @@ def _load(model, input_shapes):
 
 def _onnx_to_tflite(m, input_layout, path):
     """The TFLite model of ONNX model `m` and its inputs' permutations (errors name `path`)."""
-    from .passes.layout_nhwc import onnx_to_tflite
+    from .passes.layout.layout_nhwc import onnx_to_tflite
 
     try:
         return onnx_to_tflite(m, input_layout or "nhwc")
@@ -177,7 +177,7 @@ def _onnx_to_tflite(m, input_layout, path):
 
 
 def _echo_conversion(m) -> None:
-    from .passes.layout_nhwc import describe_conversion
+    from .passes.layout.layout_nhwc import describe_conversion
 
     for line in describe_conversion(m):
         click.echo(line)
@@ -383,7 +383,7 @@ def calibration_options(fn):
 
 
 def _max_memory(text):
-    from .quant.memory import default_limit, parse_size
+    from .executor.memory_limit import default_limit, parse_size
 
     return default_limit() if text is None else parse_size(text)
 
@@ -393,7 +393,7 @@ def _calibration_data(specs, calibration, calibration_random, norm: dict,
     """Calibration samples {input name: array} from --calibration DATA (normalized with `norm`)
     or --calibration-random N (with the warning that it is a smoke run)."""
     from .quant import calibration_data as cd
-    from .quant.memory import check_input_memory, default_limit
+    from .executor.memory_limit import check_input_memory, default_limit
 
     limit = max_memory or default_limit()
     if calibration is not None:
@@ -477,7 +477,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
                   if eval_data else None)
     source_data, perms = data, None
     if cross:  # data stays in the ONNX layout; it follows the model into the TFLite one
-        from .passes.layout_nhwc import data_to_tflite_layout
+        from .passes.layout.layout_nhwc import data_to_tflite_layout
 
         m, perms = _onnx_to_tflite(m, input_layout, model)
         data, evaluation = (data_to_tflite_layout(d, perms) for d in (data, evaluation))

@@ -349,6 +349,14 @@ def test_both_onnx_spellings_convert_to_one_tflite_with_the_same_ir_spelling(tmp
                for n in by_op["Transpose"])
     assert serialize(model, "tflite") == converted[13]
 
+    # the same ops read from the ONNX source carry the same attributes
+    onnx_nodes = {n.op: n for n in load_model(str(tmp_path / "s13.onnx")).graph.nodes}
+    for op in ("Squeeze", "Transpose"):
+        assert onnx_nodes[op].attrs == by_op[op][0].attrs == {}
+    assert onnx_nodes["Cast"].attrs["to"] == by_op["Cast"][0].attrs["to"]
+    assert onnx_nodes["ReduceSum"].attrs["keepdims"] == by_op["ReduceSum"][0].attrs["keepdims"]
+    assert onnx_nodes["ReduceMean"].attrs["keepdims"] == by_op["Mean"][0].attrs["keepdims"]
+
 
 def test_tflite_cast_options_have_no_ir_meaning_and_survive(tmp_path):
     """TFLite CAST's CastOptions type codes: the IR's `to` is the output type; the codes ride

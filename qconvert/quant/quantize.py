@@ -75,7 +75,7 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
         run_pipeline(model, ("equalize",), PassContext(model.format))
     check_quantizable(graph)
     from .invariants import check_int8_tflite, check_qdq_scales
-    from .memory import check_plan_memory, default_limit
+    from qconvert.executor.memory_limit import check_plan_memory, default_limit
     from .ort_engine import check_engine
 
     check_engine(options.engine, model.format)
@@ -363,7 +363,7 @@ class _EndToEnd:
 
 def _int8_inputs(graph, feeds: dict) -> dict:
     """Float samples quantized for the model's int8 inputs (float inputs left as they are)."""
-    from .numerics import round_half_away
+    from qconvert.int8.rounding import round_half_away
 
     inputs = {}
     for name, array in feeds.items():
