@@ -494,7 +494,7 @@ def test_mean(axes, keep_dims, out_q):
     out_shape = [1 if i in resolved else d for i, d in enumerate(shape)]
     if not keep_dims:
         out_shape = [d for i, d in enumerate(shape) if i not in resolved]
-    n.node("Mean", [x, ax], "y", out_shape, *out_q, keep_dims=keep_dims)
+    n.node("Mean", [x, ax], "y", out_shape, *out_q, keepdims=int(keep_dims))
     assert_same(n.build(["y"]), int8_feeds(n.g, 3))
 
 
@@ -581,7 +581,8 @@ def test_data_movement_ops():
     t = n.node("Transpose", [p, perm], "t", (1, 4, 7, 4), 0.05, 3)
     shape = n.const("shape", np.asarray([1, 4, 1, 28], np.int32))
     r = n.node("Reshape", [t, shape], "r", (1, 4, 1, 28), 0.05, 3)
-    s = n.node("Squeeze", [r], "s", (1, 4, 28), 0.05, 3, squeeze_dims=[2])
+    s = n.node("Squeeze", [r, n.const("squeeze_dims", np.asarray([2], np.int32))], "s",
+               (1, 4, 28), 0.05, 3)
     n.node("Concat", [s, s], "s2", (1, 8, 28), 0.05, 3, axis=1, activation="NONE")
     assert_same(n.build(["c", "p", "t", "r", "s", "s2"]), int8_feeds(n.g, 3))
 
