@@ -339,3 +339,47 @@ def test_digits_onnx_to_16x8_tflite_beats_int8_in_tflm(tmp_path):
         out, _, _ = _quantize(tmp_path, src, calib, f"{key}.tflite", *extra)
         db[key] = _sqnr(ref, _tflm(out.read_bytes(), xs.transpose(0, 2, 3, 1)))
     assert db["int16"] > db["int8"] + 3, db  # measured 39.1 vs 34.5 dB: int8 weights remain
+
+
+@pytest.mark.parametrize("name", ["keras_mobilenet_v2", "keras_resnet8"])
+def test_footprint_arena_is_export_cs_greedy_plan(name):
+    """The report's arena estimate equals export-c's planner (an independent implementation of
+    the same greedy-by-size placement) when that one is given no in-place kernels."""
+    from qconvert.c_export.memory_plan import PlanStep, plan_memory
+    from qconvert.quant.footprint import ALIASES, arena_bytes
+
+    graph = load_model(TEST_MODELS / "corpus" / f"{name}.tflite").graph
+    rng = np.random.default_rng(5)
+    sizes = {n: int(rng.integers(1, 4)) * max(1, t.nbytes() // 4)
+             for n, t in graph.tensors.items() if t.data is None}
+    steps = []
+    for node in graph.nodes:
+        ins = [i for i in dict.fromkeys(node.present_inputs()) if i in sizes]
+        outs = [o for o in node.outputs if o in sizes]
+        steps.append((ins, outs, node.op in ALIASES and len(ins) == 1 and len(outs) == 1))
+    ours = arena_bytes(sizes, steps, graph.inputs, graph.outputs)
+    plan = plan_memory(sizes, [PlanStep(i, o, alias=a) for i, o, a in steps],
+                       [i for i in graph.inputs if i in sizes],
+                       [o for o in graph.outputs if o in sizes])
+    assert ours == plan.arena_size > 0
+
+
+def test_reported_ram_and_flash_are_those_of_the_written_model(digits):
+    """The report prices the plan before writing; the model written has those bytes (arena
+    of its tensors' own types, flash = weights + biases + other constants)."""
+    from qconvert.quant.footprint import ALIASES, arena_bytes
+
+    for key in ("int16", "auto"):
+        out, report, _ = digits[key]
+        graph = load_model(out).graph
+        sizes = {n: t.nbytes() for n, t in graph.tensors.items() if t.data is None}
+        steps = []
+        for node in graph.nodes:
+            ins = [i for i in dict.fromkeys(node.present_inputs()) if i in sizes]
+            outs = [o for o in node.outputs if o in sizes]
+            steps.append((ins, outs, node.op in ALIASES and len(ins) == 1 and len(outs) == 1))
+        mem = report["int16"]["memory"]["chosen"]
+        assert arena_bytes(sizes, steps, graph.inputs, graph.outputs) == mem["arena_bytes"]
+        constants = [t for t in graph.tensors.values() if t.data is not None
+                     and t.dtype in ("int8", "int16", "int32", "int64") and t.quant is not None]
+        assert sum(int(t.data.nbytes) for t in constants) == mem["flash_bytes"], key
