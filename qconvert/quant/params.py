@@ -68,8 +68,9 @@ def _along(v: np.ndarray, axis: int | None, ndim: int) -> np.ndarray:
 
 def quantize_weights(w: np.ndarray, scales: np.ndarray, axis: int | None) -> np.ndarray:
     """int8 weights `round(w / scale)` clipped to [-127, 127]."""
-    q = round_half_away(np.asarray(w, np.float64) / _along(scales.astype(np.float64), axis, w.ndim))
-    return np.clip(q, -WEIGHT_MAX, WEIGHT_MAX).astype(np.int8)
+    q = round_half_away(np.divide(w, _along(scales.astype(np.float64), axis, np.ndim(w)),
+                                  dtype=np.float64))  # w / s in float64, no float64 copy of w
+    return np.clip(q, -WEIGHT_MAX, WEIGHT_MAX, out=q).astype(np.int8)
 
 
 def bias_scale(s_in, s_w) -> np.ndarray:
@@ -152,7 +153,7 @@ def quantize_layer(w: np.ndarray, b: np.ndarray | None, s_in, channel_axis: int,
     scale = np.broadcast_to(bias_scale(s_in, s_w).astype(np.float64), b64.shape)
     b_q = round_half_away(b64 / scale)
     other = tuple(i for i in range(w.ndim) if i != channel_axis % w.ndim)
-    worst = np.abs(w_q.astype(np.int64)).sum(axis=other) * 255
+    worst = np.abs(w_q).sum(axis=other, dtype=np.int64) * 255  # |w_q| <= 127: no int8 overflow
     if np.any(np.abs(b_q) + worst > INT32_MAX):  # the closed form above rules this out
         raise AssertionError("bias-safe weight scale left a channel outside int32")
     return w_q, s_w, b_q.astype(np.int32), widened

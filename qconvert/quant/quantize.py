@@ -119,6 +119,8 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
 
         names = apply_qdq(graph, qplan, model.meta.get("opset", 13))
         check_qdq_scales(graph)
+    if reference is not None and layer_reference and not stateful:
+        _release_float_weights(float_graph, graph)  # the report will not run the float model
     model.verify()
     return build_report(float_graph, model, qplan, names, data, options, reference,
                         layer_reference, float_model, n_report)
@@ -325,6 +327,19 @@ def _snapshot(graph):
     """A copy of `graph` that later rewrites of it leave alone, sharing its constant arrays
     (constants are immutable; copying them would double the weights in memory)."""
     return graph.copy()
+
+
+def _release_float_weights(float_graph, graph) -> None:
+    """Drop from the float snapshot the large constants the quantized graph no longer holds
+    (its float weights: int8 copies replaced them), when the report needs only its structure:
+    the float and int8 weights of every layer are then never in memory together through the
+    report's run and the writing."""
+    for name, t in float_graph.tensors.items():
+        if t.data is None or t.data.nbytes <= 4096:
+            continue
+        kept = graph.tensors.get(name)
+        if kept is None or kept.data is not t.data:
+            t.data = None
 
 
 def _opset(model: Model):
