@@ -66,11 +66,27 @@ def _along(v: np.ndarray, axis: int | None, ndim: int) -> np.ndarray:
     return v.reshape(shape)
 
 
+QUANTIZE_BLOCK = 1 << 18  # weights per block of `quantize_weights` (float64 work arrays of 2 MB)
+
+
 def quantize_weights(w: np.ndarray, scales: np.ndarray, axis: int | None) -> np.ndarray:
-    """int8 weights `round(w / scale)` clipped to [-127, 127]."""
-    q = round_half_away(np.divide(w, _along(scales.astype(np.float64), axis, np.ndim(w)),
-                                  dtype=np.float64))  # w / s in float64, no float64 copy of w
-    return np.clip(q, -WEIGHT_MAX, WEIGHT_MAX, out=q).astype(np.int8)
+    """int8 weights `round(w / scale)` clipped to [-127, 127], `w / scale` in float64.
+
+    Computed block by block of rows (axis 0), so the float64 work arrays stay small whatever the
+    layer: a 2.4 M-weight layer would otherwise hold three float64 copies (57 MB) at once."""
+    w = np.asarray(w)
+    s = _along(np.asarray(scales).astype(np.float64), axis, w.ndim)
+    if w.ndim == 0:
+        q = round_half_away(np.divide(w, s, dtype=np.float64))
+        return np.clip(q, -WEIGHT_MAX, WEIGHT_MAX).astype(np.int8)
+    out = np.empty(w.shape, np.int8)
+    rows = max(1, QUANTIZE_BLOCK // max(1, w[:1].size))
+    per_row = s.ndim and s.shape[0] > 1  # the scales run along axis 0
+    for i in range(0, w.shape[0], rows):
+        part = slice(i, i + rows)
+        q = round_half_away(np.divide(w[part], s[part] if per_row else s, dtype=np.float64))
+        out[part] = np.clip(q, -WEIGHT_MAX, WEIGHT_MAX, out=q)
+    return out
 
 
 def bias_scale(s_in, s_w) -> np.ndarray:
