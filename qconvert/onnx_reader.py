@@ -20,6 +20,7 @@ the walker does not accept) falls back to the full parse, which also reports cor
 from __future__ import annotations
 
 import copy
+import mmap
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,19 +98,39 @@ def parse_onnx(data: bytes) -> onnx.ModelProto:
     return proto
 
 
-def parse_onnx_lean(data: bytes) -> ParsedOnnx:
+def parse_onnx_lean(data) -> ParsedOnnx:
     """Parse `data` like `parse_onnx`, leaving large numeric `raw_data` payloads in `data`.
 
-    The result holds `data`: the constants read from it are views of it, not copies.
+    `data`: bytes, whose result holds them (the constants read from it are views of it, not
+    copies), or a read-only `mmap.mmap` of the file (`model_io.load_model`), from which each
+    constant is copied into an array of its own as it is read, the file's pages dropped behind
+    it: the weights are then in memory once, and the file never is.
     """
-    data = bytes(data)  # immutable: the numpy views must never see it change
+    if not isinstance(data, mmap.mmap):
+        data = bytes(data)  # immutable: the numpy views must never see it change
     try:
         lean, payloads = _strip_payloads(data)
     except _Unusual:
         lean, payloads = None, {}
     if not payloads:
-        return ParsedOnnx(parse_onnx(data))
+        return ParsedOnnx(parse_onnx(data if isinstance(data, bytes) else data[:]))
     return ParsedOnnx(parse_onnx(lean), data, payloads)
+
+
+def _payload_array(buffer, dtype, count: int, offset: int) -> np.ndarray:
+    """`count` values of `dtype` at `offset` of `buffer`: a read-only view of bytes (possibly
+    unaligned), or, from a mapped file, a copy of its own with the file's pages released from
+    this process (they stay in the page cache)."""
+    if not isinstance(buffer, mmap.mmap):
+        return np.frombuffer(buffer, dtype=dtype, count=count, offset=offset)
+    data = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset).copy()
+    start = offset - offset % mmap.PAGESIZE
+    end = offset + data.nbytes
+    try:
+        buffer.madvise(mmap.MADV_DONTNEED, start, end - start)
+    except (AttributeError, OSError, ValueError):  # no madvise here: the pages just stay
+        pass
+    return data
 
 
 def read_onnx(data: bytes, path: str | Path) -> Model:
@@ -292,8 +313,7 @@ class _Reader:
             if length != count * np.dtype(dtype).itemsize:
                 raise QConvertError(f"constant {name!r} holds {length} bytes for shape "
                                     f"{list(shape)} of {dtype}")
-            # a view of the file's bytes (read-only, possibly unaligned), not a copy
-            data = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset).reshape(shape)
+            data = _payload_array(buffer, dtype, count, offset).reshape(shape)
         else:
             data = numpy_helper.to_array(t)
         if data.dtype != np.dtype(dtype):
