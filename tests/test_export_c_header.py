@@ -46,8 +46,8 @@ from qconvert.c_export.fc_layout import from_1x4, permutation_1x4, to_1x4
 from qconvert.c_export.layer_spec import OP_SPECS
 from qconvert.c_export.shipped_kernels import KERNEL_FILES, MODEL_KERNEL_FILES, kernel_sources
 from qconvert.cli import main
-from qconvert.executor.int_executor import layer_params
-from qconvert.executor.int_kernels import INT_PARAMS
+from qconvert.executor.int_executor import run_int8
+from qconvert.int8.prepare import LAYER_PARAMS, layer_params
 from qconvert.ir import Model, Node, Tensor
 from qconvert.model_io import load_model, serialize
 from qconvert.tflite_reader import read_tflite
@@ -451,7 +451,7 @@ def test_every_op_gets_its_tflite_micro_parameters(tmp_path):
     test_int_executor) appears with all of them; the model runs in TFLite Micro."""
     model = _every_op_model(header_only_ops=True)
     graph = model.graph
-    assert {node.op for node in graph.nodes} == set(INT_PARAMS)
+    assert {node.op for node in graph.nodes} == set(LAYER_PARAMS)
     path = tmp_path / "every_op.tflite"
     path.write_bytes(serialize(model))
     feeds = random_feeds(graph, 1, 0)[0]

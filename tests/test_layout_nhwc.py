@@ -13,7 +13,7 @@ from onnx import TensorProto
 from conftest import OnnxNet, assert_close
 from qconvert.errors import QConvertError
 from qconvert.model_io import load_model, serialize
-from qconvert.passes.layout_nhwc import onnx_to_tflite
+from qconvert.passes.layout.layout_nhwc import onnx_to_tflite
 
 F = TensorProto.FLOAT
 

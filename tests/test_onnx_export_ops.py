@@ -22,7 +22,7 @@ from qconvert.cli import main
 from qconvert.executor.float_executor import run_float
 from qconvert.executor.int_executor import run_int8
 from qconvert.model_io import load_model, serialize
-from qconvert.passes.layout_nhwc import data_to_tflite_layout, onnx_to_tflite
+from qconvert.passes.layout.layout_nhwc import data_to_tflite_layout, onnx_to_tflite
 from qconvert.quant.quantize import QuantizeOptions, quantize_model
 from qconvert.tflite_reader import read_tflite
 

@@ -15,18 +15,25 @@ import pytest
 import tflite
 
 from qconvert import schemas
+from qconvert.c_export import model_steps
 from qconvert.c_export.layer_spec import OP_SPECS
 from qconvert.c_export.model_steps import LOWERINGS
 from qconvert.executor.float_executor import IN_PLACE
 from qconvert.executor.float_kernels import CONTEXT_KERNELS, KERNELS
-from qconvert.executor.int_kernels import INT_KERNELS, INT_PARAMS
+from qconvert.executor.int_kernels import INT_KERNELS
+from qconvert.int8.prepare import LAYER_PARAMS as INT_PARAMS
 from qconvert.ir import Node
-from qconvert.passes.fuse_linear import AFFINE_RULES
-from qconvert.passes.layout_rules import REDUCERS, RULES
-from qconvert.passes.linear_layer import LAYERS
-from qconvert.passes.onnx_to_tflite_ops import (BOUND_PRESERVING, CHECKS, FOLDS_WHEN_STATIC,
-                                                GLOBAL_POOLS, MAPPING_RULES)
-from qconvert.passes.onnx_to_tflite_spatial import SPATIAL_RULES
+from qconvert.passes.cleanup import eliminate, fold_constants
+from qconvert.passes.fusion import equalize
+from qconvert.passes.fusion.fuse_linear import AFFINE_RULES
+from qconvert.passes.fusion.linear_layer import LAYERS
+from qconvert.passes.layout import onnx_to_tflite_ops, onnx_to_tflite_spatial
+from qconvert.passes.layout.layout_rules import REDUCERS, RULES
+from qconvert.passes.layout.onnx_to_tflite_ops import (BOUND_PRESERVING, CHECKS,
+                                                       FOLDS_WHEN_STATIC, GLOBAL_POOLS,
+                                                       MAPPING_RULES)
+from qconvert.passes.layout.onnx_to_tflite_spatial import SPATIAL_RULES
+from qconvert.quant import invariants
 from qconvert.schemas.activations import ACTIVATION_RANGES
 
 SCHEMAS = {s.name: s for s in schemas.all_schemas()}
@@ -37,10 +44,10 @@ KEYED_TABLES = {
     "float kernels taking ctx": CONTEXT_KERNELS,
     "float in-place kernels (executor/float_executor.IN_PLACE)": IN_PLACE,
     "int kernels (executor/int_kernels*)": INT_KERNELS,
-    "int layer params (executor/int_kernels*.INT_PARAMS)": INT_PARAMS,
+    "int layer params (int8/prepare: LAYER_PARAMS)": INT_PARAMS,
     "C header specs (c_export/layer_spec.OP_SPECS)": OP_SPECS,
     "C lowerings (c_export/model_steps*.LOWERINGS)": LOWERINGS,
-    "layout rules (passes/layout_rules.RULES)": RULES,
+    "layout rules (passes/layout/layout_rules.RULES)": RULES,
     "ONNX -> TFLite lowering rules (onnx_to_tflite_*)": {**MAPPING_RULES, **SPATIAL_RULES},
     "ONNX -> TFLite checks (onnx_to_tflite_ops.CHECKS)": CHECKS,
     "ONNX ops folded once static (FOLDS_WHEN_STATIC)": FOLDS_WHEN_STATIC,
@@ -48,9 +55,19 @@ KEYED_TABLES = {
                                                       **{v: k for k, v in GLOBAL_POOLS.items()}},
     "reductions (layout_rules.REDUCERS)": {**REDUCERS, **{v: k for k, v in REDUCERS.items()}},
     "range-preserving ops (BOUND_PRESERVING)": BOUND_PRESERVING,
-    "linear layers (passes/linear_layer.LAYERS)": LAYERS,
+    "linear layers (passes/fusion/linear_layer.LAYERS)": LAYERS,
     "affine ops fused into layers (fuse_linear.AFFINE_RULES)":
         {op for rules in AFFINE_RULES.values() for op in rules},
+    "output lower bounds (onnx_to_tflite_ops.LOWER_BOUNDS)": onnx_to_tflite_ops.LOWER_BOUNDS,
+    "ops lifted to NHWC (onnx_to_tflite_spatial.LIFTED)": onnx_to_tflite_spatial.LIFTED,
+    "ops transposes sink through (onnx_to_tflite_spatial.SINKS, BINARY_SINKS)":
+        onnx_to_tflite_spatial.SINKS | onnx_to_tflite_spatial.BINARY_SINKS,
+    "pass-through ops of eliminate": eliminate._PASSTHROUGH_OPS,
+    "ops fold-constants never folds": fold_constants.NEVER_FOLD,
+    "equalize's layers and pass-through ops": equalize._FIRST | equalize._PASS_THROUGH,
+    "layers the quantization invariants check (quant/invariants)": set(invariants._LAYERS),
+    "C lookup-table, binary and data-movement ops (c_export/model_steps)":
+        {*model_steps._LOOKUP_OPS, *model_steps._BINARY, *model_steps._MOVEMENT},
 }
 
 # -- allowed gaps, each with its reason ----------------------------------------------------------

@@ -3,7 +3,7 @@
 `int8_tflite_for_export` is the one place that turns what the user gave into an int8 NHWC
 TFLite graph: an int8 TFLite model is taken as it is; a float TFLite model is quantized first
 (`quant.quantize.quantize_model`, fusion included) when calibration data is given; a float ONNX
-model is converted to NHWC TFLite first (`passes.layout_nhwc.onnx_to_tflite`; its calibration
+model is converted to NHWC TFLite first (`passes.layout.layout_nhwc.onnx_to_tflite`; its calibration
 data stays in the ONNX layout and is permuted with the model), then quantized the same way.
 """
 
@@ -52,7 +52,7 @@ def int8_tflite_for_export(model: Model, calibration: Callable | None = None,
         return model, None
     converted = None
     if model.format == "onnx":  # the conversion names every op it cannot take, unknown ones too
-        from qconvert.passes.layout_nhwc import data_to_tflite_layout, onnx_to_tflite
+        from qconvert.passes.layout.layout_nhwc import data_to_tflite_layout, onnx_to_tflite
 
         converted, perms = onnx_to_tflite(model, input_layout)
     else:
@@ -82,7 +82,7 @@ def static_int8_shapes(model: Model) -> int:
     feeds (the TFLite converter's Shape -> StridedSlice -> Pack -> Reshape flatten), as TFLite
     Micro, which allocates one sample, sees the model. Only the batch (axis 0) is fixed; the
     number of tensors changed is returned."""
-    from qconvert.passes.static_batch import _set_shape
+    from qconvert.passes.cleanup.static_batch import _set_shape
     from qconvert.passes import PassContext
     from qconvert.passes.pipeline import run_pipeline
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qconvert.quant.numerics import round_half_away
+from qconvert.int8.rounding import round_half_away
 
 from .float_kernels_base import _layout
 from .float_kernels_window import _pad_spatial, _window_view

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from qconvert.dtypes import ONNX_TO_IR
-from qconvert.quant.numerics import round_half_away
+from qconvert.int8.rounding import round_half_away
 
 from .float_kernels_base import _axis, _float_input, _opt, kernel
 from .parallel import SPAN, on_workers, spans

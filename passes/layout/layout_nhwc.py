@@ -40,7 +40,7 @@ from qconvert.errors import QConvertError
 from qconvert.ir import Graph, Model
 from qconvert.ir.graph import GraphError
 
-from . import PassContext, register_pass, run_passes
+from .. import PassContext, register_pass, run_passes
 from .layout_rules import RULES
 from .layout_state import NHWC, Converter, Layout, Unmappable, identity
 from .onnx_to_tflite_math import fuse_rsqrt
@@ -181,7 +181,7 @@ def onnx_to_tflite(model: Model, input_layout: str = "nhwc") -> tuple:
     array in the ONNX layout (batch first, e.g. N, C, H, W) into the TFLite model's layout.
     Raises `QConvertError` (one line listing every problem) for what cannot be converted.
     """
-    from .pipeline import FUSE_PIPELINE, run_pipeline
+    from ..pipeline import FUSE_PIPELINE, run_pipeline
 
     if model.format != "onnx":
         raise QConvertError(f"ONNX to TFLite conversion needs an ONNX model, not {model.format}")

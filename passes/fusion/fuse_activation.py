@@ -22,7 +22,7 @@ from qconvert import schemas
 from qconvert.ir import Graph
 from qconvert.schemas.activations import activation_of_op, activation_of_range
 
-from . import register_pass
+from .. import register_pass
 
 FUSABLE_LAYERS = frozenset(s.name for s in schemas.all_schemas() if s.fuses_activation)
 

@@ -38,7 +38,7 @@ from qconvert.padding import tflite_padding_of
 from qconvert.schemas.activations import (ACTIVATION_RANGES, activation_of_op, clamp_op_of_range,
                                           clamp_ops)
 
-from . import register_pass
+from .. import register_pass
 from .layout_state import NHWC, Layout, Unmappable, Value, columns, identity, onnx_op
 from .onnx_to_tflite_math import MATH_CHECKS, MATH_RULES, batch_matmul
 
