@@ -216,7 +216,9 @@ def _fc(graph, node, step, options):
     return _step(graph, node, step.index, call, arrays, decls)
 
 
-def _pool(graph, node, step):
+def pool_step(graph, node, step, suffix="s8"):
+    """AveragePool / MaxPool (batch 1) -> arm_avgpool_<suffix> / arm_max_pool_<suffix> (the
+    int8 "s8" and the 16x8 "s16" calls take the same arguments); other batches keep `step`."""
     p = layer_params(graph, node)
     x, y = tensor_dims(graph, node.inputs[0]), tensor_dims(graph, node.outputs[0])
     if x[0] != 1:
@@ -230,8 +232,8 @@ def _pool(graph, node, step):
              f"static const cmsis_nn_dims @L_input_dims = {_dims(x)};",
              f"static const cmsis_nn_dims @L_filter_dims = {{1, {kh}, {kw}, 1}};",
              f"static const cmsis_nn_dims @L_output_dims = {_dims(y)};"]
-    fn = "arm_avgpool_s8" if avg else "arm_max_pool_s8"
-    check = ([f"    if (arm_avgpool_s8_get_buffer_size({y[2]}, {x[3]}) > $scratch_size) {{",
+    fn = f"arm_avgpool_{suffix}" if avg else f"arm_max_pool_{suffix}"
+    check = ([f"    if (arm_avgpool_{suffix}_get_buffer_size({y[2]}, {x[3]}) > $scratch_size) {{",
               "        return 2;", "    }"] if avg else [])
     call = ["{", *("    " + c for c in _ctx(scratch)), *check,
             *("    " + c for c in _check(
@@ -240,7 +242,10 @@ def _pool(graph, node, step):
     return _step(graph, node, step.index, call, [], decls, scratch)
 
 
-def _elementwise(graph, node, step):
+def elementwise_step(graph, node, step, suffix="s8"):
+    """Add / Mul of equal shapes -> arm_elementwise_add_<suffix> / arm_elementwise_mul_<suffix>
+    (int8 "s8", or 16x8 "s16" whose parameters carry no offsets: 0); a broadcast or a constant
+    operand keeps `step`."""
     out = tensor_dims(graph, node.outputs[0])
     names = node.inputs[:2]
     if any(graph.tensors[n].data is not None or tensor_dims(graph, n) != out for n in names):
@@ -249,14 +254,15 @@ def _elementwise(graph, node, step):
     size = int(np.prod(out, dtype=np.int64))
     a, b = ("$in0", "$in1") if names[0] != names[1] else ("$in0", "$in0")
     if node.op == "Add":
-        call = (f"arm_elementwise_add_s8({a}, {b}, {p['input1_offset']}, "
-                f"{p['input1_multiplier']}, {p['input1_shift']}, {p['input2_offset']}, "
+        call = (f"arm_elementwise_add_{suffix}({a}, {b}, {p.get('input1_offset', 0)}, "
+                f"{p['input1_multiplier']}, {p['input1_shift']}, {p.get('input2_offset', 0)}, "
                 f"{p['input2_multiplier']}, {p['input2_shift']}, {p['left_shift']}, $out0, "
-                f"{p['output_offset']}, {p['output_multiplier']}, {p['output_shift']}, "
+                f"{p.get('output_offset', 0)}, {p['output_multiplier']}, {p['output_shift']}, "
                 f"{p['activation_min']}, {p['activation_max']}, {size})")
     else:
-        call = (f"arm_elementwise_mul_s8({a}, {b}, {p['input1_offset']}, "
-                f"{p['input2_offset']}, $out0, {p['output_offset']}, {p['output_multiplier']}, "
+        call = (f"arm_elementwise_mul_{suffix}({a}, {b}, {p.get('input1_offset', 0)}, "
+                f"{p.get('input2_offset', 0)}, $out0, {p.get('output_offset', 0)}, "
+                f"{p['output_multiplier']}, "
                 f"{p['output_shift']}, {p['activation_min']}, {p['activation_max']}, {size})")
     overlap = [c for c in step.plan.overlap or [] if c[0] == "same"]
     return _step(graph, node, step.index, _check(call), [], [], None, overlap)
@@ -285,9 +291,9 @@ def lower_cmsis(graph, step: Step, options) -> Step:
     if node.op == "FullyConnected":
         return _fc(graph, node, step, options)
     if node.op in ("AveragePool", "MaxPool"):
-        return _pool(graph, node, step)
+        return pool_step(graph, node, step)
     if node.op in ("Add", "Mul"):
-        return _elementwise(graph, node, step)
+        return elementwise_step(graph, node, step)
     if node.op == "Softmax":
         return _softmax(graph, node, step)
     return step

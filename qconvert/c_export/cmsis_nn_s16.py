@@ -32,7 +32,7 @@ import numpy as np
 
 from qconvert.int8.prepare import layer_params
 
-from .cmsis_nn import _check, _ctx, _dims, _step
+from .cmsis_nn import _check, _ctx, _dims, _step, elementwise_step, pool_step
 from .model_steps import fc_geometry, tensor_dims
 
 
@@ -116,50 +116,6 @@ def _fc(graph, node, step):
     return _step(graph, node, step.index, call, list(step.arrays), decls)
 
 
-def _pool(graph, node, step):
-    p = layer_params(graph, node)
-    x, y = tensor_dims(graph, node.inputs[0]), tensor_dims(graph, node.outputs[0])
-    if x[0] != 1:
-        return step
-    kh, kw = p["kernel_shape"]
-    avg = node.op == "AveragePool"
-    scratch = {"helium": 0, "other": 4 * x[3] if avg else 0}
-    decls = [f"static const cmsis_nn_pool_params @L_pool = {{{{{p['strides'][1]}, "
-             f"{p['strides'][0]}}}, {{{p['pads'][1]}, {p['pads'][0]}}}, "
-             f"{{{p['activation_min']}, {p['activation_max']}}}}};",
-             f"static const cmsis_nn_dims @L_input_dims = {_dims(x)};",
-             f"static const cmsis_nn_dims @L_filter_dims = {{1, {kh}, {kw}, 1}};",
-             f"static const cmsis_nn_dims @L_output_dims = {_dims(y)};"]
-    fn = "arm_avgpool_s16" if avg else "arm_max_pool_s16"
-    check = ([f"    if (arm_avgpool_s16_get_buffer_size({y[2]}, {x[3]}) > $scratch_size) {{",
-              "        return 2;", "    }"] if avg else [])
-    call = ["{", *("    " + c for c in _ctx(scratch)), *check,
-            *("    " + c for c in _check(
-                f"{fn}(&ctx, &@L_pool, &@L_input_dims, $in0, &@L_filter_dims, "
-                "&@L_output_dims, $out0)")), "}"]
-    return _step(graph, node, step.index, call, [], decls, scratch)
-
-
-def _elementwise(graph, node, step):
-    out = tensor_dims(graph, node.outputs[0])
-    names = node.inputs[:2]
-    if any(graph.tensors[n].data is not None or tensor_dims(graph, n) != out for n in names):
-        return step  # broadcasting or a constant operand: the portable kernel
-    p = layer_params(graph, node)
-    size = int(np.prod(out, dtype=np.int64))
-    a, b = ("$in0", "$in1") if names[0] != names[1] else ("$in0", "$in0")
-    if node.op == "Add":
-        call = (f"arm_elementwise_add_s16({a}, {b}, 0, {p['input1_multiplier']}, "
-                f"{p['input1_shift']}, 0, {p['input2_multiplier']}, {p['input2_shift']}, "
-                f"{p['left_shift']}, $out0, 0, {p['output_multiplier']}, {p['output_shift']}, "
-                f"{p['activation_min']}, {p['activation_max']}, {size})")
-    else:
-        call = (f"arm_elementwise_mul_s16({a}, {b}, 0, 0, $out0, 0, {p['output_multiplier']}, "
-                f"{p['output_shift']}, {p['activation_min']}, {p['activation_max']}, {size})")
-    overlap = [c for c in step.plan.overlap or [] if c[0] == "same"]
-    return _step(graph, node, step.index, _check(call), [], [], None, overlap)
-
-
 def lower_cmsis_s16(graph, step, options):
     """`step` (a 16x8 layer) as a CMSIS-NN s16 call where that is TFLite Micro's result, else
     unchanged (see the module docstring)."""
@@ -174,7 +130,7 @@ def lower_cmsis_s16(graph, step, options):
     if node.op == "FullyConnected":
         return _fc(graph, node, step)
     if node.op in ("AveragePool", "MaxPool"):
-        return _pool(graph, node, step)
+        return pool_step(graph, node, step, "s16")
     if node.op in ("Add", "Mul"):
-        return _elementwise(graph, node, step)
+        return elementwise_step(graph, node, step, "s16")
     return step

@@ -363,7 +363,9 @@ def _lower_softmax(graph, node, index, options):
                   (), (), {"qconvert_nn_softmax.c"}, [("same", 0)])
 
 
-def _lower_mean(graph, node, index, options):
+def _lower_mean(graph, node, index, options, bits=8, files=None):
+    """MEAN -> qconvert_mean_s<bits> over an outer and an inner index box (int8, or 16x8 with
+    `bits=16` and its kernel `files`)."""
     p = layer_params(graph, node)
     dims = tensor_dims(graph, node.inputs[0])
     axes = sorted({a % len(dims) for a in p["axes"]})
@@ -377,8 +379,8 @@ def _lower_mean(graph, node, index, options):
     fields = [_box_literal(outer), _box_literal(inner), count, p["mean_multiplier"],
               p["mean_shift"], p["input_zero_point"], p["output_zero_point"]]
     decls = [f"static const qconvert_mean_params @L_params = {_struct(fields)};"]
-    return _plain(graph, node, index, "qconvert_mean_s8($in0, $out0, &@L_params);", (), decls,
-                  _OPS_FILES)
+    return _plain(graph, node, index, f"qconvert_mean_s{bits}($in0, $out0, &@L_params);", (),
+                  decls, _OPS_FILES if files is None else files)
 
 
 # -- data movement ----------------------------------------------------------------------------

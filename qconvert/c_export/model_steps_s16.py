@@ -26,11 +26,10 @@ from qconvert.int8.lut16 import sigmoid_table
 from qconvert.int8.prepare import layer_params
 
 from .c_text import c_int
-from .index_maps import (MAX_RANK, NEVER, broadcast_strides, contiguous_strides, conv_minread,
-                         merged)
+from .index_maps import MAX_RANK, NEVER, broadcast_strides, conv_minread, merged
 from .model_steps_extra import _lower_batch_matmul, _lower_transpose_conv
-from .model_steps import (_BINARY, _MOVEMENT, _box_literal, _lower_alias, _lower_movement,
-                          _plain, _prelu_fields, _ptr, _struct, conv_struct, fc_geometry,
+from .model_steps import (_BINARY, _MOVEMENT, _lower_alias, _lower_mean, _lower_movement, _plain,
+                          _prelu_fields, _ptr, _struct, conv_struct, fc_geometry,
                           tensor_dims)
 
 S16_FILES = {"qconvert_nn_s16.c"}
@@ -228,21 +227,7 @@ def _lower_dequantize16(graph, node, index, options):
 
 
 def _lower_mean16(graph, node, index, options):
-    p = layer_params(graph, node)
-    dims = tensor_dims(graph, node.inputs[0])
-    axes = sorted({a % len(dims) for a in p["axes"]})
-    strides = contiguous_strides(dims)
-    keep = [k for k in range(len(dims)) if k not in axes]
-    outer_shape = [dims[k] for k in keep]
-    outer = merged(outer_shape, [strides[k] for k in keep], contiguous_strides(outer_shape))
-    inner_shape = [dims[k] for k in axes]
-    inner = merged(inner_shape, [strides[k] for k in axes], [0] * len(axes))
-    count = int(np.prod(inner_shape, dtype=np.int64))
-    fields = [_box_literal(outer), _box_literal(inner), count, p["mean_multiplier"],
-              p["mean_shift"], p["input_zero_point"], p["output_zero_point"]]
-    decls = [f"static const qconvert_mean_params @L_params = {_struct(fields)};"]
-    return _plain(graph, node, index, "qconvert_mean_s16($in0, $out0, &@L_params);", (), decls,
-                  S16_FILES)
+    return _lower_mean(graph, node, index, options, bits=16, files=S16_FILES)
 
 
 def _lower_transpose_conv16(graph, node, index, options):

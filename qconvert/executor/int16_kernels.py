@@ -28,20 +28,21 @@ from collections.abc import Callable
 
 import numpy as np
 
-from qconvert.int8.fixed_point import (clz32, float_to_int32_x86, mbqm_greater_than_one, rdbpot,
-                                       requantize_int32, srdhm, wrap32)
+from qconvert.int8.fixed_point import (clz32, mbqm_greater_than_one, rdbpot, requantize_int32,
+                                       srdhm, wrap32)
 from qconvert.int8.lut16 import multiply_by_quantized_multiplier_int64 as requantize_int64
-from qconvert.int8.multipliers import mean_multiplier
-from qconvert.int8.prepare.common import fail
+from qconvert.int8.prepare.common import fail, registrar
 from qconvert.int8.prepare.int16 import is_int16_node  # noqa: F401  (the executor's dispatch)
-from qconvert.int8.prepare.pooling import resolve_axes
-from qconvert.int8.rounding import round_half_away
 from qconvert.int8.transcendental import exp_on_negative_values, one_over_one_plus_x_for_x_in_0_1
 
 from . import int16_lut
 from .int_kernel_base import batch_guard
 from .int_kernels import INT_KERNELS
-from .int_kernels_conv import _spatial, _tap
+from .int_kernels_conv import (average_pool_as, conv2d_sums, depthwise_sums,
+                               fully_connected_with, max_pool_as)
+from .int_kernels_data import concat_as
+from .int_kernels_elementwise import add_sub_as, mean_as, mul_as, quantize_as
+from .int_kernels_spatial import transpose_conv_with
 
 INT16_MIN, INT16_MAX = -32768, 32767
 
@@ -49,14 +50,7 @@ INT16_MIN, INT16_MAX = -32768, 32767
 INT16_KERNELS: dict[str, Callable] = {}
 
 
-def kernel16(*ops: str):
-    """Register the decorated function as the int16 kernel of each IR op in `ops`."""
-    def wrap(fn):
-        for op in ops:
-            INT16_KERNELS[op] = fn
-        return fn
-
-    return wrap
+kernel16 = registrar(INT16_KERNELS)  # @kernel16(op, ...): the int16 kernel of each IR op
 
 
 def _clamp16(x) -> np.ndarray:
@@ -86,95 +80,29 @@ def requantize16(acc, p, ctx) -> np.ndarray:
 
 @kernel16("Conv2D")
 def conv2d16(node, inputs, p, ctx):
-    """reference_integer_ops::ConvPerChannel (int16 input): sum of w * x over the taps inside
-    the image (no input offset), grouped convolutions included."""
-    x, w = inputs[0], inputs[1]
-    if x.ndim != 4:
-        raise ValueError(f"Conv2D input of rank {x.ndim}")
-    cout, kh, kw, cin = w.shape
-    groups = x.shape[3] // cin if cin else 0
-    if groups < 1 or groups * cin != x.shape[3] or cout % groups:
-        fail(node, f"{x.shape[3]} input channels for weights {tuple(w.shape)}")
-    xp, oh, ow = _spatial(x.astype(np.float64), p, kh, kw)
-    n = x.shape[0]
-    wf = w.astype(np.float64)
-    acc = np.zeros((n * oh * ow, cout))
-    for ky in range(kh):
-        for kx in range(kw):
-            patch = _tap(xp, ky, kx, p, oh, ow).reshape(-1, x.shape[3])
-            if groups == 1:
-                acc += patch @ wf[:, ky, kx, :].T
-            else:
-                wg = wf[:, ky, kx, :].reshape(groups, cout // groups, cin)
-                acc += np.einsum("pgc,goc->pgo", patch.reshape(-1, groups, cin),
-                                 wg).reshape(-1, cout)
-    return [requantize16(acc.reshape(n, oh, ow, cout), p, ctx)]
+    """reference_integer_ops::ConvPerChannel (int16 input): `int_kernels_conv.conv2d_sums` (no
+    input offset), grouped convolutions included."""
+    return [requantize16(conv2d_sums(node, inputs[0], inputs[1], p), p, ctx)]
 
 
 @kernel16("DepthwiseConv2D")
 def depthwise_conv2d16(node, inputs, p, ctx):
     """reference_integer_ops::DepthwiseConvPerChannel (int16 input, int64 accumulator)."""
-    x, w = inputs[0], inputs[1]
-    if x.ndim != 4:
-        raise ValueError(f"DepthwiseConv2D input of rank {x.ndim}")
-    _, kh, kw, cout = w.shape
-    cin = x.shape[3]
-    if cout % cin:
-        fail(node, f"{cout} output channels for {cin} input channels")
-    m = cout // cin
-    if p["depth_multiplier"] not in (0, m):
-        fail(node, f"depth_multiplier {p['depth_multiplier']} but weights give {m}")
-    xo = x.astype(np.int64)
-    if m > 1:
-        xo = np.repeat(xo, m, axis=3)
-    xp, oh, ow = _spatial(xo, p, kh, kw)
-    w64 = w.astype(np.int64)
-    acc = np.zeros((x.shape[0], oh, ow, cout), dtype=np.int64)
-    for ky in range(kh):
-        for kx in range(kw):
-            acc += _tap(xp, ky, kx, p, oh, ow) * w64[0, ky, kx, :]
-    return [requantize16(acc, p, ctx)]
+    return [requantize16(depthwise_sums(node, inputs[0], inputs[1], p), p, ctx)]
 
 
 @kernel16("FullyConnected")
 def fully_connected16(node, inputs, p, ctx):
     """reference_integer_ops::FullyConnected(PerChannel) (int16 input): rows of `depth`
     values, acc = sum (w + weights_offset) * x."""
-    x, w = inputs[0], inputs[1]
-    units, depth = w.shape
-    if x.size % depth:
-        raise ValueError(f"FullyConnected input of {x.size} values, weights of depth {depth}")
-    xf = x.reshape(-1, depth).astype(np.float64)
-    batch_guard(node, ctx, p["keep_num_dims"] or xf.shape[0] == x.shape[0],
-                 "FullyConnected folding the batch axis into rows")
-    wf = w.astype(np.float64) + p["weights_offset"]
-    out = requantize16(xf @ wf.T, p, ctx)
-    if p["keep_num_dims"]:
-        if x.shape[-1] != depth:
-            raise ValueError("FullyConnected keep_num_dims with a last axis other than depth")
-        return [out.reshape(x.shape[:-1] + (units,))]
-    return [out]
+    return fully_connected_with(node, inputs, p, ctx, requantize16)
 
 
 @kernel16("TransposeConv")
 def transpose_conv16(node, inputs, p, ctx):
     """reference_integer_ops::TransposeConv (int16 input): every input pixel times the kernel
-    scattered into an int64 canvas, then bias and 64-bit requantization."""
-    w, x = inputs[1], inputs[2]
-    n, h, wd, cin = x.shape
-    cout, kh, kw, _ = w.shape
-    sh, sw = p["strides"]
-    top, left = p["pads"]
-    oh, ow = p["output_shape"][1:3]
-    cols = x.astype(np.float64).reshape(-1, cin) @ w.astype(np.float64).reshape(-1, cin).T
-    cols = cols.reshape(n, h, wd, cout, kh, kw)
-    canvas = np.zeros((n, max((h - 1) * sh + kh, top + oh), max((wd - 1) * sw + kw, left + ow),
-                       cout))
-    for ky in range(kh):
-        for kx in range(kw):
-            canvas[:, ky:ky + (h - 1) * sh + 1:sh, kx:kx + (wd - 1) * sw + 1:sw, :] += \
-                cols[..., ky, kx]
-    return [requantize16(canvas[:, top:top + oh, left:left + ow, :], p, ctx)]
+    scattered into an exact canvas, then bias and 64-bit requantization."""
+    return transpose_conv_with(node, inputs, p, ctx, requantize16)
 
 
 @kernel16("BatchMatMul")
@@ -197,21 +125,13 @@ def batch_matmul16(node, inputs, p, ctx):
 @kernel16("Add", "Sub")
 def add_sub16(node, inputs, p, ctx):
     """ADD / SUB (int16): both inputs << 15 rescaled, summed, requantized, clamped."""
-    a = inputs[0].astype(np.int64) << p["left_shift"]
-    b = inputs[1].astype(np.int64) << p["left_shift"]
-    sa = requantize_int32(a, p["input1_multiplier"], p["input1_shift"], rounding=ctx.rounding)
-    sb = requantize_int32(b, p["input2_multiplier"], p["input2_shift"], rounding=ctx.rounding)
-    raw = sa + sb if node.op == "Add" else sa - sb
-    out = requantize_int32(raw, p["output_multiplier"], p["output_shift"], rounding=ctx.rounding)
-    return [np.clip(out, p["activation_min"], p["activation_max"]).astype(np.int16)]
+    return add_sub_as(node, inputs, p, ctx, np.int16)
 
 
 @kernel16("Mul")
 def mul16(node, inputs, p, ctx):
     """MUL (int16): the int32 product requantized, clamped."""
-    prod = inputs[0].astype(np.int64) * inputs[1].astype(np.int64)
-    out = requantize_int32(prod, p["output_multiplier"], p["output_shift"], rounding=ctx.rounding)
-    return [np.clip(out, p["activation_min"], p["activation_max"]).astype(np.int16)]
+    return mul_as(node, inputs, p, ctx, np.int16)
 
 
 @kernel16("Maximum", "Minimum")
@@ -228,50 +148,20 @@ def maximum_minimum16(node, inputs, p, ctx):
 def average_pool16(node, inputs, p, ctx):
     """AveragePool (int16): int32 sum of the taps inside the image over their count, rounded
     half away from zero by C division."""
-    x = inputs[0]
-    kh, kw = p["kernel_shape"]
-    xp, oh, ow = _spatial(x.astype(np.int64), p, kh, kw)
-    ones = np.ones((1,) + x.shape[1:3] + (1,), dtype=np.int64)
-    op_, _, _ = _spatial(ones, p, kh, kw)
-    acc = np.zeros((x.shape[0], oh, ow, x.shape[3]), dtype=np.int64)
-    count = np.zeros((1, oh, ow, 1), dtype=np.int64)
-    for ky in range(kh):
-        for kx in range(kw):
-            acc += _tap(xp, ky, kx, p, oh, ow)
-            count += _tap(op_, ky, kx, p, oh, ow)
-    if np.any(count == 0):
-        fail(node, "a pooling window lies entirely in the padding")
-    half = count // 2
-    out = np.where(acc > 0, (acc + half) // count, -((half - acc) // count))
-    return [np.clip(out, p["activation_min"], p["activation_max"]).astype(np.int16)]
+    return [average_pool_as(node, inputs[0], p, np.int16)]
 
 
 @kernel16("MaxPool")
 def max_pool16(node, inputs, p, ctx):
     """MaxPool (int16): padding never wins; clamped to the activation range."""
-    x = inputs[0]
-    kh, kw = p["kernel_shape"]
-    xp, oh, ow = _spatial(x.astype(np.int32), p, kh, kw, value=INT16_MIN - 1)
-    out = np.full((x.shape[0], oh, ow, x.shape[3]), INT16_MIN, dtype=np.int32)
-    for ky in range(kh):
-        for kx in range(kw):
-            np.maximum(out, _tap(xp, ky, kx, p, oh, ow), out=out)
-    return [np.clip(out, p["activation_min"], p["activation_max"]).astype(np.int16)]
+    return [max_pool_as(inputs[0], p, np.int16)]
 
 
 @kernel16("Mean")
 def mean16(node, inputs, p, ctx):
-    """QuantizedMeanOrSum<int16_t>: int32 sum, 1 / count folded into the multiplier, clamped."""
-    x = inputs[0]
-    axes = resolve_axes(node, p["axes"], x.ndim)
-    batch_guard(node, ctx, 0 not in axes, "Mean over axis 0")
-    total = wrap32(x.astype(np.int64).sum(axis=tuple(axes), keepdims=True))
-    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64)) if axes else 1
-    m, s = mean_multiplier(p["multiplier"], p["shift"], count)
-    out = _clamp16(requantize_int32(total, m, s, rounding=ctx.rounding))
-    if not p["keep_dims"]:
-        out = out.reshape([d for i, d in enumerate(out.shape) if i not in axes])
-    return [out]
+    """QuantizedMeanOrSum<int16_t>: int32 sum, 1 / count folded into the multiplier, clamped
+    (zero points 0)."""
+    return mean_as(node, inputs, p, ctx, np.int16)
 
 
 # -- activation functions ---------------------------------------------------------------------
@@ -367,17 +257,7 @@ def prelu16(node, inputs, p, ctx):
 def quantize16(node, inputs, p, ctx):
     """QUANTIZE: float -> int16 (AffineQuantize), int8 / int16 -> int8 / int16 (Requantize),
     clamped to the output type."""
-    x = inputs[0]
-    info = np.iinfo(np.int8 if p["output_bits"] == 8 else np.int16)
-    if x.dtype.kind == "f":
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            q = round_half_away(x.astype(np.float32) / np.float32(p["scale"]))
-        out = wrap32(float_to_int32_x86(q) + p["zero_point"])
-    else:
-        out = requantize_int32(x.astype(np.int64) - p["input_zero_point"],
-                               p["output_multiplier"], p["output_shift"],
-                               rounding=ctx.rounding) + p["zero_point"]
-    return [np.clip(out, info.min, info.max).astype(info.dtype)]
+    return quantize_as(inputs[0], p, ctx, np.int8 if p["output_bits"] == 8 else np.int16)
 
 
 # -- data movement ----------------------------------------------------------------------------
@@ -386,10 +266,7 @@ def quantize16(node, inputs, p, ctx):
 @kernel16("Concat")
 def concat16(node, inputs, p, ctx):
     """CONCATENATION of int16 inputs sharing the output's quantization."""
-    rank = inputs[0].ndim
-    axis = p["axis"] + rank if p["axis"] < 0 else p["axis"]
-    batch_guard(node, ctx, axis != 0, "Concat along axis 0")
-    return [np.concatenate(inputs, axis=axis).astype(np.int16, copy=False)]
+    return concat_as(node, inputs, p, ctx, np.int16)
 
 
 for _op in ("Pad", "PadV2", "Reshape", "Squeeze", "Transpose", "Gather", "StridedSlice",

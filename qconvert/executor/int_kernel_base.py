@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from qconvert.int8.prepare.common import fail
+from qconvert.int8.prepare.common import fail, registrar
 
 INT_KERNELS: dict[str, Callable] = {}
 
@@ -27,14 +27,7 @@ class IntContext:
     batch: int = 1
 
 
-def kernel(*ops: str):
-    """Register the decorated function as the int8 kernel of each IR op in `ops`."""
-    def wrap(fn):
-        for op in ops:
-            INT_KERNELS[op] = fn
-        return fn
-
-    return wrap
+kernel = registrar(INT_KERNELS)  # @kernel(op, ...): the int8 kernel of each IR op
 
 
 def batch_guard(node, ctx, ok: bool, what: str):

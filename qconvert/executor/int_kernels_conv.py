@@ -5,7 +5,9 @@ MAX_POOL_2D, bit-exact with TFLite Micro's reference kernels (parameters:
 Accumulators of Conv2D / FullyConnected are computed with float BLAS, which is exact because
 every partial sum is an integer the float type holds: float32 when the layer's bound (sum |w|
 over a channel times max |x - z_in|, `exact_float`) is below 2**24, as it is for most layers,
-else float64 (below 2**53: each term is at most 255 * 255 in magnitude).
+else float64 (below 2**53: each term is at most 255 * 255 in magnitude, 32768 * 255 for a
+16x8 layer). The accumulators, pools and fully connected layer are shared with the 16x8
+kernels (`int16_kernels`), which requantize and clamp to their own type.
 Spatial layers read the IR's explicit `pads` [top, left, bottom, right]: taps outside the image
 are skipped (conv: the input is padded with x - z_in = 0; pools: excluded from the max and from
 the average's count), so pads TFLite cannot express (from ONNX) run as TFLite Micro would after
@@ -72,11 +74,11 @@ def _tap(xp, ky, kx, p, oh, ow):
     return xp[:, y0:y0 + (oh - 1) * sh + 1:sh, x0:x0 + (ow - 1) * sw + 1:sw, :]
 
 
-@kernel("Conv2D")
-def conv2d(node, inputs, p, ctx):
-    """reference_integer_ops::ConvPerChannel: acc = sum w * (x - z_in) over the taps inside
-    the image (outside taps contribute nothing: the input is padded with x - z_in = 0)."""
-    x, w = inputs[0], inputs[1]
+def conv2d_sums(node, x, w, p):
+    """ConvPerChannel's exact accumulators [N, OH, OW, Cout] (float): sum w * (x + input_offset)
+    over the taps inside the image (outside taps contribute nothing: the input is padded with
+    x - z_in = 0), grouped convolutions included. Shared by the int8 and 16x8 kernels (a 16x8
+    layer's input_offset is 0)."""
     if x.ndim != 4:
         raise ValueError(f"Conv2D input of rank {x.ndim}")
     cout, kh, kw, cin = w.shape
@@ -99,14 +101,18 @@ def conv2d(node, inputs, p, ctx):
                 wg = wf[:, ky, kx, :].reshape(groups, cout // groups, cin)
                 acc += np.einsum("pgc,goc->pgo", patch.reshape(-1, groups, cin),
                                  wg).reshape(-1, cout)
-    return [requantize_acc(acc.reshape(n, oh, ow, cout), p, ctx)]
+    return acc.reshape(n, oh, ow, cout)
 
 
-@kernel("DepthwiseConv2D")
-def depthwise_conv2d(node, inputs, p, ctx):
-    """reference_integer_ops::DepthwiseConvPerChannel: output channel ic * M + m reads input
-    channel ic with weights [0, ky, kx, ic * M + m]."""
-    x, w = inputs[0], inputs[1]
+@kernel("Conv2D")
+def conv2d(node, inputs, p, ctx):
+    """reference_integer_ops::ConvPerChannel: `conv2d_sums`, requantized to int8."""
+    return [requantize_acc(conv2d_sums(node, inputs[0], inputs[1], p), p, ctx)]
+
+
+def depthwise_sums(node, x, w, p):
+    """DepthwiseConvPerChannel's exact int64 accumulators: output channel ic * M + m reads input
+    channel ic + input_offset with weights [0, ky, kx, ic * M + m] (int8 and 16x8)."""
     if x.ndim != 4:
         raise ValueError(f"DepthwiseConv2D input of rank {x.ndim}")
     _, kh, kw, cout = w.shape
@@ -125,13 +131,19 @@ def depthwise_conv2d(node, inputs, p, ctx):
     for ky in range(kh):
         for kx in range(kw):
             acc += _tap(xp, ky, kx, p, oh, ow) * w64[0, ky, kx, :]
-    return [requantize_acc(acc, p, ctx)]
+    return acc
 
 
-@kernel("FullyConnected")
-def fully_connected(node, inputs, p, ctx):
+@kernel("DepthwiseConv2D")
+def depthwise_conv2d(node, inputs, p, ctx):
+    """reference_integer_ops::DepthwiseConvPerChannel: `depthwise_sums`, requantized to int8."""
+    return [requantize_acc(depthwise_sums(node, inputs[0], inputs[1], p), p, ctx)]
+
+
+def fully_connected_with(node, inputs, p, ctx, requantize):
     """reference_integer_ops::FullyConnected(PerChannel): rows of `accum_depth` input values;
-    acc = sum (w + weights_offset) * (x + input_offset)."""
+    acc = sum (w + weights_offset) * (x + input_offset), then `requantize(acc, p, ctx)` (the
+    int8 or the 16x8 one); keep_num_dims restores the input's leading axes."""
     x, w = inputs[0], inputs[1]
     units, depth = w.shape
     if x.size % depth:
@@ -142,7 +154,7 @@ def fully_connected(node, inputs, p, ctx):
     batch_guard(node, ctx, p["keep_num_dims"] or xf.shape[0] == x.shape[0],
                  "FullyConnected folding the batch axis into rows")
     wf = wf.astype(dtype)
-    out = requantize_acc(xf @ wf.T, p, ctx)
+    out = requantize(xf @ wf.T, p, ctx)
     if p["keep_num_dims"]:
         if x.shape[-1] != depth:
             raise ValueError("FullyConnected keep_num_dims with a last axis other than depth")
@@ -150,11 +162,15 @@ def fully_connected(node, inputs, p, ctx):
     return [out]
 
 
-@kernel("AveragePool")
-def average_pool(node, inputs, p, ctx):
+@kernel("FullyConnected")
+def fully_connected(node, inputs, p, ctx):
+    """reference_integer_ops::FullyConnected(PerChannel), int8 (`fully_connected_with`)."""
+    return fully_connected_with(node, inputs, p, ctx, requantize_acc)
+
+
+def average_pool_as(node, x, p, dtype):
     """Sum of the taps inside the image divided by their count, rounded half away from zero
-    with C integer division: (acc +- count / 2) / count."""
-    x = inputs[0]
+    with C integer division: (acc +- count / 2) / count, clamped, as `dtype` (int8 or int16)."""
     kh, kw = p["kernel_shape"]
     xp, oh, ow = _spatial(x.astype(np.int64), p, kh, kw)
     ones = np.ones((1,) + x.shape[1:3] + (1,), dtype=np.int64)
@@ -169,18 +185,30 @@ def average_pool(node, inputs, p, ctx):
         fail(node, "a pooling window lies entirely in the padding")
     half = count // 2
     out = np.where(acc > 0, (acc + half) // count, -((half - acc) // count))
-    return [np.clip(out, p["activation_min"], p["activation_max"]).astype(np.int8)]
+    return np.clip(out, p["activation_min"], p["activation_max"]).astype(dtype)
+
+
+@kernel("AveragePool")
+def average_pool(node, inputs, p, ctx):
+    """AVERAGE_POOL_2D on int8 values (`average_pool_as`)."""
+    return [average_pool_as(node, inputs[0], p, np.int8)]
+
+
+def max_pool_as(x, p, dtype):
+    """MAX_POOL_2D of `dtype` values (int8 or int16): padding never wins (TFLM skips the taps
+    outside the image; here they hold the type's minimum - 1), clamped to the activation
+    range."""
+    lowest = int(np.iinfo(dtype).min)
+    kh, kw = p["kernel_shape"]
+    xp, oh, ow = _spatial(x.astype(np.int32), p, kh, kw, value=lowest - 1)
+    out = np.full((x.shape[0], oh, ow, x.shape[3]), lowest, dtype=np.int32)
+    for ky in range(kh):
+        for kx in range(kw):
+            np.maximum(out, _tap(xp, ky, kx, p, oh, ow), out=out)
+    return np.clip(out, p["activation_min"], p["activation_max"]).astype(dtype)
 
 
 @kernel("MaxPool")
 def max_pool(node, inputs, p, ctx):
-    """MAX_POOL_2D on int8 values (padding never wins), clamped to the activation range."""
-    x = inputs[0]
-    kh, kw = p["kernel_shape"]
-    # padding never wins: TFLM skips the taps outside the image
-    xp, oh, ow = _spatial(x.astype(np.int16), p, kh, kw, value=-129)
-    out = np.full((x.shape[0], oh, ow, x.shape[3]), -128, dtype=np.int16)
-    for ky in range(kh):
-        for kx in range(kw):
-            np.maximum(out, _tap(xp, ky, kx, p, oh, ow), out=out)
-    return [np.clip(out, p["activation_min"], p["activation_max"]).astype(np.int8)]
+    """MAX_POOL_2D on int8 values (`max_pool_as`)."""
+    return [max_pool_as(inputs[0], p, np.int8)]

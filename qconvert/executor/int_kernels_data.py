@@ -17,13 +17,19 @@ from .float_kernels import KERNELS as FLOAT_KERNELS
 from .int_kernel_base import batch_guard, kernel
 
 
-@kernel("Concat")
-def concat(node, inputs, p, ctx):
-    """CONCATENATION of int8 inputs that share the output's parameters (no requantization)."""
+def concat_as(node, inputs, p, ctx, dtype):
+    """CONCATENATION of `dtype` inputs that share the output's parameters (no
+    requantization)."""
     rank = inputs[0].ndim
     axis = p["axis"] + rank if p["axis"] < 0 else p["axis"]
     batch_guard(node, ctx, axis != 0, "Concat along axis 0")
-    return [np.concatenate(inputs, axis=axis).astype(np.int8, copy=False)]
+    return [np.concatenate(inputs, axis=axis).astype(dtype, copy=False)]
+
+
+@kernel("Concat")
+def concat(node, inputs, p, ctx):
+    """CONCATENATION of int8 inputs (`concat_as`)."""
+    return concat_as(node, inputs, p, ctx, np.int8)
 
 
 @kernel("Pad", "PadV2")

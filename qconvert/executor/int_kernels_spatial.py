@@ -29,9 +29,9 @@ from .int_kernel_base import batch_guard, kernel
 from .int_kernels_conv import requantize_acc
 
 
-@kernel("TransposeConv")
-def transpose_conv(node, inputs, p, ctx):
-    """reference_integer_ops::TransposeConv (see the module docstring)."""
+def transpose_conv_with(node, inputs, p, ctx, requantize):
+    """reference_integer_ops::TransposeConv (see the module docstring): the float64 canvas of
+    exact sums, then `requantize(acc, p, ctx)` (the int8 or the 16x8 one)."""
     w, x = inputs[1], inputs[2]
     n, h, wd, cin = x.shape
     cout, kh, kw, _ = w.shape
@@ -47,7 +47,13 @@ def transpose_conv(node, inputs, p, ctx):
         for kx in range(kw):
             canvas[:, ky:ky + (h - 1) * sh + 1:sh, kx:kx + (wd - 1) * sw + 1:sw, :] += \
                 cols[..., ky, kx]
-    return [requantize_acc(canvas[:, top:top + oh, left:left + ow, :], p, ctx)]
+    return [requantize(canvas[:, top:top + oh, left:left + ow, :], p, ctx)]
+
+
+@kernel("TransposeConv")
+def transpose_conv(node, inputs, p, ctx):
+    """reference_integer_ops::TransposeConv, int8 (`transpose_conv_with`)."""
+    return transpose_conv_with(node, inputs, p, ctx, requantize_acc)
 
 
 def _taps_10(in_size: int, out_size: int, align: bool, hpc: bool) -> tuple:

@@ -20,14 +20,22 @@ from ..multipliers import quantize_multiplier
 LAYER_PARAMS: dict[str, Callable] = {}
 
 
-def prepare(*ops: str):
-    """Register the decorated function as the Prepare-time parameters of each op in `ops`."""
-    def wrap(fn):
-        for op in ops:
-            LAYER_PARAMS[op] = fn
-        return fn
+def registrar(table: dict) -> Callable:
+    """A decorator factory: `@registrar(table)(*ops)` stores the decorated function as
+    `table[op]` for each op and returns it unchanged. One implementation for the int8 and 16x8
+    Prepare tables (`prepare`, `int16.prepare16`) and the executor's kernel tables."""
+    def register(*ops: str):
+        def wrap(fn):
+            for op in ops:
+                table[op] = fn
+            return fn
 
-    return wrap
+        return wrap
+
+    return register
+
+
+prepare = registrar(LAYER_PARAMS)  # @prepare(op, ...): the int8 Prepare of each op
 
 
 def no_params(graph, node) -> dict:

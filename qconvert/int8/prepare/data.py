@@ -41,19 +41,27 @@ def dequantize_params(graph, node) -> dict:
     return {"scale": float(s_in), "zero_point": z_in}
 
 
+def concat_params_with(graph, node, quantization, refusal: str) -> dict:
+    """ConcatenationPrepare: no fused activation, and every input must carry the output's
+    quantization (read by `quantization(graph, node, name)`), else `refusal` ends the error;
+    Eval copies the raw values. Shared by the int8 and the 16x8 Prepare."""
+    if fused_activation(node) != "NONE":
+        fail(node, "fused activation on CONCATENATION (TFLite Micro refuses it)")
+    out_q = quantization(graph, node, node.outputs[0])
+    for name in node.inputs:
+        if name is not None and quantization(graph, node, name) != out_q:
+            fail(node, f"input {name!r} is quantized {per_tensor(graph, node, name)}, the "
+                        f"output {out_q}: {refusal}")
+    return {"axis": int(node.attrs.get("axis", 0))}
+
+
 @prepare("Concat")
 def concat_params(graph, node) -> dict:
     """ConcatenationPrepare (int8): every input must carry the output's scale and zero point
     and there is no fused activation; Eval copies the raw int8 values. TFLite Micro has no
     requantizing int8 concatenation, so a model needing one is refused, as TFLM refuses it."""
-    if fused_activation(node) != "NONE":
-        fail(node, "fused activation on CONCATENATION (TFLite Micro refuses it)")
-    out_q = per_tensor(graph, node, node.outputs[0])
-    for name in node.inputs:
-        if name is not None and per_tensor(graph, node, name) != out_q:
-            fail(node, f"input {name!r} is quantized {per_tensor(graph, node, name)}, the "
-                        f"output {out_q}: TFLite Micro requires them equal (no requantization)")
-    return {"axis": int(node.attrs.get("axis", 0))}
+    return concat_params_with(graph, node, per_tensor,
+                              "TFLite Micro requires them equal (no requantization)")
 
 
 @prepare("Pad", "PadV2")

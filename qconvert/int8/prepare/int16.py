@@ -40,23 +40,16 @@ from ..lut16 import checked_log2, int16_sigmoid_tanh_scaling, softmax_luts
 from ..multipliers import calculate_input_radius, effective_multipliers
 from ..rounding import round_half_away
 from .common import LAYER_PARAMS, fail, fused_activation, no_params, per_tensor, \
-    quantize_multipliers
-from .data import NO_PARAMS_OPS
-from .pooling import mean_params
+    quantize_multipliers, registrar
+from .data import NO_PARAMS_OPS, concat_params_with
+from .pooling import mean_params, pool_params_with
 
 INT16_MIN, INT16_MAX = -32768, 32767
 
 LAYER_PARAMS16: dict[str, Callable] = {}
 
 
-def prepare16(*ops: str):
-    """Register the decorated function as the 16x8 Prepare-time parameters of each op."""
-    def wrap(fn):
-        for op in ops:
-            LAYER_PARAMS16[op] = fn
-        return fn
-
-    return wrap
+prepare16 = registrar(LAYER_PARAMS16)  # @prepare16(op, ...): the 16x8 Prepare of each op
 
 
 def is_int16_node(graph, node) -> bool:
@@ -237,18 +230,9 @@ def mul16_params(graph, node) -> dict:
 
 @prepare16("AveragePool", "MaxPool")
 def pool16_params(graph, node) -> dict:
-    """PoolingPrepare (int16): equal input and output quantization, int16 clamps."""
-    s_in, z_in = _symmetric(graph, node, node.inputs[0])
-    s_out, z_out = _symmetric(graph, node, node.outputs[0])
-    if abs(float(s_in) - float(s_out)) > 1e-6 or z_in != z_out:
-        fail(node, "input and output quantization differ (TFLite Micro requires them equal)")
-    act_min, act_max = _act_range16(node, s_out, z_out)
-    attrs = node.attrs
-    return {"activation_min": act_min, "activation_max": act_max,
-            "kernel_shape": [int(v) for v in attrs["kernel_shape"]],
-            "strides": [int(v) for v in attrs.get("strides") or [1, 1]],
-            "dilations": [1, 1],
-            "pads": [int(v) for v in attrs.get("pads") or [0, 0, 0, 0]]}
+    """PoolingPrepare (int16): equal input and output quantization (symmetric), int16 clamps
+    (`pooling.pool_params_with`)."""
+    return pool_params_with(graph, node, _symmetric, _act_range16)
 
 
 @prepare16("Mean")
@@ -373,14 +357,7 @@ def quantize16_params(graph, node) -> dict:
 def concat16_params(graph, node) -> dict:
     """ConcatenationPrepare (int16): zero points 0, no fused activation; inputs quantized unlike
     the output are refused (TFLite Micro would copy their raw values at the wrong scale)."""
-    if fused_activation(node) != "NONE":
-        fail(node, "fused activation on CONCATENATION (TFLite Micro refuses it)")
-    out_q = _symmetric(graph, node, node.outputs[0])
-    for name in node.inputs:
-        if name is not None and _symmetric(graph, node, name) != out_q:
-            fail(node, f"input {name!r} is quantized {per_tensor(graph, node, name)}, the "
-                        f"output {out_q}: int16 CONCATENATION does not requantize")
-    return {"axis": int(node.attrs.get("axis", 0))}
+    return concat_params_with(graph, node, _symmetric, "int16 CONCATENATION does not requantize")
 
 
 @prepare16("Pad", "PadV2")

@@ -12,20 +12,28 @@ from ..multipliers import mean_multiplier
 from .common import act_range, fail, per_tensor, prepare, quantize_multipliers
 
 
-@prepare("AveragePool", "MaxPool")
-def pool_params(graph, node) -> dict:
-    """PoolingPrepare: input and output must share their quantization; fused activation."""
-    s_in, z_in = per_tensor(graph, node, node.inputs[0])
-    s_out, z_out = per_tensor(graph, node, node.outputs[0])
+def pool_params_with(graph, node, quantization, clamps) -> dict:
+    """PoolingPrepare: input and output must share their quantization (read by
+    `quantization(graph, node, name) -> (scale, zero_point)`); the fused activation's clamps
+    (`clamps(node, scale, zero_point)`) and the window. int8 and 16x8 pass their own readers."""
+    s_in, z_in = quantization(graph, node, node.inputs[0])
+    s_out, z_out = quantization(graph, node, node.outputs[0])
     if abs(float(s_in) - float(s_out)) > 1e-6 or z_in != z_out:
         fail(node, "input and output quantization differ (TFLite Micro requires them equal)")
-    act_min, act_max = act_range(node, s_out, z_out)
+    act_min, act_max = clamps(node, s_out, z_out)
     attrs = node.attrs
     return {"activation_min": act_min, "activation_max": act_max,
             "kernel_shape": [int(v) for v in attrs["kernel_shape"]],
             "strides": [int(v) for v in attrs.get("strides") or [1, 1]],
             "dilations": [1, 1],
             "pads": [int(v) for v in attrs.get("pads") or [0, 0, 0, 0]]}
+
+
+@prepare("AveragePool", "MaxPool")
+def pool_params(graph, node) -> dict:
+    """PoolingPrepare (int8): input and output must share their quantization; fused
+    activation (`pool_params_with`)."""
+    return pool_params_with(graph, node, per_tensor, act_range)
 
 
 def resolve_axes(node, axes, rank) -> list:
