@@ -13,7 +13,8 @@ parameter from its input only:
   Split `split`: constant integer inputs.
 - Reshape: the `shape` input (TFLite's `new_shape` option when it has no input) and
   `allowzero` (TFLite reads a 0 literally: 1).
-- Cast: `to`, the IR dtype name (ONNX's TensorProto code; TFLite's output tensor type).
+- Cast: `to`, the IR dtype name (ONNX's TensorProto code; TFLite's output tensor type);
+  Quantize (ONNX QuantizeLinear): `output_dtype` a dtype name, absent when unset (code 0).
 - Reductions (Mean, ReduceMean, ReduceMax, ReduceSum): `keepdims` 0 / 1 (TFLite `keep_dims`);
   `noop_with_empty_axes` 1 where empty axes reduce nothing (TFLite).
 - Softmax: `axis` (TFLite: -1), `coerce_2d` 1 where the input is flattened to 2-D at `axis`

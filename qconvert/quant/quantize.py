@@ -266,7 +266,7 @@ def _kept_fraction(graph, layer_reference: dict) -> float:
         t = graph.tensors.get(name)
         if ref.ndim == 2 and t is not None and t.static_shape and len(t.shape) > 2:
             shares.append(ref.shape[1] / max(1, int(np.prod(t.shape[1:]))))
-    return min(shares, default=1.0)
+    return max(shares, default=1.0)  # the largest tensor's: the least truncated
 
 
 def _first_samples(store: dict, count: int, skip=frozenset(), fraction: float = 1.0):

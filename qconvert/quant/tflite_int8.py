@@ -91,7 +91,8 @@ def _write_layer(graph: Graph, node: Node, layer, qplan: QuantPlan, readers: dic
     s_in = qplan.activations[node.inputs[x_slot]][0]
     bias = layer.bias
     if bias is None and node.op in ("Conv2D", "DepthwiseConv2D"):
-        bias = np.zeros(layer.weights.shape[layer.channel_axis], np.int32)
+        wide = node.outputs[0] in qplan.int16  # a 16x8 layer: int64, as its other biases
+        bias = np.zeros(layer.weights.shape[layer.channel_axis], np.int64 if wide else np.int32)
     if bias is None:
         return
     while len(node.inputs) <= b_slot:
