@@ -361,3 +361,13 @@ def test_quantize_16x8_then_export_c_is_bit_exact(tmp_path, option):
             np.testing.assert_array_equal(got[name], r)
     for kernels in ("portable", "cmsis-nn") if cmsis_nn_available() else ("portable",):
         _check_host(out, tmp_path / f"c_{kernels}", kernels)
+
+
+def test_16x8_convolutions_and_pools_run_over_their_input(tmp_path):
+    """The int8 kernels' in-place contract holds for the _s16 ones (in bytes of int16
+    elements): the plan puts conv / depthwise / pool outputs over their dying inputs, and the
+    host build stays bit-exact (test_host_portable_bit_exact_with_tflite_micro)."""
+    path = next(p for p in MODELS if p.stem == "conv_16x8")
+    files, summary = _export(path, tmp_path / "c", "portable")
+    assert summary.overlapped >= 2
+    _check_host(path, tmp_path / "c2", "portable")

@@ -9,8 +9,9 @@ layer's `accumulator_bits` says; softmax carries TFLite Micro's two 513-entry ta
 logistic / tanh the 256-entry sigmoid table (`qconvert.int8.lut16`); RELU, LEAKY_RELU and the
 QUANTIZE between int8 and int16 are one rescaling kernel; data movement is the int8 lowering's
 box copies on int16 elements. Fully connected weights are row-major for 16x8 layers (the 1x4
-order is the int8 kernel's). Conv and pool outputs never share bytes with their input here;
-element-wise layers may run in place.
+order is the int8 kernel's). Conv, depthwise conv and pool outputs may overlap their input as
+the int8 kernels' do (the same per-element contract, in bytes of int16 elements); element-wise
+layers may run in place.
 TRANSPOSE_CONV and BATCH_MATMUL reuse the int8 lowerings' geometry with the `_s16` kernels
 (int64 sums and requantization). A softmax from int8 to int16 (which the executor runs) is
 refused.
@@ -25,7 +26,8 @@ from qconvert.int8.lut16 import sigmoid_table
 from qconvert.int8.prepare import layer_params
 
 from .c_text import c_int
-from .index_maps import MAX_RANK, broadcast_strides, contiguous_strides, merged
+from .index_maps import (MAX_RANK, NEVER, broadcast_strides, contiguous_strides, conv_minread,
+                         merged)
 from .model_steps_extra import _lower_batch_matmul, _lower_transpose_conv
 from .model_steps import (_BINARY, _MOVEMENT, _box_literal, _lower_alias, _lower_movement,
                           _plain, _prelu_fields, _ptr, _struct, conv_struct, fc_geometry,
@@ -37,6 +39,16 @@ INT16_MIN, INT16_MAX = -32768, 32767
 
 def _size(graph, name) -> int:
     return int(np.prod(tensor_dims(graph, name), dtype=np.int64))
+
+
+def _overlap16(graph, node, p, kernel_hw, per_channel_input) -> list:
+    """The int8 lowering's ("reads", ...) candidate in bytes of int16 elements: both bytes of
+    output element i are written after every tap of element i is read, so byte 2i and 2i + 1
+    carry element i's lowest input byte (conservative for the second byte)."""
+    minread = conv_minread(tensor_dims(graph, node.inputs[0]), tensor_dims(graph, node.outputs[0]),
+                           kernel_hw, p["strides"], p.get("dilations", [1, 1]), p["pads"],
+                           per_channel_input)
+    return [("reads", 0, np.repeat(np.where(minread == NEVER, NEVER, 2 * minread), 2))]
 
 
 def _bias_args(p, channels) -> tuple:
@@ -66,8 +78,11 @@ def _lower_conv16(graph, node, index, options):
     decls = [f"static const qconvert_conv_params @L_params = "
              f"{conv_struct(graph, node, p, kernel_hw, mult)};"]
     fn = "qconvert_depthwise_conv_s16" if depthwise else "qconvert_conv_s16"
+    per_group = int(w.shape[0]) // mult if not depthwise else 1
+    chan = (lambda oc, m=mult: oc // m) if depthwise else \
+        (lambda oc, g=per_group, f=int(w.shape[3]): (oc // g) * f)
     return _plain(graph, node, index, f"{fn}($in0, @L_weights, {b64}, {b32}, $out0, &@L_params);",
-                  arrays, decls, S16_FILES)
+                  arrays, decls, S16_FILES, _overlap16(graph, node, p, kernel_hw, chan))
 
 
 def _lower_fc16(graph, node, index, options):
@@ -92,7 +107,8 @@ def _lower_pool16(graph, node, index, options):
     decls = [f"static const qconvert_conv_params @L_params = "
              f"{conv_struct(graph, node, p, kernel_hw, quant=False)};"]
     fn = "qconvert_avgpool_s16" if node.op == "AveragePool" else "qconvert_maxpool_s16"
-    return _plain(graph, node, index, f"{fn}($in0, $out0, &@L_params);", (), decls, S16_FILES)
+    return _plain(graph, node, index, f"{fn}($in0, $out0, &@L_params);", (), decls, S16_FILES,
+                  _overlap16(graph, node, p, kernel_hw, lambda oc: oc))
 
 
 def _lower_binary16(graph, node, index, options):
