@@ -125,13 +125,14 @@ def run_passes(model: Model, names: list, context: PassContext, keep_uses: bool 
     return counts
 
 
-from . import eliminate as _eliminate  # noqa: E402,F401  (registers the pass)
-from . import fold_constants as _fold_constants  # noqa: E402,F401
-from . import fuse_linear as _fuse_linear  # noqa: E402,F401
-from . import matmul_add as _matmul_add  # noqa: E402,F401
-from . import batchnorm_to_affine as _batchnorm_to_affine  # noqa: E402,F401
-from . import fuse_activation as _fuse_activation  # noqa: E402,F401
-from . import static_batch as _static_batch  # noqa: E402,F401
-from . import cancel_transposes as _cancel_transposes  # noqa: E402,F401
+# the passes register themselves when imported; this order is the order of `all_passes()`
+from .cleanup import eliminate as _eliminate  # noqa: E402,F401  (registers the pass)
+from .cleanup import fold_constants as _fold_constants  # noqa: E402,F401
+from .fusion import fuse_linear as _fuse_linear  # noqa: E402,F401
+from .fusion import matmul_add as _matmul_add  # noqa: E402,F401
+from .fusion import batchnorm_to_affine as _batchnorm_to_affine  # noqa: E402,F401
+from .fusion import fuse_activation as _fuse_activation  # noqa: E402,F401
+from .cleanup import static_batch as _static_batch  # noqa: E402,F401
+from .layout import cancel_transposes as _cancel_transposes  # noqa: E402,F401
 from . import onnx_to_tflite as _onnx_to_tflite  # noqa: E402,F401  (lift-1d, ..., tflite-legalize)
-from . import equalize as _equalize  # noqa: E402,F401
+from .fusion import equalize as _equalize  # noqa: E402,F401

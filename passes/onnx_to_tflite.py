@@ -46,12 +46,12 @@ from qconvert.ir import Graph, Model
 from qconvert.ir.graph import GraphError
 
 from . import PassContext, register_pass, run_passes
-from .layout_nhwc import INPUT_LAYOUTS, NLC, format_problems, rewrite_to_nhwc
-from .layout_rules import RULES
-from .layout_state import NHWC
-from .onnx_to_tflite_math import fuse_rsqrt
-from .onnx_to_tflite_ops import conversion_problems, fuse_hard_swish
-from .onnx_to_tflite_spatial import fuse_channel_shuffle, lift_1d, merge_reshapes
+from .layout.layout_nhwc import INPUT_LAYOUTS, NLC, format_problems, rewrite_to_nhwc
+from .layout.layout_rules import RULES
+from .layout.layout_state import NHWC
+from .layout.onnx_to_tflite_math import fuse_rsqrt
+from .layout.onnx_to_tflite_ops import conversion_problems, fuse_hard_swish
+from .layout.onnx_to_tflite_spatial import fuse_channel_shuffle, lift_1d, merge_reshapes
 from .pipeline import FUSE_PIPELINE, run_pipeline
 
 QUANTIZED_ONNX_OPS = frozenset({"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger",

@@ -40,8 +40,8 @@ def normalization(mean, std, scale) -> dict:
 
 
 def memory_limit(text) -> int:
-    """`--max-memory SIZE` in bytes (default: `quant.memory.default_limit`)."""
-    from .quant.memory import default_limit, parse_size
+    """`--max-memory SIZE` in bytes (default: `executor.memory_limit.default_limit`)."""
+    from .executor.memory_limit import default_limit, parse_size
 
     return default_limit() if text is None else parse_size(text)
 
@@ -51,7 +51,7 @@ def calibration_data(specs, calibration, calibration_random, norm: dict,
     """Calibration samples {input name: array} from --calibration DATA (normalized with `norm`)
     or --calibration-random N (with the warning, on stderr, that it is a smoke run)."""
     from .quant import calibration_data as cd
-    from .quant.memory import check_input_memory, default_limit
+    from .executor.memory_limit import check_input_memory, default_limit
 
     limit = max_memory or default_limit()
     if calibration is not None:

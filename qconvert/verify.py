@@ -275,7 +275,7 @@ def reread(model: Model, fmt: str, data: bytes) -> Model:
 def _quantized_feeds(model: Model, samples: list) -> list:
     """`samples` (float) as `model`'s inputs take them: int8 inputs quantized with their
     parameters (round half away from zero, clamped), float inputs unchanged."""
-    from .quant.numerics import round_half_away
+    from .int8.rounding import round_half_away
 
     g = model.graph
     out = []

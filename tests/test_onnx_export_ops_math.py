@@ -1,5 +1,5 @@
 """ONNX -> TFLite for the activation, normalization and attention ops of exported models
-(passes/onnx_to_tflite_math.py; int8 kernels in qconvert/executor/int_kernels_math.py).
+(passes/layout/onnx_to_tflite_math.py; int8 kernels in qconvert/executor/int_kernels_math.py).
 
 For each small graph: the converted float TFLite model in LiteRT (reference kernels) equals
 onnxruntime (graph optimizations off) within 1e-4 of each output's largest magnitude; the int8

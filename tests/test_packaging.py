@@ -11,5 +11,8 @@ def test_every_package_is_listed():
     listed = set(config["packages"])
     dirs = {".".join(p.parent.relative_to(ROOT).parts)
             for p in (ROOT / "qconvert").rglob("__init__.py")}
-    expected = dirs | set(config["package-dir"])
+    for package, folder in config["package-dir"].items():  # passes/, schemas/ and subpackages
+        dirs |= {".".join((package, *p.parent.relative_to(ROOT / folder).parts))
+                 for p in (ROOT / folder).rglob("__init__.py")}
+    expected = dirs
     assert expected == listed

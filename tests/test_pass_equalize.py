@@ -11,7 +11,7 @@ import numpy as np
 from conftest import TEST_MODELS, OnnxNet, assert_close, run_litert, run_onnx
 from qconvert.model_io import load_model, serialize
 from qconvert.passes import PassContext, run_passes
-from qconvert.passes.equalize import _peaks
+from qconvert.passes.fusion.equalize import _peaks
 
 
 def _model(tmp_path, blob, name="m.onnx"):

@@ -16,7 +16,7 @@ from qconvert.executor.float_kernels import KERNELS
 from qconvert.ir import Graph, Model, Node, QuantParams, Tensor
 from qconvert.model_io import load_model, serialize
 from qconvert.passes import PassContext, run_passes
-from qconvert.passes.fold_constants import MAX_FOLD_ELEMENTS
+from qconvert.passes.cleanup.fold_constants import MAX_FOLD_ELEMENTS
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 

@@ -127,7 +127,7 @@ def test_export_c_header_refuses_a_stateful_model_in_one_line(tmp_path, kind):
 def test_pass_manager_refuses_a_pass_that_drops_a_side_effect(tmp_path, monkeypatch):
     """Every pass is held to it, not only `eliminate`: a pass that drops ASSIGN_VARIABLE is
     named, and nothing is written."""
-    import qconvert.passes.eliminate as eliminate
+    import qconvert.passes.cleanup.eliminate as eliminate
 
     monkeypatch.setattr(eliminate, "is_pure", lambda node: True)
     out = tmp_path / "out.tflite"

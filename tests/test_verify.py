@@ -163,7 +163,7 @@ def test_verify_tolerance_is_the_documented_one():
 def test_fuse_verify_catches_a_dead_state_update_frame_by_frame(tmp_path, monkeypatch):
     """The issue's failure: `eliminate` removing ASSIGN_VARIABLE as dead code. The outputs of
     the first frame still agree; the state frames after it do not, and --verify says so."""
-    import qconvert.passes.eliminate as eliminate
+    import qconvert.passes.cleanup.eliminate as eliminate
 
     monkeypatch.setattr(eliminate, "is_pure",
                         lambda node: node.op not in ("CALL_ONCE", "VAR_HANDLE"))

@@ -26,7 +26,7 @@ def static_int8_shapes(model: Model) -> int:
     feeds (the TFLite converter's Shape -> StridedSlice -> Pack -> Reshape flatten), as TFLite
     Micro, which allocates one sample, sees the model. Only the batch (axis 0) is fixed; the
     number of tensors changed is returned."""
-    from qconvert.passes.static_batch import _set_shape
+    from qconvert.passes.cleanup.static_batch import _set_shape
     from qconvert.passes import PassContext
     from qconvert.passes.pipeline import run_pipeline
 

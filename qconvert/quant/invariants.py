@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import QConvertError
-from .numerics import effective_multipliers, quantize_multiplier
+from qconvert.int8.multipliers import effective_multipliers, quantize_multiplier
 
 _TINY = float(np.finfo(np.float32).tiny)
 _MAX = float(np.finfo(np.float32).max)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .numerics import round_half_away
+from qconvert.int8.rounding import round_half_away
 
 QMIN, QMAX = -128, 127
 WEIGHT_MAX = 127

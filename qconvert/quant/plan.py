@@ -29,8 +29,8 @@ from qconvert.ir import Graph
 from qconvert.ir.graph import list_ops
 
 from qconvert.executor.streaming import is_resource_op, variable_key
+from qconvert.int8.multipliers import conv_multipliers
 
-from .numerics import effective_multipliers, quantize_multiplier
 from .params import activation_params, quantize_layer
 
 FIXED_OUTPUT = {"Softmax": (1.0 / 256.0, -128), "Sigmoid": (1.0 / 256.0, -128),
@@ -331,8 +331,7 @@ def _plan_layer(graph, node, acts, fmt, fc_per_channel, input_mean=None) -> Laye
         raise QConvertError(f"{node.op} {node.name!r}: {exc}") from exc
     # TFLite Micro takes double(s_in) * double(s_w) for per-tensor FC too (measured against
     # its interpreter with probe layers), so every layer uses the double product.
-    real = effective_multipliers(s_in, s_w, s_out)
-    multiplier, shift = quantize_multiplier(np.asarray(real, np.float64))
+    _, multiplier, shift = conv_multipliers(s_in, s_w, s_out)
     return LayerPlan(node.name, node.op, w_q, s_w, axis, per_channel, b_q,
                      np.atleast_1d(multiplier), np.atleast_1d(shift),
                      [int(c) for c in np.flatnonzero(widened)])

@@ -119,7 +119,7 @@ def _calibrate(run: _Run) -> None:
     """Refuse what cannot be quantized or would not fit in memory, then calibrate, keeping the
     float reference of the report's samples when they are the calibration samples."""
     from .calibrate import calibrate
-    from .memory import check_plan_memory, default_limit
+    from qconvert.executor.memory_limit import check_plan_memory, default_limit
     from .ort_engine import check_engine
     from .report import report_samples
 

@@ -65,7 +65,7 @@ class EndToEnd:
 
 def _int8_inputs(graph, feeds: dict) -> dict:
     """Float samples quantized for the model's int8 inputs (float inputs left as they are)."""
-    from .numerics import round_half_away
+    from qconvert.int8.rounding import round_half_away
 
     inputs = {}
     for name, array in feeds.items():

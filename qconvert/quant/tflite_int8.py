@@ -44,7 +44,7 @@ def _frozen(a: np.ndarray) -> np.ndarray:
 
 
 def _quantize_constant(data: np.ndarray, scale, zp) -> np.ndarray:
-    from .numerics import round_half_away
+    from qconvert.int8.rounding import round_half_away
 
     q = round_half_away(data.astype(np.float64) / float(scale)) + zp
     return np.clip(q, -128, 127).astype(np.int8)

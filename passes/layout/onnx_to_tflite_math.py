@@ -25,7 +25,7 @@ import numpy as np
 
 from qconvert.ir import Graph
 
-from .graph_edit import implicit_uses
+from ..graph_edit import implicit_uses
 from .layout_state import Layout, Unmappable, Value, identity
 
 UNMAPPED = "ops with no TFLite mapping"

@@ -19,7 +19,7 @@ import numpy as np
 
 from qconvert.ir import Graph
 
-from . import register_pass
+from .. import register_pass
 
 FUSABLE_LAYERS = frozenset({"Conv2D", "DepthwiseConv2D", "FullyConnected", "Add", "Sub", "Mul"})
 ACTIVATIONS = {"Relu": "RELU", "Relu6": "RELU6"}

@@ -15,7 +15,7 @@ import numpy as np
 
 from qconvert.ir import Graph, Node, Tensor
 
-from . import register_pass
+from .. import register_pass
 from .fuse_linear import AFFINE_RULES
 from .linear_layer import linear_view, new_constant
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from qconvert.ir import Graph, Node
 
-from . import register_pass
+from .. import register_pass
 from .linear_layer import LinearView, channel_vector, fold_affine, linear_view, same_output_shape
 
 

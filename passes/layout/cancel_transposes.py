@@ -16,7 +16,7 @@ import numpy as np
 
 from qconvert.ir import Graph, Tensor
 
-from . import register_pass
+from .. import register_pass
 from .layout_state import order_preserving
 
 

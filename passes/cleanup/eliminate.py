@@ -22,8 +22,8 @@ import numpy as np
 from qconvert.ir import Graph
 from qconvert.schemas.effects import is_pure
 
-from . import register_pass
-from .graph_edit import implicit_uses, used_names
+from .. import register_pass
+from ..graph_edit import implicit_uses, used_names
 
 
 _PASSTHROUGH_OPS = frozenset({"Identity", "Dropout", "Reshape", "Transpose"})

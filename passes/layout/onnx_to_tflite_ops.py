@@ -36,7 +36,7 @@ import numpy as np
 from qconvert.ir import Graph, Node, Tensor
 from qconvert.padding import tflite_padding_of
 
-from . import register_pass
+from .. import register_pass
 from .layout_state import NHWC, Layout, Unmappable, Value, columns, identity, onnx_op
 from .onnx_to_tflite_math import MATH_CHECKS, MATH_RULES, batch_matmul
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from qconvert.ir import Graph, Node
 
-from . import register_pass
+from .. import register_pass
 from .linear_layer import channel_vector, linear_view, new_constant, same_output_shape
 
 
