@@ -232,6 +232,12 @@ def fuse(model, output, pass_list, report, input_shapes, verify):
 @click.option("--rounding", type=click.Choice(["double", "single"]), default="double",
               show_default=True, help="Requantization rounding the report's integer run assumes "
               "(single: CMSIS-NN built with CMSIS_NN_USE_SINGLE_ROUNDING).")
+@click.option("--activations", type=click.Choice(["int8", "int16"]), default="int8",
+              show_default=True, help="int16: 16x8 (int16 activations, int8 weights, int64 "
+              "biases) wherever TFLite Micro has the kernels (TFLite output).")
+@click.option("--int16-layers", metavar="auto|N|NAME,...", help="Mixed 16x8: these layers "
+              "int16, the rest int8, QUANTIZE between (auto: where the SQNR gain is worth the "
+              "bytes; N: the N layers costing the most SQNR).")
 @click.option("--report", type=click.Path(), metavar="FILE.json", help="Also write the report "
               "as JSON.")
 @click.option("--report-html", type=click.Path(), metavar="FILE.html", help="Also write the "
@@ -242,9 +248,9 @@ def fuse(model, output, pass_list, report, input_shapes, verify):
 @verify_option
 @_names_model
 def quantize(model, output, calibration, calibration_random, eval_data, mean, std, scale,
-             method, percentile, per_channel, fc_per_channel, io_type, rounding, no_fuse,
-             no_bias_correction, equalize, engine, batch_size, max_memory, report, report_html,
-             input_layout, input_shapes, verify):
+             method, percentile, per_channel, fc_per_channel, io_type, rounding, activations,
+             int16_layers, no_fuse, no_bias_correction, equalize, engine, batch_size, max_memory,
+             report, report_html, input_layout, input_shapes, verify):
     """Quantize a float model to int8: per-channel weights, calibrated activations.
 
     Fuses first, calibrates with the float reference executor, and writes int8 TFLite (runs in
@@ -264,7 +270,8 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     from .verify import MIN_SQNR_DB
 
     options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
-                               equalize, engine, batch_size, io_type=io_type, rounding=rounding)
+                               equalize, engine, batch_size, io_type=io_type, rounding=rounding,
+                               activations=activations, int16_layers=int16_layers)
     written = quantize_command(model, output, calibration, calibration_random, eval_data, mean,
                                std, scale, options, max_memory, report, report_html,
                                input_layout, input_shapes, verify)

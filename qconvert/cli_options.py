@@ -72,10 +72,12 @@ def calibration_options(fn):
 
 
 def quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction, equalize,
-                     engine, batch_size, max_memory=None, io_type="int8", rounding="double"):
+                     engine, batch_size, max_memory=None, io_type="int8", rounding="double",
+                     activations="int8", int16_layers=None):
     """The `QuantizeOptions` of the calibration options' values (`--max-memory` in bytes)."""
     from .quant.quantize import QuantizeOptions
 
     return QuantizeOptions(method, percentile, fc_per_channel, io_type, rounding, not no_fuse,
                            batch_size, max_memory, bias_correction=not no_bias_correction,
-                           equalize=equalize, engine=engine)
+                           equalize=equalize, engine=engine, activations=activations,
+                           int16_layers=int16_layers)

@@ -126,6 +126,12 @@ def quantize_command(model, output, calibration, calibration_random, eval_data, 
 
     if (calibration is None) == (calibration_random is None):
         raise QConvertError("give exactly one of --calibration DATA or --calibration-random N")
+    if verify and options.wide:
+        from .quant.report import int_executor_runs_int16
+
+        if not int_executor_runs_int16():
+            raise QConvertError("--verify runs the integer executor, which has no 16x8 kernels "
+                                "yet; leave out --verify with int16 activations", model)
     outputs = OutputFiles([model, *cd.data_files(calibration), *cd.data_files(eval_data)])
     for path in (output, report, report_html):
         if path is not None:

@@ -25,12 +25,14 @@ LAYER_REFERENCE_BYTES = 64 << 20  # float activations kept from calibration for 
 
 @dataclass
 class Calibration:
-    """What a calibration run measured: `ranges` {activation: (lo, hi)}, `means` (bias
-    correction's per-channel output means, None without it), `reference` (the float outputs on
-    the first samples, None when none were kept) and `layer_reference` (float activations on the
-    first few samples)."""
+    """What a calibration run measured: `ranges` {activation: (lo, hi)} (as `--method` takes
+    them), `extremes` {activation: (min, max)} (the values seen), `means` (bias correction's
+    per-channel output means, None without it), `reference` (the float outputs on the first
+    samples, None when none were kept) and `layer_reference` (float activations on the first
+    few samples)."""
 
     ranges: dict
+    extremes: dict
     means: dict | None
     reference: dict | None
     layer_reference: dict
@@ -56,8 +58,9 @@ def calibrate(model: Model, calibration: dict, options, keep_first: int,
     with np.errstate(all="ignore"):  # an overflow is reported by the range check, in one line
         reference, layers = run_calibration(model, calibration, options.batch_size, observe,
                                             progress, keep_first, options.engine)
-    return Calibration(collector.ranges(), None if means is None else means.means(),
-                       reference, layers)
+    return Calibration(collector.ranges(),
+                       {k: (collector.lo[k], collector.hi[k]) for k in collector.lo},
+                       None if means is None else means.means(), reference, layers)
 
 
 def needed_ranges(graph) -> set:

@@ -46,6 +46,13 @@ class QuantizeOptions:
     bias_correction: bool = True
     equalize: bool = False
     engine: str = "numpy"
+    activations: str = "int8"            # "int16": 16x8 wherever TFLite Micro has the kernels
+    int16_layers: str | None = None      # "auto", a count, or layer names (mixed 16x8)
+
+    @property
+    def wide(self) -> bool:
+        """True when some activations are to be int16 (16x8)."""
+        return self.activations == "int16" or self.int16_layers is not None
 
 
 @dataclass
@@ -64,6 +71,7 @@ class _Run:
     float_graph: object = None
     float_model: Model | None = None
     names: dict | None = None
+    int16_report: dict | None = None
     report: dict | None = None
 
 
@@ -81,9 +89,14 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
 
 
 def _check_float(run: _Run) -> None:
-    """A float model (one graph, or a streaming model whose state quantizes); int8 weights of a
-    hybrid model dequantized."""
+    """A float model (one graph, or a streaming model whose state quantizes) and 16x8 options
+    qconvert can write; int8 weights of a hybrid model dequantized."""
     run.stateful = check_subgraphs(run.model)
+    if run.options.wide:
+        from .int16_choice import parse_int16_layers
+
+        check_int16_options(run.model, run.options, run.stateful)
+        parse_int16_layers(run.options.int16_layers)
     check_float(run.model.graph)
     dequantize_hybrid_weights(run.model.graph)
 
@@ -137,8 +150,8 @@ def _calibrate(run: _Run) -> None:
 
 
 def _plan(run: _Run) -> None:
-    """The quantization plan; a snapshot of the float graph (and of a streaming model) for the
-    report."""
+    """The quantization plan (16x8 where asked: `int16_report.plan_int16`); a snapshot of the
+    float graph (and of a streaming model) for the report."""
     model = run.model
     measured = run.measured
     run.qplan = _plan_in_range(model.graph, measured.ranges, model.format,
@@ -147,6 +160,14 @@ def _plan(run: _Run) -> None:
     if run.stateful:
         run.float_model = Model(model.format, [run.float_graph] + [
             g.copy() for g in model.graphs[1:]], model.meta)
+    if run.options.wide:
+        from .int16_report import plan_int16
+
+        data = run.evaluation if run.evaluation is not None else run.calibration
+        n = min(run.report_count, len(next(iter(data.values()))))
+        run.qplan, run.int16_report = plan_int16(
+            model.graph, run.float_graph, run.qplan, measured.ranges, measured.extremes,
+            measured.means, run.options, {k: v[:n] for k, v in data.items()}, _plan_in_range)
 
 
 def _tflite_int8(run: _Run) -> None:
@@ -172,20 +193,48 @@ def _qdq(run: _Run) -> None:
 
 
 def _report(run: _Run) -> None:
-    """The model verified, then the report against the float snapshot."""
+    """The model verified, then the report against the float snapshot (a 16x8 plan's figures
+    added, from a fake-quantized run where the integer executor cannot run it)."""
     from .report import build_report
 
     run.model.verify()
     measured = run.measured
+    simulate = None
+    if run.int16_report is not None:
+        from .int16_report import simulated_errors
+
+        sources = run.int16_report.pop("_sources")
+        float_graph, qplan, batch_size = run.float_graph, run.qplan, run.options.batch_size
+
+        def simulate(feeds, layer_reference):
+            return simulated_errors(float_graph, qplan, sources, feeds, layer_reference,
+                                    batch_size)
     run.report = build_report(
         run.float_graph, run.model, run.qplan, run.names,
         run.evaluation if run.evaluation is not None else run.calibration, run.options,
-        measured.reference, measured.layer_reference, run.float_model, run.report_count)
+        measured.reference, measured.layer_reference, run.float_model, run.report_count,
+        simulate)
+    if run.int16_report is not None:
+        from .int16_report import add_to_report
+
+        add_to_report(run.report, run.int16_report, run.qplan)
 
 
 STAGES = {"check-float": _check_float, "static-batch": _static_batch, "fuse": _fuse,
           "equalize": _equalize, "calibrate": _calibrate, "plan": _plan,
           "tflite-int8": _tflite_int8, "qdq": _qdq, "report": _report}
+
+
+def check_int16_options(model: Model, options, stateful: bool) -> None:
+    """Refuse, in one line, 16x8 requests qconvert cannot write."""
+    if options.activations == "int16" and options.int16_layers is not None:
+        raise QConvertError("give --activations int16 or --int16-layers, not both")
+    if model.format != "tflite":
+        raise QConvertError("16x8 (int16 activations) is written to TFLite only (QDQ ONNX "
+                            "output is int8); give a .tflite output")
+    if stateful:
+        raise QConvertError("16x8 (int16 activations) does not apply to a model with resource "
+                            "variables (streaming state stays int8)")
 
 
 def check_subgraphs(model: Model) -> bool:
@@ -239,7 +288,8 @@ def quantize_initial_values(model: Model, qplan) -> None:
                 t.dtype, t.quant = "int8", _quant(scale, zp)
 
 
-def _plan_in_range(graph, ranges: dict, fmt: str, fc_per_channel: bool, means=None):
+def _plan_in_range(graph, ranges: dict, fmt: str, fc_per_channel: bool, means=None,
+                   int16=frozenset()):
     """`plan`, with the output range of a layer whose requantization would need a left shift
     beyond 30 widened until it fits. That happens when the output range is tiny next to the
     input and weight scales (weights that cancel, a constant-zero output): the int8 output is
@@ -247,7 +297,7 @@ def _plan_in_range(graph, ranges: dict, fmt: str, fc_per_channel: bool, means=No
     that cannot be widened this way are left to the writers' invariant check, which refuses."""
     ranges = dict(ranges)
     for _ in range(4):
-        qplan = plan(graph, ranges, fmt, fc_per_channel, means)
+        qplan = plan(graph, ranges, fmt, fc_per_channel, means, int16)
         wide = {out: int(np.max(layer.shift)) for out, layer in qplan.layers.items()
                 if layer.shift is not None and np.size(layer.shift)
                 and int(np.max(layer.shift)) > MAX_SHIFT and out in qplan.activations}
@@ -261,6 +311,8 @@ def _plan_in_range(graph, ranges: dict, fmt: str, fc_per_channel: bool, means=No
             if hi - lo > 0:
                 k = target / scale
                 ranges[out] = (lo * k, hi * k)
+            elif out in int16:
+                ranges[out] = (-32767.0 * target, 32767.0 * target)
             else:
                 ranges[out] = (-128.0 * target, 127.0 * target)
     return qplan

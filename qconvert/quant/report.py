@@ -70,9 +70,10 @@ def _int8_inputs(graph, feeds: dict) -> dict:
     inputs = {}
     for name, array in feeds.items():
         t = graph.tensors[name]
-        if t.dtype == "int8":
+        if t.dtype in ("int8", "int16"):  # int16: a 16x8 model's input
             s, z = float(t.quant.scale[0]), int(t.quant.zero_point[0])
-            array = np.clip(round_half_away(array / s) + z, -128, 127).astype(np.int8)
+            info = np.iinfo(t.dtype)
+            array = np.clip(round_half_away(array / s) + z, info.min, info.max).astype(t.dtype)
         inputs[name] = array
     return inputs
 
@@ -91,7 +92,7 @@ def _tflite_errors(model: Model, feeds: dict, options, layer_reference: dict):
 
     def dequantized(name, array):
         t = graph.tensors.get(name)
-        if t is not None and t.quant is not None and array.dtype == np.int8:
+        if t is not None and t.quant is not None and array.dtype in (np.int8, np.int16):
             return (array.astype(np.float64) - float(t.quant.zero_point[0])) \
                 * float(t.quant.scale[0])
         return array if array.dtype.kind == "f" else None
@@ -114,6 +115,25 @@ def _tflite_errors(model: Model, feeds: dict, options, layer_reference: dict):
         for name in graph.outputs:
             got.setdefault(name, []).append(dequantized(name, out[name]))
     return tracker.energy, {k: np.concatenate(v) for k, v in got.items()}
+
+
+def int_executor_runs_int16(graph=None) -> bool:
+    """True when the integer executor has TFLite Micro's 16x8 kernels (`supported_ops16`) for
+    every op of `graph` that touches an int16 activation (any graph when `graph` is None)."""
+    from qconvert.executor import int_executor
+
+    supported = getattr(int_executor, "supported_ops16", None)
+    if supported is None:
+        return False
+    ops = set(supported())
+
+    def touches_int16(node):
+        names = [n for n in list(node.present_inputs()) + list(node.outputs) if n]
+        return any(graph.tensors[n].dtype == "int16" and graph.tensors[n].data is None
+                   for n in names)
+
+    return graph is None or all(n.op in ops for n in graph.nodes
+                                if not n.opaque and touches_int16(n))
 
 
 def energy_add(energy: dict, name: str, signal: float, noise: float) -> None:
@@ -160,7 +180,8 @@ def _db(signal: float, noise: float) -> float:
 
 def build_report(float_graph, model: Model, qplan, names: dict, data: dict, options,
                  reference: dict | None = None, layer_reference: dict | None = None,
-                 float_model: Model | None = None, samples: int = REPORT_SAMPLES) -> dict:
+                 float_model: Model | None = None, samples: int = REPORT_SAMPLES,
+                 simulate=None) -> dict:
     """The per-layer report over the first `samples` samples of `data` (`report_samples`).
 
     Per layer, "sqnr_db" is the SQNR of its int8 output against the float model's tensor, end
@@ -178,7 +199,13 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
         reference, layer_reference = float_reference(
             float_graph, feeds, options.batch_size, _opset(model),
             clamped_inputs(float_graph) if model.format == "onnx" else frozenset(), float_model)
-    if model.format == "tflite":
+    run = None
+    if model.format == "tflite" and simulate is not None and not int_executor_runs_int16(
+            model.graph):
+        # a 16x8 model the integer executor cannot run yet: a fake-quantized float run
+        energy, got_out = simulate(feeds, layer_reference)
+        run = "fake-quantized float run (the integer executor has no 16x8 kernels)"
+    elif model.format == "tflite":
         energy, got_out = _tflite_errors(model, feeds, options, layer_reference)
     elif getattr(options, "engine", "numpy") == "onnxruntime":
         from .ort_engine import qdq_errors
@@ -224,6 +251,8 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
               "method": options.method, "rounding": options.rounding,
               "bias_correction": getattr(options, "bias_correction", False),
               "equalize": getattr(options, "equalize", False), "output_sqnr_db": out_db}
+    if run is not None:
+        report["report_run"] = run
     if first in ref_out and first in got_out and ref_out[first].dtype.kind == "f":
         # for the HTML report's scatter; not part of the JSON report
         report["_output_pairs"] = (ref_out[first], got_out[first])
@@ -278,6 +307,12 @@ def render_text(result: dict) -> str:
         lines.append(f"output {name}: SQNR {db(value)} dB over {result['samples']} samples")
     if "top1_agreement" in result:
         lines.append(f"top-1 agreement with float: {100 * result['top1_agreement']:.1f}%")
+    if "report_run" in result:
+        lines.append(f"(SQNR figures from a {result['report_run']})")
+    if "int16" in result:
+        from .int16_report import render_int16
+
+        lines += render_int16(result["int16"])
     return "\n".join(lines)
 
 
