@@ -451,7 +451,7 @@ def tflite_legalize(graph: Graph, context) -> int:
             shape_name = graph.fresh_name(f"{node.name}_shape")
             graph.add_tensor(Tensor(shape_name, shape.shape, "int32", shape))
             nodes.append(Node("Reshape", [node.inputs[0], shape_name], list(node.outputs),
-                              {"new_shape": dims}, node.name))
+                              {}, node.name))
             continue
         cur = node.inputs[0]
         for i, (op, name) in enumerate(steps):

@@ -77,17 +77,33 @@ def activation_bytes(graph) -> int:
                if t.data is None and t.dtype.startswith("float") and t.shape is not None)
 
 
-def first_samples(store: dict, count: int, skip=frozenset()):
+def reference_extent(graph, samples: int) -> tuple:
+    """(samples, fraction) of the float activations the report keeps as its per-layer
+    reference: as many of the first `samples` as LAYER_REFERENCE_BYTES hold, at least one; when
+    one sample is larger than that (a ResNet-50 at 224 x 224: 101 MB), the leading `fraction` of
+    each tensor's values of the first sample, so the reference stays within the budget."""
+    size = max(1, activation_bytes(graph))
+    kept = max(1, min(samples, LAYER_REFERENCE_BYTES // size))
+    return kept, min(1.0, LAYER_REFERENCE_BYTES / size) if kept == 1 else 1.0
+
+
+def first_samples(store: dict, count: int, skip=frozenset(), fraction: float = 1.0):
     """An observer that appends copies of each float tensor's samples to `store` ({name: list of
     arrays}) until it holds the first `count` (the observer sees batches in order); tensors in
-    `skip` (those that get no int8 value of their own) are not kept."""
+    `skip` (those that get no int8 value of their own) are not kept. `fraction` < 1 (with
+    `count` 1): only the leading fraction of the first sample's values, as an array [1, m]
+    (`report.EndToEnd` compares that prefix)."""
     held: dict = {}
 
     def keep(name, array):
         have = held.get(name, 0)
         if array.dtype.kind != "f" or not array.ndim or have >= count or name in skip:
             return
-        part = np.array(array[:count - have])
+        if fraction < 1.0:
+            first = array[:1].reshape(1, -1)
+            part = np.array(first[:, :max(1, int(first.shape[1] * fraction))])
+        else:
+            part = np.array(array[:count - have])
         store.setdefault(name, []).append(part)
         held[name] = have + len(part)
 
@@ -121,9 +137,8 @@ def run_calibration(model: Model, calibration: dict, batch_size: int, observe, p
     reference, layers = None, {}
     watch = observe
     if head:
-        kept = max(1, min(head, LAYER_REFERENCE_BYTES // max(1, activation_bytes(model.graph))))
-
-        keep = first_samples(layers, kept, unreported(model))
+        kept, fraction = reference_extent(model.graph, head)
+        keep = first_samples(layers, kept, unreported(model), fraction)
 
         def watch(name, array):
             observe(name, array)
@@ -186,9 +201,9 @@ def float_reference(float_graph, feeds: dict, batch_size: int, opset, skip=froze
         float_graph = float_model
 
     n = len(next(iter(feeds.values())))
-    kept = max(1, min(n, LAYER_REFERENCE_BYTES // max(1, activation_bytes(
-        float_graph.graph if isinstance(float_graph, Model) else float_graph))))
+    kept, fraction = reference_extent(
+        float_graph.graph if isinstance(float_graph, Model) else float_graph, n)
     layers: dict = {}
     outputs = run_float_batched(float_graph, feeds, batch_size,
-                                observe=first_samples(layers, kept, skip), opset=opset)
+                                observe=first_samples(layers, kept, skip, fraction), opset=opset)
     return outputs, joined(layers)

@@ -131,8 +131,10 @@ def _pipeline(model: Model, names, options: dict | None = None) -> None:
 def _calibrate(run: _Run) -> None:
     """Refuse what cannot be quantized or would not fit in memory, then calibrate, keeping the
     float reference of the report's samples when they are the calibration samples."""
+    from qconvert.executor.memory_limit import (check_plan_memory, default_limit,
+                                                release_free_memory)
+
     from .calibrate import calibrate
-    from qconvert.executor.memory_limit import check_plan_memory, default_limit
     from .ort_engine import check_engine
     from .report import report_samples
 
@@ -147,6 +149,7 @@ def _calibrate(run: _Run) -> None:
     run.report_count = report_samples(graph, len(next(iter(data.values()))))
     run.measured = calibrate(model, run.calibration, options,
                              run.report_count if run.evaluation is None else 0, run.progress)
+    release_free_memory()  # the activations calibration freed: before planning allocates
 
 
 def _plan(run: _Run) -> None:
@@ -197,8 +200,11 @@ def _report(run: _Run) -> None:
     added, from a fake-quantized run where the integer executor cannot run it)."""
     from .report import build_report
 
-    run.model.verify()
     measured = run.measured
+    if measured.reference is not None and measured.layer_reference and not run.stateful \
+            and run.int16_report is None:
+        _release_float_weights(run.float_graph, run.model.graph)  # the report needs no weights
+    run.model.verify()
     simulate = None
     if run.int16_report is not None:
         from .int16_report import simulated_errors
@@ -223,6 +229,19 @@ def _report(run: _Run) -> None:
 STAGES = {"check-float": _check_float, "static-batch": _static_batch, "fuse": _fuse,
           "equalize": _equalize, "calibrate": _calibrate, "plan": _plan,
           "tflite-int8": _tflite_int8, "qdq": _qdq, "report": _report}
+
+
+def _release_float_weights(float_graph, graph) -> None:
+    """Drop from the float snapshot the large constants the quantized graph no longer holds
+    (its float weights: int8 copies replaced them), when the report needs only its structure:
+    the float and int8 weights of every layer are then never in memory together through the
+    report's run and the writing."""
+    for name, t in float_graph.tensors.items():
+        if t.data is None or t.data.nbytes <= 4096:
+            continue
+        kept = graph.tensors.get(name)
+        if kept is None or kept.data is not t.data:
+            t.data = None
 
 
 def check_int16_options(model: Model, options, stateful: bool) -> None:

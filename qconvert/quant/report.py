@@ -18,8 +18,8 @@ from .calibrate import float_reference, frames
 from .plan import clamped_inputs
 
 REPORT_SAMPLES = 64
-REPORT_MACS = 16e9  # the report's int8 run stays within this many multiply-accumulates...
-REPORT_MIN_SAMPLES = 4  # ...but covers at least this many samples
+REPORT_MACS = 8e9  # the report's int8 run stays within this many multiply-accumulates...
+REPORT_MIN_SAMPLES = 2  # ...but covers at least this many samples
 
 
 def report_samples(graph, available: int) -> int:
@@ -57,8 +57,11 @@ class EndToEnd:
         if ref is None or self.seen[name] >= len(ref):
             return
         start = self.seen[name]
-        got = values[:len(ref) - start].astype(np.float64)
+        got = values[:len(ref) - start]
         r = ref[start:start + len(got)].astype(np.float64)
+        if got.ndim and got[:1].size != r[:1].size:  # a prefix of each sample (`first_samples`)
+            got = got.reshape(len(got), -1)[:, :r[:1].size]
+        got = got.astype(np.float64)
         self.seen[name] += len(got)
         energy_add(self.energy, name, float(np.sum(r * r)), float(np.sum((r - got) ** 2)))
 
@@ -216,6 +219,7 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
                                              layer_reference)
     ref_out = reference
     layer_samples = min(n, min((len(v) for v in layer_reference.values()), default=n))
+    fraction = _kept_fraction(float_graph, layer_reference)
 
     out_db = {}
     for o in outputs:
@@ -248,6 +252,7 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
                          bias=None if layer.bias is None else layer.bias.tolist())
         layers.append(entry)
     report = {"layers": layers, "samples": n, "layer_samples": layer_samples,
+              **({"layer_sample_fraction": round(fraction, 3)} if fraction < 1 else {}),
               "method": options.method, "rounding": options.rounding,
               "bias_correction": getattr(options, "bias_correction", False),
               "equalize": getattr(options, "equalize", False), "output_sqnr_db": out_db}
@@ -259,6 +264,17 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
     if total:
         report["top1_agreement"] = agree / total
     return report
+
+
+def _kept_fraction(graph, layer_reference: dict) -> float:
+    """The share of each tensor's values of the first sample `first_samples` kept (1.0: whole
+    samples), read off the reference arrays against the tensors' static shapes."""
+    shares = []
+    for name, ref in layer_reference.items():
+        t = graph.tensors.get(name)
+        if ref.ndim == 2 and t is not None and t.static_shape and len(t.shape) > 2:
+            shares.append(ref.shape[1] / max(1, int(np.prod(t.shape[1:]))))
+    return min(shares, default=1.0)
 
 
 def _qp(qplan, name) -> dict:
@@ -300,7 +316,10 @@ def render_text(result: dict) -> str:
         if row.get("widened_channels"):
             lines.append(f"widened weight scales (int32 bias guard): {row['layer']} channels "
                          f"{channel_ranges(row['widened_channels'])}")
-    if result.get("layer_samples", result["samples"]) != result["samples"]:
+    if "layer_sample_fraction" in result:
+        lines.append(f"(layer SQNR over the first {100 * result['layer_sample_fraction']:.0f} % "
+                     "of each tensor's values in the first sample)")
+    elif result.get("layer_samples", result["samples"]) != result["samples"]:
         k = result["layer_samples"]
         lines.append(f"(layer SQNR over the first {k} sample{'s' if k > 1 else ''})")
     for name, value in result["output_sqnr_db"].items():
