@@ -15,7 +15,7 @@ import numpy as np
 from qconvert.ir import Model
 
 from .calibrate import float_reference, frames
-from .plan import clamped_inputs
+from .plan import FC_OPS, clamped_inputs
 
 REPORT_SAMPLES = 64
 REPORT_MACS = 8e9  # the report's int8 run stays within this many multiply-accumulates...
@@ -274,7 +274,7 @@ def _kept_fraction(graph, layer_reference: dict) -> float:
         t = graph.tensors.get(name)
         if ref.ndim == 2 and t is not None and t.static_shape and len(t.shape) > 2:
             shares.append(ref.shape[1] / max(1, int(np.prod(t.shape[1:]))))
-    return min(shares, default=1.0)
+    return max(shares, default=1.0)  # the largest tensor's: the least truncated
 
 
 def _qp(qplan, name) -> dict:
@@ -291,7 +291,7 @@ def _is_classifier(graph) -> bool:
     if producer.op == "Softmax":
         return True
     x = graph.tensors[producer.inputs[0]]
-    return (producer.op in ("FullyConnected", "Gemm", "MatMul") and x.shape is not None
+    return (producer.op in FC_OPS and x.shape is not None
             and isinstance(out.shape[-1], int) and isinstance(x.shape[-1], int)
             and 1 < out.shape[-1] < x.shape[-1])
 
