@@ -134,5 +134,5 @@ from .fusion import batchnorm_to_affine as _batchnorm_to_affine  # noqa: E402,F4
 from .fusion import fuse_activation as _fuse_activation  # noqa: E402,F401
 from .cleanup import static_batch as _static_batch  # noqa: E402,F401
 from .layout import cancel_transposes as _cancel_transposes  # noqa: E402,F401
-from .layout import layout_nhwc as _layout_nhwc  # noqa: E402,F401  (layout-nhwc, tflite-legalize)
+from . import onnx_to_tflite as _onnx_to_tflite  # noqa: E402,F401  (lift-1d, ..., tflite-legalize)
 from .fusion import equalize as _equalize  # noqa: E402,F401
