@@ -441,12 +441,12 @@ def test_our_integer_executor_matches_tflm_bit_for_bit_on_16x8_models(tmp_path, 
     from tflite_micro.python.tflite_micro import runtime
 
     from qconvert.executor.int_executor import run_int8
-    from qconvert.quant.quantize import _int_executor_runs_int16
+    from qconvert.quant.report import int_executor_runs_int16
 
     for model, calib in ((DIGITS, DIGITS_CALIB), (zoo[0], zoo[1])):
         out, report, _ = _quantize(tmp_path, model, calib, f"{model.stem}.tflite", *extra)
         graph = load_model(out).graph
-        assert _int_executor_runs_int16(graph) and "report_run" not in report
+        assert int_executor_runs_int16(graph) and "report_run" not in report
         it = runtime.Interpreter.from_bytes(out.read_bytes())
         d = it.get_input_details(0)
         rng = np.random.default_rng(7)
