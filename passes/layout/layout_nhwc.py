@@ -43,9 +43,12 @@ from qconvert.ir.graph import GraphError
 from .. import PassContext, register_pass, run_passes
 from .layout_rules import RULES
 from .layout_state import NHWC, Converter, Layout, Unmappable, identity
-from .onnx_to_tflite_math import fuse_rsqrt
-from .onnx_to_tflite_ops import UNMAPPED, conversion_problems, fuse_hard_swish
-from .onnx_to_tflite_spatial import fuse_channel_shuffle, lift_1d, merge_reshapes
+from ..fusion.channel_shuffle import fuse_channel_shuffle
+from ..fusion.hard_swish import fuse_hard_swish
+from ..fusion.rsqrt import fuse_rsqrt
+from .merge_reshapes import merge_reshapes
+from .onnx_to_tflite_ops import UNMAPPED, conversion_problems
+from .onnx_to_tflite_spatial import lift_1d
 
 INPUT_LAYOUTS = ("nhwc", "nchw")
 QUANTIZED_ONNX_OPS = frozenset({"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger",
@@ -76,7 +79,7 @@ def _input_perm(cv: Converter, name: str, rank: int) -> tuple:
         return identity(rank)
     if rank == 4:
         return NHWC
-    readers = [n for n in cv.src.nodes if name in n.inputs]
+    readers = cv.src.readers(name)
     if rank == 3 and readers and all(n.op == "Unsqueeze" and n.name.endswith("/h1_in")
                                      for n in readers):
         return NLC
@@ -257,10 +260,9 @@ def describe_conversion(model: Model) -> list:
     for name, perm in conversion.get("outputs", {}).items():
         if tuple(perm) == NHWC:
             lines.append(f"output {name!r}: NHWC {list(graph.tensors[name].shape)}")
-    producers = graph.producers()
     left = []
     for name in conversion.get("transposes", []):
-        node = producers.get(name)
+        node = graph.producer(name)
         src = node.inputs[0] if node is not None else "?"
         where = f"after input {src!r}" if src in graph.inputs else f"after {src!r}"
         left.append(f"{name} ({where})")

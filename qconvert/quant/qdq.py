@@ -33,20 +33,10 @@ MIN_QDQ_OPSET = 13
 CLAMPS = frozenset({"Relu", "Relu6", "Clip"})
 
 
-def _const(graph: Graph, base: str, data: np.ndarray) -> str:
-    name = graph.fresh_name(base)
-    data = np.asarray(data)  # np.ascontiguousarray would make a scalar 1-D
-    if not data.flags.c_contiguous:
-        data = data.copy(order="C")
-    data.flags.writeable = False
-    graph.add_tensor(Tensor(name, tuple(data.shape), str(data.dtype), data))
-    return name
-
-
 def _dq(graph: Graph, q_name: str, scale, zp, axis, base: str) -> tuple:
     """A DequantizeLinear node reading `q_name`; returns (node, output name)."""
-    s = _const(graph, f"{base}_scale", np.asarray(scale, np.float32))
-    z = _const(graph, f"{base}_zero_point", np.asarray(zp))
+    s = graph.add_constant(f"{base}_scale", np.asarray(scale, np.float32))
+    z = graph.add_constant(f"{base}_zero_point", np.asarray(zp))
     out = graph.fresh_name(f"{base}_dequantized")
     shape = graph.tensors[q_name].shape
     graph.add_tensor(Tensor(out, shape, "float32"))
@@ -108,8 +98,8 @@ def apply_qdq(graph: Graph, qplan: QuantPlan, opset: int) -> dict:
                     node.outputs = [source if o == name else o for o in node.outputs]
         q = graph.fresh_name(f"{name}_quantized")
         graph.add_tensor(Tensor(q, t.shape, "int8"))
-        s = _const(graph, f"{name}_scale", np.float32(scale))
-        z = _const(graph, f"{name}_zero_point", np.int8(zp))
+        s = graph.add_constant(f"{name}_scale", np.float32(scale))
+        z = graph.add_constant(f"{name}_zero_point", np.int8(zp))
         nodes = [Node("Quantize", [source, s, z], [q], {}, f"{name}_QuantizeLinear")]
         if as_output:
             nodes.append(Node("Dequantize", [q, s, z], [name], {}, f"{name}_DequantizeLinear"))
@@ -131,7 +121,7 @@ def apply_qdq(graph: Graph, qplan: QuantPlan, opset: int) -> dict:
         for name in [i for i in dict.fromkeys(node.inputs) if i in constants]:
             scale, zp = constants[name]
             data = graph.constant(name)
-            q = _const(graph, f"{name}_quantized", _quantize_constant(data, scale, zp))
+            q = graph.add_constant(f"{name}_quantized", _quantize_constant(data, scale, zp))
             dq, out = _dq(graph, q, scale, np.int8(zp), None, name)
             new_nodes.append(dq)
             node.inputs = [out if i == name else i for i in node.inputs]
@@ -155,7 +145,7 @@ def _layer_weights(graph: Graph, node: Node, layer, s_in) -> list:
     axis = layer.channel_axis if layer.per_channel else None
     channels = layer.weight_scales.size
     w_name = node.inputs[1]
-    q = _const(graph, f"{w_name}_quantized", layer.weights)
+    q = graph.add_constant(f"{w_name}_quantized", layer.weights)
     zp = np.zeros(channels, np.int8) if axis is not None else np.int8(0)
     scale = layer.weight_scales if axis is not None else layer.weight_scales.reshape(())
     dq_w, w_out = _dq(graph, q, scale, zp, axis, w_name)
@@ -170,7 +160,7 @@ def _layer_weights(graph: Graph, node: Node, layer, s_in) -> list:
         if len(node.inputs) < 3 or node.inputs[2] is None:  # a bias bias correction made
             node.inputs[2:] = [graph.fresh_name(f"{node.name or node.outputs[0]}_bias")]
         base = node.inputs[2]
-        bq = _const(graph, f"{base}_quantized", layer.bias.astype(np.int32))
+        bq = graph.add_constant(f"{base}_quantized", layer.bias.astype(np.int32))
         dq_b, b_out = _dq(graph, bq, b_scale, np.zeros(layer.bias.size, np.int32), 0, base)
         node.inputs[2] = b_out
         nodes.append(dq_b)
