@@ -291,3 +291,26 @@ def test_every_fusion_states_its_conditions():
         except KeyError:
             continue
         assert registered.summary == f.summary
+
+
+def test_matmul_add_keeps_an_add_with_a_fused_activation():
+    """Must not fire: a Gemm has no fused activation, so an Add carrying one keeps its MatMul."""
+    from qconvert.passes.fusion.matmul_add import MATMUL_ADD
+
+    g = Graph()
+    g.add_tensor(Tensor("a", (2, 4), F32))
+    g.add_tensor(Tensor("w", (4, 3), F32, np.ones((4, 3), np.float32)))
+    g.add_tensor(Tensor("m", (2, 3), F32))
+    g.add_tensor(Tensor("y", (2, 3), F32))
+    k = _const(g, "k", np.ones(3))
+    g.inputs, g.outputs = ["a"], ["y"]
+    g.nodes = [Node("MatMul", ["a", "w"], ["m"], {}, "mm"),
+               Node("Add", ["m", k], ["y"], {"activation": "RELU"}, "add")]
+    context = PassContext("tflite")
+    assert apply_fusion(g, MATMUL_ADD, context) == 0
+    assert context.skipped["fuse-matmul-add"]["Add 'add'"] == "the Add has fused activation RELU"
+    g.nodes[1].attrs = {}
+    assert apply_fusion(g, MATMUL_ADD, context) == 1
+    assert [n.op for n in g.nodes] == ["Gemm"] and "Add 'add'" not in context.skipped[
+        "fuse-matmul-add"]
+    g.verify()
