@@ -42,7 +42,7 @@ def tflm_outputs(path: Path, frames) -> list:
     from tflite_micro.python.tflite_micro import runtime
 
     from qconvert.model_io import load_model
-    from qconvert.quant.numerics import round_half_away
+    from qconvert.int8.rounding import round_half_away
 
     g = load_model(path).graph
     qi, qo = g.tensors[g.inputs[0]].quant, g.tensors[g.outputs[0]].quant

@@ -383,7 +383,7 @@ def calibration_options(fn):
 
 
 def _max_memory(text):
-    from .quant.memory import default_limit, parse_size
+    from .executor.memory_limit import default_limit, parse_size
 
     return default_limit() if text is None else parse_size(text)
 
@@ -393,7 +393,7 @@ def _calibration_data(specs, calibration, calibration_random, norm: dict,
     """Calibration samples {input name: array} from --calibration DATA (normalized with `norm`)
     or --calibration-random N (with the warning that it is a smoke run)."""
     from .quant import calibration_data as cd
-    from .quant.memory import check_input_memory, default_limit
+    from .executor.memory_limit import check_input_memory, default_limit
 
     limit = max_memory or default_limit()
     if calibration is not None:
@@ -417,6 +417,12 @@ def _calibration_data(specs, calibration, calibration_random, norm: dict,
 @click.option("--rounding", type=click.Choice(["double", "single"]), default="double",
               show_default=True, help="Requantization rounding the report's integer run assumes "
               "(single: CMSIS-NN built with CMSIS_NN_USE_SINGLE_ROUNDING).")
+@click.option("--activations", type=click.Choice(["int8", "int16"]), default="int8",
+              show_default=True, help="int16: 16x8 (int16 activations, int8 weights, int64 "
+              "biases) wherever TFLite Micro has the kernels (TFLite output).")
+@click.option("--int16-layers", metavar="auto|N|NAME,...", help="Mixed 16x8: these layers "
+              "int16, the rest int8, QUANTIZE between (auto: where the SQNR gain is worth the "
+              "bytes; N: the N layers costing the most SQNR).")
 @click.option("--report", type=click.Path(), metavar="FILE.json", help="Also write the report "
               "as JSON.")
 @click.option("--report-html", type=click.Path(), metavar="FILE.html", help="Also write the "
@@ -427,9 +433,9 @@ def _calibration_data(specs, calibration, calibration_random, norm: dict,
 @_verify_option
 @_names_model
 def quantize(model, output, calibration, calibration_random, eval_data, mean, std, scale,
-             method, percentile, per_channel, fc_per_channel, io_type, rounding, no_fuse,
-             no_bias_correction, equalize, engine, batch_size, max_memory, report, report_html,
-             input_layout, input_shapes, verify):
+             method, percentile, per_channel, fc_per_channel, io_type, rounding, activations,
+             int16_layers, no_fuse, no_bias_correction, equalize, engine, batch_size, max_memory,
+             report, report_html, input_layout, input_shapes, verify):
     """Quantize a float model to int8: per-channel weights, calibrated activations.
 
     Fuses first, calibrates with the float reference executor, and writes int8 TFLite (runs in
@@ -451,6 +457,12 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
 
     if (calibration is None) == (calibration_random is None):
         raise QConvertError("give exactly one of --calibration DATA or --calibration-random N")
+    if verify and (activations == "int16" or int16_layers is not None):
+        from .quant.quantize import _int_executor_runs_int16
+
+        if not _int_executor_runs_int16():
+            raise QConvertError("--verify runs the integer executor, which has no 16x8 kernels "
+                                "yet; leave out --verify with int16 activations", model)
     outputs = OutputFiles([model, *cd.data_files(calibration), *cd.data_files(eval_data)])
     for path in (output, report, report_html):
         if path is not None:
@@ -484,7 +496,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     options = QuantizeOptions(method, percentile, fc_per_channel, io_type, rounding,
                               not no_fuse, batch_size, limit,
                               bias_correction=not no_bias_correction, equalize=equalize,
-                              engine=engine)
+                              engine=engine, activations=activations, int16_layers=int16_layers)
     total = len(next(iter(data.values())))
     with cd.Progress(total, "calibrating") as bar:
         try:
@@ -557,6 +569,12 @@ def _render_quant_report(result: dict) -> str:
         lines.append(f"output {name}: SQNR {db(value)} dB over {result['samples']} samples")
     if "top1_agreement" in result:
         lines.append(f"top-1 agreement with float: {100 * result['top1_agreement']:.1f}%")
+    if "report_run" in result:
+        lines.append(f"(SQNR figures from a {result['report_run']})")
+    if "int16" in result:
+        from .quant.int16_report import render_int16
+
+        lines += render_int16(result["int16"])
     return "\n".join(lines)
 
 

@@ -4,6 +4,8 @@ Pads are `[begin_0, begin_1, ..., end_0, end_1, ...]` over the spatial axes (ONN
 2-D that is [top, left, bottom, right]). SAME follows TFLite and ONNX SAME_UPPER:
 `out = ceil(in / stride)`, `total = max((out - 1) * stride + (k - 1) * dilation + 1 - in, 0)`,
 `begin = total // 2`, `end = total - begin`; SAME_LOWER puts the odd pixel at the begin side.
+TFLite's TRANSPOSE_CONV crops its output by pads computed from the output size
+(`transpose_conv_pads`), which the float and int8 kernels and the ONNX -> TFLite layout pass share.
 """
 
 from __future__ import annotations
@@ -34,3 +36,20 @@ def tflite_padding_of(pads, spatial, kernel, strides, dilations) -> str | None:
     if spatial is not None and pads == same_pads(spatial, kernel, strides, dilations):
         return "SAME"
     return None
+
+
+def transpose_conv_pads(padding: str, out_hw, kernel_hw, strides) -> list:
+    """[top, left] crop of TFLite's TRANSPOSE_CONV: ComputePaddingHeightWidth on the output
+    size (dilation 1), the floor half of the total (TFLite Micro ignores the odd offset)."""
+    return transpose_conv_geometry(padding, out_hw, kernel_hw, strides)[0]
+
+
+def transpose_conv_geometry(padding: str, out_hw, kernel_hw, strides) -> tuple:
+    """([top, left] crop, [h, w] input size TFLite expects) of a TRANSPOSE_CONV with output
+    size `out_hw`: LiteRT refuses an input of any other size."""
+    pads, sizes = [], []
+    for out, k, s in zip(out_hw, kernel_hw, strides):
+        size = (out + s - 1) // s if padding == "SAME" else (out - k + s) // s
+        pads.append(max((size - 1) * s + k - out, 0) // 2)
+        sizes.append(size)
+    return pads, sizes

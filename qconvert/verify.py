@@ -275,7 +275,7 @@ def reread(model: Model, fmt: str, data: bytes) -> Model:
 def _quantized_feeds(model: Model, samples: list) -> list:
     """`samples` (float) as `model`'s inputs take them: int8 inputs quantized with their
     parameters (round half away from zero, clamped), float inputs unchanged."""
-    from .quant.numerics import round_half_away
+    from .int8.rounding import round_half_away
 
     g = model.graph
     out = []
@@ -283,9 +283,11 @@ def _quantized_feeds(model: Model, samples: list) -> list:
         feed = {}
         for name, x in s.items():
             t = g.tensors.get(name)
-            if t is not None and t.dtype == "int8" and t.quant is not None:
+            if t is not None and t.dtype in ("int8", "int16") and t.quant is not None:
                 q = round_half_away(np.asarray(x, np.float64) / float(t.quant.scale[0]))
-                feed[name] = np.clip(q + int(t.quant.zero_point[0]), -128, 127).astype(np.int8)
+                info = np.iinfo(t.dtype)  # int16: a 16x8 model's input
+                feed[name] = np.clip(q + int(t.quant.zero_point[0]), info.min,
+                                     info.max).astype(t.dtype)
             else:
                 feed[name] = x
         out.append(feed)

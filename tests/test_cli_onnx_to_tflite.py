@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from conftest import ROOT, TEST_MODELS, assert_close
 from qconvert.cli import main
 from qconvert.model_io import load_model
-from qconvert.quant.numerics import round_half_away
+from qconvert.int8.rounding import round_half_away
 
 DIGITS = TEST_MODELS / "digits_cnn.onnx"
 DIGITS_DATA = TEST_MODELS / "digits_data_nchw.npz"

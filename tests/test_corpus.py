@@ -3,7 +3,7 @@ refuses in one line naming what of the model it cannot handle.
 
 Models: `tests/corpus/manifest.py` (torchvision / Keras architectures with random weights and
 randomised BatchNorm, made once by the generators in tests/corpus; the MLPerf Tiny and digits
-models). Oracles (`tests/corpus/harness.py`): onnxruntime with graph optimizations off and LiteRT
+models). Oracles (`tests/corpus/oracles.py`): onnxruntime with graph optimizations off and LiteRT
 with the reference kernels for float outputs (within `TOLERANCE`, stateful models frame by
 frame), TFLite Micro bit for bit against qconvert's integer executor plus the output SQNR
 against the float model for int8 outputs, gcc -Wall -Wextra -Werror for C headers, the `onnx` /

@@ -22,12 +22,14 @@ import pytest
 
 from conftest import SAMPLE_MODELS, TEST_MODELS, random_inputs
 from qconvert.errors import QConvertError
-from qconvert.executor.int_executor import layer_params, run_int8
-from qconvert.executor.int_kernels import INT_KERNELS, mean_multiplier
+from qconvert.executor.int_executor import run_int8
+from qconvert.executor.int_kernels import INT_KERNELS
+from qconvert.int8.multipliers import mean_multiplier, quantize_multiplier
+from qconvert.int8.prepare import layer_params
 from qconvert.ir import Graph, Model, Node, QuantParams, Tensor
 from qconvert.model_io import load_model, serialize
 from qconvert.padding import same_pads
-from qconvert.quant.numerics import multiply_by_quantized_multiplier, quantize_multiplier
+from qconvert.int8.fixed_point import multiply_by_quantized_multiplier
 from qconvert.tflite_reader import read_tflite
 
 INT8_MODELS = [TEST_MODELS / "kws_ref_model.tflite",

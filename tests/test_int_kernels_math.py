@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from qconvert.errors import QConvertError
-from qconvert.executor.int_executor import layer_params, run_int8
-from qconvert.quant.numerics import quantize_multiplier
+from qconvert.executor.int_executor import run_int8
+from qconvert.int8.multipliers import quantize_multiplier
+from qconvert.int8.prepare import layer_params
 from qconvert.tflite_reader import read_tflite
 from test_int_executor import Q8, _flip_accs, _requant, all_int8_values, assert_same, tflm
 
@@ -177,8 +178,8 @@ def test_rsqrt_multiplier_is_double_at_rounding_ties():
     this TFLite Micro's RSQRT multiplier is 1 / (sqrt(double(s_in)) * double(s_out)), and the
     float32 sqrtf and product of older sources give other bits there. (Candidates are screened
     with the requantization step alone; TFLite Micro judges the ones kept.)"""
-    from qconvert.executor.int_kernels_math import inv_sqrt_multiplier_exp, rdbpot, srdhm, wrap32
-    from qconvert.quant.numerics import multiply_by_quantized_multiplier
+    from qconvert.int8.fixed_point import multiply_by_quantized_multiplier, rdbpot, srdhm, wrap32
+    from qconvert.int8.transcendental import inv_sqrt_multiplier_exp
 
     rng = np.random.default_rng(0)
     every = np.arange(-128, 128).astype(np.int8)[None]

@@ -23,7 +23,7 @@ from onnx import numpy_helper as NH
 
 from qconvert.cli import main
 from qconvert.model_io import load_model
-from qconvert.quant.numerics import round_half_away
+from qconvert.int8.rounding import round_half_away
 
 
 def _invoke(args):

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from conftest import SAMPLE_MODELS, TEST_MODELS, random_inputs, run_litert, run_tflm
 from qconvert.cli import main
-from qconvert.executor.int_executor import layer_params, run_int8
+from qconvert.executor.int_executor import run_int8
+from qconvert.int8.prepare import layer_params
 from qconvert.ir import Tensor
 from qconvert.model_io import load_model
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from qconvert.errors import QConvertError
+from qconvert.executor.float_executor import run_float
+from qconvert.executor.memory_limit import check_plan_memory, default_limit
 from qconvert.ir import Graph
 
 from .. import register_pass
@@ -68,11 +70,7 @@ def static_batch(graph: Graph, context) -> int:
     """Fix a dynamic batch to 1 and make every tensor's shape static (for TFLite Micro)."""
     if all(t.static_shape for t in graph.tensors.values() if t.data is None):
         return 0
-    from qconvert.executor.float_executor import run_float
-
     shapes = _fixed_input_shapes(graph)
-    from qconvert.quant.memory import check_plan_memory, default_limit
-
     # shapes come from one run on zeros: refuse, from the shapes known, a run beyond the limit
     check_plan_memory(graph, 1, context.options.get("max_memory") or default_limit())
     feeds = {name: np.zeros(shape, np.dtype(graph.tensors[name].dtype))

@@ -41,9 +41,9 @@ import numpy as np
 from qconvert.executor.float_kernels_spatial import (RESIZE_COORDINATE_MODES, bilinear_taps,
                                                      nearest_indices, onnx_nearest_indices,
                                                      onnx_resize_plan, onnx_source_coordinates,
-                                                     onnx_split_sizes,
-                                                     transpose_conv_geometry)
+                                                     onnx_split_sizes)
 from qconvert.ir import Graph, Node
+from qconvert.padding import transpose_conv_geometry
 
 from .layout_state import NHWC, Layout, Unmappable, identity, onnx_op
 from .onnx_to_tflite_ops import CHECKS, NON_CONSTANT, UNMAPPED

@@ -29,8 +29,8 @@ from string import Template
 import numpy as np
 
 from qconvert.errors import QConvertError
-from qconvert.executor.int_executor import layer_params
-from qconvert.executor.int_kernels import wrap32
+from qconvert.int8.fixed_point import wrap32
+from qconvert.int8.prepare import layer_params
 
 from .model_steps import Step, _acts, fc_geometry, tensor_dims
 from .memory_plan import PlanStep

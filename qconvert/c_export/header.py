@@ -2,10 +2,10 @@
 
     text = render_header(graph, HeaderOptions(prefix="kws", source_name="kws.tflite", ...))
 
-The numbers are TFLite Micro's load-time values from `int_executor.layer_params`; the op table
-`layer_spec.OP_SPECS` says what each op contributes; names come from `c_names`. Output is a pure
-function of the graph and the options (no dates, no absolute paths), so the same model and
-options give byte-identical headers.
+The numbers are TFLite Micro's load-time values from `qconvert.int8.prepare.layer_params`; the
+op table `layer_spec.OP_SPECS` says what each op contributes; names come from `c_names`. Output
+is a pure function of the graph and the options (no dates, no absolute paths), so the same model
+and options give byte-identical headers.
 
 Per layer (identifier `<prefix>_<layer>_<suffix>`, arrays lower case, macros upper case):
 - `OP_INDEX` (position in the model's operator list); `INPUT_SHAPE` / `_RANK` / `_LEN` for each
@@ -25,7 +25,7 @@ import numpy as np
 
 from qconvert import __version__
 from qconvert.errors import QConvertError
-from qconvert.executor.int_executor import layer_params
+from qconvert.int8.prepare import layer_params
 from qconvert.ir.graph import list_ops
 
 from .c_names import NameTable, layer_base

@@ -1,7 +1,7 @@
 """What the C header emits for each op: one table entry per IR op.
 
-Every number comes from `int_executor.layer_params` (TFLite Micro's Prepare-time values); this
-table only says under which name and in which form each one appears:
+Every number comes from `qconvert.int8.prepare.layer_params` (TFLite Micro's Prepare-time
+values); this table only says under which name and in which form each one appears:
 
 - `fields`: (layer_params key, suffix, kind). Kinds: `int` and `bool` (a `#define`), `float`
   (a `#define` of a float32 literal), `hw` (a [h, w] pair: `_H`, `_W`), `pads` (IR pads

@@ -8,8 +8,8 @@ the `static const` arrays and parameter structs it reads (flash), the kernel sou
 and what the memory plan must know (`memory_plan.PlanStep`: aliases, the overlap the kernel
 allows, scratch bytes).
 
-Every number is TFLite Micro's Prepare-time value from `int_executor.layer_params` (the same
-numbers `export-c-header` writes). Element-wise functions of one int8 value (Relu, Relu6,
+Every number is TFLite Micro's Prepare-time value from `qconvert.int8.prepare.layer_params` (the
+same numbers `export-c-header` writes). Element-wise functions of one int8 value (Relu, Relu6,
 Sigmoid, Tanh, HardSwish, int8 Quantize) become 256-entry tables computed by qconvert's integer
 kernels (bit-exact with TFLite Micro), one per rounding when they differ; data movement
 (Transpose, StridedSlice, Gather, Pad, Concat) becomes strided box copies computed by running
@@ -25,8 +25,9 @@ from string import Template
 import numpy as np
 
 from qconvert.errors import QConvertError
-from qconvert.executor.int_executor import layer_params
 from qconvert.executor.int_kernels import INT_KERNELS, IntContext
+from qconvert.int8.prepare import layer_params
+from qconvert.int8.transcendental import get_reciprocal
 from qconvert.ir.graph import list_ops
 
 from .c_text import c_int
@@ -341,13 +342,8 @@ def _lower_binary(graph, node, index, options):
 
 def div_reciprocals(input2_offset: int) -> tuple:
     """Per raw int8 divisor b (index b + 128): gemmlowp's reciprocal of |b - z2| and its shift,
-    as TFLite's GetReciprocal computes them (the integer executor's arithmetic)."""
-    from qconvert.executor.int_kernels import clz32, one_over_one_plus_x_for_x_in_0_1, wrap32
-
-    d = np.abs(np.arange(-128, 128, dtype=np.int64) + int(input2_offset))
-    headroom = clz32(d)
-    shifted = wrap32(((d << headroom) & 0xFFFFFFFF) - (1 << 31))
-    return one_over_one_plus_x_for_x_in_0_1(shifted), (31 - headroom).astype(np.int64)
+    as TFLite's GetReciprocal computes them (the DIV kernel takes the same `get_reciprocal`)."""
+    return get_reciprocal(np.abs(np.arange(-128, 128, dtype=np.int64) + int(input2_offset)), 31)
 
 
 def _lower_softmax(graph, node, index, options):

@@ -1,7 +1,7 @@
 """More layers as C kernel calls (see `model_steps`): TransposeConv, BatchMatMul,
 ResizeBilinear and Rsqrt.
 
-The numbers are TFLite Micro's Prepare-time values from `int_executor.layer_params`; the
+The numbers are TFLite Micro's Prepare-time values from `qconvert.int8.prepare.layer_params`; the
 bilinear taps are the integer executor's (`_taps_10`, TFLite's ComputeInterpolationValues-
 Integer); Rsqrt is a 256-entry table of the integer kernel over the inputs it is defined for,
 and the C refuses (invoke returns 3) an input below the zero point, where TFLite Micro stops
@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from qconvert.errors import QConvertError
-from qconvert.executor.int_executor import layer_params
 from qconvert.executor.int_kernels import INT_KERNELS, IntContext
 from qconvert.executor.int_kernels_spatial import _taps_10
+from qconvert.int8.prepare import layer_params
 
 from .model_steps import _plain, _ptr, _struct, tensor_dims
 

@@ -243,7 +243,7 @@ def _qdq_pairs(graph: Graph, pinned: set) -> tuple:
         if (q in pinned or node.attrs.get("block_size") or t.dtype != "float32"
                 or t.extra.get("dtype_unknown")
                 or not _scalar_constant(graph, scale, ("float32",))
-                or not _scalar_constant(graph, zero, ("int8", "uint8"))):
+                or not _scalar_constant(graph, zero, ("int8", "uint8", "int16"))):
             continue
         users = readers.get(q, [])
         if users and all(u.op == "Dequantize" and not u.opaque and u.inputs[1:] == [scale, zero]

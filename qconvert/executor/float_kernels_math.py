@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .float_kernels import _axis, kernel
+from .float_kernels_base import _axis, kernel
 
 
 def _float32(node, x: np.ndarray) -> None:

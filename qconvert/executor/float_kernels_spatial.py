@@ -11,7 +11,7 @@ module's docstring).
   `bilinear_taps`), which the integer kernels reuse.
 - TFLite TRANSPOSE_CONV (output_shape, OHWI weights, NHWC x, bias): each input pixel times the
   kernel is added into a (in - 1) * stride + k canvas, cropped from TFLite's padding offset
-  (`transpose_conv_pads`, the value TFLite Micro computes from the output shape).
+  (`qconvert.padding.transpose_conv_pads`, the value TFLite Micro computes from the output shape).
 - ONNX Split (sizes from the input, the attribute, or equal parts), TFLite SPLIT and SPLIT_V.
 """
 
@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from qconvert.quant.numerics import round_half_away
+from qconvert.int8.rounding import round_half_away
+from qconvert.padding import transpose_conv_pads
 
-from .float_kernels import _axis, _float_input, _fused, _ints, _opt, kernel
+from .float_kernels_base import _axis, _float_input, _fused, _ints, _opt, kernel
 
 RESIZE_COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
                            "tf_half_pixel_for_nn")
@@ -210,23 +211,6 @@ def resize_bilinear(node, inputs, out_dtypes):
 
 
 # -- TFLite TRANSPOSE_CONV ------------------------------------------------------------------
-def transpose_conv_pads(padding: str, out_hw, kernel_hw, strides) -> list:
-    """[top, left] crop of TFLite's TRANSPOSE_CONV: ComputePaddingHeightWidth on the output
-    size (dilation 1), the floor half of the total (TFLite Micro ignores the odd offset)."""
-    return transpose_conv_geometry(padding, out_hw, kernel_hw, strides)[0]
-
-
-def transpose_conv_geometry(padding: str, out_hw, kernel_hw, strides) -> tuple:
-    """([top, left] crop, [h, w] input size TFLite expects) of a TRANSPOSE_CONV with output
-    size `out_hw`: LiteRT refuses an input of any other size."""
-    pads, sizes = [], []
-    for out, k, s in zip(out_hw, kernel_hw, strides):
-        size = (out + s - 1) // s if padding == "SAME" else (out - k + s) // s
-        pads.append(max((size - 1) * s + k - out, 0) // 2)
-        sizes.append(size)
-    return pads, sizes
-
-
 @kernel("TransposeConv")
 def transpose_conv(node, inputs, out_dtypes):
     """TFLite TRANSPOSE_CONV (NHWC): see the module docstring; fused activation."""

@@ -1,12 +1,11 @@
 """The integer reference executor: runs an int8 TFLite graph exactly as TFLite Micro does.
 
     outputs = run_int8(graph, {"input": x_int8})            # {output name: array}
-    p = layer_params(graph, node)                             # TFLM's per-layer parameters
 
 `run_int8` evaluates the nodes in order with `int_kernels.INT_KERNELS`, deriving each node's
-parameters (`layer_params`) once per run the way TFLM's Prepare does. Outputs are bit for bit
-those of the TFLite Micro interpreter with its reference kernels (checked by
-tests/test_int_executor.py). `rounding="single"` swaps TFLite's double-rounding requantization
+parameters (`qconvert.int8.prepare.layer_params`) once per run the way TFLM's Prepare does.
+Outputs are bit for bit those of the TFLite Micro interpreter with its reference kernels
+(checked by tests/test_int_executor.py). `rounding="single"` swaps TFLite's double-rounding requantization
 for CMSIS-NN's single rounding (see `int_kernels`). `observe(name, array)` is called for every
 graph input (as fed) and every tensor a node produces, in execution order (the hook of
 `quant.ranges.RangeCollector`).
@@ -32,14 +31,14 @@ from __future__ import annotations
 import numpy as np
 
 from qconvert.errors import QConvertError
+from qconvert.int8.fixed_point import ROUNDINGS
+from qconvert.int8.prepare import layer_params
 from qconvert.ir import Graph
 from qconvert.ir.graph import list_ops
 
-from .int_kernels import INT_KERNELS, INT_PARAMS, IntContext
+from .int_kernels import INT_KERNELS, IntContext
 
-__all__ = ["INT_KERNELS", "layer_params", "run_int8", "supported_ops"]
-
-_ROUNDINGS = ("double", "single")
+__all__ = ["INT_KERNELS", "run_int8", "supported_ops"]
 
 
 def supported_ops() -> list:
@@ -47,32 +46,11 @@ def supported_ops() -> list:
     return sorted(INT_KERNELS)
 
 
-def layer_params(graph, node) -> dict:
-    """The parameters TFLite Micro derives for `node` at Prepare time.
-
-    Conv2D / DepthwiseConv2D / FullyConnected: `output_multiplier` and `output_shift` (int32
-    arrays, one per output channel; one entry for a per-tensor FullyConnected), the real
-    `effective_scale` they encode, `input_offset` (= -z_in), `weights_offset` (FC: -z_w),
-    `output_offset` (= z_out), `activation_min` / `activation_max`, `bias` (int64 copy of the
-    int32 bias, or None), `per_channel`, and the geometry (`strides`, `dilations`, `pads`).
-    Add / Sub: the three (multiplier, shift) pairs and `left_shift` (20); Mul: one pair;
-    Softmax: `input_multiplier`, `input_left_shift`, `diff_min`; Sigmoid / Tanh:
-    `input_multiplier`, `input_left_shift`, `input_range_radius`; pools: the activation
-    clamps; Mean, Relu, Relu6, HardSwish, Quantize, Dequantize, Pad, Concat: see
-    `int_kernels`; LeakyRelu, PRelu, BatchMatMul, Rsqrt, Div: see `int_kernels_math`. Raises QConvertError where TFLM would refuse the node.
-    """
-    graph = _graph(graph)
-    fn = INT_PARAMS.get(node.op)
-    if fn is None or node.opaque:
-        raise QConvertError(f"the integer executor does not support op {node.label}")
-    return fn(graph, node)
-
-
 def run_int8(graph, feeds: dict, rounding: str = "double", observe=None) -> dict:
     """Run `graph` (an int8 TFLite IR Graph, or a Model) on `feeds`; {output name: array}."""
     graph = _graph(graph)
-    if rounding not in _ROUNDINGS:
-        raise ValueError(f"rounding must be one of {_ROUNDINGS}, got {rounding!r}")
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
     _check_ops(graph)
     values, batch = _feeds(graph, feeds)
     ctx = IntContext(rounding=rounding, batch=batch)

@@ -1,11 +1,10 @@
 """Integer kernels of TRANSPOSE_CONV, RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR, SPLIT and
-SPLIT_V, bit-exact with TFLite Micro's reference kernels; registered into
-`int_kernels.INT_KERNELS` / `INT_PARAMS` (same conventions: see that module).
+SPLIT_V, bit-exact with TFLite Micro's reference kernels (TRANSPOSE_CONV's parameters:
+`qconvert.int8.prepare.conv`).
 
-- TRANSPOSE_CONV (reference_integer_ops::TransposeConv): per-channel multipliers as conv
-  (double(s_in) * double(s_w[c]) / double(s_out)); every input pixel's (x - z_in) times the
+- TRANSPOSE_CONV (reference_integer_ops::TransposeConv): every input pixel's (x - z_in) times the
   kernel is accumulated into an int32 canvas at in * stride - pad (pads from the output size,
-  `float_kernels_spatial.transpose_conv_pads`), then bias, requantization, z_out, clamps.
+  `qconvert.padding.transpose_conv_pads`), then bias, requantization, z_out, clamps.
   Accumulated in float64, exact (integers far below 2**53).
 - RESIZE_BILINEAR (reference_ops::ResizeBilinearInteger): 10-bit fixed-point source
   coordinates, scale_10 = (1024 * in + out / 2) / out (align_corners: (1024 * (in - 1) +
@@ -21,45 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from qconvert.quant.numerics import effective_multipliers
+from qconvert.int8.fixed_point import c_div
+from qconvert.int8.prepare.common import fail
 
 from .float_kernels import KERNELS as FLOAT_KERNELS
-from .float_kernels_spatial import nearest_indices, transpose_conv_pads
-from .int_kernels import (INT_PARAMS, _act_range, _batch_guard, _bias, _fail, _no_params,
-                          _per_tensor, _quantize_multipliers, _requantize_acc, kernel, params)
-
-
-# -- TRANSPOSE_CONV -------------------------------------------------------------------------
-@params("TransposeConv")
-def transpose_conv_params(graph, node) -> dict:
-    """TFLM TransposeConv Prepare: per-channel multipliers, the padding of the output size."""
-    w = graph.tensors[node.inputs[1]]
-    if w.data is None or w.data.dtype != np.int8 or w.quant is None or not w.quant.scale.size:
-        _fail(node, f"weights {node.inputs[1]!r} are not int8 constants with scales")
-    shape = graph.tensors[node.inputs[0]].data
-    if shape is None:
-        _fail(node, "output_shape is not a constant")
-    out_shape = [int(v) for v in np.asarray(shape).reshape(-1)]
-    channels, kh, kw, _ = w.data.shape
-    s_in, z_in = _per_tensor(graph, node, node.inputs[2])
-    s_out, z_out = _per_tensor(graph, node, node.outputs[0])
-    s_w = w.quant.scale
-    if s_w.size not in (1, channels):
-        _fail(node, f"{s_w.size} weight scales for {channels} output channels")
-    try:
-        real = effective_multipliers(s_in, np.broadcast_to(s_w, (channels,)), s_out)
-    except ValueError as exc:
-        _fail(node, str(exc))
-    multiplier, shift = _quantize_multipliers(node, real)
-    act_min, act_max = _act_range(node, s_out, z_out)
-    strides = [int(v) for v in node.attrs.get("strides") or [1, 1]]
-    top, left = transpose_conv_pads(node.attrs.get("padding", "VALID"), out_shape[1:3],
-                                    (kh, kw), strides)
-    return {"per_channel": bool(s_w.size > 1), "input_offset": -z_in, "output_offset": z_out,
-            "output_multiplier": multiplier, "output_shift": shift, "effective_scale": real,
-            "activation_min": act_min, "activation_max": act_max,
-            "bias": _bias(graph, node, 3, channels), "strides": strides,
-            "pads": [top, left], "output_shape": out_shape}
+from .float_kernels_spatial import nearest_indices
+from .int_kernel_base import batch_guard, kernel
+from .int_kernels_conv import requantize_acc
 
 
 @kernel("TransposeConv")
@@ -80,14 +47,7 @@ def transpose_conv(node, inputs, p, ctx):
         for kx in range(kw):
             canvas[:, ky:ky + (h - 1) * sh + 1:sh, kx:kx + (wd - 1) * sw + 1:sw, :] += \
                 cols[..., ky, kx]
-    return [_requantize_acc(canvas[:, top:top + oh, left:left + ow, :], p, ctx)]
-
-
-# -- RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR ------------------------------------------------
-def _c_div(a, b: int):
-    """C integer division (truncates toward zero) of int64 arrays by a positive int."""
-    a = np.asarray(a, dtype=np.int64)
-    return np.sign(a) * (np.abs(a) // b)
+    return [requantize_acc(canvas[:, top:top + oh, left:left + ow, :], p, ctx)]
 
 
 def _taps_10(in_size: int, out_size: int, align: bool, hpc: bool) -> tuple:
@@ -99,8 +59,8 @@ def _taps_10(in_size: int, out_size: int, align: bool, hpc: bool) -> tuple:
         scale = ((1 << 10) * in_size + out_size // 2) // out_size
     v = np.arange(out_size, dtype=np.int64)
     coord = v * scale + scale // 2 - (1 << 9) if hpc else v * scale
-    lower = np.maximum(_c_div(coord, 1 << 10), 0)
-    upper = np.minimum(_c_div(coord + (1 << 10) - 1, 1 << 10), in_size - 1)
+    lower = np.maximum(c_div(coord, 1 << 10), 0)
+    upper = np.minimum(c_div(coord + (1 << 10) - 1, 1 << 10), in_size - 1)
     return coord, lower, upper
 
 
@@ -118,7 +78,7 @@ def resize_bilinear(node, inputs, p, ctx):
     """reference_ops::ResizeBilinearInteger (see the module docstring)."""
     x, (oh, ow), align, hpc = _resize_args(node, inputs)
     if align and hpc:
-        _fail(node, "align_corners and half_pixel_centers together")
+        fail(node, "align_corners and half_pixel_centers together")
     yc, y0, y1 = _taps_10(x.shape[1], oh, align, hpc)
     xc, x0, x1 = _taps_10(x.shape[2], ow, align, hpc)
     dy = (yc - (y0 << 10))[None, :, None, None]
@@ -129,7 +89,7 @@ def resize_bilinear(node, inputs, p, ctx):
              + rows1[:, :, x0] * dy * ((1 << 10) - dx)
              + rows0[:, :, x1] * ((1 << 10) - dy) * dx
              + rows1[:, :, x1] * dy * dx)
-    rounded = _c_div(total + np.where(total > 0, 1 << 19, -(1 << 19)), 1 << 20)
+    rounded = c_div(total + np.where(total > 0, 1 << 19, -(1 << 19)), 1 << 20)
     return [rounded.astype(x.dtype)]
 
 
@@ -142,16 +102,11 @@ def resize_nearest(node, inputs, p, ctx):
                                          axis=2))]
 
 
-# -- SPLIT / SPLIT_V ------------------------------------------------------------------------
 @kernel("SplitEqual", "SplitSizes")
 def split(node, inputs, p, ctx):
     """SPLIT / SPLIT_V: the parts copied, parameters kept."""
     axis_input = inputs[0] if node.op == "SplitEqual" else inputs[2]
     rank = (inputs[1] if node.op == "SplitEqual" else inputs[0]).ndim
-    _batch_guard(node, ctx, int(np.asarray(axis_input).reshape(-1)[0]) % rank != 0,
+    batch_guard(node, ctx, int(np.asarray(axis_input).reshape(-1)[0]) % rank != 0,
                  "Split along axis 0")
     return FLOAT_KERNELS[node.op](node, inputs, [None] * len(node.outputs))
-
-
-for _op in ("ResizeBilinear", "ResizeNearest", "SplitEqual", "SplitSizes"):
-    INT_PARAMS[_op] = _no_params

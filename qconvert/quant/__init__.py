@@ -1,5 +1,6 @@
-"""Int8 quantization: fixed-point numerics bit-exact with TFLite Micro and CMSIS-NN.
+"""Int8 quantization: calibration, the quantization plan and the int8 TFLite / QDQ ONNX writers.
 
-`numerics` holds the scalar arithmetic (rounding, QuantizeMultiplier, effective multipliers,
-requantization, fused-activation clamps); see design.md, "Quantization numerics".
+The fixed-point arithmetic (rounding, QuantizeMultiplier, effective multipliers, requantization,
+fused-activation clamps) is `qconvert.int8`'s, shared with the integer executor and the C
+exporter; see design.md, "Quantization numerics".
 """

@@ -119,7 +119,7 @@ def corrected_layer(w: np.ndarray, bias: np.ndarray, w_q: np.ndarray, s_w: np.nd
     """(w_q, s_w, b_q, widened) with the corrected float `bias` quantized against the weights
     already quantized; when that bias would not fit int32 beside the worst-case accumulator,
     `quantize_layer` chooses the weight scales again for it, as it always does."""
-    from .numerics import round_half_away
+    from qconvert.int8.rounding import round_half_away
     from .params import INT32_MAX, bias_scale, quantize_layer
 
     scale = np.broadcast_to(bias_scale(s_in, s_w).astype(np.float64), bias.shape)

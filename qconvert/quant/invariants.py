@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import QConvertError
-from .numerics import effective_multipliers, quantize_multiplier
+from qconvert.int8.multipliers import effective_multipliers, quantize_multiplier
 
 _TINY = float(np.finfo(np.float32).tiny)
 _MAX = float(np.finfo(np.float32).max)
@@ -61,13 +61,17 @@ def _owners(graph) -> dict:
 def check_int8_tflite(graph) -> None:
     """All invariants of the module docstring on an int8 TFLite graph (IR)."""
     check_scales(graph)
+    for t in graph.tensors.values():  # TFLite's 16x8 kernels take symmetric int16 only
+        if t.dtype == "int16" and t.quant is not None and np.any(t.quant.zero_point != 0):
+            raise QConvertError(f"int16 tensor {t.name!r} has a non-zero zero point; "
+                                "cannot write it")
     for node in graph.nodes:
         if node.op not in _LAYERS or node.opaque:
             continue
         ins = node.inputs
         x, w = graph.tensors[ins[0]], graph.tensors[ins[1]]
         out = graph.tensors[node.outputs[0]]
-        if any(t.quant is None or t.dtype not in ("int8", "uint8") for t in (x, w, out)):
+        if any(t.quant is None or t.dtype not in ("int8", "uint8", "int16") for t in (x, w, out)):
             continue
         label = node.name or node.op
         s_in, s_w, s_out = x.quant.scale, w.quant.scale, out.quant.scale

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .numerics import round_half_away
+from qconvert.int8.rounding import round_half_away
 
 QMIN, QMAX = -128, 127
 WEIGHT_MAX = 127
@@ -39,6 +39,28 @@ def activation_params(lo: float, hi: float) -> tuple:
         scale = np.float32(_TINY)
     zero_point = int(np.clip(round_half_away(QMIN - lo / float(scale)), QMIN, QMAX))
     return scale, zero_point
+
+
+INT16_MAX = 32767
+ACC48_MAX = 2**47 - 1  # TFLite's int64 requantization (16x8) takes |accumulator| < 2^47
+
+
+def int16_activation_params(lo: float, hi: float) -> tuple:
+    """(float32 scale, 0) of an int16 activation observed in [lo, hi]: symmetric, zero point
+    0, `scale = max(|lo|, |hi|) / 32767` (TFLite's 16x8 kernels require zero point 0); an
+    empty range gets scale 1."""
+    peak = max(abs(float(lo)), abs(float(hi)))
+    if not np.isfinite(peak):
+        raise ValueError(f"range [{lo}, {hi}] is not finite")
+    if peak <= 0:
+        return np.float32(1.0), 0
+    return np.float32(max(peak / INT16_MAX, float(_TINY))), 0
+
+
+def int64_bias(b: np.ndarray, s_in, s_w: np.ndarray) -> np.ndarray:
+    """The int64 bias of a 16x8 layer: `round_half_away(b / (float32(s_in) * s_w))`."""
+    scale = np.broadcast_to(bias_scale(s_in, s_w).astype(np.float64), np.shape(b))
+    return round_half_away(np.asarray(b, np.float64) / scale).astype(np.int64)
 
 
 def weight_scales(w: np.ndarray, axis: int | None) -> np.ndarray:
@@ -77,7 +99,8 @@ def bias_scale(s_in, s_w) -> np.ndarray:
     return (np.float32(s_in) * np.asarray(s_w, np.float32)).astype(np.float32)
 
 
-def bias_safe_scales(w_abs: np.ndarray, b: np.ndarray | None, s_in, channel_axis: int) -> np.ndarray:
+def bias_safe_scales(w_abs: np.ndarray, b: np.ndarray | None, s_in, channel_axis: int,
+                     limit: int = INT32_MAX, span: int = 255) -> np.ndarray:
     """Per output channel, the smallest weight scale (float64) that keeps the bias plus the
     worst-case accumulator inside int32, in closed form.
 
@@ -86,16 +109,18 @@ def bias_safe_scales(w_abs: np.ndarray, b: np.ndarray | None, s_in, channel_axis
     (times 1 + 2^-22 for the float32 product TFLite takes, + 1/2 for rounding). With inputs
     `|x - z_in| <= 255` the channel stays in int32 when
     `(|b| (1 + 2^-22) / s_in + 255 L1) / s <= INT32_MAX - 1 - 255 K / 2`, which gives `s`.
+    16x8 layers pass `limit` 2^47 - 1 (TFLite's int64 requantization takes accumulators below
+    2^47) and `span` 32768 (|x| of an int16 input).
     """
     axis = channel_axis % w_abs.ndim
     other = tuple(i for i in range(w_abs.ndim) if i != axis)
     l1 = w_abs.sum(axis=other, dtype=np.float64) if other else w_abs.astype(np.float64)
     k = w_abs.size // max(w_abs.shape[axis], 1)
-    room = INT32_MAX - 1.0 - 255.0 * k / 2
+    room = float(limit) - 1.0 - float(span) * k / 2
     if room <= 0:
         raise ValueError(f"{k} weights per channel can overflow an int32 accumulator")
     bias = 0.0 if b is None else np.abs(b) * (1.0 + 2.0**-22) / float(s_in)
-    return (bias + 255.0 * l1) / room * (1.0 + 1e-9)
+    return (bias + float(span) * l1) / room * (1.0 + 1e-9)
 
 
 def _float32_at_least(s: np.ndarray) -> np.ndarray:
@@ -105,9 +130,12 @@ def _float32_at_least(s: np.ndarray) -> np.ndarray:
 
 
 def quantize_layer(w: np.ndarray, b: np.ndarray | None, s_in, channel_axis: int,
-                   per_channel: bool = True) -> tuple:
+                   per_channel: bool = True, bias_bits: int = 32, min_scale: float = 0.0) -> tuple:
     """Quantize a layer's weights and bias; returns (w_q int8, s_w float32, b_q int32 | None,
-    widened bool per scale).
+    widened bool per scale). `bias_bits` 64 (16x8 layers): an int64 bias, and the guard keeps
+    bias plus accumulator below 2^47 instead of int32. `min_scale`: a floor for every scale
+    (16x8: the one keeping the requantization multiplier above 2^-32, where it would round to
+    0).
 
     `channel_axis` is the output-channel axis of `w`; `per_channel` False gives one weight
     scale for the whole tensor (TFLite's per-tensor FULLY_CONNECTED). Each scale is chosen
@@ -132,7 +160,8 @@ def quantize_layer(w: np.ndarray, b: np.ndarray | None, s_in, channel_axis: int,
     natural = weight_scales(w_abs, axis).astype(np.float64)
     b64 = None if b is None else np.broadcast_to(
         np.asarray(b, np.float64).reshape(-1), (w.shape[channel_axis],))
-    guard = bias_safe_scales(w_abs, b64, s_in, channel_axis)
+    guard = (bias_safe_scales(w_abs, b64, s_in, channel_axis) if bias_bits == 32
+             else bias_safe_scales(w_abs, b64, s_in, channel_axis, ACC48_MAX, 32768))
     bias_need = np.zeros_like(guard) if b64 is None else np.abs(b64)
     if not per_channel:
         guard, bias_need = guard.max(keepdims=True), bias_need.max(keepdims=True)
@@ -142,13 +171,16 @@ def quantize_layer(w: np.ndarray, b: np.ndarray | None, s_in, channel_axis: int,
     base = np.where(zero, zero_choice, natural)
     normal_floor = float(_TINY) / float(s_in) * (1.0 + 2.0**-20)
     s_w = _float32_at_least(np.maximum.reduce([base, guard, np.full_like(base, normal_floor),
-                                               np.full_like(base, float(_TINY))]))
+                                               np.full_like(base, max(float(_TINY),
+                                                                      float(min_scale)))]))
     if not np.all(np.isfinite(s_w)) or not np.all(np.isfinite(bias_scale(s_in, s_w))):
         raise ValueError("weights too large for int8 at this input scale (scale overflows float32)")
     widened = ~zero & (s_w > natural.astype(np.float32))
     w_q = quantize_weights(w, s_w, axis)
     if b64 is None:
         return w_q, s_w, None, widened
+    if bias_bits == 64:
+        return w_q, s_w, int64_bias(b64, s_in, s_w), widened
     scale = np.broadcast_to(bias_scale(s_in, s_w).astype(np.float64), b64.shape)
     b_q = round_half_away(b64 / scale)
     other = tuple(i for i in range(w.ndim) if i != channel_axis % w.ndim)

@@ -29,9 +29,12 @@ from qconvert.ir import Graph
 from qconvert.ir.graph import list_ops
 
 from qconvert.executor.streaming import is_resource_op, variable_key
+from qconvert.int8.multipliers import conv_multipliers
 
-from .numerics import effective_multipliers, quantize_multiplier
-from .params import activation_params, quantize_layer
+from .params import activation_params, int16_activation_params, quantize_layer
+
+BORDER = "int16_border"  # node.origin flag of a QUANTIZE between int8 and int16 activations
+FIXED_OUTPUT_INT16 = 1.0 / 32768.0  # int16 softmax / logistic / tanh outputs, zero point 0
 
 FIXED_OUTPUT = {"Softmax": (1.0 / 256.0, -128), "Sigmoid": (1.0 / 256.0, -128),
                 "Tanh": (1.0 / 128.0, 0)}
@@ -55,6 +58,7 @@ class LayerPlan:
     multiplier: np.ndarray = field(default=None)
     shift: np.ndarray = field(default=None)
     widened: list = field(default_factory=list)  # channels whose weight scale was widened
+    input_scale: float | None = None  # s_in the bias was quantized against
 
 
 @dataclass
@@ -64,6 +68,7 @@ class QuantPlan:
     activations: dict            # tensor name -> (float32 scale, int zero point)
     layers: dict                 # layer's first output name -> LayerPlan
     constants: dict              # other float constant name -> (scale, zero point)
+    int16: frozenset = frozenset()  # activations and constants planned int16 (16x8 layers)
 
 
 def dequantize_hybrid_weights(graph: Graph) -> int:
@@ -111,7 +116,7 @@ def check_quantizable(graph: Graph) -> None:
     check_float(graph)
     counts: dict = {}
     for node in graph.nodes:
-        if is_resource_op(node):
+        if is_resource_op(node) or node.origin.get(BORDER):
             continue
         schema = None if node.opaque else schemas.get(node.op)
         if schema is None or schema.int8 is None:
@@ -200,13 +205,11 @@ def clamped_inputs(graph: Graph) -> set:
     return found
 
 
-def plan_activations(graph: Graph, ranges: dict) -> dict:
-    """{tensor: (scale, zero point)} for every float activation (module docstring rules).
-
-    A resource variable is one group: every READ_VARIABLE output and every value an
-    ASSIGN_VARIABLE writes to it share one (scale, zero point), from the union of their ranges,
-    so the int8 state means the same number on both sides of a call (TFLite Micro stores the
-    bytes assigned and hands them back to the next read)."""
+def activation_groups(graph: Graph) -> tuple:
+    """The activations that must share one (scale, zero point): ({root: [member names]},
+    {tensor: fixed (scale, zero point) of its op}, clamped inputs). Pass-through (`same_scale`)
+    ops join their data inputs and outputs, a clamp joins the input it takes over, a resource
+    variable joins its reads and assignments (`plan_activations`)."""
     groups = _Groups()
     fixed: dict = {}
     clamped = clamped_inputs(graph)  # inputs whose own range is not needed
@@ -223,7 +226,7 @@ def plan_activations(graph: Graph, ranges: dict) -> dict:
             elif node.op == "ASSIGN_VARIABLE" and _is_activation(graph, node.inputs[1]):
                 groups.union(node.inputs[1], handles[node.inputs[0]])
             continue
-        rule = schemas.get(node.op).int8
+        rule = _int8_rule(node)
         if rule == "same_scale" and outs:
             ins = [i for i in node.present_inputs() if _is_activation(graph, i)]
             data = ins if node.op == "Concat" else ins[:1]
@@ -238,39 +241,65 @@ def plan_activations(graph: Graph, ranges: dict) -> dict:
     members: dict = {}
     for name in names:
         members.setdefault(groups.find(name), []).append(name)
+    return members, fixed, clamped
+
+
+def _int8_rule(node) -> str | None:
+    """The node's int8 rule; a 16x8 border QUANTIZE (`int16.BORDER`) has its own range."""
+    if node.origin.get(BORDER):
+        return "requantize"
+    return schemas.get(node.op).int8
+
+
+def plan_activations(graph: Graph, ranges: dict, int16=frozenset()) -> dict:
+    """{tensor: (scale, zero point)} for every float activation (module docstring rules);
+    tensors in `int16` get symmetric int16 parameters (zero point 0, the fixed outputs
+    1/32768), as TFLite's 16x8 kernels require.
+
+    A resource variable is one group: every READ_VARIABLE output and every value an
+    ASSIGN_VARIABLE writes to it share one (scale, zero point), from the union of their ranges,
+    so the int8 state means the same number on both sides of a call (TFLite Micro stores the
+    bytes assigned and hands them back to the next read)."""
+    members, fixed, clamped = activation_groups(graph)
     params = {}
     for root, group in members.items():
+        wide = group[0] in int16
         pinned = [fixed[n] for n in group if n in fixed]
         if pinned:
-            scale, zp = np.float32(pinned[0][0]), pinned[0][1]
+            scale, zp = (FIXED_OUTPUT_INT16, 0) if wide else pinned[0]
+            scale = np.float32(scale)
         else:
             seen = [ranges[n] for n in group if n in ranges and n not in clamped]
             if not seen:
                 raise QConvertError(f"tensor {group[0]!r} was never computed during calibration")
-            scale, zp = activation_params(min(r[0] for r in seen), max(r[1] for r in seen))
+            lo, hi = min(r[0] for r in seen), max(r[1] for r in seen)
+            scale, zp = int16_activation_params(lo, hi) if wide else activation_params(lo, hi)
         for n in group:
             params[n] = (np.float32(scale), int(zp))
     return params
 
 
 def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
-         input_means: dict | None = None) -> QuantPlan:
+         input_means: dict | None = None, int16=frozenset()) -> QuantPlan:
     """The whole plan: activations, then each layer's weights and bias against its input scale.
 
     `input_means` ({layer output: mean of its input per channel}, `bias_correction`) turns on
-    bias correction for the layers it names."""
+    bias correction for the layers it names. `int16`: the activations planned int16 (16x8
+    layers, `int16.py`); a layer writing one gets an int64 bias."""
     check_quantizable(graph)
-    acts = plan_activations(graph, ranges)
+    acts = plan_activations(graph, ranges, int16)
     layers = {}
     consts: dict = {}
+    wide_consts: set = set()
     for node in graph.nodes:
-        if is_resource_op(node):
+        if is_resource_op(node) or node.origin.get(BORDER):
             continue
         schema = schemas.get(node.op)
         x_slot, w_slot, b_slot = layer_slots(node)
         if schema.int8 == "per_channel_weights" and graph.constant(node.inputs[w_slot]) is not None:
             layers[node.outputs[0]] = _plan_layer(graph, node, acts, fmt, fc_per_channel,
-                                                  (input_means or {}).get(node.outputs[0]))
+                                                  (input_means or {}).get(node.outputs[0]),
+                                                  node.outputs[0] in int16)
             skip = {node.inputs[i] for i in (w_slot, b_slot) if i < len(node.inputs)}
         else:
             skip = set()
@@ -281,9 +310,12 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
                 continue
             data = t.data.astype(np.float64)
             out = node.outputs[0]
+            own = int16_activation_params if out in int16 else activation_params
             consts[name] = (acts[out] if schema.int8 == "same_scale" and out in acts
-                            else activation_params(data.min(initial=0), data.max(initial=0)))
-    return QuantPlan(acts, layers, consts)
+                            else own(data.min(initial=0), data.max(initial=0)))
+            if out in int16:
+                wide_consts.add(name)
+    return QuantPlan(acts, layers, consts, frozenset(int16) | frozenset(wide_consts))
 
 
 def layer_slots(node) -> tuple:
@@ -297,7 +329,8 @@ def layer_slots(node) -> tuple:
     return (0, 1, 2) if None in slots else slots
 
 
-def _plan_layer(graph, node, acts, fmt, fc_per_channel, input_mean=None) -> LayerPlan:
+def _plan_layer(graph, node, acts, fmt, fc_per_channel, input_mean=None,
+                wide: bool = False) -> LayerPlan:
     x_slot, w_slot, b_slot = layer_slots(node)
     x = node.inputs[x_slot]
     if x not in acts:
@@ -317,7 +350,11 @@ def _plan_layer(graph, node, acts, fmt, fc_per_channel, input_mean=None) -> Laye
                             "weights' channel axis is not the output channel; no int8 form)")
     per_channel = fc_per_channel or node.op not in FC_OPS
     try:
-        w_q, s_w, b_q, widened = quantize_layer(w, b, s_in, axis, per_channel)
+        # 16x8: a weight scale small enough to make s_in s_w / s_out < 2^-32 gives a zero
+        # multiplier (the 48-bit bias guard can ask for one: s_in is ~256x smaller)
+        floor = 2.0**-31 * float(s_out) / float(s_in) * (1 + 1e-6) if wide else 0.0
+        w_q, s_w, b_q, widened = (quantize_layer(w, b, s_in, axis, per_channel, 64, floor)
+                                  if wide else quantize_layer(w, b, s_in, axis, per_channel))
         if input_mean is not None:
             from .bias_correction import corrected_layer, weight_error_bias
 
@@ -325,14 +362,18 @@ def _plan_layer(graph, node, acts, fmt, fc_per_channel, input_mean=None) -> Laye
                                         input_mean)
             if shift_c is not None and np.any(shift_c):
                 base = np.zeros(w.shape[axis]) if b is None else np.asarray(b, np.float64)
-                w_q, s_w, b_q, widened = corrected_layer(
-                    w, base.reshape(-1) + shift_c, w_q, s_w, widened, s_in, axis, per_channel)
+                if wide:  # int64 bias: the weight scales chosen again for it (48-bit guard)
+                    w_q, s_w, b_q, widened = quantize_layer(
+                        w, base.reshape(-1) + shift_c, s_in, axis, per_channel, 64, floor)
+                else:
+                    w_q, s_w, b_q, widened = corrected_layer(
+                        w, base.reshape(-1) + shift_c, w_q, s_w, widened, s_in, axis,
+                        per_channel)
     except ValueError as exc:
         raise QConvertError(f"{node.op} {node.name!r}: {exc}") from exc
     # TFLite Micro takes double(s_in) * double(s_w) for per-tensor FC too (measured against
     # its interpreter with probe layers), so every layer uses the double product.
-    real = effective_multipliers(s_in, s_w, s_out)
-    multiplier, shift = quantize_multiplier(np.asarray(real, np.float64))
+    _, multiplier, shift = conv_multipliers(s_in, s_w, s_out)
     return LayerPlan(node.name, node.op, w_q, s_w, axis, per_channel, b_q,
                      np.atleast_1d(multiplier), np.atleast_1d(shift),
-                     [int(c) for c in np.flatnonzero(widened)])
+                     [int(c) for c in np.flatnonzero(widened)], np.float32(s_in))

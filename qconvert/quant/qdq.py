@@ -24,7 +24,7 @@ import numpy as np
 from qconvert.errors import QConvertError
 from qconvert.ir import Graph, Node, Tensor
 
-from .plan import QuantPlan
+from .plan import QuantPlan, layer_slots
 from .tflite_int8 import _quantize_constant
 
 MIN_QDQ_OPSET = 13
@@ -96,10 +96,11 @@ def apply_qdq(graph: Graph, qplan: QuantPlan, opset: int) -> dict:
             for node in graph.nodes:
                 if name in node.outputs:
                     node.outputs = [source if o == name else o for o in node.outputs]
+        wide = name in qplan.int16  # only in a simulation of a 16x8 plan (`simulate`)
         q = graph.fresh_name(f"{name}_quantized")
-        graph.add_tensor(Tensor(q, t.shape, "int8"))
+        graph.add_tensor(Tensor(q, t.shape, "int16" if wide else "int8"))
         s = graph.add_constant(f"{name}_scale", np.float32(scale))
-        z = graph.add_constant(f"{name}_zero_point", np.int8(zp))
+        z = graph.add_constant(f"{name}_zero_point", np.int16(zp) if wide else np.int8(zp))
         nodes = [Node("Quantize", [source, s, z], [q], {}, f"{name}_QuantizeLinear")]
         if as_output:
             nodes.append(Node("Dequantize", [q, s, z], [name], {}, f"{name}_DequantizeLinear"))
@@ -114,15 +115,18 @@ def apply_qdq(graph: Graph, qplan: QuantPlan, opset: int) -> dict:
     for node in graph.nodes:
         out0 = original.get(node.outputs[0], node.outputs[0]) if node.outputs else None
         layer = qplan.layers.get(out0)
-        s_in = qplan.activations[node.inputs[0]][0] if layer is not None else None
+        s_in = (qplan.activations[node.inputs[layer_slots(node)[0]]][0] if layer is not None
+                else None)
         node.inputs = [renamed.get(i, i) for i in node.inputs]
         if layer is not None:
             new_nodes += _layer_weights(graph, node, layer, s_in)
         for name in [i for i in dict.fromkeys(node.inputs) if i in constants]:
             scale, zp = constants[name]
             data = graph.constant(name)
-            q = graph.add_constant(f"{name}_quantized", _quantize_constant(data, scale, zp))
-            dq, out = _dq(graph, q, scale, np.int8(zp), None, name)
+            width = "int16" if name in qplan.int16 else "int8"
+            q = graph.add_constant(f"{name}_quantized",
+                                   _quantize_constant(data, scale, zp, width))
+            dq, out = _dq(graph, q, scale, np.dtype(width).type(zp), None, name)
             new_nodes.append(dq)
             node.inputs = [out if i == name else i for i in node.inputs]
         new_nodes.append(node)
@@ -144,25 +148,29 @@ def _dq_shared(graph, q, s, z, name):
 def _layer_weights(graph: Graph, node: Node, layer, s_in) -> list:
     axis = layer.channel_axis if layer.per_channel else None
     channels = layer.weight_scales.size
-    w_name = node.inputs[1]
+    _x, w_slot, b_slot = layer_slots(node)
+    w_name = node.inputs[w_slot]
     q = graph.add_constant(f"{w_name}_quantized", layer.weights)
     zp = np.zeros(channels, np.int8) if axis is not None else np.int8(0)
     scale = layer.weight_scales if axis is not None else layer.weight_scales.reshape(())
     dq_w, w_out = _dq(graph, q, scale, zp, axis, w_name)
-    node.inputs[1] = w_out
+    node.inputs[w_slot] = w_out
     nodes = [dq_w]
     if node.op == "Gemm":
         node.attrs["alpha"] = 1.0
         node.attrs["beta"] = 1.0
     if layer.bias is not None:
+        if layer.input_scale is not None:  # the copy a 16x8 border made, in a simulation
+            s_in = layer.input_scale
         b_scale = np.float32(s_in) * layer.weight_scales.astype(np.float32)
         b_scale = np.broadcast_to(b_scale, layer.bias.shape).astype(np.float32)
-        if len(node.inputs) < 3 or node.inputs[2] is None:  # a bias bias correction made
-            node.inputs[2:] = [graph.fresh_name(f"{node.name or node.outputs[0]}_bias")]
-        base = node.inputs[2]
-        bq = graph.add_constant(f"{base}_quantized", layer.bias.astype(np.int32))
-        dq_b, b_out = _dq(graph, bq, b_scale, np.zeros(layer.bias.size, np.int32), 0, base)
-        node.inputs[2] = b_out
+        if len(node.inputs) <= b_slot or node.inputs[b_slot] is None:  # bias correction made it
+            node.inputs[b_slot:] = [graph.fresh_name(f"{node.name or node.outputs[0]}_bias")]
+        base = node.inputs[b_slot]
+        b_type = np.int64 if layer.bias.dtype == np.int64 else np.int32  # int64: 16x8 (simulated)
+        bq = graph.add_constant(f"{base}_quantized", layer.bias.astype(b_type))
+        dq_b, b_out = _dq(graph, bq, b_scale, np.zeros(layer.bias.size, b_type), 0, base)
+        node.inputs[b_slot] = b_out
         nodes.append(dq_b)
     return nodes
 

@@ -48,6 +48,8 @@ class QuantizeOptions:
     bias_correction: bool = True
     equalize: bool = False
     engine: str = "numpy"
+    activations: str = "int8"            # "int16": 16x8 wherever TFLite Micro has the kernels
+    int16_layers: str | None = None      # "auto", a count, or layer names (mixed 16x8)
 
 
 def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
@@ -63,6 +65,12 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
     STATIC_PIPELINE = ("static-batch", "fold-constants", "eliminate")
 
     stateful = check_subgraphs(model)
+    wide = options.activations == "int16" or options.int16_layers is not None
+    if wide:
+        from .int16_choice import parse_int16_layers
+
+        check_int16_options(model, options, stateful)
+        parse_int16_layers(options.int16_layers)
     graph = model.graph
     check_float(graph)
     dequantize_hybrid_weights(graph)
@@ -75,7 +83,7 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
         run_pipeline(model, ("equalize",), PassContext(model.format))
     check_quantizable(graph)
     from .invariants import check_int8_tflite, check_qdq_scales
-    from .memory import check_plan_memory, default_limit
+    from qconvert.executor.memory_limit import check_plan_memory, default_limit
     from .ort_engine import check_engine
 
     check_engine(options.engine, model.format)
@@ -101,11 +109,21 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
                                                 observe, progress,
                                                 n_report if evaluation is None else 0,
                                                 options.engine)
-    qplan = _plan_in_range(graph, collector.ranges(), model.format, options.fc_per_channel,
-                           None if means is None else means.means())
+    ranges = collector.ranges()
+    input_means = None if means is None else means.means()
+    qplan = _plan_in_range(graph, ranges, model.format, options.fc_per_channel, input_means)
     float_graph = _snapshot(graph)
     float_model = Model(model.format, [float_graph] + [_snapshot(g) for g in model.graphs[1:]],
                         model.meta) if stateful else None
+    int16_report = None
+    if wide:
+        from .int16_report import plan_int16
+
+        n = min(n_report, len(next(iter(data.values()))))
+        extremes = {k: (collector.lo[k], collector.hi[k]) for k in collector.lo}
+        qplan, int16_report = plan_int16(graph, float_graph, qplan, ranges, extremes,
+                                         input_means, options,
+                                         {k: v[:n] for k, v in data.items()}, _plan_in_range)
     if model.format == "tflite":
         from .tflite_int8 import apply_tflite_int8
 
@@ -120,8 +138,34 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
         names = apply_qdq(graph, qplan, model.meta.get("opset", 13))
         check_qdq_scales(graph)
     model.verify()
-    return build_report(float_graph, model, qplan, names, data, options, reference,
-                        layer_reference, float_model, n_report)
+    simulate = None
+    if int16_report is not None:
+        from .int16_report import simulated_errors
+
+        sources = int16_report.pop("_sources")
+
+        def simulate(feeds, layer_reference):
+            return simulated_errors(float_graph, qplan, sources, feeds, layer_reference,
+                                    options.batch_size)
+    report = build_report(float_graph, model, qplan, names, data, options, reference,
+                          layer_reference, float_model, n_report, simulate)
+    if int16_report is not None:
+        from .int16_report import add_to_report
+
+        add_to_report(report, int16_report, qplan)
+    return report
+
+
+def check_int16_options(model: Model, options, stateful: bool) -> None:
+    """Refuse, in one line, 16x8 requests qconvert cannot write."""
+    if options.activations == "int16" and options.int16_layers is not None:
+        raise QConvertError("give --activations int16 or --int16-layers, not both")
+    if model.format != "tflite":
+        raise QConvertError("16x8 (int16 activations) is written to TFLite only (QDQ ONNX "
+                            "output is int8); give a .tflite output")
+    if stateful:
+        raise QConvertError("16x8 (int16 activations) does not apply to a model with resource "
+                            "variables (streaming state stays int8)")
 
 
 def report_samples(graph, available: int) -> int:
@@ -294,7 +338,8 @@ def _float_stream(model: Model, feeds: dict, batch_size: int = 1, observe=None, 
 MAX_SHIFT = 30  # TFLite's kernels take a left shift of at most 30
 
 
-def _plan_in_range(graph, ranges: dict, fmt: str, fc_per_channel: bool, means=None):
+def _plan_in_range(graph, ranges: dict, fmt: str, fc_per_channel: bool, means=None,
+                   int16=frozenset()):
     """`plan`, with the output range of a layer whose requantization would need a left shift
     beyond 30 widened until it fits. That happens when the output range is tiny next to the
     input and weight scales (weights that cancel, a constant-zero output): the int8 output is
@@ -302,7 +347,7 @@ def _plan_in_range(graph, ranges: dict, fmt: str, fc_per_channel: bool, means=No
     that cannot be widened this way are left to the writers' invariant check, which refuses."""
     ranges = dict(ranges)
     for _ in range(4):
-        qplan = plan(graph, ranges, fmt, fc_per_channel, means)
+        qplan = plan(graph, ranges, fmt, fc_per_channel, means, int16)
         wide = {out: int(np.max(layer.shift)) for out, layer in qplan.layers.items()
                 if layer.shift is not None and np.size(layer.shift)
                 and int(np.max(layer.shift)) > MAX_SHIFT and out in qplan.activations}
@@ -316,6 +361,8 @@ def _plan_in_range(graph, ranges: dict, fmt: str, fc_per_channel: bool, means=No
             if hi - lo > 0:
                 k = target / scale
                 ranges[out] = (lo * k, hi * k)
+            elif out in int16:
+                ranges[out] = (-32767.0 * target, 32767.0 * target)
             else:
                 ranges[out] = (-128.0 * target, 127.0 * target)
     return qplan
@@ -363,14 +410,15 @@ class _EndToEnd:
 
 def _int8_inputs(graph, feeds: dict) -> dict:
     """Float samples quantized for the model's int8 inputs (float inputs left as they are)."""
-    from .numerics import round_half_away
+    from qconvert.int8.rounding import round_half_away
 
     inputs = {}
     for name, array in feeds.items():
         t = graph.tensors[name]
-        if t.dtype == "int8":
+        if t.dtype in ("int8", "int16"):  # int16: a 16x8 model's input
             s, z = float(t.quant.scale[0]), int(t.quant.zero_point[0])
-            array = np.clip(round_half_away(array / s) + z, -128, 127).astype(np.int8)
+            info = np.iinfo(t.dtype)
+            array = np.clip(round_half_away(array / s) + z, info.min, info.max).astype(t.dtype)
         inputs[name] = array
     return inputs
 
@@ -389,7 +437,7 @@ def _tflite_errors(model: Model, feeds: dict, options, layer_reference: dict):
 
     def dequantized(name, array):
         t = graph.tensors.get(name)
-        if t is not None and t.quant is not None and array.dtype == np.int8:
+        if t is not None and t.quant is not None and array.dtype in (np.int8, np.int16):
             return (array.astype(np.float64) - float(t.quant.zero_point[0])) \
                 * float(t.quant.scale[0])
         return array if array.dtype.kind == "f" else None
@@ -412,6 +460,25 @@ def _tflite_errors(model: Model, feeds: dict, options, layer_reference: dict):
         for name in graph.outputs:
             got.setdefault(name, []).append(dequantized(name, out[name]))
     return tracker.energy, {k: np.concatenate(v) for k, v in got.items()}
+
+
+def _int_executor_runs_int16(graph=None) -> bool:
+    """True when the integer executor has TFLite Micro's 16x8 kernels (`supported_ops16`) for
+    every op of `graph` that touches an int16 activation (any graph when `graph` is None)."""
+    from qconvert.executor import int_executor
+
+    supported = getattr(int_executor, "supported_ops16", None)
+    if supported is None:
+        return False
+    ops = set(supported())
+
+    def touches_int16(node):
+        names = [n for n in list(node.present_inputs()) + list(node.outputs) if n]
+        return any(graph.tensors[n].dtype == "int16" and graph.tensors[n].data is None
+                   for n in names)
+
+    return graph is None or all(n.op in ops for n in graph.nodes
+                                if not n.opaque and touches_int16(n))
 
 
 def _energy_add(energy: dict, name: str, signal: float, noise: float) -> None:
@@ -479,7 +546,8 @@ def _db(signal: float, noise: float) -> float:
 
 def build_report(float_graph, model: Model, qplan, names: dict, data: dict, options,
                  reference: dict | None = None, layer_reference: dict | None = None,
-                 float_model: Model | None = None, samples: int = REPORT_SAMPLES) -> dict:
+                 float_model: Model | None = None, samples: int = REPORT_SAMPLES,
+                 simulate=None) -> dict:
     """The per-layer report over the first `samples` samples of `data` (`report_samples`).
 
     Per layer, "sqnr_db" is the SQNR of its int8 output against the float model's tensor, end
@@ -497,7 +565,13 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
         reference, layer_reference = _float_reference(
             float_graph, feeds, options.batch_size, _opset(model),
             clamped_inputs(float_graph) if model.format == "onnx" else frozenset(), float_model)
-    if model.format == "tflite":
+    run = None
+    if model.format == "tflite" and simulate is not None and not _int_executor_runs_int16(
+            model.graph):
+        # a 16x8 model the integer executor cannot run yet: a fake-quantized float run
+        energy, got_out = simulate(feeds, layer_reference)
+        run = "fake-quantized float run (the integer executor has no 16x8 kernels)"
+    elif model.format == "tflite":
         energy, got_out = _tflite_errors(model, feeds, options, layer_reference)
     elif getattr(options, "engine", "numpy") == "onnxruntime":
         from .ort_engine import qdq_errors
@@ -543,6 +617,8 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
               "method": options.method, "rounding": options.rounding,
               "bias_correction": getattr(options, "bias_correction", False),
               "equalize": getattr(options, "equalize", False), "output_sqnr_db": out_db}
+    if run is not None:
+        report["report_run"] = run
     if first in ref_out and first in got_out and ref_out[first].dtype.kind == "f":
         # for the HTML report's scatter; not part of the JSON report
         report["_output_pairs"] = (ref_out[first], got_out[first])

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .numerics import round_half_away
+from qconvert.int8.rounding import round_half_away
 from .params import QMAX, QMIN
 
 MSE_STEPS = 128   # candidates for a non-negative tensor

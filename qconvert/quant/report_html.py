@@ -7,6 +7,11 @@ quantization adds, the bar that points at the layer to blame), and a scatter plo
 model's output values against the int8 model's on the report's samples, with the diagonal
 y = x. Charts are inline SVG; every name is escaped. The page is XHTML-clean (every element
 closed, attributes quoted) so it also parses as XML.
+
+A 16x8 report (`--activations int16`, `--int16-layers`) adds the choice: the int16 layers marked
+"16" beside their bars, the sensitivity pass's estimated SQNR gain of each candidate layer with
+the bytes it adds (kept ones highlighted), and RAM (activation arena) and flash (weights,
+biases, constants) of the int8 model against the chosen mix.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ table { border-collapse: collapse; } td, th { padding: 2px 10px; text-align: lef
 .added { fill: #5078c8; } text { font-size: 11px; font-family: monospace; }
 .axis { stroke: #444; stroke-width: 1; } .diag { stroke: #999; stroke-dasharray: 4 3; }
 .point { fill: #3264c8; fill-opacity: 0.35; }
+.kept { fill: #7a3ab8; } .skipped { fill: #bbb; } .int8 { fill: #888; } .mix { fill: #7a3ab8; }
 """
 
 
@@ -71,7 +77,8 @@ def sqnr_bars(layers: list) -> str:
                          f'data-kind="{key}" x="{_LABEL_W}" y="{yy + 2}" '
                          f'width="{length:.1f}" height="{_ROW_H - 3}"><title>{_e(label)}: '
                          f'{shown}</title></rect>')
-            parts.append(f'<text x="{_LABEL_W + length + 4:.1f}" y="{yy + 12}">{shown}</text>')
+            parts.append(f'<text x="{_LABEL_W + length + 4:.1f}" y="{yy + 12}">{shown}'
+                         + (' [16]' if k == 0 and row.get("bits") == 16 else '') + '</text>')
     parts.append(f'<text x="{_LABEL_W}" y="12">SQNR (dB), 0 .. {top:.1f}'
                  + (' - green/orange/red: end to end; blue: added by the layer itself'
                     if has_added else '') + '</text>')
@@ -115,6 +122,77 @@ def scatter(reference: np.ndarray, quantized: np.ndarray, size: int = 420) -> st
     return "\n".join(parts)
 
 
+def int16_section(facts: dict) -> list:
+    """The 16x8 choice: a summary, the candidates' estimated gains and the RAM / flash bars."""
+    m8, mix = facts["memory"]["int8"], facts["memory"]["chosen"]
+    rows = [("16x8 mode", facts["mode"]),
+            ("int16 layers", ", ".join(facts["layers"]) or "(none)"),
+            ("ops running 16x8", len(facts["nodes_16x8"])),
+            ("QUANTIZE ops at int8 / int16 borders", facts["requantize_ops"])]
+    est = facts.get("estimated_output_sqnr_db", {})
+    if "chosen_db" in est:
+        rows.append(("estimated output SQNR (fake-quantized)",
+                     f"int8 {est['int8_db']:.2f} dB, chosen {est['chosen_db']:.2f} dB"))
+    for key, label in (("arena_bytes", "RAM: activation arena"),
+                       ("flash_bytes", "flash: weights + biases + constants")):
+        rows.append((label, f"int8 {m8[key]} bytes, chosen {mix[key]} bytes "
+                            f"({mix[key] - m8[key]:+d})"))
+    table = "\n".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    out = ["<h2>16x8 choice</h2>", f"<table>{table}</table>", memory_bars(m8, mix)]
+    if facts.get("sensitivity"):
+        out += ["<h3>Sensitivity: estimated output SQNR gain of each layer alone in int16</h3>",
+                gain_bars(facts["sensitivity"])]
+    return out
+
+
+def gain_bars(rows: list) -> str:
+    """An SVG bar per candidate layer: its estimated gain (dB) and the bytes it adds."""
+    top = max(_finite([r["estimated_gain_db"] for r in rows]) + [0.5])
+    height = (_ROW_H + 4) * len(rows) + 30
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_LABEL_W + _BAR_W + 160}" '
+             f'height="{height}" role="img" aria-label="16x8 sensitivity">']
+    for i, r in enumerate(rows):
+        y = 20 + i * (_ROW_H + 4)
+        gain = r["estimated_gain_db"]
+        length = max(1.0, _BAR_W * max(gain, 0.0) / top) if math.isfinite(gain) else _BAR_W
+        klass = "kept" if r["chosen"] else "skipped"
+        label = f"{r['layer']} ({r['op']})"
+        parts.append(f'<text x="{_LABEL_W - 6}" y="{y + 12}" text-anchor="end">'
+                     f'{_e(label[-48:])}</text>')
+        parts.append(f'<rect class="gain {klass}" data-layer="{_e(r["layer"])}" '
+                     f'x="{_LABEL_W}" y="{y + 2}" width="{length:.1f}" '
+                     f'height="{_ROW_H - 3}"><title>{_e(label)}: {gain:+.2f} dB, '
+                     f'+{r["extra_bytes"]} bytes</title></rect>')
+        parts.append(f'<text x="{_LABEL_W + length + 4:.1f}" y="{y + 12}">{gain:+.2f} dB, '
+                     f'+{r["extra_bytes"]} B{" (kept)" if r["chosen"] else ""}</text>')
+    parts.append(f'<text x="{_LABEL_W}" y="12">estimated gain (dB), 0 .. {top:.1f}; purple: '
+                 'moved to 16x8</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def memory_bars(m8: dict, mix: dict) -> str:
+    """An SVG with int8 and chosen bars for RAM (arena) and flash."""
+    keys = (("arena_bytes", "RAM (arena)"), ("flash_bytes", "flash"))
+    top = max([m8[k] for k, _ in keys] + [mix[k] for k, _ in keys] + [1])
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_LABEL_W + _BAR_W + 160}" '
+             f'height="{4 * (_ROW_H + 4) + 30}" role="img" aria-label="RAM and flash">']
+    y = 20
+    for key, label in keys:
+        for klass, name, value in (("int8", "int8", m8[key]), ("mix", "chosen", mix[key])):
+            length = max(1.0, _BAR_W * value / top)
+            parts.append(f'<text x="{_LABEL_W - 6}" y="{y + 12}" text-anchor="end">'
+                         f'{_e(label)}, {name}</text>')
+            parts.append(f'<rect class="mem {klass}" data-kind="{key}" x="{_LABEL_W}" '
+                         f'y="{y + 2}" width="{length:.1f}" height="{_ROW_H - 3}"/>')
+            parts.append(f'<text x="{_LABEL_W + length + 4:.1f}" y="{y + 12}">{value} bytes'
+                         '</text>')
+            y += _ROW_H + 4
+    parts.append(f'<text x="{_LABEL_W}" y="12">bytes, 0 .. {top}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
 def render_html(result: dict, model_name: str, pairs=None) -> str:
     """The page (module docstring). `pairs`: (float outputs, int8 outputs) for the scatter."""
     rows = [("model", model_name), ("method", result.get("method")),
@@ -130,6 +208,8 @@ def render_html(result: dict, model_name: str, pairs=None) -> str:
     body = [f"<h1>qconvert quantization report: {_e(model_name)}</h1>",
             f"<table>{table}</table>",
             "<h2>Per-layer SQNR</h2>", sqnr_bars(result.get("layers", []))]
+    if "int16" in result:
+        body += int16_section(result["int16"])
     if pairs is not None:
         body += ["<h2>Float vs int8 output</h2>",
                  f"<p>{min(np.asarray(pairs[0]).size, SCATTER_POINTS)} output values of the "

@@ -43,11 +43,12 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _quantize_constant(data: np.ndarray, scale, zp) -> np.ndarray:
-    from .numerics import round_half_away
+def _quantize_constant(data: np.ndarray, scale, zp, dtype: str = "int8") -> np.ndarray:
+    from qconvert.int8.rounding import round_half_away
 
     q = round_half_away(data.astype(np.float64) / float(scale)) + zp
-    return np.clip(q, -128, 127).astype(np.int8)
+    info = np.iinfo(dtype)
+    return np.clip(q, info.min, info.max).astype(dtype)
 
 
 def apply_tflite_int8(graph: Graph, qplan: QuantPlan, io_type: str = "int8") -> None:
@@ -58,20 +59,26 @@ def apply_tflite_int8(graph: Graph, qplan: QuantPlan, io_type: str = "int8") -> 
             readers[name] = readers.get(name, 0) + 1
     for name, (scale, zp) in qplan.activations.items():
         t = graph.tensors[name]
-        t.dtype, t.quant = "int8", _quant(scale, zp)
+        t.dtype, t.quant = _width(qplan, name), _quant(scale, zp)
     for node in graph.nodes:
         layer = qplan.layers.get(node.outputs[0]) if node.outputs else None
         if layer is not None:
             _write_layer(graph, node, layer, qplan, readers)
         if node.op in INT8_VERSIONS:
             node.origin["version"] = INT8_VERSIONS[node.op]
+        if node.op in ("Add", "Sub") and node.outputs and node.outputs[0] in qplan.int16:
+            node.attrs["pot_scale_int16"] = False  # general scales (the schema default is POT)
     for name, (scale, zp) in qplan.constants.items():
         t = graph.tensors[name]
         if t.dtype.startswith("float"):
-            t.data = _frozen(_quantize_constant(t.data, scale, zp))
-            t.dtype, t.quant = "int8", _quant(scale, zp)
+            t.data = _frozen(_quantize_constant(t.data, scale, zp, _width(qplan, name)))
+            t.dtype, t.quant = _width(qplan, name), _quant(scale, zp)
     if io_type == "float32":
         _float_edges(graph)
+
+
+def _width(qplan: QuantPlan, name: str) -> str:
+    return "int16" if name in qplan.int16 else "int8"
 
 
 def _write_layer(graph: Graph, node: Node, layer, qplan: QuantPlan, readers: dict) -> None:
@@ -98,7 +105,8 @@ def _write_layer(graph: Graph, node: Node, layer, qplan: QuantPlan, readers: dic
                                     bias.astype(np.int32), "int32")
         node.inputs[b_slot] = b_name
     b = graph.tensors[b_name]
-    b.data, b.dtype, b.shape = _frozen(bias.astype(np.int32)), "int32", tuple(bias.shape)
+    b_type = "int64" if bias.dtype == np.int64 else "int32"  # int64: a 16x8 layer's bias
+    b.data, b.dtype, b.shape = _frozen(bias.astype(b_type)), b_type, tuple(bias.shape)
     b_scale = np.float32(s_in) * layer.weight_scales.astype(np.float32)
     b.quant = _quant(b_scale, 0, 0)
     if node.op == "FullyConnected" and layer.per_channel:
@@ -111,7 +119,7 @@ def _float_edges(graph: Graph) -> None:
     for name in list(graph.inputs):
         t = graph.tensors[name]
         q_name = graph.fresh_name(f"{name}_int8")
-        graph.add_tensor(Tensor(q_name, t.shape, "int8", quant=t.quant, extra=dict(t.extra)))
+        graph.add_tensor(Tensor(q_name, t.shape, t.dtype, quant=t.quant, extra=dict(t.extra)))
         t.dtype, t.quant = "float32", None
         for node in graph.nodes:
             node.inputs = [q_name if i == name else i for i in node.inputs]
@@ -121,7 +129,7 @@ def _float_edges(graph: Graph) -> None:
     for i, name in enumerate(list(graph.outputs)):
         t = graph.tensors[name]
         q_name = graph.fresh_name(f"{name}_int8")
-        graph.add_tensor(Tensor(q_name, t.shape, "int8", quant=t.quant))
+        graph.add_tensor(Tensor(q_name, t.shape, t.dtype, quant=t.quant))
         for node in graph.nodes:
             node.outputs = [q_name if o == name else o for o in node.outputs]
             node.inputs = [q_name if x == name else x for x in node.inputs]

@@ -1,4 +1,5 @@
-/* Independent scalar C oracle for qconvert/quant/numerics.py, written from the TFLite / gemmlowp /
+/* Independent scalar C oracle for qconvert/int8 (fixed_point.py, multipliers.py), written
+ * from the TFLite / gemmlowp /
  * CMSIS-NN definitions: QuantizeMultiplier (libm frexp and round, int64), gemmlowp's
  * SaturatingRoundingDoublingHighMul and RoundingDivideByPOT, TFLite's double-rounding
  * MultiplyByQuantizedMultiplier and CMSIS-NN's single-rounding arm_nn_requantize.

@@ -1,4 +1,4 @@
-"""qconvert.quant.numerics against independent oracles.
+"""qconvert.int8 (rounding, fixed point, multipliers, activation range) against oracles.
 
 The integer kernels are checked against tests/c/quant_oracle.c: scalar C written from the
 TFLite / gemmlowp / CMSIS-NN definitions (libm frexp and round, int64 arithmetic), compiled here
@@ -23,15 +23,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qconvert.quant.numerics import (
-    activation_range,
-    effective_multipliers,
+from qconvert.int8.activation_range import activation_range
+from qconvert.int8.fixed_point import (
     multiply_by_quantized_multiplier,
-    quantize_multiplier,
-    round_half_away,
     rounding_divide_by_pot,
     saturating_rounding_doubling_high_mul,
 )
+from qconvert.int8.multipliers import (
+    effective_multipliers,
+    frexp_multiplier,
+    quantize_multiplier,
+    quantize_multiplier_greater_than_one,
+    quantize_multiplier_smaller_than_one,
+)
+from qconvert.int8.rounding import round_half_away
+from qconvert.int8.transcendental import get_reciprocal
 
 C_SOURCE = Path(__file__).resolve().parent / "c" / "quant_oracle.c"
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -417,3 +423,39 @@ def test_activation_range_rejects():
     with pytest.raises(ValueError):  # 6 / 1e-12 overflows int32: TFLite fails at Prepare
         activation_range("RELU6", 1e-12, 0)
     assert activation_range("RELU", 1e-12, 0) == (0, 127)  # only q(0) is computed
+
+
+# --- QuantizeMultiplier variants, frexp multiplier, GetReciprocal ----------------------------
+
+def test_quantize_multiplier_variants_check_their_range():
+    # Inside their ranges they are QuantizeMultiplier (values from frexp by hand, as above).
+    assert [v.tolist() for v in quantize_multiplier_smaller_than_one([0.75, 2**-32])] == \
+        [[3 * 2**29, 2**30], [0, -31]]
+    assert [v.tolist() for v in quantize_multiplier_greater_than_one([3.0, 1 + 2**-31])] == \
+        [[3 * 2**29, 2**30 + 1], [2, 1]]
+    for bad in (1.0, 0.0, -0.5, np.nan, [0.5, 1.5]):
+        with pytest.raises(ValueError):
+            quantize_multiplier_smaller_than_one(bad)
+    for bad in (1.0, 0.5, np.nan, np.inf, [2.0, 0.5]):
+        with pytest.raises(ValueError):
+            quantize_multiplier_greater_than_one(bad)
+
+
+def test_frexp_multiplier_keeps_the_unnormalized_rounding():
+    # 0.75 = 0.75 * 2**0 -> 0.75 * 2**31; 5 * 2**27 = 0.625 * 2**30.
+    assert frexp_multiplier(0.75) == (3 * 2**29, 0)
+    assert frexp_multiplier(5.0 * 2**27) == (5 * 2**28, 30)
+    # A mantissa that rounds up to 2**31 is not renormalized: int32 wraps it to INT32_MIN.
+    assert frexp_multiplier(1 - 2**-40) == (INT32_MIN, 0)
+
+
+def test_get_reciprocal_against_exact_fractions():
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.integers(1, 2**31, 2000), [1, 2, 3, 255, 2**30, 2**31 - 1]])
+    for digits in (12, 31):
+        recip, bits = get_reciprocal(x, digits)
+        for xi, r, b in zip(x.tolist(), recip.tolist(), bits.tolist()):
+            want = Fraction(2 ** (31 - digits), xi)  # 1 / (x read as Q(digits).(31 - digits))
+            got = Fraction(r, 2**31) * Fraction(2) ** -b
+            # gemmlowp halves the normalized x first (RoundingHalfSum), losing its lowest bit
+            assert abs(got - want) <= want * Fraction(1, 2**25), (xi, digits, r, b)

@@ -1,8 +1,10 @@
-"""Memory a quantization plan needs, estimated from shapes before anything is allocated.
+"""The memory limit of reference-executor runs: what a run needs, estimated from shapes before
+anything is allocated, refused beyond `--max-memory`.
 
-Calibration runs the float reference executor over batches; a layer whose static shapes make a
-huge tensor (a MatMul whose constant turns a column into a 13 GiB outer product, an input with a
-dimension of 2^40) would otherwise be allocated, swap the machine or crash. `check_plan_memory`
+Calibration and static-batch's shape inference run the float reference executor (calibration
+over batches); a layer whose static shapes make a huge tensor (a MatMul whose constant turns a
+column into a 13 GiB outer product, an input with a dimension of 2^40) would otherwise be
+allocated, swap the machine or crash. `check_plan_memory`
 refuses such a plan up front, naming the layer, when the working set of any one layer (its inputs
 and outputs, float32, for one batch) exceeds the limit (`--max-memory`, default: half the
 physical memory, at most 8 GiB). `check_input_memory` does the same for the calibration

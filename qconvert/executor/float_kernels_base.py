@@ -1,0 +1,129 @@
+"""The float kernel registry and what every float kernel family shares.
+
+`KERNELS` maps an IR op name to its kernel, `CONTEXT_KERNELS` names the ops whose kernel also
+takes `ctx` (a `KernelContext`), `kernel(...)` registers a kernel; the contract the kernels
+follow is in `float_kernels` (import the table from there: it loads every family). The helpers
+read constant inputs / attributes, check dtypes and apply TFLite's fused activation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+
+KERNELS: dict[str, Callable] = {}
+CONTEXT_KERNELS: set = set()  # ops whose kernel takes the keyword argument `ctx`
+
+
+@dataclass(frozen=True)
+class KernelContext:
+    """Facts about a node that live in the graph, not in the node: given to the kernels of
+    `CONTEXT_KERNELS` as the keyword argument `ctx` (the executor builds one per node).
+
+    - `input_quant` / `output_quant`: the `QuantParams` (or None) of each input / output tensor,
+      in slot order. TFLite Quantize reads its output's, TFLite Dequantize its input's, and a
+      TFLite Conv2D / FullyConnected with int8 weights and a float input (a "hybrid" op, from
+      dynamic-range quantization) its weights'.
+    - `onnx_opset`: the model's default-domain ONNX opset; None for TFLite or when unknown.
+      ONNX Softmax before opset 13 flattens the input to 2-D at `axis`.
+
+    A caller without a graph (fold-constants) passes no `ctx`; a kernel that cannot compute the
+    node exactly without it raises NotImplementedError (so fold-constants skips the node).
+    """
+
+    input_quant: tuple = ()
+    output_quant: tuple = ()
+    onnx_opset: int | None = None
+
+    def in_quant(self, index: int):
+        return self.input_quant[index] if index < len(self.input_quant) else None
+
+    def out_quant(self, index: int):
+        return self.output_quant[index] if index < len(self.output_quant) else None
+
+
+def kernel(*ops: str, context: bool = False):
+    """Register the decorated function as the kernel of each IR op in `ops`; with `context`,
+    the kernel also takes `ctx=None` (a `KernelContext`)."""
+
+    def wrap(fn):
+        for op in ops:
+            KERNELS[op] = fn
+            if context:
+                CONTEXT_KERNELS.add(op)
+        return fn
+
+    return wrap
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def _ints(a) -> list:
+    """A constant input or attribute as a list of Python ints."""
+    return [int(v) for v in np.asarray(a).reshape(-1)]
+
+
+def _input_or_attr(node, inputs, index: int, *attrs):
+    """Input `index` when present, else the first attribute of `attrs` that is set, else None."""
+    if len(inputs) > index and inputs[index] is not None:
+        return _ints(inputs[index])
+    for name in attrs:
+        if node.attrs.get(name) is not None:
+            return _ints(node.attrs[name])
+    return None
+
+
+def _axis(axis: int, rank: int) -> int:
+    if not -rank <= axis < rank:
+        raise ValueError(f"axis {axis} out of range for rank {rank}")
+    return axis + rank if axis < 0 else axis
+
+
+_ACTIVATIONS = {
+    "NONE": lambda y: y,
+    "RELU": lambda y: np.maximum(y, y.dtype.type(0)),
+    "RELU6": lambda y: np.minimum(np.maximum(y, y.dtype.type(0)), y.dtype.type(6)),
+    "RELU_N1_TO_1": lambda y: np.minimum(np.maximum(y, y.dtype.type(-1)), y.dtype.type(1)),
+    "TANH": np.tanh,
+}
+
+
+def _fused(node, y: np.ndarray) -> np.ndarray:
+    """Apply the TFLite fused activation of `node` (ONNX nodes have none)."""
+    name = node.attrs.get("activation", "NONE")
+    if name not in _ACTIVATIONS:
+        raise NotImplementedError(f"fused activation {name}")
+    return np.asarray(_ACTIVATIONS[name](y), dtype=y.dtype)
+
+
+def _opt(inputs, index: int):
+    """Optional input `index`, or None when it is omitted."""
+    return inputs[index] if len(inputs) > index else None
+
+
+def _float_input(node, x: np.ndarray) -> None:
+    if x.dtype.kind != "f":
+        raise NotImplementedError(f"{node.op} of {x.dtype} (the float executor computes floats; "
+                                  "quantized ops are the integer executor's)")
+
+
+def _float_operand(node, a: np.ndarray, dtype, what: str) -> np.ndarray:
+    """A float weight / bias operand in the computation's dtype (float16 weights widen)."""
+    if a.dtype.kind != "f":
+        raise NotImplementedError(f"{node.op} with {a.dtype} {what} and a float input")
+    return _aligned(a.astype(dtype, copy=False))
+
+
+def _aligned(a: np.ndarray) -> np.ndarray:
+    """`a`, copied when unaligned or not C-contiguous: constants read from ONNX files are views
+    of the file's bytes, often unaligned, and numpy's matmul skips BLAS (100x slower) on those."""
+    return np.require(a, requirements=("C", "A"))
+
+
+def _layout(node) -> str:
+    layout = node.attrs.get("layout", "NCHW") or "NCHW"
+    if layout not in ("NCHW", "NHWC"):
+        raise NotImplementedError(f"layout {layout}")
+    return layout

@@ -1,0 +1,146 @@
+"""Float kernels of the pools and reductions: MaxPool, AveragePool, GlobalAveragePool,
+GlobalMaxPool, Mean (TFLite), ReduceMean, ReduceMax and ReduceSum. Registered into
+`float_kernels.KERNELS` (same contract: see that module's docstring). Padding never wins a max;
+averages divide by the valid element count or the taps inside the explicit pads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .float_kernels_base import _axis, _float_input, _fused, _input_or_attr, _ints, _layout, kernel
+from .float_kernels_window import (_out_sizes, _pad_spatial, _sample_chunks, _spatial_attrs,
+                                   _spatial_axes, _taps)
+
+
+def _pool(node, x, kind: str) -> np.ndarray:
+    _float_input(node, x)
+    nhwc = _layout(node) == "NHWC"
+    axes = _spatial_axes(x.ndim, nhwc)
+    rank = len(axes)
+    kernel = _ints(node.attrs.get("kernel_shape") or [])
+    if len(kernel) != rank:
+        raise ValueError(f"{node.op}: kernel_shape {kernel} for a {x.ndim}-D input")
+    spatial = [x.shape[a] for a in axes]
+    strides, dilations, pads = _spatial_attrs(node, spatial, kernel, dilate_same=False)
+    ceil_mode = bool(int(node.attrs.get("ceil_mode", 0) or 0))
+    out = _out_sizes(spatial, kernel, strides, dilations, pads, ceil_mode)
+    # the last window may run past the end padding (ceil_mode): pad that too, never counted
+    extra = [max(0, (out[i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1
+                 - (spatial[i] + pads[i] + pads[rank + i])) for i in range(rank)]
+    fill = -np.inf if kind == "max" else 0
+    ends = [pads[rank + i] + extra[i] for i in range(rank)]
+    shape = (x.shape[0], *out, x.shape[-1]) if nhwc else (*x.shape[:2], *out)
+    acc = np.empty(shape, x.dtype)
+    # chunks of samples: padding and the tap loop stay in cache, no padded copy of the batch
+    for part in _sample_chunks(x.shape[0], int(np.prod(shape[1:]))):
+        xp = _pad_spatial(x[part], axes, pads[:rank], ends, fill)
+        a = acc[part]
+        for t, view in enumerate(_taps(xp, nhwc, kernel, strides, dilations, out)):
+            if t == 0:
+                a[...] = view
+            elif kind == "max":
+                np.maximum(a, view, out=a)
+            else:
+                a += view
+    if kind == "max":
+        return acc
+    include_pad = bool(int(node.attrs.get("count_include_pad", 0) or 0))
+    count = np.ones([1] * x.ndim, dtype=np.int64)
+    for i, a in enumerate(axes):
+        pos = (np.arange(out[i])[:, None] * strides[i] - pads[i]
+               + np.arange(kernel[i])[None, :] * dilations[i])
+        if include_pad:  # taps inside [-pad_begin, size + pad_end) count (onnxruntime)
+            inside = (pos >= -pads[i]) & (pos < spatial[i] + pads[rank + i])
+        else:
+            inside = (pos >= 0) & (pos < spatial[i])
+        shape = [1] * x.ndim
+        shape[a] = out[i]
+        count = count * inside.sum(axis=1).reshape(shape)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        y = acc / count.astype(acc.dtype)
+    return np.where(count > 0, y, acc.dtype.type(0)) if np.any(count == 0) else y
+
+
+@kernel("MaxPool")
+def max_pool(node, inputs, out_dtypes):
+    """Max over each window, padding excluded (ONNX: pads, dilations, ceil_mode; TFLite: fused
+    activation). The optional ONNX Indices output is not computed."""
+    if len(node.outputs) > 1 and node.outputs[1] is not None:
+        raise NotImplementedError("MaxPool with an Indices output")
+    return [_fused(node, _pool(node, inputs[0], "max"))]
+
+
+@kernel("AveragePool")
+def average_pool(node, inputs, out_dtypes):
+    """Window sum / count. The count excludes padding (TFLite, whose SAME padding the reader
+    made explicit, and ONNX count_include_pad=0); with count_include_pad=1 it includes the
+    explicit pads but not the part of a ceil_mode window past them (onnxruntime)."""
+    return [_fused(node, _pool(node, inputs[0], "avg"))]
+
+
+@kernel("GlobalAveragePool")
+def global_average_pool(node, inputs, out_dtypes):
+    """Mean over the spatial axes, kept as size 1."""
+    x = inputs[0]
+    _float_input(node, x)
+    axes = tuple(_spatial_axes(x.ndim, _layout(node) == "NHWC"))
+    return [np.mean(x, axis=axes, keepdims=True, dtype=x.dtype)]
+
+
+def _reduce_axes(axes, ndim: int) -> tuple:
+    return tuple(sorted({_axis(a, max(ndim, 1)) for a in axes}))
+
+
+@kernel("Mean")
+def mean(node, inputs, out_dtypes):
+    """TFLite MEAN: over the axes of the constant input (negative count from the rank, repeats
+    allowed), `keep_dims`."""
+    x = inputs[0]
+    _float_input(node, x)
+    axes = _reduce_axes(_ints(inputs[1]), x.ndim)
+    return [np.mean(x, axis=axes, keepdims=bool(node.attrs.get("keep_dims", False)),
+                    dtype=x.dtype)]
+
+
+@kernel("ReduceMean")
+def reduce_mean(node, inputs, out_dtypes):
+    """ONNX ReduceMean: axes from the input (opset 18+) or the attribute; none (or empty) means
+    every axis, or the identity when `noop_with_empty_axes`; `keepdims` (default 1)."""
+    x = inputs[0]
+    _float_input(node, x)
+    axes = _input_or_attr(node, inputs, 1, "axes")
+    keep = bool(int(node.attrs.get("keepdims", 1)))
+    if not axes:
+        if int(node.attrs.get("noop_with_empty_axes", 0) or 0):
+            return [x]
+        axes = list(range(x.ndim))
+    return [np.mean(x, axis=_reduce_axes(axes, x.ndim), keepdims=keep, dtype=x.dtype)]
+
+
+@kernel("ReduceMax", "ReduceSum")
+def reduce_max_sum(node, inputs, out_dtypes):
+    """ONNX ReduceMax / ReduceSum (axes input or attribute, `keepdims`, empty axes as in
+    ReduceMean) and TFLite REDUCE_MAX / SUM (a `keep_dims` attribute, axes input required)."""
+    x = inputs[0]
+    fn = np.max if node.op == "ReduceMax" else np.sum
+    axes = _input_or_attr(node, inputs, 1, "axes")
+    if "keep_dims" in node.attrs:  # TFLite
+        keep = bool(node.attrs["keep_dims"])
+    else:
+        keep = bool(int(node.attrs.get("keepdims", 1)))
+        if not axes:
+            if int(node.attrs.get("noop_with_empty_axes", 0) or 0):
+                return [x]
+            axes = list(range(x.ndim))
+    if axes is None:
+        raise ValueError(f"{node.op} without axes")
+    return [np.asarray(fn(x, axis=_reduce_axes(axes, x.ndim), keepdims=keep)).astype(x.dtype)]
+
+
+@kernel("GlobalMaxPool")
+def global_max_pool(node, inputs, out_dtypes):
+    """Max over the spatial axes, kept as size 1."""
+    x = inputs[0]
+    _float_input(node, x)
+    return [np.max(x, axis=tuple(_spatial_axes(x.ndim, _layout(node) == "NHWC")), keepdims=True)]

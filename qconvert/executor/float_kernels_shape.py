@@ -1,0 +1,313 @@
+"""Float kernels of the shape and data-movement ops: Cast, Shape, Gather, Unsqueeze, Squeeze,
+Reshape, Flatten, Transpose, Concat, Slice, ConstantOfShape, Expand, Range, Pad / PadV2 and
+TFLite's StridedSlice / Pack. Registered into `float_kernels.KERNELS` (same contract: see that
+module's docstring); fold-constants evaluates shape arithmetic with them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from qconvert.dtypes import ONNX_TO_IR
+
+from .float_kernels_base import _axis, _fused, _input_or_attr, _ints, _opt, kernel
+
+
+@kernel("Cast")
+def cast(node, inputs, out_dtypes):
+    """ONNX: to the TensorProto type `to`; TFLite: to the declared output dtype."""
+    x = inputs[0]
+    to = node.attrs.get("to")
+    name = ONNX_TO_IR.get(int(to)) if to is not None else out_dtypes[0]
+    if name is None:
+        raise NotImplementedError("Cast to an unknown type")
+    dtype = np.dtype(name)  # raises TypeError for types numpy lacks (strings, float8...)
+    if x.dtype.kind == "f" and dtype.kind in "iu":
+        if not np.isfinite(x).all():
+            raise ValueError("Cast of a non-finite value to an integer type")
+        info = np.iinfo(dtype)
+        t = np.trunc(x.astype(np.float64))
+        if t.size and (t.min() < info.min or t.max() > info.max):
+            raise ValueError(f"Cast of out-of-range values to {dtype}")
+    with np.errstate(over="ignore"):  # float -> float16 overflows to inf, as the runtimes do
+        return [x.astype(dtype)]
+
+
+# -- shapes -------------------------------------------------------------------------------------
+@kernel("Shape")
+def shape(node, inputs, out_dtypes):
+    """The input's shape as int64 (ONNX) or the declared output type (TFLite `out_type`).
+    ONNX 15+ `start`/`end`: negative values count from the rank, both are clamped to [0, rank]."""
+    dims = list(inputs[0].shape)
+    rank = len(dims)
+    start, end = int(node.attrs.get("start", 0) or 0), node.attrs.get("end")
+    end = rank if end is None else int(end)
+    start, end = (min(max(v + rank if v < 0 else v, 0), rank) for v in (start, end))
+    dtype = out_dtypes[0] if out_dtypes and out_dtypes[0] in ("int32", "int64") else "int64"
+    return [np.array(dims[start:end], dtype=dtype)]
+
+
+@kernel("Gather")
+def gather(node, inputs, out_dtypes):
+    """`np.take` along `axis`; negative indices count from the end (ONNX)."""
+    data, indices = inputs[0], inputs[1]
+    if int(node.attrs.get("batch_dims", 0) or 0) != 0:
+        raise NotImplementedError("Gather with batch_dims")
+    if indices.dtype.kind not in "iu":
+        raise ValueError("Gather indices must be integers")
+    axis = _axis(int(node.attrs.get("axis", 0) or 0), data.ndim)
+    n = data.shape[axis]
+    if indices.size and (indices.min() < -n or indices.max() >= n):
+        raise IndexError("Gather index out of range")
+    return [np.asarray(np.take(data, indices.astype(np.int64), axis=axis))]
+
+
+@kernel("Unsqueeze")
+def unsqueeze(node, inputs, out_dtypes):
+    """Insert size-1 axes (input `axes` from ONNX 13, attribute before); negative axes count
+    from the output rank."""
+    x = inputs[0]
+    axes = _input_or_attr(node, inputs, 1, "axes")
+    if axes is None:
+        raise ValueError("Unsqueeze without axes")
+    rank = x.ndim + len(axes)
+    axes = sorted(_axis(a, rank) for a in axes)
+    if len(set(axes)) != len(axes):
+        raise ValueError("Unsqueeze with repeated axes")
+    dims = list(x.shape)
+    for a in axes:
+        dims.insert(a, 1)
+    return [x.reshape(dims)]
+
+
+@kernel("Squeeze")
+def squeeze(node, inputs, out_dtypes):
+    """Remove the given size-1 axes (ONNX `axes` input or attribute, TFLite `squeeze_dims`);
+    none given (or an empty list) removes every size-1 axis."""
+    x = inputs[0]
+    axes = _input_or_attr(node, inputs, 1, "axes", "squeeze_dims")
+    if not axes:
+        return [x.reshape([d for d in x.shape if d != 1])]
+    axes = {_axis(a, x.ndim) for a in axes}
+    if any(x.shape[a] != 1 for a in axes):
+        raise ValueError("Squeeze of an axis whose size is not 1")
+    return [x.reshape([d for i, d in enumerate(x.shape) if i not in axes])]
+
+
+@kernel("Reshape")
+def reshape(node, inputs, out_dtypes):
+    """Shape from the second input, else the TFLite `new_shape` option. `-1` is inferred; `0`
+    copies the input dimension when `allowzero` is 0 (see the module docstring)."""
+    x = inputs[0]
+    dims = _input_or_attr(node, inputs, 1, "new_shape")
+    if dims is None:
+        raise ValueError("Reshape without a shape")
+    if 0 in dims:
+        allowzero = node.attrs.get("allowzero")
+        if allowzero is None:
+            raise NotImplementedError("Reshape to a 0 dimension without allowzero")
+        if int(allowzero) == 0:
+            if len(dims) > x.ndim and any(d == 0 for d in dims[x.ndim:]):
+                raise ValueError("Reshape copies a dimension the input lacks")
+            dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+    if sum(1 for d in dims if d == -1) > 1 or any(d < -1 for d in dims):
+        raise ValueError(f"invalid Reshape shape {dims}")
+    return [x.reshape(dims)]
+
+
+@kernel("Flatten")
+def flatten(node, inputs, out_dtypes):
+    """To 2-D: dims before `axis` (default 1; negative counts from the rank) and after."""
+    x = inputs[0]
+    axis = int(node.attrs.get("axis", 1))
+    if axis < 0:
+        axis += x.ndim
+    if not 0 <= axis <= x.ndim:
+        raise ValueError(f"Flatten axis {axis} out of range")
+    outer = int(np.prod(x.shape[:axis], dtype=np.int64))
+    return [x.reshape(outer, int(np.prod(x.shape[axis:], dtype=np.int64)))]
+
+
+@kernel("Transpose")
+def transpose(node, inputs, out_dtypes):
+    """Permute by `perm` (ONNX attribute or TFLite constant input); default reverses the axes."""
+    x = inputs[0]
+    perm = _input_or_attr(node, inputs, 1, "perm")
+    if perm is None:
+        perm = list(range(x.ndim))[::-1]
+    if sorted(perm) != list(range(x.ndim)):
+        raise ValueError(f"Transpose perm {perm} is not a permutation of rank {x.ndim}")
+    return [np.transpose(x, perm)]
+
+
+@kernel("Concat")
+def concat(node, inputs, out_dtypes):
+    """Concatenate along `axis` (negative counts from the rank); TFLite fused activation."""
+    if not inputs or any(a is None for a in inputs):
+        raise ValueError("Concat with a missing input")
+    axis = node.attrs.get("axis")
+    if axis is None:
+        raise ValueError("Concat without axis")
+    axis = _axis(int(axis), inputs[0].ndim)
+    return [_fused(node, np.concatenate(inputs, axis=axis))]
+
+
+@kernel("Slice")
+def slice_(node, inputs, out_dtypes):
+    """ONNX Slice 10+: for each axis, negative starts/ends count from the dimension, then both
+    are clamped ([0, dim] for positive steps, [0, dim - 1] / [-1, dim - 1] for negative ones)."""
+    x = inputs[0]
+    starts, ends = _ints(inputs[1]), _ints(inputs[2])
+    axes = _input_or_attr(node, inputs, 3) or list(range(len(starts)))
+    steps = _input_or_attr(node, inputs, 4) or [1] * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise ValueError("Slice inputs of different lengths")
+    index = [slice(None)] * x.ndim
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        axis = _axis(axis, x.ndim)
+        dim = x.shape[axis]
+        if step == 0:
+            raise ValueError("Slice step 0")
+        start += dim if start < 0 else 0
+        end += dim if end < 0 else 0
+        if step > 0:
+            start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+        else:
+            start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+        index[axis] = slice(start, None if end < 0 else end, step)
+    return [x[tuple(index)]]
+
+
+@kernel("ConstantOfShape")
+def constant_of_shape(node, inputs, out_dtypes):
+    """A tensor of the shape input filled with `value` (a 1-element tensor; default float32 0)."""
+    dims = _ints(inputs[0])
+    if any(d < 0 for d in dims):
+        raise ValueError(f"ConstantOfShape of negative shape {dims}")
+    value = node.attrs.get("value")
+    value = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    if value.size != 1:
+        raise ValueError("ConstantOfShape value must hold one element")
+    return [np.full(dims, value[0], dtype=value.dtype)]
+
+
+@kernel("Expand")
+def expand(node, inputs, out_dtypes):
+    """Two-way numpy broadcasting of `x` against the shape input (ONNX Expand)."""
+    x = inputs[0]
+    dims = _ints(inputs[1])
+    return [np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(dims)))]
+
+
+def range_length(start, limit, delta) -> int:
+    """Number of elements of Range(start, limit, delta): max(ceil((limit - start) / delta), 0)."""
+    start, limit, delta = (np.asarray(v).reshape(()) for v in (start, limit, delta))
+    if delta == 0:
+        raise ValueError("Range delta 0")
+    if start.dtype.kind in "iu":
+        a, d = int(limit) - int(start), int(delta)
+        return max(-((-a) // d), 0)
+    n = math.ceil(float(limit - start) / float(delta))
+    if not math.isfinite(n):
+        raise ValueError("Range of non-finite length")
+    return max(int(n), 0)
+
+
+@kernel("Range")
+def range_(node, inputs, out_dtypes):
+    """start, start + delta, ... while before limit; floats accumulate in their own type."""
+    start, limit, delta = inputs[0], inputs[1], inputs[2]
+    if not start.dtype == limit.dtype == delta.dtype or any(v.size != 1 for v in inputs[:3]):
+        raise ValueError("Range needs three scalars of one type")
+    n = range_length(start, limit, delta)
+    dtype = start.dtype
+    if dtype.kind in "iu":
+        values = int(start.reshape(())) + int(delta.reshape(())) * np.arange(n, dtype=np.int64)
+        return [values.astype(dtype)]
+    steps = np.full(n, delta.reshape(()), dtype=dtype)
+    if n:
+        steps[0] = start.reshape(())
+    return [np.cumsum(steps, dtype=dtype)]
+
+
+@kernel("Pad", "PadV2")
+def pad(node, inputs, out_dtypes):
+    """TFLite PAD / PADV2: paddings [rank, 2], zeros or the value input. ONNX Pad 11+: pads [begins..., ends...] over
+    `axes` (opset 18 input; default all), optional constant value, mode constant / reflect /
+    edge / wrap; negative pads crop."""
+    x, pads = inputs[0], np.asarray(inputs[1])
+    value = _opt(inputs, 2)
+    value = x.dtype.type(0) if value is None or np.asarray(value).size == 0 else \
+        np.asarray(value).reshape(-1)[0]
+    if pads.ndim == 2:  # TFLite
+        if pads.shape != (x.ndim, 2):
+            raise ValueError(f"Pad paddings {pads.shape} for rank {x.ndim}")
+        widths = [(int(b), int(e)) for b, e in pads]
+        mode = "constant"
+    else:
+        flat = _ints(pads)
+        axes = _input_or_attr(node, inputs, 3)
+        axes = list(range(x.ndim)) if axes is None else [_axis(a, x.ndim) for a in axes]
+        if len(flat) != 2 * len(axes):
+            raise ValueError(f"Pad pads {flat} for axes {axes}")
+        widths = [(0, 0)] * x.ndim
+        for i, a in enumerate(axes):
+            widths[a] = (flat[i], flat[len(axes) + i])
+        mode = node.attrs.get("mode", "constant") or "constant"
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise NotImplementedError(f"Pad mode {mode}")
+    crop = tuple(slice(max(-b, 0), x.shape[i] - max(-e, 0)) for i, (b, e) in enumerate(widths))
+    if any(x.shape[i] - max(-b, 0) - max(-e, 0) < 0 for i, (b, e) in enumerate(widths)):
+        raise ValueError("Pad crops more than the input")
+    x = x[crop]
+    widths = [(max(b, 0), max(e, 0)) for b, e in widths]
+    if mode == "constant":
+        return [np.pad(x, widths, constant_values=x.dtype.type(value))]
+    if mode == "reflect" and any((b or e) and x.shape[i] < 2 for i, (b, e) in enumerate(widths)):
+        raise ValueError("reflect Pad of an axis shorter than 2")
+    return [np.pad(x, widths, mode=mode)]
+
+
+# -- TFLite shape plumbing -------------------------------------------------------------------------
+# TFLite's converter writes a model's flatten as Shape -> STRIDED_SLICE -> PACK -> Reshape when
+# the batch is dynamic; fold-constants evaluates the chain once the batch is fixed.
+@kernel("StridedSlice")
+def _strided_slice(node, inputs, out_dtypes):
+    """TFLite STRIDED_SLICE with begin / end / strides inputs, begin_mask, end_mask,
+    shrink_axis_mask and offset (ellipsis and new-axis masks are refused)."""
+    attrs = node.attrs
+    if attrs.get("ellipsis_mask", 0) or attrs.get("new_axis_mask", 0):
+        raise NotImplementedError("STRIDED_SLICE with ellipsis or new-axis masks")
+    x = inputs[0]
+    begin, end = _ints(inputs[1]), _ints(inputs[2])
+    steps = _ints(inputs[3]) if _opt(inputs, 3) is not None else [1] * len(begin)
+    if not len(begin) == len(end) == len(steps) <= x.ndim:
+        raise ValueError("STRIDED_SLICE operands of different lengths")
+    bmask, emask = int(attrs.get("begin_mask", 0)), int(attrs.get("end_mask", 0))
+    shrink, offset = int(attrs.get("shrink_axis_mask", 0)), bool(attrs.get("offset", False))
+    index = []
+    for i, (b, e, s) in enumerate(zip(begin, end, steps)):
+        dim = x.shape[i]
+        if s == 0:
+            raise ValueError("STRIDED_SLICE step 0")
+        if shrink >> i & 1:
+            k = b + dim if b < 0 else b
+            if not 0 <= k < dim:
+                raise IndexError("STRIDED_SLICE index out of range")
+            index.append(k)
+            continue
+        if offset:
+            e = b + e
+        start = None if bmask >> i & 1 else b
+        stop = None if emask >> i & 1 else e
+        index.append(slice(start, stop, s))
+    return [np.asarray(x[tuple(index)])]
+
+
+@kernel("Pack")
+def _pack(node, inputs, out_dtypes):
+    """TFLite PACK: stack the inputs along `axis` (negative counts from the output rank)."""
+    axis = int(node.attrs.get("axis", 0) or 0)
+    return [np.stack(inputs, axis=_axis(axis, inputs[0].ndim + 1))]

@@ -1,0 +1,304 @@
+"""The import layers of qconvert, and the one home of the int8 fixed-point numerics.
+
+Every module of the package (qconvert/, plus the top-level passes/ and schemas/ installed as
+qconvert.passes and qconvert.schemas) belongs to a unit: a subpackage (qconvert.ir,
+qconvert.executor, ...) or a top-level module (qconvert.cli, qconvert.errors, ...). Units sit in
+layers, bottom to top (`LAYERS`); a unit may import units of its own layer or below, never
+above, and there is no cycle between units, not even inside one layer. Imports inside functions
+count like the others (a function-level import does not hide a dependency, it only delays it).
+
+    foundation  qconvert (the package root), errors, dtypes, padding, schemas
+    ir          the IR (graph, node, tensor)
+    int8        fixed-point primitives, multipliers, TFLite Micro's Prepare parameters
+    formats     readers, writers, model_io, output files, layer table
+    executor    float and integer reference executors (kernels)
+    passes      graph passes (fold-constants runs the executor's kernels)
+    quant       calibration, the quantization plan, int8 writers; input_shapes
+    products    C export, verify
+    cli         the command line
+
+The tests scan the source with `ast` (nothing is imported), so they also see imports in code that
+no test runs. `test_checks_catch_bad_trees` runs the same checks on small trees that break each
+rule, so the checks are known to fail when they should.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+LAYERS = [
+    ("foundation", {"qconvert", "qconvert.errors", "qconvert.dtypes", "qconvert.padding",
+                    "qconvert.schemas"}),
+    ("ir", {"qconvert.ir"}),
+    ("int8", {"qconvert.int8"}),
+    ("formats", {"qconvert.tflite_options", "qconvert.onnx_reader", "qconvert.onnx_writer",
+                 "qconvert.tflite_reader", "qconvert.tflite_writer", "qconvert.output_files",
+                 "qconvert.model_io", "qconvert.layer_table"}),
+    ("executor", {"qconvert.executor"}),
+    ("passes", {"qconvert.passes"}),
+    ("quant", {"qconvert.quant", "qconvert.input_shapes"}),
+    ("products", {"qconvert.c_export", "qconvert.verify"}),
+    ("cli", {"qconvert.cli"}),
+]
+
+# Known upward imports awaiting their fix, each (importing file, imported unit): the check fails
+# as well when one of them no longer occurs, so the list only shrinks.
+PENDING = {
+    # export-c reuses the CLI's model loading; the route table (issue 13) moves it below both
+    ("qconvert/c_export/command.py", "qconvert.cli"),
+}
+
+# Directories of the source tree and the package each installs as.
+SOURCES = {"qconvert": "qconvert", "passes": "qconvert.passes", "schemas": "qconvert.schemas"}
+
+# The int8 primitives by the names other code would give them: defined only in qconvert/int8.
+PRIMITIVE_NAME = re.compile(
+    r"(srdhm|rdbpot|rdbp|mbqm|wrap(32|16)|wrap_int(32|16)|clz32|sat_mul_pot|quantize_multiplier.*"
+    r"|saturating_.*|rounding_(divide|half).*|multiply_by_quantized.*|exp_on_.*"
+    r"|one_over_one_plus.*|one_minus_x.*|fixed_(logistic|tanh)|calculate_input_radius"
+    r"|activation_range|effective_multipliers?|inv_sqrt.*|get_reciprocal|mean_multiplier"
+    r"|downscale_int32.*|round_half_away)")
+
+
+class Module:
+    """One source file: its dotted name, unit, and the qconvert modules it imports (with line)."""
+
+    def __init__(self, root: Path, path: Path):
+        self.path = path
+        self.rel = path.relative_to(root).as_posix()
+        top, *rest = path.relative_to(root).with_suffix("").parts
+        parts = SOURCES[top].split(".") + list(rest)
+        self.is_package = parts[-1] == "__init__"
+        if self.is_package:
+            parts = parts[:-1]
+        self.name = ".".join(parts)
+        self.tree = ast.parse(path.read_text(encoding="utf-8"), filename=self.rel)
+
+    def imports(self):
+        """(line, imported module name) of every import in the file, at any depth."""
+        package = self.name.split(".") if self.is_package else self.name.split(".")[:-1]
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    yield node.lineno, alias.name
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package[:len(package) - (node.level - 1)]
+                    module = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    module = node.module
+                yield node.lineno, module
+                for alias in node.names:  # `from qconvert import schemas` imports a submodule
+                    yield node.lineno, f"{module}.{alias.name}"
+
+
+def scan(root: Path) -> dict:
+    """{module name: Module} of every .py file under the source directories of `root`."""
+    modules = {}
+    for top in SOURCES:
+        for path in sorted((root / top).rglob("*.py")):
+            m = Module(root, path)
+            modules[m.name] = m
+    return modules
+
+
+def unit_of(name: str, modules: dict) -> str | None:
+    """The unit of a qconvert module name (None for anything outside qconvert)."""
+    parts = name.split(".")
+    if parts[0] != "qconvert":
+        return None
+    if len(parts) == 1:
+        return "qconvert"
+    head = f"qconvert.{parts[1]}"
+    return head if head in modules or any(n.startswith(head + ".") for n in modules) else None
+
+
+def edges(modules: dict, pending=frozenset()) -> dict:
+    """{(unit, imported unit): [(file, line, imported module)]} over all imports between units,
+    but those `pending` lists."""
+    found: dict = {}
+    for m in modules.values():
+        me = unit_of(m.name, modules)
+        for line, name in m.imports():
+            if name not in modules and ".".join(name.split(".")[:-1]) in modules:
+                name = ".".join(name.split(".")[:-1])  # `from pkg import function`
+            other = unit_of(name, modules)
+            if other is not None and other != me and (m.rel, other) not in pending:
+                found.setdefault((me, other), set()).add((m.rel, line, name))
+    return {key: sorted(sites) for key, sites in found.items()}
+
+
+def layer_problems(modules: dict, layers=LAYERS, pending=PENDING) -> list:
+    """Units in no layer, and imports of a higher layer by a lower one (minus `pending`)."""
+    level = {u: i for i, (_, units) in enumerate(layers) for u in units}
+    names = [name for name, _ in layers]
+    problems = []
+    for m in modules.values():
+        unit = unit_of(m.name, modules)
+        if unit not in level and m.name == unit:
+            problems.append(f"{m.rel}: unit {unit} is in no layer; add it to LAYERS in "
+                            "tests/test_architecture.py (below everything it imports)")
+    found = edges(modules)
+    for (a, b), sites in sorted(found.items()):
+        if a not in level or b not in level or level[b] <= level[a]:
+            continue
+        for rel, line, name in sites:
+            if (rel, b) not in pending:
+                problems.append(f"{rel}:{line} imports {name}: layer {names[level[a]]} ({a}) "
+                                f"must not import the higher layer {names[level[b]]} ({b})")
+    used = {(rel, b) for (_, b), sites in found.items() for rel, _, _ in sites}
+    for rel, b in sorted(set(pending) - used):
+        problems.append(f"{rel} no longer imports {b}: remove it from PENDING")
+    return problems
+
+
+def cycles(modules: dict, pending=PENDING) -> list:
+    """The strongly connected components of more than one unit, each with the imports closing
+    it: [(units, [(file, line, module), ...])]; the `pending` imports left out."""
+    graph: dict = {}
+    found = edges(modules, pending)
+    for a, b in found:
+        graph.setdefault(a, set()).add(b)
+        graph.setdefault(b, set())
+    index: dict = {}
+    low: dict = {}
+    stack: list = []
+    on_stack = set()
+    components = []
+
+    def visit(v):  # Tarjan; the unit graph has a few dozen nodes
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return [(sorted(c), [site for (a, b), sites in sorted(found.items())
+                         if a in c and b in c for site in sites]) for c in components]
+
+
+def primitive_duplicates(modules: dict) -> list:
+    """Functions outside qconvert.int8 named like an int8 primitive or like a public function of
+    qconvert.int8's numeric and Prepare modules (leading underscores ignored)."""
+    own = set()
+    for m in modules.values():
+        if m.name.startswith("qconvert.int8.") and m.name != "qconvert.int8.prepare.common":
+            own |= {n.name for n in m.tree.body
+                    if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")}
+    problems = []
+    for m in modules.values():
+        if m.name == "qconvert.int8" or m.name.startswith("qconvert.int8."):
+            continue
+        for n in ast.walk(m.tree):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                bare = n.name.lstrip("_")
+                if bare in own or PRIMITIVE_NAME.fullmatch(bare):
+                    problems.append(f"{m.rel}:{n.lineno} defines {n.name}: the int8 numerics "
+                                    "live in qconvert/int8 only; import them from there")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def modules():
+    return scan(ROOT)
+
+
+def test_every_unit_in_a_layer_and_no_upward_import(modules):
+    problems = layer_problems(modules)
+    assert not problems, "\n".join(problems)
+
+
+def test_no_import_cycle_between_units(modules):
+    found = cycles(modules)
+    assert not found, "\n".join(
+        f"cycle between {', '.join(units)}: " + "; ".join(f"{rel}:{line} imports {name}"
+                                                          for rel, line, name in sites)
+        for units, sites in found)
+
+
+def test_int8_numerics_defined_once(modules):
+    problems = primitive_duplicates(modules)
+    assert not problems, "\n".join(problems)
+    assert "qconvert.int8.fixed_point" in modules and "qconvert.int8.prepare" in modules
+
+
+def _tree(tmp_path, files: dict) -> dict:
+    for rel, text in files.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for top in SOURCES:
+        (tmp_path / top).mkdir(exist_ok=True)
+    return scan(tmp_path)
+
+
+def test_checks_catch_bad_trees(tmp_path):
+    """Each rule, broken on purpose in a small tree, is reported naming the importing file."""
+    modules = _tree(tmp_path, {
+        "qconvert/__init__.py": "",
+        "qconvert/errors.py": "",
+        "qconvert/int8/__init__.py": "",
+        "qconvert/int8/fixed_point.py": "def srdhm(a, b):\n    return a\n",
+        # a function-level import of a higher layer
+        "qconvert/int8/bad.py": "def f():\n    from qconvert.quant import plan\n",
+        "qconvert/quant/__init__.py": "",
+        "qconvert/quant/plan.py": "from ..executor import run\n",
+        # executor <-> passes cycle, the upward half relative
+        "qconvert/executor/__init__.py": "",
+        "qconvert/executor/run.py": "from qconvert.passes import fold\n",
+        "passes/__init__.py": "",
+        "passes/fold.py": "from qconvert.executor import run\n"
+                          "def _rdbpot(x, e):\n    return x\n",
+        "qconvert/newthing.py": "import qconvert.errors\n",
+    })
+    problems = layer_problems(modules, pending=set())
+    assert any(p.startswith("qconvert/int8/bad.py:2 imports qconvert.quant.plan") for p in problems)
+    assert any(p.startswith("qconvert/executor/run.py:1 imports qconvert.passes") for p in problems)
+    assert any("qconvert/newthing.py: unit qconvert.newthing is in no layer" in p for p in problems)
+    assert not any(p.startswith("qconvert/quant/plan.py") for p in problems)  # downward: fine
+    stale = layer_problems(modules, pending={("qconvert/quant/plan.py", "qconvert.cli")})
+    assert "qconvert/quant/plan.py no longer imports qconvert.cli: remove it from PENDING" in stale
+    found = cycles(modules, pending=set())
+    assert [units for units, _ in found] == [["qconvert.executor", "qconvert.passes"]]
+    assert ("passes/fold.py", 1, "qconvert.executor.run") in found[0][1]
+    assert primitive_duplicates(modules) == [
+        "passes/fold.py:2 defines _rdbpot: the int8 numerics live in qconvert/int8 only; "
+        "import them from there"]
+
+
+def test_checks_pass_a_clean_tree(tmp_path):
+    """The same checks accept a tree that keeps the rules (they are not always failing)."""
+    modules = _tree(tmp_path, {
+        "qconvert/__init__.py": "",
+        "qconvert/int8/__init__.py": "from qconvert.errors import QConvertError\n",
+        "qconvert/int8/fixed_point.py": "def srdhm(a, b):\n    return a\n",
+        "qconvert/errors.py": "",
+        "qconvert/executor/__init__.py": "from qconvert.int8.fixed_point import srdhm\n",
+        "passes/__init__.py": "def f():\n    from qconvert.executor import x\n",
+    })
+    assert layer_problems(modules, pending=set()) == []
+    assert cycles(modules, pending=set()) == []
+    assert primitive_duplicates(modules) == []
