@@ -6,9 +6,13 @@ only data they come with), `qconvert quantize` writes three models: int8 (the de
 `--int16-layers auto` and `--activations int16`. Each runs in TFLite Micro; its dequantized
 output is compared with the float model in LiteRT (reference kernels): SQNR in dB and top-1
 agreement. RAM is the activation arena and flash the weights + biases + constants, both as the
-report estimates them (`qconvert.quant.footprint`).
+report estimates them (`qconvert.quant.footprint`). On digits the TFLite converter's int8 and
+16x8 models (`bench/make_converter_int8.py`, `bench/make_converter_16x8.py`, TensorFlow 2.20,
+same calibration samples) are measured the same way, their RAM and flash planned from their
+tensors' types.
 
-    python bench/bench_int16.py            # prints the table
+    python bench/bench_int16.py                 # prints the table
+    python bench/bench_int16.py digits_cnn      # only the models named
 """
 
 from __future__ import annotations
@@ -50,6 +54,28 @@ def run_tflm(path: Path, x: np.ndarray) -> np.ndarray:
     return (np.stack(rows).astype(np.float64) - z_out) * s_out
 
 
+PEERS = {"digits_cnn": (("tflc int8", HERE / "data" / "digits_cnn_converter_int8.tflite"),
+                        ("tflc 16x8", HERE / "data" / "digits_cnn_converter_16x8.tflite"))}
+
+
+def written_footprint(path: Path) -> dict:
+    """RAM (greedy arena over the activations' own types) and flash (constant bytes) of a
+    quantized .tflite."""
+    from qconvert.model_io import load_model
+    from qconvert.quant.footprint import ALIASES, arena_bytes
+
+    graph = load_model(path).graph
+    sizes = {n: t.nbytes() for n, t in graph.tensors.items() if t.data is None}
+    steps = []
+    for node in graph.nodes:
+        ins = [i for i in dict.fromkeys(node.present_inputs()) if i in sizes]
+        outs = [o for o in node.outputs if o in sizes]
+        steps.append((ins, outs, node.op in ALIASES and len(ins) == 1 and len(outs) == 1))
+    flash = sum(int(t.data.nbytes) for t in graph.tensors.values() if t.data is not None)
+    return {"arena_bytes": arena_bytes(sizes, steps, graph.inputs, graph.outputs),
+            "flash_bytes": flash}
+
+
 def cases() -> list:
     """(name, float model, calibration argument, evaluation samples)."""
     digits = MODELS / "digits_data_nhwc.npz"
@@ -85,19 +111,29 @@ def measure(name, model, calibration, xs, work: Path) -> list:
                     r["memory"] = rows_int8
         rows.append({"model": name, "choice": choice, "sqnr": db, "top1": top1,
                      "layers": layers, "memory": mem, "samples": len(xs)})
+    for label, path in PEERS.get(name, ()):
+        if not path.exists():
+            continue
+        got = run_tflm(path, xs)
+        rows.append({"model": name, "choice": label,
+                     "sqnr": 10 * np.log10(np.sum(reference ** 2) / np.sum((reference - got) ** 2)),
+                     "top1": float(np.mean(reference.argmax(-1) == got.argmax(-1))) * 100,
+                     "layers": "-", "memory": written_footprint(path), "samples": len(xs)})
     return rows
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    only = set(sys.argv[1:] if argv is None else argv)
     table = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, model, calibration, xs in cases():
-            table += measure(name, model, calibration, xs, Path(tmp))
-    print(f"{'model':20} {'choice':6} {'int16 layers':>12} {'SQNR dB':>8} {'top-1 %':>8} "
+            if not only or name in only:
+                table += measure(name, model, calibration, xs, Path(tmp))
+    print(f"{'model':20} {'choice':9} {'int16 layers':>12} {'SQNR dB':>8} {'top-1 %':>8} "
           f"{'RAM B':>8} {'flash B':>8} {'samples':>7}")
     for r in table:
         m = r["memory"]
-        print(f"{r['model']:20} {r['choice']:6} {r['layers']:>12} {r['sqnr']:8.2f} "
+        print(f"{r['model']:20} {r['choice']:9} {r['layers']:>12} {r['sqnr']:8.2f} "
               f"{r['top1']:8.1f} {m['arena_bytes']:8d} {m['flash_bytes']:8d} {r['samples']:7d}")
 
 

@@ -11,8 +11,11 @@ installed or fails gets a "missing" / "FAILED" row and the others still run.
 Data: 16 calibration samples and 16 *other* evaluation samples, N(0, 1) of the input shape
 (seeded), written once to bench/out/quant/ as .npy; both tools calibrate on the same file.
 
-Each tool runs in a fresh subprocess, --repeats times: the best wall time is reported, and as
-peak RSS the largest of the runs' own high-water marks (VmHWM from /proc/self/status). The time
+Each tool runs in a fresh subprocess, --repeats times, the tools interleaved (round r runs
+every tool once, in order, before round r + 1), so a change in the machine's load hits all of
+them alike: the best wall time is reported, and as peak RSS the largest of the runs' own
+high-water marks (VmHWM from /proc/self/status); the load average is printed before and after
+each model. The time
 covers everything the child does: importing the tool, reading, calibrating, quantizing, writing
 ("import" is the part spent importing the tool's entry module):
 
@@ -39,15 +42,18 @@ fuses the QDQ groups into its int8 kernels: what a deployment would compute). Al
 the output (QuantizeLinear + DequantizeLinear among them) and its size. Outputs stay in
 bench/out/quant/ for inspection.
 
-Wall times on a shared machine move by 10 % or more from one run to the next (BLAS threads are
-sensitive to other load): compare ratios from one invocation, and raise --repeats when the
-machine is busy.
+Ratios: qconvert's best time and largest peak over the peer's ("ratio" rows), and, since the
+tools of one round ran back to back under about the same load, the median and range of the
+round-by-round time ratios. Wall times on a shared machine move by 10 % or more from one run
+to the next (BLAS threads are sensitive to other load): compare ratios from one invocation,
+and raise --repeats when the machine is busy.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 from pathlib import Path
 
 from bench_common import (CHILD_FOOTER, OUT, ROOT, ToolFailed, ensure_model,
@@ -125,6 +131,44 @@ def measure(tool: str, src: Path, dst: Path, calib: Path, repeats: int):
     """(best time s, import time s of that run, peak RSS MB, tool's own stdout of the first run)."""
     return measure_child(_CHILD, [src, dst, tool, calib], dst, repeats)
 
+def _load() -> str:
+    """The 1, 5 and 15 minute load averages (the machine may be shared)."""
+    try:
+        return " / ".join(f"{v:.1f}" for v in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def _interleaved(tools, arch: str, src: Path, calib: Path, repeats: int):
+    """Run every tool once per round, `repeats` rounds: ({tool: (best time s, import s of that
+    run, largest peak MB, the first run's stdout)}, {tool: why it has no row}, {tool: [time of
+    each round]})."""
+    best: dict = {}
+    failed: dict = {}
+    times: dict = {}  # tool -> wall time of each round
+    for tool in tools:
+        if importlib.util.find_spec(REQUIRES[tool]) is None:
+            failed[tool] = f"missing: pip install {REQUIRES[tool]}"
+    for _ in range(repeats):
+        for tool in tools:
+            if tool in failed:
+                continue
+            dst = WORK / f"{arch}.{tool.replace('+', '_')}.onnx"
+            try:
+                t, t_imp, mem, log = measure(tool, src, dst, calib, 1)
+            except ToolFailed as e:
+                failed[tool] = f"FAILED: {e}"
+                continue
+            times.setdefault(tool, []).append(t)
+            old = best.get(tool)
+            if old is None:
+                best[tool] = (t, t_imp, mem, log)
+            else:
+                keep = (t, t_imp) if t < old[0] else old[:2]
+                best[tool] = (*keep, max(mem, old[2]), old[3])
+    return best, failed, times
+
+
 def describe(path: Path, x, y0):
     """(nodes, Q + DQ nodes, MB, SQNR optimizations off, SQNR optimizations on) of one output."""
     import onnx
@@ -155,18 +199,16 @@ def main(argv=None):
               f"calibration samples; SQNR of the logits vs float over {SAMPLES} other samples")
         print(head)
         y0 = run_ort(src, x, False) if have_ort else None
+        print(f"{'':13} (load average {_load()} before)")
+        runs, failed, times = _interleaved(a.tools, arch, src, calib, a.repeats)
         results = {}
         for tool in a.tools:
             label = LABELS[tool]
-            if importlib.util.find_spec(REQUIRES[tool]) is None:
-                print(f"{arch:13} {label:26} missing: pip install {REQUIRES[tool]}")
+            if tool in failed:
+                print(f"{arch:13} {label:26} {failed[tool]}")
                 continue
             dst = WORK / f"{arch}.{tool.replace('+', '_')}.onnx"
-            try:
-                t, t_imp, mem, log = measure(tool, src, dst, calib, a.repeats)
-            except ToolFailed as e:
-                print(f"{arch:13} {label:26} FAILED: {e}")
-                continue
+            t, t_imp, mem, log = runs[tool]
             results[tool] = (t, mem)
             if tool == "qconvert" and log:
                 logs[arch] = log
@@ -178,6 +220,7 @@ def main(argv=None):
                 except Exception as e:  # a broken output is a result, not a crash
                     row += f"  output does not run: {str(e).splitlines()[0][:80]}"
             print(row)
+        print(f"{'':13} (load average {_load()} after; {a.repeats} interleaved rounds)")
         for ours in ("qconvert", "qconvert+ort"):
             if ours not in results:
                 continue
@@ -185,8 +228,12 @@ def main(argv=None):
             for peer in ("ort", "ort+preprocess"):
                 if peer in results:
                     tp, mp = results[peer]
+                    paired = sorted(x / y for x, y in zip(times[ours], times[peer]))
+                    median = paired[len(paired) // 2] if len(paired) % 2 else \
+                        (paired[len(paired) // 2 - 1] + paired[len(paired) // 2]) / 2
                     print(f"{'  ratio':13} {ours + ' / ' + peer:26} {tq / tp:7.2f} {'':6} "
-                          f"{mq / mp:8.2f}")
+                          f"{mq / mp:8.2f}   (time ratio round by round: median "
+                          f"{median:.2f}, range {paired[0]:.2f}-{paired[-1]:.2f})")
     for arch, log in logs.items():
         tail = [ln for ln in log if ln.startswith(("output ", "top-1"))]
         print(f"\nqconvert's own report on {arch} (over the calibration samples): "

@@ -562,7 +562,10 @@ def _render_quant_report(result: dict) -> str:
         if row.get("widened_channels"):
             lines.append(f"widened weight scales (int32 bias guard): {row['layer']} channels "
                          f"{_ranges(row['widened_channels'])}")
-    if result.get("layer_samples", result["samples"]) != result["samples"]:
+    if "layer_sample_fraction" in result:
+        lines.append(f"(layer SQNR over the first {100 * result['layer_sample_fraction']:.0f} % "
+                     "of each tensor's values in the first sample)")
+    elif result.get("layer_samples", result["samples"]) != result["samples"]:
         k = result["layer_samples"]
         lines.append(f"(layer SQNR over the first {k} sample{'s' if k > 1 else ''})")
     for name, value in result["output_sqnr_db"].items():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto
 
 # TFLite TensorType code -> IR dtype name.
 TFLITE_TO_IR = {
@@ -13,16 +12,14 @@ TFLITE_TO_IR = {
 }
 IR_TO_TFLITE = {v: k for k, v in TFLITE_TO_IR.items()}
 
-# ONNX TensorProto.DataType -> IR dtype name.
+# ONNX TensorProto.DataType code -> IR dtype name. The codes are fixed by onnx.proto (a test
+# checks them against the onnx package), so this module, and every pass or kernel that needs a
+# dtype table, does not import onnx.
 ONNX_TO_IR = {
-    TensorProto.FLOAT: "float32", TensorProto.UINT8: "uint8", TensorProto.INT8: "int8",
-    TensorProto.UINT16: "uint16", TensorProto.INT16: "int16", TensorProto.INT32: "int32",
-    TensorProto.INT64: "int64", TensorProto.STRING: "string", TensorProto.BOOL: "bool",
-    TensorProto.FLOAT16: "float16", TensorProto.DOUBLE: "float64", TensorProto.UINT32: "uint32",
-    TensorProto.UINT64: "uint64", TensorProto.COMPLEX64: "complex64",
-    TensorProto.COMPLEX128: "complex128", TensorProto.BFLOAT16: "bfloat16",
-    TensorProto.FLOAT8E4M3FN: "float8e4m3fn", TensorProto.FLOAT8E5M2: "float8e5m2",
-    TensorProto.UINT4: "uint4", TensorProto.INT4: "int4",
+    1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
+    8: "string", 9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64",
+    14: "complex64", 15: "complex128", 16: "bfloat16", 17: "float8e4m3fn", 19: "float8e5m2",
+    21: "uint4", 22: "int4",
 }
 IR_TO_ONNX = {v: k for k, v in ONNX_TO_IR.items()}
 

@@ -84,7 +84,7 @@ def layers(model: Model) -> list:
         for node in graph.nodes:
             ins = [graph.tensors[n] for n in node.present_inputs()]
             outs = [graph.tensors[n] for n in node.outputs if n is not None]
-            consts = [t for t in ins if t.is_constant]
+            consts = [t for t in ins if t.is_constant and not t.extra.get("from_attribute")]
             schema = None if node.opaque else schemas.get(node.op)
             widx = schema.input_index("weights") if schema else None
             weight = graph.tensors.get(node.inputs[widx]) if (
@@ -115,7 +115,7 @@ def summary(model: Model, path: str) -> dict:
     """The whole inspect report as JSON-ready data."""
     rows = layers(model)
     unique_weights = {id(t.data): t.nbytes() for g in model.graphs for t in g.tensors.values()
-                      if t.is_constant}
+                      if t.is_constant and not t.extra.get("from_attribute")}
     return {
         "model": str(path),
         "format": model.format,

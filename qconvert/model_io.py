@@ -8,6 +8,7 @@ a partial file behind.
 
 from __future__ import annotations
 
+import mmap
 import os
 import stat
 from pathlib import Path
@@ -48,6 +49,30 @@ def read_bytes(path: str | Path) -> bytes:
         raise QConvertError(f"cannot read: {exc.strerror}", str(path)) from exc
 
 
+def map_file(path: str | Path):
+    """A read-only `mmap` of the whole file (None when it is empty), or a QConvertError naming
+    it. ONNX weights are copied out of it one by one (`onnx_reader.parse_onnx_lean`), so the
+    file's bytes are never all in this process's memory next to them."""
+    path = Path(path)
+    check_regular_file(path, "model file")
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return None
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as exc:
+        raise QConvertError(f"cannot read: {getattr(exc, 'strerror', None) or exc}",
+                            str(path)) from exc
+
+
+def _close_quietly(mapped) -> None:
+    """Unmap now; a view still held somewhere (none should be) defers that to its release."""
+    try:
+        mapped.close()
+    except BufferError:
+        pass
+
+
 def check_regular_file(path: str | Path, what: str = "file") -> None:
     """Refuse a missing path, a folder, or a FIFO / device / socket (reading one would wait
     forever or never end) before opening it."""
@@ -67,7 +92,13 @@ def check_regular_file(path: str | Path, what: str = "file") -> None:
 def load_model(path: str | Path) -> Model:
     """Read and verify the model at `path`; errors name the file."""
     try:
-        data = read_bytes(path)
+        mapped = map_file(path)
+        if mapped is None or mapped[4:8] == b"TFL3":  # empty (refused below), or TFLite
+            if mapped is not None:
+                mapped.close()
+            data = read_bytes(path)
+        else:
+            data = mapped
         fmt, parsed = detect_format(data)
         if fmt == "tflite":
             from .tflite_reader import read_tflite
@@ -76,8 +107,13 @@ def load_model(path: str | Path) -> Model:
         else:
             from .onnx_reader import read_onnx_parsed
 
-            del data  # `parsed` holds what is needed (the weights are views of these bytes)
-            model = read_onnx_parsed(parsed, path)
+            del data  # `parsed` holds what is needed (the weights are copied out of the map)
+            try:
+                model = read_onnx_parsed(parsed, path)
+            finally:
+                if mapped is not None:
+                    parsed = None
+                    _close_quietly(mapped)
         try:
             model.verify()
         except GraphError as exc:

@@ -20,6 +20,7 @@ the walker does not accept) falls back to the full parse, which also reports cor
 from __future__ import annotations
 
 import copy
+import mmap
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ import onnx
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 from . import schemas
+from .schemas.effects import ONNX_STANDARD_DOMAINS
 from .dtypes import ONNX_TO_IR
 from .errors import QConvertError
 from .ir import Graph, Model, Node, Tensor
@@ -96,19 +98,39 @@ def parse_onnx(data: bytes) -> onnx.ModelProto:
     return proto
 
 
-def parse_onnx_lean(data: bytes) -> ParsedOnnx:
+def parse_onnx_lean(data) -> ParsedOnnx:
     """Parse `data` like `parse_onnx`, leaving large numeric `raw_data` payloads in `data`.
 
-    The result holds `data`: the constants read from it are views of it, not copies.
+    `data`: bytes, whose result holds them (the constants read from it are views of it, not
+    copies), or a read-only `mmap.mmap` of the file (`model_io.load_model`), from which each
+    constant is copied into an array of its own as it is read, the file's pages dropped behind
+    it: the weights are then in memory once, and the file never is.
     """
-    data = bytes(data)  # immutable: the numpy views must never see it change
+    if not isinstance(data, mmap.mmap):
+        data = bytes(data)  # immutable: the numpy views must never see it change
     try:
         lean, payloads = _strip_payloads(data)
     except _Unusual:
         lean, payloads = None, {}
     if not payloads:
-        return ParsedOnnx(parse_onnx(data))
+        return ParsedOnnx(parse_onnx(data if isinstance(data, bytes) else data[:]))
     return ParsedOnnx(parse_onnx(lean), data, payloads)
+
+
+def _payload_array(buffer, dtype, count: int, offset: int) -> np.ndarray:
+    """`count` values of `dtype` at `offset` of `buffer`: a read-only view of bytes (possibly
+    unaligned), or, from a mapped file, a copy of its own with the file's pages released from
+    this process (they stay in the page cache)."""
+    if not isinstance(buffer, mmap.mmap):
+        return np.frombuffer(buffer, dtype=dtype, count=count, offset=offset)
+    data = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset).copy()
+    start = offset - offset % mmap.PAGESIZE
+    end = offset + data.nbytes
+    try:
+        buffer.madvise(mmap.MADV_DONTNEED, start, end - start)
+    except (AttributeError, OSError, ValueError):  # no madvise here: the pages just stay
+        pass
+    return data
 
 
 def read_onnx(data: bytes, path: str | Path) -> Model:
@@ -291,8 +313,7 @@ class _Reader:
             if length != count * np.dtype(dtype).itemsize:
                 raise QConvertError(f"constant {name!r} holds {length} bytes for shape "
                                     f"{list(shape)} of {dtype}")
-            # a view of the file's bytes (read-only, possibly unaligned), not a copy
-            data = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset).reshape(shape)
+            data = _payload_array(buffer, dtype, count, offset).reshape(shape)
         else:
             data = numpy_helper.to_array(t)
         if data.dtype != np.dtype(dtype):
@@ -334,7 +355,7 @@ class _Reader:
         origin = {"name": n.name, "doc_string": n.doc_string}
         schema = schemas.by_onnx_op(n.op_type, n.domain)
         if schema is None:
-            origin.update(domain=n.domain, attributes=[a.SerializeToString() for a in n.attribute])
+            origin.update(opaque_origin(n))
             return Node(n.op_type, inputs, outputs, {}, name, True, origin)
         spec = schema.onnx
         attrs, extra, present = {}, [], []
@@ -348,13 +369,73 @@ class _Reader:
             if key not in attrs and default is not None:
                 attrs[key] = default
         origin.update(domain=n.domain, present=present, extra_attributes=extra)
-        if schema.name == "Softmax" and attrs.get("axis") is None:
-            attrs["axis"] = 1 if self.opset < 13 else -1
+        for slot in spec.attr_inputs:  # the IR spelling: a constant input (see schemas.ops)
+            if attrs.get(slot) is not None:
+                inputs = attribute_input(graph, schema, name, slot, attrs.pop(slot), inputs)
+        if schema.name == "Cast" and attrs.get("to") is not None:  # the IR's dtype name
+            if attrs["to"] not in ONNX_TO_IR:
+                raise QConvertError(f"Cast {name!r} to unsupported ONNX type {attrs['to']}")
+            attrs["to"] = ONNX_TO_IR[attrs["to"]]
+        if schema.name == "Softmax":  # the IR spells the opset's meaning, not the opset
+            if attrs.get("axis") is None:
+                attrs["axis"] = 1 if self.opset < 13 else -1
+            if self.opset < 13:
+                attrs["coerce_2d"] = 1
         if spec.spatial:
             _normalize_spatial(n.op_type, attrs, inputs, graph)
             _check_spatial(name, attrs)
             _check_window_geometry(n.op_type, name, attrs, inputs, graph)
         return Node(schema.name, inputs, outputs, attrs, name, False, origin)
+
+
+def attribute_input(graph: Graph, schema, node_name: str, slot: str, value, inputs: list,
+                    dtype=np.int64) -> list:
+    """`inputs` with input `slot` of `schema` holding a new constant of `value`: the IR
+    spelling of a parameter the format wrote as an attribute or option. The constant is
+    marked `from_attribute`, so that a writer spelling it as an attribute again never writes
+    it as a tensor, and inspect does not count it as a weight."""
+    index = schema.slot_index(slot)
+    inputs = list(inputs) + [None] * (index + 1 - len(inputs))
+    if inputs[index] is not None:
+        raise QConvertError(f"{schema.name} {node_name!r} has {slot!r} both as an input and as "
+                            "an attribute")
+    data = np.asarray(value, dtype).reshape(-1)
+    data.flags.writeable = False
+    name = graph.fresh_name(f"{node_name}@{slot}")
+    graph.add_tensor(Tensor(name, data.shape, str(data.dtype), data,
+                            extra={"from_attribute": True}))
+    inputs[index] = name
+    return inputs
+
+
+def opaque_origin(n: onnx.NodeProto) -> dict:
+    """What an opaque node keeps of NodeProto `n`: its domain and raw attributes (written back
+    as they were), and two facts about its subgraph bodies (If / Loop / Scan), found here once so
+    that no pass parses protobuf: `body_reads`, the outer-scope tensors the bodies read without
+    listing them as inputs (sorted), and `body_pure`, False when a body holds a custom-domain op
+    (which may have side effects; see `qconvert.schemas.effects`)."""
+    reads: set = set()
+    pure = True
+    stack = [g for a in n.attribute for g in _bodies(a)]
+    while stack:  # no recursion: bodies may nest deeply
+        g = stack.pop()
+        for inner in g.node:
+            reads.update(i for i in inner.input if i)
+            if inner.domain not in ONNX_STANDARD_DOMAINS:
+                pure = False
+            for a in inner.attribute:
+                stack.extend(_bodies(a))
+    return {"domain": n.domain, "attributes": [a.SerializeToString() for a in n.attribute],
+            "body_reads": tuple(sorted(reads)), "body_pure": pure}
+
+
+def _bodies(a: AttributeProto) -> list:
+    """The subgraphs an attribute holds."""
+    if a.type == AttributeProto.GRAPH:
+        return [a.g]
+    if a.type == AttributeProto.GRAPHS:
+        return list(a.graphs)
+    return []
 
 
 def _with_raw_data(t: TensorProto, raw: bytes) -> TensorProto:

@@ -6,6 +6,10 @@ default, so no attribute appears that the model's opset lacks), opaque ops get b
 op_type, domain and raw attributes. Model-level fields (IR version, opsets, producer, metadata,
 functions) are kept. Serialization is deterministic.
 
+Inputs the IR spells as constants where the model's opset wants an attribute (Transpose `perm`,
+Squeeze `axes` before opset 13...: `OnnxSpec.attr_inputs`) are written as that attribute, and
+a constant read only that way is not written as an initializer.
+
 `write_onnx` never copies a weight into a protobuf message: it serializes the model without its
 initializers, then splices each initializer in as a small encoded header followed by the
 constant's own buffer, in the field order protobuf uses, so the bytes are exactly those of
@@ -22,7 +26,7 @@ from onnx import AttributeProto, TensorProto, helper, numpy_helper
 from . import schemas
 from .dtypes import IR_TO_ONNX
 from .errors import QConvertError
-from .ir import Model
+from .ir import Model, Tensor
 from .onnx_reader import encode_varint, wire_fields
 
 MAX_PROTO_BYTES = 2**31 - 2**24
@@ -88,7 +92,8 @@ def _skeleton(model: Model) -> onnx.ModelProto:
     graph.name = g.name or "qconvert"
     if meta.get("graph_doc_string"):
         graph.doc_string = meta["graph_doc_string"]
-    graph.node.extend(_node(n) for n in g.nodes)
+    opset = model_opset(model)
+    graph.node.extend(_node(n, g, opset) for n in g.nodes)
     inputs = list(g.inputs) + [name for name in meta.get("initializer_inputs", [])
                                if name in g.tensors and g.tensors[name].data is not None]
     graph.input.extend(_value_info(g.tensors[name]) for name in inputs)
@@ -101,8 +106,63 @@ def _skeleton(model: Model) -> onnx.ModelProto:
 
 
 def _constants(model: Model) -> list:
-    """The tensors written as initializers, in the graph's tensor order."""
-    return [t for t in model.graph.tensors.values() if t.data is not None]
+    """The tensors written as initializers, in the graph's tensor order (index constants that
+    ONNX wants as int64, `INT64_INPUTS`, widened)."""
+    g = model.graph
+    attributes = _attribute_constants(g, model_opset(model))
+    widen = _int64_constants(g)
+    return [_widened(t) if t.name in widen else t for t in g.tensors.values()
+            if t.data is not None and t.name not in attributes]
+
+
+# (IR op, input position) whose tensor ONNX requires to be int64 (the IR takes any integer)
+INT64_INPUTS = frozenset({("Reshape", 1)})
+
+
+def _int64_constants(g) -> set:
+    """int32 constants read only at `INT64_INPUTS` positions."""
+    wide, other = set(), set(g.inputs) | set(g.outputs)
+    for n in g.nodes:
+        for i, name in enumerate(n.inputs):
+            if name is not None:
+                (wide if not n.opaque and (n.op, i) in INT64_INPUTS else other).add(name)
+    return {name for name in wide - other if g.tensors[name].dtype == "int32"
+            and g.tensors[name].data is not None}
+
+
+def _widened(t):
+    """A copy of int32 constant `t` holding int64."""
+    data = t.data.astype(np.int64)
+    data.flags.writeable = False
+    return Tensor(t.name, t.shape, "int64", data)
+
+
+def model_opset(model: Model) -> int:
+    """The default-domain opset the model is written with."""
+    opset = model.meta.get("opset")
+    if opset is None:
+        opset = dict(model.meta.get("opset_import", [("", 13)])).get("", 13)
+    return int(opset)
+
+
+def _attribute_slots(node, opset: int) -> dict:
+    """{input position: attribute name} of `node`'s inputs written as attributes."""
+    schema = None if node.opaque else schemas.get(node.op)
+    return {} if schema is None else schema.onnx_attribute_slots(opset)
+
+
+def _attribute_constants(g, opset: int) -> set:
+    """Constants written only as node attributes (never as initializers): those every reader
+    takes as an attribute, and those the reader made of an attribute that nothing reads."""
+    as_attribute, as_input = set(), set(g.inputs) | set(g.outputs)
+    for n in g.nodes:
+        slots = _attribute_slots(n, opset)
+        for i, name in enumerate(n.inputs):
+            if name is not None:
+                (as_attribute if i in slots else as_input).add(name)
+        as_input.update(n.origin.get("body_reads", ()))
+    born = {name for name, t in g.tensors.items() if t.extra.get("from_attribute")}
+    return (as_attribute | born) - as_input
 
 
 # Field numbers of onnx.proto3 (from the descriptors).
@@ -144,7 +204,7 @@ def _initializer_chunks(t) -> list:
     return [_key(_GRAPH_INITIALIZER), encode_varint(size), *body]
 
 
-def _node(n) -> onnx.NodeProto:
+def _node(n, g, opset: int) -> onnx.NodeProto:
     inputs = ["" if i is None else i for i in n.inputs]
     outputs = ["" if o is None else o for o in n.outputs]
     origin = n.origin
@@ -166,11 +226,24 @@ def _node(n) -> onnx.NodeProto:
         if schema.layout_sensitive and n.attrs.get("layout", "NCHW") != "NCHW":
             raise QConvertError(f"{n.op} {n.name!r} is NHWC; ONNX needs NCHW")
         spec = schema.onnx
+        from_inputs = {}
+        for index, attr in schema.onnx_attribute_slots(opset).items():
+            if index < len(inputs) and inputs[index]:
+                data = g.constant(inputs[index])
+                if data is None:
+                    raise QConvertError(f"{spec.op_type} {n.name!r}: its {attr} must be a "
+                                        f"constant to be written as an attribute (opset {opset})")
+                from_inputs[attr] = [int(v) for v in np.asarray(data).reshape(-1)]
+                inputs[index] = ""
+        while from_inputs and inputs and inputs[-1] == "":
+            inputs.pop()
         proto = helper.make_node(spec.op_type, inputs, outputs, name=name or None,
                                  domain=spec.domain or origin.get("domain") or None)
         present = set(origin.get("present", ()))
         for key, default in spec.attrs.items():
-            value = n.attrs.get(key)
+            value = from_inputs[key] if key in from_inputs else n.attrs.get(key)
+            if key == "to" and schema.name == "Cast" and value is not None:
+                value = IR_TO_ONNX[value]  # the IR's dtype name as a TensorProto code
             if value is None or (key not in present and _is_default(key, value, default)):
                 continue
             proto.attribute.append(_make_attribute(key, value))

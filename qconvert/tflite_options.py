@@ -7,7 +7,8 @@ including those of ops outside the schema table (carried opaquely). Vector field
 The IR names of option fields are fixed here, once for all ops: the fused activation becomes
 `activation` (an ActivationFunctionType name), stride, dilation and filter pairs become
 `strides`, `dilations` and `kernel_shape` ([H, W]), `Padding` is resolved to explicit `pads` by
-the reader (it needs shapes), every other field keeps its snake_case name.
+the reader (it needs shapes), `keep_dims` is the IR's `keepdims` (0 / 1, as in ONNX), every
+other field keeps its snake_case name.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ _PAIRS = {
     "kernel_shape": ("FilterHeight", "FilterWidth"),
 }
 _PAIRED_FIELDS = {f: attr for attr, pair in _PAIRS.items() for f in pair}
+# Option fields whose IR attribute has the ONNX name and an int value (0 / 1).
+_RENAMED = {"KeepDims": "keepdims"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -117,6 +120,8 @@ def attrs_from_options(values: dict) -> dict:
             attr = _PAIRED_FIELDS[field]
             h, w = _PAIRS[attr]
             attrs[attr] = [int(values.get(h, 1)), int(values.get(w, 1))]
+        elif field in _RENAMED:
+            attrs[_RENAMED[field]] = int(value)
         else:
             attrs[_snake(field)] = value
     return attrs
@@ -134,6 +139,9 @@ def options_from_attrs(options_name: str, attrs: dict) -> dict:
             attr = _PAIRED_FIELDS[field]
             if attrs.get(attr) is not None:
                 values[field] = int(attrs[attr][_PAIRS[attr].index(field)])
+        elif field in _RENAMED:
+            if attrs.get(_RENAMED[field]) is not None:
+                values[field] = bool(int(attrs[_RENAMED[field]]))
         elif _snake(field) in attrs and attrs[_snake(field)] is not None:
             values[field] = attrs[_snake(field)]
     return values

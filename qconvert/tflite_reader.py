@@ -25,6 +25,7 @@ from .dtypes import TFLITE_TO_IR
 from .errors import QConvertError
 from .ir import Graph, Model, Node, QuantParams, Tensor
 from .ir.tensor import RAW_DTYPES
+from .onnx_reader import attribute_input
 from .padding import same_pads, valid_pads
 from .tflite_options import BUILTIN_CODE_NAMES, OPTIONS_NAMES, attrs_from_options, read_options
 
@@ -300,6 +301,8 @@ class _Reader:
             raise QConvertError(f"operator {index} ({code_name}) uses builtin_options_2; not supported")
         node_name = outputs[0] if outputs and outputs[0] else f"op_{index}"
         attrs = attrs_from_options(options)
+        inputs = _option_inputs(schema, attrs, inputs, node_name, origin, graph)
+        _ir_spelling(schema.name, attrs, outputs, origin, graph)
         if schema.layout_sensitive:
             _normalize_spatial(schema.name, attrs, inputs, graph)
         return Node(schema.name, inputs, outputs, attrs, node_name, False, origin)
@@ -328,6 +331,48 @@ class _Reader:
             self.count(op.CustomOptionsLength(), "custom options", 1)
             origin["custom_options"] = bytes(op.CustomOptionsAsNumpy())
         return Node(custom_code or code_name, inputs, outputs, {}, node_name, True, origin)
+
+
+def _option_inputs(schema, attrs: dict, inputs: list, node_name: str, origin: dict,
+                   graph: Graph) -> list:
+    """The IR spelling of the options TFLite spells in place of an input (SQUEEZE
+    `squeeze_dims`): a constant input (int32, as TFLite's option vectors). Where the node has
+    the input too (a slot in `input_too`), the option is a TFLite detail the writer needs:
+    kept in `origin` with the input it came with."""
+    spec = schema.tflite
+    for slot, attr in spec.option_inputs.items():
+        index = schema.slot_index(slot)
+        value = attrs.pop(attr, None)
+        if index < len(inputs) and inputs[index] is not None:
+            origin[attr] = (value, inputs[index])
+        elif value is not None:
+            inputs = attribute_input(graph, schema, node_name, slot, value, inputs, np.int32)
+    return inputs
+
+
+_REDUCERS = frozenset({"Mean", "ReduceMax", "ReduceSum"})
+_CAST_TYPES = ("in_data_type", "out_data_type")
+
+
+def _ir_spelling(op: str, attrs: dict, outputs: list, origin: dict, graph: Graph) -> None:
+    """TFLite semantics in the IR's attributes (see `qconvert.schemas.ops`): a reduction's
+    `keepdims` (0 when the option is absent) and `noop_with_empty_axes` (empty axes reduce
+    nothing); Reshape's `allowzero` (TFLite reads a 0 literally); Softmax's `axis` (the last);
+    Cast's `to` (the output tensor's type; CastOptions' type codes have no effect and stay in
+    `origin`)."""
+    if op in _REDUCERS:
+        attrs.setdefault("keepdims", 0)
+        attrs["noop_with_empty_axes"] = 1
+    elif op == "Reshape":
+        attrs["allowzero"] = 1
+    elif op == "Softmax":
+        attrs["axis"] = -1
+    elif op == "Cast":
+        types = {k: attrs.pop(k) for k in _CAST_TYPES if k in attrs}
+        if types:
+            origin["kept_options"] = types
+        if outputs and outputs[0] is not None:
+            attrs["to"] = graph.tensors[outputs[0]].dtype
 
 
 def _normalize_spatial(op: str, attrs: dict, inputs: list, graph: Graph) -> None:

@@ -4,8 +4,10 @@ The inverse of `tflite_reader`: tensors in IR order, constants in 16-byte aligne
 buffer per distinct array), operator codes in order of first use with the op version the source
 carried (schema default for new nodes), options rebuilt from IR attributes through the generic
 options writer. Explicit pads are written as SAME or VALID; pads TFLite cannot express are an
-error here (the layout pass inserts an explicit PAD first). Output is deterministic: the same IR
-gives the same bytes.
+error here (the layout pass inserts an explicit PAD first). Inputs the IR spells as constants
+where TFLite has an option (SQUEEZE `squeeze_dims`: `TfliteSpec.option_inputs`) are written as
+that option, and a constant read only that way is not written as a tensor. Output is
+deterministic: the same IR gives the same bytes.
 """
 
 from __future__ import annotations
@@ -70,9 +72,10 @@ class _Writer:
     # -- model ------------------------------------------------------------------------------
     def write(self) -> bytes:
         b, model = self.b, self.model
+        self.written = [_written_tensors(g) for g in model.graphs]
         graphs_ops = [[self.operator_parts(node, g) for node in g.nodes] for g in model.graphs]
-        for g in model.graphs:
-            for t in g.tensors.values():
+        for g, names in zip(model.graphs, self.written):
+            for t in map(g.tensors.__getitem__, names):
                 if t.data is not None:
                     self.buffer_index(t.data)
                 elif "variable_init" in t.extra:
@@ -157,7 +160,8 @@ class _Writer:
 
     # -- operators --------------------------------------------------------------------------
     def operator_parts(self, node, graph) -> tuple:
-        """(opcode index, options type, options values, custom options) of a node."""
+        """(opcode index, options type, options values, custom options, inputs) of a node."""
+        inputs = node.inputs
         origin = node.origin
         if node.opaque:
             if "code" not in origin:
@@ -173,27 +177,30 @@ class _Writer:
             key = (BUILTIN_CODES[spec.code], None, origin.get("version", spec.version))
             options_type = spec.options
             values = {}
+            attrs = dict(node.attrs)
+            inputs = _options_from_inputs(node, graph, schema, attrs)
             if options_type is not None:
-                attrs = dict(node.attrs)
                 if schema.layout_sensitive:
                     attrs["padding"] = _tflite_padding(node, graph)
                 values = options_from_attrs(options_type, attrs)
             custom = (None, 0)
         self.opcodes.setdefault(key, len(self.opcodes))
-        return self.opcodes[key], options_type, values, custom
+        return self.opcodes[key], options_type, values, custom, inputs
 
     def subgraph(self, g, ops) -> int:
         b = self.b
-        index = {name: i for i, name in enumerate(g.tensors)}
+        names = self.written[len(self.tensor_index)]
+        index = {name: i for i, name in enumerate(names)}
         self.tensor_index.append(index)
 
         def idx(name):
             return -1 if name is None else index[name]
 
-        tensor_offsets = [self.tensor(t) for t in g.tensors.values()]
+        tensor_offsets = [self.tensor(g.tensors[name]) for name in names]
         op_offsets = []
-        for node, (opcode_index, options_type, values, custom) in zip(g.nodes, ops):
-            op_offsets.append(self.operator(node, opcode_index, options_type, values, custom, idx))
+        for node, (opcode_index, options_type, values, custom, inputs) in zip(g.nodes, ops):
+            op_offsets.append(self.operator(node, opcode_index, options_type, values, custom,
+                                            inputs, idx))
         tensors_vec = self.offsets_vector(tflite.SubGraphStartTensorsVector, tensor_offsets)
         inputs_vec = self.int_vector(idx(n) for n in g.inputs)
         outputs_vec = self.int_vector(idx(n) for n in g.outputs)
@@ -208,10 +215,10 @@ class _Writer:
             tflite.SubGraphAddName(b, name)
         return tflite.SubGraphEnd(b)
 
-    def operator(self, node, opcode_index, options_type, values, custom, idx) -> int:
+    def operator(self, node, opcode_index, options_type, values, custom, inputs, idx) -> int:
         b = self.b
         options = write_options(b, options_type, values) if options_type not in (None, "NONE") else None
-        inputs = self.int_vector(idx(n) for n in node.inputs)
+        inputs = self.int_vector(idx(n) for n in inputs)
         outputs = self.int_vector(idx(n) for n in node.outputs)
         intermediates = node.origin.get("intermediates")
         inter_vec = self.int_vector(idx(n) for n in intermediates) if intermediates else None
@@ -281,6 +288,78 @@ class _Writer:
 
 
 _INT32_MAX = 2**31 - 1
+
+
+def _option_slots(node, graph) -> dict:
+    """{input position: option attribute} of `node`'s inputs written as options: the slots
+    TFLite spells only as options, and those holding a constant the reader made of one."""
+    schema = None if node.opaque else schemas.get(node.op)
+    if schema is None:
+        return {}
+    slots = {}
+    for index, attr in schema.tflite_option_slots().items():
+        name = node.inputs[index] if index < len(node.inputs) else None
+        if name is None:
+            continue
+        slot = schema.inputs[index].name
+        if slot not in schema.tflite.input_too or graph.tensors[name].extra.get("from_attribute"):
+            slots[index] = attr
+    return slots
+
+
+def _options_from_inputs(node, graph, schema, attrs: dict) -> list:
+    """`node`'s inputs without those written as options; their values go into `attrs`, with
+    the options that have no IR meaning (kept in `origin`)."""
+    attrs.update(node.origin.get("kept_options", ()))
+    slots = _option_slots(node, graph)
+    for index, attr in schema.tflite_option_slots().items():
+        if index not in slots and schema.inputs[index].name in schema.tflite.input_too:
+            # an input TFLite also has, and repeats as an option
+            value = _repeated_option(node, graph, index, attr)
+            if value is not None:
+                attrs[attr] = value
+    if not slots:
+        return node.inputs
+    inputs = list(node.inputs)
+    for index, attr in slots.items():
+        data = graph.constant(inputs[index])
+        if data is None:
+            raise QConvertError(f"{node.op} {node.name!r}: its {attr} must be a constant "
+                                "(TFLite spells it as an option)")
+        attrs[attr] = [int(v) for v in np.asarray(data).reshape(-1)]
+        inputs[index] = None
+    while inputs and inputs[-1] is None:
+        inputs.pop()
+    return inputs
+
+
+def _repeated_option(node, graph, index: int, attr: str):
+    """The option value repeating input `index` (RESHAPE `new_shape`): what the source had
+    while the node reads the input it came with, else the input's values (None when it has
+    none, or is not a constant)."""
+    name = node.inputs[index] if index < len(node.inputs) else None
+    if attr in node.origin:
+        literal, came_with = node.origin[attr]
+        if literal is None or came_with == name:
+            return literal
+    data = graph.constant(name)
+    return None if data is None else [int(v) for v in np.asarray(data).reshape(-1)]
+
+
+def _written_tensors(g) -> list:
+    """Names of the tensors written, in IR order: all but the constants only read as
+    options (and those the reader made of an option that nothing reads any more)."""
+    as_option, as_input = set(), set(g.inputs) | set(g.outputs)
+    for node in g.nodes:
+        slots = _option_slots(node, g)
+        for i, name in enumerate(node.inputs):
+            if name is not None:
+                (as_option if i in slots else as_input).add(name)
+        as_input.update(node.outputs)
+        as_input.update(node.origin.get("intermediates") or ())
+    born = {name for name, t in g.tensors.items() if t.extra.get("from_attribute")}
+    omitted = (as_option | born) - as_input
+    return [name for name in g.tensors if name not in omitted]
 
 
 def _check_int32_shape(t) -> None:

@@ -33,6 +33,12 @@ class TfliteSpec:
     code: str
     options: str | None = None
     version: int = 1
+    option_inputs: dict = field(default_factory=dict)
+    """IR input slot name -> the option field (IR attribute name) TFLite spells it as. The
+    reader makes the option a constant input (the IR spelling), the writer turns that input
+    back into the option. A slot in `input_too` may also be a real input tensor in TFLite (it
+    is then kept, and the option follows the node's `origin`)."""
+    input_too: frozenset = frozenset()
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,11 @@ class OnnxSpec:
     attrs: dict = field(default_factory=dict)
     domain: str = ""
     spatial: bool = False
+    attr_inputs: dict = field(default_factory=dict)
+    """IR input slot name -> the first opset whose op takes it as an input, None when ONNX
+    always spells it as the attribute of that name (Transpose `perm`). The reader makes such
+    an attribute a constant input (the IR spelling); the writer turns the input back into the
+    attribute for the opsets that need it. The attribute keeps its place in `attrs`."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,23 @@ class OpSchema:
     int8: str | None = None
     macs: str | None = None
     pure: bool = True
+
+    def slot_index(self, name: str) -> int:
+        """Position of the input slot called `name`."""
+        return next(i for i, slot in enumerate(self.inputs) if slot.name == name)
+
+    def onnx_attribute_slots(self, opset: int) -> dict:
+        """{input position: attribute name} of the inputs ONNX `opset` spells as attributes."""
+        if self.onnx is None:
+            return {}
+        return {self.slot_index(name): name for name, since in self.onnx.attr_inputs.items()
+                if since is None or opset < since}
+
+    def tflite_option_slots(self) -> dict:
+        """{input position: option attribute} of the inputs TFLite spells as options."""
+        if self.tflite is None:
+            return {}
+        return {self.slot_index(name): attr for name, attr in self.tflite.option_inputs.items()}
 
     def input_index(self, role: str) -> int | None:
         """Position of the first input with `role`, or None."""

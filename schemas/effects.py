@@ -10,15 +10,14 @@ otherwise). An opaque op is impure unless its kind is listed here as known to be
   tensors), hash tables, random ops and every custom op.
 - ONNX: standard-domain ops ("", "ai.onnx", "ai.onnx.ml") have no side effects by the standard,
   control flow included, but a control-flow node is pure only if every node of its bodies is
-  (a custom-domain op inside a Loop body keeps the Loop). Custom-domain ops are impure.
+  (a custom-domain op inside a Loop body keeps the Loop); the ONNX reader walks the bodies once
+  and records the answer (`origin["body_pure"]`). Custom-domain ops are impure.
 
 A TFLite READ_VARIABLE or VAR_HANDLE nobody reads is pure (it only reads or names the state);
 the ASSIGN_VARIABLE that writes a variable keeps its VAR_HANDLE alive through its input.
 """
 
 from __future__ import annotations
-
-from onnx import AttributeProto, NodeProto
 
 from . import get
 
@@ -49,26 +48,4 @@ def is_pure(node) -> bool:
         return origin.get("custom_code") is None and node.op in PURE_TFLITE_BUILTINS
     if origin.get("domain", "") not in ONNX_STANDARD_DOMAINS:
         return False
-    for raw in origin.get("attributes", ()):
-        a = AttributeProto()
-        a.ParseFromString(raw)
-        bodies = [a.g] if a.type == AttributeProto.GRAPH else (
-            list(a.graphs) if a.type == AttributeProto.GRAPHS else [])
-        if not all(_onnx_body_pure(g) for g in bodies):
-            return False
-    return True
-
-
-def _onnx_body_pure(graph) -> bool:
-    return all(_onnx_node_pure(n) for n in graph.node)
-
-
-def _onnx_node_pure(n: NodeProto) -> bool:
-    if n.domain not in ONNX_STANDARD_DOMAINS:
-        return False
-    for a in n.attribute:
-        if a.type == AttributeProto.GRAPH and not _onnx_body_pure(a.g):
-            return False
-        if a.type == AttributeProto.GRAPHS and not all(_onnx_body_pure(g) for g in a.graphs):
-            return False
-    return True
+    return origin.get("body_pure", True)  # found once by the ONNX reader

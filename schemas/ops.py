@@ -3,6 +3,25 @@
 Ops that exist in both formats share one IR name (Conv2D is TFLite CONV_2D and ONNX Conv); the
 layout attribute, not the name, says NCHW or NHWC. Ops that exist in one format only have a spec
 for that format alone; cross-format conversion maps them (a later pass).
+
+One IR spelling per op, whatever the format read: a list-valued parameter that either format
+can take as an input tensor is an input of the IR node (a constant made by the reader when the
+source spelled it as an ONNX attribute, `OnnxSpec.attr_inputs`, or a TFLite option,
+`TfliteSpec.option_inputs`), and the writers turn it back. Passes and kernels read such a
+parameter from its input only:
+- Transpose `perm`, Squeeze / Unsqueeze `axes`, ReduceMean / ReduceMax / ReduceSum `axes`,
+  Split `split`: constant integer inputs.
+- Reshape: the `shape` input (TFLite's `new_shape` option when it has no input) and
+  `allowzero` (TFLite reads a 0 literally: 1).
+- Cast: `to`, the IR dtype name (ONNX's TensorProto code; TFLite's output tensor type).
+- Reductions (Mean, ReduceMean, ReduceMax, ReduceSum): `keepdims` 0 / 1 (TFLite `keep_dims`);
+  `noop_with_empty_axes` 1 where empty axes reduce nothing (TFLite).
+- Softmax: `axis` (TFLite: -1), `coerce_2d` 1 where the input is flattened to 2-D at `axis`
+  (ONNX before opset 13); `beta` (TFLite) scales the input.
+- Not respelled: Pad's pads keep their tensor's layout ([rank, 2] in TFLite, [begins, ends] in
+  ONNX; the kernels tell them apart by rank), Clip / Slice / Resize parameters are inputs in
+  both formats already, the TFLite-only ops (Mean, StridedSlice, SplitEqual...) keep their
+  option names.
 """
 
 from . import Input, OnnxSpec, OpSchema, TfliteSpec, register
@@ -88,7 +107,8 @@ register(OpSchema("HardSigmoid", "max(0, min(1, alpha * x + beta)) (ONNX).", (X,
 register(OpSchema("HardSwish", "x * relu6(x + 3) / 6.", (X,), tflite=TfliteSpec("HARD_SWISH"),
                   onnx=OnnxSpec("HardSwish"), int8="requantize"))
 register(OpSchema(
-    "Softmax", "softmax(beta * x) along `axis` (TFLite: the last axis).", (X,),
+    "Softmax", "softmax(beta * x) along `axis` (TFLite: the last axis); `coerce_2d`: over "
+    "every axis from `axis` (ONNX before opset 13).", (X,),
     tflite=TfliteSpec("SOFTMAX", "SoftmaxOptions"), onnx=OnnxSpec("Softmax", {"axis": None}),
     int8="fixed_output"))
 
@@ -108,32 +128,38 @@ register(OpSchema("GlobalAveragePool", "Mean over all spatial axes, kept as size
 register(OpSchema("Mean", "Mean over the axes given by a constant input (TFLite MEAN).",
                   (X, Input("axes", "param")), tflite=TfliteSpec("MEAN", "ReducerOptions"),
                   int8="requantize"))
-register(OpSchema("ReduceMean", "Mean over `axes` (ONNX ReduceMean).",
-                  (X, Input("axes", "param", optional=True)),
+register(OpSchema("ReduceMean", "Mean over the `axes` input (ONNX ReduceMean; an attribute "
+                  "before opset 18).", (X, Input("axes", "param", optional=True)),
                   onnx=OnnxSpec("ReduceMean", {"axes": None, "keepdims": 1,
-                                               "noop_with_empty_axes": 0}),
+                                               "noop_with_empty_axes": 0},
+                                attr_inputs={"axes": 18}),
                   int8="requantize"))
-for _name, _tfl in (("ReduceMax", "REDUCE_MAX"), ("ReduceSum", "SUM")):
+for _name, _tfl, _since in (("ReduceMax", "REDUCE_MAX", 18), ("ReduceSum", "SUM", 13)):
     register(OpSchema(
-        _name, f"{_name[6:]} over `axes` (ONNX {_name}: `axes` attribute or input, `keepdims`; "
-        f"TFLite {_tfl}: constant axes input, `keep_dims`).",
+        _name, f"{_name[6:]} over the `axes` input (ONNX {_name}: an attribute before opset "
+        f"{_since}, `keepdims`; TFLite {_tfl}: `keep_dims`).",
         (X, Input("axes", "param", optional=True)),
         tflite=TfliteSpec(_tfl, "ReducerOptions"),
-        onnx=OnnxSpec(_name, {"axes": None, "keepdims": 1, "noop_with_empty_axes": 0})))
+        onnx=OnnxSpec(_name, {"axes": None, "keepdims": 1, "noop_with_empty_axes": 0},
+                      attr_inputs={"axes": _since})))
 register(OpSchema("GlobalMaxPool", "Max over all spatial axes, kept as size 1 (ONNX).", (X,),
                   onnx=OnnxSpec("GlobalMaxPool"), layout_sensitive=True, int8="same_scale"))
 
 register(OpSchema("Flatten", "Reshape to 2-D at `axis` (ONNX).", (X,),
                   onnx=OnnxSpec("Flatten", {"axis": 1}), int8="same_scale"))
 register(OpSchema(
-    "Reshape", "Reshape to the shape input (TFLite: or the `new_shape` option).",
+    "Reshape", "Reshape to the `shape` input (TFLite: the `new_shape` option when the node has "
+    "no shape input); `allowzero` 1 reads a 0 literally, 0 copies the input dimension.",
     (X, Input("shape", "param", optional=True)),
-    tflite=TfliteSpec("RESHAPE", "ReshapeOptions"), onnx=OnnxSpec("Reshape", {"allowzero": 0}),
+    tflite=TfliteSpec("RESHAPE", "ReshapeOptions", option_inputs={"shape": "new_shape"},
+                      input_too=frozenset({"shape"})),
+    onnx=OnnxSpec("Reshape", {"allowzero": 0}),
     int8="same_scale"))
 register(OpSchema(
-    "Transpose", "Permute axes (ONNX: `perm` attribute; TFLite: a constant input).",
-    (X, Input("perm", "param", optional=True)),
-    tflite=TfliteSpec("TRANSPOSE", "TransposeOptions"), onnx=OnnxSpec("Transpose", {"perm": None}),
+    "Transpose", "Permute axes by the constant `perm` input (ONNX's `perm` attribute); absent, "
+    "reverse them.", (X, Input("perm", "param", optional=True)),
+    tflite=TfliteSpec("TRANSPOSE", "TransposeOptions"),
+    onnx=OnnxSpec("Transpose", {"perm": None}, attr_inputs={"perm": None}),
     int8="same_scale"))
 register(OpSchema(
     "Concat", "Concatenate along `axis`.", (Input("inputs", variadic=True),),
@@ -155,20 +181,23 @@ for _name, _tfl in (("Maximum", "MAXIMUM"), ("Minimum", "MINIMUM")):
         "operands share the output's scale).", (Input("a"), Input("b")),
         tflite=TfliteSpec(_tfl, "MaximumMinimumOptions"), int8="same_scale"))
 register(OpSchema(
-    "Squeeze", "Remove size-1 axes (ONNX 13+: axes input; TFLite: `squeeze_dims`).",
+    "Squeeze", "Remove the size-1 axes of the `axes` input (ONNX: an attribute before opset 13; "
+    "TFLite: the `squeeze_dims` option); absent or empty, every size-1 axis.",
     (X, Input("axes", "param", optional=True)),
-    tflite=TfliteSpec("SQUEEZE", "SqueezeOptions"), onnx=OnnxSpec("Squeeze", {"axes": None}),
+    tflite=TfliteSpec("SQUEEZE", "SqueezeOptions", option_inputs={"axes": "squeeze_dims"}),
+    onnx=OnnxSpec("Squeeze", {"axes": None}, attr_inputs={"axes": 13}),
     int8="same_scale"))
-register(OpSchema("Unsqueeze", "Insert size-1 axes (ONNX).",
-                  (X, Input("axes", "param", optional=True)),
-                  onnx=OnnxSpec("Unsqueeze", {"axes": None}), int8="same_scale"))
+register(OpSchema("Unsqueeze", "Insert size-1 axes at the `axes` input (ONNX: an attribute "
+                  "before opset 13).", (X, Input("axes", "param", optional=True)),
+                  onnx=OnnxSpec("Unsqueeze", {"axes": None}, attr_inputs={"axes": 13}),
+                  int8="same_scale"))
 register(OpSchema("ConstantOfShape", "A tensor of the given shape filled with `value` (ONNX).",
                   (Input("shape", "param"),), onnx=OnnxSpec("ConstantOfShape", {"value": None})))
 # Shape arithmetic (what PyTorch's exporter emits around Reshape/Flatten); `fold-constants`
 # evaluates it when the inputs are constants or of static shape.
 register(OpSchema(
-    "Cast", "Convert the element type (ONNX: to `to`, a TensorProto type; TFLite: to the output "
-    "tensor's type).", (X,),
+    "Cast", "Convert the element type to `to`, an IR dtype name (ONNX: a TensorProto code; "
+    "TFLite: the output tensor's type).", (X,),
     tflite=TfliteSpec("CAST", "CastOptions"), onnx=OnnxSpec("Cast", {"to": None, "saturate": 1})))
 register(OpSchema(
     "Shape", "The input's shape as a 1-D integer tensor (ONNX 15+: dims [start, end)).", (X,),
@@ -274,10 +303,11 @@ register(OpSchema(
     tflite=TfliteSpec("RESIZE_NEAREST_NEIGHBOR", "ResizeNearestNeighborOptions"),
     int8="same_scale"))
 register(OpSchema(
-    "Split", "Split `x` along `axis` into parts of the sizes `split` (input from opset 13, "
-    "attribute before), else into equal parts, one per output (ONNX Split).",
+    "Split", "Split `x` along `axis` into parts of the sizes of the `split` input (an attribute "
+    "before opset 13), else into equal parts, one per output (ONNX Split).",
     (X, Input("split", "param", optional=True)),
-    onnx=OnnxSpec("Split", {"axis": 0, "split": None, "num_outputs": None}), int8="same_scale"))
+    onnx=OnnxSpec("Split", {"axis": 0, "split": None, "num_outputs": None},
+                  attr_inputs={"split": 13}), int8="same_scale"))
 register(OpSchema(
     "SplitEqual", "Split `x` along the constant `axis` input into `num_splits` equal parts "
     "(TFLite SPLIT: inputs axis, x).", (Input("axis", "param"), X),

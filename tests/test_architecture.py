@@ -59,11 +59,11 @@ SOURCES = {"qconvert": "qconvert", "passes": "qconvert.passes", "schemas": "qcon
 
 # The int8 primitives by the names other code would give them: defined only in qconvert/int8.
 PRIMITIVE_NAME = re.compile(
-    r"(srdhm|rdbpot|rdbp|mbqm|wrap(32|16)|wrap_int(32|16)|clz32|sat_mul_pot|quantize_multiplier.*"
-    r"|saturating_.*|rounding_(divide|half).*|multiply_by_quantized.*|exp_on_.*"
-    r"|one_over_one_plus.*|one_minus_x.*|fixed_(logistic|tanh)|calculate_input_radius"
+    r"((s|sr)dhm|rdbpot|rdbp|mbqm)\w*|wrap(_int)?(8|16|32|64)|clz(32|64)?|sat_mul_pot"
+    r"|quantize_multiplier.*|saturating_.*|rounding_(divide|half).*|multiply_by_quantized.*"
+    r"|exp_on_.*|one_over_one_plus.*|one_minus_x.*|fixed_(logistic|tanh)|calculate_input_radius"
     r"|activation_range|effective_multipliers?|inv_sqrt.*|get_reciprocal|mean_multiplier"
-    r"|downscale_int32.*|round_half_away)")
+    r"|downscale_int32.*|round_half_away")
 
 
 class Module:

@@ -382,10 +382,11 @@ def _every_op_model(header_only_ops: bool = False) -> Model:
     perm = n.const("perm", np.asarray([0, 2, 1, 3], np.int32))
     t = n.node("Transpose", [lo, perm], "transpose", (1, 3, 3, 10), 0.2, 0)
     axes = n.const("axes", np.asarray([1, 2], np.int32))
-    mean = n.node("Mean", [t, axes], "mean", (1, 1, 1, 10), 0.1, 0, keep_dims=True)
+    mean = n.node("Mean", [t, axes], "mean", (1, 1, 1, 10), 0.1, 0, keepdims=1)
     shape = n.const("shape", np.asarray([1, 1, 10], np.int32))
     r = n.node("Reshape", [mean, shape], "reshape", (1, 1, 10), 0.1, 0)
-    sq = n.node("Squeeze", [r], "squeeze", (1, 10), 0.1, 0, squeeze_dims=[1])
+    squeeze_dims = n.const("squeeze_dims", np.asarray([1], np.int32))
+    sq = n.node("Squeeze", [r, squeeze_dims], "squeeze", (1, 10), 0.1, 0)
     idx = n.const("idx", np.asarray([9, 0, 3, 3, 1, 2, 4, 5], np.int32))
     gth = n.node("Gather", [sq, idx], "gather", (1, 8), 0.1, 0, axis=1, batch_dims=0)
     ss = n.node("StridedSlice", [gth, n.const("begin", np.asarray([0, 1], np.int32)),

@@ -329,7 +329,7 @@ def test_tflite_mean(tmp_path, axes, keep):
     shape = [d for i, d in enumerate((2, 4, 5, 3)) if i not in [a % 4 for a in axes]]
     if keep:
         shape = [1 if i in [a % 4 for a in axes] else d for i, d in enumerate((2, 4, 5, 3))]
-    n.node("Mean", [x, n.const("axes", np.array(axes, np.int32))], "y", shape, keep_dims=keep)
+    n.node("Mean", [x, n.const("axes", np.array(axes, np.int32))], "y", shape, keepdims=int(keep))
     check_tflite(tmp_path, n.build(["y"]))
 
 

@@ -106,6 +106,53 @@ def _op_zoo(hardswish: bool = False) -> bytes:
     return n.build([n.node("Softmax", [g], "prob", axis=1)], opset=14 if hardswish else 13)
 
 
+def _op_zoo2() -> bytes:
+    """The other ops with a 16x8 kernel: SPLIT, ADD + RELU6, STRIDED_SLICE, TRANSPOSE_CONV,
+    TRANSPOSE, BATCH_MATMUL, RELU (ONNX Split, Clip, Slice, ConvTranspose, MatMul...)."""
+    n = OnnxNet(4)
+    x = n.input("x", [1, 4, 8, 8])
+    n.node("Split", [n.conv(x, 4, 8, "c1", pads=[1, 1, 1, 1]),
+                     n.const("sp", np.array([4, 4], np.int64))], "s0", axis=1)
+    n.nodes[-1].output[:] = ["s0", "s1"]
+    clip = n.node("Clip", [n.node("Add", ["s0", "s1"], "sum"), n.const("z", np.float32(0)),
+                           n.const("six", np.float32(6))], "clip")
+    sl = n.node("Slice", [clip, n.const("st", np.array([1], np.int64)),
+                          n.const("en", np.array([7], np.int64)),
+                          n.const("ax", np.array([2], np.int64))], "slice")
+    ct = n.node("ConvTranspose", [n.node("Sub", ["s0", "s1"], "diff"), n.rand("ct_w", 4, 4, 2, 2),
+                                  n.rand("ct_b", 4)], "ct", kernel_shape=[2, 2], strides=[2, 2])
+    ctp = n.node("MaxPool", [ct], "ctp", kernel_shape=[2, 2], strides=[2, 2])
+    r = n.node("Reshape", [sl, n.const("shp", np.array([1, 4, 48], np.int64))], "r")
+    r2 = n.node("Reshape", [ctp, n.const("shp2", np.array([1, 4, 64], np.int64))], "r2")
+    t = n.node("Transpose", [r2], "t", perm=[0, 2, 1])
+    ts = n.node("Slice", [t, n.const("st2", np.array([0], np.int64)),
+                          n.const("en2", np.array([48], np.int64)),
+                          n.const("ax2", np.array([1], np.int64))], "tsl")
+    return n.build([n.node("Relu", [n.node("MatMul", [r, ts], "mm")], "y")])
+
+
+def test_more_16x8_ops_run_in_tflm(tmp_path):
+    import onnxruntime as ort
+
+    path = tmp_path / "zoo2.onnx"
+    path.write_bytes(_op_zoo2())
+    rng = np.random.default_rng(2)
+    np.save(tmp_path / "calib.npy", rng.standard_normal((16, 4, 8, 8)).astype(np.float32))
+    xs = rng.standard_normal((8, 4, 8, 8)).astype(np.float32)
+    sess = ort.InferenceSession(str(path))
+    ref = np.concatenate([sess.run(None, {"x": x[None]})[0] for x in xs])
+    db = {}
+    for key, extra in (("int8", ()), ("int16", ("--activations", "int16"))):
+        out, _, _ = _quantize(tmp_path, path, tmp_path / "calib.npy", f"{key}.tflite", *extra)
+        got = _tflm(out.read_bytes(), xs.transpose(0, 2, 3, 1))
+        db[key] = _sqnr(ref, got.reshape(ref.shape))
+    graph = load_model(out).graph
+    ops = {n.op for n in graph.nodes}
+    assert {"SplitEqual", "StridedSlice", "TransposeConv", "Transpose", "BatchMatMul"} <= ops
+    assert all(t.dtype == "int16" for t in _activations(graph).values())
+    assert db["int16"] > db["int8"] + 5, db  # measured 52.0 vs 44.2 dB
+
+
 @pytest.fixture(scope="module")
 def zoo(tmp_path_factory):
     """(onnx path, calibration path, held-out NCHW samples, onnxruntime's outputs on them)."""
@@ -339,3 +386,47 @@ def test_digits_onnx_to_16x8_tflite_beats_int8_in_tflm(tmp_path):
         out, _, _ = _quantize(tmp_path, src, calib, f"{key}.tflite", *extra)
         db[key] = _sqnr(ref, _tflm(out.read_bytes(), xs.transpose(0, 2, 3, 1)))
     assert db["int16"] > db["int8"] + 3, db  # measured 39.1 vs 34.5 dB: int8 weights remain
+
+
+@pytest.mark.parametrize("name", ["keras_mobilenet_v2", "keras_resnet8"])
+def test_footprint_arena_is_export_cs_greedy_plan(name):
+    """The report's arena estimate equals export-c's planner (an independent implementation of
+    the same greedy-by-size placement) when that one is given no in-place kernels."""
+    from qconvert.c_export.memory_plan import PlanStep, plan_memory
+    from qconvert.quant.footprint import ALIASES, arena_bytes
+
+    graph = load_model(TEST_MODELS / "corpus" / f"{name}.tflite").graph
+    rng = np.random.default_rng(5)
+    sizes = {n: int(rng.integers(1, 4)) * max(1, t.nbytes() // 4)
+             for n, t in graph.tensors.items() if t.data is None}
+    steps = []
+    for node in graph.nodes:
+        ins = [i for i in dict.fromkeys(node.present_inputs()) if i in sizes]
+        outs = [o for o in node.outputs if o in sizes]
+        steps.append((ins, outs, node.op in ALIASES and len(ins) == 1 and len(outs) == 1))
+    ours = arena_bytes(sizes, steps, graph.inputs, graph.outputs)
+    plan = plan_memory(sizes, [PlanStep(i, o, alias=a) for i, o, a in steps],
+                       [i for i in graph.inputs if i in sizes],
+                       [o for o in graph.outputs if o in sizes])
+    assert ours == plan.arena_size > 0
+
+
+def test_reported_ram_and_flash_are_those_of_the_written_model(digits):
+    """The report prices the plan before writing; the model written has those bytes (arena
+    of its tensors' own types, flash = weights + biases + other constants)."""
+    from qconvert.quant.footprint import ALIASES, arena_bytes
+
+    for key in ("int16", "auto"):
+        out, report, _ = digits[key]
+        graph = load_model(out).graph
+        sizes = {n: t.nbytes() for n, t in graph.tensors.items() if t.data is None}
+        steps = []
+        for node in graph.nodes:
+            ins = [i for i in dict.fromkeys(node.present_inputs()) if i in sizes]
+            outs = [o for o in node.outputs if o in sizes]
+            steps.append((ins, outs, node.op in ALIASES and len(ins) == 1 and len(outs) == 1))
+        mem = report["int16"]["memory"]["chosen"]
+        assert arena_bytes(sizes, steps, graph.inputs, graph.outputs) == mem["arena_bytes"]
+        constants = [t for t in graph.tensors.values() if t.data is not None
+                     and t.dtype in ("int8", "int16", "int32", "int64") and t.quant is not None]
+        assert sum(int(t.data.nbytes) for t in constants) == mem["flash_bytes"], key

@@ -494,7 +494,7 @@ def test_mean(axes, keep_dims, out_q):
     out_shape = [1 if i in resolved else d for i, d in enumerate(shape)]
     if not keep_dims:
         out_shape = [d for i, d in enumerate(shape) if i not in resolved]
-    n.node("Mean", [x, ax], "y", out_shape, *out_q, keep_dims=keep_dims)
+    n.node("Mean", [x, ax], "y", out_shape, *out_q, keepdims=int(keep_dims))
     assert_same(n.build(["y"]), int8_feeds(n.g, 3))
 
 
@@ -581,7 +581,8 @@ def test_data_movement_ops():
     t = n.node("Transpose", [p, perm], "t", (1, 4, 7, 4), 0.05, 3)
     shape = n.const("shape", np.asarray([1, 4, 1, 28], np.int32))
     r = n.node("Reshape", [t, shape], "r", (1, 4, 1, 28), 0.05, 3)
-    s = n.node("Squeeze", [r], "s", (1, 4, 28), 0.05, 3, squeeze_dims=[2])
+    s = n.node("Squeeze", [r, n.const("squeeze_dims", np.asarray([2], np.int32))], "s",
+               (1, 4, 28), 0.05, 3)
     n.node("Concat", [s, s], "s2", (1, 8, 28), 0.05, 3, axis=1, activation="NONE")
     assert_same(n.build(["c", "p", "t", "r", "s", "s2"]), int8_feeds(n.g, 3))
 
@@ -675,3 +676,34 @@ def test_kernel_table_covers_the_int8_ops():
                "MaxPool", "Mean", "Reshape", "Squeeze", "Softmax", "Sigmoid", "Tanh", "Relu",
                "Relu6", "Concat", "Pad", "Transpose", "Quantize", "Dequantize", "HardSwish"):
         assert op in INT_KERNELS
+
+
+def test_conv_accumulators_beyond_float32_stay_exact():
+    """Conv2D / FullyConnected accumulate in float32 BLAS only when the layer's bound (sum |w|
+    of a channel times max |x - z_in|) is below 2**24 (`exact_float`). A 1x1 conv over 4000
+    channels, half its terms 127 * 255, reaches ~1.3e8, where float32 sums round; the bias
+    cancels each channel's sum on the first sample and the output scale is s_in * s_w, so one
+    unit of accumulator error moves the output: the layer takes float64 and stays bit-exact
+    with TFLM. A layer of 200 channels takes float32."""
+    from qconvert.executor.int_kernels_conv import exact_float
+
+    cin, s_in = 4000, 0.05
+    rng = np.random.default_rng(3)
+    n = Q8(1)
+    x = n.input("x", (1, 2, 2, cin), s_in, -128)
+    wt, s_w = n.weights("w", (3, 1, 1, cin), 0, per_channel=False)
+    w = rng.integers(-127, 128, (3, 1, 1, cin)).astype(np.int8)
+    w[..., ::2] = 127
+    n.g.tensors[wt].data = w
+    x0 = rng.integers(-128, 128, cin).astype(np.int8)
+    x0[::2] = 127
+    acc = w.reshape(3, cin).astype(np.int64) @ (x0.astype(np.int64) + 128)
+    b = n.const("b", (-acc + np.array([50, -20, 0])).astype(np.int32),
+                np.float32(s_in) * s_w.astype(np.float32), 0, 0)
+    n.node("Conv2D", [x, wt, b], "y", (1, 2, 2, 3), float(np.float32(s_in) * s_w[0]), 0,
+           **dict(CONV, kernel_shape=[1, 1], strides=[1, 1], dilations=[1, 1], pads=[0] * 4,
+                  activation="NONE"))
+    feeds = [{"x": np.broadcast_to(x0, (1, 2, 2, cin)).copy()}] + int8_feeds(n.g, 1)
+    assert exact_float(feeds[0]["x"], 128, w, (1, 2, 3)) is np.float64
+    assert exact_float(feeds[0]["x"], 128, w[:, :, :, :200], (1, 2, 3)) is np.float32
+    assert_same(n.build(["y"]), feeds)

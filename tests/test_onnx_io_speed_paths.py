@@ -103,17 +103,36 @@ def _check_write(model, reference: onnx.ModelProto):
 
 
 # -- the fast path is taken, and it is the plain parse's result ---------------------------------
-def test_large_weights_are_views_of_the_file(tmp_path):
+def test_large_weights_are_views_of_the_bytes(tmp_path):
     path = _write(tmp_path, _model())
-    size = path.stat().st_size
-    model = load_model(path)
-    g = model.graph
-    assert _file_view(g.tensors["w"].data, size) and _file_view(g.tensors["c"].data, size)
-    assert not _file_view(g.tensors["b"].data, size)  # small: parsed normally
+    data = path.read_bytes()
+    g = read_onnx(data, path).graph
+    assert _file_view(g.tensors["w"].data, len(data)) and _file_view(g.tensors["c"].data, len(data))
+    assert not _file_view(g.tensors["b"].data, len(data))  # small: parsed normally
     for name in "wbc":
         assert not g.tensors[name].data.flags.writeable
+
+
+def test_loaded_weights_are_arrays_of_their_own(tmp_path):
+    """load_model maps the file and copies each large weight out of it (the file's bytes are
+    never held beside them, and nothing keeps the map alive): each array owns its memory,
+    equals the plain parse's and is read-only."""
+    path = _write(tmp_path, _model())
+    model = load_model(path)
+    full = read_onnx_proto(parse_onnx(path.read_bytes()), path)
+    for name in "wbc":
+        data = model.graph.tensors[name].data
+        assert not _file_view(data, path.stat().st_size)
+        base = data
+        while isinstance(base, np.ndarray) and base.base is not None:
+            base = base.base
+        assert len(memoryview(base).cast("B")) == data.nbytes  # no shared buffer
+        assert data.dtype == full.graph.tensors[name].data.dtype
+        np.testing.assert_array_equal(data, full.graph.tensors[name].data)
+        assert not data.flags.writeable
         with pytest.raises(ValueError):
-            g.tensors[name].data[0] = 1
+            data[0] = 1
+    assert serialize(model) == serialize(full)
 
 
 SAMPLES = [TEST_MODELS / "digits_cnn.onnx", SAMPLE_MODELS / "digits_cnn.onnx",
@@ -174,7 +193,7 @@ def test_removed_constant(tmp_path):
     unused = numpy_helper.from_array(_f32(rng, N, N), "unused")
     proto = _model(extra=[unused])
     path = _write(tmp_path, proto)
-    model = load_model(path)
+    model = read_onnx(path.read_bytes(), path)
     assert _file_view(model.graph.tensors["unused"].data, path.stat().st_size)
     run_passes(model, ["eliminate"], PassContext("onnx"))
     assert "unused" not in model.graph.tensors
@@ -205,7 +224,7 @@ def test_new_constant(tmp_path):
 def test_initializer_that_is_also_a_graph_input(tmp_path):
     proto = _model(w_is_input=True)
     path = _write(tmp_path, proto)
-    model = load_model(path)
+    model = read_onnx(path.read_bytes(), path)
     assert model.meta["initializer_inputs"] == ["w"]
     assert model.graph.inputs == ["x"]
     assert _file_view(model.graph.tensors["w"].data, path.stat().st_size)
@@ -358,7 +377,7 @@ def test_other_storage_and_types(tmp_path):
     payloads = parse_onnx_lean(proto.SerializeToString()).payloads
     assert sorted(payloads) == [2, 3, 4]  # c, half, idx; w (float_data) and b (small) are not
     path = _write(tmp_path, proto)
-    model = load_model(path)
+    model = read_onnx(path.read_bytes(), path)
     for name in ("half", "idx", "c"):
         assert _file_view(model.graph.tensors[name].data, path.stat().st_size)
     np.testing.assert_array_equal(model.graph.tensors["w"].data, w)

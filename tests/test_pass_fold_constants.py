@@ -426,8 +426,11 @@ def test_kernel_matches_onnxruntime(tmp_path, op, arrays, attrs):
     node = model.graph.nodes[0]
     assert node.op in KERNELS and not node.opaque
     out = model.graph.tensors["out"]
-    assert len(node.inputs) == len(arrays)
+    # parameters ONNX spells as attributes (Transpose perm) are constant inputs in the IR
+    params = node.inputs[len(arrays):]
+    assert all(model.graph.tensors[p].extra.get("from_attribute") for p in params)
     copies = [None if a is None else a.copy() for a in arrays]
+    copies += [model.graph.constant(p) for p in params]
     result = KERNELS[node.op](node, copies,
                               [None if out.extra.get("dtype_unknown") else out.dtype])[0]
     assert result.dtype == expected.dtype and result.shape == expected.shape
@@ -440,15 +443,20 @@ def test_kernel_matches_onnxruntime(tmp_path, op, arrays, attrs):
 
 def test_tflite_kernel_attributes():
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
-    reshape = Node("Reshape", ["x"], ["y"], {"new_shape": [4, -1]})
-    assert KERNELS["Reshape"](reshape, [x], ["float32"])[0].shape == (4, 3)
-    with pytest.raises(NotImplementedError):  # 0 without allowzero: TFLite and ONNX disagree
-        KERNELS["Reshape"](Node("Reshape", ["x", "s"], ["y"]), [x, np.array([0, 12])], [None])
-    squeeze = Node("Squeeze", ["x"], ["y"], {"squeeze_dims": [0, 2]})
-    assert KERNELS["Squeeze"](squeeze, [np.ones((1, 3, 1))], [None])[0].shape == (3,)
+    # the IR spelling of TFLite's options (qconvert.schemas.ops): new_shape and squeeze_dims
+    # are inputs, a TFLite Reshape reads a 0 literally (allowzero 1)
+    reshape = Node("Reshape", ["x", "s"], ["y"], {"allowzero": 1})
+    assert KERNELS["Reshape"](reshape, [x, np.array([4, -1])], ["float32"])[0].shape == (4, 3)
+    with pytest.raises(ValueError):  # a literal 0: no 0 x 12 view of 12 values
+        KERNELS["Reshape"](reshape, [x, np.array([0, 12])], [None])
+    copies = Node("Reshape", ["x", "s"], ["y"], {"allowzero": 0})
+    assert KERNELS["Reshape"](copies, [x, np.array([0, -1])], [None])[0].shape == (3, 4)
+    squeeze = Node("Squeeze", ["x", "axes"], ["y"], {})
+    assert KERNELS["Squeeze"](squeeze, [np.ones((1, 3, 1)), np.array([0, 2])], [None])[0].shape \
+        == (3,)
     shape = Node("Shape", ["x"], ["y"], {"out_type": 2})
     assert KERNELS["Shape"](shape, [x], ["int32"])[0].dtype == np.int32
-    cast = Node("Cast", ["x"], ["y"], {"in_data_type": 0, "out_data_type": 2})
+    cast = Node("Cast", ["x"], ["y"], {"to": "int32"})
     np.testing.assert_array_equal(KERNELS["Cast"](cast, [np.array([-1.5, 2.5])], ["int32"])[0],
                                   np.array([-1, 2], np.int32))
     add = Node("Add", ["a", "b"], ["y"], {"activation": "RELU6"})

@@ -98,13 +98,15 @@ def test_index_counts_subgraph_bodies():
 
     body = helper.make_graph([helper.make_node("Relu", ["t1"], ["b"])], "body", [],
                              [helper.make_tensor_value_info("b", 1, None)])
-    attr = helper.make_attribute("then_branch", body).SerializeToString()
+    from qconvert.onnx_reader import opaque_origin
+
+    origin = opaque_origin(helper.make_node("If", ["c"], ["w"], then_branch=body))
     g = _graph()
     g.add_tensor(Tensor("c", (), "bool"))
     g.add_tensor(Tensor("w", None, "float32"))
     g.inputs.append("c")
     g.nodes.append(Node("If", ["c"], ["w"], name="if", opaque=True,
-                        origin={"attributes": [attr]}))
+                        origin=origin))
     assert g.read_in_body("t1") and g.reader_count("t1") == 3
     assert g.sole_reader("t2") is g.nodes[2] and g.sole_reader("t1") is None
 

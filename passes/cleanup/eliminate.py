@@ -41,9 +41,7 @@ def _is_passthrough(node, graph: Graph) -> bool:
         return x.static_shape and y.static_shape and tuple(x.shape) == tuple(y.shape) \
             and x.dtype == y.dtype
     if node.op == "Transpose":
-        perm = node.attrs.get("perm")
-        if perm is None and len(node.inputs) > 1:
-            perm = graph.constant(node.inputs[1])
+        perm = graph.constant(node.inputs[1]) if len(node.inputs) > 1 else None
         if perm is None or x.shape is None:
             return False
         return list(np.asarray(perm).reshape(-1)) == list(range(len(x.shape)))

@@ -4,7 +4,7 @@ before the layout pass, which keeps the Gather in NHWC: no 5-D TRANSPOSE, int8 i
 Pattern: `Reshape(Transpose(Reshape(x)))`, each the sole reader of the one before (no other
 reader, not a graph output, not read by a subgraph).
 Conditions: x is 4-D [N, C, H, W] and the result has x's shape; the first Reshape makes
-[N, g, C / g, H, W] (g divides C); the Transpose's perm is (0, 2, 1, 3, 4).
+[N, g, C / g, H, W] (g divides C); the Transpose's perm (a constant input) is (0, 2, 1, 3, 4).
 Math: output channel `i * g + j` is input channel `j * (C / g) + i`, so the three ops are
 `Gather(x, index, axis=1)` with `index = arange(C).reshape(g, C / g).T.reshape(-1)`.
 Rewrite: the last Reshape becomes that Gather; the other two and their outputs go.
@@ -33,7 +33,7 @@ def interleaves_groups(graph: Graph, m: Match) -> str | None:
         return "not a 4-D -> 5-D -> 4-D reshape of one shape"
     n, c, h, w = xs
     g = m5[1]
-    perm = _ints(tr.attrs.get("perm") or [])
+    perm = _ints(graph.constant(tr.inputs[1]) if len(tr.inputs) > 1 and tr.inputs[1] else [])
     if tuple(m5) != (n, g, c // g, h, w) or g * (c // g) != c or perm != [0, 2, 1, 3, 4]:
         return "the reshapes and the transpose do not interleave channel groups"
     m.facts["groups"] = (c, g)

@@ -26,26 +26,35 @@ import numpy as np
 from qconvert.ir import Graph, Node, Tensor
 
 
-def _scale_axis0(w: np.ndarray, s: np.ndarray, node: Node) -> np.ndarray:
-    return w * s.reshape((-1,) + (1,) * (w.ndim - 1))
+def _times(w: np.ndarray, s: np.ndarray, dtype) -> np.ndarray:
+    """w * s computed in float64 and, with `dtype`, rounded once into a new array of that type:
+    the same values as `(w.astype(float64) * s).astype(dtype)` without the float64 copies."""
+    if dtype is None:
+        return w.astype(np.float64) * s
+    out = np.empty(np.broadcast_shapes(w.shape, s.shape), dtype)
+    return np.multiply(w, s, out=out, dtype=np.float64, casting="unsafe")
 
 
-def _scale_last(w: np.ndarray, s: np.ndarray, node: Node) -> np.ndarray:
-    return w * s
+def _scale_axis0(w: np.ndarray, s: np.ndarray, node: Node, dtype=None) -> np.ndarray:
+    return _times(w, s.reshape((-1,) + (1,) * (w.ndim - 1)), dtype)
 
 
-def _scale_axis1(w: np.ndarray, s: np.ndarray, node: Node) -> np.ndarray:
-    return w * s.reshape((1, -1) + (1,) * (w.ndim - 2))
+def _scale_last(w: np.ndarray, s: np.ndarray, node: Node, dtype=None) -> np.ndarray:
+    return _times(w, s, dtype)
 
 
-def _scale_conv_transpose(w: np.ndarray, s: np.ndarray, node: Node) -> np.ndarray:
+def _scale_axis1(w: np.ndarray, s: np.ndarray, node: Node, dtype=None) -> np.ndarray:
+    return _times(w, s.reshape((1, -1) + (1,) * (w.ndim - 2)), dtype)
+
+
+def _scale_conv_transpose(w: np.ndarray, s: np.ndarray, node: Node, dtype=None) -> np.ndarray:
     # ONNX ConvTranspose weights are [C_in, C_out / group, k...]; output channel
     # g * (C_out / group) + j lives at column j of the rows of group g.
     group = int(node.attrs.get("group", 1))
     cin, cout_g = w.shape[0], w.shape[1]
     grouped = w.reshape((group, cin // group, cout_g) + w.shape[2:])
     s = s.reshape((group, 1, cout_g) + (1,) * (w.ndim - 2))
-    return (grouped * s).reshape(w.shape)
+    return _times(grouped, s, dtype).reshape(w.shape)
 
 
 def _channels_axis0(w, node):
@@ -73,7 +82,8 @@ class LayerRule:
     """How one op keeps its output channels (see module docstring)."""
 
     channels: Callable          # (weights, node) -> number of output channels
-    scale_weights: Callable     # (weights float64, per-channel scale, node) -> new weights
+    scale_weights: Callable     # (weights, per-channel scale, node, dtype) -> new weights:
+                                # products in float64, cast to dtype (None: float64)
     has_bias: bool = True
     min_weight_rank: int = 2
 
@@ -199,11 +209,12 @@ def fold_affine(graph: Graph, view: LinearView, scale, shift) -> None:
     node, dtype = view.node, view.weights.dtype
     inputs = list(node.inputs)
     if scale is not None:
-        w64 = view.weights.astype(np.float64)
+        w = view.weights
+        if node.op == "Gemm" and float(node.attrs.get("alpha", 1.0)) != 1.0:
+            w = w.astype(np.float64) * float(node.attrs["alpha"])
         if node.op == "Gemm":
-            w64 = w64 * float(node.attrs.get("alpha", 1.0))
             node.attrs["alpha"] = 1.0
-        new_w = view.rule.scale_weights(w64, scale, node).astype(dtype)
+        new_w = view.rule.scale_weights(w, np.asarray(scale, np.float64), node, dtype)
         inputs[1] = graph.set_constant(inputs[1], new_w)
     bias = view.bias if view.bias is not None else np.zeros(view.channels)
     if scale is not None:

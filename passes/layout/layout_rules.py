@@ -15,7 +15,7 @@
   fusion).
 - Concat: inputs to one layout, `axis` mapped. Softmax: `axis` mapped; when it is not the last
   TFLite axis, the input is transposed so that it is.
-- ReduceMean, ReduceMax, ReduceSum: MEAN, REDUCE_MAX, SUM over the mapped axes, `keep_dims`;
+- ReduceMean, ReduceMax, ReduceSum: MEAN, REDUCE_MAX, SUM over the mapped axes, `keepdims`;
   a ReduceMax over H and W is a MAX_POOL_2D over the whole map (int8 and CMSIS-NN have it).
 - Pad: PAD (PADV2 for a non-zero value), paddings reordered. Squeeze: SQUEEZE with mapped
   `squeeze_dims`. Unsqueeze: RESHAPE inserting size-1 axes.
@@ -54,12 +54,10 @@ def _axis(axis: int, rank: int) -> int:
     return axis % rank
 
 
-def _optional_ints(cv, node, index: int, attr: str | None = None):
-    """Constant input `index` (or attribute `attr`) as ints, None when absent."""
+def _optional_ints(cv, node, index: int):
+    """Constant input `index` as ints, None when absent."""
     if index < len(node.inputs) and node.inputs[index] is not None:
         return _ints(cv.require_constant(node, index, "parameter"))
-    if attr is not None and node.attrs.get(attr) is not None:
-        return _ints(node.attrs[attr])
     return None
 
 
@@ -211,7 +209,8 @@ def _unary(cv, node) -> None:
     x = cv.value(node.inputs[0])
     rest = [None if n is None else cv.copy_const(n) for n in node.inputs[1:]]
     out = cv.define(node.outputs[0], x.layout)
-    cv.emit(node.op, [x.name] + rest, [out.name], {}, node.name)
+    attrs = {"to": node.attrs["to"]} if node.op == "Cast" else {}
+    cv.emit(node.op, [x.name] + rest, [out.name], attrs, node.name)
 
 
 def _alias(cv, node) -> None:
@@ -243,14 +242,14 @@ def _softmax(cv, node) -> None:
     x = cv.value(node.inputs[0])
     rank = len(x.shape)
     axis = _axis(int(node.attrs.get("axis", -1)), rank)
-    if cv.opset < 13 and any(d != 1 for d in x.shape[axis + 1:]):
+    if node.attrs.get("coerce_2d") and any(d != 1 for d in x.shape[axis + 1:]):
         raise Unmappable(f"Softmax {node.name!r} (opset {cv.opset} flattens from axis {axis})")
     if x.layout.flat is not None and axis != 1:
         x = cv.relayout(x, identity(rank))
     if x.layout.flat is None and x.layout.perm.index(axis) != rank - 1:
         x = cv.relayout(x, tuple(p for p in x.layout.perm if p != axis) + (axis,))
     out = cv.define(node.outputs[0], x.layout)
-    cv.emit("Softmax", [x.name], [out.name], {"beta": 1.0}, node.name)
+    cv.emit("Softmax", [x.name], [out.name], {"beta": 1.0, "axis": -1}, node.name)
 
 
 REDUCERS = {"ReduceMean": "Mean", "ReduceMax": "ReduceMax", "ReduceSum": "ReduceSum"}
@@ -260,7 +259,7 @@ def _reduce(cv, node) -> None:
     """ReduceMean / ReduceMax / ReduceSum -> MEAN / REDUCE_MAX / SUM over the mapped axes."""
     x = cv.value(node.inputs[0])
     rank = len(x.shape)
-    axes = _optional_ints(cv, node, 1, "axes")
+    axes = _optional_ints(cv, node, 1)
     if not axes:
         if int(node.attrs.get("noop_with_empty_axes", 0) or 0):
             cv.alias(node.outputs[0], x)
@@ -280,7 +279,7 @@ def _reduce(cv, node) -> None:
     out = cv.define(node.outputs[0], layout)
     cv.emit(REDUCERS[node.op], [x.name, cv.int32_const(f"{node.name}_axes",
                                             sorted(perm.index(a) for a in axes))],
-            [out.name], {"keep_dims": keep}, node.name)
+            [out.name], {"keepdims": int(keep)}, node.name)
 
 
 def _global_max(cv, node, x: Value, keep: bool) -> None:
@@ -327,20 +326,20 @@ def _pad(cv, node) -> None:
 def _squeeze(cv, node) -> None:
     x = cv.value(node.inputs[0])
     rank = len(x.shape)
-    axes = _optional_ints(cv, node, 1, "axes")
+    axes = _optional_ints(cv, node, 1)
     axes = [a for a in range(rank) if x.shape[a] == 1] if not axes else \
         sorted({_axis(a, rank) for a in axes})
     if x.layout.flat is not None:
         x = cv.relayout(x, identity(rank))
     perm = x.layout.perm
     out = cv.define(node.outputs[0], Layout(remaining_perm(perm, axes)))
-    cv.emit("Squeeze", [x.name], [out.name],
-            {"squeeze_dims": sorted(perm.index(a) for a in axes)}, node.name)
+    squeeze_dims = cv.int32_const(f"{node.name}@axes", sorted(perm.index(a) for a in axes))
+    cv.emit("Squeeze", [x.name, squeeze_dims], [out.name], {}, node.name)
 
 
 def _unsqueeze(cv, node) -> None:
     x = cv.value(node.inputs[0])
-    axes = _optional_ints(cv, node, 1, "axes") or []
+    axes = _optional_ints(cv, node, 1) or []
     rank = len(x.shape) + len(axes)
     axes = sorted({_axis(a, rank) for a in axes})
     if x.layout.flat is not None:
@@ -356,7 +355,7 @@ def _reshape_to(cv, node, x: Value, layout: Layout) -> None:
     out = cv.define(node.outputs[0], layout)
     dims = list(out.dst_shape)
     cv.emit("Reshape", [x.name, cv.int32_const(f"{out.name}_shape", dims)], [out.name],
-            {"new_shape": dims}, node.name)
+            {}, node.name)
 
 
 def _reshape(cv, node) -> None:
@@ -379,8 +378,7 @@ def _reshape(cv, node) -> None:
 def _transpose(cv, node) -> None:
     x = cv.value(node.inputs[0])
     rank = len(x.shape)
-    perm = _ints(node.attrs["perm"]) if node.attrs.get("perm") is not None else \
-        list(range(rank))[::-1]
+    perm = _optional_ints(cv, node, 1) or list(range(rank))[::-1]
     if x.layout.flat is not None:
         x = cv.relayout(x, identity(rank))
     inv = inverse(perm)

@@ -203,7 +203,7 @@ class Converter:
         out = self.new_value(base, layout, shape, v.dtype)
         dims = list(out.dst_shape)
         self.emit("Reshape", [v.name, self.int32_const(f"{out.name}_shape", dims)], [out.name],
-                  {"new_shape": dims}, out.name)
+                  {}, out.name)
         return out
 
     def relayout(self, v: Value, perm: tuple) -> Value:
@@ -272,7 +272,7 @@ class Converter:
             dims = list(final.dst_shape)  # the tensor has a name already: copy it
             self.dst.add_tensor(Tensor(onnx_name, tuple(dims), final.dtype))
             self.emit("Reshape", [final.name, self.int32_const(f"{onnx_name}_shape", dims)],
-                      [onnx_name], {"new_shape": dims}, onnx_name)
+                      [onnx_name], {}, onnx_name)
         else:
             self._rename(final.name, onnx_name)
         self.dst.outputs.append(onnx_name)

@@ -154,7 +154,7 @@ def _layer_norm(cv, node) -> None:
     axes = cv.int32_const(f"{node.name}_axes", sorted(perm.index(a) for a in range(axis, rank)))
     reduced = tuple(1 if i >= axis else d for i, d in enumerate(x.shape))
     base = node.outputs[0]
-    keep = {"keep_dims": True}
+    keep = {"keepdims": 1}
     mean = _emit_value(cv, "Mean", [x, axes], f"{base}_mean", x, keep, reduced)
     d = _emit_value(cv, "Sub", [x, mean], f"{base}_centered", x, {"activation": "NONE"})
     sq = _emit_value(cv, "Mul", [d, d], f"{base}_squared", x, {"activation": "NONE"})

@@ -421,7 +421,7 @@ def tflite_legalize(graph: Graph, context) -> int:
             dims = [int(d) for d in graph.tensors[node.outputs[0]].shape]
             shape_name = graph.add_constant(f"{node.name}_shape", np.array(dims, np.int32))
             nodes.append(Node("Reshape", [node.inputs[0], shape_name], list(node.outputs),
-                              {"new_shape": dims}, node.name))
+                              {}, node.name))
             continue
         cur = node.inputs[0]
         for i, (op, name) in enumerate(steps):

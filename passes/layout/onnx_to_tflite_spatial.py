@@ -135,12 +135,10 @@ LINEAR_SETTINGS = {"align_corners": (True, False), "half_pixel": (False, True),
 
 def _resize_setup(cv, node) -> tuple:
     """(x value, output shape, ONNX per-axis scales, mode, coordinate mode, nearest mode)."""
-    if cv.opset < 11:
-        raise Unmappable(f"Resize {node.name!r} (opset {cv.opset}; export with opset 11+)")
     x = cv.value(node.inputs[0])
     inputs = [None] + [_const(cv, node, i) for i in (1, 2, 3)]
     try:
-        out, scales = onnx_resize_plan(node, x.shape, inputs, cv.opset)
+        out, scales = onnx_resize_plan(node, x.shape, inputs)
     except (ValueError, NotImplementedError) as exc:
         raise Unmappable(f"Resize {node.name!r} ({exc})") from None
     attrs = node.attrs
@@ -448,9 +446,5 @@ def _single_output(node) -> bool:
 
 def _axis_two(graph: Graph, node) -> bool:
     axes = graph.constant(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] else None
-    if axes is None:
-        axes = node.attrs.get("axes")
     return axes is not None and _ints(axes) in ([2], [-2]) and \
         len(graph.tensors[node.outputs[0]].shape or ()) == 4
-
-

@@ -152,7 +152,7 @@ def _batch_reshape(node, inputs, batch: int):
     x = inputs[0]
     if x.ndim == 0 or x.shape[0] != batch:
         return inputs
-    shape = inputs[1] if len(inputs) > 1 and inputs[1] is not None else node.attrs.get("new_shape")
+    shape = inputs[1] if len(inputs) > 1 else None
     if shape is None:
         return inputs
     dims = np.array(shape, dtype=np.int64).reshape(-1)

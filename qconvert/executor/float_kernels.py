@@ -17,22 +17,23 @@ ops; `float_kernels_spatial`: resize, transposed conv in NHWC, split). The contr
 - A kernel raises (ValueError, IndexError, NotImplementedError, ZeroDivisionError) on anything it
   cannot compute exactly as the runtimes do; callers that only optimize treat that as "skip".
 - Kernels of the ops in `CONTEXT_KERNELS` also take a keyword argument `ctx` (a `KernelContext`:
-  the quantization parameters of the node's input and output tensors, the ONNX opset), which
-  only a caller holding the graph can give (the executor does; fold-constants does not). They
-  are TFLite Quantize / Dequantize (scale and zero point live on the tensors, not the node),
-  hybrid TFLite Conv2D / FullyConnected (int8 weights, float input) and ONNX Softmax (its
-  meaning changed at opset 13). Without `ctx` they raise NotImplementedError where they need it.
+  the quantization parameters of the node's input and output tensors), which only a caller
+  holding the graph can give (the executor does; fold-constants does not). They are TFLite
+  Quantize / Dequantize (scale and zero point live on the tensors, not the node) and hybrid
+  TFLite Conv2D / FullyConnected (int8 weights, float input). Without `ctx` they raise
+  NotImplementedError where they need it.
 
-Attribute names are the IR's: ONNX attributes keep their ONNX names (`axis`, `perm`, `to`,
-`allowzero`), TFLite options their snake_case field names (`new_shape`, `squeeze_dims`,
-`batch_dims`) and the fused activation is `activation`.
+Attribute names are the IR's (`qconvert.schemas.ops`): ONNX attributes keep their ONNX names
+(`axis`, `to` as an IR dtype name, `allowzero`, `keepdims`), TFLite options their snake_case
+field names (`batch_dims`) and the fused activation is `activation`. List-valued parameters
+either format may give as an input (Transpose perm, Squeeze / Unsqueeze / reduction axes,
+Split sizes) are always inputs.
 
 Semantics worth knowing:
 - integer Div truncates toward zero (C semantics, as onnxruntime and TFLite compute it); a zero
   integer divisor raises;
 - Reshape: `0` copies the input dimension when `allowzero` is 0 (ONNX default), `-1` is inferred;
-  a TFLite Reshape (no `allowzero`) whose shape holds a 0 is refused (TFLite reads 0 literally,
-  ONNX copies: a node without the attribute is ambiguous);
+  `allowzero` 1 (every TFLite Reshape) reads it literally;
 - Cast from float to an integer type truncates toward zero and refuses out-of-range values (the
   runtimes' result is undefined there);
 - Range accumulates `value += delta` in the output type, as onnxruntime and TFLite do;

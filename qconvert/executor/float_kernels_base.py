@@ -28,7 +28,8 @@ class KernelContext:
       TFLite Conv2D / FullyConnected with int8 weights and a float input (a "hybrid" op, from
       dynamic-range quantization) its weights'.
     - `onnx_opset`: the model's default-domain ONNX opset; None for TFLite or when unknown.
-      ONNX Softmax before opset 13 flattens the input to 2-D at `axis`.
+      No kernel needs it: the readers spell what an opset means in the node's attributes
+      (Softmax `coerce_2d`, parameters as inputs; see `qconvert.schemas.ops`).
 
     A caller without a graph (fold-constants) passes no `ctx`; a kernel that cannot compute the
     node exactly without it raises NotImplementedError (so fold-constants skips the node).
@@ -66,7 +67,9 @@ def _ints(a) -> list:
 
 
 def _input_or_attr(node, inputs, index: int, *attrs):
-    """Input `index` when present, else the first attribute of `attrs` that is set, else None."""
+    """Input `index` when present, else the first attribute of `attrs` that is set, else None.
+    (List-valued parameters are inputs in the IR, whatever the format's spelling: see
+    `qconvert.schemas.ops`.)"""
     if len(inputs) > index and inputs[index] is not None:
         return _ints(inputs[index])
     for name in attrs:

@@ -21,7 +21,7 @@ from .float_kernels_base import (_aligned, _float_input, _float_operand, _fused,
 from .float_kernels_hybrid import _hybrid_conv, _hybrid_fc
 from .float_kernels_window import (_out_sizes, _pad_spatial, _sample_chunks, _spatial_attrs,
                                    _spatial_axes, _taps, _window_view)
-from .parallel import on_workers, scratch
+from .parallel import on_workers, one_blas_thread, scratch
 
 
 def _add_bias(node, y, b, axis: int) -> None:
@@ -103,7 +103,10 @@ def _dense_nchw(node, x, w2, b, kernel, strides, dilations, pads, out) -> np.nda
     When the output has few positions (late layers), samples are multiplied together,
     W @ [im2col(x_i) ...], so BLAS gets wide enough matrices. Padding and im2col are done one
     sample (or one group of samples) at a time, into buffers reused across the batch: memory
-    stays bounded whatever the batch size, and no padded copy of the whole input is made."""
+    stays bounded whatever the batch size, and no padded copy of the whole input is made.
+    Several groups are shared among the CPUs (`on_workers`), each product on one BLAS thread
+    (`one_blas_thread`); the groups depend on the shapes only, so the result does not depend on
+    the number of CPUs."""
     n, channels = x.shape[:2]
     cout, depth = w2.shape
     rank = len(kernel)
@@ -116,42 +119,51 @@ def _dense_nchw(node, x, w2, b, kernel, strides, dilations, pads, out) -> np.nda
     bias = None if bias is None else bias.reshape(cout, 1)
     per = max(1, -(-_GEMM_COLUMNS // max(positions, 1)))
     order = (1, *range(2, 2 + rank), 0, *range(2 + rank, 2 + 2 * rank))
-    padded = None
-    if any(pads):  # a work array (`parallel.scratch`) whose padding is zeroed once per call
-        size = [x.shape[2 + i] + pads[i] + pads[rank + i] for i in range(rank)]
-        padded = scratch("conv padded", (min(per, n), channels, *size), x.dtype)
-        inner = (slice(None), slice(None),
-                 *(slice(pads[i], pads[i] + x.shape[2 + i]) for i in range(rank)))
-        for i in range(rank):
-            lead = (slice(None),) * (2 + i)
-            padded[(*lead, slice(0, pads[i]))] = 0
-            padded[(*lead, slice(pads[i] + x.shape[2 + i], None))] = 0
-    pointwise = padded is None and all(v == 1 for v in (*kernel, *strides))
-    for start in range(0, n, per):
-        stop = min(start + per, n)
-        xp = x[start:stop]
-        if padded is not None:
-            xp, src = padded[:stop - start], xp
-            xp[inner] = src
-        cols = _window_view(xp, False, kernel, strides, dilations, out)  # [m, C, *k, *out]
-        if stop - start == 1:
-            if pointwise:  # the input itself, no copy when it is contiguous
-                matrix = xp[0].reshape(depth, positions)
-            else:  # im2col into a reused work array
-                matrix = scratch("conv columns", cols.shape[1:], y.dtype)
-                np.copyto(matrix, cols[0])
-                matrix = matrix.reshape(depth, positions)
-            np.matmul(w2, matrix, out=y[start])
+    size = [x.shape[2 + i] + pads[i] + pads[rank + i] for i in range(rank)]
+    inner = (slice(None), slice(None),
+             *(slice(pads[i], pads[i] + x.shape[2 + i]) for i in range(rank)))
+    pointwise = not any(pads) and all(v == 1 for v in (*kernel, *strides))
+
+    def run(starts):
+        padded = None
+        if any(pads):  # this thread's work array (`parallel.scratch`), its padding zeroed once
+            padded = scratch("conv padded", (min(per, n), channels, *size), x.dtype)
+            for i in range(rank):
+                lead = (slice(None),) * (2 + i)
+                padded[(*lead, slice(0, pads[i]))] = 0
+                padded[(*lead, slice(pads[i] + x.shape[2 + i], None))] = 0
+        for start in starts:
+            stop = min(start + per, n)
+            xp = x[start:stop]
+            if padded is not None:
+                xp, src = padded[:stop - start], xp
+                xp[inner] = src
+            cols = _window_view(xp, False, kernel, strides, dilations, out)  # [m, C, *k, *out]
+            if stop - start == 1:
+                if pointwise:  # the input itself, no copy when it is contiguous
+                    matrix = xp[0].reshape(depth, positions)
+                else:  # im2col into a reused work array
+                    matrix = scratch("conv columns", cols.shape[1:], y.dtype)
+                    np.copyto(matrix, cols[0])
+                    matrix = matrix.reshape(depth, positions)
+                np.matmul(w2, matrix, out=y[start])
+                if bias is not None:
+                    y[start] += bias
+                continue
+            view = cols.transpose(order)  # [C, *k, m, *out]
+            part = scratch("conv columns", view.shape, y.dtype)
+            np.copyto(part, view)
+            prod = w2 @ part.reshape(depth, (stop - start) * positions)  # [Cout, m * P]
             if bias is not None:
-                y[start] += bias
-            continue
-        view = cols.transpose(order)  # [C, *k, m, *out]
-        part = scratch("conv columns", view.shape, y.dtype)
-        np.copyto(part, view)
-        prod = w2 @ part.reshape(depth, (stop - start) * positions)  # [Cout, m * P]
-        if bias is not None:
-            prod += bias
-        y[start:stop] = prod.reshape(cout, stop - start, positions).transpose(1, 0, 2)
+                prod += bias
+            y[start:stop] = prod.reshape(cout, stop - start, positions).transpose(1, 0, 2)
+
+    starts = list(range(0, n, per))
+    if len(starts) > 1:  # the groups of samples shared among the CPUs
+        with one_blas_thread():
+            on_workers(run, starts)
+    else:
+        run(starts)
     return result
 
 

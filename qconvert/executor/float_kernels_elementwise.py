@@ -116,25 +116,16 @@ def hard_swish(node, inputs, out_dtypes):
     return [x * np.clip(x + t(3), t(0), t(6)) / t(6)]
 
 
-@kernel("Softmax", context=True)
-def softmax(node, inputs, out_dtypes, ctx=None):
-    """exp(beta * (x - max)) / sum along `axis`. TFLite (a `beta` attribute): the last axis.
-    ONNX opset 13+: along `axis`; before 13 the input is flattened to 2-D at `axis` and the
-    softmax runs over the whole second part (needs `ctx.onnx_opset` unless axis is the last)."""
+@kernel("Softmax")
+def softmax(node, inputs, out_dtypes):
+    """exp(beta * (x - max)) / sum along `axis` (TFLite: the last axis); with `coerce_2d`
+    (ONNX before opset 13) the input is flattened to 2-D at `axis` and the softmax runs over
+    the whole second part."""
     x = inputs[0]
     _float_input(node, x)
     beta = node.attrs.get("beta")
-    if beta is not None:
-        axes = (x.ndim - 1,)
-    else:
-        axis = _axis(int(node.attrs.get("axis", -1)), max(x.ndim, 1))
-        if axis == x.ndim - 1:
-            axes = (axis,)
-        else:
-            opset = ctx.onnx_opset if ctx is not None else None
-            if opset is None:
-                raise NotImplementedError("ONNX Softmax over a non-last axis needs the opset")
-            axes = tuple(range(axis, x.ndim)) if opset < 13 else (axis,)
+    axis = _axis(int(node.attrs.get("axis", -1)), max(x.ndim, 1))
+    axes = tuple(range(axis, x.ndim)) if node.attrs.get("coerce_2d") else (axis,)
     with np.errstate(over="ignore", invalid="ignore"):
         z = x - np.max(x, axis=axes, keepdims=True)
         if beta is not None and float(beta) != 1.0:

@@ -95,21 +95,21 @@ def _reduce_axes(axes, ndim: int) -> tuple:
 @kernel("Mean")
 def mean(node, inputs, out_dtypes):
     """TFLite MEAN: over the axes of the constant input (negative count from the rank, repeats
-    allowed), `keep_dims`."""
+    allowed), `keepdims`."""
     x = inputs[0]
     _float_input(node, x)
     axes = _reduce_axes(_ints(inputs[1]), x.ndim)
-    return [np.mean(x, axis=axes, keepdims=bool(node.attrs.get("keep_dims", False)),
+    return [np.mean(x, axis=axes, keepdims=bool(int(node.attrs.get("keepdims", 1))),
                     dtype=x.dtype)]
 
 
 @kernel("ReduceMean")
 def reduce_mean(node, inputs, out_dtypes):
-    """ONNX ReduceMean: axes from the input (opset 18+) or the attribute; none (or empty) means
-    every axis, or the identity when `noop_with_empty_axes`; `keepdims` (default 1)."""
+    """ONNX ReduceMean over the `axes` input; none (or empty) means every axis, or the identity
+    when `noop_with_empty_axes`; `keepdims` (default 1)."""
     x = inputs[0]
     _float_input(node, x)
-    axes = _input_or_attr(node, inputs, 1, "axes")
+    axes = _input_or_attr(node, inputs, 1)
     keep = bool(int(node.attrs.get("keepdims", 1)))
     if not axes:
         if int(node.attrs.get("noop_with_empty_axes", 0) or 0):
@@ -120,21 +120,16 @@ def reduce_mean(node, inputs, out_dtypes):
 
 @kernel("ReduceMax", "ReduceSum")
 def reduce_max_sum(node, inputs, out_dtypes):
-    """ONNX ReduceMax / ReduceSum (axes input or attribute, `keepdims`, empty axes as in
-    ReduceMean) and TFLite REDUCE_MAX / SUM (a `keep_dims` attribute, axes input required)."""
+    """Max / sum over the `axes` input, `keepdims`; empty axes as in ReduceMean (every axis,
+    or none when `noop_with_empty_axes`, as TFLite's REDUCE_MAX / SUM)."""
     x = inputs[0]
     fn = np.max if node.op == "ReduceMax" else np.sum
-    axes = _input_or_attr(node, inputs, 1, "axes")
-    if "keep_dims" in node.attrs:  # TFLite
-        keep = bool(node.attrs["keep_dims"])
-    else:
-        keep = bool(int(node.attrs.get("keepdims", 1)))
-        if not axes:
-            if int(node.attrs.get("noop_with_empty_axes", 0) or 0):
-                return [x]
-            axes = list(range(x.ndim))
-    if axes is None:
-        raise ValueError(f"{node.op} without axes")
+    axes = _input_or_attr(node, inputs, 1)
+    keep = bool(int(node.attrs.get("keepdims", 1)))
+    if not axes:
+        if int(node.attrs.get("noop_with_empty_axes", 0) or 0):
+            return [x]
+        axes = list(range(x.ndim))
     return [np.asarray(fn(x, axis=_reduce_axes(axes, x.ndim), keepdims=keep)).astype(x.dtype)]
 
 

@@ -10,17 +10,14 @@ import math
 
 import numpy as np
 
-from qconvert.dtypes import ONNX_TO_IR
-
 from .float_kernels_base import _axis, _fused, _input_or_attr, _ints, _opt, kernel
 
 
 @kernel("Cast")
 def cast(node, inputs, out_dtypes):
-    """ONNX: to the TensorProto type `to`; TFLite: to the declared output dtype."""
+    """To the IR dtype `to` (else the declared output dtype)."""
     x = inputs[0]
-    to = node.attrs.get("to")
-    name = ONNX_TO_IR.get(int(to)) if to is not None else out_dtypes[0]
+    name = node.attrs.get("to") or out_dtypes[0]
     if name is None:
         raise NotImplementedError("Cast to an unknown type")
     dtype = np.dtype(name)  # raises TypeError for types numpy lacks (strings, float8...)
@@ -66,10 +63,9 @@ def gather(node, inputs, out_dtypes):
 
 @kernel("Unsqueeze")
 def unsqueeze(node, inputs, out_dtypes):
-    """Insert size-1 axes (input `axes` from ONNX 13, attribute before); negative axes count
-    from the output rank."""
+    """Insert size-1 axes at the `axes` input; negative axes count from the output rank."""
     x = inputs[0]
-    axes = _input_or_attr(node, inputs, 1, "axes")
+    axes = _input_or_attr(node, inputs, 1)
     if axes is None:
         raise ValueError("Unsqueeze without axes")
     rank = x.ndim + len(axes)
@@ -84,10 +80,10 @@ def unsqueeze(node, inputs, out_dtypes):
 
 @kernel("Squeeze")
 def squeeze(node, inputs, out_dtypes):
-    """Remove the given size-1 axes (ONNX `axes` input or attribute, TFLite `squeeze_dims`);
-    none given (or an empty list) removes every size-1 axis."""
+    """Remove the size-1 axes of the `axes` input; none given (or an empty list) removes every
+    size-1 axis."""
     x = inputs[0]
-    axes = _input_or_attr(node, inputs, 1, "axes", "squeeze_dims")
+    axes = _input_or_attr(node, inputs, 1)
     if not axes:
         return [x.reshape([d for d in x.shape if d != 1])]
     axes = {_axis(a, x.ndim) for a in axes}
@@ -98,17 +94,14 @@ def squeeze(node, inputs, out_dtypes):
 
 @kernel("Reshape")
 def reshape(node, inputs, out_dtypes):
-    """Shape from the second input, else the TFLite `new_shape` option. `-1` is inferred; `0`
-    copies the input dimension when `allowzero` is 0 (see the module docstring)."""
+    """Shape from the second input. `-1` is inferred; `0` copies the input dimension when
+    `allowzero` is 0 (see the module docstring)."""
     x = inputs[0]
-    dims = _input_or_attr(node, inputs, 1, "new_shape")
+    dims = _input_or_attr(node, inputs, 1)
     if dims is None:
         raise ValueError("Reshape without a shape")
     if 0 in dims:
-        allowzero = node.attrs.get("allowzero")
-        if allowzero is None:
-            raise NotImplementedError("Reshape to a 0 dimension without allowzero")
-        if int(allowzero) == 0:
+        if int(node.attrs.get("allowzero", 0)) == 0:
             if len(dims) > x.ndim and any(d == 0 for d in dims[x.ndim:]):
                 raise ValueError("Reshape copies a dimension the input lacks")
             dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
@@ -132,9 +125,9 @@ def flatten(node, inputs, out_dtypes):
 
 @kernel("Transpose")
 def transpose(node, inputs, out_dtypes):
-    """Permute by `perm` (ONNX attribute or TFLite constant input); default reverses the axes."""
+    """Permute by the `perm` input; without it, reverse the axes."""
     x = inputs[0]
-    perm = _input_or_attr(node, inputs, 1, "perm")
+    perm = _input_or_attr(node, inputs, 1)
     if perm is None:
         perm = list(range(x.ndim))[::-1]
     if sorted(perm) != list(range(x.ndim)):

@@ -2,7 +2,7 @@
 convolution in NHWC, split. Registered into `float_kernels.KERNELS` (same contract: see that
 module's docstring).
 
-- ONNX Resize (opset 11+; opset 10's two inputs through `ctx`): nearest (round_prefer_floor,
+- ONNX Resize (opset 11+, the oldest the reader takes): nearest (round_prefer_floor,
   round_prefer_ceil, floor, ceil) and linear, every coordinate_transformation_mode but
   tf_crop_and_resize and half_pixel_symmetric; computed axis by axis in float32 as onnxruntime
   does (linear coordinates clamped to the input). Cubic and antialiased downscaling raise.
@@ -29,13 +29,11 @@ RESIZE_COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", 
 
 
 # -- ONNX Resize ----------------------------------------------------------------------------
-def onnx_resize_plan(node, x_shape, inputs, opset: int | None) -> tuple:
-    """(output shape, per-axis float32 scales) of an ONNX Resize on an input of `x_shape`."""
+def onnx_resize_plan(node, x_shape, inputs) -> tuple:
+    """(output shape, per-axis float32 scales) of an ONNX Resize (opset 11+: the readers take
+    nothing older) on an input of `x_shape`."""
     rank = len(x_shape)
-    if opset is not None and opset < 11:
-        scales_in, sizes_in = inputs[1] if len(inputs) > 1 else None, None
-    else:
-        scales_in, sizes_in = _opt(inputs, 2), _opt(inputs, 3)
+    scales_in, sizes_in = _opt(inputs, 2), _opt(inputs, 3)
     axes = node.attrs.get("axes")
     axes = list(range(rank)) if axes is None else [_axis(int(a), rank) for a in axes]
     policy = node.attrs.get("keep_aspect_ratio_policy") or "stretch"
@@ -116,19 +114,16 @@ def _linear_axis(x, axis, coords, in_size):
     return np.take(x, i0, axis=axis) * (1 - w) + np.take(x, i1, axis=axis) * w
 
 
-@kernel("Resize", context=True)
-def resize(node, inputs, out_dtypes, ctx=None):
+@kernel("Resize")
+def resize(node, inputs, out_dtypes):
     """ONNX Resize, nearest or linear (see the module docstring)."""
     x = inputs[0]
     _float_input(node, x)
-    opset = ctx.onnx_opset if ctx is not None else None
-    out, scales = onnx_resize_plan(node, x.shape, inputs, opset)
+    out, scales = onnx_resize_plan(node, x.shape, inputs)
     attrs = node.attrs
     mode = attrs.get("mode") or "nearest"
     coord = attrs.get("coordinate_transformation_mode") or "half_pixel"
     nearest = attrs.get("nearest_mode") or "round_prefer_floor"
-    if opset is not None and opset < 11:
-        coord, nearest = "asymmetric", "floor"
     if mode not in ("nearest", "linear"):
         raise NotImplementedError(f"Resize mode {mode}")
     if int(attrs.get("antialias", 0) or 0) and any(s < 1 for s in scales):
@@ -246,13 +241,11 @@ def _split(x, axis: int, sizes) -> list:
 
 
 def onnx_split_sizes(node, inputs, dim: int) -> list:
-    """The part sizes of an ONNX Split (input, attribute, or equal parts; opset 18 lets the last
-    part be smaller)."""
+    """The part sizes of an ONNX Split (the `split` input, or equal parts; opset 18 lets the
+    last part be smaller)."""
     sizes = _opt(inputs, 1)
     if sizes is not None and np.asarray(sizes).size:
         return _ints(sizes)
-    if node.attrs.get("split") is not None:
-        return _ints(node.attrs["split"])
     parts = int(node.attrs.get("num_outputs") or len(node.outputs))
     step = -(-dim // parts)
     return [min(step, dim - i * step) for i in range(parts)]

@@ -58,10 +58,10 @@ def per_sample(node, fn, x, ctx):
 
 @kernel("Reshape", "Squeeze")
 def reshape(node, inputs, p, ctx):
-    """Same bytes, new shape (the shape input, else `new_shape`, else the output tensor's)."""
+    """Same bytes, new shape (the shape input, else the output tensor's)."""
     float_kernel = FLOAT_KERNELS[node.op]
     rest = list(inputs[1:])
-    if node.op == "Reshape" and (not rest or rest[0] is None) and not node.attrs.get("new_shape") \
+    if node.op == "Reshape" and (not rest or rest[0] is None) \
             and p.get("output_shape") is not None:
         rest = [np.asarray(p["output_shape"], dtype=np.int64)]
     return [per_sample(node, lambda a: float_kernel(node, [a] + rest, [None])[0],
@@ -72,7 +72,7 @@ def reshape(node, inputs, p, ctx):
 def transpose(node, inputs, p, ctx):
     """TRANSPOSE: the values moved, parameters kept."""
     y = FLOAT_KERNELS["Transpose"](node, inputs, [None])[0]
-    perm = inputs[1] if len(inputs) > 1 and inputs[1] is not None else node.attrs.get("perm")
+    perm = inputs[1] if len(inputs) > 1 else None
     first = int(np.asarray(perm).reshape(-1)[0]) if perm is not None else inputs[0].ndim - 1
     batch_guard(node, ctx, first == 0, "Transpose moving axis 0")
     return [np.ascontiguousarray(y)]

@@ -119,3 +119,18 @@ def _shape_text(shape) -> str:
     if shape is None:
         return "[?]"
     return "[" + ", ".join(str(d) if isinstance(d, (int, np.integer)) else "?" for d in shape) + "]"
+
+
+def release_free_memory() -> None:
+    """Hand the heap's free pages back to the system (glibc `malloc_trim`; a no-op elsewhere).
+
+    Calibration frees activations of tens of MB in several threads; glibc keeps freed chunks
+    below its (self-raising) mmap threshold in its arenas, so without this the process would
+    stay at its calibration high-water mark through planning and writing, and the next
+    phase's arrays would add to it instead of reusing the pages."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

@@ -73,7 +73,8 @@ class Graph:
         The one way passes add constants: the array is made C-contiguous (copied only when it is
         not; a scalar stays 0-d) and read-only, and its dtype is `dtype` or the array's. It is a
         new array object (a view: the caller's array is left alone) unless `share`: then a
-        C-contiguous `data` is stored itself, made read-only, and tensors holding one array
+        C-contiguous `data` is stored itself, made read-only: the caller hands the array over
+        (it can no longer change the constant by writing into it), and tensors holding one array
         object are written as one TFLite buffer (the writer keys buffers by array identity).
         """
         name = self.fresh_name(base)

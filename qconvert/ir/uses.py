@@ -9,42 +9,17 @@ list in place must call `Graph.invalidate_uses()` (assigning `graph.nodes` does 
 `Graph.verify()` compares a live index with a fresh one, so an edit that bypassed it is caught.
 
 Reads hidden in subgraph bodies (an opaque ONNX If / Loop / Scan whose body reads an outer tensor
-without listing it as an input) are counted too (`hidden`), parsed once per opaque node.
+without listing it as an input) are counted too (`hidden`), from the names the ONNX reader
+found once per opaque node (`origin["body_reads"]`).
 """
 
 from __future__ import annotations
 
 
-def _names_read_in_bodies(node) -> frozenset:
-    """Tensors read inside the subgraph attributes of opaque ONNX node `node`."""
-    raws = node.origin.get("attributes", ()) if node.opaque else ()
-    if not raws:
-        return frozenset()
-    from onnx import AttributeProto
-
-    names: set = set()
-
-    def walk(g):
-        stack = [g]
-        while stack:  # no recursion: bodies may nest deeply
-            g = stack.pop()
-            for n in g.node:
-                names.update(i for i in n.input if i)
-                for a in n.attribute:
-                    if a.type == AttributeProto.GRAPH:
-                        stack.append(a.g)
-                    elif a.type == AttributeProto.GRAPHS:
-                        stack.extend(a.graphs)
-
-    for raw in raws:
-        a = AttributeProto()
-        a.ParseFromString(raw)
-        if a.type == AttributeProto.GRAPH:
-            walk(a.g)
-        elif a.type == AttributeProto.GRAPHS:
-            for sub in a.graphs:
-                walk(sub)
-    return frozenset(names)
+def _names_read_in_bodies(node) -> tuple:
+    """Tensors read inside the subgraph bodies of opaque node `node` (the ONNX reader lists
+    them once, in `origin["body_reads"]`)."""
+    return node.origin.get("body_reads", ()) if node.opaque else ()
 
 
 class UseIndex:

@@ -88,9 +88,13 @@ def weight_error_bias(node, fmt: str, w: np.ndarray, w_q: np.ndarray, s_w: np.nd
     """The per-output-channel `sum_k (W - Wq)[c, k] E[x_k]` of the module docstring (float64),
     or None when the layer's shapes do not fit its input's means. `scale_axis` is the axis the
     weight scales run along (None: one scale)."""
-    w = np.asarray(w, np.float64)
-    deq = w_q.astype(np.float64) * _along(s_w.astype(np.float64), scale_axis, w.ndim)
-    delta = w - deq
+    w = np.asarray(w)
+    if w.dtype.kind != "f":
+        w = w.astype(np.float64)
+    # W - Wq * s in float64, with one float64 array (no float64 copies of W and Wq)
+    delta = np.multiply(w_q, _along(s_w.astype(np.float64), scale_axis, w.ndim),
+                        dtype=np.float64)
+    np.subtract(w, delta, out=delta, dtype=np.float64)
     mean = np.asarray(mean, np.float64)
     if node.op == "DepthwiseConv2D":  # [1, H, W, C_out], C_out = C_in * multiplier
         d = delta.sum(axis=(0, 1, 2))

@@ -60,13 +60,17 @@ class StreamingHistogram:
         if not np.isfinite(k):  # a subnormal top: every value is in the bins next to 0
             self.counts[BINS] += values.size
             return
-        # float32 arithmetic unless 1 / top overflows it (activations of ~1e-38)
-        scaled = values * np.float32(k) if values.dtype == np.float32 and k < 1e37 \
-            else values.astype(np.float64) * k
-        idx = np.floor(scaled, out=scaled)
+        # float32 arithmetic unless 1 / top overflows it (activations of ~1e-38); one work
+        # array, every step in place
+        if values.dtype == np.float32 and k < 1e37:
+            idx = np.multiply(values, np.float32(k))
+        else:
+            idx = np.multiply(values, k, dtype=np.float64)
+        np.floor(idx, out=idx)
         np.nan_to_num(idx, copy=False, nan=0.0)  # 0 * inf when BINS / top overflows float32
         np.clip(idx, -BINS, BINS - 1, out=idx)
-        self.counts += np.bincount((idx + BINS).astype(np.intp), minlength=2 * BINS)
+        idx += BINS
+        self.counts += np.bincount(idx.astype(np.intp), minlength=2 * BINS)
 
     def _double(self) -> None:
         merged = self.counts.reshape(BINS, 2).sum(axis=1)

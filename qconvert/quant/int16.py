@@ -2,8 +2,8 @@
 
 TFLite Micro runs CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MUL, the pools, SOFTMAX,
 LOGISTIC, TANH, MEAN, PAD, CONCATENATION, RESHAPE... with int16 activations (symmetric, zero
-point 0), int8 per-channel weights and int64 biases (`INT16_KERNELS`, each checked against its
-interpreter by tests/test_int16.py).
+point 0), int8 per-channel weights and int64 biases (`INT16_KERNELS`, each run by its
+interpreter in tests/test_int16.py; Relu6 standalone by the integer executor's tests).
 
 The unit of choice is a *scale group*: the activations that share one (scale, zero point)
 because pass-through ops (reshape, pools, concat, pad...) join them (`plan.activation_groups`).
@@ -36,10 +36,9 @@ from .plan import BORDER, _is_activation, activation_groups
 # IR ops TFLite Micro runs with int16 activations and int8 weights (16x8); checked op by op
 # against its interpreter (tests/test_int16.py).
 INT16_KERNELS = frozenset({
-    "Conv2D", "DepthwiseConv2D", "FullyConnected", "TransposeConv", "Add", "Sub", "Mul",
-    "AveragePool", "MaxPool", "Softmax", "Sigmoid", "Tanh", "Reshape", "Squeeze", "Concat",
-    "Mean", "Pad", "PadV2", "Relu", "Relu6", "LeakyRelu", "Transpose", "StridedSlice",
-    "Maximum", "Minimum", "SplitEqual", "SplitSizes",
+    "Conv2D", "DepthwiseConv2D", "FullyConnected", "TransposeConv", "BatchMatMul", "Add", "Sub",
+    "Mul", "AveragePool", "MaxPool", "Softmax", "Sigmoid", "Tanh", "Mean", "Relu", "Relu6",
+    "LeakyRelu", "Reshape", "Concat", "Pad", "Transpose", "StridedSlice", "SplitEqual",
 })
 
 

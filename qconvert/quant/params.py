@@ -88,10 +88,27 @@ def _along(v: np.ndarray, axis: int | None, ndim: int) -> np.ndarray:
     return v.reshape(shape)
 
 
+QUANTIZE_BLOCK = 1 << 18  # weights per block of `quantize_weights` (float64 work arrays of 2 MB)
+
+
 def quantize_weights(w: np.ndarray, scales: np.ndarray, axis: int | None) -> np.ndarray:
-    """int8 weights `round(w / scale)` clipped to [-127, 127]."""
-    q = round_half_away(np.asarray(w, np.float64) / _along(scales.astype(np.float64), axis, w.ndim))
-    return np.clip(q, -WEIGHT_MAX, WEIGHT_MAX).astype(np.int8)
+    """int8 weights `round(w / scale)` clipped to [-127, 127], `w / scale` in float64.
+
+    Computed block by block of rows (axis 0), so the float64 work arrays stay small whatever the
+    layer: a 2.4 M-weight layer would otherwise hold three float64 copies (57 MB) at once."""
+    w = np.asarray(w)
+    s = _along(np.asarray(scales).astype(np.float64), axis, w.ndim)
+    if w.ndim == 0:
+        q = round_half_away(np.divide(w, s, dtype=np.float64))
+        return np.clip(q, -WEIGHT_MAX, WEIGHT_MAX).astype(np.int8)
+    out = np.empty(w.shape, np.int8)
+    rows = max(1, QUANTIZE_BLOCK // max(1, w[:1].size))
+    per_row = s.ndim and s.shape[0] > 1  # the scales run along axis 0
+    for i in range(0, w.shape[0], rows):
+        part = slice(i, i + rows)
+        q = round_half_away(np.divide(w[part], s[part] if per_row else s, dtype=np.float64))
+        out[part] = np.clip(q, -WEIGHT_MAX, WEIGHT_MAX, out=q)
+    return out
 
 
 def bias_scale(s_in, s_w) -> np.ndarray:
@@ -184,7 +201,7 @@ def quantize_layer(w: np.ndarray, b: np.ndarray | None, s_in, channel_axis: int,
     scale = np.broadcast_to(bias_scale(s_in, s_w).astype(np.float64), b64.shape)
     b_q = round_half_away(b64 / scale)
     other = tuple(i for i in range(w.ndim) if i != channel_axis % w.ndim)
-    worst = np.abs(w_q.astype(np.int64)).sum(axis=other) * 255
+    worst = np.abs(w_q).sum(axis=other, dtype=np.int64) * 255  # |w_q| <= 127: no int8 overflow
     if np.any(np.abs(b_q) + worst > INT32_MAX):  # the closed form above rules this out
         raise AssertionError("bias-safe weight scale left a channel outside int32")
     return w_q, s_w, b_q.astype(np.int32), widened

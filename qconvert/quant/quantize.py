@@ -28,8 +28,8 @@ from .plan import (check_float, check_quantizable, clamped_inputs, dequantize_hy
 from .ranges import RangeCollector
 
 REPORT_SAMPLES = 64
-REPORT_MACS = 16e9  # the report's int8 run stays within this many multiply-accumulates...
-REPORT_MIN_SAMPLES = 4  # ...but covers at least this many samples
+REPORT_MACS = 8e9  # the report's int8 run stays within this many multiply-accumulates...
+REPORT_MIN_SAMPLES = 2  # ...but covers at least this many samples
 LAYER_REFERENCE_BYTES = 64 << 20  # float activations kept from calibration for the ONNX report
 
 
@@ -83,7 +83,8 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
         run_pipeline(model, ("equalize",), PassContext(model.format))
     check_quantizable(graph)
     from .invariants import check_int8_tflite, check_qdq_scales
-    from qconvert.executor.memory_limit import check_plan_memory, default_limit
+    from qconvert.executor.memory_limit import (check_plan_memory, default_limit,
+                                                release_free_memory)
     from .ort_engine import check_engine
 
     check_engine(options.engine, model.format)
@@ -109,6 +110,7 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
                                                 observe, progress,
                                                 n_report if evaluation is None else 0,
                                                 options.engine)
+    release_free_memory()  # the activations calibration freed: before planning allocates
     ranges = collector.ranges()
     input_means = None if means is None else means.means()
     qplan = _plan_in_range(graph, ranges, model.format, options.fc_per_channel, input_means)
@@ -137,6 +139,8 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
 
         names = apply_qdq(graph, qplan, model.meta.get("opset", 13))
         check_qdq_scales(graph)
+    if reference is not None and layer_reference and not stateful and int16_report is None:
+        _release_float_weights(float_graph, graph)  # the report will not run the float model
     model.verify()
     simulate = None
     if int16_report is not None:
@@ -244,17 +248,44 @@ def _activation_bytes(graph) -> int:
                if t.data is None and t.dtype.startswith("float") and t.shape is not None)
 
 
-def _first_samples(store: dict, count: int, skip=frozenset()):
+def _reference_extent(graph, samples: int) -> tuple:
+    """(samples, fraction) of the float activations the report keeps as its per-layer
+    reference: as many of the first `samples` as LAYER_REFERENCE_BYTES hold, at least one; when
+    one sample is larger than that (a ResNet-50 at 224 x 224: 101 MB), the leading `fraction` of
+    each tensor's values of the first sample, so the reference stays within the budget."""
+    size = max(1, _activation_bytes(graph))
+    kept = max(1, min(samples, LAYER_REFERENCE_BYTES // size))
+    return kept, min(1.0, LAYER_REFERENCE_BYTES / size) if kept == 1 else 1.0
+
+
+def _kept_fraction(graph, layer_reference: dict) -> float:
+    """The share of each tensor's values of the first sample `_first_samples` kept (1.0: whole
+    samples), read off the reference arrays against the tensors' static shapes."""
+    shares = []
+    for name, ref in layer_reference.items():
+        t = graph.tensors.get(name)
+        if ref.ndim == 2 and t is not None and t.static_shape and len(t.shape) > 2:
+            shares.append(ref.shape[1] / max(1, int(np.prod(t.shape[1:]))))
+    return min(shares, default=1.0)
+
+
+def _first_samples(store: dict, count: int, skip=frozenset(), fraction: float = 1.0):
     """An observer that appends copies of each float tensor's samples to `store` ({name: list of
     arrays}) until it holds the first `count` (the observer sees batches in order); tensors in
-    `skip` (those that get no int8 value of their own) are not kept."""
+    `skip` (those that get no int8 value of their own) are not kept. `fraction` < 1 (with
+    `count` 1): only the leading fraction of the first sample's values, as an array [1, m]
+    (`_EndToEnd` compares that prefix)."""
     held: dict = {}
 
     def keep(name, array):
         have = held.get(name, 0)
         if array.dtype.kind != "f" or not array.ndim or have >= count or name in skip:
             return
-        part = np.array(array[:count - have])
+        if fraction < 1.0:
+            first = array[:1].reshape(1, -1)
+            part = np.array(first[:, :max(1, int(first.shape[1] * fraction))])
+        else:
+            part = np.array(array[:count - have])
         store.setdefault(name, []).append(part)
         held[name] = have + len(part)
 
@@ -288,9 +319,8 @@ def _calibrate(model: Model, calibration: dict, batch_size: int, observe, progre
     reference, layers = None, {}
     watch = observe
     if head:
-        kept = max(1, min(head, LAYER_REFERENCE_BYTES // max(1, _activation_bytes(model.graph))))
-
-        keep = _first_samples(layers, kept, _unreported(model))
+        kept, fraction = _reference_extent(model.graph, head)
+        keep = _first_samples(layers, kept, _unreported(model), fraction)
 
         def watch(name, array):
             observe(name, array)
@@ -374,6 +404,19 @@ def _snapshot(graph):
     return graph.copy()
 
 
+def _release_float_weights(float_graph, graph) -> None:
+    """Drop from the float snapshot the large constants the quantized graph no longer holds
+    (its float weights: int8 copies replaced them), when the report needs only its structure:
+    the float and int8 weights of every layer are then never in memory together through the
+    report's run and the writing."""
+    for name, t in float_graph.tensors.items():
+        if t.data is None or t.data.nbytes <= 4096:
+            continue
+        kept = graph.tensors.get(name)
+        if kept is None or kept.data is not t.data:
+            t.data = None
+
+
 def _opset(model: Model):
     return model.meta.get("opset") if model.format == "onnx" else None
 
@@ -402,8 +445,11 @@ class _EndToEnd:
         if ref is None or self.seen[name] >= len(ref):
             return
         start = self.seen[name]
-        got = values[:len(ref) - start].astype(np.float64)
+        got = values[:len(ref) - start]
         r = ref[start:start + len(got)].astype(np.float64)
+        if got.ndim and got[:1].size != r[:1].size:  # a prefix of each sample (`_first_samples`)
+            got = got.reshape(len(got), -1)[:, :r[:1].size]
+        got = got.astype(np.float64)
         self.seen[name] += len(got)
         _energy_add(self.energy, name, float(np.sum(r * r)), float(np.sum((r - got) ** 2)))
 
@@ -532,11 +578,11 @@ def _float_reference(float_graph, feeds: dict, batch_size: int, opset, skip=froz
         float_graph = float_model
 
     n = len(next(iter(feeds.values())))
-    kept = max(1, min(n, LAYER_REFERENCE_BYTES // max(1, _activation_bytes(
-        float_graph.graph if isinstance(float_graph, Model) else float_graph))))
+    kept, fraction = _reference_extent(
+        float_graph.graph if isinstance(float_graph, Model) else float_graph, n)
     layers: dict = {}
     outputs = run_float_batched(float_graph, feeds, batch_size,
-                                observe=_first_samples(layers, kept, skip), opset=opset)
+                                observe=_first_samples(layers, kept, skip, fraction), opset=opset)
     return outputs, _joined(layers)
 
 
@@ -582,6 +628,7 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
                                              layer_reference)
     ref_out = reference
     layer_samples = min(n, min((len(v) for v in layer_reference.values()), default=n))
+    fraction = _kept_fraction(float_graph, layer_reference)
 
     out_db = {}
     for o in outputs:
@@ -614,6 +661,7 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
                          bias=None if layer.bias is None else layer.bias.tolist())
         layers.append(entry)
     report = {"layers": layers, "samples": n, "layer_samples": layer_samples,
+              **({"layer_sample_fraction": round(fraction, 3)} if fraction < 1 else {}),
               "method": options.method, "rounding": options.rounding,
               "bias_correction": getattr(options, "bias_correction", False),
               "equalize": getattr(options, "equalize", False), "output_sqnr_db": out_db}

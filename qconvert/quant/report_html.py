@@ -149,7 +149,7 @@ def gain_bars(rows: list) -> str:
     """An SVG bar per candidate layer: its estimated gain (dB) and the bytes it adds."""
     top = max(_finite([r["estimated_gain_db"] for r in rows]) + [0.5])
     height = (_ROW_H + 4) * len(rows) + 30
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_LABEL_W + _BAR_W + 160}" '
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_LABEL_W + _BAR_W + 420}" '
              f'height="{height}" role="img" aria-label="16x8 sensitivity">']
     for i, r in enumerate(rows):
         y = 20 + i * (_ROW_H + 4)
@@ -163,8 +163,10 @@ def gain_bars(rows: list) -> str:
                      f'x="{_LABEL_W}" y="{y + 2}" width="{length:.1f}" '
                      f'height="{_ROW_H - 3}"><title>{_e(label)}: {gain:+.2f} dB, '
                      f'+{r["extra_bytes"]} bytes</title></rect>')
+        step = (f'; with the layers kept before it {r["step_gain_db"]:+.2f} dB for '
+                f'+{r["step_extra_bytes"]} B' if "step_gain_db" in r else "")
         parts.append(f'<text x="{_LABEL_W + length + 4:.1f}" y="{y + 12}">{gain:+.2f} dB, '
-                     f'+{r["extra_bytes"]} B{" (kept)" if r["chosen"] else ""}</text>')
+                     f'+{r["extra_bytes"]} B{step}{" (kept)" if r["chosen"] else ""}</text>')
     parts.append(f'<text x="{_LABEL_W}" y="12">estimated gain (dB), 0 .. {top:.1f}; purple: '
                  'moved to 16x8</text>')
     parts.append("</svg>")

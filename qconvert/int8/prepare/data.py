@@ -74,7 +74,7 @@ def pad_params(graph, node) -> dict:
 @prepare("Reshape")
 def reshape_params(graph, node) -> dict:
     """The output tensor's shape (dynamic dimensions as -1): TFLM's fallback when the node has
-    neither a shape input nor `new_shape`."""
+    no shape (no shape input, no `new_shape` option: the IR's shape input)."""
     shape = graph.tensors[node.outputs[0]].shape
     return {"output_shape": None if shape is None else
             [int(d) if isinstance(d, (int, np.integer)) else -1 for d in shape]}

@@ -54,7 +54,7 @@ def mean_params(graph, node) -> dict:
         fail(node, "axes are not a constant")
     out = {"multiplier": int(m), "shift": int(s), "input_zero_point": z_in,
            "output_zero_point": z_out, "axes": [int(a) for a in np.asarray(axes).reshape(-1)],
-           "keep_dims": bool(node.attrs.get("keep_dims") or False)}
+           "keep_dims": bool(int(node.attrs.get("keepdims", 1)))}
     shape = graph.tensors[node.inputs[0]].shape
     if shape is not None:
         axes_r = resolve_axes(node, out["axes"], len(shape))
