@@ -699,7 +699,8 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
 @click.option("--kernels", type=click.Choice(["portable", "cmsis-nn"]), default="portable",
               show_default=True, help="portable: qconvert's own C99 kernels (written to DIR); "
               "cmsis-nn: calls into CMSIS-NN (conv, depthwise, fully connected, add, mul, "
-              "pools, softmax), qconvert's kernels for the rest.")
+              "pools, softmax; their s16 kernels for 16x8 layers except softmax), qconvert's "
+              "kernels for the rest.")
 @click.option("--fc-layout", type=click.Choice(["1x4", "rowmajor"]), default=None,
               help="Fully connected weight order (default: 1x4 for portable, rowmajor for "
               "cmsis-nn). 1x4 is for qconvert's kernel (and CMSIS-NN's legacy "
@@ -711,7 +712,7 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
 def export_c(model, outdir, name, kernels, fc_layout, calibration, calibration_random, mean,
              std, scale, method, percentile, fc_per_channel, no_fuse, no_bias_correction,
              equalize, engine, batch_size, max_memory, input_layout, input_shapes):
-    """Write the whole int8 model as interpreter-free C with a static memory plan.
+    """Write the whole int8 (or 16x8) model as interpreter-free C with a static memory plan.
 
     DIR/NAME.h declares NAME_invoke(input, output) (0 on success), NAME_ARENA_SIZE,
     NAME_INPUT_SIZE / NAME_OUTPUT_SIZE and the input and output scales and zero points;

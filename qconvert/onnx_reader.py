@@ -38,6 +38,9 @@ from .ir.tensor import RAW_DTYPES
 from .padding import same_pads, valid_pads
 
 MIN_OPSET, MAX_OPSET = 11, 21
+# (IR op, attribute) holding an ONNX TensorProto type code: the IR holds the dtype name instead
+# (absent for the code 0, "unset"); the writer turns it back into the code.
+DTYPE_ATTRIBUTES = (("Cast", "to"), ("Quantize", "output_dtype"))
 SMALL_INITIALIZER = 4096  # bytes; larger ones are left out of the shape-inference copy
 MAX_ELEMENTS = 2 ** 31  # a conv / pool output above this is a broken model (int32 indexing)
 
@@ -372,10 +375,14 @@ class _Reader:
         for slot in spec.attr_inputs:  # the IR spelling: a constant input (see schemas.ops)
             if attrs.get(slot) is not None:
                 inputs = attribute_input(graph, schema, name, slot, attrs.pop(slot), inputs)
-        if schema.name == "Cast" and attrs.get("to") is not None:  # the IR's dtype name
-            if attrs["to"] not in ONNX_TO_IR:
-                raise QConvertError(f"Cast {name!r} to unsupported ONNX type {attrs['to']}")
-            attrs["to"] = ONNX_TO_IR[attrs["to"]]
+        for op, key in DTYPE_ATTRIBUTES:  # the IR holds dtype names, not TensorProto codes
+            if schema.name == op and key in attrs:
+                code = attrs.pop(key)
+                if code:
+                    if code not in ONNX_TO_IR:
+                        raise QConvertError(f"{n.op_type} {name!r}: unsupported ONNX type {code} "
+                                            f"({key})")
+                    attrs[key] = ONNX_TO_IR[code]
         if schema.name == "Softmax":  # the IR spells the opset's meaning, not the opset
             if attrs.get("axis") is None:
                 attrs["axis"] = 1 if self.opset < 13 else -1

@@ -27,7 +27,7 @@ from . import schemas
 from .dtypes import IR_TO_ONNX
 from .errors import QConvertError
 from .ir import Model, Tensor
-from .onnx_reader import encode_varint, wire_fields
+from .onnx_reader import DTYPE_ATTRIBUTES, encode_varint, wire_fields
 
 MAX_PROTO_BYTES = 2**31 - 2**24
 _NEUTRAL = {"strides": 1, "dilations": 1, "pads": 0}
@@ -242,8 +242,8 @@ def _node(n, g, opset: int) -> onnx.NodeProto:
         present = set(origin.get("present", ()))
         for key, default in spec.attrs.items():
             value = from_inputs[key] if key in from_inputs else n.attrs.get(key)
-            if key == "to" and schema.name == "Cast" and value is not None:
-                value = IR_TO_ONNX[value]  # the IR's dtype name as a TensorProto code
+            if (schema.name, key) in DTYPE_ATTRIBUTES:  # the IR's dtype name as a type code
+                value = IR_TO_ONNX[value] if value else (0 if default == 0 else None)
             if value is None or (key not in present and _is_default(key, value, default)):
                 continue
             proto.attribute.append(_make_attribute(key, value))

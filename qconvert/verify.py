@@ -42,14 +42,15 @@ class VerifyError(QConvertError):
 
 
 def _is_int8(model: Model) -> bool:
-    """An int8 TFLite model: some node other than DEQUANTIZE computes on an int8 activation
-    (a float model with a QUANTIZE -> DEQUANTIZE pair stays a float model)."""
+    """An integer TFLite model (int8, 16x8 or mixed): some node other than DEQUANTIZE computes on
+    a quantized int8 or int16 activation (a float model with a QUANTIZE -> DEQUANTIZE pair stays
+    a float model)."""
     g = model.graph
     if model.format != "tflite":
         return False
     return any(node.op != "Dequantize" and any(
-        g.tensors[i].dtype == "int8" and g.tensors[i].quant is not None and g.tensors[i].data is None
-        for i in node.present_inputs()) for node in g.nodes)
+        g.tensors[i].dtype in ("int8", "int16") and g.tensors[i].quant is not None
+        and g.tensors[i].data is None for i in node.present_inputs()) for node in g.nodes)
 
 
 def _runner(model: Model):
@@ -76,13 +77,14 @@ def _unsupported(model: Model) -> bool:
     """Whether the executor `_runner` picks lacks a kernel for some op of the main graph
     (resource-variable ops aside: `run_frames` handles them)."""
     from .executor.float_executor import unsupported_ops
+    from .executor.int16_kernels import INT16_KERNELS, is_int16_node
     from .executor.int_kernels import INT_KERNELS
     from .executor.streaming import is_resource_op
 
     g = model.graph
     if _is_int8(model):
-        return any(not is_resource_op(n) and (n.opaque or n.op not in INT_KERNELS)
-                   for n in g.nodes)
+        return any(not is_resource_op(n) and (n.opaque or n.op not in (
+            INT16_KERNELS if is_int16_node(g, n) else INT_KERNELS)) for n in g.nodes)
     view = Graph(g.name, g.tensors, [n for n in g.nodes if not is_resource_op(n)], g.inputs,
                  g.outputs)
     return bool(unsupported_ops(view))

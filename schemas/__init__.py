@@ -2,7 +2,9 @@
 
 Readers look ops up by their format's name (`by_tflite_code`, `by_onnx_op`), writers by IR name
 (`get`), and later the quantizer, executor and docs read the same entries. An op absent from the
-table is carried through as an opaque node. Supporting a new op is one entry in `ops.py`.
+table is carried through as an opaque node. Supporting a new op is one entry in `ops.py` plus
+its kernels (README, "Adding an op"); what must stay beside code (kernels, rewrite rules, C
+emitters) is kept in tables keyed by these names, cross-checked by tests/test_op_tables.py.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class Input:
     """One input slot: its role (`data`, `weights`, `bias`, `param`), whether it may be omitted,
-    and whether it repeats (Concat's inputs)."""
+    whether it repeats (Concat's inputs), and whether a float constant in it stays float when
+    the model is quantized (`stays_float`: a parameter such as Resize's roi and scales, not a
+    value)."""
 
     name: str
     role: str = "data"
     optional: bool = False
     variadic: bool = False
+    stays_float: bool = False
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,8 @@ class TfliteSpec:
     Option fields are translated generically (see `qconvert.tflite_options`): the fused activation
     becomes `activation`, stride/dilation/filter pairs become `strides`/`dilations`/
     `kernel_shape`, `Padding` becomes explicit `pads`, anything else keeps its snake_case name.
+    `int8_version`: the builtin's version qconvert writes for the op's int8 form (the version
+    TFLite's converter gives it; None: the op has no int8 kernel).
     """
 
     code: str
@@ -39,6 +46,7 @@ class TfliteSpec:
     back into the option. A slot in `input_too` may also be a real input tensor in TFLite (it
     is then kept, and the option follows the node's `origin`)."""
     input_too: frozenset = frozenset()
+    int8_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,15 @@ class OpSchema:
       `weight_channel_axis`: format -> the per-channel (output-channel) axis of that layout.
     - `int8`: how the op is quantized: ``per_channel_weights``, ``same_scale``,
       ``fixed_output``, ``requantize`` or None (no int8 rule; must be fused away first).
+    - `fixed_output`: for ``fixed_output`` ops, the (scale, zero point) of the int8 output that
+      TFLite Micro requires.
+    - `fully_connected`: a fully connected layer: its int8 weights are per tensor unless asked
+      for per channel (TFLite Micro's FULLY_CONNECTED before version 12 is per tensor only).
+    - `fuses_activation`: a following Relu / Relu6 / Clip becomes its TFLite fused `activation`
+      (`fuse-activation`).
+    - `clamp`: the op clamps its input: the TFLite fused activation whose range it is (``RELU``,
+      ``RELU6``: see `schemas.activations`), or ``inputs`` when its min / max inputs give the
+      range (Clip).
     - `macs`: the rule `inspect` uses to count multiply-accumulates, or None.
     - `pure`: the op has no effect but its outputs (no state written, nothing called), so a
       node of it whose outputs nobody reads is dead. Every op of the table is pure unless its
@@ -84,6 +101,10 @@ class OpSchema:
     int8: str | None = None
     macs: str | None = None
     pure: bool = True
+    fixed_output: tuple | None = None
+    fully_connected: bool = False
+    fuses_activation: bool = False
+    clamp: str | None = None
 
     def slot_index(self, name: str) -> int:
         """Position of the input slot called `name`."""

@@ -13,7 +13,8 @@ parameter from its input only:
   Split `split`: constant integer inputs.
 - Reshape: the `shape` input (TFLite's `new_shape` option when it has no input) and
   `allowzero` (TFLite reads a 0 literally: 1).
-- Cast: `to`, the IR dtype name (ONNX's TensorProto code; TFLite's output tensor type).
+- Cast: `to`, the IR dtype name (ONNX's TensorProto code; TFLite's output tensor type);
+  Quantize (ONNX QuantizeLinear): `output_dtype` a dtype name, absent when unset (code 0).
 - Reductions (Mean, ReduceMean, ReduceMax, ReduceSum): `keepdims` 0 / 1 (TFLite `keep_dims`);
   `noop_with_empty_axes` 1 where empty axes reduce nothing (TFLite).
 - Softmax: `axis` (TFLite: -1), `coerce_2d` 1 where the input is flattened to 2-D at `axis`
@@ -37,16 +38,17 @@ _POOL_ATTRS = {"auto_pad": "NOTSET", "ceil_mode": 0, "dilations": None, "kernel_
 
 register(OpSchema(
     "Conv2D", "2-D convolution (grouped when `group` > 1).", (X, W, B),
-    tflite=TfliteSpec("CONV_2D", "Conv2DOptions"),
+    tflite=TfliteSpec("CONV_2D", "Conv2DOptions", int8_version=3),
     onnx=OnnxSpec("Conv", dict(_CONV_ATTRS), spatial=True),
     layout_sensitive=True, weight_layout={"onnx": "OIHW", "tflite": "OHWI"},
-    weight_channel_axis={"onnx": 0, "tflite": 0}, int8="per_channel_weights", macs="conv"))
+    weight_channel_axis={"onnx": 0, "tflite": 0}, int8="per_channel_weights", macs="conv",
+    fuses_activation=True))
 
 register(OpSchema(
     "DepthwiseConv2D", "Depthwise 2-D convolution, weights [1, H, W, C * depth_multiplier].",
-    (X, W, B), tflite=TfliteSpec("DEPTHWISE_CONV_2D", "DepthwiseConv2DOptions"),
+    (X, W, B), tflite=TfliteSpec("DEPTHWISE_CONV_2D", "DepthwiseConv2DOptions", int8_version=3),
     layout_sensitive=True, weight_layout={"tflite": "1HWC"}, weight_channel_axis={"tflite": 3},
-    int8="per_channel_weights", macs="depthwise"))
+    int8="per_channel_weights", macs="depthwise", fuses_activation=True))
 
 register(OpSchema(
     "ConvTranspose", "Transposed 2-D convolution, weights [C_in, C_out / group, kH, kW].",
@@ -58,21 +60,22 @@ register(OpSchema(
 
 register(OpSchema(
     "FullyConnected", "y = x W^T + b with W [out, in] (TFLite FULLY_CONNECTED).", (X, W, B),
-    tflite=TfliteSpec("FULLY_CONNECTED", "FullyConnectedOptions"),
+    tflite=TfliteSpec("FULLY_CONNECTED", "FullyConnectedOptions", int8_version=4),
     weight_layout={"tflite": "OI"}, weight_channel_axis={"tflite": 0},
-    int8="per_channel_weights", macs="fc"))
+    int8="per_channel_weights", macs="fc", fully_connected=True,
+    fuses_activation=True))
 
 register(OpSchema(
     "Gemm", "Y = alpha * A' B' + beta * C (ONNX Gemm).",
     (Input("a"), Input("b", "weights"), Input("c", "bias", optional=True)),
     onnx=OnnxSpec("Gemm", {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0}),
-    int8="per_channel_weights", macs="gemm"))
+    int8="per_channel_weights", macs="gemm", fully_connected=True))
 
 register(OpSchema(
     "MatMul", "Matrix product with numpy broadcasting (ONNX MatMul).",
     (Input("a"), Input("b", "weights")), onnx=OnnxSpec("MatMul"),
     weight_layout={"onnx": "IO"}, weight_channel_axis={"onnx": 1}, int8="per_channel_weights",
-    macs="matmul"))
+    macs="matmul", fully_connected=True))
 
 register(OpSchema(
     "BatchNorm", "Inference batch normalization along the channel axis (ONNX, NCHW).",
@@ -81,52 +84,56 @@ register(OpSchema(
     onnx=OnnxSpec("BatchNormalization", {"epsilon": 1e-5, "momentum": 0.9, "training_mode": 0}),
     layout_sensitive=True))
 
-for _name, _tfl, _opts, _onnx in (("Add", "ADD", "AddOptions", "Add"),
-                                  ("Sub", "SUB", "SubOptions", "Sub"),
-                                  ("Mul", "MUL", "MulOptions", "Mul"),
-                                  ("Div", "DIV", "DivOptions", "Div")):
+for _name, _tfl, _opts, _onnx, _fuses in (("Add", "ADD", "AddOptions", "Add", True),
+                                          ("Sub", "SUB", "SubOptions", "Sub", True),
+                                          ("Mul", "MUL", "MulOptions", "Mul", True),
+                                          ("Div", "DIV", "DivOptions", "Div", False)):
     register(OpSchema(
         _name, f"Elementwise {_name.lower()} with numpy broadcasting (optional fused activation).",
-        (Input("a"), Input("b")), tflite=TfliteSpec(_tfl, _opts), onnx=OnnxSpec(_onnx),
-        int8="requantize"))
+        (Input("a"), Input("b")), tflite=TfliteSpec(_tfl, _opts, int8_version=2),
+        onnx=OnnxSpec(_onnx), int8="requantize", fuses_activation=_fuses))
 
-register(OpSchema("Relu", "max(x, 0).", (X,), tflite=TfliteSpec("RELU"), onnx=OnnxSpec("Relu"),
-                  int8="requantize"))
+register(OpSchema("Relu", "max(x, 0).", (X,), tflite=TfliteSpec("RELU", int8_version=2),
+                  onnx=OnnxSpec("Relu"), int8="requantize", clamp="RELU"))
 register(OpSchema("Relu6", "min(max(x, 0), 6) (TFLite RELU6).", (X,),
-                  tflite=TfliteSpec("RELU6"), int8="requantize"))
+                  tflite=TfliteSpec("RELU6", int8_version=2), int8="requantize", clamp="RELU6"))
 register(OpSchema(
     "Clip", "min(max(x, min), max) with optional constant bounds (ONNX Clip, opset 11+).",
     (X, Input("min", "param", optional=True), Input("max", "param", optional=True)),
-    onnx=OnnxSpec("Clip"), int8="requantize"))
+    onnx=OnnxSpec("Clip"), int8="requantize", clamp="inputs"))
 register(OpSchema("Sigmoid", "1 / (1 + exp(-x)) (TFLite LOGISTIC).", (X,),
-                  tflite=TfliteSpec("LOGISTIC"), onnx=OnnxSpec("Sigmoid"), int8="fixed_output"))
-register(OpSchema("Tanh", "tanh(x).", (X,), tflite=TfliteSpec("TANH"), onnx=OnnxSpec("Tanh"),
-                  int8="fixed_output"))
+                  tflite=TfliteSpec("LOGISTIC", int8_version=2), onnx=OnnxSpec("Sigmoid"),
+                  int8="fixed_output", fixed_output=(1.0 / 256.0, -128)))
+register(OpSchema("Tanh", "tanh(x).", (X,), tflite=TfliteSpec("TANH", int8_version=2),
+                  onnx=OnnxSpec("Tanh"), int8="fixed_output", fixed_output=(1.0 / 128.0, 0)))
 register(OpSchema("HardSigmoid", "max(0, min(1, alpha * x + beta)) (ONNX).", (X,),
                   onnx=OnnxSpec("HardSigmoid", {"alpha": 0.2, "beta": 0.5}), int8="requantize"))
-register(OpSchema("HardSwish", "x * relu6(x + 3) / 6.", (X,), tflite=TfliteSpec("HARD_SWISH"),
+register(OpSchema("HardSwish", "x * relu6(x + 3) / 6.", (X,),
+                  tflite=TfliteSpec("HARD_SWISH", int8_version=1),
                   onnx=OnnxSpec("HardSwish"), int8="requantize"))
 register(OpSchema(
     "Softmax", "softmax(beta * x) along `axis` (TFLite: the last axis); `coerce_2d`: over "
     "every axis from `axis` (ONNX before opset 13).", (X,),
-    tflite=TfliteSpec("SOFTMAX", "SoftmaxOptions"), onnx=OnnxSpec("Softmax", {"axis": None}),
-    int8="fixed_output"))
+    tflite=TfliteSpec("SOFTMAX", "SoftmaxOptions", int8_version=2),
+    onnx=OnnxSpec("Softmax", {"axis": None}),
+    int8="fixed_output", fixed_output=(1.0 / 256.0, -128)))
 
 register(OpSchema(
     "MaxPool", "2-D max pooling.", (X,),
-    tflite=TfliteSpec("MAX_POOL_2D", "Pool2DOptions"),
+    tflite=TfliteSpec("MAX_POOL_2D", "Pool2DOptions", int8_version=2),
     onnx=OnnxSpec("MaxPool", dict(_POOL_ATTRS, storage_order=0), spatial=True),
     layout_sensitive=True, int8="same_scale"))
 register(OpSchema(
     "AveragePool", "2-D average pooling.", (X,),
-    tflite=TfliteSpec("AVERAGE_POOL_2D", "Pool2DOptions"),
+    tflite=TfliteSpec("AVERAGE_POOL_2D", "Pool2DOptions", int8_version=2),
     onnx=OnnxSpec("AveragePool", dict(_POOL_ATTRS, count_include_pad=0), spatial=True),
     layout_sensitive=True, int8="same_scale"))  # TFLite's int8 AVERAGE_POOL_2D does not rescale
 register(OpSchema("GlobalAveragePool", "Mean over all spatial axes, kept as size 1 (ONNX).",
                   (X,), onnx=OnnxSpec("GlobalAveragePool"), layout_sensitive=True,
                   int8="requantize"))
 register(OpSchema("Mean", "Mean over the axes given by a constant input (TFLite MEAN).",
-                  (X, Input("axes", "param")), tflite=TfliteSpec("MEAN", "ReducerOptions"),
+                  (X, Input("axes", "param")),
+                  tflite=TfliteSpec("MEAN", "ReducerOptions", int8_version=2),
                   int8="requantize"))
 register(OpSchema("ReduceMean", "Mean over the `axes` input (ONNX ReduceMean; an attribute "
                   "before opset 18).", (X, Input("axes", "param", optional=True)),
@@ -152,39 +159,41 @@ register(OpSchema(
     "no shape input); `allowzero` 1 reads a 0 literally, 0 copies the input dimension.",
     (X, Input("shape", "param", optional=True)),
     tflite=TfliteSpec("RESHAPE", "ReshapeOptions", option_inputs={"shape": "new_shape"},
-                      input_too=frozenset({"shape"})),
+                      input_too=frozenset({"shape"}), int8_version=1),
     onnx=OnnxSpec("Reshape", {"allowzero": 0}),
     int8="same_scale"))
 register(OpSchema(
     "Transpose", "Permute axes by the constant `perm` input (ONNX's `perm` attribute); absent, "
     "reverse them.", (X, Input("perm", "param", optional=True)),
-    tflite=TfliteSpec("TRANSPOSE", "TransposeOptions"),
+    tflite=TfliteSpec("TRANSPOSE", "TransposeOptions", int8_version=2),
     onnx=OnnxSpec("Transpose", {"perm": None}, attr_inputs={"perm": None}),
     int8="same_scale"))
 register(OpSchema(
     "Concat", "Concatenate along `axis`.", (Input("inputs", variadic=True),),
-    tflite=TfliteSpec("CONCATENATION", "ConcatenationOptions"),
+    tflite=TfliteSpec("CONCATENATION", "ConcatenationOptions", int8_version=2),
     onnx=OnnxSpec("Concat", {"axis": None}), int8="same_scale"))
 register(OpSchema(
     "Pad", "Pad with a constant (TFLite paddings [rank, 2]; ONNX pads [begins..., ends...]).",
     (X, Input("pads", "param"), Input("value", "param", optional=True),
      Input("axes", "param", optional=True)),
-    tflite=TfliteSpec("PAD", "PadOptions"), onnx=OnnxSpec("Pad", {"mode": "constant"}),
+    tflite=TfliteSpec("PAD", "PadOptions", int8_version=2),
+    onnx=OnnxSpec("Pad", {"mode": "constant"}),
     int8="same_scale"))
 register(OpSchema(
     "PadV2", "Pad with the value of a constant input (TFLite PADV2: paddings [rank, 2]).",
     (X, Input("pads", "param"), Input("value", "param")),
-    tflite=TfliteSpec("PADV2", "PadV2Options"), int8="same_scale"))
+    tflite=TfliteSpec("PADV2", "PadV2Options", int8_version=2), int8="same_scale"))
 for _name, _tfl in (("Maximum", "MAXIMUM"), ("Minimum", "MINIMUM")):
     register(OpSchema(
         _name, f"Elementwise {_name.lower()} with broadcasting (TFLite {_tfl}; int8: the "
         "operands share the output's scale).", (Input("a"), Input("b")),
-        tflite=TfliteSpec(_tfl, "MaximumMinimumOptions"), int8="same_scale"))
+        tflite=TfliteSpec(_tfl, "MaximumMinimumOptions", int8_version=2), int8="same_scale"))
 register(OpSchema(
     "Squeeze", "Remove the size-1 axes of the `axes` input (ONNX: an attribute before opset 13; "
     "TFLite: the `squeeze_dims` option); absent or empty, every size-1 axis.",
     (X, Input("axes", "param", optional=True)),
-    tflite=TfliteSpec("SQUEEZE", "SqueezeOptions", option_inputs={"axes": "squeeze_dims"}),
+    tflite=TfliteSpec("SQUEEZE", "SqueezeOptions", option_inputs={"axes": "squeeze_dims"},
+                      int8_version=1),
     onnx=OnnxSpec("Squeeze", {"axes": None}, attr_inputs={"axes": 13}),
     int8="same_scale"))
 register(OpSchema("Unsqueeze", "Insert size-1 axes at the `axes` input (ONNX: an attribute "
@@ -205,7 +214,8 @@ register(OpSchema(
 register(OpSchema(
     "Gather", "Take entries of `x` along `axis` at `indices` (ONNX: negative indices count "
     "from the end).", (X, Input("indices", "param")),
-    tflite=TfliteSpec("GATHER", "GatherOptions"), onnx=OnnxSpec("Gather", {"axis": 0}),
+    tflite=TfliteSpec("GATHER", "GatherOptions", int8_version=2),
+    onnx=OnnxSpec("Gather", {"axis": 0}),
     int8="same_scale"))
 register(OpSchema(
     "Slice", "Strided slice along `axes` (ONNX 10+: starts, ends, axes, steps inputs).",
@@ -223,7 +233,7 @@ register(OpSchema(
     "StridedSlice", "Strided slice with begin / end / strides inputs and bit masks (TFLite; "
     "the converter's dynamic-batch flatten reads the batch out of Shape with it).",
     (X, Input("begin", "param"), Input("end", "param"), Input("strides", "param", optional=True)),
-    tflite=TfliteSpec("STRIDED_SLICE", "StridedSliceOptions"), int8="same_scale"))
+    tflite=TfliteSpec("STRIDED_SLICE", "StridedSliceOptions", int8_version=2), int8="same_scale"))
 register(OpSchema(
     "Pack", "Stack equally shaped inputs along a new `axis` (TFLite PACK).",
     (Input("inputs", variadic=True),), tflite=TfliteSpec("PACK", "PackOptions")))
@@ -235,32 +245,34 @@ register(OpSchema("Dropout", "Identity at inference (ONNX).",
 register(OpSchema(
     "Quantize", "float -> int8 (TFLite: output quantization; ONNX: scale and zero point inputs).",
     (X, Input("scale", "param", optional=True), Input("zero_point", "param", optional=True)),
-    tflite=TfliteSpec("QUANTIZE"),
+    tflite=TfliteSpec("QUANTIZE", int8_version=2),
     onnx=OnnxSpec("QuantizeLinear", {"axis": 1, "saturate": 1, "block_size": 0,
                                      "output_dtype": 0})))
 register(OpSchema(
     "Dequantize", "int8 -> float (TFLite: input quantization; ONNX: scale and zero point inputs).",
     (X, Input("scale", "param", optional=True), Input("zero_point", "param", optional=True)),
-    tflite=TfliteSpec("DEQUANTIZE"),
+    tflite=TfliteSpec("DEQUANTIZE", int8_version=2),
     onnx=OnnxSpec("DequantizeLinear", {"axis": 1, "block_size": 0})))
 
 # -- activations, normalization and attention of exported transformers (ONNX -> TFLite) --------
 register(OpSchema(
     "LeakyRelu", "x if x >= 0 else alpha * x (ONNX LeakyRelu, TFLite LEAKY_RELU).", (X,),
-    tflite=TfliteSpec("LEAKY_RELU", "LeakyReluOptions"),
+    tflite=TfliteSpec("LEAKY_RELU", "LeakyReluOptions", int8_version=2),
     onnx=OnnxSpec("LeakyRelu", {"alpha": 0.01}), int8="requantize"))
 register(OpSchema(
     "PRelu", "x if x >= 0 else slope * x, slope broadcast to x (ONNX PRelu, TFLite PRELU; "
     "int8: slope per tensor).", (X, Input("slope", "param")),
-    tflite=TfliteSpec("PRELU"), onnx=OnnxSpec("PRelu"), int8="requantize"))
+    tflite=TfliteSpec("PRELU", int8_version=1), onnx=OnnxSpec("PRelu"), int8="requantize"))
 register(OpSchema(
     "BatchMatMul", "Matrix product of two activations over the last two axes, batch axes "
     "broadcast; `adj_x` / `adj_y` transpose an operand's last two axes (TFLite BATCH_MATMUL).",
-    (Input("a"), Input("b")), tflite=TfliteSpec("BATCH_MATMUL", "BatchMatMulOptions"),
+    (Input("a"), Input("b")),
+    tflite=TfliteSpec("BATCH_MATMUL", "BatchMatMulOptions", int8_version=2),
     int8="requantize", macs="batch_matmul"))
 register(OpSchema("Sqrt", "sqrt(x) (int8: TFLite Micro's SQRT is float only).", (X,),
                   tflite=TfliteSpec("SQRT"), onnx=OnnxSpec("Sqrt")))
-register(OpSchema("Rsqrt", "1 / sqrt(x) (TFLite RSQRT).", (X,), tflite=TfliteSpec("RSQRT"),
+register(OpSchema("Rsqrt", "1 / sqrt(x) (TFLite RSQRT).", (X,),
+                  tflite=TfliteSpec("RSQRT", int8_version=2),
                   int8="requantize"))
 register(OpSchema("Pow", "x ** y, numpy broadcasting (ONNX Pow; to TFLite only y == 2 (MUL) "
                   "and 0.5 (SQRT)).", (X, Input("exponent", "param")), onnx=OnnxSpec("Pow")))
@@ -279,13 +291,14 @@ register(OpSchema(
     "[4], weights OHWI [C_out, kH, kW, C_in], x NHWC, optional bias; `padding` SAME / VALID "
     "sets where the (in - 1) * stride + k wide result is cropped (TFLite's rule).",
     (Input("output_shape", "param"), W, X, B),
-    tflite=TfliteSpec("TRANSPOSE_CONV", "TransposeConvOptions"),
+    tflite=TfliteSpec("TRANSPOSE_CONV", "TransposeConvOptions", int8_version=3),
     weight_layout={"tflite": "OHWI"}, weight_channel_axis={"tflite": 0},
     int8="per_channel_weights", macs="transpose_conv"))
 register(OpSchema(
     "Resize", "Resize the spatial axes (ONNX Resize, opset 11+: roi, scales or sizes inputs; "
     "nearest / linear / cubic, coordinate_transformation_mode, nearest_mode).",
-    (X, Input("roi", "param", optional=True), Input("scales", "param", optional=True),
+    (X, Input("roi", "param", optional=True, stays_float=True),
+     Input("scales", "param", optional=True, stays_float=True),
      Input("sizes", "param", optional=True)),
     onnx=OnnxSpec("Resize", {"mode": "nearest", "coordinate_transformation_mode": "half_pixel",
                              "nearest_mode": "round_prefer_floor", "cubic_coeff_a": -0.75,
@@ -295,12 +308,13 @@ register(OpSchema(
 register(OpSchema(
     "ResizeBilinear", "Bilinear resize of NHWC H and W to the constant `size` [h, w] (TFLite "
     "RESIZE_BILINEAR: align_corners, half_pixel_centers).", (X, Input("size", "param")),
-    tflite=TfliteSpec("RESIZE_BILINEAR", "ResizeBilinearOptions"), int8="same_scale"))
+    tflite=TfliteSpec("RESIZE_BILINEAR", "ResizeBilinearOptions", int8_version=3),
+    int8="same_scale"))
 register(OpSchema(
     "ResizeNearest", "Nearest-neighbour resize of NHWC H and W to the constant `size` [h, w] "
     "(TFLite RESIZE_NEAREST_NEIGHBOR: align_corners, half_pixel_centers).",
     (X, Input("size", "param")),
-    tflite=TfliteSpec("RESIZE_NEAREST_NEIGHBOR", "ResizeNearestNeighborOptions"),
+    tflite=TfliteSpec("RESIZE_NEAREST_NEIGHBOR", "ResizeNearestNeighborOptions", int8_version=3),
     int8="same_scale"))
 register(OpSchema(
     "Split", "Split `x` along `axis` into parts of the sizes of the `split` input (an attribute "
@@ -311,12 +325,12 @@ register(OpSchema(
 register(OpSchema(
     "SplitEqual", "Split `x` along the constant `axis` input into `num_splits` equal parts "
     "(TFLite SPLIT: inputs axis, x).", (Input("axis", "param"), X),
-    tflite=TfliteSpec("SPLIT", "SplitOptions"), int8="same_scale"))
+    tflite=TfliteSpec("SPLIT", "SplitOptions", int8_version=3), int8="same_scale"))
 register(OpSchema(
     "SplitSizes", "Split `x` along the constant `axis` into parts of the constant sizes "
     "(TFLite SPLIT_V: inputs x, size_splits, axis).",
     (X, Input("size_splits", "param"), Input("axis", "param")),
-    tflite=TfliteSpec("SPLIT_V", "SplitVOptions"), int8="same_scale"))
+    tflite=TfliteSpec("SPLIT_V", "SplitVOptions", int8_version=2), int8="same_scale"))
 register(OpSchema(
     "Gelu", "x * Phi(x) (ONNX Gelu, opset 20): `approximate` none (erf) or tanh.", (X,),
     onnx=OnnxSpec("Gelu", {"approximate": "none"})))

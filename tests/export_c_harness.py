@@ -26,6 +26,7 @@ _CANDIDATES = [Path(os.environ["QCONVERT_CMSIS_NN"])] if os.environ.get("QCONVER
           ROOT.parent.parent / "shared" / "third_party" / "CMSIS-NN"]
 CMSIS_NN = next((p.resolve() for p in _CANDIDATES if (p / "Include").is_dir()),
                 _CANDIDATES[0].resolve())
+CTYPE_BYTES = {"int8_t": 1, "int16_t": 2, "float": 4}
 STRICT = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 BOARDS = {
     # machine, -mcpu flags, RAM origin and length
@@ -52,7 +53,7 @@ def harness_source(name: str, ios: dict, samples: list) -> str:
     ins, outs = ios["inputs"], ios["outputs"]
     lines = ["#include <stdio.h>", "#include <stdint.h>", f'#include "{name}.h"', ""]
     for i, (ctype, size) in enumerate(ins):
-        nbytes = size * (4 if ctype == "float" else 1)
+        nbytes = size * CTYPE_BYTES[ctype]
         rows = []
         for sample in samples:
             data = np.ascontiguousarray(sample[i]).view(np.uint8).reshape(-1)
@@ -89,7 +90,7 @@ def image_source(models: list) -> str:
             rows = []
             for sample in samples:
                 data = np.ascontiguousarray(sample[i]).view(np.uint8).reshape(-1)
-                assert data.size == size * (4 if ctype == "float" else 1)
+                assert data.size == size * CTYPE_BYTES[ctype]
                 rows.append("{" + ",".join(map(str, data.tolist())) + "}")
             lines.append(f"static const uint8_t {name}_in{i}[{len(samples)}][{data.size}] "
                          f"__attribute__((aligned(4))) = {{" + ",\n".join(rows) + "};")
@@ -146,14 +147,14 @@ def _run(cmd, cwd=None, timeout=120) -> str:
 
 
 def cmsis_sources() -> list:
-    """CMSIS-NN's int8 sources the export calls, and its support functions."""
+    """CMSIS-NN's int8 and int16 (16x8) sources the export calls, and its support functions."""
     folders = ("ConvolutionFunctions", "FullyConnectedFunctions", "PoolingFunctions",
                "SoftmaxFunctions", "BasicMathFunctions", "NNSupportFunctions",
                "TransposeFunctions")
     def wanted(p):
         if any(k in p.name for k in ("f16", "f32", "lstm", "svdf")):
             return False
-        return "s8" in p.name or not any(k in p.name for k in ("s4", "s16", "s64"))
+        return "s8" in p.name or "s16" in p.name or not any(k in p.name for k in ("s4", "s64"))
 
     return sorted(p for f in folders for p in (CMSIS_NN / "Source" / f).glob("*.c") if wanted(p))
 

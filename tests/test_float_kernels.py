@@ -13,15 +13,7 @@ from conftest import SAMPLE_MODELS
 from float_op_checks import (I8, U8, TfGraph, _w, check_onnx, check_tflite, compare, litert_run,
                              load, onnx_bytes, out_size, spatial, vi)
 from qconvert.executor.float_executor import run_float
-from qconvert.executor.float_kernels import KERNELS
 from qconvert.ir import QuantParams
-
-
-# -- the op table -----------------------------------------------------------------------------------
-def test_every_schema_op_has_a_kernel():
-    from qconvert import schemas
-
-    assert sorted(s.name for s in schemas.all_schemas() if KERNELS.get(s.name) is None) == []
 
 
 # -- ONNX ops against onnxruntime -------------------------------------------------------------------

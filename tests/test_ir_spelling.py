@@ -37,8 +37,8 @@ def _imports(path: Path) -> set:
 
 
 def test_passes_schemas_and_ir_never_import_onnx():
-    offenders = [str(p.relative_to(REPO)) for folder in NO_ONNX for p in sorted(folder.rglob("*.py"))
-                 if "onnx" in _imports(p)]
+    offenders = [str(p.relative_to(REPO)) for folder in NO_ONNX
+                 for p in sorted(folder.rglob("*.py")) if "onnx" in _imports(p)]
     assert offenders == []
     assert sum(1 for folder in NO_ONNX for _ in folder.rglob("*.py")) > 20  # the scan saw files
 
@@ -248,9 +248,9 @@ def _tflite_constants(data: bytes) -> dict:
 
 def test_tflite_round_trip_writes_every_operator_as_the_source_had_it(tmp_path):
     """Read -> write of every TFLite test model: each operator the IR respells has the
-    source's inputs, outputs and option values (RESHAPE `new_shape`, MEAN `keep_dims`... spelled back from the
-    IR), every constant the same bytes; and writing is a fixpoint (read -> write of the
-    written file gives the same bytes)."""
+    source's inputs, outputs and option values (RESHAPE `new_shape`, MEAN `keep_dims`...
+    spelled back from the IR), every constant the same bytes; and writing is a fixpoint
+    (read -> write of the written file gives the same bytes)."""
     from qconvert.model_io import serialize
 
     paths = _models("tflite")
@@ -390,3 +390,34 @@ def test_tflite_cast_options_have_no_ir_meaning_and_survive(tmp_path):
     it.invoke()
     np.testing.assert_array_equal(it.get_tensor(it.get_output_details()[0]["index"]),
                                   [[-1, 0, 7]])
+
+
+def test_type_code_attributes_are_dtype_names_in_the_ir(tmp_path):
+    """QuantizeLinear's `output_dtype` (like Cast's `to`) is a TensorProto code in ONNX and a
+    dtype name in the IR; written back it is the code again, and the kernel reading the name
+    computes what onnxruntime does."""
+    import onnx
+    import onnxruntime as ort
+
+    from qconvert.executor.float_kernels import KERNELS
+    from qconvert.model_io import serialize
+
+    scale = numpy_helper.from_array(np.array(0.05, np.float32), "scale")
+    node = helper.make_node("QuantizeLinear", ["x", "scale"], ["y"], output_dtype=TensorProto.INT8)
+    g = helper.make_graph([node], "q",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.INT8, [2, 5])], [scale])
+    source = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)],
+                               ir_version=10).SerializeToString()
+    path = tmp_path / "q.onnx"
+    path.write_bytes(source)
+    model = load_model(str(path))
+    n = model.graph.nodes[0]
+    assert n.op == "Quantize" and n.attrs["output_dtype"] == "int8"
+    written = onnx.load_from_string(serialize(model, "onnx")).graph.node[0]
+    assert [(a.name, a.i) for a in written.attribute] == [("output_dtype", TensorProto.INT8)]
+    x = np.linspace(-9, 9, 10, dtype=np.float32).reshape(2, 5)
+    got = KERNELS["Quantize"](n, [x, model.graph.constant("scale"), None], ["int8"])[0]
+    want = ort.InferenceSession(source, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert got.dtype == want.dtype == np.int8
+    np.testing.assert_array_equal(got, want)

@@ -193,3 +193,35 @@ def test_a_tensor_read_only_by_its_relu_has_no_pair_of_its_own(tmp_path, two_rea
     # either way onnxruntime computes the model we simulate: the float model within int8 noise
     ref = _run(_session(src), x)[0]
     assert _sqnr(ref, _run(_session(out), x)[0]) > 20
+
+
+def test_layer_reference_beyond_its_budget_is_a_prefix_of_the_first_sample(tmp_path, monkeypatch):
+    """When one sample's activations exceed LAYER_REFERENCE_BYTES (a ResNet-50 at 224 x 224),
+    calibration keeps only the leading share of each tensor's values of the first sample
+    (`layer_sample_fraction`): each layer's SQNR is then onnxruntime's over that prefix."""
+    import qconvert.quant.quantize as quantize
+
+    monkeypatch.setattr(quantize, "LAYER_REFERENCE_BYTES", 20000)
+    out, report = _quantize(tmp_path, DIGITS)
+    fraction = report["layer_sample_fraction"]
+    assert 0 < fraction < 1 and report["layer_samples"] == 1
+    x = np.load(TEST_MODELS / "digits_data_nchw.npz")["calib"][:1]
+    g = onnx.load(str(out)).graph
+    dequantized = {n.input[0]: n.output[0] for n in g.node if n.op_type == "DequantizeLinear"}
+    quantized = {n.output[0]: n.input[0] for n in g.node if n.op_type == "QuantizeLinear"}
+    dq_of = {quantized[q]: d for q, d in dequantized.items() if q in quantized}
+    float_names = {o for n in onnx.load(str(DIGITS)).graph.node for o in n.output}
+    checked = 0
+    for row in report["layers"]:
+        name = row["output"]["tensor"]
+        if row["sqnr_db"] is None or name not in dq_of or name not in float_names:
+            continue
+        ref = _run(_session(DIGITS, outputs=[name]), x, [name])[0].reshape(-1)
+        if ref.size < 1000:  # the rounded fraction would move the prefix of a small tensor
+            continue
+        got = _run(_session(out, outputs=[dq_of[name]]), x, [dq_of[name]])[0].reshape(-1)
+        m = int(ref.size * fraction)
+        assert row["sqnr_db"] == pytest.approx(_sqnr(ref[:m], got[:m]), abs=0.1), name
+        assert abs(row["sqnr_db"] - _sqnr(ref, got)) > 0.001 or fraction > 0.99
+        checked += 1
+    assert checked >= 3

@@ -3,11 +3,12 @@ activation.
 
 TFLite output only: TFLite kernels (and CMSIS-NN) clamp in the layer itself, ONNX has no fused
 activation, so for an ONNX output the pass changes nothing and the activation stays a node.
-Pattern -> TFLite ActivationFunctionType (`ACTIVATIONS`): Relu -> RELU, Relu6 -> RELU6,
-Clip(0, 6) -> RELU6, Clip(-1, 1) -> RELU_N1_TO_1, Clip(0, none) -> RELU. Conditions: the layer
-is Conv2D, DepthwiseConv2D, FullyConnected or an elementwise ADD / SUB / MUL (their TFLite
-options carry a fused activation too: a ResNet's residual Add -> Relu becomes one ADD, one
-requantization fewer in int8) with no fused activation yet; its output has one
+Pattern -> TFLite ActivationFunctionType (the clamp ops and ranges of `schemas.activations`):
+Relu -> RELU, Relu6 -> RELU6, Clip(0, 6) -> RELU6, Clip(-1, 1) -> RELU_N1_TO_1, Clip(0, none) ->
+RELU. Conditions: the layer is an op whose schema says `fuses_activation` (Conv2D,
+DepthwiseConv2D, FullyConnected and the elementwise ADD / SUB / MUL: their TFLite options carry
+a fused activation too, so a ResNet's residual Add -> Relu becomes one ADD, one requantization
+fewer in int8) with no fused activation yet; its output has one
 reader (the activation), is not a graph output; Clip bounds are constants; the two tensors have
 the same quantization (none, or equal parameters); the target format is TFLite. Math:
 `act(W x + b)` is what the fused layer computes, so outputs are unchanged bit for bit. The
@@ -18,13 +19,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from qconvert import schemas
 from qconvert.ir import Graph
+from qconvert.schemas.activations import activation_of_op, activation_of_range, clamp_ops
 
 from ..matcher import Edit, Fusion, Match, Op, register_fusion
 
-FUSABLE_LAYERS = frozenset({"Conv2D", "DepthwiseConv2D", "FullyConnected", "Add", "Sub", "Mul"})
-ACTIVATIONS = {"Relu": "RELU", "Relu6": "RELU6"}
-CLIP_ACTIVATIONS = {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1", (0.0, None): "RELU"}
+FUSABLE_LAYERS = frozenset(s.name for s in schemas.all_schemas() if s.fuses_activation)
 
 
 def _clip_bounds(graph: Graph, node):
@@ -45,12 +46,13 @@ def activation_of(graph: Graph, node) -> str | None:
     """The TFLite fused activation equal to `node`, or None."""
     if node.opaque:
         return None
-    if node.op in ACTIVATIONS:
-        return ACTIVATIONS[node.op]
-    if node.op == "Clip":
-        bounds = _clip_bounds(graph, node)
-        return CLIP_ACTIVATIONS.get(bounds) if bounds else None
-    return None
+    schema = schemas.get(node.op)
+    if schema is None or schema.clamp is None:
+        return None
+    if schema.clamp != "inputs":
+        return activation_of_op(node.op)
+    bounds = _clip_bounds(graph, node)
+    return activation_of_range(*bounds) if bounds else None
 
 
 def _same_quant(a, b) -> bool:
@@ -99,7 +101,7 @@ FUSE_ACTIVATION = register_fusion(Fusion(
     name="fuse-activation",
     summary="Make Relu / Relu6 / Clip the fused activation of the conv or FC before it "
             "(TFLite only).",
-    pattern=Op((*ACTIVATIONS, "Clip"), "act", inputs=(Op(FUSABLE_LAYERS, "layer"),)),
+    pattern=Op(clamp_ops(), "act", inputs=(Op(FUSABLE_LAYERS, "layer"),)),
     conditions=(known_activation, no_activation_yet, same_quantization),
     rewrite=fuse,
     when=lambda context: context is not None and context.target_format == "tflite",

@@ -35,6 +35,8 @@ import numpy as np
 
 from qconvert.ir import Graph, Node, Tensor
 from qconvert.padding import tflite_padding_of
+from qconvert.schemas.activations import (ACTIVATION_RANGES, activation_of_op, clamp_op_of_range,
+                                          clamp_ops)
 
 from .. import register_pass
 from .layout_state import NHWC, Layout, Unmappable, Value, columns, identity, onnx_op
@@ -137,8 +139,11 @@ def lower_bound(graph: Graph, name: str, depth: int = 8) -> float | None:
     return None
 
 
-LOWER_BOUNDS = {"Relu": 0.0, "Relu6": 0.0, "Sigmoid": 0.0, "HardSigmoid": 0.0, "Softmax": 0.0,
-                "Tanh": -1.0, "HardSwish": -0.375}
+# the lowest output value of each op (a clamp's: the lower end of its range)
+LOWER_BOUNDS = {**{op: ACTIVATION_RANGES[activation_of_op(op)][0] for op in clamp_ops()
+                   if activation_of_op(op) is not None},
+                "Sigmoid": 0.0, "HardSigmoid": 0.0, "Softmax": 0.0, "Tanh": -1.0,
+                "HardSwish": -0.375}
 # ops whose outputs are taken from their inputs' values (never below the smallest input)
 BOUND_PRESERVING = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "Identity",
                               "Dropout", "Reshape", "Flatten", "Transpose", "Concat", "Squeeze",
@@ -394,9 +399,6 @@ def _clip_bound(graph, name):
     return None if value is None else float(np.asarray(value).reshape(-1)[0])
 
 
-CLIP_AS = {(0.0, 6.0): "Relu6", (0.0, None): "Relu"}
-
-
 @register_pass("tflite-legalize")
 def tflite_legalize(graph: Graph, context) -> int:
     """Clip that no layer absorbed -> RELU6 / RELU / MAXIMUM + MINIMUM (TFLite has no CLIP)."""
@@ -411,9 +413,9 @@ def tflite_legalize(graph: Graph, context) -> int:
         hi_name = node.inputs[2] if len(node.inputs) > 2 else None
         bounds = (_clip_bound(graph, lo_name), _clip_bound(graph, hi_name))
         count += 1
-        if bounds in CLIP_AS:
-            nodes.append(Node(CLIP_AS[bounds], [node.inputs[0]], list(node.outputs), {},
-                              node.name))
+        as_op = clamp_op_of_range(*bounds)  # Clip(0, 6) -> Relu6, Clip(0, none) -> Relu
+        if as_op is not None:
+            nodes.append(Node(as_op, [node.inputs[0]], list(node.outputs), {}, node.name))
             continue
         steps = [(op, name) for op, name in (("Maximum", lo_name), ("Minimum", hi_name))
                  if name is not None]

@@ -16,7 +16,7 @@ import re
 import numpy as np
 
 INT32_MIN = -(2**31)
-_PER_ROW = {"int8_t": 16, "int32_t": 8}
+_PER_ROW = {"int8_t": 16, "int16_t": 12, "uint16_t": 12, "int32_t": 8, "int64_t": 4}
 
 
 def c_int(value) -> str:

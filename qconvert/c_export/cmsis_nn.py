@@ -30,7 +30,7 @@ import numpy as np
 
 from qconvert.errors import QConvertError
 from qconvert.int8.fixed_point import wrap32
-from qconvert.int8.prepare import layer_params
+from qconvert.int8.prepare import is_int16_node, layer_params
 
 from .model_steps import Step, _acts, fc_geometry, tensor_dims
 from .memory_plan import PlanStep
@@ -275,6 +275,9 @@ def _softmax(graph, node, step):
 def lower_cmsis(graph, step: Step, options) -> Step:
     """`step` as a CMSIS-NN call when CMSIS-NN has the kernel, else unchanged."""
     node = step.node
+    if is_int16_node(graph, node):  # 16x8 layers: CMSIS-NN's s16 kernels (cmsis_nn_s16)
+        from .cmsis_nn_s16 import lower_cmsis_s16
+        return lower_cmsis_s16(graph, step, options)
     if node.op in ("Conv2D", "DepthwiseConv2D"):
         grouped = node.op == "Conv2D" and graph.tensors[node.inputs[1]].data.shape[3] != \
             tensor_dims(graph, node.inputs[0])[3]

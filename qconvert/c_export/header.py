@@ -39,7 +39,7 @@ ROUNDINGS = {
     "single": "single rounding: CMSIS-NN built with CMSIS_NN_USE_SINGLE_ROUNDING (qconvert's "
               "kernel: -DQCONVERT_SINGLE_ROUNDING)",
 }
-_DATA_CTYPES = {"int8": "int8_t"}
+_DATA_CTYPES = {"int8": "int8_t", "int16": "int16_t"}
 _MODEL_SUFFIXES = ("NUM_LAYERS", "SINGLE_ROUNDING", "FC_LAYOUT_1X4", "NUM_INPUTS",
                    "NUM_OUTPUTS", "WEIGHTS_H")
 _IO_SUFFIXES = ("SCALE", "ZERO_POINT", "SHAPE", "RANK", "LEN")
@@ -188,7 +188,7 @@ def _array(suffix, ctype, values) -> _Item:
     return _Item(suffix, ctype=ctype, data=np.asarray(values).reshape(-1))
 
 
-def _field_items(key, suffix, kind, value) -> list:
+def _field_items(key, suffix, kind, value, params=None) -> list:
     if kind == "int":
         return [_Item(suffix, c_int(value))]
     if kind == "bool":
@@ -204,8 +204,12 @@ def _field_items(key, suffix, kind, value) -> list:
         if key == "bias":  # optional: TFLite's CONV_2D and FULLY_CONNECTED may have none
             if value is None:
                 return [_Item("HAS_BIAS", "0")]
-            return [_Item("HAS_BIAS", "1"), _array(suffix, "int32_t", value)]
+            wide = (params or {}).get("accumulator_bits") == 64  # a 16x8 layer's int64 bias
+            return [_Item("HAS_BIAS", "1"), _array(suffix, "int64_t" if wide else "int32_t",
+                                                   value)]
         return [_array(suffix, "int32_t", value)]
+    if kind == "array16":
+        return [_array(suffix, "int16_t", value)]
     raise RuntimeError(f"internal: unknown field kind {kind!r}")
 
 
@@ -242,7 +246,7 @@ def _layer(graph, index, node, params, options) -> _Layer:
         items.append(_array("WEIGHTS", "int8_t", data))
     for key, suffix, kind in spec.fields:
         if key in params:
-            items += _field_items(key, suffix, kind, params[key])
+            items += _field_items(key, suffix, kind, params[key], params)
     for attr, suffix in spec.attrs:
         if node.attrs.get(attr) is not None:
             items.append(_Item(suffix, c_int(node.attrs[attr])))
@@ -401,10 +405,14 @@ def _preamble(layers, options) -> list:
            " *                         arm_fully_connected_q7_opt only; arm_fully_connected_s8",
            " *                         reads row-major weights: export with --fc-layout rowmajor"]
           if options.fc_layout == "1x4" else []),
-        " *   _bias        int32_t  [output channels]; absent when _HAS_BIAS is 0",
+        " *   _bias        int32_t  [output channels]; absent when _HAS_BIAS is 0; int64_t in",
+        " *                         a 16x8 layer (int16 activations) whose _ACCUMULATOR_BITS",
+        " *                         is 64 (int64 accumulator, TFLite's 64-bit requantization)",
         " *   _multiplier  int32_t  [output channels], or [1] for a per-tensor FullyConnected",
         " *   _shift       int32_t  same length; > 0 is a left shift (CMSIS-NN's convention)",
         " *   _paddings, _perm, _indices, _axes  int32_t  constant operands; _input2...  int8_t",
+        " *                         (int16_t in 16x8 layers); _exp_lut and",
+        " *                         _one_over_one_plus_x_lut  int16_t  an int16 Softmax's tables",
         " * Macros: _INPUT_OFFSET = -z_in and _OUTPUT_OFFSET = +z_out (as CMSIS-NN takes them),",
         " *   _ACTIVATION_MIN / _MAX, _STRIDE_H / _W, _DILATION_H / _W, _PAD_TOP / _LEFT / _BOTTOM /",
         " *   _RIGHT, _INPUT_H / _W / _C, _OUTPUT_H / _W / _C, _KERNEL_H / _W, _ACCUM_DEPTH,",

@@ -6,7 +6,10 @@ values); this table only says under which name and in which form each one appear
 - `fields`: (layer_params key, suffix, kind). Kinds: `int` and `bool` (a `#define`), `float`
   (a `#define` of a float32 literal), `hw` (a [h, w] pair: `_H`, `_W`), `pads` (IR pads
   [top, left, bottom, right]: `_TOP`, `_LEFT`, `_BOTTOM`, `_RIGHT`), `array` (a
-  `const int32_t` array plus its `_LEN`; `None` means absent: `_HAS_<suffix>` is 0).
+  `const int32_t` array plus its `_LEN`; `None` means absent: `_HAS_<suffix>` is 0; a 16x8
+  layer's bias is `int64_t` when its accumulator is), `array16` (a `const int16_t` array:
+  the 16-bit softmax tables). A field absent from a layer's parameters is not written (16x8
+  layers have no diff_min, radius or input zero points; int8 layers no ACCUMULATOR_BITS).
 - `skipped`: layer_params keys left out on purpose (each with its reason below); a key that is
   neither emitted nor skipped is a bug the exporter refuses to hide.
 - `constants`: (input index, suffix): constant integer inputs written as `const int32_t` arrays
@@ -28,9 +31,11 @@ from dataclasses import dataclass
 _CLAMPS = (("activation_min", "ACTIVATION_MIN", "int"), ("activation_max", "ACTIVATION_MAX", "int"))
 _REQUANT_ARRAYS = (("output_multiplier", "MULTIPLIER", "array"),
                    ("output_shift", "SHIFT", "array"))
+# accumulator_bits: 16x8 layers only (int16 activations): 64 with an int64 bias (TFLite's
+# 64-bit requantization), 32 with an int32 one; the bias array is int64_t or int32_t to match
 _LAYER = (("input_offset", "INPUT_OFFSET", "int"), ("output_offset", "OUTPUT_OFFSET", "int"),
           *_CLAMPS, ("per_channel", "PER_CHANNEL", "bool"), ("bias", "BIAS", "array"),
-          *_REQUANT_ARRAYS)
+          *_REQUANT_ARRAYS, ("accumulator_bits", "ACCUMULATOR_BITS", "int"))
 _GEOMETRY = (("strides", "STRIDE", "hw"), ("dilations", "DILATION", "hw"),
              ("pads", "PAD", "pads"))
 # effective_scale: the real multiplier, encoded exactly by MULTIPLIER and SHIFT.
@@ -95,7 +100,10 @@ OP_SPECS: dict[str, OpSpec] = {
         ("mean_multiplier", "MEAN_MULTIPLIER", "int"), ("mean_shift", "MEAN_SHIFT", "int"))),
     "Softmax": OpSpec(fields=(
         ("input_multiplier", "INPUT_MULTIPLIER", "int"),
-        ("input_left_shift", "INPUT_LEFT_SHIFT", "int"), ("diff_min", "DIFF_MIN", "int")),
+        ("input_left_shift", "INPUT_LEFT_SHIFT", "int"), ("diff_min", "DIFF_MIN", "int"),
+        # int16 softmax: TFLite Micro's exp and 1 / (1 + x) tables (513 entries each)
+        ("exp_lut", "EXP_LUT", "array16"),
+        ("one_over_one_plus_x_lut", "ONE_OVER_ONE_PLUS_X_LUT", "array16")),
         dims="rows"),
     "Sigmoid": _SIGMOID_TANH,
     "Tanh": _SIGMOID_TANH,
@@ -116,7 +124,7 @@ OP_SPECS: dict[str, OpSpec] = {
         ("scale", "OUTPUT_SCALE", "float"), ("zero_point", "OUTPUT_ZERO_POINT", "int"),
         ("input_zero_point", "INPUT_ZERO_POINT", "int"),
         ("output_multiplier", "OUTPUT_MULTIPLIER", "int"),
-        ("output_shift", "OUTPUT_SHIFT", "int"))),
+        ("output_shift", "OUTPUT_SHIFT", "int"), ("output_bits", "OUTPUT_BITS", "int"))),
     "Dequantize": OpSpec(fields=(("scale", "INPUT_SCALE", "float"),
                                  ("zero_point", "INPUT_ZERO_POINT", "int"))),
     "Concat": OpSpec(fields=(("axis", "AXIS", "int"),)),

@@ -90,7 +90,7 @@ def render_model(graph, options: ModelOptions) -> tuple:
         plans[build] = plan_memory(sizes, [s.plan for s in steps], graph.inputs, graph.outputs)
     name = options.name
     files = sorted(set().union(*[s.files for s in steps]) if steps else set())
-    const_bytes = sum(np.asarray(v).size * (1 if t.startswith("int8") else 4)
+    const_bytes = sum(np.asarray(v).size * CTYPE_BYTES[t.partition("#")[0]]
                       for s in steps for _, t, v in s.arrays if not t.endswith("#single"))
     source = _source(graph, steps, plans, options)
     out = {f"{name}.h": _header(graph, plans, options).encode(), f"{name}.c": source.encode()}
@@ -101,6 +101,10 @@ def render_model(graph, options: ModelOptions) -> tuple:
     summary = ExportSummary(main.arena_size, int(const_bytes), len(steps), len(main.overlapped),
                             list(out), helium)
     return out, summary
+
+
+# bytes of one element of each array type the steps emit (flash)
+CTYPE_BYTES = {"int8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4, "int64_t": 8}
 
 
 def _builds(steps) -> list:

@@ -26,7 +26,7 @@ import numpy as np
 
 from qconvert.errors import QConvertError
 from qconvert.executor.int_kernels import INT_KERNELS, IntContext
-from qconvert.int8.prepare import layer_params
+from qconvert.int8.prepare import is_int16_node, layer_params
 from qconvert.int8.transcendental import get_reciprocal
 from qconvert.ir.graph import list_ops
 
@@ -36,7 +36,7 @@ from .index_maps import (MAX_RANK, boxes_of, broadcast_strides, conv_minread,
                          contiguous_strides, merged, tagged)
 from .memory_plan import PlanStep
 
-DTYPES = {"int8": ("int8_t", 1), "float32": ("float", 4)}
+DTYPES = {"int8": ("int8_t", 1), "int16": ("int16_t", 2), "float32": ("float", 4)}
 PORTABLE_FILES = ("qconvert_fc_1x4.h", "qconvert_fc_1x4.c", "qconvert_nn.h")
 _CONV_FILES = {"qconvert_nn_conv.c"}
 _OPS_FILES = {"qconvert_nn_ops.c"}
@@ -96,7 +96,7 @@ def tensor_bytes(graph, name) -> int:
 def unsupported_ops(graph) -> dict:
     """{op label: count} of the nodes export-c cannot emit (and why, folded into the label)."""
     def bad(node):
-        if node.opaque or node.op not in LOWERINGS:
+        if node.opaque or node.op not in lowerings_of(graph, node):
             return True
         names = [n for n in node.inputs + node.outputs if n is not None]
         return any(graph.tensors[n].data is None and graph.tensors[n].dtype not in DTYPES
@@ -111,10 +111,15 @@ def lower_graph(graph, options: KernelOptions) -> list:
         raise QConvertError(f"cannot export C: ops it cannot emit: {list_ops(counts)}")
     steps = []
     for index, node in enumerate(graph.nodes):
-        step = LOWERINGS[node.op](graph, node, index, options)
+        step = lowerings_of(graph, node)[node.op](graph, node, index, options)
         step.files |= set(PORTABLE_FILES)
         steps.append(step)
     return steps
+
+
+def lowerings_of(graph, node) -> dict:
+    """The lowering table of `node`: the 16x8 one (`model_steps_s16`) when it touches int16."""
+    return LOWERINGS16 if is_int16_node(graph, node) else LOWERINGS
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -135,16 +140,17 @@ def _box_literal(box) -> str:
                     _struct(box["out_strides"] + pad), box["in_base"], box["out_base"]])
 
 
-def _ptr(graph, node, slot, step_arrays, suffix) -> str:
-    """C expression for input `slot`: `$inK` for an activation, else a const array."""
+def _ptr(graph, node, slot, step_arrays, suffix, bits=8) -> str:
+    """C expression for input `slot`: `$inK` for an activation, else a const array (int8, or
+    int16 for `bits` 16)."""
     name = node.inputs[slot]
     acts = _acts(graph, node)
     if graph.tensors[name].data is None:
         return f"$in{acts.index(name)}"
     data = graph.tensors[name].data
-    if data.dtype != np.int8:
+    if data.dtype != (np.int8 if bits == 8 else np.int16):
         raise QConvertError(f"{node.op} {node.name!r}: constant operand {name!r} is {data.dtype}")
-    step_arrays.append((suffix, "int8_t", data))
+    step_arrays.append((suffix, f"int{bits}_t", data))
     return f"@L_{suffix}"
 
 
@@ -401,7 +407,9 @@ def _movement_maps(graph, node) -> list:
     return [np.asarray(m) for m in INT_KERNELS[node.op](node, inputs, p, IntContext())]
 
 
-def _lower_movement(graph, node, index, options):
+def _lower_movement(graph, node, index, options, bits=8):
+    """Data movement as box copies (`qconvert_copy_box_s8`, or `_s16` for `bits` 16)."""
+    s = f"s{bits}"
     arrays: list = []
     lines, decls = [], []
     ptrs = {}
@@ -413,17 +421,17 @@ def _lower_movement(graph, node, index, options):
                                 "express")
         if boxes is None:
             slot = int(np.asarray(index_map).reshape(-1)[0]) >> 40
-            src = ptrs.setdefault(slot, _ptr(graph, node, slot, arrays, f"input{slot + 1}"))
+            src = ptrs.setdefault(slot, _ptr(graph, node, slot, arrays, f"input{slot + 1}", bits))
             arrays.append((f"index{k}", "int32_t", table))
-            lines.append(f"qconvert_gather_s8({src}, $out{k}, {size}, @L_index{k});")
+            lines.append(f"qconvert_gather_{s}({src}, $out{k}, {size}, @L_index{k});")
             continue
         if fill:
             value = layer_params(graph, node).get("pad_value", 0)
-            lines.append(f"qconvert_fill_s8($out{k}, {size}, (int8_t){c_int(value)});")
+            lines.append(f"qconvert_fill_{s}($out{k}, {size}, (int{bits}_t){c_int(value)});")
         for n, (slot, box) in enumerate(boxes):
-            src = ptrs.setdefault(slot, _ptr(graph, node, slot, arrays, f"input{slot + 1}"))
+            src = ptrs.setdefault(slot, _ptr(graph, node, slot, arrays, f"input{slot + 1}", bits))
             decls.append(f"static const qconvert_box @L_box{k}_{n} = {_box_literal(box)};")
-            lines.append(f"qconvert_copy_box_s8({src}, $out{k}, &@L_box{k}_{n});")
+            lines.append(f"qconvert_copy_box_{s}({src}, $out{k}, &@L_box{k}_{n});")
     return _plain(graph, node, index, "\n".join(lines), arrays, decls, _OPS_FILES)
 
 
@@ -444,3 +452,5 @@ LOWERINGS = {
 from .model_steps_extra import EXTRA_LOWERINGS  # noqa: E402  (they use the helpers above)
 
 LOWERINGS.update(EXTRA_LOWERINGS)
+
+from .model_steps_s16 import LOWERINGS16  # noqa: E402  (16x8 layers; they use the helpers)

@@ -22,7 +22,8 @@ from .model_steps import _plain, _ptr, _struct, tensor_dims
 _EXTRA_FILES = {"qconvert_nn_extra.c"}
 
 
-def _lower_transpose_conv(graph, node, index, options):
+def _lower_transpose_conv(graph, node, index, options, bits=8):
+    """TRANSPOSE_CONV (`bits` 16: the 16x8 kernel, int64 bias and requantization)."""
     p = layer_params(graph, node)
     w = graph.tensors[node.inputs[1]].data
     n, h, wd, c = tensor_dims(graph, node.inputs[2])
@@ -35,7 +36,7 @@ def _lower_transpose_conv(graph, node, index, options):
               ("shift", "int32_t", p["output_shift"])]
     bias = "NULL"
     if p["bias"] is not None:
-        arrays.append(("bias", "int32_t", p["bias"]))
+        arrays.append(("bias", "int32_t" if bits == 8 else "int64_t", p["bias"]))
         bias = "@L_bias"
     (sh, sw), (top, left) = p["strides"], p["pads"]
     values = [n, h, wd, c, oh, ow, oc, kh, kw, sh, sw, 1, 1, top, left, 1, p["input_offset"],
@@ -43,8 +44,8 @@ def _lower_transpose_conv(graph, node, index, options):
               "@L_shift"]
     decls = [f"static const qconvert_conv_params @L_params = {_struct(values)};"]
     return _plain(graph, node, index,
-                  f"qconvert_transpose_conv_s8($in0, @L_weights, {bias}, $out0, &@L_params);",
-                  arrays, decls, _EXTRA_FILES)
+                  f"qconvert_transpose_conv_s{bits}($in0, @L_weights, {bias}, $out0, "
+                  "&@L_params);", arrays, decls, _EXTRA_FILES)
 
 
 def _shape(graph, name) -> tuple:
@@ -52,7 +53,8 @@ def _shape(graph, name) -> tuple:
     return tuple(t.data.shape) if t.data is not None else tensor_dims(graph, name)
 
 
-def _lower_batch_matmul(graph, node, index, options):
+def _lower_batch_matmul(graph, node, index, options, bits=8):
+    """BATCH_MATMUL (`bits` 16: int16 operands, int64 sums and requantization)."""
     p = layer_params(graph, node)
     a_shape, b_shape = _shape(graph, node.inputs[0]), _shape(graph, node.inputs[1])
     if len(a_shape) < 2 or len(b_shape) < 2:
@@ -76,13 +78,14 @@ def _lower_batch_matmul(graph, node, index, options):
         raise QConvertError(f"{node.op} {node.name!r}: output of {out_size} values, expected "
                             f"{a_off.size * rows * cols}")
     arrays: list = [("a_batch", "int32_t", a_off), ("b_batch", "int32_t", b_off)]
-    a = _ptr(graph, node, 0, arrays, "input1")
-    b = _ptr(graph, node, 1, arrays, "input2")
+    a = _ptr(graph, node, 0, arrays, "input1", bits)
+    b = _ptr(graph, node, 1, arrays, "input2", bits)
     values = [a_off.size, rows, depth, cols, "@L_a_batch", "@L_b_batch", a_row, a_depth,
-              b_depth, b_col, p["lhs_offset"], p["rhs_offset"], p["output_offset"],
-              p["output_multiplier"], p["output_shift"]]
+              b_depth, b_col, p.get("lhs_offset", 0), p.get("rhs_offset", 0),
+              p.get("output_offset", 0), p["output_multiplier"], p["output_shift"]]
     decls = [f"static const qconvert_matmul_params @L_params = {_struct(values)};"]
-    return _plain(graph, node, index, f"qconvert_batch_matmul_s8({a}, {b}, $out0, &@L_params);",
+    return _plain(graph, node, index,
+                  f"qconvert_batch_matmul_s{bits}({a}, {b}, $out0, &@L_params);",
                   arrays, decls, _EXTRA_FILES)
 
 

@@ -58,8 +58,10 @@ import numpy as np
 from qconvert.errors import QConvertError
 from qconvert.ir import Graph, Model
 from qconvert.ir.graph import list_ops
+from qconvert.schemas.activations import ACTIVATION_RANGES, activation_of_op, clamp_ops
 
 from .float_kernels import CONTEXT_KERNELS, KERNELS, KernelContext, fake_quantize
+from .float_kernels_base import clamp
 
 __all__ = ["run_float", "run_float_batched", "unsupported_ops", "UnsupportedOpsError",
            "ExecutionError"]
@@ -192,16 +194,19 @@ def _binary_in_place(ufunc):
 # op -> fn(node, donated array, inputs) computing the op's result into the donated array (an
 # input it may overwrite), or None when it cannot (the kernel then runs as usual). Each computes
 # exactly what its kernel in float_kernels computes.
+def _clamp_in_place(bounds):
+    return lambda node, x, inputs: clamp(x, *bounds, out=x)
+
+
 IN_PLACE = {
-    "Relu": lambda node, x, inputs: np.maximum(x, x.dtype.type(0), out=x),
-    "Relu6": lambda node, x, inputs: np.minimum(np.maximum(x, x.dtype.type(0), out=x),
-                                                x.dtype.type(6), out=x),
+    **{op: _clamp_in_place(ACTIVATION_RANGES[activation_of_op(op)]) for op in sorted(clamp_ops())
+       if activation_of_op(op) is not None},  # Relu, Relu6
     "Clip": _clip_in_place,
     "Add": _binary_in_place(np.add),
     "Sub": _binary_in_place(np.subtract),
     "Mul": _binary_in_place(np.multiply),
 }
-_UNARY_IN_PLACE = frozenset({"Relu", "Relu6", "Clip"})
+_UNARY_IN_PLACE = clamp_ops()  # Relu, Relu6, Clip: the clamps
 _OWN_REFERENCES = 4  # values dict, the inputs list, the local name, getrefcount's argument
 
 

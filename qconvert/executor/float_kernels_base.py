@@ -13,6 +13,8 @@ from typing import Callable
 
 import numpy as np
 
+from qconvert.schemas.activations import ACTIVATION_RANGES
+
 
 KERNELS: dict[str, Callable] = {}
 CONTEXT_KERNELS: set = set()  # ops whose kernel takes the keyword argument `ctx`
@@ -84,21 +86,28 @@ def _axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
-_ACTIVATIONS = {
-    "NONE": lambda y: y,
-    "RELU": lambda y: np.maximum(y, y.dtype.type(0)),
-    "RELU6": lambda y: np.minimum(np.maximum(y, y.dtype.type(0)), y.dtype.type(6)),
-    "RELU_N1_TO_1": lambda y: np.minimum(np.maximum(y, y.dtype.type(-1)), y.dtype.type(1)),
-    "TANH": np.tanh,
-}
+def clamp(x: np.ndarray, lower, upper, out: np.ndarray | None = None) -> np.ndarray:
+    """`x` clamped to [lower, upper] in its own dtype (None: unbounded on that side), the max
+    taken first, as the runtimes do; `out` receives the result (it may be `x`: in place). The
+    float form of every clamp (Relu, Relu6, fused activations: `schemas.activations`)."""
+    t = x.dtype.type
+    y = x
+    if lower is not None:
+        y = np.maximum(y, t(lower), out=out)
+    if upper is not None:
+        y = np.minimum(y, t(upper), out=out)
+    return y
 
 
 def _fused(node, y: np.ndarray) -> np.ndarray:
-    """Apply the TFLite fused activation of `node` (ONNX nodes have none)."""
+    """Apply the TFLite fused activation of `node` (ONNX nodes have none): a clamp to the
+    activation's range, or tanh."""
     name = node.attrs.get("activation", "NONE")
-    if name not in _ACTIVATIONS:
+    if name == "TANH":
+        return np.asarray(np.tanh(y), dtype=y.dtype)
+    if name not in ACTIVATION_RANGES:
         raise NotImplementedError(f"fused activation {name}")
-    return np.asarray(_ACTIVATIONS[name](y), dtype=y.dtype)
+    return np.asarray(clamp(y, *ACTIVATION_RANGES[name]), dtype=y.dtype)
 
 
 def _opt(inputs, index: int):

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from qconvert.schemas.activations import ACTIVATION_RANGES, activation_of_op, clamp_ops
+
 from .float_kernels_base import (KERNELS, _axis, _float_input, _float_operand, _fused, _layout,
-                                 _opt, kernel)
+                                 _opt, clamp, kernel)
 
 
 # -- elementwise --------------------------------------------------------------------------------
@@ -53,8 +55,13 @@ def _unary(fn):
     return run
 
 
-KERNELS["Relu"] = _unary(lambda x: np.maximum(x, x.dtype.type(0)))
-KERNELS["Relu6"] = _unary(lambda x: np.minimum(np.maximum(x, x.dtype.type(0)), x.dtype.type(6)))
+def _clamp_to(bounds):
+    return lambda x: clamp(x, *bounds)
+
+
+for _op in sorted(clamp_ops()):  # Relu, Relu6: a clamp to their activation's range (Clip: below)
+    if activation_of_op(_op) is not None:
+        KERNELS[_op] = _unary(_clamp_to(ACTIVATION_RANGES[activation_of_op(_op)]))
 KERNELS["Sigmoid"] = _unary(lambda x: x.dtype.type(1) / (x.dtype.type(1) + np.exp(-x)))
 KERNELS["Tanh"] = _unary(np.tanh)
 KERNELS["Identity"] = _unary(lambda x: x)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from qconvert.dtypes import ONNX_TO_IR
 from qconvert.int8.rounding import round_half_away
 
 from .float_kernels_base import _axis, _float_input, _opt, kernel
@@ -140,8 +139,7 @@ def quantize(node, inputs, out_dtypes, ctx=None):
         if zero is not None:
             dtype = zero.dtype
         else:
-            code = int(node.attrs.get("output_dtype", 0) or 0)
-            name = ONNX_TO_IR.get(code, "unknown") if code else "uint8"
+            name = node.attrs.get("output_dtype") or "uint8"  # an IR dtype name
             if name not in ("int8", "uint8", "int16", "uint16", "int32"):
                 raise NotImplementedError(f"QuantizeLinear to {name}")
             dtype = np.dtype(name)

@@ -4,8 +4,10 @@
 
 `run_int8` evaluates the nodes in order with `int_kernels.INT_KERNELS`, deriving each node's
 parameters (`qconvert.int8.prepare.layer_params`) once per run the way TFLM's Prepare does.
+Nodes that read or write an int16 activation (16x8 layers: int16 activations, int8 weights, in
+a 16x8 model or a mixed one) run with `int16_kernels.INT16_KERNELS` and their 16x8 parameters.
 Outputs are bit for bit those of the TFLite Micro interpreter with its reference kernels
-(checked by tests/test_int_executor.py). `rounding="single"` swaps TFLite's double-rounding requantization
+(checked by tests/test_int_executor.py and tests/test_int16_executor.py). `rounding="single"` swaps TFLite's double-rounding requantization
 for CMSIS-NN's single rounding (see `int_kernels`). `observe(name, array)` is called for every
 graph input (as fed) and every tensor a node produces, in execution order (the hook of
 `quant.ranges.RangeCollector`).
@@ -36,14 +38,25 @@ from qconvert.int8.prepare import layer_params
 from qconvert.ir import Graph
 from qconvert.ir.graph import list_ops
 
+from .int16_kernels import INT16_KERNELS, is_int16_node
 from .int_kernels import INT_KERNELS, IntContext
 
-__all__ = ["INT_KERNELS", "run_int8", "supported_ops"]
+__all__ = ["INT_KERNELS", "INT16_KERNELS", "run_int8", "supported_ops", "supported_ops16"]
 
 
 def supported_ops() -> list:
-    """IR op names the integer executor can run."""
+    """IR op names the integer executor can run (int8; `supported_ops16` for 16x8)."""
     return sorted(INT_KERNELS)
+
+
+def supported_ops16() -> list:
+    """IR op names the integer executor can run with int16 activations (16x8)."""
+    return sorted(INT16_KERNELS)
+
+
+def _kernels(graph, node) -> dict:
+    """The kernel table of `node`: the 16x8 one (`int16_kernels`) when it touches int16."""
+    return INT16_KERNELS if is_int16_node(graph, node) else INT_KERNELS
 
 
 def run_int8(graph, feeds: dict, rounding: str = "double", observe=None) -> dict:
@@ -64,7 +77,7 @@ def run_int8(graph, feeds: dict, rounding: str = "double", observe=None) -> dict
                   for n in node.inputs]
         p = layer_params(graph, node)
         try:
-            outputs = INT_KERNELS[node.op](node, inputs, p, ctx)
+            outputs = _kernels(graph, node)[node.op](node, inputs, p, ctx)
         except QConvertError:
             raise
         except (ValueError, IndexError, NotImplementedError) as exc:
@@ -91,7 +104,7 @@ def _graph(graph) -> Graph:
 
 def _check_ops(graph) -> None:
     """Refuse unsupported ops, naming all of them (with counts) at once."""
-    counts = graph.op_counts(lambda node: node.opaque or node.op not in INT_KERNELS)
+    counts = graph.op_counts(lambda node: node.opaque or node.op not in _kernels(graph, node))
     if counts:
         raise QConvertError(f"the integer executor does not support: {list_ops(counts)}")
 

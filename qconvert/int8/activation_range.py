@@ -7,15 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from qconvert.schemas.activations import ACTIVATION_RANGES
+
 from .fixed_point import INT32_MAX, INT32_MIN
 from .rounding import round_half_away
-
-_ACTIVATION_LIMITS = {
-    "NONE": (None, None),
-    "RELU": (0.0, None),
-    "RELU6": (0.0, 6.0),
-    "RELU_N1_TO_1": (-1.0, 1.0),
-}
 
 
 def _quantize_limit(limit, scale, zero_point):
@@ -42,7 +37,7 @@ def activation_range(activation, scale, zero_point, qmin=-128, qmax=127):
     quotient overflows int32 (TFLite fails at Prepare then).
     """
     key = "NONE" if activation is None else str(activation).upper()
-    if key not in _ACTIVATION_LIMITS:
+    if key not in ACTIVATION_RANGES:
         raise ValueError(f"activation_range: unsupported fused activation {activation!r}")
     scale = np.float32(scale)
     if not (np.isfinite(scale) and scale > 0):
@@ -50,7 +45,7 @@ def activation_range(activation, scale, zero_point, qmin=-128, qmax=127):
     zero_point, qmin, qmax = int(zero_point), int(qmin), int(qmax)
     if not qmin <= zero_point <= qmax:
         raise ValueError(f"activation_range: zero point {zero_point} outside [{qmin}, {qmax}]")
-    lower, upper = _ACTIVATION_LIMITS[key]
+    lower, upper = ACTIVATION_RANGES[key]
     act_min, act_max = qmin, qmax
     if lower is not None:
         act_min = max(qmin, _quantize_limit(lower, scale, zero_point))

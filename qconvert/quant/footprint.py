@@ -33,9 +33,10 @@ def _elements(shape) -> int:
     return n
 
 
-def footprint(graph, int16=frozenset(), fmt: str = "tflite") -> dict:
+def footprint(graph, int16=frozenset(), fmt: str = "tflite", qplan=None) -> dict:
     """{"arena_bytes", "weight_bytes", "bias_bytes", "other_constant_bytes", "flash_bytes"} of
-    `graph` quantized with the activations `int16` at 16 bits and the rest at 8."""
+    `graph` quantized with the activations `int16` at 16 bits and the rest at 8; with `qplan`
+    (the plan of `graph`) a layer's bias is the one planned (bias correction may add one)."""
     sizes = {}
     steps = []
     for name in graph.inputs:
@@ -60,8 +61,9 @@ def footprint(graph, int16=frozenset(), fmt: str = "tflite") -> dict:
             if w is not None:
                 weight += int(w.size)
                 channels = int(w.shape[weight_channel_axis(node, fmt)])
+                layer = None if qplan is None else qplan.layers.get(node.outputs[0])
                 has_bias = (len(node.inputs) > b_slot and node.inputs[b_slot]) or node.op in (
-                    "Conv2D", "DepthwiseConv2D")
+                    "Conv2D", "DepthwiseConv2D") or (layer is not None and layer.bias is not None)
                 bias += channels * (8 if wide else 4) if has_bias else 0
                 skip = {node.inputs[i] for i in (w_slot, b_slot) if i < len(node.inputs)}
         for name in node.present_inputs():

@@ -39,8 +39,8 @@ def plan_int16(graph, float_graph, qplan8, ranges: dict, extremes: dict, input_m
             means[copy] = means[source]  # a layer output moved to an int16 temporary
     qplan = plan_in_range(graph, ranges, "tflite", options.fc_per_channel, means,
                           frozenset(widths.int16))
-    cost8 = footprint(float_graph)
-    cost = footprint(graph, widths.int16)
+    cost8 = footprint(float_graph, qplan=qplan8)
+    cost = footprint(graph, widths.int16, qplan=qplan)
     facts = {"mode": choice.mode,
              "layers": [g.layer for g in choice.groups],
              "nodes_16x8": widths.nodes16,

@@ -27,6 +27,7 @@ from qconvert import schemas
 from qconvert.errors import QConvertError
 from qconvert.ir import Graph
 from qconvert.ir.graph import list_ops
+from qconvert.schemas.activations import clamp_ops
 
 from qconvert.executor.streaming import is_resource_op, variable_key
 from qconvert.int8.multipliers import conv_multipliers
@@ -36,12 +37,13 @@ from .params import activation_params, int16_activation_params, quantize_layer
 BORDER = "int16_border"  # node.origin flag of a QUANTIZE between int8 and int16 activations
 FIXED_OUTPUT_INT16 = 1.0 / 32768.0  # int16 softmax / logistic / tanh outputs, zero point 0
 
-FIXED_OUTPUT = {"Softmax": (1.0 / 256.0, -128), "Sigmoid": (1.0 / 256.0, -128),
-                "Tanh": (1.0 / 128.0, 0)}
-FC_OPS = frozenset({"FullyConnected", "Gemm", "MatMul"})
-CLAMPS = frozenset({"Relu", "Relu6", "Clip"})
+# per-op facts of the op schemas, by op
+FIXED_OUTPUT = {s.name: s.fixed_output for s in schemas.all_schemas() if s.fixed_output}
+FC_OPS = frozenset(s.name for s in schemas.all_schemas() if s.fully_connected)
+CLAMPS = clamp_ops()
 # float constant inputs that are parameters, not values, and stay float (ONNX Resize roi, scales)
-FLOAT_PARAMS = {"Resize": (1, 2)}
+FLOAT_PARAMS = {s.name: tuple(i for i, slot in enumerate(s.inputs) if slot.stays_float)
+                for s in schemas.all_schemas() if any(slot.stays_float for slot in s.inputs)}
 
 
 @dataclass

@@ -24,13 +24,12 @@ import numpy as np
 from qconvert.errors import QConvertError
 from qconvert.ir import Graph, Node, Tensor
 
-from .plan import QuantPlan, layer_slots
+from .plan import CLAMPS, QuantPlan, layer_slots
 from .tflite_int8 import _quantize_constant
 
 MIN_QDQ_OPSET = 13
 
 
-CLAMPS = frozenset({"Relu", "Relu6", "Clip"})
 
 
 def _dq(graph: Graph, q_name: str, scale, zp, axis, base: str) -> tuple:

@@ -23,8 +23,8 @@ from qconvert.errors import QConvertError
 from qconvert.ir import Model
 from qconvert.model_io import require_one_graph
 
-from .plan import (check_float, check_quantizable, clamped_inputs, dequantize_hybrid_weights,
-                   plan)
+from .plan import (FC_OPS, check_float, check_quantizable, clamped_inputs,
+                   dequantize_hybrid_weights, plan)
 from .ranges import RangeCollector
 
 REPORT_SAMPLES = 64
@@ -266,7 +266,7 @@ def _kept_fraction(graph, layer_reference: dict) -> float:
         t = graph.tensors.get(name)
         if ref.ndim == 2 and t is not None and t.static_shape and len(t.shape) > 2:
             shares.append(ref.shape[1] / max(1, int(np.prod(t.shape[1:]))))
-    return min(shares, default=1.0)
+    return max(shares, default=1.0)  # the largest tensor's: the least truncated
 
 
 def _first_samples(store: dict, count: int, skip=frozenset(), fraction: float = 1.0):
@@ -689,6 +689,6 @@ def _is_classifier(graph) -> bool:
     if producer.op == "Softmax":
         return True
     x = graph.tensors[producer.inputs[0]]
-    return (producer.op in ("FullyConnected", "Gemm", "MatMul") and x.shape is not None
+    return (producer.op in FC_OPS and x.shape is not None
             and isinstance(out.shape[-1], int) and isinstance(x.shape[-1], int)
             and 1 < out.shape[-1] < x.shape[-1])

@@ -13,18 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from qconvert import schemas
 from qconvert.ir import Graph, Node, QuantParams, Tensor
 
 from .plan import QuantPlan, layer_slots
 
-INT8_VERSIONS = {"Conv2D": 3, "DepthwiseConv2D": 3, "FullyConnected": 4, "Add": 2, "Sub": 2,
-                 "Mul": 2, "AveragePool": 2, "MaxPool": 2, "Softmax": 2, "Sigmoid": 2,
-                 "Tanh": 2, "Concat": 2, "Pad": 2, "Mean": 2, "Relu": 2, "Relu6": 2,
-                 "Quantize": 2, "Dequantize": 2, "Transpose": 2, "Gather": 2, "Squeeze": 1,
-                 "Reshape": 1, "HardSwish": 1, "PadV2": 2, "Maximum": 2, "Minimum": 2,
-                 "StridedSlice": 2, "LeakyRelu": 2, "PRelu": 1, "BatchMatMul": 2, "Rsqrt": 2,
-                 "TransposeConv": 3, "ResizeBilinear": 3, "ResizeNearest": 3, "SplitEqual": 3,
-                 "SplitSizes": 2, "Div": 2}
+# op -> the builtin version of its int8 form (the schema's `TfliteSpec.int8_version`)
+INT8_VERSIONS = {s.name: s.tflite.int8_version for s in schemas.all_schemas()
+                 if s.tflite is not None and s.tflite.int8_version is not None}
 FC_PER_CHANNEL_VERSION = 12
 
 
@@ -94,7 +90,8 @@ def _write_layer(graph: Graph, node: Node, layer, qplan: QuantPlan, readers: dic
     s_in = qplan.activations[node.inputs[x_slot]][0]
     bias = layer.bias
     if bias is None and node.op in ("Conv2D", "DepthwiseConv2D"):
-        bias = np.zeros(layer.weights.shape[layer.channel_axis], np.int32)
+        wide = node.outputs[0] in qplan.int16  # a 16x8 layer: int64, as its other biases
+        bias = np.zeros(layer.weights.shape[layer.channel_axis], np.int64 if wide else np.int32)
     if bias is None:
         return
     while len(node.inputs) <= b_slot:

@@ -163,6 +163,83 @@ int qconvert_lookup_checked_s8(const int8_t *input, int8_t *output, int32_t size
 /* Copy `size` bytes (input and output may overlap). */
 void qconvert_copy_s8(const int8_t *input, int8_t *output, int32_t size);
 
+/* -- 16x8 layers (int16 activations, int8 weights): qconvert_nn_s16.c ------------------------
+ * The geometry and parameter structs are the int8 kernels'. Conv, depthwise conv and fully
+ * connected take an int64 bias (`bias64`, or NULL for none: 64-bit accumulator and TFLite's
+ * 64-bit requantization) or an int32 one (`bias32`: 32-bit accumulator, the requantization
+ * above); pass NULL for the other. The fully connected weights are row-major. */
+
+/* TFLite's MultiplyByQuantizedMultiplier of an int64 accumulator: the Q31 multiplier rounded to
+ * Q15, one rounding shift by 15 - shift (shift in [-31, 7]), the result truncated to int32. */
+int32_t qconvert_requantize64(int64_t acc, int32_t multiplier, int32_t shift);
+
+void qconvert_conv_s16(const int16_t *input, const int8_t *weights, const int64_t *bias64,
+                       const int32_t *bias32, int16_t *output, const qconvert_conv_params *p);
+void qconvert_depthwise_conv_s16(const int16_t *input, const int8_t *weights,
+                                 const int64_t *bias64, const int32_t *bias32, int16_t *output,
+                                 const qconvert_conv_params *p);
+void qconvert_fc_s16(const int16_t *input, const int8_t *weights, const int64_t *bias64,
+                     const int32_t *bias32, int16_t *output, int32_t batches,
+                     int32_t accum_depth, int32_t output_depth, const qconvert_fc_quant *quant);
+void qconvert_avgpool_s16(const int16_t *input, int16_t *output, const qconvert_conv_params *p);
+void qconvert_maxpool_s16(const int16_t *input, int16_t *output, const qconvert_conv_params *p);
+
+/* ADD / SUB (left_shift 15) / MUL / MAXIMUM / MINIMUM on int16 with broadcasting. */
+void qconvert_binary_s16(const int16_t *a, const int16_t *b, int16_t *output,
+                         const qconvert_binary_params *p);
+
+/* PRELU (int16 input and output, int8 alpha): the PRELU fields of qconvert_binary_params. */
+void qconvert_prelu_s16(const int16_t *input, const int8_t *alpha, int16_t *output,
+                        const qconvert_binary_params *p);
+
+/* Softmax over rows (reference_ops::SoftmaxInt16): TFLite Micro's 513-entry exp and
+ * 1 / (1 + x) tables; output scale 1/32768. */
+void qconvert_softmax_s16(const int16_t *input, int16_t *output, int32_t rows, int32_t row_size,
+                          int32_t input_multiplier, int32_t input_left_shift,
+                          const int16_t *exp_lut, const int16_t *one_over_one_plus_x_lut);
+
+/* Logistic / Tanh (int16): the input scaled by multiplier and left_shift (multiplier 0: a
+ * power-of-two scale), read from the 256-entry sigmoid(i / 24) table in unsigned Q0.16. */
+void qconvert_logistic_s16(const int16_t *input, int16_t *output, int32_t size,
+                           int32_t multiplier, int32_t left_shift, const uint16_t *table);
+void qconvert_tanh_s16(const int16_t *input, int16_t *output, int32_t size, int32_t multiplier,
+                       int32_t left_shift, const uint16_t *table);
+
+/* v = x - input_zero_point requantized with (multiplier, shift) when v >= 0, else with
+ * (|negative_multiplier|, negative_shift) and negated for a negative multiplier; + output zero
+ * point, clamped: RELU, LEAKY_RELU and the integer QUANTIZE between int8 and int16
+ * (input_bits / output_bits: 8 or 16). */
+typedef struct {
+    int32_t input_bits, output_bits, input_zero_point, output_zero_point;
+    int32_t multiplier, shift, negative_multiplier, negative_shift;
+    int32_t activation_min, activation_max;
+} qconvert_rescale_params;
+
+void qconvert_rescale_s16(const void *input, void *output, int32_t size,
+                          const qconvert_rescale_params *p);
+
+/* RELU6 (int16): the raw values clamped to [lo, hi]. */
+void qconvert_clamp_s16(const int16_t *input, int16_t *output, int32_t size, int32_t lo,
+                        int32_t hi);
+
+void qconvert_quantize_f32_s16(const float *input, int16_t *output, int32_t size, float scale,
+                               int32_t zero_point);
+void qconvert_dequantize_s16_f32(const int16_t *input, float *output, int32_t size,
+                                 double scale, int32_t zero_point);
+void qconvert_mean_s16(const int16_t *input, int16_t *output, const qconvert_mean_params *p);
+void qconvert_copy_box_s16(const int16_t *input, int16_t *output, const qconvert_box *box);
+void qconvert_gather_s16(const int16_t *input, int16_t *output, int32_t size,
+                         const int32_t *index);
+void qconvert_fill_s16(int16_t *output, int32_t size, int16_t value);
+
+/* TransposeConv and BatchMatMul (16x8): the int8 kernels' geometry, int64 sums, an int64 bias
+ * (TransposeConv; NULL for none) and the 64-bit requantization. */
+void qconvert_transpose_conv_s16(const int16_t *input, const int8_t *weights,
+                                 const int64_t *bias, int16_t *output,
+                                 const qconvert_conv_params *p);
+void qconvert_batch_matmul_s16(const int16_t *a, const int16_t *b, int16_t *output,
+                               const qconvert_matmul_params *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -19,8 +19,9 @@ from qconvert.errors import QConvertError
 
 from . import activations, arithmetic, conv, data, pooling  # noqa: F401  (they register)
 from .common import LAYER_PARAMS
+from .int16 import LAYER_PARAMS16, is_int16_node
 
-__all__ = ["LAYER_PARAMS", "layer_params"]
+__all__ = ["LAYER_PARAMS", "LAYER_PARAMS16", "is_int16_node", "layer_params"]
 
 
 def layer_params(graph, node) -> dict:
@@ -34,10 +35,18 @@ def layer_params(graph, node) -> dict:
     geometry (`strides`, `dilations`, `pads`). Add / Sub: the three (multiplier, shift) pairs and
     `left_shift` (20); Mul: one pair; Softmax: `input_multiplier`, `input_left_shift`,
     `diff_min`; Sigmoid / Tanh: `input_multiplier`, `input_left_shift`, `input_range_radius`;
-    the others: see their family module. `graph` may also be a Model (its main graph). Raises
-    QConvertError where TFLite Micro would refuse the node, and for an op with no int8 kernel.
+    the others: see their family module. A node that reads or writes an int16 activation gets
+    its 16x8 parameters (`int16`: `accumulator_bits`, int64 bias...). `graph` may also be a
+    Model (its main graph). Raises QConvertError where TFLite Micro would refuse the node, and
+    for an op with no integer kernel.
     """
     graph = graph.graph if hasattr(graph, "graphs") else graph
+    if is_int16_node(graph, node):
+        fn = LAYER_PARAMS16.get(node.op)
+        if fn is None or node.opaque:
+            raise QConvertError(f"the integer executor does not support op {node.label} with "
+                                "int16 activations")
+        return fn(graph, node)
     fn = LAYER_PARAMS.get(node.op)
     if fn is None or node.opaque:
         raise QConvertError(f"the integer executor does not support op {node.label}")

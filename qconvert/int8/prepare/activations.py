@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from qconvert.schemas.activations import ACTIVATION_RANGES, activation_of_op
+
 from ..multipliers import (calculate_input_radius, frexp_multiplier,
                            quantize_multiplier_greater_than_one)
 from ..multipliers import downscale_int32_to_int16_multiplier as downscale16
@@ -108,7 +110,8 @@ def relu6_params(graph, node) -> dict:
     """Relu6Prepare (int8): clamps the raw values to [z_in, z_in + round(6 / s_in)] (the input's
     quantization; the output tensor's is not read)."""
     s_in, z_in = per_tensor(graph, node, node.inputs[0])
-    six = int(round_half_away(np.float32(6.0) / s_in)) + z_in
+    _, upper = ACTIVATION_RANGES[activation_of_op(node.op)]  # 6.0
+    six = int(round_half_away(np.float32(upper) / s_in)) + z_in
     six = min(max(six, -128), 127)
     return {"zero": z_in, "six": six}
 

@@ -1,0 +1,180 @@
+"""`export-c --kernels cmsis-nn` for 16x8 layers: CMSIS-NN's s16 kernels where they compute
+what TFLite Micro's reference kernels compute, qconvert's portable `_s16` kernel elsewhere.
+
+    step = lower_cmsis_s16(graph, portable_step, options)
+
+Calls (CMSIS-NN 7):
+- Conv2D -> arm_convolve_wrapper_s16 (int64 or int32 bias through `cmsis_nn_bias_data`; its
+  64-bit requantization, arm_nn_requantize_s64 on the Q15-rounded multiplier, is TFLite's);
+  grouped convolutions keep the portable kernel.
+- DepthwiseConv2D -> arm_depthwise_conv_wrapper_s16 (int64 bias).
+- FullyConnected with per-tensor weights of zero point 0 and an int64 bias (or none) ->
+  arm_fully_connected_s16; per-channel weights or an int32 bias keep the portable kernel (the
+  CMSIS-NN function takes neither).
+- Add and Mul of equal shapes -> arm_elementwise_add_s16 / arm_elementwise_mul_s16.
+- AveragePool / MaxPool (batch 1) -> arm_avgpool_s16 / arm_max_pool_s16.
+
+Softmax keeps the portable kernel: arm_softmax_s16 differs from TFLite Micro's SoftmaxInt16
+where TFLite Micro saturates: the sum of the exponentials is normalized in int32 with no
+saturation (a sum whose top 18 bits are all ones, such as 8 row maxima and one small term,
+overflows to a negative index into the 1 / (1 + x) table) and the result is narrowed to int16
+without TFLite Micro's clamp to [0, 32767]
+(tests/test_export_c_s16.py::test_cmsis_nn_softmax_s16_differs_from_tflite_micro pins it).
+
+Scratch: the s16 kernels' buffer sizes of CMSIS-NN 7 per build, checked at run time against
+the library's own `*_get_buffer_size` answer (invoke returns 2 rather than overrun), as for
+the int8 calls (see `cmsis_nn`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qconvert.int8.prepare import layer_params
+
+from .cmsis_nn import _check, _ctx, _dims, _step
+from .model_steps import fc_geometry, tensor_dims
+
+
+def conv_s16_scratch(cin, kh, kw) -> dict:
+    """Bytes of arm_convolve_wrapper_s16's im2col buffer per build."""
+    k = cin * kh * kw
+    return {"helium": 4 * (-(-k // 8)) * 8 * 2, "other": 2 * k * 2}
+
+
+def depthwise_s16_scratch(cin, kh, kw, fast: bool) -> dict:
+    """Bytes of arm_depthwise_conv_wrapper_s16's buffer per build (the fast DSP / MVE path)."""
+    if not fast:
+        return {"helium": 0, "other": 0}
+    return {"helium": 4 * cin * kh * kw * 2 + 8, "other": cin * kh * kw * 2}
+
+
+def _conv(graph, node, step):
+    p = layer_params(graph, node)
+    x, y = tensor_dims(graph, node.inputs[0]), tensor_dims(graph, node.outputs[0])
+    w = graph.tensors[node.inputs[1]].data
+    depthwise = node.op == "DepthwiseConv2D"
+    kh, kw = int(w.shape[1]), int(w.shape[2])
+    act = f"{{{p['activation_min']}, {p['activation_max']}}}"
+    geo = (f"{{{p['strides'][1]}, {p['strides'][0]}}}, {{{p['pads'][1]}, {p['pads'][0]}}}, "
+           f"{{{p['dilations'][1]}, {p['dilations'][0]}}}, {act}")
+    arrays = [a for a in step.arrays if a[0] != "bias"]
+    wide = p["accumulator_bits"] == 64
+    bias = p["bias"] if p["bias"] is not None else np.zeros(y[3], np.int64)
+    arrays.append(("bias", "int64_t" if wide else "int32_t", bias))
+    if depthwise:
+        mult = y[3] // x[3]
+        fast = mult == 1 and p["dilations"] == [1, 1] and kh * kw < 512
+        scratch = depthwise_s16_scratch(x[3], kh, kw, fast)
+        decls = [f"static const cmsis_nn_dw_conv_params @L_conv = {{0, 0, {mult}, {geo}}};",
+                 f"static const cmsis_nn_dims @L_filter_dims = {{1, {kh}, {kw}, {y[3]}}};"]
+        fn, size_fn = ("arm_depthwise_conv_wrapper_s16",
+                       "arm_depthwise_conv_wrapper_s16_get_buffer_size")
+        bias_arg = "@L_bias"
+    else:
+        scratch = conv_s16_scratch(x[3], kh, kw)
+        decls = [f"static const cmsis_nn_conv_params @L_conv = {{0, 0, {geo}}};",
+                 f"static const cmsis_nn_dims @L_filter_dims = {{{y[3]}, {kh}, {kw}, {x[3]}}};",
+                 "static const cmsis_nn_bias_data @L_bias_data = "
+                 f"{{(const void *)@L_bias, {'false' if wide else 'true'}}};"]
+        fn, size_fn = "arm_convolve_wrapper_s16", "arm_convolve_wrapper_s16_get_buffer_size"
+        bias_arg = "&@L_bias_data"
+    decls += ["static const cmsis_nn_per_channel_quant_params @L_quant = "
+              "{(int32_t *)@L_multiplier, (int32_t *)@L_shift};",
+              f"static const cmsis_nn_dims @L_input_dims = {_dims(x)};",
+              f"static const cmsis_nn_dims @L_bias_dims = {{1, 1, 1, {y[3]}}};",
+              f"static const cmsis_nn_dims @L_output_dims = {_dims(y)};"]
+    dims = "&@L_input_dims, &@L_filter_dims, &@L_output_dims"
+    call = ["{", *("    " + c for c in _ctx(scratch)),
+            f"    if ({size_fn}(&@L_conv, {dims}) > $scratch_size) {{", "        return 2;",
+            "    }",
+            *("    " + c for c in _check(
+                f"{fn}(&ctx, &@L_conv, &@L_quant, &@L_input_dims, $in0, &@L_filter_dims, "
+                f"@L_weights, &@L_bias_dims, {bias_arg}, &@L_output_dims, $out0)")), "}"]
+    return _step(graph, node, step.index, call, arrays, decls, scratch)
+
+
+def _fc(graph, node, step):
+    p = layer_params(graph, node)
+    if p["per_channel"] or p["accumulator_bits"] != 64 or p["weights_offset"] != 0:
+        return step
+    batches, depth, rows = fc_geometry(graph, node)
+    act = f"{{{p['activation_min']}, {p['activation_max']}}}"
+    decls = [f"static const cmsis_nn_fc_params @L_fc = {{0, 0, 0, {act}}};",
+             "static const cmsis_nn_per_tensor_quant_params @L_quant = "
+             f"{{{int(p['output_multiplier'][0])}, {int(p['output_shift'][0])}}};",
+             f"static const cmsis_nn_dims @L_input_dims = {{{batches}, 1, 1, {depth}}};",
+             f"static const cmsis_nn_dims @L_filter_dims = {{{depth}, 1, 1, {rows}}};",
+             f"static const cmsis_nn_dims @L_bias_dims = {{1, 1, 1, {rows}}};",
+             f"static const cmsis_nn_dims @L_output_dims = {{{batches}, 1, 1, {rows}}};"]
+    bias = "@L_bias" if p["bias"] is not None else "NULL"
+    call = ["{", *("    " + c for c in _ctx(None)),
+            *("    " + c for c in _check(
+                f"arm_fully_connected_s16(&ctx, &@L_fc, &@L_quant, &@L_input_dims, $in0, "
+                f"&@L_filter_dims, @L_weights, &@L_bias_dims, {bias}, &@L_output_dims, "
+                "$out0)")), "}"]
+    return _step(graph, node, step.index, call, list(step.arrays), decls)
+
+
+def _pool(graph, node, step):
+    p = layer_params(graph, node)
+    x, y = tensor_dims(graph, node.inputs[0]), tensor_dims(graph, node.outputs[0])
+    if x[0] != 1:
+        return step
+    kh, kw = p["kernel_shape"]
+    avg = node.op == "AveragePool"
+    scratch = {"helium": 0, "other": 4 * x[3] if avg else 0}
+    decls = [f"static const cmsis_nn_pool_params @L_pool = {{{{{p['strides'][1]}, "
+             f"{p['strides'][0]}}}, {{{p['pads'][1]}, {p['pads'][0]}}}, "
+             f"{{{p['activation_min']}, {p['activation_max']}}}}};",
+             f"static const cmsis_nn_dims @L_input_dims = {_dims(x)};",
+             f"static const cmsis_nn_dims @L_filter_dims = {{1, {kh}, {kw}, 1}};",
+             f"static const cmsis_nn_dims @L_output_dims = {_dims(y)};"]
+    fn = "arm_avgpool_s16" if avg else "arm_max_pool_s16"
+    check = ([f"    if (arm_avgpool_s16_get_buffer_size({y[2]}, {x[3]}) > $scratch_size) {{",
+              "        return 2;", "    }"] if avg else [])
+    call = ["{", *("    " + c for c in _ctx(scratch)), *check,
+            *("    " + c for c in _check(
+                f"{fn}(&ctx, &@L_pool, &@L_input_dims, $in0, &@L_filter_dims, "
+                "&@L_output_dims, $out0)")), "}"]
+    return _step(graph, node, step.index, call, [], decls, scratch)
+
+
+def _elementwise(graph, node, step):
+    out = tensor_dims(graph, node.outputs[0])
+    names = node.inputs[:2]
+    if any(graph.tensors[n].data is not None or tensor_dims(graph, n) != out for n in names):
+        return step  # broadcasting or a constant operand: the portable kernel
+    p = layer_params(graph, node)
+    size = int(np.prod(out, dtype=np.int64))
+    a, b = ("$in0", "$in1") if names[0] != names[1] else ("$in0", "$in0")
+    if node.op == "Add":
+        call = (f"arm_elementwise_add_s16({a}, {b}, 0, {p['input1_multiplier']}, "
+                f"{p['input1_shift']}, 0, {p['input2_multiplier']}, {p['input2_shift']}, "
+                f"{p['left_shift']}, $out0, 0, {p['output_multiplier']}, {p['output_shift']}, "
+                f"{p['activation_min']}, {p['activation_max']}, {size})")
+    else:
+        call = (f"arm_elementwise_mul_s16({a}, {b}, 0, 0, $out0, 0, {p['output_multiplier']}, "
+                f"{p['output_shift']}, {p['activation_min']}, {p['activation_max']}, {size})")
+    overlap = [c for c in step.plan.overlap or [] if c[0] == "same"]
+    return _step(graph, node, step.index, _check(call), [], [], None, overlap)
+
+
+def lower_cmsis_s16(graph, step, options):
+    """`step` (a 16x8 layer) as a CMSIS-NN s16 call where that is TFLite Micro's result, else
+    unchanged (see the module docstring)."""
+    node = step.node
+    if graph.tensors[node.inputs[0]].dtype != "int16" or \
+            graph.tensors[node.outputs[0]].dtype != "int16":
+        return step  # QUANTIZE / DEQUANTIZE between types: the portable kernel
+    if node.op in ("Conv2D", "DepthwiseConv2D"):
+        grouped = node.op == "Conv2D" and graph.tensors[node.inputs[1]].data.shape[3] != \
+            tensor_dims(graph, node.inputs[0])[3]
+        return step if grouped else _conv(graph, node, step)
+    if node.op == "FullyConnected":
+        return _fc(graph, node, step)
+    if node.op in ("AveragePool", "MaxPool"):
+        return _pool(graph, node, step)
+    if node.op in ("Add", "Mul"):
+        return _elementwise(graph, node, step)
+    return step
