@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tflite
 
-from qconvert import schemas
+from qconvert import schemas, tflite_reader
 from qconvert.c_export import model_steps
 from qconvert.c_export.layer_spec import OP_SPECS
 from qconvert.c_export.model_steps import LOWERINGS
@@ -71,6 +71,7 @@ KEYED_TABLES = {
     "layers the quantization invariants check (quant/invariants)": set(invariants._LAYERS),
     "C lookup-table, binary and data-movement ops (c_export/model_steps)":
         {*model_steps._LOOKUP_OPS, *model_steps._BINARY, *model_steps._MOVEMENT},
+    "TFLite reductions the reader respells (tflite_reader._REDUCERS)": tflite_reader._REDUCERS,
 }
 
 # -- allowed gaps, each with its reason ----------------------------------------------------------
