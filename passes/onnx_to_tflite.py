@@ -49,9 +49,13 @@ from . import PassContext, register_pass, run_passes
 from .layout.layout_nhwc import INPUT_LAYOUTS, NLC, format_problems, rewrite_to_nhwc
 from .layout.layout_rules import RULES
 from .layout.layout_state import NHWC
-from .layout.onnx_to_tflite_math import fuse_rsqrt
-from .layout.onnx_to_tflite_ops import conversion_problems, fuse_hard_swish
-from .layout.onnx_to_tflite_spatial import fuse_channel_shuffle, lift_1d, merge_reshapes
+from .fusion.channel_shuffle import CHANNEL_SHUFFLE
+from .fusion.hard_swish import HARD_SWISH
+from .fusion.rsqrt import DIV_SQRT, RECIPROCAL_SQRT
+from .layout.merge_reshapes import MERGE_RESHAPES
+from .layout.onnx_to_tflite_ops import conversion_problems
+from .layout.onnx_to_tflite_spatial import lift_1d
+from .matcher import apply_fusion, register_fusion
 from .pipeline import FUSE_PIPELINE, run_pipeline
 
 QUANTIZED_ONNX_OPS = frozenset({"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger",
@@ -79,31 +83,16 @@ def lift_1d_pass(graph: Graph, context) -> int:
     return lift_1d(graph)
 
 
-@register_pass("fuse-channel-shuffle")
-def fuse_channel_shuffle_pass(graph: Graph, context) -> int:
-    """ONNX: a ShuffleNet channel shuffle (Reshape -> Transpose -> Reshape) becomes one Gather
-    (`onnx_to_tflite_spatial.fuse_channel_shuffle`)."""
-    return fuse_channel_shuffle(graph)
-
-
-@register_pass("fuse-hard-swish")
-def fuse_hard_swish_pass(graph: Graph, context) -> int:
-    """ONNX: x * HardSigmoid(x) (alpha 1/6, beta 1/2) becomes one HardSwish
-    (`onnx_to_tflite_ops.fuse_hard_swish`)."""
-    return fuse_hard_swish(graph)
+# fuse-channel-shuffle, fuse-hard-swish and merge-reshapes: the fusions' own passes
+for _fusion in (CHANNEL_SHUFFLE, HARD_SWISH, MERGE_RESHAPES):
+    register_fusion(_fusion)
 
 
 @register_pass("fuse-rsqrt")
 def fuse_rsqrt_pass(graph: Graph, context) -> int:
-    """ONNX: Div(a, Sqrt(v)) becomes Mul(a, Rsqrt(v)) (`onnx_to_tflite_math.fuse_rsqrt`)."""
-    return fuse_rsqrt(graph)
-
-
-@register_pass("merge-reshapes")
-def merge_reshapes_pass(graph: Graph, context) -> int:
-    """TFLite: a RESHAPE of a RESHAPE reads the first one's input
-    (`onnx_to_tflite_spatial.merge_reshapes`)."""
-    return merge_reshapes(graph)
+    """ONNX: Div(a, Sqrt(v)) becomes Mul(a, Rsqrt(v)), Reciprocal(Sqrt(v)) Rsqrt(v)
+    (`fusion/rsqrt.py`)."""
+    return apply_fusion(graph, DIV_SQRT, context) + apply_fusion(graph, RECIPROCAL_SQRT, context)
 
 
 ONNX_PREPARATION = ("static-batch", "fold-constants", "eliminate")

@@ -28,7 +28,9 @@ from qconvert.int8.prepare.int16 import LAYER_PARAMS16
 from qconvert.ir import Node
 from qconvert.passes.cleanup import eliminate, fold_constants
 from qconvert.passes.fusion import equalize
-from qconvert.passes.fusion.fuse_linear import AFFINE_RULES
+from qconvert.passes.fusion.conv_add import CONV_ADD
+from qconvert.passes.fusion.conv_batchnorm import CONV_BATCHNORM
+from qconvert.passes.fusion.conv_mul import CONV_MUL
 from qconvert.passes.fusion.linear_layer import LAYERS
 from qconvert.passes.layout import onnx_to_tflite_ops, onnx_to_tflite_spatial
 from qconvert.passes.layout.layout_rules import REDUCERS, RULES
@@ -60,8 +62,9 @@ KEYED_TABLES = {
     "reductions (layout_rules.REDUCERS)": {**REDUCERS, **{v: k for k, v in REDUCERS.items()}},
     "range-preserving ops (BOUND_PRESERVING)": BOUND_PRESERVING,
     "linear layers (passes/fusion/linear_layer.LAYERS)": LAYERS,
-    "affine ops fused into layers (fuse_linear.AFFINE_RULES)":
-        {op for rules in AFFINE_RULES.values() for op in rules},
+    "affine ops fused into layers (the patterns of fusion/conv_*)":
+        {op for f in (CONV_BATCHNORM, CONV_MUL, CONV_ADD) for op in
+         ((f.pattern.ops,) if isinstance(f.pattern.ops, str) else f.pattern.ops)},
     "output lower bounds (onnx_to_tflite_ops.LOWER_BOUNDS)": onnx_to_tflite_ops.LOWER_BOUNDS,
     "ops lifted to NHWC (onnx_to_tflite_spatial.LIFTED)": onnx_to_tflite_spatial.LIFTED,
     "ops transposes sink through (onnx_to_tflite_spatial.SINKS, BINARY_SINKS)":
