@@ -8,8 +8,17 @@ invariant (a pass reporting no rewrite has left the graph as the last verificati
 every pass of the group reporting none).
 
 Passes find producers and readers through the graph's use index (`Graph.producer`,
-`Graph.readers`, `Graph.sole_reader`) and edit through the graph's methods, which keep it
-current: every pass is linear in the graph's size.
+`Graph.readers`, `Graph.sole_reader`) and edit through the Graph API (`qconvert.ir.graph`:
+`add_constant`, `set_constant`, `replace_uses`, `set_inputs`, `remove_nodes`...), which keeps
+it current: every pass is linear in the graph's size. A fusion declares its pattern, its
+conditions and its rewrite for the one pattern matcher (`matcher`), which finds the matches in
+topological order, says why a near miss did not fire and counts the rewrites.
+
+The passes live in subpackages by family: `cleanup/` (eliminate, fold-constants, static-batch),
+`fusion/` (one file per fusion: conv_batchnorm, conv_mul, conv_add, matmul_add,
+batchnorm_to_affine, fuse_activation, equalize, and the pre-conversion hard_swish, rsqrt,
+channel_shuffle), `layout/` (layout-nhwc and its rules, tflite-legalize, cancel-transposes,
+merge_reshapes). `pipeline` lists the default order.
 """
 
 from __future__ import annotations
@@ -32,10 +41,13 @@ class Pass:
 
 @dataclass
 class PassContext:
-    """What passes may consult: the target format and free-form options."""
+    """What passes may consult: the target format and free-form options. Fusions record in
+    `skipped` why each near miss did not fire: {pass name: {"Op 'node'": reason}} (a node that
+    fired later, in a fixed-point round, is taken out again)."""
 
     target_format: str
     options: dict = field(default_factory=dict)
+    skipped: dict = field(default_factory=dict)
 
 
 _PASSES: dict = {}
@@ -128,11 +140,13 @@ def run_passes(model: Model, names: list, context: PassContext, keep_uses: bool 
 # the passes register themselves when imported; this order is the order of `all_passes()`
 from .cleanup import eliminate as _eliminate  # noqa: E402,F401  (registers the pass)
 from .cleanup import fold_constants as _fold_constants  # noqa: E402,F401
-from .fusion import fuse_linear as _fuse_linear  # noqa: E402,F401
+from .fusion import conv_batchnorm as _conv_batchnorm  # noqa: E402,F401
+from .fusion import conv_mul as _conv_mul  # noqa: E402,F401
+from .fusion import conv_add as _conv_add  # noqa: E402,F401
 from .fusion import matmul_add as _matmul_add  # noqa: E402,F401
 from .fusion import batchnorm_to_affine as _batchnorm_to_affine  # noqa: E402,F401
 from .fusion import fuse_activation as _fuse_activation  # noqa: E402,F401
 from .cleanup import static_batch as _static_batch  # noqa: E402,F401
 from .layout import cancel_transposes as _cancel_transposes  # noqa: E402,F401
-from .layout import layout_nhwc as _layout_nhwc  # noqa: E402,F401  (layout-nhwc, tflite-legalize)
+from . import onnx_to_tflite as _onnx_to_tflite  # noqa: E402,F401  (lift-1d, ..., tflite-legalize)
 from .fusion import equalize as _equalize  # noqa: E402,F401

@@ -8,12 +8,13 @@ atomically, after all work succeeded.
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import click
 
 from . import __version__
+from .cli_options import (calibration_options, input_layout_option, input_shape_option,
+                          quantize_options, verify_option)
 from .errors import QConvertError
 
 
@@ -132,54 +133,13 @@ def inspect(model, as_json):
     click.echo(json.dumps(report, indent=2) if as_json else render(report))
 
 
-_input_layout_option = click.option(
-    "--input-layout", type=click.Choice(["nhwc", "nchw"]), default=None,
-    help="ONNX -> TFLite: 4-D inputs of the TFLite model NHWC (default) or NCHW (a TRANSPOSE "
-    "follows them). Data (calibration, evaluation) is always in the ONNX model's layout.")
+def _echo_conversion(conversion) -> None:
+    """The ONNX -> TFLite conversion's lines (inputs' layouts, transposes left), if one ran."""
+    if conversion is None:
+        return
+    from .passes.onnx_to_tflite import describe_conversion
 
-
-_verify_option = click.option(
-    "--verify", type=click.IntRange(1), metavar="N",
-    help="Run the input and the written model on N inputs in the reference executors and "
-    "refuse to write (naming the pass or layer) when they diverge: float outputs within 1e-4 "
-    "of each output's largest magnitude, int8 models bit for bit; quantize: N calibration "
-    "samples, output SQNR at least 10 dB.")
-
-
-_input_shape_option = click.option(
-    "--input-shape", "input_shapes", multiple=True, metavar="NAME:d0,d1,...",
-    help="Fix an input's shape (repeatable), e.g. input:1,3,224,224; every other shape is then "
-    "inferred and constant shape arithmetic folded (as onnxsim --overwrite-input-shape).")
-
-
-def _load(model, input_shapes):
-    """Load `model` and apply --input-shape (errors name the file)."""
-    from .input_shapes import apply_input_shapes, parse_input_shapes
-    from .model_io import load_model
-
-    shapes = parse_input_shapes(input_shapes)
-    m = load_model(model)
-    try:
-        apply_input_shapes(m, shapes)
-    except QConvertError as exc:
-        raise exc.with_path(model)
-    return m
-
-
-def _onnx_to_tflite(m, input_layout, path):
-    """The TFLite model of ONNX model `m` and its inputs' permutations (errors name `path`)."""
-    from .passes.layout.layout_nhwc import onnx_to_tflite
-
-    try:
-        return onnx_to_tflite(m, input_layout or "nhwc")
-    except QConvertError as exc:
-        raise exc.with_path(path)
-
-
-def _echo_conversion(m) -> None:
-    from .passes.layout.layout_nhwc import describe_conversion
-
-    for line in describe_conversion(m):
+    for line in describe_conversion(conversion):
         click.echo(line)
 
 
@@ -187,9 +147,9 @@ def _echo_conversion(m) -> None:
 @click.argument("model", type=click.Path(dir_okay=True))
 @click.option("-o", "--output", type=click.Path(), help="Output file "
               "(default: <model>_converted.<ext> next to the input).")
-@_input_layout_option
-@_input_shape_option
-@_verify_option
+@input_layout_option
+@input_shape_option
+@verify_option
 @_names_model
 def convert(model, output, input_layout, input_shapes, verify):
     """Read a model, verify it and write it out: the same format, or ONNX to TFLite.
@@ -204,37 +164,11 @@ def convert(model, output, input_layout, input_shapes, verify):
       qconvert convert model.tflite -o model_out.tflite
       qconvert convert model.onnx -o model.tflite --input-layout nhwc
     """
-    from .model_io import default_output, format_of_output, serialize
-    from .output_files import OutputFiles
+    from .commands import convert_command
 
-    outputs = OutputFiles([model])
-    if output is not None:
-        outputs.add(output)
-    m = _load(model, input_shapes)
-    outputs.add_inputs(m.meta.get("external_files", ()))
-    out = output or str(default_output(model, "converted", m.format))
-    fmt = format_of_output(out, m.format)
-    if output is None:
-        outputs.add(out)
-    cross = (m.format, fmt) == ("onnx", "tflite")
-    if input_layout is not None and not cross:
-        raise QConvertError("--input-layout applies to ONNX -> TFLite conversion only", model)
-    perms = None
-    if cross:
-        m, perms = _onnx_to_tflite(m, input_layout, model)
-    try:
-        data = serialize(m, fmt)
-        if verify:
-            from .verify import verify_convert
-
-            verify_convert(m, lambda: _load(model, input_shapes), fmt, data, verify, perms)
-    except QConvertError as exc:
-        raise exc.with_path(model)
-    outputs.commit({out: data})
-    graph = m.graph
-    click.echo(f"wrote {out} ({fmt}, {len(graph.nodes)} nodes, {len(data)} bytes)")
-    if cross:
-        _echo_conversion(m)
+    written = convert_command(model, output, input_layout, input_shapes, verify)
+    click.echo(f"wrote {written.path} ({written.fmt}, {written.nodes} nodes, {written.size} bytes)")
+    _echo_conversion(written.conversion)
 
 
 def _echo_passes(ctx, param, value):
@@ -259,8 +193,8 @@ def _echo_passes(ctx, param, value):
               callback=_echo_passes, help="List the passes of the default pipeline and exit.")
 @click.option("--report", type=click.Path(), metavar="FILE.json",
               help='Also write {"passes": {name: count}, "nodes_before": n, "nodes_after": m}.')
-@_input_shape_option
-@_verify_option
+@input_shape_option
+@verify_option
 @_names_model
 def fuse(model, output, pass_list, report, input_shapes, verify):
     """Fold BatchNorm, per-channel Mul/Div and Add/Sub into the conv or FC layer before them.
@@ -275,132 +209,13 @@ def fuse(model, output, pass_list, report, input_shapes, verify):
       qconvert fuse model.tflite -o model_fused.tflite --report fuse.json
       qconvert fuse model.onnx --passes fuse-conv-batchnorm,eliminate
     """
-    from .ir.graph import GraphError
-    from .model_io import default_output, format_of_output, serialize
-    from .output_files import OutputFiles
-    from .passes import PassContext
-    from .passes.pipeline import FUSE_PIPELINE, run_pipeline
+    from .commands import fuse_command
 
-    names = FUSE_PIPELINE
-    if pass_list is not None:
-        names = tuple(n.strip() for n in pass_list.split(",") if n.strip())
-        known = {p for p in FUSE_PIPELINE}
-        unknown = [n for n in names if n not in known]
-        if unknown or not names:
-            raise QConvertError(f"unknown pass {', '.join(map(repr, unknown)) or '(none given)'}; "
-                                "see qconvert fuse --list-passes")
-    outputs = OutputFiles([model])
-    for path in (output, report):
-        if path is not None:
-            outputs.add(path)
-    m = _load(model, input_shapes)
-    outputs.add_inputs(m.meta.get("external_files", ()))
-    out = output or str(default_output(model, "fused", m.format))
-    fmt = format_of_output(out, m.format)
-    if (m.format, fmt) == ("onnx", "tflite"):
-        raise QConvertError("fuse writes the model's own format; for TFLite run qconvert "
-                            f"convert (it takes -o {os.path.basename(out)}), then fuse its output", model)
-    if output is None:
-        outputs.add(out)
-    before = sum(len(g.nodes) for g in m.graphs)
-    try:
-        counts = run_pipeline(m, names, PassContext(fmt))
-        data = serialize(m, fmt)
-        if verify:
-            from .verify import verify_fuse
-
-            verify_fuse(lambda: _load(model, input_shapes), fmt, names, PassContext(fmt), data,
-                        verify)
-    except GraphError as exc:
-        raise QConvertError(f"internal error: {exc}", model) from exc
-    except QConvertError as exc:
-        raise exc.with_path(model)
-    after = sum(len(g.nodes) for g in m.graphs)
-    contents = {out: data}
-    if report is not None:
-        contents[report] = (json.dumps({"passes": counts, "nodes_before": before,
-                                        "nodes_after": after}, indent=2) + "\n").encode()
-    outputs.commit(contents)
-    for name, count in counts.items():
+    written = fuse_command(model, output, pass_list, report, input_shapes, verify)
+    for name, count in written.counts.items():
         click.echo(f"{name:22} {count:5d}")
-    click.echo(f"nodes: {before} -> {after}")
-    click.echo(f"wrote {out} ({fmt}, {len(data)} bytes)")
-
-
-def _numbers(text):
-    """'127.5' or '125,122,113' -> a float or a list of floats (None stays None)."""
-    if text is None:
-        return None
-    try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        raise QConvertError(f"not a number or comma-separated numbers: {text!r}") from None
-    return values[0] if len(values) == 1 else values
-
-
-_CALIBRATION_OPTIONS = (
-    click.option("--calibration", type=click.Path(), metavar="DATA",
-                 help="Calibration data: .npy (N, ...input), .npz (one array per input, or "
-                 "file.npz:key), a folder of .npy files or of images."),
-    click.option("--calibration-random", type=click.IntRange(1), metavar="N",
-                 help="N random samples instead (a smoke run: the ranges mean nothing)."),
-    click.option("--mean", help="Subtracted from image pixels (one value or one per channel)."),
-    click.option("--std", help="Divides image pixels after --mean (one value or per channel)."),
-    click.option("--scale", help="Multiplies image pixels (instead of --mean / --std)."),
-    click.option("--method", type=click.Choice(["mse", "minmax", "percentile", "entropy"]),
-                 default="mse", show_default=True,
-                 help="How activation ranges are taken from calibration: mse (the clipping "
-                 "range of least int8 error), minmax, percentile, entropy (TensorRT's KL)."),
-    click.option("--percentile", type=click.FloatRange(50, 100), default=99.99,
-                 show_default=True, help="Kept share of values for --method percentile."),
-    click.option("--fc-per-channel", is_flag=True,
-                 help="Fully connected weights per channel too (default: per tensor, as every "
-                 "TFLite Micro build runs)."),
-    click.option("--no-fuse", is_flag=True, help="Skip the fusion passes."),
-    click.option("--no-bias-correction", is_flag=True, help="Keep the float biases as they are "
-                 "(default: the mean output error weight rounding causes, measured on the "
-                 "calibration data, is folded into each layer's bias)."),
-    click.option("--equalize/--no-equalize", default=False, show_default=True,
-                 help="Cross-layer equalization of conv -> (ReLU) -> conv and depthwise -> "
-                 "pointwise pairs before calibration (exact in float)."),
-    click.option("--engine", type=click.Choice(["numpy", "onnxruntime"]), default="numpy",
-                 show_default=True, help="What runs the float model during calibration: "
-                 "qconvert's reference executor, or onnxruntime if installed (ONNX models; "
-                 "faster on large networks)."),
-    click.option("--batch-size", type=click.IntRange(1), default=16, show_default=True),
-    click.option("--max-memory", metavar="SIZE", help="Refuse a plan whose largest layer needs "
-                 "more than SIZE per batch (e.g. 4G; default: half the physical memory, at most 8G)."),
-)
-
-
-def calibration_options(fn):
-    """The calibration and quantization options shared by `quantize` and `export-c-header`
-    (which quantizes a float model first): --calibration / --calibration-random, image
-    normalization, --method / --percentile, --fc-per-channel, --no-fuse, --batch-size."""
-    for option in reversed(_CALIBRATION_OPTIONS):
-        fn = option(fn)
-    return fn
-
-
-def _max_memory(text):
-    from .executor.memory_limit import default_limit, parse_size
-
-    return default_limit() if text is None else parse_size(text)
-
-
-def _calibration_data(specs, calibration, calibration_random, norm: dict,
-                      max_memory: int | None = None) -> dict:
-    """Calibration samples {input name: array} from --calibration DATA (normalized with `norm`)
-    or --calibration-random N (with the warning that it is a smoke run)."""
-    from .quant import calibration_data as cd
-    from .executor.memory_limit import check_input_memory, default_limit
-
-    limit = max_memory or default_limit()
-    if calibration is not None:
-        return cd.load_calibration(calibration, specs, **norm, max_bytes=limit)
-    check_input_memory(specs, calibration_random, limit)
-    click.echo(f"qconvert: warning: {cd.RANDOM_CALIBRATION_WARNING}", err=True)
-    return cd.random_calibration(specs, calibration_random)
+    click.echo(f"nodes: {written.nodes_before} -> {written.nodes}")
+    click.echo(f"wrote {written.path} ({written.fmt}, {written.size} bytes)")
 
 
 @main.command()
@@ -428,9 +243,9 @@ def _calibration_data(specs, calibration, calibration_random, norm: dict,
 @click.option("--report-html", type=click.Path(), metavar="FILE.html", help="Also write the "
               "report as one self-contained HTML page (per-layer SQNR bars, float vs int8 "
               "output scatter; no JavaScript).")
-@_input_layout_option
-@_input_shape_option
-@_verify_option
+@input_layout_option
+@input_shape_option
+@verify_option
 @_names_model
 def quantize(model, output, calibration, calibration_random, eval_data, mean, std, scale,
              method, percentile, per_channel, fc_per_channel, io_type, rounding, activations,
@@ -450,147 +265,22 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
       qconvert quantize model.onnx --calibration calib.npy -o model_int8.tflite
       qconvert quantize model.tflite --calibration images/ --mean 127.5 --std 127.5
     """
-    from .model_io import default_output, format_of_output, serialize
-    from .output_files import OutputFiles
-    from .quant import calibration_data as cd
-    from .quant.quantize import QuantizeOptions, quantize_model
-
-    if (calibration is None) == (calibration_random is None):
-        raise QConvertError("give exactly one of --calibration DATA or --calibration-random N")
-    if verify and (activations == "int16" or int16_layers is not None):
-        from .quant.quantize import _int_executor_runs_int16
-
-        if not _int_executor_runs_int16():
-            raise QConvertError("--verify runs the integer executor, which has no 16x8 kernels "
-                                "yet; leave out --verify with int16 activations", model)
-    outputs = OutputFiles([model, *cd.data_files(calibration), *cd.data_files(eval_data)])
-    for path in (output, report, report_html):
-        if path is not None:
-            outputs.add(path)
-    m = _load(model, input_shapes)
-    outputs.add_inputs(m.meta.get("external_files", ()))
-    out = output or str(default_output(model, "int8", m.format))
-    fmt = format_of_output(out, m.format)
-    if output is None:
-        outputs.add(out)
-    cross = (m.format, fmt) == ("onnx", "tflite")
-    if fmt != m.format and not cross:
-        raise QConvertError(f"quantizing {m.format} to {fmt} is not supported yet", model)
-    if input_layout is not None and not cross:
-        raise QConvertError("--input-layout applies to ONNX -> int8 TFLite only", model)
-    from .quant.ort_engine import check_engine
-
-    check_engine(engine, fmt)  # before loading data (and its warnings)
-    specs = cd.input_specs(m.graph, m.format)
-    norm = dict(mean=_numbers(mean), std=_numbers(std), scale=_numbers(scale))
-    limit = _max_memory(max_memory)
-    data = _calibration_data(specs, calibration, calibration_random, norm, limit)
-    evaluation = (cd.load_calibration(eval_data, specs, **norm, max_bytes=limit)
-                  if eval_data else None)
-    source_data, perms = data, None
-    if cross:  # data stays in the ONNX layout; it follows the model into the TFLite one
-        from .passes.layout.layout_nhwc import data_to_tflite_layout
-
-        m, perms = _onnx_to_tflite(m, input_layout, model)
-        data, evaluation = (data_to_tflite_layout(d, perms) for d in (data, evaluation))
-    options = QuantizeOptions(method, percentile, fc_per_channel, io_type, rounding,
-                              not no_fuse, batch_size, limit,
-                              bias_correction=not no_bias_correction, equalize=equalize,
-                              engine=engine, activations=activations, int16_layers=int16_layers)
-    total = len(next(iter(data.values())))
-    with cd.Progress(total, "calibrating") as bar:
-        try:
-            result = quantize_model(m, data, options, evaluation,
-                                    progress=lambda done, _total: bar.update(done - bar.done))
-            blob = serialize(m, fmt)
-        except QConvertError as exc:
-            raise exc.with_path(model)
-    if verify:
-        from .verify import verify_quantize
-
-        output_perms = m.meta.get("conversion", {}).get("outputs") if cross else None
-        try:
-            verify_quantize(lambda: _load(model, input_shapes), fmt, blob, verify, source_data,
-                            perms, output_perms)
-        except QConvertError as exc:
-            raise exc.with_path(model)
-    pairs = result.pop("_output_pairs", None)
-    contents = {out: blob}
-    if report is not None:
-        contents[report] = (json.dumps(result, indent=2) + "\n").encode()
-    if report_html is not None:
-        from .quant.report_html import render_html
-
-        contents[report_html] = render_html(result, os.path.basename(model), pairs).encode()
-    outputs.commit(contents)
-    click.echo(_render_quant_report(result))
-    click.echo(f"wrote {out} ({fmt}, {len(blob)} bytes)")
-    _warn_low_sqnr(model, result["output_sqnr_db"], method)
-    if cross:
-        _echo_conversion(m)
-
-
-def _warn_low_sqnr(model, output_db: dict, method: str) -> None:
-    """One warning line (stderr, exit stays 0) when an output's SQNR against the float model is
-    below --verify's floor: the int8 model was written but is likely unusable."""
+    from .commands import quantize_command
+    from .quant.report import low_sqnr_warning, render_text
     from .verify import MIN_SQNR_DB
 
-    low = [f"{name!r} {db:.1f} dB" for name, db in output_db.items()
-           if db is not None and db < MIN_SQNR_DB]
-    if low:
-        click.echo(f"qconvert: warning: {model}: output SQNR against the float model below "
-                   f"{MIN_SQNR_DB:g} dB ({', '.join(low)}): the int8 model is likely unusable; "
-                   f"check it with --verify N, try another --method than {method} or better "
-                   "calibration data", err=True)
-
-
-def _render_quant_report(result: dict) -> str:
-    def db(value):
-        return "-" if value is None else f"{value:.1f}"
-
-    added = any("added_sqnr_db" in row for row in result["layers"])
-    lines = [f"{'layer':32} {'op':16} {'out scale':>10} {'zp':>5} {'SQNR dB':>8}"
-             + (f" {'added dB':>8}" if added else "")]
-    for row in result["layers"]:
-        out = row["output"]
-        line = (f"{row['layer'][:32]:32} {row['op']:16} {out['scale']:10.4g} "
-                f"{out['zero_point']:5d} {db(row['sqnr_db']):>8}")
-        if added:
-            line += f" {db(row.get('added_sqnr_db')):>8}"
-        lines.append(line)
-    for row in result["layers"]:
-        if row.get("widened_channels"):
-            lines.append(f"widened weight scales (int32 bias guard): {row['layer']} channels "
-                         f"{_ranges(row['widened_channels'])}")
-    if "layer_sample_fraction" in result:
-        lines.append(f"(layer SQNR over the first {100 * result['layer_sample_fraction']:.0f} % "
-                     "of each tensor's values in the first sample)")
-    elif result.get("layer_samples", result["samples"]) != result["samples"]:
-        k = result["layer_samples"]
-        lines.append(f"(layer SQNR over the first {k} sample{'s' if k > 1 else ''})")
-    for name, value in result["output_sqnr_db"].items():
-        lines.append(f"output {name}: SQNR {db(value)} dB over {result['samples']} samples")
-    if "top1_agreement" in result:
-        lines.append(f"top-1 agreement with float: {100 * result['top1_agreement']:.1f}%")
-    if "report_run" in result:
-        lines.append(f"(SQNR figures from a {result['report_run']})")
-    if "int16" in result:
-        from .quant.int16_report import render_int16
-
-        lines += render_int16(result["int16"])
-    return "\n".join(lines)
-
-
-def _ranges(values: list) -> str:
-    """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
-    parts, start = [], None
-    for i, v in enumerate(values):
-        if start is None:
-            start = v
-        if i + 1 == len(values) or values[i + 1] != v + 1:
-            parts.append(str(start) if start == v else f"{start}-{v}")
-            start = None
-    return ", ".join(parts)
+    options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
+                               equalize, engine, batch_size, io_type=io_type, rounding=rounding,
+                               activations=activations, int16_layers=int16_layers)
+    written = quantize_command(model, output, calibration, calibration_random, eval_data, mean,
+                               std, scale, options, max_memory, report, report_html,
+                               input_layout, input_shapes, verify)
+    click.echo(render_text(written.report))
+    click.echo(f"wrote {written.path} ({written.fmt}, {written.size} bytes)")
+    warning = low_sqnr_warning(model, written.report["output_sqnr_db"], method, MIN_SQNR_DB)
+    if warning:
+        click.echo(f"qconvert: warning: {warning}", err=True)
+    _echo_conversion(written.conversion)
 
 
 @main.command("export-c-header")
@@ -609,8 +299,8 @@ def _ranges(values: list) -> str:
               show_default=True, help="Requantization rounding the firmware uses, recorded in "
               "the header (single: CMSIS-NN built with CMSIS_NN_USE_SINGLE_ROUNDING).")
 @calibration_options
-@_input_layout_option
-@_input_shape_option
+@input_layout_option
+@input_shape_option
 @_names_model
 def export_c_header(model, output, name, fc_layout, with_kernels, rounding, calibration,
                     calibration_random, mean, std, scale, method, percentile, fc_per_channel,
@@ -631,61 +321,18 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
       qconvert export-c-header model.tflite --calibration calib.npy --with-kernels
       qconvert export-c-header model.onnx --calibration calib.npy -o weights.h
     """
-    import hashlib
-    from pathlib import Path
+    from .c_export.command import export_header_command
+    from .command_inputs import memory_limit, normalization
 
-    from .c_export.c_names import check_prefix, prefix_from_stem
-    from .c_export.header import HeaderOptions, render_header
-    from .c_export.shipped_kernels import kernel_sources
-    from .c_export.source import int8_tflite_for_export
-    from .model_io import read_bytes
-    from .output_files import OutputFiles
-    from .quant.calibration_data import data_files, input_specs
-    from .quant.quantize import QuantizeOptions
-
-    if calibration is not None and calibration_random is not None:
-        raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
-    prefix = check_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
-    out = Path(output) if output is not None else Path(model).with_name(
-        f"{Path(model).stem}_weights.h")
-    outputs = OutputFiles([model, *data_files(calibration)])
-    kernels = kernel_sources() if with_kernels else {}
-    kernel_paths = [out.parent / k for k in kernels]
-    if any(out.name == path.name for path in kernel_paths):
-        raise QConvertError(f"the header would overwrite the kernel file {out.name}; "
-                            "choose another -o", str(out))
-    for path in kernel_paths:
-        outputs.add(path)
-    outputs.add(out)
-    sha256 = hashlib.sha256(read_bytes(model)).hexdigest()
-    m = _load(model, input_shapes)
-    outputs.add_inputs(m.meta.get("external_files", ()))
-    if input_layout is not None and m.format != "onnx":
-        raise QConvertError("--input-layout applies to ONNX models only", model)
-    loader, label = None, ""
-    if calibration is not None or calibration_random is not None:
-        norm = dict(mean=_numbers(mean), std=_numbers(std), scale=_numbers(scale))
-        label = (Path(calibration).name if calibration is not None
-                 else f"{calibration_random} random samples")
-
-        def loader(model_ir):
-            return _calibration_data(input_specs(model_ir), calibration, calibration_random, norm,
-                                     limit)
-
-    limit = _max_memory(max_memory)
-    options = QuantizeOptions(method, percentile, fc_per_channel, "int8", rounding, not no_fuse,
-                              batch_size, limit, bias_correction=not no_bias_correction,
-                              equalize=equalize, engine=engine)
-    try:
-        m, note = int8_tflite_for_export(m, loader, options, label, input_layout or "nhwc")
-        text = render_header(m, HeaderOptions(prefix, fc_layout, rounding, Path(model).name,
-                                              sha256, note))
-    except QConvertError as exc:
-        raise exc.with_path(model)
-    blob = text.encode("ascii")
-    outputs.commit({**dict(zip(kernel_paths, kernels.values())), out: blob})
-    layers = len(m.graph.nodes)
-    click.echo(f"wrote {out} ({layers} layers, {len(blob)} bytes)")
+    options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
+                               equalize, engine, batch_size, memory_limit(max_memory),
+                               rounding=rounding)
+    exported = export_header_command(model, output, name, fc_layout, with_kernels, rounding,
+                                     calibration, calibration_random,
+                                     lambda: normalization(mean, std, scale), options,
+                                     input_layout, input_shapes)
+    *kernel_paths, out = exported.files
+    click.echo(f"wrote {out} ({exported.layers} layers, {len(exported.files[out])} bytes)")
     for path in kernel_paths:
         click.echo(f"wrote {path}")
 
@@ -706,8 +353,8 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
               "cmsis-nn). 1x4 is for qconvert's kernel (and CMSIS-NN's legacy "
               "arm_fully_connected_q7_opt); arm_fully_connected_s8 needs rowmajor.")
 @calibration_options
-@_input_layout_option
-@_input_shape_option
+@input_layout_option
+@input_shape_option
 @_names_model
 def export_c(model, outdir, name, kernels, fc_layout, calibration, calibration_random, mean,
              std, scale, method, percentile, fc_per_channel, no_fuse, no_bias_correction,
@@ -730,15 +377,23 @@ def export_c(model, outdir, name, kernels, fc_layout, calibration, calibration_r
       qconvert export-c model.onnx --calibration calib.npy -o model_c
     """
     from .c_export.command import export_c_command
-    from .quant.quantize import QuantizeOptions
+    from .command_inputs import memory_limit, normalization
 
-    limit = _max_memory(max_memory)
-    options = QuantizeOptions(method, percentile, fc_per_channel, "int8", "double", not no_fuse,
-                              batch_size, limit, bias_correction=not no_bias_correction,
-                              equalize=equalize, engine=engine)
-    export_c_command(model, outdir, name, kernels, fc_layout, calibration, calibration_random,
-                     dict(mean=_numbers(mean), std=_numbers(std), scale=_numbers(scale)),
-                     options, input_layout, input_shapes)
+    options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
+                               equalize, engine, batch_size, memory_limit(max_memory))
+    norm = normalization(mean, std, scale)
+    exported = export_c_command(model, outdir, name, kernels, fc_layout, calibration,
+                                calibration_random, lambda: norm, options, input_layout,
+                                input_shapes)
+    summary = exported.summary
+    click.echo(f"wrote {len(exported.files)} files to {exported.folder}: "
+               f"{', '.join(exported.names)}")
+    helium = (f"; {summary.arena_helium} bytes for CMSIS-NN's Helium (MVE) builds"
+              if summary.arena_helium is not None else "")
+    click.echo(f"{exported.c_name}: {summary.layers} layers ({kernels} kernels), arena "
+               f"{summary.arena_size} bytes (RAM{helium}), constant data "
+               f"{summary.constant_bytes} bytes (flash), {summary.overlapped} tensors placed "
+               "over their inputs")
 
 
 def run():

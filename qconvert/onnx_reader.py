@@ -35,6 +35,7 @@ from .dtypes import ONNX_TO_IR
 from .errors import QConvertError
 from .ir import Graph, Model, Node, Tensor
 from .ir.tensor import RAW_DTYPES
+from .onnx_wire import UnusualWire, strip_payloads
 from .padding import same_pads, valid_pads
 
 MIN_OPSET, MAX_OPSET = 11, 21
@@ -44,13 +45,6 @@ DTYPE_ATTRIBUTES = (("Cast", "to"), ("Quantize", "output_dtype"))
 SMALL_INITIALIZER = 4096  # bytes; larger ones are left out of the shape-inference copy
 MAX_ELEMENTS = 2 ** 31  # a conv / pool output above this is a broken model (int32 indexing)
 
-# Field numbers of onnx.proto3 (taken from the descriptors, not retyped).
-_MODEL_GRAPH = onnx.ModelProto.DESCRIPTOR.fields_by_name["graph"].number
-_GRAPH_INITIALIZER = onnx.GraphProto.DESCRIPTOR.fields_by_name["initializer"].number
-_TENSOR_DATA_TYPE = TensorProto.DESCRIPTOR.fields_by_name["data_type"].number
-_TENSOR_RAW_DATA = TensorProto.DESCRIPTOR.fields_by_name["raw_data"].number
-_TENSOR_DATA_LOCATION = TensorProto.DESCRIPTOR.fields_by_name["data_location"].number
-_LEN = 2  # wire type of length-delimited fields
 
 
 def _dim(d):
@@ -112,8 +106,8 @@ def parse_onnx_lean(data) -> ParsedOnnx:
     if not isinstance(data, mmap.mmap):
         data = bytes(data)  # immutable: the numpy views must never see it change
     try:
-        lean, payloads = _strip_payloads(data)
-    except _Unusual:
+        lean, payloads = strip_payloads(data, SMALL_INITIALIZER)
+    except UnusualWire:
         lean, payloads = None, {}
     if not payloads:
         return ParsedOnnx(parse_onnx(data if isinstance(data, bytes) else data[:]))
@@ -462,127 +456,6 @@ def _all_finite(data: np.ndarray) -> bool:
         if np.isfinite(data.sum()):
             return True
     return bool(np.isfinite(data).all())
-
-
-# -- protobuf wire format: leaving large payloads out of the parse ---------------------------
-class _Unusual(Exception):
-    """A wire layout the lean parse does not handle; the full parse takes over."""
-
-
-def _varint(buf: bytes, pos: int, end: int) -> tuple:
-    result = shift = 0
-    while True:
-        if pos >= end or shift > 63:
-            raise _Unusual
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-
-
-def encode_varint(value: int) -> bytes:
-    """A non-negative int as a protobuf base-128 varint."""
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def wire_fields(buf: bytes, start: int = 0, end: int | None = None):
-    """Yield `(number, wire_type, field_start, value_start, value_end)` for each field of the
-    message encoded in `buf[start:end]`; raise `_Unusual` on groups or broken framing."""
-    pos, end = start, len(buf) if end is None else end
-    while pos < end:
-        field_start = pos
-        key, pos = _varint(buf, pos, end)
-        number, wire_type = key >> 3, key & 7
-        if number == 0:
-            raise _Unusual
-        if wire_type == 0:
-            value_end = _varint(buf, pos, end)[1]
-        elif wire_type == 1:
-            value_end = pos + 8
-        elif wire_type == _LEN:
-            length, pos = _varint(buf, pos, end)
-            value_end = pos + length
-        elif wire_type == 5:
-            value_end = pos + 4
-        else:
-            raise _Unusual
-        if value_end > end:
-            raise _Unusual
-        yield number, wire_type, field_start, pos, value_end
-        pos = value_end
-
-
-def _strip_payloads(data: bytes) -> tuple:
-    """(ModelProto bytes without the large payloads, {initializer index: (offset, length)})."""
-    view = memoryview(data)
-    pieces, payloads, copied, graphs = [], {}, 0, 0
-    for number, wire_type, start, value, end in wire_fields(data):
-        if number != _MODEL_GRAPH or wire_type != _LEN:
-            continue
-        graphs += 1
-        if graphs > 1:
-            raise _Unusual  # repeated graph fields merge; leave that to protobuf
-        lean = _strip_graph(data, view, value, end, payloads)
-        if lean is not None:
-            pieces += [view[copied:start], _key(_MODEL_GRAPH), encode_varint(len(lean)), lean]
-            copied = end
-    if not payloads:
-        return None, {}
-    pieces.append(view[copied:])
-    return b"".join(pieces), payloads
-
-
-def _strip_graph(data: bytes, view, begin: int, finish: int, payloads: dict):
-    pieces, copied, index = [], begin, 0
-    for number, wire_type, start, value, end in wire_fields(data, begin, finish):
-        if number != _GRAPH_INITIALIZER or wire_type != _LEN:
-            continue
-        stripped = _strip_tensor(data, view, value, end)
-        if stripped is not None:
-            lean, offset, length = stripped
-            pieces += [view[copied:start], _key(_GRAPH_INITIALIZER), encode_varint(len(lean)),
-                       lean]
-            copied = end
-            payloads[index] = (offset, length)
-        index += 1
-    if not pieces:
-        return None
-    pieces.append(view[copied:finish])
-    return b"".join(pieces)
-
-
-def _strip_tensor(data: bytes, view, begin: int, finish: int):
-    """(TensorProto bytes without raw_data, offset, length) for a large numeric in-file
-    payload; None when the tensor is kept whole."""
-    fields = list(wire_fields(data, begin, finish))
-    data_type = location = 0
-    raw = None
-    for number, wire_type, _, value, end in fields:
-        if number == _TENSOR_RAW_DATA and wire_type == _LEN:
-            raw = (value, end)  # the last occurrence wins, as in protobuf
-        elif number == _TENSOR_DATA_TYPE and wire_type == 0:
-            data_type = _varint(data, value, end)[0]
-        elif number == _TENSOR_DATA_LOCATION and wire_type == 0:
-            location = _varint(data, value, end)[0]
-    if raw is None or raw[1] - raw[0] <= SMALL_INITIALIZER:
-        return None
-    dtype = ONNX_TO_IR.get(data_type)
-    if dtype is None or dtype in RAW_DTYPES or location == TensorProto.EXTERNAL:
-        return None
-    lean = b"".join(view[start:end] for number, wire_type, start, _, end in fields
-                    if not (number == _TENSOR_RAW_DATA and wire_type == _LEN))
-    return lean, raw[0], raw[1] - raw[0]
-
-
-def _key(number: int, wire_type: int = _LEN) -> bytes:
-    return encode_varint(number << 3 | wire_type)
 
 
 def _check_text(model: Model) -> None:

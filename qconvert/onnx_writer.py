@@ -27,7 +27,9 @@ from . import schemas
 from .dtypes import IR_TO_ONNX
 from .errors import QConvertError
 from .ir import Model, Tensor
-from .onnx_reader import DTYPE_ATTRIBUTES, encode_varint, wire_fields
+from .onnx_reader import DTYPE_ATTRIBUTES
+from .onnx_wire import (GRAPH_INITIALIZER, MODEL_GRAPH, TENSOR_RAW_DATA, encode_varint,
+                        field_key, wire_fields)
 
 MAX_PROTO_BYTES = 2**31 - 2**24
 _NEUTRAL = {"strides": 1, "dilations": 1, "pads": 0}
@@ -61,11 +63,11 @@ def serialized_chunks(model: Model) -> list:
     for t in _constants(model):
         inits += _initializer_chunks(t)
     graph_head, graph_tail = _split(proto.graph.SerializeToString(deterministic=True),
-                                    _GRAPH_INITIALIZER)
+                                    GRAPH_INITIALIZER)
     proto.ClearField("graph")
-    model_head, model_tail = _split(proto.SerializeToString(deterministic=True), _MODEL_GRAPH)
+    model_head, model_tail = _split(proto.SerializeToString(deterministic=True), MODEL_GRAPH)
     graph_size = len(graph_head) + sum(_nbytes(c) for c in inits) + len(graph_tail)
-    return [model_head, _key(_MODEL_GRAPH), encode_varint(graph_size), graph_head, *inits,
+    return [model_head, field_key(MODEL_GRAPH), encode_varint(graph_size), graph_head, *inits,
             graph_tail, model_tail]
 
 
@@ -165,17 +167,6 @@ def _attribute_constants(g, opset: int) -> set:
     return (as_attribute | born) - as_input
 
 
-# Field numbers of onnx.proto3 (from the descriptors).
-_MODEL_GRAPH = onnx.ModelProto.DESCRIPTOR.fields_by_name["graph"].number
-_GRAPH_INITIALIZER = onnx.GraphProto.DESCRIPTOR.fields_by_name["initializer"].number
-_TENSOR_RAW_DATA = TensorProto.DESCRIPTOR.fields_by_name["raw_data"].number
-
-
-def _key(number: int) -> bytes:
-    """Key of a length-delimited field."""
-    return encode_varint(number << 3 | 2)
-
-
 def _nbytes(chunk) -> int:
     return chunk.nbytes if isinstance(chunk, np.ndarray) else len(chunk)
 
@@ -198,10 +189,10 @@ def _initializer_chunks(t) -> list:
         data = _header(header, t)
         # the header holds dims, data_type and name, all numbered below raw_data: raw_data
         # comes last, where protobuf would write it
-        body = [header.SerializeToString(deterministic=True), _key(_TENSOR_RAW_DATA),
+        body = [header.SerializeToString(deterministic=True), field_key(TENSOR_RAW_DATA),
                 encode_varint(data.nbytes), data]
     size = sum(_nbytes(c) for c in body)
-    return [_key(_GRAPH_INITIALIZER), encode_varint(size), *body]
+    return [field_key(GRAPH_INITIALIZER), encode_varint(size), *body]
 
 
 def _node(n, g, opset: int) -> onnx.NodeProto:

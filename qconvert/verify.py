@@ -325,18 +325,18 @@ def verify_fuse(load, fmt: str, names, context, written: bytes, n: int) -> None:
 
 
 def verify_convert(source: Model, load, fmt: str, written: bytes, n: int,
-                   perms: dict | None) -> None:
+                   conversion=None) -> None:
     """`convert --verify N`: the written model against the input model (`load()` reads it
-    afresh) on N random inputs (given in the input's layout; ONNX -> TFLite transposes them
-    with the model)."""
+    afresh) on N random inputs (given in the input's layout; ONNX -> TFLite, `conversion` a
+    `TfliteConversion`, transposes them with the model)."""
     reference = load()
     samples = random_samples(reference, n)
     after_samples, output_perms = None, None
-    if perms is not None:
+    if conversion is not None:
+        perms = conversion.input_perms
         after_samples = [{k: np.ascontiguousarray(np.transpose(v, perms[k])) for k, v in s.items()}
                          for s in samples]
-        output_perms = {k: tuple(v) for k, v in
-                        source.meta.get("conversion", {}).get("outputs", {}).items()}
+        output_perms = {k: tuple(v) for k, v in conversion.output_perms.items()}
     verify_models(reference, reread(source, fmt, written), samples, after_samples,
                   output_perms)
 

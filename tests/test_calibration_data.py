@@ -15,8 +15,9 @@ from qconvert.errors import QConvertError
 from qconvert.ir.graph import Graph, Model
 from qconvert.ir.tensor import Tensor
 from qconvert.quant.calibration_data import (
-    PILLOW_HINT, RANDOM_CALIBRATION_WARNING, InputSpec, Progress, input_specs, iter_batches,
-    load_calibration, random_calibration)
+    PILLOW_HINT, RANDOM_CALIBRATION_WARNING, InputSpec, input_specs, load_calibration,
+    random_calibration)
+from qconvert.quant.progress import Progress, iter_batches
 
 NCHW = InputSpec("input", (1, 1, 16, 16), "float32", "NCHW")  # digits_cnn.onnx
 NHWC = InputSpec("serving_default_keras_tensor:0", (None, 16, 16, 1), "float32", "NHWC")

@@ -1,7 +1,9 @@
 """16x8 quantization (`--activations int16`, `--int16-layers auto|N|NAMES`): every model written
 runs in TFLite Micro (the validity oracle), and its output SQNR against the float model
-(onnxruntime or LiteRT), measured on TFLite Micro's outputs, beats int8's; the layers chosen are
-the ones asked for; refusals are one line with nothing written."""
+(onnxruntime or LiteRT), measured on TFLite Micro's outputs, beats int8's; qconvert's integer
+executor (which makes the report's figures) gives TFLite Micro's outputs bit for bit on them;
+the layers chosen are the ones asked for; the reported RAM and flash are the written model's;
+refusals are one line with nothing written."""
 
 from __future__ import annotations
 
@@ -430,3 +432,42 @@ def test_reported_ram_and_flash_are_those_of_the_written_model(digits):
         constants = [t for t in graph.tensors.values() if t.data is not None
                      and t.dtype in ("int8", "int16", "int32", "int64") and t.quant is not None]
         assert sum(int(t.data.nbytes) for t in constants) == mem["flash_bytes"], key
+
+
+@pytest.mark.parametrize("extra", [("--activations", "int16"), ("--int16-layers", "auto"),
+                                   ("--int16-layers", "3"),
+                                   ("--activations", "int16", "--io-type", "float32")])
+def test_our_integer_executor_matches_tflm_bit_for_bit_on_16x8_models(tmp_path, zoo, extra):
+    from tflite_micro.python.tflite_micro import runtime
+
+    from qconvert.executor.int_executor import run_int8
+    from qconvert.quant.report import int_executor_runs_int16
+
+    for model, calib in ((DIGITS, DIGITS_CALIB), (zoo[0], zoo[1])):
+        out, report, _ = _quantize(tmp_path, model, calib, f"{model.stem}.tflite", *extra)
+        graph = load_model(out).graph
+        assert int_executor_runs_int16(graph) and "report_run" not in report
+        it = runtime.Interpreter.from_bytes(out.read_bytes())
+        d = it.get_input_details(0)
+        rng = np.random.default_rng(7)
+        for _ in range(3):
+            if np.issubdtype(d["dtype"], np.integer):
+                info = np.iinfo(d["dtype"])
+                x = rng.integers(info.min, info.max + 1, d["shape"]).astype(d["dtype"])
+            else:
+                x = rng.standard_normal(d["shape"]).astype(d["dtype"])
+            it.set_input(x, 0)
+            it.invoke()
+            want = np.array(it.get_output(0))
+            got = run_int8(graph, {graph.inputs[0]: x})[graph.outputs[0]]
+            np.testing.assert_array_equal(got, want)
+            it.reset()
+
+
+def test_verify_runs_16x8_models_in_the_integer_executor(tmp_path):
+    for extra in (("--activations", "int16"), ("--int16-layers", "auto")):
+        out = tmp_path / "v.tflite"
+        result = _invoke(["quantize", DIGITS, "--calibration", DIGITS_CALIB, "-o", out,
+                          "--verify", 4, *extra])
+        assert result.exit_code == 0, result.output
+        assert "fake-quantized float run (the integer" not in result.output

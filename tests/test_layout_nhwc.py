@@ -1,7 +1,7 @@
 """ONNX -> TFLite with the NCHW -> NHWC layout pass, op by op: the ONNX model in onnxruntime
 (graph optimizations off) and the written .tflite in LiteRT (reference kernels) agree within
 1e-4 relative on random inputs, the TFLite data being the ONNX data transposed as
-`onnx_to_tflite` says. Also: which TFLite ops come out (no TRANSPOSE where none is needed),
+`convert_onnx_to_tflite` says. Also: which TFLite ops come out (no TRANSPOSE where none is needed),
 the input layout option, and every case that must be refused, all problems in one error."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from onnx import TensorProto
 from conftest import OnnxNet, assert_close
 from qconvert.errors import QConvertError
 from qconvert.model_io import load_model, serialize
-from qconvert.passes.layout.layout_nhwc import onnx_to_tflite
+from qconvert.passes.onnx_to_tflite import convert_onnx_to_tflite
 
 F = TensorProto.FLOAT
 
@@ -43,13 +43,18 @@ def _litert(data: bytes, feeds: list) -> list:
 
 def convert(tmp_path, data: bytes, input_layout="nhwc", rel=1e-4, seeds=(0, 1)):
     """Convert, write, and compare onnxruntime with LiteRT; return the TFLite model."""
+    return conversion_of(tmp_path, data, input_layout, rel, seeds).model
+
+
+def conversion_of(tmp_path, data: bytes, input_layout="nhwc", rel=1e-4, seeds=(0, 1)):
+    """`convert`, returning the whole `TfliteConversion`."""
     path = tmp_path / "m.onnx"
     path.write_bytes(data)
     model = load_model(path)
-    tfl, perms = onnx_to_tflite(model, input_layout)
+    conversion = convert_onnx_to_tflite(model, input_layout)
+    tfl, perms = conversion.model, conversion.input_perms
     blob = serialize(tfl)
     graph = tfl.graph
-    conversion = tfl.meta["conversion"]
     for seed in seeds:
         rng = np.random.default_rng(seed)
         feeds = {}
@@ -58,10 +63,10 @@ def convert(tmp_path, data: bytes, input_layout="nhwc", rel=1e-4, seeds=(0, 1)):
             feeds[name] = rng.standard_normal(shape).astype(np.float32)
         ref = _ort(data, feeds)
         got = _litert(blob, [np.transpose(feeds[n], perms[n]) for n in graph.inputs])
-        back = [np.transpose(g, np.argsort(conversion["outputs"][name]))
+        back = [np.transpose(g, np.argsort(conversion.output_perms[name]))
                 for g, name in zip(got, graph.outputs)]
         assert_close(ref, back, rel)
-    return tfl
+    return conversion
 
 
 def ops(model) -> list:
@@ -84,9 +89,9 @@ def test_conv_padding(tmp_path, size, attrs, pad_op):
     n = Net()
     x = n.input("x", [1, 3, size, size])
     n.conv(x, 3, 5, "y", **attrs)
-    tfl = convert(tmp_path, n.build(["y"]))
-    assert ops(tfl) == (["Pad"] if pad_op else []) + ["Conv2D"]
-    assert tfl.meta["conversion"]["outputs"]["y"] == [0, 2, 3, 1]  # a 4-D output stays NHWC
+    conversion = conversion_of(tmp_path, n.build(["y"]))
+    assert ops(conversion.model) == (["Pad"] if pad_op else []) + ["Conv2D"]
+    assert conversion.output_perms["y"] == (0, 2, 3, 1)  # a 4-D output stays NHWC
 
 
 @pytest.mark.parametrize("mult,bias", [(1, True), (2, False), (3, True)])
@@ -263,8 +268,8 @@ def test_softmax_over_a_spatial_axis_transposes(tmp_path):
     x = n.input("x", [1, 3, 4, 5])
     c = n.conv(x, 3, 2, "c", k=1)
     n.node("Softmax", [c], "y", axis=2)
-    tfl = convert(tmp_path, n.build(["y"]))
-    assert "Transpose" in ops(tfl) and tfl.meta["conversion"]["transposes"]
+    conversion = conversion_of(tmp_path, n.build(["y"]))
+    assert "Transpose" in ops(conversion.model) and conversion.transposes
 
 
 @pytest.mark.parametrize("value", [None, 1.5])
@@ -424,13 +429,13 @@ def test_input_layout_nchw_transposes_after_the_input(tmp_path):
     n = Net()
     x = n.input("x", [1, 3, 6, 6])
     n.conv(x, 3, 4, "y", pads=[1, 1, 1, 1])
-    tfl = convert(tmp_path, n.build(["y"]), input_layout="nchw")
-    graph = tfl.graph
+    conversion = conversion_of(tmp_path, n.build(["y"]), input_layout="nchw")
+    graph = conversion.model.graph
     assert graph.tensors["x"].shape == (1, 3, 6, 6) and graph.tensors["y"].shape == (1, 4, 6, 6)
     first = graph.nodes[0]
     assert first.op == "Transpose" and first.inputs[0] == "x"
     assert graph.tensors[first.inputs[1]].data.tolist() == [0, 2, 3, 1]
-    assert len(tfl.meta["conversion"]["transposes"]) == 2  # after the input, before the output
+    assert len(conversion.transposes) == 2  # after the input, before the output
 
 
 @pytest.mark.parametrize("layout", ["nhwc", "nchw"])
@@ -443,11 +448,11 @@ def test_outputs_in_every_layout_keep_their_names(tmp_path, layout):
     n.node("Transpose", [c], "t", perm=[0, 3, 2, 1])
     n.node("Identity", [x], "i")
     n.node("Relu", [c], "r")
-    tfl = convert(tmp_path, n.build(["c", "f", "t", "i", "r"]), input_layout=layout)
-    assert tfl.graph.outputs == ["c", "f", "t", "i", "r"]
-    nhwc = [0, 2, 3, 1] if layout == "nhwc" else [0, 1, 2, 3]
-    assert tfl.meta["conversion"]["outputs"] == {"c": nhwc, "f": [0, 1], "t": [0, 1, 2, 3],
-                                                 "i": nhwc, "r": nhwc}
+    conversion = conversion_of(tmp_path, n.build(["c", "f", "t", "i", "r"]), input_layout=layout)
+    assert conversion.model.graph.outputs == ["c", "f", "t", "i", "r"]
+    nhwc = (0, 2, 3, 1) if layout == "nhwc" else (0, 1, 2, 3)
+    assert conversion.output_perms == {"c": nhwc, "f": (0, 1), "t": (0, 1, 2, 3),
+                                       "i": nhwc, "r": nhwc}
 
 
 def test_one_value_as_two_outputs(tmp_path):
@@ -485,7 +490,7 @@ def test_input_model_is_not_changed(tmp_path):
     path.write_bytes(n.build(["y"]))
     model = load_model(path)
     before = serialize(model)
-    tfl, _ = onnx_to_tflite(model)
+    tfl = convert_onnx_to_tflite(model).model
     assert serialize(model) == before and model.format == "onnx" and tfl.format == "tflite"
 
 
@@ -495,7 +500,7 @@ def _refusal(tmp_path, data: bytes) -> str:
     path = tmp_path / "bad.onnx"
     path.write_bytes(data)
     with pytest.raises(QConvertError) as info:
-        onnx_to_tflite(load_model(path))
+        convert_onnx_to_tflite(load_model(path))
     message = str(info.value)
     assert "\n" not in message and message.startswith("cannot convert ONNX to TFLite")
     return message
@@ -550,4 +555,4 @@ def test_quantized_onnx_is_refused(tmp_path):
     path = tmp_path / "q.onnx"
     path.write_bytes(n.build(["y"]))
     with pytest.raises(QConvertError, match="only float models convert"):
-        onnx_to_tflite(load_model(path))
+        convert_onnx_to_tflite(load_model(path))

@@ -16,13 +16,13 @@ from onnx import TensorProto, helper
 
 from conftest import OnnxNet, assert_close
 from test_int_executor import tflm
-from test_layout_nhwc import _ort, _litert, _refusal, convert, ops
+from test_layout_nhwc import _ort, _litert, _refusal, conversion_of, convert, ops
 
 from qconvert.cli import main
 from qconvert.executor.float_executor import run_float
 from qconvert.executor.int_executor import run_int8
 from qconvert.model_io import load_model, serialize
-from qconvert.passes.layout.layout_nhwc import data_to_tflite_layout, onnx_to_tflite
+from qconvert.passes.onnx_to_tflite import convert_onnx_to_tflite, data_to_tflite_layout
 from qconvert.quant.quantize import QuantizeOptions, quantize_model
 from qconvert.tflite_reader import read_tflite
 
@@ -33,7 +33,8 @@ def int8_bit_exact(tmp_path, data: bytes, samples: int = 2) -> list:
     path = tmp_path / "q.onnx"
     path.write_bytes(data)
     model = load_model(path)
-    tfl, perms = onnx_to_tflite(model)
+    conversion = convert_onnx_to_tflite(model)
+    tfl, perms = conversion.model, conversion.input_perms
     rng = np.random.default_rng(0)
     calib = {n: rng.standard_normal((8,) + tuple(model.graph.tensors[n].shape[1:]))
              .astype(np.float32) for n in model.graph.inputs}
@@ -249,10 +250,11 @@ def test_conv1d_net_runs_as_2d_layers_without_transposes(tmp_path):
     """Conv1d / MaxPool1d / AvgPool1d / GlobalAveragePool as 2-D with H = 1: the input is
     channels last (N, L, C), the layers meet with no TRANSPOSE and no RESHAPE between them,
     Relu / Clip become fused activations."""
-    tfl = convert(tmp_path, audio_net())
+    conversion = conversion_of(tmp_path, audio_net())
+    tfl = conversion.model
     assert ops(tfl) == ["Reshape", "Pad", "Conv2D", "Conv2D", "MaxPool", "Conv2D",
                         "AveragePool", "AveragePool", "Reshape", "FullyConnected"]
-    assert tfl.meta["conversion"]["inputs"]["x"] == [0, 2, 1]
+    assert conversion.input_perms["x"] == (0, 2, 1)
     assert [n.attrs["activation"] for n in tfl.graph.nodes if n.op == "Conv2D"] == \
         ["RELU", "RELU", "RELU6"]
     assert "AveragePool" in int8_bit_exact(tmp_path, audio_net())

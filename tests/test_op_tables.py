@@ -14,18 +14,23 @@ import numpy as np
 import pytest
 import tflite
 
-from qconvert import schemas
+from qconvert import schemas, tflite_reader
 from qconvert.c_export import model_steps
 from qconvert.c_export.layer_spec import OP_SPECS
 from qconvert.c_export.model_steps import LOWERINGS
+from qconvert.c_export.model_steps_s16 import LOWERINGS16
 from qconvert.executor.float_executor import IN_PLACE
 from qconvert.executor.float_kernels import CONTEXT_KERNELS, KERNELS
+from qconvert.executor.int16_kernels import INT16_KERNELS
 from qconvert.executor.int_kernels import INT_KERNELS
 from qconvert.int8.prepare import LAYER_PARAMS as INT_PARAMS
+from qconvert.int8.prepare.int16 import LAYER_PARAMS16
 from qconvert.ir import Node
 from qconvert.passes.cleanup import eliminate, fold_constants
 from qconvert.passes.fusion import equalize
-from qconvert.passes.fusion.fuse_linear import AFFINE_RULES
+from qconvert.passes.fusion.conv_add import CONV_ADD
+from qconvert.passes.fusion.conv_batchnorm import CONV_BATCHNORM
+from qconvert.passes.fusion.conv_mul import CONV_MUL
 from qconvert.passes.fusion.linear_layer import LAYERS
 from qconvert.passes.layout import onnx_to_tflite_ops, onnx_to_tflite_spatial
 from qconvert.passes.layout.layout_rules import REDUCERS, RULES
@@ -33,6 +38,7 @@ from qconvert.passes.layout.onnx_to_tflite_ops import (BOUND_PRESERVING, CHECKS,
                                                        FOLDS_WHEN_STATIC, GLOBAL_POOLS,
                                                        MAPPING_RULES)
 from qconvert.passes.layout.onnx_to_tflite_spatial import SPATIAL_RULES
+from qconvert.quant import int16 as quant_int16
 from qconvert.quant import invariants
 from qconvert.schemas.activations import ACTIVATION_RANGES
 
@@ -56,8 +62,9 @@ KEYED_TABLES = {
     "reductions (layout_rules.REDUCERS)": {**REDUCERS, **{v: k for k, v in REDUCERS.items()}},
     "range-preserving ops (BOUND_PRESERVING)": BOUND_PRESERVING,
     "linear layers (passes/fusion/linear_layer.LAYERS)": LAYERS,
-    "affine ops fused into layers (fuse_linear.AFFINE_RULES)":
-        {op for rules in AFFINE_RULES.values() for op in rules},
+    "affine ops fused into layers (the patterns of fusion/conv_*)":
+        {op for f in (CONV_BATCHNORM, CONV_MUL, CONV_ADD) for op in
+         ((f.pattern.ops,) if isinstance(f.pattern.ops, str) else f.pattern.ops)},
     "output lower bounds (onnx_to_tflite_ops.LOWER_BOUNDS)": onnx_to_tflite_ops.LOWER_BOUNDS,
     "ops lifted to NHWC (onnx_to_tflite_spatial.LIFTED)": onnx_to_tflite_spatial.LIFTED,
     "ops transposes sink through (onnx_to_tflite_spatial.SINKS, BINARY_SINKS)":
@@ -68,6 +75,11 @@ KEYED_TABLES = {
     "layers the quantization invariants check (quant/invariants)": set(invariants._LAYERS),
     "C lookup-table, binary and data-movement ops (c_export/model_steps)":
         {*model_steps._LOOKUP_OPS, *model_steps._BINARY, *model_steps._MOVEMENT},
+    "TFLite reductions the reader respells (tflite_reader._REDUCERS)": tflite_reader._REDUCERS,
+    "16x8 kernels (executor/int16_kernels)": INT16_KERNELS,
+    "16x8 layer params (int8/prepare/int16)": LAYER_PARAMS16,
+    "16x8 C lowerings (c_export/model_steps_s16)": LOWERINGS16,
+    "ops the quantizer makes 16x8 (quant/int16)": quant_int16.INT16_KERNELS,
 }
 
 # -- allowed gaps, each with its reason ----------------------------------------------------------
@@ -190,6 +202,23 @@ def linear_layer_gaps(schemas_: dict, layers: dict) -> list:
     return problems
 
 
+def int16_gaps(int16_kernels: dict, int16_params: dict, lowerings16: dict, quantized: frozenset,
+               int_kernels: dict) -> list:
+    """A 16x8 op has an int8 kernel too, its 16x8 parameters and a 16x8 C lowering; the
+    quantizer makes 16x8 only ops the 16x8 executor runs."""
+    problems = [f"{op}: 16x8 kernel but no int8 kernel" for op in int16_kernels
+                if op not in int_kernels]
+    problems += [f"{op}: 16x8 kernel but no 16x8 params" for op in int16_kernels
+                 if op not in int16_params]
+    problems += [f"{op}: 16x8 kernel but no 16x8 C lowering" for op in int16_kernels
+                 if op not in lowerings16]
+    problems += [f"{op}: 16x8 C lowering but no 16x8 kernel" for op in lowerings16
+                 if op not in int16_kernels]
+    problems += [f"{op}: quantized to 16x8 but no 16x8 kernel" for op in quantized
+                 if op not in int16_kernels]
+    return problems
+
+
 def fused_activation_gaps(schemas_: dict, op_specs: dict) -> list:
     """An op activations fuse into has a TFLite options table with a fused activation (the
     `tflite` package's schema, not ours) and, when exportable, int clamps in its header."""
@@ -259,6 +288,11 @@ def test_linear_layers_match_the_schemas_weight_channel_axis():
     assert linear_layer_gaps(SCHEMAS, LAYERS) == []
 
 
+def test_16x8_ops_have_kernels_params_and_c_lowerings():
+    assert int16_gaps(INT16_KERNELS, LAYER_PARAMS16, LOWERINGS16, quant_int16.INT16_KERNELS,
+                      INT_KERNELS) == []
+
+
 def test_fusable_layers_carry_a_fused_activation():
     assert fused_activation_gaps(SCHEMAS, OP_SPECS) == []
 
@@ -297,8 +331,8 @@ def _replace(schema, **changes):
 
 @pytest.mark.parametrize("case", [
     "unknown key", "float kernel", "int kernel", "int params", "int8 version", "fixed output",
-    "header spec", "C lowering", "layout rule", "lowering rule", "linear layer", "linear axis",
-    "fused activation", "clamp", "stays float"])
+    "header spec", "C lowering", "16x8", "layout rule", "lowering rule", "linear layer",
+    "linear axis", "fused activation", "clamp", "stays float"])
 def test_every_check_fails_when_an_entry_goes_missing(case):
     import dataclasses
 
@@ -316,6 +350,8 @@ def test_every_check_fails_when_an_entry_goes_missing(case):
                                            LOWERINGS),
         "C lowering": lambda: header_gaps(INT_KERNELS, INT_PARAMS, OP_SPECS,
                                           _without(LOWERINGS, "Mean")),
+        "16x8": lambda: int16_gaps(INT16_KERNELS, LAYER_PARAMS16, LOWERINGS16,
+                                   quant_int16.INT16_KERNELS, _without(INT_KERNELS, "Conv2D")),
         "layout rule": lambda: layout_gaps(SCHEMAS, _without(RULES, "MaxPool")),
         "lowering rule": lambda: lowering_gaps(SCHEMAS, _without(RULES, "Gemm"),
                                                FOLDS_WHEN_STATIC),

@@ -86,3 +86,36 @@ def test_equalize_keeps_tflite_function(tmp_path):
         after = serialize(m, "tflite")
         for seed in (0, 1):
             assert_close(run_litert(src.read_bytes(), seed), run_litert(after, seed), 1e-5)
+
+
+def test_equalize_does_not_fire_when_a_subgraph_reads_between_the_layers(tmp_path):
+    """Must not fire: an If body reads the ReLU output between the two convs, so rescaling the
+    first conv's channels would change what the body sees (onnxruntime: outputs unchanged)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    net = OnnxNet(5)
+    x = net.input("x", [1, 3, 6, 6])
+    spread = np.logspace(-2, 2, 4).astype(np.float32)
+    w1 = net.rng.standard_normal((4, 3, 3, 3)).astype(np.float32) * spread[:, None, None, None]
+    net.node("Conv", [x, net.const("w1", w1)], "a", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    net.node("Relu", ["a"], "r")
+    net.conv("r", 4, 4, "b", k=1)
+    body_out = helper.make_tensor_value_info("t", TensorProto.FLOAT, None)
+    then_graph = helper.make_graph([helper.make_node("Identity", ["r"], ["t"])], "then", [],
+                                   [body_out])
+    else_graph = helper.make_graph([helper.make_node("Identity", ["r"], ["t"])], "else", [],
+                                   [body_out])
+    net.inits.append(numpy_helper.from_array(np.array(True), "cond"))
+    net.nodes.append(helper.make_node("If", ["cond"], ["seen"], then_branch=then_graph,
+                                      else_branch=else_graph))
+    blob = net.build(["b", "seen"])
+    m = _model(tmp_path, blob)
+    assert m.graph.read_in_body("r")
+    assert run_passes(m, ["equalize"], PassContext("onnx"))["equalize"] == 0
+    after = serialize(m, "onnx")
+    for seed in (0, 1):
+        assert_close(run_onnx(blob, seed), run_onnx(after, seed), 0)
+    # without the If, the same pair is equalized: the subgraph read is what stops it
+    net.nodes.pop()
+    plain = _model(tmp_path, net.build(["b"]), "plain.onnx")
+    assert run_passes(plain, ["equalize"], PassContext("onnx"))["equalize"] == 1

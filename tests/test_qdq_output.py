@@ -199,9 +199,9 @@ def test_layer_reference_beyond_its_budget_is_a_prefix_of_the_first_sample(tmp_p
     """When one sample's activations exceed LAYER_REFERENCE_BYTES (a ResNet-50 at 224 x 224),
     calibration keeps only the leading share of each tensor's values of the first sample
     (`layer_sample_fraction`): each layer's SQNR is then onnxruntime's over that prefix."""
-    import qconvert.quant.quantize as quantize
+    import qconvert.quant.calibrate as calibrate
 
-    monkeypatch.setattr(quantize, "LAYER_REFERENCE_BYTES", 20000)
+    monkeypatch.setattr(calibrate, "LAYER_REFERENCE_BYTES", 20000)
     out, report = _quantize(tmp_path, DIGITS)
     fraction = report["layer_sample_fraction"]
     assert 0 < fraction < 1 and report["layer_samples"] == 1

@@ -23,7 +23,6 @@ from qconvert.ir import Graph
 from qconvert.schemas.effects import is_pure
 
 from .. import register_pass
-from ..graph_edit import implicit_uses, used_names
 
 
 _PASSTHROUGH_OPS = frozenset({"Identity", "Dropout", "Reshape", "Transpose"})
@@ -64,8 +63,7 @@ def _bypass(node, graph: Graph) -> bool:
         graph.detach(node)
         return True
     producer = graph.producer(src)
-    if (src in graph.outputs or src in graph.inputs or producer is None
-            or len(graph.readers(src)) != 1 or graph.observed(src)):
+    if src in graph.inputs or producer is None or graph.sole_reader(src) is not node:
         return False
     graph.set_outputs(producer, [dst if o == src else o for o in producer.outputs])
     graph.detach(node)
@@ -82,7 +80,7 @@ def eliminate(graph: Graph, context) -> int:
             bypassed.append(node)
             count += 1
     graph.remove_nodes(bypassed)
-    live = set(graph.outputs) | implicit_uses(graph)
+    live = set(graph.outputs) | graph.observed_names()
     dead = []
     for node in reversed(graph.nodes):  # reverse topological order: readers before producers
         if not is_pure(node) or any(o in live for o in node.outputs if o is not None):
@@ -91,7 +89,7 @@ def eliminate(graph: Graph, context) -> int:
             dead.append(node)
             count += 1
     graph.remove_nodes(dead)
-    used = used_names(graph) | set(graph.inputs)
+    used = graph.needed_names() | set(graph.inputs)
     produced = graph.uses.producer
     for name in [n for n in graph.tensors if n not in used and n not in produced]:
         del graph.tensors[name]

@@ -15,7 +15,7 @@ pair and A of the next) until no scale moves by more than 1e-4, at most `MAX_ROU
 
 Conditions (else the pair is skipped, never an error): A's fused activation is NONE or RELU
 (RELU6 and other clamps do not commute with a scale); every tensor from A to B has exactly one
-reader and is not a graph output; weights (and biases) are float constants; the channel counts
+reader and is not a graph output nor read by a subgraph (`Graph.sole_reader`); weights (and biases) are float constants; the channel counts
 match; a channel whose weights are all zero in A or B keeps scale 1. Weights read by other
 layers are copied, not changed; arithmetic in float64, cast once.
 """
@@ -27,7 +27,7 @@ import numpy as np
 from qconvert.ir import Graph
 
 from .. import PassContext, register_pass
-from .linear_layer import LinearView, _is_float, _rule, fold_affine, set_constant
+from .linear_layer import LinearView, _is_float, _rule, fold_affine
 
 MAX_ROUNDS = 50
 TOLERANCE = 1e-4
@@ -70,7 +70,6 @@ def _in_axis(node, w, channels: int):
 
 def _pairs(graph: Graph) -> list:
     """[(A, B, chain tensors)] of the module docstring's pattern."""
-    outputs = set(graph.outputs)
     found = []
     for a in graph.nodes:
         if a.op not in _FIRST or a.attrs.get("activation", "NONE") not in ("NONE", "RELU"):
@@ -82,10 +81,9 @@ def _pairs(graph: Graph) -> list:
         t = a.outputs[0]
         b = None
         while True:
-            readers = graph.readers(t)  # the use index: no scan per candidate
-            if t in outputs or len(readers) != 1:
+            nxt = graph.sole_reader(t)  # no other reader, not a graph output, not observed
+            if nxt is None:
                 break
-            nxt = readers[0]
             if nxt.op in _PASS_THROUGH and not nxt.opaque and nxt.inputs[0] == t:
                 t = nxt.outputs[0]
                 continue
@@ -128,7 +126,7 @@ def _equalize_pair(graph: Graph, a, b, axis_b: int) -> float:
     shape = [1] * wb.ndim
     shape[axis_b] = -1
     new_b = (wb.astype(np.float64) * s.reshape(shape)).astype(wb.dtype)
-    graph.set_inputs(b, [b.inputs[0], set_constant(graph, b.inputs[1], new_b), *b.inputs[2:]])
+    graph.set_inputs(b, [b.inputs[0], graph.set_constant(b.inputs[1], new_b), *b.inputs[2:]])
     return float(np.max(np.abs(np.log(s))))
 
 

@@ -10,8 +10,9 @@ DepthwiseConv2D, FullyConnected and the elementwise ADD / SUB / MUL: their TFLit
 a fused activation too, so a ResNet's residual Add -> Relu becomes one ADD, one requantization
 fewer in int8) with no fused activation yet; its output has one
 reader (the activation), is not a graph output; Clip bounds are constants; the two tensors have
-the same quantization (none, or equal parameters). Math: `act(W x + b)` is what the fused layer
-computes, so outputs are unchanged bit for bit. The activation's output name is kept.
+the same quantization (none, or equal parameters); the target format is TFLite. Math:
+`act(W x + b)` is what the fused layer computes, so outputs are unchanged bit for bit. The
+activation's output name is kept.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import numpy as np
 
 from qconvert import schemas
 from qconvert.ir import Graph
-from qconvert.schemas.activations import activation_of_op, activation_of_range
+from qconvert.schemas.activations import activation_of_op, activation_of_range, clamp_ops
 
-from .. import register_pass
+from ..matcher import Edit, Fusion, Match, Op, register_fusion
 
 FUSABLE_LAYERS = frozenset(s.name for s in schemas.all_schemas() if s.fuses_activation)
 
@@ -61,27 +62,47 @@ def _same_quant(a, b) -> bool:
             and np.array_equal(a.zero_point, b.zero_point))
 
 
-@register_pass("fuse-activation")
-def fuse_activation(graph: Graph, context) -> int:
-    """Make Relu / Relu6 / Clip the fused activation of the conv or FC before it (TFLite only)."""
-    if context.target_format != "tflite":
-        return 0
-    removed = []
-    for node in graph.nodes:
-        act = activation_of(graph, node)
-        if act is None:
-            continue
-        x = node.inputs[0]
-        layer = graph.producer(x)
-        if (layer is None or layer.opaque or layer.op not in FUSABLE_LAYERS
-                or layer.attrs.get("activation", "NONE") != "NONE"
-                or graph.sole_reader(x) is not node
-                or not _same_quant(graph.tensors[x].quant, graph.tensors[node.outputs[0]].quant)):
-            continue
-        layer.attrs["activation"] = act
-        graph.detach(node)
-        graph.set_outputs(layer, [node.outputs[0]] + layer.outputs[1:])
-        del graph.tensors[x]
-        removed.append(node)
-    graph.remove_nodes(removed)
-    return len(removed)
+def known_activation(graph: Graph, m: Match) -> str | None:
+    """The op is a TFLite fused activation: Relu, Relu6, or Clip with constant bounds (0, 6),
+    (-1, 1) or (0, none)."""
+    act = activation_of(graph, m.anchor)
+    if act is None:
+        return "Clip bounds that are not constants (0, 6), (-1, 1) or (0, none)"
+    m.facts["activation"] = act
+    return None
+
+
+def no_activation_yet(graph: Graph, m: Match) -> str | None:
+    """The layer carries no fused activation yet."""
+    act = m["layer"].attrs.get("activation", "NONE")
+    return None if act == "NONE" else f"the layer already has fused activation {act}"
+
+
+def same_quantization(graph: Graph, m: Match) -> str | None:
+    """The layer's output and the activation's output have the same quantization (none, or
+    equal parameters)."""
+    x, y = m.anchor.inputs[0], m.anchor.outputs[0]
+    if not _same_quant(graph.tensors[x].quant, graph.tensors[y].quant):
+        return "the activation requantizes"
+    return None
+
+
+def fuse(graph: Graph, m: Match, edit: Edit) -> None:
+    """The layer takes the activation and writes its output."""
+    node, layer = m.anchor, m["layer"]
+    x = node.inputs[0]
+    layer.attrs["activation"] = m.facts["activation"]
+    edit.remove(graph, node)
+    graph.set_outputs(layer, [node.outputs[0]] + layer.outputs[1:])
+    del graph.tensors[x]
+
+
+FUSE_ACTIVATION = register_fusion(Fusion(
+    name="fuse-activation",
+    summary="Make Relu / Relu6 / Clip the fused activation of the conv or FC before it "
+            "(TFLite only).",
+    pattern=Op(clamp_ops(), "act", inputs=(Op(FUSABLE_LAYERS, "layer"),)),
+    conditions=(known_activation, no_activation_yet, same_quantization),
+    rewrite=fuse,
+    when=lambda context: context is not None and context.target_format == "tflite",
+))

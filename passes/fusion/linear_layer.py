@@ -200,28 +200,6 @@ def same_output_shape(graph: Graph, a: str, b: str) -> bool:
     return ta.shape is None or tb.shape is None or len(ta.shape) == len(tb.shape)
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a.flags.writeable = False
-    return a
-
-
-def set_constant(graph: Graph, name: str, data: np.ndarray) -> str:
-    """Give constant `name` new data; a copy with a fresh name when others read it too."""
-    t = graph.tensors[name]
-    data = _frozen(np.ascontiguousarray(data))
-    if graph.reader_count(name) <= 1 and name not in graph.outputs and name not in graph.inputs:
-        t.data, t.shape = data, tuple(data.shape)
-        return name
-    new = graph.fresh_name(f"{name}_fused")
-    graph.add_tensor(Tensor(new, tuple(data.shape), t.dtype, data))
-    return new
-
-
-def new_constant(graph: Graph, base: str, data: np.ndarray) -> str:
-    """Add a constant tensor under a fresh name derived from `base`."""
-    return graph.add_constant(base, data)
-
-
 def fold_affine(graph: Graph, view: LinearView, scale, shift) -> None:
     """Rewrite the layer so it computes `scale * y + shift` (per-channel float64 vectors or None).
 
@@ -237,7 +215,7 @@ def fold_affine(graph: Graph, view: LinearView, scale, shift) -> None:
         if node.op == "Gemm":
             node.attrs["alpha"] = 1.0
         new_w = view.rule.scale_weights(w, np.asarray(scale, np.float64), node, dtype)
-        inputs[1] = set_constant(graph, inputs[1], new_w)
+        inputs[1] = graph.set_constant(inputs[1], new_w)
     bias = view.bias if view.bias is not None else np.zeros(view.channels)
     if scale is not None:
         bias = bias * scale
@@ -252,8 +230,8 @@ def fold_affine(graph: Graph, view: LinearView, scale, shift) -> None:
     while len(inputs) < 3:
         inputs.append(None)
     if inputs[2] is None:
-        inputs[2] = new_constant(graph, f"{node.name or node.outputs[0]}_bias", new_b)
+        inputs[2] = graph.add_constant(f"{node.name or node.outputs[0]}_bias", new_b)
     else:
-        inputs[2] = set_constant(graph, inputs[2], new_b)
+        inputs[2] = graph.set_constant(inputs[2], new_b)
     graph.set_inputs(node, inputs)
     view.bias = bias

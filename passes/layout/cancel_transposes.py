@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qconvert.ir import Graph, Tensor
+from qconvert.ir import Graph
 
 from .. import register_pass
 from .layout_state import order_preserving
@@ -28,20 +28,14 @@ def _perm(graph: Graph, node) -> list | None:
 
 
 def _set_perm(graph: Graph, node, perm: list) -> None:
-    data = np.asarray(perm, np.int32)
-    data.flags.writeable = False
-    name = graph.fresh_name(f"{node.name}_perm")
-    graph.add_tensor(Tensor(name, data.shape, "int32", data))
+    name = graph.add_constant(f"{node.name}_perm", np.asarray(perm, np.int32))
     graph.set_inputs(node, [node.inputs[0], name])
 
 
 def _as_reshape(graph: Graph, node) -> None:
     out = graph.tensors[node.outputs[0]]
     dims = [int(d) for d in out.shape]
-    data = np.asarray(dims, np.int32)
-    data.flags.writeable = False
-    name = graph.fresh_name(f"{node.name}_shape")
-    graph.add_tensor(Tensor(name, data.shape, str(data.dtype), data))
+    name = graph.add_constant(f"{node.name}_shape", np.asarray(dims, np.int32))
     node.op = "Reshape"
     graph.set_inputs(node, [node.inputs[0], name])
     node.attrs = {"allowzero": 0}

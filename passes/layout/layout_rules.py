@@ -148,7 +148,7 @@ def _pool(cv, node) -> None:
                          "with count_include_pad 0)")
     fill = 0.0
     if is_max:  # padding must never win: the input's lower bound, else repeated borders
-        fill = lower_bound(cv.src, node.inputs[0], cv.producers)
+        fill = lower_bound(cv.src, node.inputs[0])
     v, pads = spatial_padding(cv, v, kernel, strides, [1, 1], pads, fill, same_ok=not include_pad)
     out = cv.define(node.outputs[0], Layout(NHWC))
     cv.emit(node.op, [v.name], [out.name],

@@ -105,13 +105,6 @@ class Value:
         return tuple(self.shape[p] for p in self.layout.perm)
 
 
-def _frozen(array: np.ndarray) -> np.ndarray:
-    array = np.array(array, order="C", copy=True) if not array.flags.c_contiguous else array
-    array = array.view()
-    array.flags.writeable = False
-    return array
-
-
 class Converter:
     """Builds the TFLite graph from the ONNX graph `src` (see the module docstring)."""
 
@@ -124,7 +117,6 @@ class Converter:
         self.copied: dict = {}       # ONNX constant name -> TFLite tensor name
         self.relayouts: dict = {}    # (TFLite tensor, transpose of its data) -> TFLite tensor
         self.transposes: list = []   # names of the TRANSPOSE nodes inserted
-        self.producers = src.producers()
 
     # -- names and tensors ----------------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -156,10 +148,7 @@ class Converter:
 
     def add_const(self, base: str, array: np.ndarray) -> str:
         """A new constant tensor holding `array` (never written to afterwards)."""
-        name = self.fresh(base)
-        data = _frozen(np.asarray(array))
-        self.dst.add_tensor(Tensor(name, tuple(data.shape), str(data.dtype), data))
-        return name
+        return self.dst.add_constant(self.fresh(base), array)
 
     def int32_const(self, base: str, values) -> str:
         return self.add_const(base, np.asarray(list(values), dtype=np.int32))
@@ -168,8 +157,7 @@ class Converter:
         """The ONNX constant `name` itself, under its own name."""
         if name not in self.copied:
             t = self.src.tensors[name]
-            self.dst.add_tensor(Tensor(name, tuple(t.data.shape), t.dtype, t.data))
-            self.copied[name] = name
+            self.copied[name] = self.dst.add_constant(name, t.data, t.dtype, share=True)
         return self.copied[name]
 
     def new_value(self, base: str, layout: Layout, shape: tuple, dtype: str) -> Value:

@@ -6,7 +6,7 @@ transformers (used by `layout-nhwc` through `onnx_to_tflite_ops.MAPPING_RULES`).
 - Sqrt -> SQRT (float: TFLite Micro has no int8 SQRT); Pow with a constant exponent: 2 -> MUL(x,
   x) (int8 everywhere), 0.5 -> SQRT, 1 -> nothing; other exponents are refused (TFLite Micro has
   no POW). Reciprocal -> DIV(1, x) (float).
-- `fuse_rsqrt` (on the ONNX graph, before the layout pass): Div(a, Sqrt(v)) -> Mul(a, Rsqrt(v))
+- `fusion.rsqrt` (on the ONNX graph, before the layout pass): Div(a, Sqrt(v)) -> Mul(a, Rsqrt(v))
   and Reciprocal(Sqrt(v)) -> Rsqrt(v) when the Sqrt has no other reader: the decomposed
   LayerNorm then needs only ops TFLite Micro runs in int8 (RSQRT, MUL).
 - LayerNormalization(axis, epsilon) -> MEAN, SUB, MUL (square), MEAN, ADD epsilon, RSQRT, MUL,
@@ -23,9 +23,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from qconvert.ir import Graph
-
-from ..graph_edit import implicit_uses
 from .layout_state import Layout, Unmappable, Value, identity
 
 UNMAPPED = "ops with no TFLite mapping"
@@ -212,33 +209,6 @@ def batch_matmul(cv, node) -> None:
             Layout(identity(out_rank)))
 
 
-# -- on the ONNX graph, before the layout pass -----------------------------------------------------
-def fuse_rsqrt(graph: Graph) -> int:
-    """Div(a, Sqrt(v)) -> Mul(a, Rsqrt(v)) and Reciprocal(Sqrt(v)) -> Rsqrt(v), where the Sqrt's
-    output is read by that node only and is not a graph output. Returns the rewrites made."""
-    producers, consumers = graph.producers(), graph.consumers()
-    hidden = set(graph.outputs) | implicit_uses(graph)
-    removed, count = set(), 0
-    for node in graph.nodes:
-        if node.opaque or node.op not in ("Div", "Reciprocal"):
-            continue
-        s = node.inputs[-1] if node.op == "Div" else node.inputs[0]
-        sqrt = producers.get(s)
-        if (sqrt is None or sqrt.opaque or sqrt.op != "Sqrt" or s in hidden
-                or len(consumers.get(s, ())) != 1):
-            continue
-        count += 1
-        if node.op == "Div":
-            sqrt.op = "Rsqrt"
-            node.op = "Mul"
-            continue
-        node.op, node.inputs = "Rsqrt", [sqrt.inputs[0]]
-        del graph.tensors[s]
-        removed.add(id(sqrt))
-    graph.nodes = [n for n in graph.nodes if id(n) not in removed]
-    return count
-
-
 # -- problems found before converting --------------------------------------------------------------
 def _check_layer_norm(graph, node):
     for i, what in ((1, "scale"), (2, "bias")):
@@ -274,4 +244,4 @@ MATH_CHECKS = {
     "Pow": _check_pow,
     "MatMul": lambda graph, node: None,  # a computed B is BATCH_MATMUL
 }
-__all__ = ["MATH_RULES", "MATH_CHECKS", "batch_matmul", "fuse_rsqrt"]
+__all__ = ["MATH_RULES", "MATH_CHECKS", "batch_matmul"]

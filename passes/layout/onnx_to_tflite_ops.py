@@ -12,7 +12,7 @@ Mappings (`MAPPING_RULES`, rules of the same form as `layout_rules.RULES`):
 - GlobalAveragePool / GlobalMaxPool -> AVERAGE_POOL_2D / MAX_POOL_2D over the whole H x W.
 - HardSigmoid(alpha, beta) -> MUL(6 alpha), ADD(6 beta), RELU6, MUL(1/6): the same function,
   made of ops every TFLite runtime has; `x * HardSigmoid(x)` with PyTorch's alpha 1/6 and
-  beta 1/2 (hardswish exported before opset 14) becomes one HARD_SWISH (`fuse_hard_swish`).
+  beta 1/2 (hardswish exported before opset 14) becomes one HARD_SWISH (`fusion.hard_swish`).
 - Clip, after the layers took what they could as fused activations (`tflite-legalize`):
   Clip(0, 6) -> RELU6, Clip(0, none) -> RELU, any other -> MAXIMUM and / or MINIMUM.
 - Padding TFLite cannot express as SAME / VALID (asymmetric, SAME_LOWER, PyTorch's symmetric
@@ -42,7 +42,6 @@ from .. import register_pass
 from .layout_state import NHWC, Layout, Unmappable, Value, columns, identity, onnx_op
 from .onnx_to_tflite_math import MATH_CHECKS, MATH_RULES, batch_matmul
 
-HARD_SWISH_ALPHA, HARD_SWISH_BETA = 1.0 / 6.0, 0.5
 UNMAPPED = "ops with no TFLite mapping"
 NON_CONSTANT = "non-constant weights or parameters"
 INVALID = "invalid parameters"
@@ -122,10 +121,10 @@ def _repeat_borders(cv, v: Value, pads) -> Value:
     return v
 
 
-def lower_bound(graph: Graph, name: str, producers: dict, depth: int = 8) -> float | None:
+def lower_bound(graph: Graph, name: str, depth: int = 8) -> float | None:
     """A value no element of tensor `name` can be below (from the op that makes it: Relu 0,
     Tanh -1, Clip its min...), or None when unbounded or unknown."""
-    node = producers.get(name)
+    node = graph.producer(name)
     if node is None or node.opaque or depth == 0:
         return None
     if node.op in LOWER_BOUNDS:
@@ -134,7 +133,7 @@ def lower_bound(graph: Graph, name: str, producers: dict, depth: int = 8) -> flo
         lo = graph.constant(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] else None
         return None if lo is None else float(np.asarray(lo).reshape(-1)[0])
     if node.op in BOUND_PRESERVING:
-        bounds = [lower_bound(graph, i, producers, depth - 1) for i in node.present_inputs()
+        bounds = [lower_bound(graph, i, depth - 1) for i in node.present_inputs()
                   if graph.constant(i) is None]
         return None if not bounds or None in bounds else min(bounds)
     return None
@@ -274,32 +273,6 @@ MAPPING_RULES = {
 }
 
 
-def fuse_hard_swish(graph: Graph) -> int:
-    """`Mul(x, HardSigmoid(x))` with alpha 1/6, beta 1/2 -> `HardSwish(x)` (the HardSigmoid's
-    output read by that Mul only, not a graph output). Returns the number of rewrites."""
-    removed = []
-    for node in graph.nodes:
-        if node.op != "Mul" or node.opaque:
-            continue
-        for i in (0, 1):
-            h = graph.producer(node.inputs[i])
-            if (h is None or h.op != "HardSigmoid" or h.opaque
-                    or h.inputs[0] != node.inputs[1 - i]
-                    or graph.sole_reader(node.inputs[i]) is not node
-                    or not np.isclose(float(h.attrs.get("alpha", 0.2)), HARD_SWISH_ALPHA,
-                                      rtol=1e-6, atol=0)
-                    or float(h.attrs.get("beta", 0.5)) != HARD_SWISH_BETA):
-                continue
-            del graph.tensors[node.inputs[i]]
-            graph.detach(h)
-            node.op, node.attrs = "HardSwish", {}
-            graph.set_inputs(node, [h.inputs[0]])
-            removed.append(h)
-            break
-    graph.remove_nodes(removed)
-    return len(removed)
-
-
 # -- problems found before converting ------------------------------------------------------------
 def _weights_problem(graph, node, index, what):
     name = node.inputs[index] if index < len(node.inputs) else None
@@ -383,7 +356,7 @@ def conversion_problems(graph: Graph, rules: dict, static: bool) -> list:
     Before the batch is static (`static` False), shape arithmetic that will fold is not one, nor
     a parameter computed from it only (torchvision ShuffleNet's chunk: Slice ends from Shape)."""
     problems = []
-    producers, memo = graph.producers(), {}
+    memo = {}
     for node in graph.nodes:
         if node.opaque or node.op not in rules:
             if not static and not node.opaque and node.op in FOLDS_WHEN_STATIC:
@@ -394,19 +367,19 @@ def conversion_problems(graph: Graph, rules: dict, static: bool) -> list:
         check = CHECKS.get(node.op)
         problem = check(graph, node) if check else None
         if problem and not static and problem[0] == NON_CONSTANT and all(
-                shape_derived(graph, name, producers, memo) for name in node.inputs[1:] if name):
+                shape_derived(graph, name, memo) for name in node.inputs[1:] if name):
             continue  # folds once the shapes are static; checked again then
         if problem:
             problems.append(problem)
     return problems
 
 
-def shape_derived(graph: Graph, name: str, producers: dict, memo: dict, depth: int = 0) -> bool:
+def shape_derived(graph: Graph, name: str, memo: dict, depth: int = 0) -> bool:
     """True when tensor `name` is computed from constants and Shape nodes only (so it becomes
     a constant once every shape is static)."""
     if name in memo:
         return memo[name]
-    node = producers.get(name)
+    node = graph.producer(name)
     if graph.constant(name) is not None:
         result = True
     elif node is None or node.opaque or depth > 64:
@@ -414,7 +387,7 @@ def shape_derived(graph: Graph, name: str, producers: dict, memo: dict, depth: i
     elif node.op == "Shape":
         result = True
     else:
-        result = all(shape_derived(graph, i, producers, memo, depth + 1)
+        result = all(shape_derived(graph, i, memo, depth + 1)
                      for i in node.present_inputs())
     memo[name] = result
     return result
@@ -448,10 +421,7 @@ def tflite_legalize(graph: Graph, context) -> int:
                  if name is not None]
         if not steps:  # no bounds: the identity, as a RESHAPE that `eliminate` removes
             dims = [int(d) for d in graph.tensors[node.outputs[0]].shape]
-            shape = np.array(dims, np.int32)
-            shape.flags.writeable = False
-            shape_name = graph.fresh_name(f"{node.name}_shape")
-            graph.add_tensor(Tensor(shape_name, shape.shape, "int32", shape))
+            shape_name = graph.add_constant(f"{node.name}_shape", np.array(dims, np.int32))
             nodes.append(Node("Reshape", [node.inputs[0], shape_name], list(node.outputs),
                               {}, node.name))
             continue
@@ -462,9 +432,7 @@ def tflite_legalize(graph: Graph, context) -> int:
             if out not in graph.tensors:
                 graph.add_tensor(Tensor(out, x.shape, x.dtype))
             bound = np.array(graph.constant(name).reshape(-1)[:1], dtype=x.dtype)
-            bound.flags.writeable = False
-            k = graph.fresh_name(f"{node.name}_{op.lower()}")
-            graph.add_tensor(Tensor(k, (1,), x.dtype, bound))
+            k = graph.add_constant(f"{node.name}_{op.lower()}", bound, x.dtype)
             nodes.append(Node(op, [cur, k], [out], {}, f"{node.name}/{op.lower()}"))
             cur = out
     if count:

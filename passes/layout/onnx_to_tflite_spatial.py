@@ -27,7 +27,7 @@ Rewrites of the static ONNX graph before the layout pass:
   or a constant (given the size-1 axis), and a Squeeze read only by Unsqueezes of the same axis
   disappears, so a Conv1d stack runs as 2-D layers with H = 1 and neither a TRANSPOSE nor a
   RESHAPE between them (a RESHAPE only where 1-D and 2-D meet).
-- `fuse_channel_shuffle`: ShuffleNet's Reshape [N, g, C / g, H, W] -> Transpose (0, 2, 1, 3,
+- `fusion.channel_shuffle`: ShuffleNet's Reshape [N, g, C / g, H, W] -> Transpose (0, 2, 1, 3,
   4) -> Reshape [N, C, H, W] becomes one Gather of the channels, which the layout pass keeps
   in NHWC (GATHER on the channel axis: no 5-D TRANSPOSE, int8 in TFLite Micro).
 Grouped convolutions are native CONV_2D (see `layout_rules._conv`): TFLite Micro and LiteRT
@@ -42,10 +42,9 @@ from qconvert.executor.float_kernels_spatial import (RESIZE_COORDINATE_MODES, bi
                                                      nearest_indices, onnx_nearest_indices,
                                                      onnx_resize_plan, onnx_source_coordinates,
                                                      onnx_split_sizes)
-from qconvert.ir import Graph, Node, Tensor
+from qconvert.ir import Graph, Node
 from qconvert.padding import transpose_conv_geometry
 
-from ..graph_edit import replace_uses
 from .layout_state import NHWC, Layout, Unmappable, identity, onnx_op
 from .onnx_to_tflite_ops import CHECKS, NON_CONSTANT, UNMAPPED
 
@@ -295,11 +294,7 @@ SINKS = frozenset({"Relu", "Clip", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid"
 
 
 def _axis_const(graph: Graph, base: str) -> str:
-    name = graph.fresh_name(base)
-    data = np.array([2], np.int64)
-    data.flags.writeable = False
-    graph.add_tensor(Tensor(name, (1,), "int64", data))
-    return name
+    return graph.add_constant(base, np.array([2], np.int64))
 
 
 def _lift_node(graph: Graph, node, tag: str, lifted_inputs: dict) -> list:
@@ -309,15 +304,13 @@ def _lift_node(graph: Graph, node, tag: str, lifted_inputs: dict) -> list:
     xt, yt = graph.tensors[x], graph.tensors[y]
     parts = []
     if x not in lifted_inputs:
-        x4 = graph.fresh_name(f"{x}_2d")
-        graph.add_tensor(Tensor(x4, tuple(xt.shape[:2]) + (1,) + tuple(xt.shape[2:]),
-                                xt.dtype))
+        x4 = graph.add_value(f"{x}_2d", tuple(xt.shape[:2]) + (1,) + tuple(xt.shape[2:]),
+                             xt.dtype)
         parts.append(Node("Unsqueeze", [x, _axis_const(graph, f"{node.name}_axis")], [x4], {},
                           f"{node.name}/{tag}_in"))
         lifted_inputs[x] = x4
     x4 = lifted_inputs[x]
-    y4 = graph.fresh_name(f"{y}_2d")
-    graph.add_tensor(Tensor(y4, tuple(yt.shape[:2]) + (1,) + tuple(yt.shape[2:]), yt.dtype))
+    y4 = graph.add_value(f"{y}_2d", tuple(yt.shape[:2]) + (1,) + tuple(yt.shape[2:]), yt.dtype)
     attrs = dict(node.attrs)
     for key, unit in (("kernel_shape", 1), ("strides", 1), ("dilations", 1),
                       ("output_padding", 0)):
@@ -331,11 +324,8 @@ def _lift_node(graph: Graph, node, tag: str, lifted_inputs: dict) -> list:
     inputs = [x4] + list(node.inputs[1:])
     if node.op in ("Conv2D", "ConvTranspose"):
         w = graph.constant(node.inputs[1])
-        w_name = graph.fresh_name(f"{node.inputs[1]}_2d")
-        data = np.ascontiguousarray(w.reshape(w.shape[:2] + (1,) + w.shape[2:]))
-        data.flags.writeable = False
-        graph.add_tensor(Tensor(w_name, data.shape, str(data.dtype), data))
-        inputs[1] = w_name
+        inputs[1] = graph.add_constant(f"{node.inputs[1]}_2d",
+                                       w.reshape(w.shape[:2] + (1,) + w.shape[2:]))
         attrs["kernel_shape"] = [1, int(w.shape[2])]
     lifted = Node(node.op, inputs, [y4], attrs, node.name)
     return parts + [lifted, Node("Squeeze", [y4, _axis_const(graph, f"{node.name}_axis")], [y],
@@ -356,19 +346,16 @@ def _is_1d(graph: Graph, node) -> bool:
 
 def lift_1d(graph: Graph) -> int:
     """1-D convs and pools as 2-D ones with H = 1 (module docstring). Returns how many."""
-    nodes, count, squeezes, lifted_inputs = [], 0, set(), {}
+    replacements, squeezes, lifted_inputs = {}, set(), {}
     for node in graph.nodes:
         if _is_1d(graph, node):
             parts = _lift_node(graph, node, "h1", lifted_inputs)
             squeezes.add(id(parts[-1]))
-            nodes += parts
-            count += 1
-        else:
-            nodes.append(node)
-    graph.nodes = nodes
-    if count:
+            replacements[id(node)] = parts
+    graph.remove_nodes((), replacements)
+    if replacements:
         _sink_squeezes(graph, squeezes)
-    return count
+    return len(replacements)
 
 
 def _sink_squeezes(graph: Graph, squeezes: set) -> None:
@@ -378,12 +365,10 @@ def _sink_squeezes(graph: Graph, squeezes: set) -> None:
     changed = True
     while changed:
         changed = False
-        consumers = graph.consumers()
-        producers = graph.producers()
         outputs = set(graph.outputs)
         for s in [n for n in graph.nodes if id(n) in squeezes]:
             y3 = s.outputs[0]
-            readers = consumers.get(y3, [])
+            readers = graph.readers(y3)
             if y3 in outputs or not readers:
                 continue
             u = readers[0]
@@ -392,14 +377,12 @@ def _sink_squeezes(graph: Graph, squeezes: set) -> None:
                     _move_past(graph, s, u, [s.inputs[0]] + list(u.inputs[1:]))
                     changed = True
                     break
-                operands = _binary_operands(graph, u, y3, producers, consumers, squeezes,
-                                            outputs)
+                operands = _binary_operands(graph, u, y3, squeezes)
                 if operands is not None:
-                    other = producers.get(u.inputs[1] if u.inputs[0] == y3 else u.inputs[0])
+                    other = graph.producer(u.inputs[1] if u.inputs[0] == y3 else u.inputs[0])
                     _move_past(graph, s, u, operands)
                     if other is not None and id(other) in squeezes:
-                        graph.nodes.remove(other)
-                        graph.invalidate_uses()
+                        graph.remove_nodes([other])
                         squeezes.discard(id(other))
                     changed = True
                     break
@@ -407,13 +390,11 @@ def _sink_squeezes(graph: Graph, squeezes: set) -> None:
                           and _axis_two(graph, r) and r.outputs[0] not in outputs]
             if len(unsqueezes) == len(readers):
                 for r in readers:
-                    replace_uses(graph, r.outputs[0], s.inputs[0])
-                drop = {id(r) for r in readers} | {id(s)}
-                graph.nodes = [n for n in graph.nodes if id(n) not in drop]
+                    graph.replace_uses(r.outputs[0], s.inputs[0])
+                graph.remove_nodes(readers + [s])
                 changed = True
                 break
-    used = {i for n in graph.nodes for i in n.present_inputs()} | set(graph.outputs) \
-        | set(graph.inputs) | {o for n in graph.nodes for o in n.outputs if o}
+    used = graph.needed_names() | set(graph.inputs) | set(graph.uses.producer)
     for name in [k for k in graph.tensors if k not in used]:
         del graph.tensors[name]
 
@@ -421,7 +402,7 @@ def _sink_squeezes(graph: Graph, squeezes: set) -> None:
 BINARY_SINKS = frozenset({"Add", "Sub", "Mul", "Div"})
 
 
-def _binary_operands(graph, node, y3, producers, consumers, squeezes, outputs):
+def _binary_operands(graph, node, y3, squeezes):
     """The 4-D operands of elementwise `node` reading lifted Squeeze output `y3`, or None."""
     if node.op not in BINARY_SINKS or len(node.inputs) != 2 or y3 not in node.inputs[:2] \
             or node.inputs[0] == node.inputs[1]:
@@ -431,18 +412,16 @@ def _binary_operands(graph, node, y3, producers, consumers, squeezes, outputs):
         return None
     operands = []
     for name in node.inputs:
-        p = producers.get(name)
+        p = graph.producer(name)
         c = graph.constant(name)
-        if p is not None and id(p) in squeezes and name not in outputs \
-                and len(consumers.get(name, ())) == 1:
+        if p is not None and id(p) in squeezes and graph.sole_reader(name) is node:
             operands.append(p.inputs[0])
         elif c is not None:
             data = c if c.ndim < 2 else c.reshape(c.shape[:-1] + (1,) + c.shape[-1:])
-            data = np.ascontiguousarray(data)
-            data.flags.writeable = False
-            const = graph.fresh_name(f"{name}_2d")
-            graph.add_tensor(Tensor(const, data.shape, str(data.dtype), data))
-            operands.append(const)
+            # 1-D at least (a scalar operand becomes [1]); a 1-D one keeps its array, so the
+            # two tensors share one buffer when both are written
+            operands.append(graph.add_constant(f"{name}_2d", np.ascontiguousarray(data),
+                                               share=True))
         else:
             return None
     return operands
@@ -452,13 +431,13 @@ def _move_past(graph: Graph, s, node, inputs) -> None:
     """Squeeze `s` now follows `node`, which reads `inputs` (4-D) and writes a 4-D tensor."""
     z3 = node.outputs[0]
     t = graph.tensors[s.inputs[0]]
-    z4 = graph.fresh_name(f"{z3}_2d")
-    graph.add_tensor(Tensor(z4, tuple(t.shape), graph.tensors[z3].dtype))
-    node.inputs, node.outputs[0] = list(inputs), z4
-    graph.nodes.remove(s)
-    s.inputs[0], s.outputs[0] = z4, z3
+    z4 = graph.add_value(f"{z3}_2d", tuple(t.shape), graph.tensors[z3].dtype)
+    graph.set_inputs(node, inputs)
+    graph.set_outputs(node, [z4] + node.outputs[1:])
+    graph.nodes.remove(s)  # moved in the list, not out of the graph: the index stays
+    graph.set_inputs(s, [z4] + s.inputs[1:])
+    graph.set_outputs(s, [z3] + s.outputs[1:])
     graph.nodes.insert(graph.nodes.index(node) + 1, s)
-    graph.invalidate_uses()  # rewired in place
 
 
 def _single_output(node) -> bool:
@@ -469,63 +448,3 @@ def _axis_two(graph: Graph, node) -> bool:
     axes = graph.constant(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] else None
     return axes is not None and _ints(axes) in ([2], [-2]) and \
         len(graph.tensors[node.outputs[0]].shape or ()) == 4
-
-
-def fuse_channel_shuffle(graph: Graph) -> int:
-    """Reshape -> Transpose (0, 2, 1, 3, 4) -> Reshape of a 4-D tensor that interleaves its
-    channel groups -> one Gather of the channels (module docstring). Returns how many."""
-    producers, consumers = graph.producers(), graph.consumers()
-    outputs = set(graph.outputs)
-    removed, count = set(), 0
-    for last in graph.nodes:
-        if last.op != "Reshape" or last.opaque:
-            continue
-        tr = producers.get(last.inputs[0])
-        first = producers.get(tr.inputs[0]) if tr is not None and tr.op == "Transpose" else None
-        if first is None or first.op != "Reshape" or first.opaque or tr.opaque:
-            continue
-        x, mid5, mid5t, y = first.inputs[0], first.outputs[0], tr.outputs[0], last.outputs[0]
-        xs, ys = graph.tensors[x].shape, graph.tensors[y].shape
-        m5 = graph.tensors[mid5].shape
-        if not (xs and ys and m5) or len(xs) != 4 or tuple(xs) != tuple(ys) or len(m5) != 5:
-            continue
-        n, c, h, w = xs
-        g = m5[1]
-        perm = _ints(graph.constant(tr.inputs[1]) if len(tr.inputs) > 1 and tr.inputs[1]
-                     else [])
-        if (tuple(m5) != (n, g, c // g, h, w) or g * (c // g) != c or perm != [0, 2, 1, 3, 4]
-                or {mid5, mid5t} & outputs or len(consumers.get(mid5, ())) != 1
-                or len(consumers.get(mid5t, ())) != 1):
-            continue
-        index = graph.fresh_name(f"{last.name}_channels")
-        data = np.arange(c, dtype=np.int64).reshape(g, c // g).T.reshape(-1)
-        data.flags.writeable = False
-        graph.add_tensor(Tensor(index, data.shape, "int64", data))
-        last.op, last.inputs, last.attrs = "Gather", [x, index], {"axis": 1}
-        removed |= {id(first), id(tr)}
-        del graph.tensors[mid5], graph.tensors[mid5t]
-        count += 1
-    graph.nodes = [nd for nd in graph.nodes if id(nd) not in removed]
-    return count
-
-
-
-def merge_reshapes(graph: Graph) -> int:
-    """TFLite graph: a RESHAPE of a RESHAPE / SQUEEZE whose output nothing else reads (and is
-    not a graph output) reshapes the first one's input directly (the layout pass leaves such
-    pairs where 1-D and 2-D layers meet). Returns how many were merged."""
-    producers, consumers = graph.producers(), graph.consumers()
-    outputs, dropped = set(graph.outputs), set()
-    for node in graph.nodes:
-        if node.op != "Reshape" or node.opaque:
-            continue
-        first = producers.get(node.inputs[0])
-        mid = node.inputs[0]
-        if (first is None or first.opaque or first.op not in ("Reshape", "Squeeze")
-                or mid in outputs or len(consumers.get(mid, ())) != 1 or id(first) in dropped):
-            continue
-        node.inputs[0] = first.inputs[0]
-        dropped.add(id(first))
-        del graph.tensors[mid]
-    graph.nodes = [n for n in graph.nodes if id(n) not in dropped]
-    return len(dropped)

@@ -1,32 +1,121 @@
-"""`qconvert export-c`: the command's work, from its options to the files it writes.
+"""`qconvert export-c-header` and `qconvert export-c`: the commands' work, from their options to
+the files they write.
 
-The CLI (`qconvert.cli.export_c`) declares the options; this checks them, loads and (for a float
-model) quantizes the model, renders the C (`model_source`) and writes every file in one
-all-or-nothing commit (`output_files`).
+The CLI (`qconvert.cli`) declares the options and prints; these check them, load the model, run
+the export route (`routes`: an int8 TFLite model as it is; a float TFLite or ONNX model
+converted and quantized first), render the C (`header`, `model_source`) and write every file in
+one all-or-nothing commit (`output_files`).
 """
 
 from __future__ import annotations
 
-import click
+from dataclasses import dataclass
 
 from qconvert.errors import QConvertError
 
 
-def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calibration_random,
-                     norm, options, input_layout, input_shapes) -> None:
-    """Run `qconvert export-c` (see its --help) with the `QuantizeOptions` a float model is
-    quantized with; raises QConvertError to refuse."""
+@dataclass
+class Exported:
+    """What an export wrote: `files` {path: bytes} in writing order, the int8 model's layer
+    count, the files' `names` and, for `export-c`, the C name, the folder and the `ExportSummary`."""
+
+    files: dict
+    layers: int = 0
+    names: list = None
+    c_name: str = ""
+    folder: object = None
+    summary: object = None
+
+
+def _int8_model(model_path, input_shapes, outputs, target, input_layout, calibration,
+                calibration_random, norm, options):
+    """The int8 TFLite model to export and its provenance note (None for an int8 input): the
+    export route for `target` ("c-header" or "c") run over the model read from `model_path`."""
+    from pathlib import Path
+
+    from qconvert.command_inputs import calibration_data, load_with_shapes
+    from qconvert.quant.calibration_data import input_specs
+    from qconvert.route_steps import Job, run_route
+    from qconvert.routes import find_route, precision_of
+
+    from .source import quantization_note
+
+    m = load_with_shapes(model_path, input_shapes)
+    outputs.add_inputs(m.meta.get("external_files", ()))
+    load_data, label = None, ""
+    if calibration is not None or calibration_random is not None:
+        norm = norm()
+        label = (Path(calibration).name if calibration is not None
+                 else f"{calibration_random} random samples")
+
+        def load_data(source):
+            return calibration_data(input_specs(source), calibration, calibration_random, norm,
+                                    options.max_memory), None
+
+    route = find_route(m.format, target, "export", precision_of(m))
+    job = run_route(route, Job(m, input_layout=input_layout, options=options,
+                               load_data=load_data))
+    note = quantization_note(options, label) if job.report is not None else None
+    return job.model, note
+
+
+def export_header_command(model, output, name, fc_layout, with_kernels, rounding, calibration,
+                          calibration_random, norm, options, input_layout,
+                          input_shapes) -> Exported:
+    """Run `qconvert export-c-header` (see its --help); `norm()` parses the normalization
+    options, `options` are the `QuantizeOptions` a float model is quantized with."""
     import hashlib
     from pathlib import Path
 
-    from qconvert.cli import _calibration_data, _load
     from qconvert.model_io import read_bytes
     from qconvert.output_files import OutputFiles
-    from qconvert.quant.calibration_data import data_files, input_specs
+    from qconvert.quant.calibration_data import data_files
+
+    from .c_names import check_prefix, prefix_from_stem
+    from .header import HeaderOptions, render_header
+    from .shipped_kernels import kernel_sources
+
+    if calibration is not None and calibration_random is not None:
+        raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
+    prefix = check_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
+    out = Path(output) if output is not None else Path(model).with_name(
+        f"{Path(model).stem}_weights.h")
+    outputs = OutputFiles([model, *data_files(calibration)])
+    kernels = kernel_sources() if with_kernels else {}
+    kernel_paths = [out.parent / k for k in kernels]
+    if any(out.name == path.name for path in kernel_paths):
+        raise QConvertError(f"the header would overwrite the kernel file {out.name}; "
+                            "choose another -o", str(out))
+    for path in kernel_paths:
+        outputs.add(path)
+    outputs.add(out)
+    sha256 = hashlib.sha256(read_bytes(model)).hexdigest()
+    try:
+        m, note = _int8_model(model, input_shapes, outputs, "c-header", input_layout,
+                              calibration, calibration_random, norm, options)
+        text = render_header(m, HeaderOptions(prefix, fc_layout, rounding, Path(model).name,
+                                              sha256, note))
+    except QConvertError as exc:
+        raise exc.with_path(model)
+    files = {**dict(zip(kernel_paths, kernels.values())), out: text.encode("ascii")}
+    outputs.commit(files)
+    return Exported(files, len(m.graph.nodes))
+
+
+def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calibration_random,
+                     norm, options, input_layout, input_shapes) -> Exported:
+    """Run `qconvert export-c` (see its --help); `norm()` parses the normalization options,
+    `options` are the `QuantizeOptions` a float model is quantized with; raises QConvertError
+    to refuse."""
+    import hashlib
+    from pathlib import Path
+
+    from qconvert.model_io import read_bytes
+    from qconvert.output_files import OutputFiles
+    from qconvert.quant.calibration_data import data_files
 
     from .c_names import check_prefix, prefix_from_stem
     from .model_source import ModelOptions, render_model
-    from .source import int8_tflite_for_export
 
     if calibration is not None and calibration_random is not None:
         raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
@@ -43,21 +132,8 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
         raise QConvertError("output directory's parent does not exist", str(folder))
     outputs = OutputFiles([model, *data_files(calibration)])
     sha256 = hashlib.sha256(read_bytes(model)).hexdigest()
-    m = _load(model, input_shapes)
-    outputs.add_inputs(m.meta.get("external_files", ()))
-    if input_layout is not None and m.format != "onnx":
-        raise QConvertError("--input-layout applies to ONNX models only", model)
-    loader, label = None, ""
-    if calibration is not None or calibration_random is not None:
-        label = (Path(calibration).name if calibration is not None
-                 else f"{calibration_random} random samples")
-
-        def loader(model_ir):
-            return _calibration_data(input_specs(model_ir), calibration, calibration_random, norm,
-                                     options.max_memory)
-
-    m, note = int8_tflite_for_export(m, loader, options, label, input_layout or "nhwc",
-                                     purpose="export C")
+    m, note = _int8_model(model, input_shapes, outputs, "c", input_layout, calibration,
+                          calibration_random, norm, options)
     files, summary = render_model(m, ModelOptions(c_name, kernels, fc_layout, Path(model).name,
                                                   sha256, note))
     created = not folder.exists()
@@ -71,10 +147,4 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
         if created and not any(folder.iterdir()):
             folder.rmdir()
         raise
-    click.echo(f"wrote {len(paths)} files to {folder}: {', '.join(files)}")
-    helium = (f"; {summary.arena_helium} bytes for CMSIS-NN's Helium (MVE) builds"
-              if summary.arena_helium is not None else "")
-    click.echo(f"{c_name}: {summary.layers} layers ({kernels} kernels), arena "
-               f"{summary.arena_size} bytes (RAM{helium}), constant data "
-               f"{summary.constant_bytes} bytes (flash), {summary.overlapped} tensors placed "
-               "over their inputs")
+    return Exported(paths, summary.layers, list(files), c_name, folder, summary)

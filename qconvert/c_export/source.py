@@ -1,80 +1,24 @@
-"""The int8 TFLite model a C header is exported from.
+"""The int8 TFLite model the C exports read, after the export route (`qconvert.routes`) made it.
 
-`int8_tflite_for_export` is the one place that turns what the user gave into an int8 NHWC
-TFLite graph: an int8 TFLite model is taken as it is; a float TFLite model is quantized first
-(`quant.quantize.quantize_model`, fusion included) when calibration data is given; a float ONNX
-model is converted to NHWC TFLite first (`passes.layout.layout_nhwc.onnx_to_tflite`; its calibration
-data stays in the ONNX layout and is permuted with the model), then quantized the same way.
+Which steps turn what the user gave into an int8 NHWC TFLite model is the route table's
+business (an int8 TFLite model as it is; a float TFLite model quantized first; a float ONNX model
+converted to NHWC TFLite, then quantized). Here: the provenance note of a model qconvert
+quantized (`quantization_note`) and the static shapes TFLite Micro sees (`static_int8_shapes`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from qconvert.errors import QConvertError
 from qconvert.ir import Model
-from qconvert.model_io import require_known_ops, require_one_graph
-
-ONNX_QDQ_REFUSAL = ("an int8 (QDQ) ONNX model cannot be exported; give the float ONNX model "
-                    "with --calibration DATA")
 
 
-def is_float_model(model: Model) -> bool:
-    """True when no activation of the main graph is quantized (weights may be: a hybrid model)."""
-    return not any(t.data is None and (t.quant is not None or t.dtype in ("int8", "uint8"))
-                   for t in model.graph.tensors.values())
-
-
-def int8_tflite_for_export(model: Model, calibration: Callable | None = None,
-                           options=None, calibration_label: str = "",
-                           input_layout: str = "nhwc",
-                           purpose: str = "export a C header") -> tuple:
-    """`model` made ready for the header: (int8 TFLite model, provenance note or None).
-
-    `calibration(model) -> {input name: samples}` loads calibration data (called only for a
-    float model, with the model as given: ONNX data is in the ONNX layout; `calibration_label`
-    names it in the note); `options` is the `QuantizeOptions` used then (int8 inputs and
-    outputs). A float ONNX model is converted to TFLite with `input_layout` first, before its
-    data is read, so a refusal names every op the conversion cannot take (unknown ones with
-    the rest). Refuses int8 ONNX, a float model with ops unknown to qconvert (all named at
-    once) or without calibration, and calibration for a model that is already int8 (whose
-    unknown ops `header.render_header` names with the others it cannot express). A TFLite
-    model is quantized in place; an ONNX one is left as it was. `purpose` words the refusals
-    ("export a C header", "export C").
-    """
-    require_one_graph(model, purpose)
-    if model.format == "onnx" and not is_float_model(model):
-        raise QConvertError(ONNX_QDQ_REFUSAL)
-    if not is_float_model(model):  # the header names unknown and unexpressible ops at once
-        if calibration is not None:
-            raise QConvertError("the model is already int8; --calibration and "
-                                "--calibration-random apply to float models only")
-        return model, None
-    converted = None
-    if model.format == "onnx":  # the conversion names every op it cannot take, unknown ones too
-        from qconvert.passes.layout.layout_nhwc import data_to_tflite_layout, onnx_to_tflite
-
-        converted, perms = onnx_to_tflite(model, input_layout)
-    else:
-        require_known_ops(model, purpose)
-    if calibration is None:
-        raise QConvertError(f"float model: to {purpose} it must be int8; give --calibration "
-                            "DATA (or --calibration-random N) to quantize it first")
-    from qconvert.quant.quantize import QuantizeOptions, quantize_model
-
-    from qconvert.quant.ort_engine import check_engine
-
-    options = options or QuantizeOptions()
-    check_engine(options.engine, "tflite")  # before loading data (and its warnings)
-    data = calibration(model)
-    if converted is not None:
-        model, data = converted, data_to_tflite_layout(data, perms)
-    quantize_model(model, data, options)
+def quantization_note(options, calibration_label: str = "") -> str:
+    """The header's provenance line for a model qconvert quantized from a float one: the
+    calibration method and data (`calibration_label`), the fully connected weights' scheme and
+    whether fusion ran (`options`: the `QuantizeOptions` used)."""
     label = f" on {calibration_label}" if calibration_label else ""
-    note = (f"quantized by qconvert from a float model: {options.method} calibration{label}, "
+    return (f"quantized by qconvert from a float model: {options.method} calibration{label}, "
             f"fully connected weights {'per channel' if options.fc_per_channel else 'per tensor'}"
             f"{'' if options.fuse else ', no fusion'}")
-    return model, note
 
 
 def static_int8_shapes(model: Model) -> int:

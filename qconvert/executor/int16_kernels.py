@@ -11,7 +11,7 @@ What the kernels compute, each pinned by a test against TFLite Micro's interpret
 - CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED / TRANSPOSE_CONV multiply int16 inputs by int8
   weights (no input offset for convolutions). With an int64 bias the accumulator is int64 and
   requantization is TFLite's 64-bit MultiplyByQuantizedMultiplier (the Q31 multiplier rounded
-  to Q15, `lut16.multiply_by_quantized_multiplier_int64`); with an int32 bias the accumulator
+  to Q15, `fixed_point.multiply_by_quantized_multiplier_int64`); with an int32 bias the accumulator
   is int32 (wrapping) and requantization the usual 32-bit one. Accumulators are computed with
   float64 BLAS, exact: every partial sum is an integer below 2**53.
 - ADD / SUB rescale both inputs with a left shift of 15; MUL, MEAN, RELU, LEAKY_RELU, PRELU,
@@ -30,7 +30,7 @@ import numpy as np
 
 from qconvert.int8.fixed_point import (clz32, mbqm_greater_than_one, rdbpot, requantize_int32,
                                        srdhm, wrap32)
-from qconvert.int8.lut16 import multiply_by_quantized_multiplier_int64 as requantize_int64
+from qconvert.int8.fixed_point import multiply_by_quantized_multiplier_int64 as requantize_int64
 from qconvert.int8.prepare.common import fail, registrar
 from qconvert.int8.prepare.int16 import is_int16_node  # noqa: F401  (the executor's dispatch)
 from qconvert.int8.transcendental import exp_on_negative_values, one_over_one_plus_x_for_x_in_0_1

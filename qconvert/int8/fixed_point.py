@@ -12,7 +12,8 @@ wherever the C code could overflow (two's complement, as on the devices). Two le
 - the checked forms (`saturating_rounding_doubling_high_mul`, `rounding_divide_by_pot`,
   `multiply_by_quantized_multiplier`) validate integer dtypes and ranges and return int32, for
   callers outside the kernels; `requantize_int32` is MultiplyByQuantizedMultiplier as kernels
-  call it (their int32 value wrapped first, int64 out).
+  call it (their int32 value wrapped first, int64 out); `multiply_by_quantized_multiplier_int64`
+  is its 64-bit form (16x8 layers with an int64 accumulator).
 
 Shift convention: positive = left shift (TFLite's and CMSIS-NN's).
 """
@@ -195,3 +196,15 @@ def requantize_int32(x, multiplier, shift, rounding="double"):
     as the kernels call it: int64 out. Out-of-range multipliers or shifts raise ValueError."""
     return multiply_by_quantized_multiplier(wrap32(x), multiplier, shift,
                                             rounding=rounding).astype(np.int64)
+
+
+def multiply_by_quantized_multiplier_int64(acc, multiplier, shift) -> np.ndarray:
+    """TFLite's MultiplyByQuantizedMultiplier(int64_t x, ...) of the 16x8 layers with an int64
+    accumulator: the Q31 multiplier rounded to Q15 (saturated at 0x7FFF), one rounding shift by
+    15 - shift, the result truncated to int32 (CMSIS-NN's arm_nn_requantize_s64 is the same
+    arithmetic); int64 array of the int32 results."""
+    m = np.asarray(multiplier, dtype=np.int64)
+    reduced = np.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, 0x7FFF)
+    total = 15 - np.asarray(shift, dtype=np.int64)
+    x = np.asarray(acc, dtype=np.int64) * reduced + (np.int64(1) << (total - 1))
+    return wrap32(x >> total)

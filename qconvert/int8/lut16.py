@@ -1,12 +1,7 @@
-"""16-bit numerics of TFLite Micro's 16x8 kernels (int16 activations, int8 weights): the
-64-bit requantization of CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED / TRANSPOSE_CONV /
-BATCH_MATMUL with an int64 accumulator, and the lookup tables of its int16 SOFTMAX, LOGISTIC and
-TANH, bit-exact with TFLite Micro (tests/test_int16_executor.py).
+"""The lookup tables of TFLite Micro's 16x8 SOFTMAX, LOGISTIC and TANH (int16 activations),
+bit-exact with TFLite Micro (tests/test_int16_executor.py). The 64-bit requantization of the
+16x8 layers with an int64 accumulator is `fixed_point.multiply_by_quantized_multiplier_int64`.
 
-- `multiply_by_quantized_multiplier_int64`: TFLite's MultiplyByQuantizedMultiplier(int64_t x,
-  ...): the Q31 multiplier rounded to Q15 (saturated at 0x7FFF), one rounding shift by
-  15 - shift, the result truncated to int32 (CMSIS-NN's arm_nn_requantize_s64 is the same
-  arithmetic).
 - SOFTMAX (int16 -> int16): two 513-entry int16 tables built once at Prepare time in float32
   arithmetic (`populate_lut16`): exp(x) over [-10, 0] and 1 / (1 + x) over [0, 1]. Each table
   entry is the rounded sample minus half the rounded error of linear interpolation at the
@@ -27,18 +22,7 @@ import functools
 
 import numpy as np
 
-from .fixed_point import wrap32
 from .rounding import round_half_away
-
-
-def multiply_by_quantized_multiplier_int64(acc, multiplier, shift) -> np.ndarray:
-    """TFLite's MultiplyByQuantizedMultiplier of int64 accumulators (see the module docstring);
-    int64 array of the int32 results."""
-    m = np.asarray(multiplier, dtype=np.int64)
-    reduced = np.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, 0x7FFF)
-    total = 15 - np.asarray(shift, dtype=np.int64)
-    x = np.asarray(acc, dtype=np.int64) * reduced + (np.int64(1) << (total - 1))
-    return wrap32(x >> total)
 
 
 F32 = np.float32

@@ -6,9 +6,18 @@ graph outputs that are produced, and shapes/dtypes that agree with constant data
 `GraphError` naming the first problem found. It is one walk over the tensors and one over the
 nodes, without recursion, so it stays linear in the graph's size.
 
-The edit methods (`replace_uses`, `set_inputs`, `set_outputs`, `remove_nodes`, `add_constant`)
-keep the graph's use index (`qconvert.ir.uses`) current, so passes find producers and readers in
-O(1) instead of scanning the node list for each rewrite.
+The Graph API every pass edits through (learnt from onnx-graphsurgeon's Graph, kept to what
+the passes need):
+- queries from the cached use index (`qconvert.ir.uses`, built on first use): `producer`,
+  `readers`, `reader_count`, `sole_reader` (the one reader of a value nothing else needs: the
+  condition of every fusion), `observed`, `observed_names`, `needed_names`, `constant`;
+- edits that keep the index current: `add_constant` (the one way to add a constant),
+  `set_constant` (new data for a constant, copied when others read it), `add_value` (a new
+  activation tensor), `replace_uses`, `set_inputs`, `set_outputs`, `attach` / `detach` (a node's
+  reads and writes), `remove_nodes` (remove and replace nodes in one walk over the list),
+  `drop_unread_constants`.
+Code that edits `node.inputs` / `node.outputs` or the node list in place must call
+`invalidate_uses()`; `verify()` catches an index that went stale.
 """
 
 from __future__ import annotations
@@ -57,14 +66,53 @@ class Graph:
             i += 1
         return f"{base}_{i}"
 
-    def add_constant(self, base: str, data: np.ndarray, dtype: str | None = None) -> str:
-        """Add a constant holding `data` (made C-contiguous and read-only) under a fresh name
-        derived from `base`; return the name."""
+    def add_constant(self, base: str, data: np.ndarray, dtype: str | None = None,
+                     share: bool = False) -> str:
+        """Add a constant holding `data` under a fresh name derived from `base`; return the name.
+
+        The one way passes add constants: the array is made C-contiguous (copied only when it is
+        not; a scalar stays 0-d) and read-only, and its dtype is `dtype` or the array's. It is a
+        new array object (a view: the caller's array is left alone) unless `share`: then a
+        C-contiguous `data` is stored itself, made read-only: the caller hands the array over
+        (it can no longer change the constant by writing into it), and tensors holding one array
+        object are written as one TFLite buffer (the writer keys buffers by array identity).
+        """
         name = self.fresh_name(base)
-        data = np.ascontiguousarray(data).view()
+        data = np.asarray(data)
+        if not data.flags.c_contiguous:
+            data = data.copy(order="C")
+        elif not share:
+            data = data.view()
         data.flags.writeable = False
         self.add_tensor(Tensor(name, tuple(data.shape), dtype or str(data.dtype), data))
         return name
+
+    def set_constant(self, name: str, data: np.ndarray, copy_base: str | None = None) -> str:
+        """Give constant `name` new `data` (same dtype) for its one reader; return the name to
+        read. A constant read by other nodes too, or that is a graph input or output, is left
+        alone and a copy is added instead (named from `copy_base`, default `name` + "_fused")."""
+        t = self.tensors[name]
+        if self.reader_count(name) <= 1 and name not in self.outputs and name not in self.inputs:
+            data = np.ascontiguousarray(data)
+            data.flags.writeable = False
+            t.data, t.shape = data, tuple(data.shape)
+            return name
+        return self.add_constant(copy_base or f"{name}_fused", data, t.dtype)
+
+    def add_value(self, base: str, shape, dtype: str) -> str:
+        """Add an activation tensor (no data) under a fresh name derived from `base`."""
+        name = self.fresh_name(base)
+        self.add_tensor(Tensor(name, shape, dtype))
+        return name
+
+    def drop_unread_constants(self, names) -> None:
+        """Delete the constants among `names` that no node, subgraph body or graph output reads
+        (operands a rewrite stopped reading)."""
+        for name in dict.fromkeys(names):
+            t = self.tensors.get(name)
+            if (t is not None and t.data is not None and self.reader_count(name) == 0
+                    and name not in self.outputs):
+                del self.tensors[name]
 
     def copy(self) -> "Graph":
         """A copy that later edits of either graph leave alone: new tensor and node objects,
@@ -98,6 +146,19 @@ class Graph:
     def read_in_body(self, name: str) -> bool:
         """True when a subgraph body of an opaque node (If, Loop, Scan) reads `name`."""
         return name in self.uses.hidden
+
+    def observed_names(self) -> set:
+        """The tensors something outside the node list needs by name (see `observed`)."""
+        names = {n for n, t in self.tensors.items() if t.extra.get("signature")}
+        names.update(self.uses.hidden)
+        return names
+
+    def needed_names(self) -> set:
+        """Every tensor something needs: a node input, a graph output, an observed name."""
+        names = set(self.uses.readers)
+        names.update(self.outputs)
+        names.update(self.observed_names())
+        return names
 
     def observed(self, name: str) -> bool:
         """True when something outside the node list needs `name` by name, as it needs a graph
@@ -143,6 +204,12 @@ class Graph:
         if uses is not None:
             uses.add(node)
 
+    def attach(self, node) -> None:
+        """Record the reads and writes of `node`, a new node the caller puts in the node list
+        (`remove_nodes` replacements), so later questions see it at once."""
+        if self._uses is not None:
+            self._uses.add(node)
+
     def detach(self, node) -> None:
         """Forget `node`'s reads and writes now; the caller removes it from the node list
         later (`remove_nodes`), so a sweep removing many nodes walks the list once."""
@@ -150,8 +217,8 @@ class Graph:
             self._uses.remove(node)
 
     def remove_nodes(self, nodes, replacements: dict | None = None) -> None:
-        """Remove `nodes` and put `replacements` ({id(old node): new node}) in their old nodes'
-        places, in one walk over the node list."""
+        """Remove `nodes` and put `replacements` ({id(old node): new node or [new nodes]}) in
+        their old nodes' places, in one walk over the node list."""
         gone = {id(n): n for n in nodes}
         replacements = replacements or {}
         if not gone and not replacements:
@@ -166,21 +233,26 @@ class Graph:
             if key in gone:
                 continue
             new = replacements.get(key)
-            if new is not None:
-                if uses is not None:
-                    uses.remove(n)
-                    uses.add(new)
-                n = new
-            kept.append(n)
+            if new is None:
+                kept.append(n)
+                continue
+            new = new if isinstance(new, list) else [new]
+            if uses is not None:
+                uses.remove(n)
+                for m in new:
+                    uses.add(m)
+            kept.extend(new)
         self.nodes[:] = kept  # in place: the index stays
 
     # -- queries --------------------------------------------------------------------------
     def producers(self) -> dict:
-        """Map tensor name -> the node producing it."""
+        """Map tensor name -> the node producing it: a snapshot, for code that edits nodes in
+        place (passes ask `producer`, which the edit methods keep current)."""
         return {out: n for n in self.nodes for out in n.outputs if out is not None}
 
     def consumers(self) -> dict:
-        """Map tensor name -> list of nodes reading it (once per node)."""
+        """Map tensor name -> list of nodes reading it (once per node), in node order: a
+        snapshot, like `producers` (passes ask `readers` / `sole_reader`)."""
         result: dict = {}
         for n in self.nodes:
             for name in dict.fromkeys(n.present_inputs()):

@@ -66,7 +66,7 @@ def simulated_errors(float_graph, qplan, sources: dict, feeds: dict, layer_refer
     """The report's per-activation (signal, noise) energies and outputs from a fake-quantized
     float run of the 16x8 plan (`simulate`), for a model the integer executor cannot run."""
     from .plan import QuantPlan
-    from .quantize import _qdq_errors
+    from .report import _qdq_errors
     from .simulate import QdqSimulation
 
     tensors = float_graph.tensors

@@ -91,11 +91,11 @@ def _session(model, extra_outputs: list, basic: bool = False):
 
 
 def qdq_errors(model, names: dict, feeds: dict, layer_reference: dict) -> tuple:
-    """`quantize._qdq_errors` on onnxruntime: the QDQ model run sample by sample with every
+    """`report._qdq_errors` on onnxruntime: the QDQ model run sample by sample with every
     activation's QuantizeLinear input and DequantizeLinear output requested, giving per
     activation the end-to-end (signal, noise) against `layer_reference`, the added (signal,
     noise) of its own Q -> DQ pair, and the model's outputs."""
-    from .quantize import _EndToEnd, _energy_add
+    from .report import EndToEnd, energy_add
 
     graph = model.graph
     producers = graph.producers()
@@ -107,7 +107,7 @@ def qdq_errors(model, names: dict, feeds: dict, layer_reference: dict) -> tuple:
             q_input[act] = q.inputs[0]
     session = _session(model, list(names.values()) + list(q_input.values()))
     outs = [o.name for o in session.get_outputs()]
-    tracker = _EndToEnd(layer_reference)
+    tracker = EndToEnd(layer_reference)
     added: dict = {}
     got: dict = {}
     total = len(next(iter(feeds.values())))
@@ -119,7 +119,7 @@ def qdq_errors(model, names: dict, feeds: dict, layer_reference: dict) -> tuple:
             x = values.get(q_input.get(act))
             if x is not None:
                 x64 = x.astype(np.float64)
-                _energy_add(added, act, float(np.sum(x64 * x64)),
+                energy_add(added, act, float(np.sum(x64 * x64)),
                             float(np.sum((x64 - values[dq_out]) ** 2)))
         for name in graph.outputs:
             got.setdefault(name, []).append(values[name])

@@ -30,20 +30,12 @@ from .tflite_int8 import _quantize_constant
 MIN_QDQ_OPSET = 13
 
 
-def _const(graph: Graph, base: str, data: np.ndarray) -> str:
-    name = graph.fresh_name(base)
-    data = np.asarray(data)  # np.ascontiguousarray would make a scalar 1-D
-    if not data.flags.c_contiguous:
-        data = data.copy(order="C")
-    data.flags.writeable = False
-    graph.add_tensor(Tensor(name, tuple(data.shape), str(data.dtype), data))
-    return name
 
 
 def _dq(graph: Graph, q_name: str, scale, zp, axis, base: str) -> tuple:
     """A DequantizeLinear node reading `q_name`; returns (node, output name)."""
-    s = _const(graph, f"{base}_scale", np.asarray(scale, np.float32))
-    z = _const(graph, f"{base}_zero_point", np.asarray(zp))
+    s = graph.add_constant(f"{base}_scale", np.asarray(scale, np.float32), share=True)
+    z = graph.add_constant(f"{base}_zero_point", np.asarray(zp), share=True)
     out = graph.fresh_name(f"{base}_dequantized")
     shape = graph.tensors[q_name].shape
     graph.add_tensor(Tensor(out, shape, "float32"))
@@ -106,8 +98,9 @@ def apply_qdq(graph: Graph, qplan: QuantPlan, opset: int) -> dict:
         wide = name in qplan.int16  # only in a simulation of a 16x8 plan (`simulate`)
         q = graph.fresh_name(f"{name}_quantized")
         graph.add_tensor(Tensor(q, t.shape, "int16" if wide else "int8"))
-        s = _const(graph, f"{name}_scale", np.float32(scale))
-        z = _const(graph, f"{name}_zero_point", np.int16(zp) if wide else np.int8(zp))
+        s = graph.add_constant(f"{name}_scale", np.float32(scale), share=True)
+        z = graph.add_constant(f"{name}_zero_point", np.int16(zp) if wide else np.int8(zp),
+                               share=True)
         nodes = [Node("Quantize", [source, s, z], [q], {}, f"{name}_QuantizeLinear")]
         if as_output:
             nodes.append(Node("Dequantize", [q, s, z], [name], {}, f"{name}_DequantizeLinear"))
@@ -131,7 +124,8 @@ def apply_qdq(graph: Graph, qplan: QuantPlan, opset: int) -> dict:
             scale, zp = constants[name]
             data = graph.constant(name)
             width = "int16" if name in qplan.int16 else "int8"
-            q = _const(graph, f"{name}_quantized", _quantize_constant(data, scale, zp, width))
+            q = graph.add_constant(f"{name}_quantized",
+                                   _quantize_constant(data, scale, zp, width), share=True)
             dq, out = _dq(graph, q, scale, np.dtype(width).type(zp), None, name)
             new_nodes.append(dq)
             node.inputs = [out if i == name else i for i in node.inputs]
@@ -156,7 +150,7 @@ def _layer_weights(graph: Graph, node: Node, layer, s_in) -> list:
     channels = layer.weight_scales.size
     _x, w_slot, b_slot = layer_slots(node)
     w_name = node.inputs[w_slot]
-    q = _const(graph, f"{w_name}_quantized", layer.weights)
+    q = graph.add_constant(f"{w_name}_quantized", layer.weights, share=True)
     zp = np.zeros(channels, np.int8) if axis is not None else np.int8(0)
     scale = layer.weight_scales if axis is not None else layer.weight_scales.reshape(())
     dq_w, w_out = _dq(graph, q, scale, zp, axis, w_name)
@@ -174,7 +168,7 @@ def _layer_weights(graph: Graph, node: Node, layer, s_in) -> list:
             node.inputs[b_slot:] = [graph.fresh_name(f"{node.name or node.outputs[0]}_bias")]
         base = node.inputs[b_slot]
         b_type = np.int64 if layer.bias.dtype == np.int64 else np.int32  # int64: 16x8 (simulated)
-        bq = _const(graph, f"{base}_quantized", layer.bias.astype(b_type))
+        bq = graph.add_constant(f"{base}_quantized", layer.bias.astype(b_type), share=True)
         dq_b, b_out = _dq(graph, bq, b_scale, np.zeros(layer.bias.size, b_type), 0, base)
         node.inputs[b_slot] = b_out
         nodes.append(dq_b)

@@ -82,8 +82,7 @@ def _write_layer(graph: Graph, node: Node, layer, qplan: QuantPlan, readers: dic
     x_slot, w_slot, b_slot = layer_slots(node)
     w_name = node.inputs[w_slot]
     if readers.get(w_name, 0) > 1:  # shared weights: this layer's int8 copy
-        w_name = graph.fresh_name(f"{w_name}_int8")
-        graph.add_tensor(Tensor(w_name, tuple(layer.weights.shape), "int8"))
+        w_name = graph.add_constant(f"{w_name}_int8", layer.weights, "int8")
         node.inputs[w_slot] = w_name
     w = graph.tensors[w_name]
     w.data, w.dtype = _frozen(layer.weights), "int8"
@@ -99,8 +98,8 @@ def _write_layer(graph: Graph, node: Node, layer, qplan: QuantPlan, readers: dic
         node.inputs.append(None)
     b_name = node.inputs[b_slot]
     if b_name is None or readers.get(b_name, 0) > 1:
-        b_name = graph.fresh_name(f"{node.name or node.outputs[0]}_bias")
-        graph.add_tensor(Tensor(b_name, tuple(bias.shape), "int32"))
+        b_name = graph.add_constant(f"{node.name or node.outputs[0]}_bias",
+                                    bias.astype(np.int32), "int32")
         node.inputs[b_slot] = b_name
     b = graph.tensors[b_name]
     b_type = "int64" if bias.dtype == np.int64 else "int32"  # int64: a 16x8 layer's bias

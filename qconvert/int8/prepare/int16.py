@@ -9,8 +9,8 @@ What TFLite Micro does for int16, each pinned by a test against its interpreter
   it in most int16 kernels and ignores it in CONV_2D's, which would silently mis-compute).
 - CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED / TRANSPOSE_CONV: the int8 multipliers (double
   products), int16 clamps, and `accumulator_bits`: 64 with an int64 bias (the converter's
-  default for 16x8: int64 accumulator, `lut16.multiply_by_quantized_multiplier_int64`), 32 with
-  an int32 one (CONV_2D and FULLY_CONNECTED only). DEPTHWISE_CONV_2D reads its bias as int64
+  default for 16x8: int64 accumulator, `fixed_point.multiply_by_quantized_multiplier_int64`),
+  32 with an int32 one (CONV_2D and FULLY_CONNECTED only). DEPTHWISE_CONV_2D reads its bias as int64
   whatever it is (an int32 bias is refused, as is none: TFLite Micro crashes without one);
   TRANSPOSE_CONV takes an int16 or int64 bias.
 - ADD / SUB: left shift 15 (20 for int8), the ratios in double (this TFLite Micro does so for

@@ -1,0 +1,209 @@
+"""Calibration: run the float model over the calibration samples and collect what the plan needs.
+
+`calibrate` feeds every sample through the float reference executor (or onnxruntime,
+`ort_engine`), batch by batch, and gathers each activation's range (`ranges.RangeCollector`,
+`--method`) and, for bias correction, each layer's per-channel output means
+(`bias_correction.ChannelMeans`). On the way it keeps the float model's outputs on the first
+samples and its activations on the first few of them: the report's float reference, so the
+report (`report`) need not run the float model again. A streaming model (resource variables)
+runs its samples as consecutive frames of one stream, the state carried (`float_stream`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from qconvert.ir import Model
+
+from .plan import clamped_inputs
+from .ranges import RangeCollector
+
+LAYER_REFERENCE_BYTES = 64 << 20  # float activations kept from calibration for the ONNX report
+
+
+@dataclass
+class Calibration:
+    """What a calibration run measured: `ranges` {activation: (lo, hi)} (as `--method` takes
+    them), `extremes` {activation: (min, max)} (the values seen), `means` (bias correction's
+    per-channel output means, None without it), `reference` (the float outputs on the first
+    samples, None when none were kept) and `layer_reference` (float activations on the first
+    few samples)."""
+
+    ranges: dict
+    extremes: dict
+    means: dict | None
+    reference: dict | None
+    layer_reference: dict
+
+
+def calibrate(model: Model, calibration: dict, options, keep_first: int,
+              progress=None) -> Calibration:
+    """Run the float `model` over every sample of `calibration` ({input: array (N, ...)}) with
+    the `QuantizeOptions` `options` (method, percentile, bias correction, batch size, engine);
+    keep the float reference on the first `keep_first` samples (0: none)."""
+    collector = RangeCollector(options.method, options.percentile, needed_ranges(model.graph))
+    observe = collector.observe
+    means = None
+    if options.bias_correction:
+        from .bias_correction import ChannelMeans
+
+        means = ChannelMeans(model.graph, model.format)
+
+        def observe(name, array):
+            collector.observe(name, array)
+            means.observe(name, array)
+
+    with np.errstate(all="ignore"):  # an overflow is reported by the range check, in one line
+        reference, layers = run_calibration(model, calibration, options.batch_size, observe,
+                                            progress, keep_first, options.engine)
+    return Calibration(collector.ranges(),
+                       {k: (collector.lo[k], collector.hi[k]) for k in collector.lo},
+                       None if means is None else means.means(), reference, layers)
+
+
+def needed_ranges(graph) -> set:
+    """The float activations whose calibrated range the plan reads: all but those a clamping
+    activation gives its own range (`plan.clamped_inputs`)."""
+    names = {n for n, t in graph.tensors.items()
+             if t.data is None and t.dtype.startswith("float")}
+    return names - clamped_inputs(graph)
+
+
+def activation_bytes(graph) -> int:
+    """Bytes of one sample's float activations (dynamic dimensions counted as 1)."""
+    return sum(t.nbytes() for t in graph.tensors.values()
+               if t.data is None and t.dtype.startswith("float") and t.shape is not None)
+
+
+def reference_extent(graph, samples: int) -> tuple:
+    """(samples, fraction) of the float activations the report keeps as its per-layer
+    reference: as many of the first `samples` as LAYER_REFERENCE_BYTES hold, at least one; when
+    one sample is larger than that (a ResNet-50 at 224 x 224: 101 MB), the leading `fraction` of
+    each tensor's values of the first sample, so the reference stays within the budget."""
+    size = max(1, activation_bytes(graph))
+    kept = max(1, min(samples, LAYER_REFERENCE_BYTES // size))
+    return kept, min(1.0, LAYER_REFERENCE_BYTES / size) if kept == 1 else 1.0
+
+
+def first_samples(store: dict, count: int, skip=frozenset(), fraction: float = 1.0):
+    """An observer that appends copies of each float tensor's samples to `store` ({name: list of
+    arrays}) until it holds the first `count` (the observer sees batches in order); tensors in
+    `skip` (those that get no int8 value of their own) are not kept. `fraction` < 1 (with
+    `count` 1): only the leading fraction of the first sample's values, as an array [1, m]
+    (`report.EndToEnd` compares that prefix)."""
+    held: dict = {}
+
+    def keep(name, array):
+        have = held.get(name, 0)
+        if array.dtype.kind != "f" or not array.ndim or have >= count or name in skip:
+            return
+        if fraction < 1.0:
+            first = array[:1].reshape(1, -1)
+            part = np.array(first[:, :max(1, int(first.shape[1] * fraction))])
+        else:
+            part = np.array(array[:count - have])
+        store.setdefault(name, []).append(part)
+        held[name] = have + len(part)
+
+    return keep
+
+
+def joined(store: dict) -> dict:
+    """{name: one array} from `first_samples`' lists, emptying them as it goes (never two
+    copies of everything at once)."""
+    result = {}
+    for name in list(store):
+        parts = store.pop(name)
+        result[name] = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return result
+
+
+def run_calibration(model: Model, calibration: dict, batch_size: int, observe, progress,
+                    keep_first: int, engine: str = "numpy") -> tuple:
+    """Run the float model over every calibration sample for `observe`; return its outputs on
+    the first `keep_first` samples and its float activations on the first few of them, as many
+    as LAYER_REFERENCE_BYTES hold (at least one): the report's float reference, so the report
+    need not run the float model again. (None, {}) when `keep_first` is 0. `engine`: the
+    float executor, or onnxruntime (`ort_engine`)."""
+    from qconvert.executor.float_executor import run_float_batched
+    from qconvert.executor.streaming import has_state
+
+    if has_state(model):
+        run_float_batched = float_stream  # noqa: F811  (frames in order, the state carried)
+    total = len(next(iter(calibration.values())))
+    head = min(total, keep_first)
+    reference, layers = None, {}
+    watch = observe
+    if head:
+        kept, fraction = reference_extent(model.graph, head)
+        keep = first_samples(layers, kept, unreported(model), fraction)
+
+        def watch(name, array):
+            observe(name, array)
+            keep(name, array)
+
+    if engine == "onnxruntime":  # one session, one pass: its outputs kept on the head only
+        from .ort_engine import run_ort_batched
+
+        outputs = run_ort_batched(model, calibration, batch_size, observe=watch,
+                                  progress=progress, collect=head)
+        return (outputs if head else None), joined(layers)
+    if head:
+        reference = run_float_batched(model, {k: v[:head] for k, v in calibration.items()},
+                                      batch_size, observe=watch, progress=progress)
+        layers = joined(layers)
+    if head < total:
+        report = None if progress is None else (lambda done, _n: progress(head + done, total))
+        run_float_batched(model, {k: v[head:] for k, v in calibration.items()}, batch_size,
+                          observe=observe, progress=report, collect=False)
+    return reference, layers
+
+
+def frames(feeds: dict) -> list:
+    """{input: array (N, ...)} -> N single-sample feeds, in order (a stream of frames)."""
+    n = len(next(iter(feeds.values())))
+    return [{k: v[i:i + 1] for k, v in feeds.items()} for i in range(n)]
+
+
+def float_stream(model: Model, feeds: dict, batch_size: int = 1, observe=None, progress=None,
+                 collect: bool = True, opset=None) -> dict:
+    """`run_float_batched` for a model with resource variables: the samples are consecutive
+    frames of one stream, run one at a time with the state carried (`run_frames`)."""
+    from qconvert.executor.float_executor import run_float
+    from qconvert.executor.streaming import run_frames
+
+    stream = frames(feeds)
+    outs = run_frames(model, stream, lambda g, f, o, k: run_float(g, f, o, k), observe)
+    if progress is not None:
+        progress(len(stream), len(stream))
+    if not collect:
+        return {}
+    return {name: np.concatenate([o[name] for o in outs]) for name in model.graph.outputs}
+
+
+def unreported(model: Model) -> set:
+    """Activations the report never compares: in ONNX QDQ, those a clamp absorbs (no Q/DQ pair
+    of their own); TFLite has an int8 value for every activation."""
+    return clamped_inputs(model.graph) if model.format == "onnx" else set()
+
+
+def float_reference(float_graph, feeds: dict, batch_size: int, opset, skip=frozenset(),
+                    float_model: Model | None = None) -> tuple:
+    """The float model's outputs on `feeds` and its activations on the first samples (as
+    `run_calibration` keeps them), for a report on data calibration did not see (`--eval`).
+    `float_model` (a streaming model with its init subgraphs) runs frame by frame."""
+    from qconvert.executor.float_executor import run_float_batched
+
+    if float_model is not None:
+        run_float_batched = float_stream  # noqa: F811
+        float_graph = float_model
+
+    n = len(next(iter(feeds.values())))
+    kept, fraction = reference_extent(
+        float_graph.graph if isinstance(float_graph, Model) else float_graph, n)
+    layers: dict = {}
+    outputs = run_float_batched(float_graph, feeds, batch_size,
+                                observe=first_samples(layers, kept, skip, fraction), opset=opset)
+    return outputs, joined(layers)
