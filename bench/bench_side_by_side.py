@@ -159,25 +159,25 @@ def ort_quantize(src: Path, calib: np.ndarray, dst: Path, preprocess: bool = Tru
                                           QuantType, quantize_static)
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    pre = dst.with_suffix(".pre.onnx") if preprocess else src
-    if preprocess:
-        quant_pre_process(str(src), str(pre))
-    name = onnx.load(str(pre)).graph.input[0].name
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.i = 0
-
-        def get_next(self):
-            if self.i >= len(calib):
-                return None
-            self.i += 1
-            return {name: calib[self.i - 1:self.i]}
-
-    logging.getLogger().setLevel(logging.ERROR)
     here = os.getcwd()
-    os.chdir(WORK)  # its temporary files land in the working directory
+    os.chdir(WORK)  # onnxruntime's temporary files land in the working directory
     try:
+        pre = dst.with_suffix(".pre.onnx") if preprocess else src
+        if preprocess:
+            quant_pre_process(str(src), str(pre))
+        name = onnx.load(str(pre)).graph.input[0].name
+
+        class Reader(CalibrationDataReader):
+            def __init__(self):
+                self.i = 0
+
+            def get_next(self):
+                if self.i >= len(calib):
+                    return None
+                self.i += 1
+                return {name: calib[self.i - 1:self.i]}
+
+        logging.getLogger().setLevel(logging.ERROR)
         quantize_static(str(pre), str(dst), Reader(), quant_format=QuantFormat.QDQ,
                         per_channel=True, activation_type=QuantType.QInt8,
                         weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax)
