@@ -64,9 +64,9 @@ def _assert_bit_exact(got, path, samples, label):
                 f"{label}: sample {k} output {j}: {np.count_nonzero(o != r)} of {r.size} differ")
 
 
-def _check_host(path, folder, kernels):
+def _check_host(path, folder, kernels, samples=None):
     graph = load_model(path).graph
-    samples = _samples(graph)
+    samples = samples or _samples(graph)
     _export(path, folder, kernels)
     exe = build_host(folder, harness_source("net", io_layout(graph), samples),
                      cmsis=kernels == "cmsis-nn")
@@ -86,6 +86,17 @@ def test_host_cmsis_nn_bit_exact_with_tflite_micro(path, tmp_path):
     _check_host(path, tmp_path / "c", "cmsis-nn")
 
 
+def _built_models(folder) -> dict:
+    """{path: samples} of the 16x8 layers built by the tests rather than the converter (the
+    converter makes no int8 -> int16 SOFTMAX), written to `folder`."""
+    from test_int16_executor import softmax8_16_model, softmax8_16_rows
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "softmax8_16.tflite"
+    path.write_bytes(softmax8_16_model())
+    return {path: [[softmax8_16_rows(seed)] for seed in (2, 3)]}
+
+
 @NEEDS_CROSS
 @pytest.mark.parametrize("kernels,board", [
     ("portable", "m4"), pytest.param("cmsis-nn", "m4", marks=NEEDS_CMSIS),
@@ -97,7 +108,8 @@ def test_cortex_m_firmware_of_every_16x8_model_is_bit_exact(tmp_path, kernels, b
     folder = tmp_path / "image"
     folder.mkdir()
     entries, expected = [], {}
-    for path in MODELS:
+    built = _built_models(tmp_path / "built")
+    for path in MODELS + list(built):
         name = "m_" + path.stem
         files, _ = _export(path, tmp_path / name, kernels, name=name)
         for f, data in files.items():  # kernel files are the same for every model
@@ -106,7 +118,7 @@ def test_cortex_m_firmware_of_every_16x8_model_is_bit_exact(tmp_path, kernels, b
             else:
                 (folder / f).write_bytes(data)
         graph = load_model(path).graph
-        samples = _samples(graph, 2)
+        samples = built.get(path) or _samples(graph, 2)
         entries.append((name, io_layout(graph), samples))
         expected[name] = (path, graph, samples)
     elf = build_cortex_m(folder, image_source(entries), board, cmsis=kernels == "cmsis-nn")
@@ -333,6 +345,22 @@ def test_prelu16_export_bit_exact(tmp_path, kernels):
     path = tmp_path / "prelu16.tflite"
     path.write_bytes(prelu16_model())
     _check_host(path, tmp_path / "c", kernels)
+
+
+@pytest.mark.parametrize("kernels", ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)])
+@pytest.mark.parametrize("s_in,beta", [(0.1, 1.0), (0.02, 2.0), (0.5, 0.7)])
+def test_softmax_int8_to_int16_export_bit_exact(tmp_path, kernels, s_in, beta):
+    """SOFTMAX int8 -> int16: qconvert_softmax_s8_s16 (portable) and arm_softmax_s8_s16
+    (cmsis-nn) against TFLite Micro, saturated and full-range rows included."""
+    from test_int16_executor import softmax8_16_model, softmax8_16_rows
+
+    path = tmp_path / "softmax8_16.tflite"
+    path.write_bytes(softmax8_16_model(s_in, beta))
+    files, _ = _export(path, tmp_path / "c0", kernels)
+    source = files["net.c"].decode()
+    assert ("arm_softmax_s8_s16(" if kernels == "cmsis-nn" else "qconvert_softmax_s8_s16(") \
+        in source
+    _check_host(path, tmp_path / "c", kernels, [[softmax8_16_rows(seed)] for seed in (2, 3)])
 
 
 @pytest.mark.parametrize("option", [["--activations", "int16"], ["--int16-layers", "2"]])

@@ -13,8 +13,8 @@ order is the int8 kernel's). Conv, depthwise conv and pool outputs may overlap t
 the int8 kernels' do (the same per-element contract, in bytes of int16 elements); element-wise
 layers may run in place.
 TRANSPOSE_CONV and BATCH_MATMUL reuse the int8 lowerings' geometry with the `_s16` kernels
-(int64 sums and requantization). A softmax from int8 to int16 (which the executor runs) is
-refused.
+(int64 sums and requantization). A softmax from int8 to int16 is the int8 softmax kernel with
+16 output bits (`qconvert_softmax_s8_s16`; its wider output never overlaps its input).
 """
 
 from __future__ import annotations
@@ -146,13 +146,15 @@ def _lower_binary16(graph, node, index, options):
 
 
 def _lower_softmax16(graph, node, index, options):
-    if graph.tensors[node.inputs[0]].dtype != "int16":
-        raise QConvertError(f"cannot export C: {node.op} {node.name!r} from int8 to int16 "
-                            "(export-c emits int8 -> int8 and int16 -> int16 softmax)")
     p = layer_params(graph, node)
     dims = tensor_dims(graph, node.inputs[0])
     row = dims[-1] if dims else 1
     rows = int(np.prod(dims, dtype=np.int64)) // max(row, 1)
+    if graph.tensors[node.inputs[0]].dtype == "int8":  # the int8 softmax, 16 output bits
+        return _plain(graph, node, index,
+                      f"qconvert_softmax_s8_s16($in0, $out0, {rows}, {row}, "
+                      f"{p['input_multiplier']}, {p['input_left_shift']}, "
+                      f"{c_int(p['diff_min'])});", (), (), {"qconvert_nn_softmax.c"})
     arrays = [("exp_lut", "int16_t", p["exp_lut"]),
               ("recip_lut", "int16_t", p["one_over_one_plus_x_lut"])]
     return _plain(graph, node, index,

@@ -119,6 +119,11 @@ void qconvert_mean_s8(const int8_t *input, int8_t *output, const qconvert_mean_p
 /* Softmax over rows (reference_ops::Softmax<int8, int8>, output scale 1/256, zero point -128). */
 void qconvert_softmax_s8(const int8_t *input, int8_t *output, int32_t rows, int32_t row_size,
                          int32_t input_multiplier, int32_t input_left_shift, int32_t diff_min);
+/* The same from int8 to int16 (reference_ops::Softmax<int8, int16>, output scale 1/65536, zero
+ * point -32768); the output must not overlap the input. */
+void qconvert_softmax_s8_s16(const int8_t *input, int16_t *output, int32_t rows,
+                             int32_t row_size, int32_t input_multiplier,
+                             int32_t input_left_shift, int32_t diff_min);
 
 /* Quantize (float -> int8: round(x / scale) half away from zero, + zero point, clamped) and
  * Dequantize (int8 -> float: (float)(scale * (x - zero point)), in double as TFLite Micro). */
