@@ -348,3 +348,27 @@ def test_fuse_and_convert_verify_run_16x8_models_in_the_integer_executor(tmp_pat
         ref = tflm(path.read_bytes(), [feeds[n] for n in g.inputs])
         for n, r_ in zip(g.outputs, ref):
             np.testing.assert_array_equal(run_int8(g, feeds)[n], r_)
+
+
+# -- RSQRT, ABS, SQUARED_DIFFERENCE (normalisation layers) -----------------------------------
+def _unary16(op, s_in, s_out, shape=(1, 128, 256)) -> bytes:
+    n = Q8()
+    x = n.input("x", shape, s_in, 0, dtype="int16")
+    n.node(op, [x], "y", shape, s_out, 0, dtype="int16")
+    return n.build(["y"])
+
+
+@pytest.mark.parametrize("s_in,s_out", [(1.3e-4, 6.1e-5), (1e-3, 3e-3), (2.0**-10, 2.0**-8),
+                                        (0.05, 1e-4)])
+def test_rsqrt16_on_every_non_negative_int16_value(s_in, s_out):
+    x = np.arange(0, 32768, dtype=np.int16).reshape(1, 128, 256)
+    assert_same16(_unary16("Rsqrt", s_in, s_out), [{"x": x}])
+
+
+def test_rsqrt16_refuses_a_negative_input_as_tflite_micro_fails():
+    data = _unary16("Rsqrt", 1e-3, 1e-3, (1, 4))
+    x = np.array([[5, 0, -1, 7]], np.int16)
+    with pytest.raises(Exception):
+        tflm(data, [x])
+    with pytest.raises(QConvertError, match="only defined for values >= 0"):
+        run_int8(read_tflite(data).graph, {"x": x})

@@ -237,6 +237,13 @@ void qconvert_gather_s16(const int16_t *input, int16_t *output, int32_t size,
                          const int32_t *index);
 void qconvert_fill_s16(int16_t *output, int32_t size, int16_t value);
 
+/* RSQRT (int16, zero points 0: qconvert_nn_s16_math.c): 1 / sqrt(x) by gemmlowp's inverse
+ * square root scaled by 2**20, requantized with (multiplier, shift - 20); 0 gives 32767.
+ * Returns 1, writing nothing more, at the first negative input (TFLite Micro stops with an
+ * error there). In place is allowed. */
+int qconvert_rsqrt_s16(const int16_t *input, int16_t *output, int32_t size, int32_t multiplier,
+                       int32_t shift);
+
 /* TransposeConv and BatchMatMul (16x8): the int8 kernels' geometry, int64 sums, an int64 bias
  * (TransposeConv; NULL for none) and the 64-bit requantization. */
 void qconvert_transpose_conv_s16(const int16_t *input, const int8_t *weights,
