@@ -245,6 +245,14 @@ def _lower_rsqrt16(graph, node, index, options):
     return _plain(graph, node, index, call, (), (), MATH16_FILES, [("same", 0)])
 
 
+def _lower_abs16(graph, node, index, options):
+    p = layer_params(graph, node)
+    return _plain(graph, node, index,
+                  f"qconvert_abs_s16($in0, $out0, {_size(graph, node.outputs[0])}, "
+                  f"{int(p['needs_rescale'])}, {p['output_multiplier']}, {p['output_shift']});",
+                  (), (), MATH16_FILES, [("same", 0)])
+
+
 def _lower_transpose_conv16(graph, node, index, options):
     step = _lower_transpose_conv(graph, node, index, options, bits=16)
     step.files = set(S16_FILES)
@@ -271,7 +279,8 @@ LOWERINGS16 = {
     "Quantize": _lower_quantize16, "Dequantize": _lower_dequantize16, "Mean": _lower_mean16,
     "Reshape": _lower_alias, "Squeeze": _lower_alias,
     "TransposeConv": _lower_transpose_conv16, "BatchMatMul": _lower_batch_matmul16,
-    "Rsqrt": _lower_rsqrt16,
-    **{op: _lower_binary16 for op in ("Add", "Sub", "Mul", "Maximum", "Minimum", "PRelu")},
+    "Rsqrt": _lower_rsqrt16, "Abs": _lower_abs16,
+    **{op: _lower_binary16 for op in ("Add", "Sub", "Mul", "Maximum", "Minimum", "PRelu",
+                                      "SquaredDifference")},
     **{op: _lower_movement16 for op in _MOVEMENT},
 }
