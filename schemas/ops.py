@@ -290,6 +290,13 @@ register(OpSchema("Sqrt", "sqrt(x) (int8: TFLite Micro's SQRT is float only).", 
 register(OpSchema("Rsqrt", "1 / sqrt(x) (TFLite RSQRT).", (X,),
                   tflite=TfliteSpec("RSQRT", int8_version=2),
                   int8="requantize"))
+register(OpSchema(
+    "SquaredDifference", "(a - b) ** 2 with numpy broadcasting (TFLite SQUARED_DIFFERENCE: the "
+    "variance of a normalisation).", (Input("a"), Input("b")),
+    tflite=TfliteSpec("SQUARED_DIFFERENCE", int8_version=2), int8="requantize"))
+register(OpSchema("Abs", "|x| (TFLite ABS, ONNX Abs).", (X,),
+                  tflite=TfliteSpec("ABS", int8_version=2), onnx=OnnxSpec("Abs"),
+                  int8="requantize"))
 register(OpSchema("Pow", "x ** y, numpy broadcasting (ONNX Pow; to TFLite only y == 2 (MUL) "
                   "and 0.5 (SQRT)).", (X, Input("exponent", "param")), onnx=OnnxSpec("Pow")))
 register(OpSchema("Reciprocal", "1 / x (ONNX; to TFLite DIV(1, x)).", (X,),
