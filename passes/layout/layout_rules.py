@@ -298,14 +298,14 @@ def _global_max(cv, node, x: Value, keep: bool) -> None:
 def _pad(cv, node) -> None:
     x = cv.value(node.inputs[0])
     rank = len(x.shape)
-    pads = _ints(cv.require_constant(node, 1, "pads"))
+    rows = np.asarray(cv.require_constant(node, 1, "pads"))  # [k, 2]: (begin, end) per axis
     axes = _optional_ints(cv, node, 3)
     axes = list(range(rank)) if axes is None else [_axis(a, rank) for a in axes]
-    if len(pads) != 2 * len(axes):
-        raise Unmappable(f"Pad {node.name!r} (pads {pads} for axes {axes})")
+    if rows.shape != (len(axes), 2):
+        raise Unmappable(f"Pad {node.name!r} (pads {rows.tolist()} for axes {axes})")
     begin, end = [0] * rank, [0] * rank
-    for i, a in enumerate(axes):
-        begin[a], end[a] = pads[i], pads[len(axes) + i]
+    for a, (b, e) in zip(axes, rows.tolist()):
+        begin[a], end[a] = int(b), int(e)
     if min(begin + end) < 0:
         raise Unmappable(f"Pad {node.name!r} (negative pads crop)")
     value = cv.constant(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
