@@ -62,7 +62,7 @@ from qconvert.schemas.activations import ACTIVATION_RANGES, activation_of_op, cl
 
 from .float_kernels import CONTEXT_KERNELS, KERNELS, KernelContext, fake_quantize
 from .float_kernels_base import clamp
-from .parallel import elementwise
+from .parallel import elementwise, one_blas_thread
 
 __all__ = ["run_float", "run_float_batched", "unsupported_ops", "UnsupportedOpsError",
            "ExecutionError"]
@@ -298,6 +298,12 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
     Raises `UnsupportedOpsError` (unknown ops, all named) before running, and `ExecutionError`
     for bad feeds or a node that fails, naming it.
     """
+    with one_blas_thread():
+        return _run_float(model_or_graph, feeds, observe, keep, opset, check_shapes, pair_error)
+
+
+def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
+               pair_error) -> dict:
     graph, opset = _split(model_or_graph, opset)
     missing = unsupported_ops(graph)
     if missing:
