@@ -183,3 +183,24 @@ def test_plan_shares_layers_among_cpus_and_raises_the_first_error_in_node_order(
     monkeypatch.setattr(plan_module, "_plan_layer", plan_layer)
     with pytest.raises(QConvertError, match=f"cannot plan {layers[1].name}$"):
         plan_module.plan(graph, measured.ranges, "onnx", False, measured.means)
+
+
+def test_in_place_relu_clip_add_over_many_spans_equal_numpy():
+    """The executor's in-place Relu, Clip and Add on tensors of several spans (shared among the
+    CPUs): the values of the whole-array formulas."""
+    from qconvert.executor.float_executor import run_float
+    from qconvert.ir import Graph, Node, Tensor
+
+    shape = (2, 6, 300, 300)
+    assert np.prod(shape) > 4 * parallel.SHARED_ELEMENTWISE
+    g = Graph()
+    for name in ("x", "m", "a", "b", "y"):
+        g.add_tensor(Tensor(name, shape, "float32"))
+    g.add_tensor(Tensor("lo", (), "float32", np.array(-0.25, np.float32)))
+    g.add_tensor(Tensor("hi", (), "float32", np.array(0.5, np.float32)))
+    g.nodes = [Node("Mul", ["x", "x"], ["m"]), Node("Relu", ["m"], ["a"]),
+               Node("Clip", ["a", "lo", "hi"], ["b"]), Node("Add", ["x", "b"], ["y"])]
+    g.inputs, g.outputs = ["x"], ["y"]
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    y = run_float(g, {"x": x})["y"]
+    np.testing.assert_array_equal(y, x + np.minimum(np.maximum(x * x, 0), np.float32(0.5)))

@@ -169,11 +169,17 @@ def _clip_in_place(node, x, inputs):
     lo, hi = _opt_input(inputs, 1), _opt_input(inputs, 2)
     if any(b is not None and np.ndim(b) for b in (lo, hi)):
         return None
-    if lo is not None:
-        np.maximum(x, lo.astype(x.dtype), out=x)
-    if hi is not None:
-        np.minimum(x, hi.astype(x.dtype), out=x)
-    return x
+    lo = None if lo is None else lo.astype(x.dtype)
+    hi = None if hi is None else hi.astype(x.dtype)
+
+    def run(a, out):  # the max first, then the min, as the kernel
+        if lo is not None:
+            a = np.maximum(a, lo, out=out)
+        if hi is not None:
+            a = np.minimum(a, hi, out=out)
+        return a
+
+    return elementwise(run, x, x)
 
 
 def _opt_input(inputs, i):
