@@ -298,12 +298,14 @@ def elementwise_step(graph, node, step, suffix="s8"):
     return _step(graph, node, step.index, _check(call), [], [], None, overlap)
 
 
-def _softmax(graph, node, step):
+def softmax_step(graph, node, step, fn="arm_softmax_s8"):
+    """Softmax from int8 -> arm_softmax_s8 (int8 output) or arm_softmax_s8_s16 (int16 output:
+    the same code with 16 output bits); both take the same arguments."""
     p = layer_params(graph, node)
     dims = tensor_dims(graph, node.inputs[0])
     row = dims[-1]
     rows = int(np.prod(dims, dtype=np.int64)) // row
-    call = [f"arm_softmax_s8($in0, {rows}, {row}, {p['input_multiplier']}, "
+    call = [f"{fn}($in0, {rows}, {row}, {p['input_multiplier']}, "
             f"{p['input_left_shift']}, {p['diff_min']}, $out0);"]
     return _step(graph, node, step.index, call, [], [])
 
@@ -325,5 +327,5 @@ def lower_cmsis(graph, step: Step, options) -> Step:
     if node.op in ("Add", "Mul"):
         return elementwise_step(graph, node, step)
     if node.op == "Softmax":
-        return _softmax(graph, node, step)
+        return softmax_step(graph, node, step)
     return step

@@ -13,15 +13,18 @@ as the int8 kernels' do (the same per-element contract, in bytes of int16 elemen
 This module lowers what only 16x8 layers have: softmax with TFLite Micro's two 513-entry tables,
 logistic / tanh over the 256-entry sigmoid table (`qconvert.int8.lut16`), RELU, LEAKY_RELU and
 the QUANTIZE between int8 and int16 as one rescaling kernel, RELU6 as a clamp; element-wise
-layers may run in place. A softmax from int8 to int16 (which the executor runs) is refused.
-The numbers are TFLite Micro's Prepare-time values from `qconvert.int8.prepare.layer_params`.
+layers may run in place. A softmax from int8 to int16 is the int8 softmax kernel with 16 output
+bits (`qconvert_softmax_s8_s16`; its wider output never overlaps its input). RSQRT computes
+gemmlowp's inverse square root per element (`qconvert_nn_s16_math.c`; a table of 32768 int16
+values would cost 64 KiB of flash); invoke returns 3 at a negative input, where TFLite Micro
+stops with an error. The numbers are TFLite Micro's Prepare-time values from
+`qconvert.int8.prepare.layer_params`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from qconvert.errors import QConvertError
 from qconvert.int8.lut16 import sigmoid_table
 from qconvert.int8.prepare import layer_params
 
@@ -29,6 +32,7 @@ from .c_text import c_int
 from .model_steps import (_BINARY, _MOVEMENT, S16_FILES, LOWERINGS, _plain, _struct,
                           lower_quantize_float, tensor_dims)
 
+MATH16_FILES = {"qconvert_nn_s16_math.c"}
 INT16_MIN, INT16_MAX = -32768, 32767
 
 
@@ -37,13 +41,15 @@ def _size(graph, name) -> int:
 
 
 def _lower_softmax16(graph, node, index, options):
-    if graph.tensors[node.inputs[0]].dtype != "int16":
-        raise QConvertError(f"cannot export C: {node.op} {node.name!r} from int8 to int16 "
-                            "(export-c emits int8 -> int8 and int16 -> int16 softmax)")
     p = layer_params(graph, node)
     dims = tensor_dims(graph, node.inputs[0])
     row = dims[-1] if dims else 1
     rows = int(np.prod(dims, dtype=np.int64)) // max(row, 1)
+    if graph.tensors[node.inputs[0]].dtype == "int8":  # the int8 softmax, 16 output bits
+        return _plain(graph, node, index,
+                      f"qconvert_softmax_s8_s16($in0, $out0, {rows}, {row}, "
+                      f"{p['input_multiplier']}, {p['input_left_shift']}, "
+                      f"{c_int(p['diff_min'])});", (), (), {"qconvert_nn_softmax.c"})
     arrays = [("exp_lut", "int16_t", p["exp_lut"]),
               ("recip_lut", "int16_t", p["one_over_one_plus_x_lut"])]
     return _plain(graph, node, index,
@@ -106,6 +112,15 @@ def _lower_quantize16(graph, node, index, options):
     return _rescale(graph, node, index, fields, [("same", 0)])
 
 
+def _lower_rsqrt16(graph, node, index, options):
+    p = layer_params(graph, node)
+    call = "\n".join([f"if (qconvert_rsqrt_s16($in0, $out0, {_size(graph, node.outputs[0])}, "
+                      f"{p['output_multiplier']}, {p['output_shift']}) != 0) {{",
+                      "    return 3; /* a negative input: TFLite Micro stops with an error */",
+                      "}"])
+    return _plain(graph, node, index, call, (), (), MATH16_FILES, [("same", 0)])
+
+
 # the lowerings shared with int8 (see the module docstring)
 _SHARED = ("Conv2D", "DepthwiseConv2D", "FullyConnected", "AveragePool", "MaxPool", "Mean",
            "Dequantize", "Reshape", "Squeeze", "TransposeConv", "BatchMatMul",
@@ -115,5 +130,5 @@ LOWERINGS16 = {
     **{op: LOWERINGS[op] for op in _SHARED},
     "Softmax": _lower_softmax16, "Sigmoid": _lower_sigmoid_tanh16, "Tanh": _lower_sigmoid_tanh16,
     "Relu": _lower_relu16, "LeakyRelu": _lower_relu16, "Relu6": _lower_relu6_16,
-    "Quantize": _lower_quantize16,
+    "Quantize": _lower_quantize16, "Rsqrt": _lower_rsqrt16,
 }

@@ -16,6 +16,7 @@ What the kernels compute, each pinned by a test against TFLite Micro's interpret
   float64 BLAS, exact: every partial sum is an integer below 2**53.
 - ADD / SUB rescale both inputs with a left shift of 15; MUL, MEAN, RELU, LEAKY_RELU, PRELU,
   BATCH_MATMUL (int64 sums), pools: the int8 formulas with int16 clamps.
+- RSQRT: the int8 computation (gemmlowp's inverse square root) with int16 clamps.
 - SOFTMAX, LOGISTIC, TANH: the 16-bit table paths of `int16_lut`; an int8 -> int16 SOFTMAX is
   the int8 gemmlowp path with 16 output bits (`softmax8_16`).
 - QUANTIZE: float -> int16 (round half away), int8 <-> int16 and int16 -> int16 requantization,
@@ -42,6 +43,7 @@ from .int_kernels_conv import (average_pool_as, conv2d_sums, depthwise_sums,
                                fully_connected_with, max_pool_as)
 from .int_kernels_data import concat_as
 from .int_kernels_elementwise import add_sub_as, mean_as, mul_as, quantize_as
+from .int_kernels_math import rsqrt_as
 from .int_kernels_spatial import transpose_conv_with
 
 INT16_MIN, INT16_MAX = -32768, 32767
@@ -248,6 +250,12 @@ def prelu16(node, inputs, p, ctx):
     above = requantize_int32(v, p["output_multiplier_1"], p["output_shift_1"], rounding=ctx.rounding)
     below = requantize_int32(v * a, p["output_multiplier_2"], p["output_shift_2"], rounding=ctx.rounding)
     return [_clamp16(np.where(v >= 0, above, below) + p["output_offset"])]
+
+
+@kernel16("Rsqrt")
+def rsqrt16(node, inputs, p, ctx):
+    """RsqrtEvalQuantized<int16_t>: the int8 computation, int16 clamps, 0 -> 32767."""
+    return [rsqrt_as(node, inputs[0], p, ctx, np.int16)]
 
 
 # -- quantize / dequantize --------------------------------------------------------------------

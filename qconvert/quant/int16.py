@@ -39,6 +39,7 @@ INT16_KERNELS = frozenset({
     "Conv2D", "DepthwiseConv2D", "FullyConnected", "TransposeConv", "BatchMatMul", "Add", "Sub",
     "Mul", "AveragePool", "MaxPool", "Softmax", "Sigmoid", "Tanh", "Mean", "Relu", "Relu6",
     "LeakyRelu", "Reshape", "Concat", "Pad", "Transpose", "StridedSlice", "SplitEqual",
+    "Rsqrt",
 })
 
 
@@ -58,13 +59,12 @@ class Group:
 def scale_groups(graph: Graph) -> list:
     """The scale groups of a float graph, in the order their first member appears."""
     members, _fixed, _clamped = activation_groups(graph)
-    producers = graph.producers()
     edges = set(graph.inputs) | set(graph.outputs)
     found = []
     for root, names in members.items():
         writers = []
         for name in names:
-            node = producers.get(name)
+            node = graph.producer(name)
             if node is not None and all(node is not w for w in writers):
                 writers.append(node)
         own = [w for w in writers if w.opaque or schemas.get(w.op).int8 != "same_scale"]

@@ -181,14 +181,14 @@ def _is_activation(graph: Graph, name: str) -> bool:
     return t.data is None and t.dtype.startswith("float")
 
 
-def _clamped_input(graph: Graph, node, producers: dict, consumers: dict) -> str | None:
+def _clamped_input(graph: Graph, node) -> str | None:
     """The input of clamping activation `node` if it may take the activation's output range:
-    an activation read only by `node`, not a graph input or output, made by an op with its own
-    range (so it shares its parameters with no other tensor)."""
+    an activation `node` is the sole reader of (`Graph.sole_reader`: no other reader, not a
+    graph output), not a graph input, made by an op with its own range (so it shares its
+    parameters with no other tensor)."""
     x = node.inputs[0] if node.inputs else None
-    producer = producers.get(x)
-    if (producer is None or not _is_activation(graph, x) or x in graph.outputs
-            or len(consumers.get(x, ())) != 1):
+    producer = graph.producer(x)
+    if producer is None or not _is_activation(graph, x) or graph.sole_reader(x) is not node:
         return None
     return x if schemas.get(producer.op).int8 in ("per_channel_weights", "requantize") else None
 
@@ -196,12 +196,11 @@ def _clamped_input(graph: Graph, node, producers: dict, consumers: dict) -> str 
 def clamped_inputs(graph: Graph) -> set:
     """The activations that take the range of the clamping activation reading them (module
     docstring): their own range is never needed, and no QDQ pair of their own is written."""
-    producers, consumers = graph.producers(), graph.consumers()
     found = set()
     for node in graph.nodes:
         if node.op in CLAMPS and not node.opaque and node.outputs \
                 and _is_activation(graph, node.outputs[0]):
-            x = _clamped_input(graph, node, producers, consumers)
+            x = _clamped_input(graph, node)
             if x is not None:
                 found.add(x)
     return found

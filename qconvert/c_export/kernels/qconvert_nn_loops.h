@@ -1,8 +1,9 @@
 /* qconvert_nn_loops.h: what qconvert's int8 (_s8) and 16x8 (_s16) kernels share, written once.
  * Private to the kernel sources of qconvert_nn.h (not an API). Shipped with qconvert (Apache-2.0).
  *
- * - static inline helpers: clamping, the broadcasting odometer, gemmlowp's doubling high multiply,
- *   and each layer family's output stage (bias, requantization, offset, clamp): the int8 one on
+ * - static inline helpers: clamping, the broadcasting odometer, gemmlowp's fixed-point steps
+ *   (doubling high multiply, rounding divide and saturating multiply by a power of two, leading
+ *   zeros), and each layer family's output stage (bias, requantization, offset, clamp): the int8 one on
  *   an int32 accumulator, the 16x8 one on an int64 accumulator with an int64 bias and TFLite's
  *   64-bit requantization, or a wrapping int32 accumulator with an int32 bias;
  * - QCONVERT_*_LOOP: the whole body of a weighted kernel (convolution and depthwise convolution,
@@ -100,6 +101,36 @@ static inline int32_t qconvert_srdhm(int32_t a, int32_t b)
         return INT32_MAX;
     }
     return (int32_t)(((int64_t)a * (int64_t)b + ((int64_t)1 << 30)) >> 31);
+}
+
+/* gemmlowp RoundingDivideByPOT: ties away from zero */
+static inline int32_t qconvert_rdbpot(int32_t x, int32_t exponent)
+{
+    const int32_t mask = (int32_t)(((int64_t)1 << exponent) - 1);
+    const int32_t remainder = x & mask;
+    const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+    return (x >> exponent) + (remainder > threshold ? 1 : 0);
+}
+
+/* gemmlowp SaturatingRoundingMultiplyByPOT<exponent> (exponent < 0: a rounding right
+ * shift) */
+static inline int32_t qconvert_sat_mul_pot(int32_t x, int32_t exponent)
+{
+    int32_t threshold;
+    if (exponent == 0) {
+        return x;
+    }
+    if (exponent < 0) {
+        return qconvert_rdbpot(x, -exponent);
+    }
+    threshold = (int32_t)(((int64_t)1 << (31 - exponent)) - 1);
+    if (x > threshold) {
+        return INT32_MAX;
+    }
+    if (x < -threshold) {
+        return INT32_MIN;
+    }
+    return (int32_t)((uint32_t)x << exponent);
 }
 
 static inline int32_t qconvert_leading_zeros(uint32_t u)

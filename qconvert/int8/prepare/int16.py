@@ -15,8 +15,8 @@ What TFLite Micro does for int16, each pinned by a test against its interpreter
   TRANSPOSE_CONV takes an int16 or int64 bias.
 - ADD / SUB: left shift 15 (20 for int8), the ratios in double (this TFLite Micro does so for
   SUB too, where older sources have float32).
-- MUL, MEAN, RELU, LEAKY_RELU, PRELU (int8 alpha), BATCH_MATMUL: the int8 multipliers with
-  int16 clamps; RELU6 clamps to [0, min(round(6 / s_in), 32767)].
+- MUL, MEAN, RELU, LEAKY_RELU, PRELU (int8 alpha), BATCH_MATMUL, RSQRT: the int8 multipliers
+  with int16 clamps; RELU6 clamps to [0, min(round(6 / s_in), 32767)].
 - SOFTMAX int16 -> int16: QuantizeMultiplier(s_in * beta / (10 / 65535)) and TFLite Micro's two
   513-entry tables (`lut16.softmax_luts`); output scale 1/32768. int8 -> int16: the int8
   scaling, output (1/65536, -32768).
@@ -336,6 +336,14 @@ def prelu16_params(graph, node) -> dict:
     if str(graph.tensors[node.inputs[1]].dtype) != "int8":
         fail(node, "a 16x8 PRELU takes an int8 alpha (TFLite Micro requires it)")
     return LAYER_PARAMS["PRelu"](graph, node)
+
+
+@prepare16("Rsqrt")
+def rsqrt16_params(graph, node) -> dict:
+    """PrepareAbsRsqrt (RSQRT, int16): zero points 0, the int8 multiplier."""
+    _symmetric(graph, node, node.inputs[0])
+    _symmetric(graph, node, node.outputs[0])
+    return LAYER_PARAMS["Rsqrt"](graph, node)
 
 
 @prepare16("Quantize")
