@@ -359,7 +359,7 @@ def _ir_spelling(op: str, attrs: dict, outputs: list, origin: dict, graph: Graph
     `keepdims` (0 when the option is absent) and `noop_with_empty_axes` (empty axes reduce
     nothing); Reshape's `allowzero` (TFLite reads a 0 literally); Softmax's `axis` (the last);
     Cast's `to` (the output tensor's type; CastOptions' type codes have no effect and stay in
-    `origin`)."""
+    `origin`); Pad's `mode` (constant, ONNX's name)."""
     if op in _REDUCERS:
         attrs.setdefault("keepdims", 0)
         attrs["noop_with_empty_axes"] = 1
@@ -367,6 +367,8 @@ def _ir_spelling(op: str, attrs: dict, outputs: list, origin: dict, graph: Graph
         attrs["allowzero"] = 1
     elif op == "Softmax":
         attrs["axis"] = -1
+    elif op in ("Pad", "PadV2"):
+        attrs["mode"] = "constant"
     elif op == "Cast":
         types = {k: attrs.pop(k) for k in _CAST_TYPES if k in attrs}
         if types:

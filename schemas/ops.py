@@ -14,15 +14,17 @@ parameter from its input only:
 - Reshape: the `shape` input (TFLite's `new_shape` option when it has no input) and
   `allowzero` (TFLite reads a 0 literally: 1).
 - Cast: `to`, the IR dtype name (ONNX's TensorProto code; TFLite's output tensor type);
-  Quantize (ONNX QuantizeLinear): `output_dtype` a dtype name, absent when unset (code 0).
+  Quantize (ONNX QuantizeLinear): `output_dtype` a dtype name, absent when unset (code 0);
+  Shape: `out_type` a dtype name (TFLite's TensorType code; ONNX: always int64).
 - Reductions (Mean, ReduceMean, ReduceMax, ReduceSum): `keepdims` 0 / 1 (TFLite `keep_dims`);
   `noop_with_empty_axes` 1 where empty axes reduce nothing (TFLite).
 - Softmax: `axis` (TFLite: -1), `coerce_2d` 1 where the input is flattened to 2-D at `axis`
   (ONNX before opset 13); `beta` (TFLite) scales the input.
-- Not respelled: Pad's pads keep their tensor's layout ([rank, 2] in TFLite, [begins, ends] in
-  ONNX; the kernels tell them apart by rank), Clip / Slice / Resize parameters are inputs in
-  both formats already, the TFLite-only ops (Mean, StridedSlice, SplitEqual...) keep their
-  option names.
+- Pad / PadV2 `pads`: rows [k, 2], (begin, end) per axis of the `axes` input (absent: every
+  axis): TFLite's paddings as they are; ONNX's flat [begins..., ends...] converted by the
+  reader and back by the writer (`qconvert.pads_spelling`). `mode` absent is constant.
+- Not respelled: Clip / Slice / Resize parameters are inputs in both formats already, the
+  TFLite-only ops (Mean, StridedSlice, SplitEqual...) keep their option names.
 """
 
 from . import Input, OnnxSpec, OpSchema, TfliteSpec, register
@@ -173,7 +175,8 @@ register(OpSchema(
     tflite=TfliteSpec("CONCATENATION", "ConcatenationOptions", int8_version=2),
     onnx=OnnxSpec("Concat", {"axis": None}), int8="same_scale"))
 register(OpSchema(
-    "Pad", "Pad with a constant (TFLite paddings [rank, 2]; ONNX pads [begins..., ends...]).",
+    "Pad", "Pad by `pads` rows [k, 2] (begin, end) per axis of `axes` (absent: every axis) "
+    "with `value` (default 0) or by `mode` (ONNX; the reader turns its flat pads into rows).",
     (X, Input("pads", "param"), Input("value", "param", optional=True),
      Input("axes", "param", optional=True)),
     tflite=TfliteSpec("PAD", "PadOptions", int8_version=2),
@@ -209,7 +212,8 @@ register(OpSchema(
     "TFLite: the output tensor's type).", (X,),
     tflite=TfliteSpec("CAST", "CastOptions"), onnx=OnnxSpec("Cast", {"to": None, "saturate": 1})))
 register(OpSchema(
-    "Shape", "The input's shape as a 1-D integer tensor (ONNX 15+: dims [start, end)).", (X,),
+    "Shape", "The input's shape as a 1-D tensor of `out_type`, a dtype name (ONNX: int64; "
+    "TFLite: its out_type code), ONNX 15+: dims [start, end).", (X,),
     tflite=TfliteSpec("SHAPE", "ShapeOptions"), onnx=OnnxSpec("Shape", {"start": 0, "end": None})))
 register(OpSchema(
     "Gather", "Take entries of `x` along `axis` at `indices` (ONNX: negative indices count "
@@ -273,6 +277,13 @@ register(OpSchema("Sqrt", "sqrt(x) (int8: TFLite Micro's SQRT is float only).", 
                   tflite=TfliteSpec("SQRT"), onnx=OnnxSpec("Sqrt")))
 register(OpSchema("Rsqrt", "1 / sqrt(x) (TFLite RSQRT).", (X,),
                   tflite=TfliteSpec("RSQRT", int8_version=2),
+                  int8="requantize"))
+register(OpSchema(
+    "SquaredDifference", "(a - b) ** 2 with numpy broadcasting (TFLite SQUARED_DIFFERENCE: the "
+    "variance of a normalisation).", (Input("a"), Input("b")),
+    tflite=TfliteSpec("SQUARED_DIFFERENCE", int8_version=2), int8="requantize"))
+register(OpSchema("Abs", "|x| (TFLite ABS, ONNX Abs).", (X,),
+                  tflite=TfliteSpec("ABS", int8_version=2), onnx=OnnxSpec("Abs"),
                   int8="requantize"))
 register(OpSchema("Pow", "x ** y, numpy broadcasting (ONNX Pow; to TFLite only y == 2 (MUL) "
                   "and 0.5 (SQRT)).", (X, Input("exponent", "param")), onnx=OnnxSpec("Pow")))

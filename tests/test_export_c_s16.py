@@ -91,15 +91,20 @@ def _built_models(folder) -> dict:
     """{path: samples} of the 16x8 layers built by the tests rather than the converter (the
     converter makes no int8 -> int16 SOFTMAX) and the unary 16x8 ops on every int16 value they
     are defined for, written to `folder`."""
-    from test_int16_executor import _unary16, softmax8_16_model, softmax8_16_rows
+    from test_int16_executor import (_unary16, full_range16, softmax8_16_model,
+                                     softmax8_16_rows, squared_difference16_model)
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "softmax8_16.tflite"
     path.write_bytes(softmax8_16_model())
     built = {path: [[softmax8_16_rows(seed)] for seed in (2, 3)]}
+    path = folder / "squared_difference16.tflite"
+    path.write_bytes(squared_difference16_model(2e-4, 6e-3, 0.9, (1, 1, 1, 16)))
+    graph = load_model(path).graph
+    built[path] = [[full_range16(graph, seed)[n] for n in graph.inputs] for seed in range(2)]
     for op, values in UNARY16.items():
         path = folder / f"{op.lower()}16_all.tflite"
-        path.write_bytes(_unary16(op, 1.3e-4, 6.1e-5))
+        path.write_bytes(_unary16(op, 1.3e-4, 6.1e-5, values.shape))
         built[path] = [[values]]
     return built
 
@@ -381,18 +386,34 @@ def test_softmax_int8_to_int16_export_bit_exact(tmp_path, kernels, s_in, beta):
 
 
 # unary 16x8 ops built here, with every int16 input they are defined for
-UNARY16 = {"Rsqrt": np.arange(0, 32768, dtype=np.int16).reshape(1, 128, 256)}
+UNARY16 = {"Rsqrt": np.arange(0, 32768, dtype=np.int16).reshape(1, 128, 256),
+           "Abs": np.arange(-32768, 32768, dtype=np.int32).astype(np.int16).reshape(1, 256, 256)}
 
 
 @pytest.mark.parametrize("kernels", ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)])
 @pytest.mark.parametrize("op", sorted(UNARY16))
-@pytest.mark.parametrize("s_in,s_out", [(1.3e-4, 6.1e-5), (0.05, 1e-4)])
+@pytest.mark.parametrize("s_in,s_out", [(1.3e-4, 6.1e-5), (0.05, 1e-4), (3e-4, 3e-4)])
 def test_unary16_export_on_every_int16_value(tmp_path, kernels, op, s_in, s_out):
     from test_int16_executor import _unary16
 
     path = tmp_path / "unary16.tflite"
-    path.write_bytes(_unary16(op, s_in, s_out))
+    path.write_bytes(_unary16(op, s_in, s_out, UNARY16[op].shape))
     _check_host(path, tmp_path / "c", kernels, [[UNARY16[op]]])
+
+
+@pytest.mark.parametrize("kernels", ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)])
+@pytest.mark.parametrize("scales", [(3e-4, 7e-4, 0.02), (2e-4, 6e-3, 0.9), (1e-3, 1e-3, 1e-5)])
+@pytest.mark.parametrize("b_shape", [(1, 8, 8, 16), (1, 1, 1, 16)])
+def test_squared_difference16_export(tmp_path, kernels, scales, b_shape):
+    """SQUARED_DIFFERENCE (int16, broadcast or not) on full-range inputs: qconvert_binary_s16
+    in both kernel sets (CMSIS-NN has no squared difference)."""
+    from test_int16_executor import full_range16, squared_difference16_model
+
+    path = tmp_path / "sd16.tflite"
+    path.write_bytes(squared_difference16_model(*scales, b_shape))
+    graph = load_model(path).graph
+    _check_host(path, tmp_path / "c", kernels,
+                [[full_range16(graph, seed)[n] for n in graph.inputs] for seed in range(2)])
 
 
 def test_rsqrt16_export_stops_at_a_negative_input(tmp_path):

@@ -365,6 +365,11 @@ def test_rsqrt16_on_every_non_negative_int16_value(s_in, s_out):
     assert_same16(_unary16("Rsqrt", s_in, s_out), [{"x": x}])
 
 
+@pytest.mark.parametrize("s_in,s_out", [(3e-4, 3e-4), (3e-4, 2e-4), (1e-3, 3e-3), (0.05, 1e-4)])
+def test_abs16_on_every_int16_value(s_in, s_out):
+    assert_same16(_unary16("Abs", s_in, s_out, (1, 256, 256)), [{"x": all_int16_values()}])
+
+
 def test_rsqrt16_refuses_a_negative_input_as_tflite_micro_fails():
     data = _unary16("Rsqrt", 1e-3, 1e-3, (1, 4))
     x = np.array([[5, 0, -1, 7]], np.int16)
@@ -372,3 +377,28 @@ def test_rsqrt16_refuses_a_negative_input_as_tflite_micro_fails():
         tflm(data, [x])
     with pytest.raises(QConvertError, match="only defined for values >= 0"):
         run_int8(read_tflite(data).graph, {"x": x})
+
+
+def squared_difference16_model(s1, s2, s_out, b_shape=(1, 8, 8, 16)) -> bytes:
+    """A 16x8 SQUARED_DIFFERENCE of a (1, 8, 8, 16) input and one of `b_shape` (broadcast)."""
+    n = Q8(2)
+    a = n.input("a", (1, 8, 8, 16), s1, 0, dtype="int16")
+    b = n.input("b", b_shape, s2, 0, dtype="int16")
+    n.node("SquaredDifference", [a, b], "y", (1, 8, 8, 16), s_out, 0, dtype="int16")
+    return n.build(["y"])
+
+
+def full_range16(graph, seed) -> dict:
+    rng = np.random.default_rng(seed)
+    return {k: rng.integers(-32768, 32768, graph.tensors[k].shape).astype(np.int16)
+            for k in graph.inputs}
+
+
+@pytest.mark.parametrize("scales", [(3e-4, 7e-4, 0.02), (1e-3, 1e-3, 5e-2), (2e-4, 6e-3, 0.9),
+                                    (1e-3, 1e-3, 1e-5)])
+@pytest.mark.parametrize("b_shape", [(1, 8, 8, 16), (1, 1, 1, 16)])
+def test_squared_difference16(scales, b_shape):
+    data = squared_difference16_model(*scales, b_shape)
+    g = read_tflite(data).graph
+    got = assert_same16(data, [full_range16(g, seed) for seed in range(2)] + [feeds_for(g, 0)])
+    assert len(np.unique(got["y"])) > 10

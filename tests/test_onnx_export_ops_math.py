@@ -143,7 +143,7 @@ def test_prelu_with_a_computed_slope(tmp_path):
     assert "PRelu" in _ops(f) and "Transpose" not in _ops(f) and "PRelu" in _ops(q)
 
 
-@pytest.mark.parametrize("op,attrs", [("Sigmoid", {}), ("Tanh", {}),
+@pytest.mark.parametrize("op,attrs", [("Sigmoid", {}), ("Tanh", {}), ("Abs", {}),
                                       ("HardSigmoid", {"alpha": 0.25, "beta": 0.4})])
 def test_standalone_activations_run_int8(tmp_path, op, attrs):
     net = OnnxNet(3)

@@ -164,6 +164,19 @@ OP_SPECS: dict[str, OpSpec] = {
         ("output_offset", "OUTPUT_OFFSET", "int"),
         ("output_multiplier", "OUTPUT_MULTIPLIER", "int"),
         ("output_shift", "OUTPUT_SHIFT", "int"), *_CLAMPS)),
+    "SquaredDifference": OpSpec(fields=(
+        ("input1_offset", "INPUT1_OFFSET", "int"), ("input2_offset", "INPUT2_OFFSET", "int"),
+        ("output_offset", "OUTPUT_OFFSET", "int"), ("left_shift", "LEFT_SHIFT", "int"),
+        ("input1_multiplier", "INPUT1_MULTIPLIER", "int"), ("input1_shift", "INPUT1_SHIFT", "int"),
+        ("input2_multiplier", "INPUT2_MULTIPLIER", "int"), ("input2_shift", "INPUT2_SHIFT", "int"),
+        ("output_multiplier", "OUTPUT_MULTIPLIER", "int"),
+        ("output_shift", "OUTPUT_SHIFT", "int"), *_CLAMPS)),
+    "Abs": OpSpec(fields=(
+        ("input_zero_point", "INPUT_ZERO_POINT", "int"),
+        ("output_zero_point", "OUTPUT_ZERO_POINT", "int"),
+        ("needs_rescale", "NEEDS_RESCALE", "bool"),
+        ("output_multiplier", "OUTPUT_MULTIPLIER", "int"),
+        ("output_shift", "OUTPUT_SHIFT", "int"))),
     "Rsqrt": OpSpec(fields=(
         ("input_zero_point", "INPUT_ZERO_POINT", "int"),
         ("output_zero_point", "OUTPUT_ZERO_POINT", "int"),

@@ -48,10 +48,10 @@ PORTABLE_FILES = ("qconvert_fc_1x4.h", "qconvert_fc_1x4.c", "qconvert_nn.h",
 _CONV_FILES = frozenset({"qconvert_nn_conv.c"})
 _OPS_FILES = frozenset({"qconvert_nn_ops.c"})
 S16_FILES = frozenset({"qconvert_nn_s16.c"})
-_LOOKUP_OPS = ("Relu", "Relu6", "Sigmoid", "Tanh", "HardSwish", "LeakyRelu")
+_LOOKUP_OPS = ("Relu", "Relu6", "Sigmoid", "Tanh", "HardSwish", "LeakyRelu", "Abs")
 _BINARY = {"Add": "QCONVERT_ADD", "Sub": "QCONVERT_SUB", "Mul": "QCONVERT_MUL",
            "Maximum": "QCONVERT_MAXIMUM", "Minimum": "QCONVERT_MINIMUM", "PRelu": "QCONVERT_PRELU",
-           "Div": "QCONVERT_DIV"}
+           "Div": "QCONVERT_DIV", "SquaredDifference": "QCONVERT_SQUARED_DIFFERENCE"}
 _MOVEMENT = ("Transpose", "StridedSlice", "Gather", "Pad", "PadV2", "Concat", "ResizeNearest",
              "SplitEqual", "SplitSizes")
 

@@ -121,6 +121,14 @@ def _lower_rsqrt16(graph, node, index, options):
     return _plain(graph, node, index, call, (), (), MATH16_FILES, [("same", 0)])
 
 
+def _lower_abs16(graph, node, index, options):
+    p = layer_params(graph, node)
+    return _plain(graph, node, index,
+                  f"qconvert_abs_s16($in0, $out0, {_size(graph, node.outputs[0])}, "
+                  f"{int(p['needs_rescale'])}, {p['output_multiplier']}, {p['output_shift']});",
+                  (), (), MATH16_FILES, [("same", 0)])
+
+
 # the lowerings shared with int8 (see the module docstring)
 _SHARED = ("Conv2D", "DepthwiseConv2D", "FullyConnected", "AveragePool", "MaxPool", "Mean",
            "Dequantize", "Reshape", "Squeeze", "TransposeConv", "BatchMatMul",
@@ -130,5 +138,5 @@ LOWERINGS16 = {
     **{op: LOWERINGS[op] for op in _SHARED},
     "Softmax": _lower_softmax16, "Sigmoid": _lower_sigmoid_tanh16, "Tanh": _lower_sigmoid_tanh16,
     "Relu": _lower_relu16, "LeakyRelu": _lower_relu16, "Relu6": _lower_relu6_16,
-    "Quantize": _lower_quantize16, "Rsqrt": _lower_rsqrt16,
+    "Quantize": _lower_quantize16, "Rsqrt": _lower_rsqrt16, "Abs": _lower_abs16,
 }

@@ -62,6 +62,7 @@ from qconvert.schemas.activations import ACTIVATION_RANGES, activation_of_op, cl
 
 from .float_kernels import CONTEXT_KERNELS, KERNELS, KernelContext, fake_quantize
 from .float_kernels_base import clamp
+from .parallel import elementwise
 
 __all__ = ["run_float", "run_float_batched", "unsupported_ops", "UnsupportedOpsError",
            "ExecutionError"]
@@ -187,7 +188,7 @@ def _binary_in_place(ufunc):
         if np.broadcast_shapes(a.shape, b.shape) != x.shape:
             return None
         with np.errstate(all="ignore"):
-            return ufunc(a, b, out=x)
+            return elementwise(ufunc, x, a, b)
     return run
 
 
@@ -195,7 +196,8 @@ def _binary_in_place(ufunc):
 # input it may overwrite), or None when it cannot (the kernel then runs as usual). Each computes
 # exactly what its kernel in float_kernels computes.
 def _clamp_in_place(bounds):
-    return lambda node, x, inputs: clamp(x, *bounds, out=x)
+    return lambda node, x, inputs: elementwise(
+        lambda a, out: clamp(a, *bounds, out=out), x, x)
 
 
 IN_PLACE = {

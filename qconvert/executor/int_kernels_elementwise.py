@@ -42,6 +42,27 @@ def add_sub(node, inputs, p, ctx):
     return add_sub_as(node, inputs, p, ctx, np.int8)
 
 
+def squared_difference_as(node, inputs, p, ctx, dtype):
+    """SQUARED_DIFFERENCE: both inputs (+ their offsets) << left_shift rescaled to a common
+    scale as ADD's, the int32 square of their difference requantized, + z_out, clamped, as
+    `dtype` (int8: left shift 7; 16x8: 0)."""
+    a = inputs[0].astype(np.int64) + p["input1_offset"]
+    b = inputs[1].astype(np.int64) + p["input2_offset"]
+    diff = requantize_int32(a << p["left_shift"], p["input1_multiplier"], p["input1_shift"],
+                            ctx.rounding) - \
+        requantize_int32(b << p["left_shift"], p["input2_multiplier"], p["input2_shift"],
+                         ctx.rounding)
+    out = requantize_int32(wrap32(diff * diff), p["output_multiplier"], p["output_shift"],
+                           ctx.rounding) + p["output_offset"]
+    return [np.clip(out, p["activation_min"], p["activation_max"]).astype(dtype)]
+
+
+@kernel("SquaredDifference")
+def squared_difference(node, inputs, p, ctx):
+    """SQUARED_DIFFERENCE (int8): `squared_difference_as` with a common scale << 7."""
+    return squared_difference_as(node, inputs, p, ctx, np.int8)
+
+
 def mul_as(node, inputs, p, ctx, dtype):
     """MUL: (x1 - z1) * (x2 - z2) requantized with one multiplier, + z_out, clamped, as `dtype`
     (16x8 parameters carry no offsets: all zero points are 0)."""

@@ -1,4 +1,4 @@
-"""Integer kernels of LEAKY_RELU, PRELU, BATCH_MATMUL, RSQRT and DIV (int8), bit-exact with
+"""Integer kernels of LEAKY_RELU, PRELU, BATCH_MATMUL, ABS, RSQRT and DIV (int8), bit-exact with
 TFLite Micro's reference kernels (parameters: `qconvert.int8.prepare.activations` /
 `.arithmetic`, where what this TFLite Micro computes at Prepare is described).
 
@@ -8,6 +8,7 @@ TFLite Micro's reference kernels (parameters: `qconvert.int8.prepare.activations
   broadcasts against x.
 - BATCH_MATMUL: int32 sums of (a - z_a) * (b - z_b) over the accumulation axis, no bias, no fused
   activation; `adj_x` / `adj_y` transpose an operand's last two axes, batch axes broadcast.
+- ABS: |x - z_in|, requantized only when the input and output scales differ, + z_out.
 - RSQRT: per element v = x - z_in (refused below 0, as TFLite Micro's Eval fails; 0 gives the
   type's maximum, 127 or 32767 for 16x8);
   1 / sqrt(v) as gemmlowp's Newton-Raphson inverse square root, scaled up by 2**20, then
@@ -75,6 +76,22 @@ def batch_matmul(node, inputs, p, ctx):
     out = requantize_int32(acc, p["output_multiplier"], p["output_shift"],
                            ctx.rounding) + p["output_offset"]
     return [_clamp8(out)]
+
+
+@kernel("Abs")
+def abs_(node, inputs, p, ctx):
+    """AbsEvalQuantized (int8)."""
+    return [abs_as(inputs[0], p, ctx, np.int8)]
+
+
+def abs_as(x, p, ctx, dtype) -> np.ndarray:
+    """AbsEvalQuantized<T> (int8 or int16 `dtype`): |x - z_in|, requantized when the scales
+    differ, + z_out, clamped to the type."""
+    v = np.abs(x.astype(np.int64) - p["input_zero_point"])
+    if p["needs_rescale"]:
+        v = requantize_int32(v, p["output_multiplier"], p["output_shift"], ctx.rounding)
+    info = np.iinfo(dtype)
+    return np.clip(v + p["output_zero_point"], info.min, info.max).astype(dtype)
 
 
 @kernel("Rsqrt")

@@ -38,6 +38,28 @@ def _mean_key(graph, node, fmt: str):
     return None
 
 
+SHARED_PLANES = 1 << 16  # values per piece of planes summed on its own
+
+
+def _leading_channel_sums(array: np.ndarray) -> np.ndarray:
+    """array.sum(axis=(0, 2, 3, ...)) of a C-contiguous [N, C, ...] array, bit for bit (numpy
+    sums each sample's channel plane pairwise, then adds the samples in order, as here), the
+    planes summed piece by piece on every CPU (`executor.parallel`)."""
+    from qconvert.executor.parallel import on_workers, spans
+
+    n, c = array.shape[:2]
+    planes = array.reshape(n * c, -1)
+    rows = max(1, SHARED_PLANES // max(1, planes.shape[1]))
+    sums = np.empty(n * c, array.dtype)
+
+    def run(items):
+        for i, j in items:
+            planes[i:j].sum(axis=1, out=sums[i:j])
+
+    on_workers(run, spans(n * c, rows))
+    return sums.reshape(n, c).sum(axis=0)
+
+
 class ChannelMeans:
     """Per-channel means of the inputs of a graph's weighted layers, gathered batch by batch
     (`observe`, an executor hook); `means()` gives {layer output name: mean array}."""
@@ -63,7 +85,11 @@ class ChannelMeans:
             kind, value = key
             # float32 sums (numpy's pairwise summation: relative error ~1e-7 here), then
             # accumulated across batches in float64; half the time of float64 sums
-            if kind == "axis":
+            if (kind == "axis" and value == 1 and array.flags.c_contiguous and array.size
+                    and array.dtype == np.float32):
+                total = _leading_channel_sums(array).astype(np.float64)
+                count = array.size // array.shape[value]
+            elif kind == "axis":
                 axes = tuple(i for i in range(array.ndim) if i != value)
                 total = array.sum(axis=axes).astype(np.float64)
                 count = array.size // array.shape[value]

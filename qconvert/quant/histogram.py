@@ -31,6 +31,37 @@ def sample(array: np.ndarray) -> np.ndarray:
     return flat[::step]
 
 
+SHARED_COUNTS = 1 << 16  # values per piece counted on its own (pieces shared among the CPUs)
+
+
+def _bin_counts(values: np.ndarray, k: float) -> np.ndarray:
+    """Counts (int64) of floor(values * k) + BINS clipped to the 2 * BINS bins, piece by piece
+    on every CPU (`executor.parallel`): integer counts, so the sum over pieces is exact and the
+    result does not depend on how the values were split."""
+    from qconvert.executor.parallel import on_workers, spans
+
+    # float32 arithmetic unless k overflows it (activations of ~1e-38); one work array per
+    # piece, every step in place
+    narrow = values.dtype == np.float32 and k < 1e37
+    parts = spans(values.size, SHARED_COUNTS)
+    found = np.zeros((len(parts), 2 * BINS), np.int64)
+
+    def run(items):
+        for n, (i, j) in items:
+            if narrow:
+                idx = np.multiply(values[i:j], np.float32(k))
+            else:
+                idx = np.multiply(values[i:j], k, dtype=np.float64)
+            np.floor(idx, out=idx)
+            np.nan_to_num(idx, copy=False, nan=0.0)  # 0 * inf when BINS / top overflows float32
+            np.clip(idx, -BINS, BINS - 1, out=idx)
+            idx += BINS
+            found[n] = np.bincount(idx.astype(np.intp), minlength=2 * BINS)
+
+    on_workers(run, enumerate(parts))
+    return found.sum(axis=0)
+
+
 class StreamingHistogram:
     """Counts of values in 2 * BINS bins over [-top, top) (module docstring)."""
 
@@ -60,17 +91,7 @@ class StreamingHistogram:
         if not np.isfinite(k):  # a subnormal top: every value is in the bins next to 0
             self.counts[BINS] += values.size
             return
-        # float32 arithmetic unless 1 / top overflows it (activations of ~1e-38); one work
-        # array, every step in place
-        if values.dtype == np.float32 and k < 1e37:
-            idx = np.multiply(values, np.float32(k))
-        else:
-            idx = np.multiply(values, k, dtype=np.float64)
-        np.floor(idx, out=idx)
-        np.nan_to_num(idx, copy=False, nan=0.0)  # 0 * inf when BINS / top overflows float32
-        np.clip(idx, -BINS, BINS - 1, out=idx)
-        idx += BINS
-        self.counts += np.bincount(idx.astype(np.intp), minlength=2 * BINS)
+        self.counts += _bin_counts(values, k)
 
     def _double(self) -> None:
         merged = self.counts.reshape(BINS, 2).sum(axis=1)

@@ -289,6 +289,7 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
     layers, `int16.py`); a layer writing one gets an int64 bias."""
     check_quantizable(graph)
     acts = plan_activations(graph, ranges, int16)
+    planned = _plan_layers(graph, acts, fmt, fc_per_channel, input_means or {}, int16)
     layers = {}
     consts: dict = {}
     wide_consts: set = set()
@@ -297,10 +298,11 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
             continue
         schema = schemas.get(node.op)
         x_slot, w_slot, b_slot = layer_slots(node)
-        if schema.int8 == "per_channel_weights" and graph.constant(node.inputs[w_slot]) is not None:
-            layers[node.outputs[0]] = _plan_layer(graph, node, acts, fmt, fc_per_channel,
-                                                  (input_means or {}).get(node.outputs[0]),
-                                                  node.outputs[0] in int16)
+        if id(node) in planned:
+            layer = planned[id(node)]
+            if isinstance(layer, Exception):
+                raise layer
+            layers[node.outputs[0]] = layer
             skip = {node.inputs[i] for i in (w_slot, b_slot) if i < len(node.inputs)}
         else:
             skip = set()
@@ -317,6 +319,34 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
             if out in int16:
                 wide_consts.add(name)
     return QuantPlan(acts, layers, consts, frozenset(int16) | frozenset(wide_consts))
+
+
+def _plan_layers(graph: Graph, acts: dict, fmt: str, fc_per_channel: bool, input_means: dict,
+                 int16) -> dict:
+    """{id(node): its LayerPlan, or the error planning it raised} for every layer with constant
+    weights; the layers are independent of each other, so they are shared among the CPUs
+    (`executor.parallel`); the caller raises the first error in node order."""
+    from qconvert.executor.parallel import on_workers
+
+    nodes = [node for node in graph.nodes
+             if not is_resource_op(node) and not node.origin.get(BORDER)
+             and schemas.get(node.op).int8 == "per_channel_weights"
+             and graph.constant(node.inputs[layer_slots(node)[1]]) is not None]
+    planned: dict = {}
+
+    def run(items):
+        for node in items:
+            try:
+                planned[id(node)] = _plan_layer(graph, node, acts, fmt, fc_per_channel,
+                                                input_means.get(node.outputs[0]),
+                                                node.outputs[0] in int16)
+            except Exception as exc:  # noqa: BLE001  (raised by the caller, in node order)
+                planned[id(node)] = exc
+
+    # the largest layers first, so the last ones taken are small and the CPUs finish together
+    on_workers(run, sorted(nodes, key=lambda n: -graph.constant(
+        n.inputs[layer_slots(n)[1]]).size))
+    return planned
 
 
 def layer_slots(node) -> tuple:

@@ -25,12 +25,12 @@ from .histogram import StreamingHistogram, sample
 from .range_search import entropy_range, mse_range, percentile_range
 
 METHODS = ("minmax", "percentile", "mse", "entropy")
-SHARED_EXTREMES = 1 << 22  # below this many values, handing spans to threads costs more
+SHARED_EXTREMES = 1 << 18  # below this many values, handing spans to threads costs more
 
 
 def _extremes(array: np.ndarray) -> tuple:
     """(min, max) as Python floats, span by span on every CPU (`executor.parallel`): each span
-    is read once from memory for both."""
+    is read once from memory for both (min and max of a span in cache)."""
     from qconvert.executor.parallel import on_workers, spans
 
     flat = array.reshape(-1)

@@ -140,6 +140,12 @@ def squared_difference_net(x):
     return tf.math.squared_difference(y, tf.reduce_mean(y, axis=[1, 2], keepdims=True))
 
 
+def sum_net(x):
+    """CONV_2D, SUM over H and W (kept) and over the channels (dropped)."""
+    y = tf.nn.conv2d(x, weight(1, 1, 4, 6), 1, "SAME")
+    return tf.reduce_sum(y, axis=[1, 2], keepdims=True), tf.reduce_sum(y, axis=3)
+
+
 # name: (function, input shape, input std, int32 bias, float io); a name starting with
 # "mixed_" and ending in "_int8" is converted to plain int8 (a part of the mixed model)
 MODELS = {
@@ -155,10 +161,11 @@ MODELS = {
     "rsqrt_16x8": (rsqrt_net, [1, 6, 8, 4], 1.0, False, False),
     "abs_16x8": (abs_net, [1, 6, 8, 4], 1.0, False, False),
     "squared_difference_16x8": (squared_difference_net, [1, 6, 8, 4], 1.0, False, False),
+    "sum_16x8": (sum_net, [1, 6, 8, 4], 1.0, False, False),
 }
 # models also written as float TFLite (float/<name>.tflite, the converter without
 # quantization) for `qconvert quantize --activations int16` to quantize
-FLOAT_TOO = ("rsqrt_16x8", "abs_16x8", "squared_difference_16x8")
+FLOAT_TOO = ("rsqrt_16x8", "abs_16x8", "squared_difference_16x8", "sum_16x8")
 
 
 def convert_float(fn, shape) -> bytes:

@@ -62,10 +62,12 @@ void qconvert_lookup_s8(const int8_t *input, int8_t *output, int32_t size, const
 /* Element-wise binary ops with broadcasting: the output box `shape` is walked in row-major
  * order; a_strides / b_strides give each input's step along each axis (0 where it broadcasts). */
 /* PRELU: input1 >= its zero point -> input1 requantized with output_multiplier / _shift, else
- * (input1 - z1) * (alpha - z2) with input2_multiplier / input2_shift. */
+ * (input1 - z1) * (alpha - z2) with input2_multiplier / input2_shift.
+ * SQUARED_DIFFERENCE: both inputs rescaled as ADD's, the square of their difference requantized
+ * with output_multiplier / _shift. */
 typedef enum {
     QCONVERT_ADD, QCONVERT_SUB, QCONVERT_MUL, QCONVERT_MAXIMUM, QCONVERT_MINIMUM, QCONVERT_PRELU,
-    QCONVERT_DIV
+    QCONVERT_DIV, QCONVERT_SQUARED_DIFFERENCE
 } qconvert_binary_op;
 
 typedef struct {
@@ -243,6 +245,11 @@ void qconvert_fill_s16(int16_t *output, int32_t size, int16_t value);
  * error there). In place is allowed. */
 int qconvert_rsqrt_s16(const int16_t *input, int16_t *output, int32_t size, int32_t multiplier,
                        int32_t shift);
+
+/* ABS (int16, zero points 0): |x|, requantized with (multiplier, shift) when needs_rescale,
+ * clamped. In place is allowed. */
+void qconvert_abs_s16(const int16_t *input, int16_t *output, int32_t size, int32_t needs_rescale,
+                      int32_t multiplier, int32_t shift);
 
 /* TransposeConv and BatchMatMul (16x8): the int8 kernels' geometry, int64 sums, an int64 bias
  * (TransposeConv; NULL for none) and the 64-bit requantization. */

@@ -3,9 +3,9 @@
  *
  * - static inline helpers: clamping, the broadcasting odometer, gemmlowp's fixed-point steps
  *   (doubling high multiply, rounding divide and saturating multiply by a power of two, leading
- *   zeros), and each layer family's output stage (bias, requantization, offset, clamp): the int8 one on
- *   an int32 accumulator, the 16x8 one on an int64 accumulator with an int64 bias and TFLite's
- *   64-bit requantization, or a wrapping int32 accumulator with an int32 bias;
+ *   zeros), and each layer family's output stage (bias, requantization, offset, clamp): the
+ *   int8 one on an int32 accumulator, the 16x8 one on an int64 accumulator with an int64 bias
+ *   and TFLite's 64-bit requantization, or a wrapping int32 accumulator with an int32 bias;
  * - QCONVERT_*_LOOP: the whole body of a weighted kernel (convolution and depthwise convolution,
  *   fully connected, transposed convolution, batch matmul) over an element type and an accumulator
  *   type; the kernel passes its output stage as FINISH(acc, channel), an expression;
@@ -146,8 +146,9 @@ static inline int32_t qconvert_leading_zeros(uint32_t u)
     return n;
 }
 
-/* MAXIMUM, MINIMUM, MUL, ADD and SUB of two raw values (int8 and int16 alike: ADD / SUB rescale
- * both inputs to a common scale << left_shift, 20 for int8 and 15 for int16), clamped. */
+/* MAXIMUM, MINIMUM, MUL, ADD, SUB and SQUARED_DIFFERENCE of two raw values (int8 and int16
+ * alike: ADD / SUB / SQUARED_DIFFERENCE rescale both inputs to a common scale << left_shift),
+ * clamped. */
 static inline int32_t qconvert_binary_value(int32_t a, int32_t b, const qconvert_binary_params *p)
 {
     int32_t raw;
@@ -160,6 +161,16 @@ static inline int32_t qconvert_binary_value(int32_t a, int32_t b, const qconvert
         raw = qconvert_requantize((a + p->input1_offset) * (b + p->input2_offset),
                                   p->output_multiplier, p->output_shift);
         return qconvert_clamp(raw + p->output_offset, p->activation_min, p->activation_max);
+    case QCONVERT_SQUARED_DIFFERENCE: { /* the rescaled difference squared (wrapping) */
+        const int32_t d =
+            qconvert_requantize((a + p->input1_offset) * (1 << p->left_shift),
+                                p->input1_multiplier, p->input1_shift) -
+            qconvert_requantize((b + p->input2_offset) * (1 << p->left_shift),
+                                p->input2_multiplier, p->input2_shift);
+        raw = qconvert_requantize((int32_t)((uint32_t)d * (uint32_t)d), p->output_multiplier,
+                                  p->output_shift);
+        return qconvert_clamp(raw + p->output_offset, p->activation_min, p->activation_max);
+    }
     default: { /* ADD, SUB */
         const int32_t sa = qconvert_requantize((a + p->input1_offset) * (1 << p->left_shift),
                                                p->input1_multiplier, p->input1_shift);

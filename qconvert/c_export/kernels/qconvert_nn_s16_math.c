@@ -64,3 +64,14 @@ int qconvert_rsqrt_s16(const int16_t *input, int16_t *output, int32_t size, int3
     }
     return 0;
 }
+
+void qconvert_abs_s16(const int16_t *input, int16_t *output, int32_t size, int32_t needs_rescale,
+                      int32_t multiplier, int32_t shift)
+{
+    int32_t i;
+    for (i = 0; i < size; ++i) {
+        const int32_t v = input[i] < 0 ? -(int32_t)input[i] : input[i];
+        output[i] = (int16_t)qconvert_clamp(
+            needs_rescale ? qconvert_requantize(v, multiplier, shift) : v, INT16_MIN, INT16_MAX);
+    }
+}
