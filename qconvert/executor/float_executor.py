@@ -244,10 +244,6 @@ def _scalar_constant(graph: Graph, name, dtypes) -> bool:
 def _qdq_pairs(graph: Graph, pinned: set) -> tuple:
     """(ids of the QuantizeLinear nodes not run, {id(DequantizeLinear): its QuantizeLinear}) for
     the pairs computed at once (module docstring)."""
-    readers: dict = {}
-    for node in graph.nodes:
-        for name in dict.fromkeys(node.present_inputs()):
-            readers.setdefault(name, []).append(node)
     skipped, pair_of = set(), {}
     for node in graph.nodes:
         if node.op != "Quantize" or node.opaque or len(node.inputs) != 3 or not node.outputs:
@@ -260,7 +256,7 @@ def _qdq_pairs(graph: Graph, pinned: set) -> tuple:
                 or not _scalar_constant(graph, scale, ("float32",))
                 or not _scalar_constant(graph, zero, ("int8", "uint8", "int16"))):
             continue
-        users = readers.get(q, [])
+        users = graph.readers(q)
         if users and all(u.op == "Dequantize" and not u.opaque and u.inputs[1:] == [scale, zero]
                          and not u.attrs.get("block_size") and u.inputs[0] == q for u in users):
             skipped.add(id(node))
