@@ -7,7 +7,8 @@
 Each node runs with its kernel from `float_kernels.KERNELS` (ONNX / TFLite semantics in
 float32, as onnxruntime and LiteRT compute them up to float rounding). Kernels that need facts
 from the graph (quantization parameters, the ONNX opset) get a `KernelContext` (see
-`float_kernels`). An opaque node, or any op without a kernel, makes `run_float` raise
+`float_kernels`); a TFLite Quantize / Dequantize gets its tensor's scale and zero point as
+inputs, the form of ONNX's (`float_kernels_quant.implied_inputs`). An opaque node, or any op without a kernel, makes `run_float` raise
 `UnsupportedOpsError` before anything runs, naming every such op with its count.
 
 Memory: each intermediate tensor is dropped as soon as its last reader has run (reference
@@ -60,7 +61,8 @@ from qconvert.ir import Graph, Model
 from qconvert.ir.graph import list_ops
 from qconvert.schemas.activations import ACTIVATION_RANGES, activation_of_op, clamp_ops
 
-from .float_kernels import CONTEXT_KERNELS, KERNELS, KernelContext, fake_quantize
+from .float_kernels import (CONTEXT_KERNELS, IMPLIED_SLOTS, KERNELS, KernelContext,
+                            fake_quantize, implied_inputs)
 from .float_kernels_base import clamp
 from .parallel import elementwise, one_blas_thread
 
@@ -351,6 +353,8 @@ def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
         quantize = pair_of.get(id(node))
         read = node if quantize is None else quantize  # a fused pair reads the float input
         inputs = [fetch(name) for name in read.inputs]
+        if quantize is None and node.op in IMPLIED_SLOTS:  # TFLite Quantize / Dequantize
+            inputs = implied_inputs(graph, node, inputs)
         out_dtypes = [None if o is None or graph.tensors[o].extra.get("dtype_unknown")
                       else graph.tensors[o].dtype for o in node.outputs]
         if batch is not None and node.op == "Reshape" and not node.opaque:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from qconvert import schemas
 from qconvert.errors import QConvertError
 from qconvert.ir import Graph, Node, Tensor
+from qconvert.schemas.ops import HALF_AWAY
 
 from .plan import BORDER, _is_activation, activation_groups
 
@@ -39,7 +40,7 @@ INT16_KERNELS = frozenset({
     "Conv2D", "DepthwiseConv2D", "FullyConnected", "TransposeConv", "BatchMatMul", "Add", "Sub",
     "Mul", "AveragePool", "MaxPool", "Softmax", "Sigmoid", "Tanh", "Mean", "Relu", "Relu6",
     "LeakyRelu", "Reshape", "Concat", "Pad", "Transpose", "StridedSlice", "SplitEqual",
-    "Rsqrt", "Abs", "SquaredDifference",
+    "Rsqrt", "Abs", "SquaredDifference", "ReduceSum",
 })
 
 
@@ -180,5 +181,6 @@ def apply_widths(graph: Graph, int16_groups: list) -> Widths:
 
 
 def _border(source: str, target: str) -> Node:
-    return Node("Quantize", [source], [target], {}, f"{target}/requantize",
+    return Node("Quantize", [source], [target], {"rounding": HALF_AWAY},
+                f"{target}/requantize",
                 origin={BORDER: True})
