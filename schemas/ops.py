@@ -16,6 +16,11 @@ parameter from its input only:
 - Cast: `to`, the IR dtype name (ONNX's TensorProto code; TFLite's output tensor type);
   Quantize (ONNX QuantizeLinear): `output_dtype` a dtype name, absent when unset (code 0);
   Shape: `out_type` a dtype name (TFLite's TensorType code; ONNX: always int64).
+- Quantize / Dequantize: `scale` and `zero_point` are inputs (ONNX) or the quantized tensor's
+  quantization parameters (TFLite: `Input.from_quantization`; the float executor gives the
+  kernel them as the inputs); `axis` the quantized axis (TFLite: the quantized dimension of a
+  per-channel tensor); Quantize's `rounding` ``half_away_from_zero`` for TFLite QUANTIZE
+  (absent: half to even, ONNX's).
 - Reductions (Mean, ReduceMean, ReduceMax, ReduceSum): `keepdims` 0 / 1 (TFLite `keep_dims`);
   `noop_with_empty_axes` 1 where empty axes reduce nothing (TFLite).
 - Softmax: `axis` (TFLite: -1), `coerce_2d` 1 where the input is flattened to 2-D at `axis`
@@ -28,6 +33,8 @@ parameter from its input only:
 """
 
 from . import Input, OnnxSpec, OpSchema, TfliteSpec, register
+
+HALF_AWAY = "half_away_from_zero"  # Quantize `rounding` of TFLite QUANTIZE (absent: half to even)
 
 X = Input("x")
 W = Input("weights", "weights")
@@ -261,14 +268,19 @@ register(OpSchema("Dropout", "Identity at inference (ONNX).",
                    Input("training_mode", "param", optional=True)),
                   onnx=OnnxSpec("Dropout", {"ratio": None, "seed": None}), int8="same_scale"))
 register(OpSchema(
-    "Quantize", "float -> int8 (TFLite: output quantization; ONNX: scale and zero point inputs).",
-    (X, Input("scale", "param", optional=True), Input("zero_point", "param", optional=True)),
+    "Quantize", "float -> integer: saturate(round(x / scale) + zero_point); `rounding` half to "
+    "even (ONNX QuantizeLinear; absent) or half away from zero (TFLite QUANTIZE, whose scale "
+    "and zero point are its output's quantization).",
+    (X, Input("scale", "param", optional=True, from_quantization="output"),
+     Input("zero_point", "param", optional=True, from_quantization="output")),
     tflite=TfliteSpec("QUANTIZE", int8_version=2),
     onnx=OnnxSpec("QuantizeLinear", {"axis": 1, "saturate": 1, "block_size": 0,
                                      "output_dtype": 0})))
 register(OpSchema(
-    "Dequantize", "int8 -> float (TFLite: input quantization; ONNX: scale and zero point inputs).",
-    (X, Input("scale", "param", optional=True), Input("zero_point", "param", optional=True)),
+    "Dequantize", "integer -> float: (x - zero_point) * scale (TFLite DEQUANTIZE: its input's "
+    "quantization; of float16: a cast).",
+    (X, Input("scale", "param", optional=True, from_quantization="input"),
+     Input("zero_point", "param", optional=True, from_quantization="input")),
     tflite=TfliteSpec("DEQUANTIZE", int8_version=2),
     onnx=OnnxSpec("DequantizeLinear", {"axis": 1, "block_size": 0})))
 

@@ -7,7 +7,8 @@
 Each node runs with its kernel from `float_kernels.KERNELS` (ONNX / TFLite semantics in
 float32, as onnxruntime and LiteRT compute them up to float rounding). Kernels that need facts
 from the graph (quantization parameters, the ONNX opset) get a `KernelContext` (see
-`float_kernels`). An opaque node, or any op without a kernel, makes `run_float` raise
+`float_kernels`); a TFLite Quantize / Dequantize gets its tensor's scale and zero point as
+inputs, the form of ONNX's (`float_kernels_quant.implied_inputs`). An opaque node, or any op without a kernel, makes `run_float` raise
 `UnsupportedOpsError` before anything runs, naming every such op with its count.
 
 Memory: each intermediate tensor is dropped as soon as its last reader has run (reference
@@ -62,9 +63,10 @@ from qconvert.ir import Graph, Model
 from qconvert.ir.graph import list_ops
 from qconvert.schemas.activations import ACTIVATION_RANGES, activation_of_op, clamp_ops
 
-from .float_kernels import CONTEXT_KERNELS, KERNELS, KernelContext, fake_quantize
+from .float_kernels import (CONTEXT_KERNELS, IMPLIED_SLOTS, KERNELS, KernelContext,
+                            fake_quantize, implied_inputs)
 from .float_kernels_base import clamp
-from .parallel import elementwise
+from .parallel import elementwise, one_blas_thread
 
 __all__ = ["run_float", "run_float_batched", "unsupported_ops", "UnsupportedOpsError",
            "ExecutionError"]
@@ -186,11 +188,17 @@ def _clip_in_place(node, x, inputs):
     lo, hi = _opt_input(inputs, 1), _opt_input(inputs, 2)
     if any(b is not None and np.ndim(b) for b in (lo, hi)):
         return None
-    if lo is not None:
-        np.maximum(x, lo.astype(x.dtype), out=x)
-    if hi is not None:
-        np.minimum(x, hi.astype(x.dtype), out=x)
-    return x
+    lo = None if lo is None else lo.astype(x.dtype)
+    hi = None if hi is None else hi.astype(x.dtype)
+
+    def run(a, out):  # the max first, then the min, as the kernel
+        if lo is not None:
+            a = np.maximum(a, lo, out=out)
+        if hi is not None:
+            a = np.minimum(a, hi, out=out)
+        return a
+
+    return elementwise(run, x, x)
 
 
 def _opt_input(inputs, i):
@@ -315,6 +323,12 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
     Raises `UnsupportedOpsError` (unknown ops, all named) before running, and `ExecutionError`
     for bad feeds or a node that fails, naming it.
     """
+    with one_blas_thread():
+        return _run_float(model_or_graph, feeds, observe, keep, opset, check_shapes, pair_error)
+
+
+def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
+               pair_error) -> dict:
     graph, opset = _split(model_or_graph, opset)
     missing = unsupported_ops(graph)
     if missing:
@@ -356,6 +370,8 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
         quantize = pair_of.get(id(node))
         read = node if quantize is None else quantize  # a fused pair reads the float input
         inputs = [fetch(name) for name in read.inputs]
+        if quantize is None and node.op in IMPLIED_SLOTS:  # TFLite Quantize / Dequantize
+            inputs = implied_inputs(graph, node, inputs)
         out_dtypes = [None if o is None or graph.tensors[o].extra.get("dtype_unknown")
                       else graph.tensors[o].dtype for o in node.outputs]
         if batch is not None and node.op == "Reshape" and not node.opaque:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from qconvert import schemas
 from qconvert.errors import QConvertError
 from qconvert.ir import Graph, Node, Tensor
+from qconvert.schemas.ops import HALF_AWAY
 
 from .plan import BORDER, _is_activation, activation_groups
 
@@ -183,5 +184,6 @@ def apply_widths(graph: Graph, int16_groups: list) -> Widths:
 
 
 def _border(source: str, target: str) -> Node:
-    return Node("Quantize", [source], [target], {}, f"{target}/requantize",
+    return Node("Quantize", [source], [target], {"rounding": HALF_AWAY},
+                f"{target}/requantize",
                 origin={BORDER: True})
