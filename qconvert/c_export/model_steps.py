@@ -53,7 +53,7 @@ _BINARY = {"Add": "QCONVERT_ADD", "Sub": "QCONVERT_SUB", "Mul": "QCONVERT_MUL",
            "Maximum": "QCONVERT_MAXIMUM", "Minimum": "QCONVERT_MINIMUM", "PRelu": "QCONVERT_PRELU",
            "Div": "QCONVERT_DIV", "SquaredDifference": "QCONVERT_SQUARED_DIFFERENCE"}
 _MOVEMENT = ("Transpose", "StridedSlice", "Gather", "Pad", "PadV2", "Concat", "ResizeNearest",
-             "SplitEqual", "SplitSizes")
+             "SplitEqual", "SplitSizes", "SliceBySize", "Pack", "Unpack", "Reverse")
 
 
 @dataclass(frozen=True)
