@@ -92,7 +92,8 @@ def test_the_models_cover_tflite_micros_16x8_kernels():
             "Sub", "Mul", "AveragePool", "MaxPool", "Mean", "Softmax", "Sigmoid", "Tanh", "Relu",
             "Relu6", "LeakyRelu", "Maximum", "Minimum", "Concat", "Pad", "Transpose",
             "Reshape", "StridedSlice", "SplitEqual", "ResizeNearest", "Quantize",
-            "Dequantize"}
+            "Dequantize", "Rsqrt", "Abs", "SquaredDifference", "ReduceSum", "SliceBySize",
+            "Pack", "Unpack", "Reverse"}
     assert want <= ops, want - ops
     assert want <= set(supported_ops16())
     total = sum(p.stat().st_size for p in INT16_MODELS)
