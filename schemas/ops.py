@@ -150,14 +150,16 @@ register(OpSchema("ReduceMean", "Mean over the `axes` input (ONNX ReduceMean; an
                                                "noop_with_empty_axes": 0},
                                 attr_inputs={"axes": 18}),
                   int8="requantize"))
-for _name, _tfl, _since in (("ReduceMax", "REDUCE_MAX", 18), ("ReduceSum", "SUM", 13)):
+for _name, _tfl, _since, _int8 in (("ReduceMax", "REDUCE_MAX", 18, None),
+                                   ("ReduceSum", "SUM", 13, 2)):
     register(OpSchema(
         _name, f"{_name[6:]} over the `axes` input (ONNX {_name}: an attribute before opset "
         f"{_since}, `keepdims`; TFLite {_tfl}: `keep_dims`).",
         (X, Input("axes", "param", optional=True)),
-        tflite=TfliteSpec(_tfl, "ReducerOptions"),
+        tflite=TfliteSpec(_tfl, "ReducerOptions", int8_version=_int8),
         onnx=OnnxSpec(_name, {"axes": None, "keepdims": 1, "noop_with_empty_axes": 0},
-                      attr_inputs={"axes": _since})))
+                      attr_inputs={"axes": _since}),
+        int8="requantize" if _int8 else None))
 register(OpSchema("GlobalMaxPool", "Max over all spatial axes, kept as size 1 (ONNX).", (X,),
                   onnx=OnnxSpec("GlobalMaxPool"), layout_sensitive=True, int8="same_scale"))
 

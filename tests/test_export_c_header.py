@@ -415,7 +415,9 @@ def _every_op_model(header_only_ops: bool = False) -> Model:
     rs = n.node("Rsqrt", [rl], "rsqrt", (1, 6), 0.05, -128)
     ab = n.node("Abs", [fc], "abs", (1, 6), 0.04, -128)
     sd = n.node("SquaredDifference", [fc, lr], "squared_difference", (1, 6), 0.3, -128)
-    last = [pr, rs, ab, sd]
+    su = n.node("ReduceSum", [fc, n.const("sum_axes", np.asarray([1], np.int32))], "sum", (1,),
+                0.4, 3, keepdims=0)
+    last = [pr, rs, ab, sd, su]
     if header_only_ops:
         last = [n.node("Div", [pr, rs], "div", (1, 6), 0.2, 3, activation="NONE")]
     extra = _onnx_export_ops(n, m, d)

@@ -475,7 +475,7 @@ def test_verify_runs_16x8_models_in_the_integer_executor(tmp_path):
 
 # the converter's 16x8 models of normalisation ops and their float originals (make_int16_models)
 NORM_OPS = {"rsqrt_16x8": "Rsqrt", "abs_16x8": "Abs",
-            "squared_difference_16x8": "SquaredDifference"}
+            "squared_difference_16x8": "SquaredDifference", "sum_16x8": "ReduceSum"}
 
 
 @pytest.mark.parametrize("name", sorted(NORM_OPS))

@@ -389,10 +389,11 @@ def test_pooling(op, kernel, strides, padding, act):
     assert_same(n.build(["y"]), int8_feeds(n.g, 3))
 
 
+@pytest.mark.parametrize("op", ["Mean", "ReduceSum"])
 @pytest.mark.parametrize("axes,keep_dims,out_q", [
     ([1, 2], True, (0.01, 5)), ([1, 2], True, (0.04, -7)), ([2], False, (0.013, -100)),
     ([-1], False, (0.04, -7)), ([1, 3], True, (0.2, 0))])
-def test_mean(axes, keep_dims, out_q):
+def test_mean(op, axes, keep_dims, out_q):
     n = Q8(6)
     shape = (1, 5, 7, 6)
     x = n.input("x", shape, 0.04, -7)
@@ -401,7 +402,9 @@ def test_mean(axes, keep_dims, out_q):
     out_shape = [1 if i in resolved else d for i, d in enumerate(shape)]
     if not keep_dims:
         out_shape = [d for i, d in enumerate(shape) if i not in resolved]
-    n.node("Mean", [x, ax], "y", out_shape, *out_q, keepdims=int(keep_dims))
+    if op == "ReduceSum":  # a sum's range: the mean's times the count (5 to 42 values here)
+        out_q = (out_q[0] * 8, out_q[1])
+    n.node(op, [x, ax], "y", out_shape, *out_q, keepdims=int(keep_dims))
     assert_same(n.build(["y"]), int8_feeds(n.g, 3))
 
 

@@ -73,6 +73,13 @@ _SIGMOID_TANH = OpSpec(fields=(
     ("input_left_shift", "INPUT_LEFT_SHIFT", "int"),
     ("input_range_radius", "INPUT_RANGE_RADIUS", "int")))
 
+_MEAN = OpSpec(fields=(
+    ("multiplier", "MULTIPLIER", "int"), ("shift", "SHIFT", "int"),
+    ("input_zero_point", "INPUT_ZERO_POINT", "int"),
+    ("output_zero_point", "OUTPUT_ZERO_POINT", "int"), ("axes", "AXES", "array"),
+    ("keep_dims", "KEEP_DIMS", "bool"), ("count", "COUNT", "int"),
+    ("mean_multiplier", "MEAN_MULTIPLIER", "int"), ("mean_shift", "MEAN_SHIFT", "int")))
+
 OP_SPECS: dict[str, OpSpec] = {
     "Conv2D": OpSpec(fields=_LAYER + _GEOMETRY + (("groups", "GROUPS", "int"),),
                      skipped=_LAYER_SKIPPED, weights="conv", dims="conv"),
@@ -92,12 +99,8 @@ OP_SPECS: dict[str, OpSpec] = {
         ("output_shift", "OUTPUT_SHIFT", "int"), *_CLAMPS)),
     "AveragePool": _POOL,
     "MaxPool": _POOL,
-    "Mean": OpSpec(fields=(
-        ("multiplier", "MULTIPLIER", "int"), ("shift", "SHIFT", "int"),
-        ("input_zero_point", "INPUT_ZERO_POINT", "int"),
-        ("output_zero_point", "OUTPUT_ZERO_POINT", "int"), ("axes", "AXES", "array"),
-        ("keep_dims", "KEEP_DIMS", "bool"), ("count", "COUNT", "int"),
-        ("mean_multiplier", "MEAN_MULTIPLIER", "int"), ("mean_shift", "MEAN_SHIFT", "int"))),
+    "Mean": _MEAN,
+    "ReduceSum": _MEAN,  # SUM: MEAN_MULTIPLIER / _SHIFT are the multiplier (no 1 / count)
     "Softmax": OpSpec(fields=(
         ("input_multiplier", "INPUT_MULTIPLIER", "int"),
         ("input_left_shift", "INPUT_LEFT_SHIFT", "int"), ("diff_min", "DIFF_MIN", "int"),

@@ -364,8 +364,8 @@ def _lower_softmax(graph, node, index, options):
 
 
 def _lower_mean(graph, node, index, options, bits=8, files=None):
-    """MEAN -> qconvert_mean_s<bits> over an outer and an inner index box (int8, or 16x8 with
-    `bits=16` and its kernel `files`)."""
+    """MEAN and SUM -> qconvert_mean_s<bits> over an outer and an inner index box (int8, or
+    16x8 with `bits=16` and its kernel `files`); SUM's multiplier has no 1 / count folded in."""
     p = layer_params(graph, node)
     dims = tensor_dims(graph, node.inputs[0])
     axes = sorted({a % len(dims) for a in p["axes"]})
@@ -444,6 +444,7 @@ def _lower_alias(graph, node, index, options):
 LOWERINGS = {
     "Conv2D": _lower_conv, "DepthwiseConv2D": _lower_conv, "FullyConnected": _lower_fc,
     "AveragePool": _lower_pool, "MaxPool": _lower_pool, "Softmax": _lower_softmax,
+    "ReduceSum": _lower_mean,
     "Mean": _lower_mean, "Quantize": _lower_quantize, "Dequantize": _lower_dequantize,
     "Reshape": _lower_alias, "Squeeze": _lower_alias,
     **{op: _lower_lookup for op in _LOOKUP_OPS if op in INT_KERNELS},

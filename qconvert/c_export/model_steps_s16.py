@@ -277,6 +277,7 @@ LOWERINGS16 = {
     "Sigmoid": _lower_sigmoid_tanh16, "Tanh": _lower_sigmoid_tanh16,
     "Relu": _lower_relu16, "LeakyRelu": _lower_relu16, "Relu6": _lower_relu6_16,
     "Quantize": _lower_quantize16, "Dequantize": _lower_dequantize16, "Mean": _lower_mean16,
+    "ReduceSum": _lower_mean16,
     "Reshape": _lower_alias, "Squeeze": _lower_alias,
     "TransposeConv": _lower_transpose_conv16, "BatchMatMul": _lower_batch_matmul16,
     "Rsqrt": _lower_rsqrt16, "Abs": _lower_abs16,

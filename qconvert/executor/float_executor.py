@@ -64,7 +64,7 @@ from qconvert.schemas.activations import ACTIVATION_RANGES, activation_of_op, cl
 from .float_kernels import (CONTEXT_KERNELS, IMPLIED_SLOTS, KERNELS, KernelContext,
                             fake_quantize, implied_inputs)
 from .float_kernels_base import clamp
-from .parallel import elementwise
+from .parallel import elementwise, one_blas_thread
 
 __all__ = ["run_float", "run_float_batched", "unsupported_ops", "UnsupportedOpsError",
            "ExecutionError"]
@@ -171,11 +171,17 @@ def _clip_in_place(node, x, inputs):
     lo, hi = _opt_input(inputs, 1), _opt_input(inputs, 2)
     if any(b is not None and np.ndim(b) for b in (lo, hi)):
         return None
-    if lo is not None:
-        np.maximum(x, lo.astype(x.dtype), out=x)
-    if hi is not None:
-        np.minimum(x, hi.astype(x.dtype), out=x)
-    return x
+    lo = None if lo is None else lo.astype(x.dtype)
+    hi = None if hi is None else hi.astype(x.dtype)
+
+    def run(a, out):  # the max first, then the min, as the kernel
+        if lo is not None:
+            a = np.maximum(a, lo, out=out)
+        if hi is not None:
+            a = np.minimum(a, hi, out=out)
+        return a
+
+    return elementwise(run, x, x)
 
 
 def _opt_input(inputs, i):
@@ -300,6 +306,12 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
     Raises `UnsupportedOpsError` (unknown ops, all named) before running, and `ExecutionError`
     for bad feeds or a node that fails, naming it.
     """
+    with one_blas_thread():
+        return _run_float(model_or_graph, feeds, observe, keep, opset, check_shapes, pair_error)
+
+
+def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
+               pair_error) -> dict:
     graph, opset = _split(model_or_graph, opset)
     missing = unsupported_ops(graph)
     if missing:

@@ -166,7 +166,7 @@ def max_pool16(node, inputs, p, ctx):
     return [max_pool_as(inputs[0], p, np.int16)]
 
 
-@kernel16("Mean")
+@kernel16("Mean", "ReduceSum")
 def mean16(node, inputs, p, ctx):
     """QuantizedMeanOrSum<int16_t>: int32 sum, 1 / count folded into the multiplier, clamped
     (zero points 0)."""

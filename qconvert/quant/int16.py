@@ -40,7 +40,7 @@ INT16_KERNELS = frozenset({
     "Conv2D", "DepthwiseConv2D", "FullyConnected", "TransposeConv", "BatchMatMul", "Add", "Sub",
     "Mul", "AveragePool", "MaxPool", "Softmax", "Sigmoid", "Tanh", "Mean", "Relu", "Relu6",
     "LeakyRelu", "Reshape", "Concat", "Pad", "Transpose", "StridedSlice", "SplitEqual",
-    "Rsqrt", "Abs", "SquaredDifference",
+    "Rsqrt", "Abs", "SquaredDifference", "ReduceSum",
 })
 
 

@@ -326,7 +326,7 @@ def _plan_layers(graph: Graph, acts: dict, fmt: str, fc_per_channel: bool, input
     """{id(node): its LayerPlan, or the error planning it raised} for every layer with constant
     weights; the layers are independent of each other, so they are shared among the CPUs
     (`executor.parallel`); the caller raises the first error in node order."""
-    from qconvert.executor.parallel import on_workers
+    from qconvert.executor.parallel import on_workers, one_blas_thread
 
     nodes = [node for node in graph.nodes
              if not is_resource_op(node) and not node.origin.get(BORDER)
@@ -343,9 +343,11 @@ def _plan_layers(graph: Graph, acts: dict, fmt: str, fc_per_channel: bool, input
             except Exception as exc:  # noqa: BLE001  (raised by the caller, in node order)
                 planned[id(node)] = exc
 
-    # the largest layers first, so the last ones taken are small and the CPUs finish together
-    on_workers(run, sorted(nodes, key=lambda n: -graph.constant(
-        n.inputs[layer_slots(n)[1]]).size))
+    # the largest layers first, so the last ones taken are small and the CPUs finish together;
+    # BLAS on one thread (its own threads would wait for the CPUs the layers already use)
+    with one_blas_thread():
+        on_workers(run, sorted(nodes, key=lambda n: -graph.constant(
+            n.inputs[layer_slots(n)[1]]).size))
     return planned
 
 

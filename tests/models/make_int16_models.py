@@ -165,7 +165,7 @@ MODELS = {
 }
 # models also written as float TFLite (float/<name>.tflite, the converter without
 # quantization) for `qconvert quantize --activations int16` to quantize
-FLOAT_TOO = ("rsqrt_16x8", "abs_16x8", "squared_difference_16x8", "sum_16x8")
+FLOAT_TOO = ("rsqrt_16x8", "abs_16x8", "squared_difference_16x8", "sum_16x8", "misc_16x8")
 
 
 def convert_float(fn, shape) -> bytes:

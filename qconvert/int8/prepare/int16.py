@@ -245,7 +245,7 @@ def pool16_params(graph, node) -> dict:
     return pool_params_with(graph, node, _symmetric, _act_range16)
 
 
-@prepare16("Mean")
+@prepare16("Mean", "ReduceSum")
 def mean16_params(graph, node) -> dict:
     """MEAN (int16): the int8 Prepare (QuantizeMultiplier of s_in / s_out, 1 / count folded)."""
     _symmetric(graph, node, node.inputs[0])
