@@ -9,14 +9,18 @@
   written; the float executor agrees bit for bit with onnxruntime and LiteRT at the rounding
   ties.
 - Shape: `out_type` is a dtype name (TFLite's code, ONNX's int64), written back as the code.
-- The kernels of these ops do not look at the format: no `ctx`, no rank test of the pads.
+- The kernels of these ops do not look at the format: no `ctx`, no rank test of the pads; a
+  scan of passes/, executor, int8, c_export and quant finds no code that tells the formats'
+  spellings of these ops apart (`format_branches`, itself tested on code that does).
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
+import re
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -541,3 +545,88 @@ def test_pads_initializer_that_is_a_graph_input_keeps_its_flat_declaration(tmp_p
     written = serialize(model, "onnx")
     _assert_written_as_source(source, written)
     assert onnx.load_from_string(written).graph.input == source_model.graph.input
+
+
+# -- no format branch on these ops anywhere past the readers ----------------------------------------
+SCANNED = ["passes", "qconvert/executor", "qconvert/int8", "qconvert/c_export", "qconvert/quant"]
+
+
+def _pads_name(node) -> bool:
+    return isinstance(node, ast.Name) and "pad" in node.id.lower()
+
+
+def format_branches(source: str) -> list:
+    """(line, what) of the code in `source` that tells the formats' spellings of these ops
+    apart: a rank test of pads (`pads.ndim`, `len(pads.shape)`), pads reshaped to or from
+    pairs (`pads.reshape(-1, 2)`), Shape's `out_type` compared with a type code, a tensor's
+    quantization read next to a Quantize / Dequantize op name in one function."""
+    found = []
+    tree = ast.parse(source)
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and n.attr == "ndim" and _pads_name(n.value):
+            found.append((n.lineno, "rank test of pads"))
+        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len"
+                and n.args and isinstance(n.args[0], ast.Attribute)
+                and n.args[0].attr == "shape" and _pads_name(n.args[0].value)):
+            found.append((n.lineno, "rank test of pads"))
+        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "reshape" and _pads_name(n.func.value)
+                and any(isinstance(a, ast.Constant) and a.value == 2 for a in n.args)):
+            found.append((n.lineno, "pads reshaped to pairs"))
+        if isinstance(n, ast.Compare):
+            sides = [n.left, *n.comparators]
+            text = [ast.unparse(s) for s in sides]
+            if any("out_type" in t for t in text) and any(
+                    isinstance(s, ast.Constant) and isinstance(s.value, int) for s in sides):
+                found.append((n.lineno, "out_type compared with a code"))
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = ast.unparse(n)
+            if (("'Quantize'" in body or "'Dequantize'" in body)
+                    and re.search(r"\.(in_quant|out_quant|input_quant|output_quant)\b", body)):
+                found.append((n.lineno, f"{n.name}: tensor quantization beside Quantize"))
+    return found
+
+
+def test_format_scan_finds_each_kind_of_branch():
+    """The scan fires on each pattern it looks for (the Pad kernel's rank test and the
+    Quantize kernel's tensor quantization are what the kernels did before), and not on the
+    IR spelling."""
+    bad = textwrap.dedent('''
+        def pad(node, inputs, out_dtypes):
+            pads = inputs[1]
+            if pads.ndim == 2:
+                pass
+            if len(paddings.shape) == 1:
+                pass
+            rows = pads.reshape(-1, 2)
+            if node.attrs["out_type"] == 2:
+                pass
+
+        @kernel("Quantize", context=True)  # the kernels' form before the one spelling
+        def quantize(node, inputs, out_dtypes, ctx=None):
+            scale = inputs[1] if len(inputs) > 1 else None
+            if scale is None:
+                q = ctx.out_quant(0)
+    ''')
+    assert sorted(what for _, what in format_branches(bad)) == [
+        "out_type compared with a code", "pads reshaped to pairs",
+        "quantize: tensor quantization beside Quantize", "rank test of pads",
+        "rank test of pads"]
+    good = textwrap.dedent('''
+        def pad(node, inputs, out_dtypes):
+            pads = inputs[1]
+            if pads.shape != (3, 2):
+                raise ValueError(node.attrs.get("out_type") == "int32")
+    ''')
+    assert format_branches(good) == []
+
+
+def test_no_pass_or_kernel_branches_on_the_format_of_these_ops():
+    import qconvert
+
+    root = Path(qconvert.__file__).resolve().parent.parent
+    files = [p for folder in SCANNED for p in sorted((root / folder).rglob("*.py"))]
+    assert len(files) > 60  # the scan saw the packages
+    found = [f"{p.relative_to(root)}:{line}: {what}" for p in files
+             for line, what in format_branches(p.read_text())]
+    assert found == []

@@ -37,8 +37,8 @@ def concat(node, inputs, p, ctx):
 def pad(node, inputs, p, ctx):
     """PAD / PADV2: pad with the pad value (the output zero point by default)."""
     x = inputs[0]
-    paddings = np.asarray(inputs[1], dtype=np.int64).reshape(-1, 2)
-    if paddings.shape[0] != x.ndim or np.any(paddings < 0):
+    paddings = np.asarray(inputs[1], dtype=np.int64)  # the IR's rows [rank, 2]
+    if paddings.shape != (x.ndim, 2) or np.any(paddings < 0):
         raise ValueError(f"Pad paddings {paddings.tolist()} for rank {x.ndim}")
     batch_guard(node, ctx, not paddings[0].any(), "Pad of axis 0")
     return [np.pad(x, [tuple(r) for r in paddings.tolist()], constant_values=p["pad_value"])]
