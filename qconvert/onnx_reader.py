@@ -211,7 +211,7 @@ class _Reader:
         for name in graph.outputs:
             if name not in graph.tensors:
                 raise QConvertError(f"graph output {name!r} is produced by no node")
-        pads_to_rows(graph)  # Pad's pads as rows [k, 2] (the IR spelling)
+        pads_to_rows(graph, initializer_inputs)  # Pad's pads as rows [k, 2] (the IR spelling)
         meta = {
             "ir_version": p.ir_version,
             "opset_import": [(imp.domain, imp.version) for imp in p.opset_import],

@@ -30,7 +30,7 @@ from .ir import Model, Tensor
 from .onnx_reader import DTYPE_ATTRIBUTES
 from .onnx_wire import (GRAPH_INITIALIZER, MODEL_GRAPH, TENSOR_RAW_DATA, encode_varint,
                         field_key, wire_fields)
-from .pads_spelling import flat_pads, pads_constants, spelling_nodes
+from .pads_spelling import check_written_pads, flat_pads, pads_constants, spelling_nodes
 
 MAX_PROTO_BYTES = 2**31 - 2**24
 _NEUTRAL = {"strides": 1, "dilations": 1, "pads": 0}
@@ -120,6 +120,9 @@ def _constants(model: Model) -> list:
     return [_widened(t) if t.name in widen else flat_pads(t) if t.name in flatten else t
             for t in g.tensors.values() if t.data is not None and t.name not in attributes]
 
+
+# IR attributes with no ONNX spelling but one value: (IR op, attribute) -> ONNX's value
+ONNX_FIXED = {("Shape", "out_type"): "int64", ("Quantize", "rounding"): None}
 
 # (IR op, input position) whose tensor ONNX requires to be int64 (the IR takes any integer)
 INT64_INPUTS = frozenset({("Reshape", 1)})
@@ -223,9 +226,12 @@ def _node(n, g, opset: int, rename: dict) -> onnx.NodeProto:
                                 "which ONNX cannot express")
         if schema.layout_sensitive and n.attrs.get("layout", "NCHW") != "NCHW":
             raise QConvertError(f"{n.op} {n.name!r} is NHWC; ONNX needs NCHW")
-        if schema.name == "Shape" and n.attrs.get("out_type", "int64") != "int64":
-            raise QConvertError(f"Shape {n.name!r} gives {n.attrs['out_type']}; ONNX's Shape "
-                                "gives int64")
+        if schema.name == "Pad":
+            check_written_pads(n, g, rename)
+        for (op, key), value in ONNX_FIXED.items():
+            if schema.name == op and n.attrs.get(key, value) != value:
+                raise QConvertError(f"{op} {n.name!r}: {key} {n.attrs[key]} has no ONNX "
+                                    f"spelling (ONNX's {op}: {value or 'absent'})")
         spec = schema.onnx
         from_inputs = {}
         for index, attr in schema.onnx_attribute_slots(opset).items():

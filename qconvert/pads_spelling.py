@@ -27,13 +27,14 @@ def _is_pads_read(node, index: int) -> bool:
     return not node.opaque and node.op == "Pad" and index == PADS_SLOT
 
 
-def pads_to_rows(graph: Graph) -> None:
+def pads_to_rows(graph: Graph, keep_flat=()) -> None:
     """Give every ONNX Pad of `graph` its `pads` as rows [k, 2] (see the module docstring).
 
     A constant read by Pad nodes only (and not a graph output) is converted where it is; one
     also read otherwise gets a converted copy for the Pads; computed `pads` get the marked
-    Reshape / Transpose pair."""
-    shared = {}
+    Reshape / Transpose pair. `keep_flat`: names that must keep their flat values (initializers
+    that are graph inputs too)."""
+    shared = dict.fromkeys(keep_flat, True)
     for node in graph.nodes:
         for i, name in enumerate(node.inputs):
             if name is not None and not _is_pads_read(node, i):
@@ -120,6 +121,15 @@ def spelling_nodes(graph: Graph) -> tuple:
                 and np.array_equal(np.asarray(t.data).T.reshape(-1), source.data.reshape(-1))):
             rename[t.name] = source.name
     return skip, rename
+
+
+def check_written_pads(node, graph: Graph, rename: dict) -> None:
+    """Refuse to write Pad `node` to ONNX when its pads are rows computed in the graph that no
+    intact Reshape / Transpose pair of `pads_to_rows` came with (ONNX would read them flat)."""
+    name = node.inputs[PADS_SLOT] if len(node.inputs) > PADS_SLOT else None
+    if name is not None and name not in rename and graph.tensors[name].data is None:
+        raise QConvertError(f"Pad {node.name!r}: its pads {name!r} are rows computed in the "
+                            "graph, which ONNX's flat pads cannot spell")
 
 
 def _reads_as_pads(node, name: str) -> bool:

@@ -16,6 +16,11 @@ parameter from its input only:
 - Cast: `to`, the IR dtype name (ONNX's TensorProto code; TFLite's output tensor type);
   Quantize (ONNX QuantizeLinear): `output_dtype` a dtype name, absent when unset (code 0);
   Shape: `out_type` a dtype name (TFLite's TensorType code; ONNX: always int64).
+- Quantize / Dequantize: `scale` and `zero_point` are inputs (ONNX) or the quantized tensor's
+  quantization parameters (TFLite: `Input.from_quantization`; the float executor gives the
+  kernel them as the inputs); `axis` the quantized axis (TFLite: the quantized dimension of a
+  per-channel tensor); Quantize's `rounding` ``half_away_from_zero`` for TFLite QUANTIZE
+  (absent: half to even, ONNX's).
 - Reductions (Mean, ReduceMean, ReduceMax, ReduceSum): `keepdims` 0 / 1 (TFLite `keep_dims`);
   `noop_with_empty_axes` 1 where empty axes reduce nothing (TFLite).
 - Softmax: `axis` (TFLite: -1), `coerce_2d` 1 where the input is flattened to 2-D at `axis`
@@ -28,6 +33,8 @@ parameter from its input only:
 """
 
 from . import Input, OnnxSpec, OpSchema, TfliteSpec, register
+
+HALF_AWAY = "half_away_from_zero"  # Quantize `rounding` of TFLite QUANTIZE (absent: half to even)
 
 X = Input("x")
 W = Input("weights", "weights")
@@ -143,14 +150,16 @@ register(OpSchema("ReduceMean", "Mean over the `axes` input (ONNX ReduceMean; an
                                                "noop_with_empty_axes": 0},
                                 attr_inputs={"axes": 18}),
                   int8="requantize"))
-for _name, _tfl, _since in (("ReduceMax", "REDUCE_MAX", 18), ("ReduceSum", "SUM", 13)):
+for _name, _tfl, _since, _int8 in (("ReduceMax", "REDUCE_MAX", 18, None),
+                                   ("ReduceSum", "SUM", 13, 2)):
     register(OpSchema(
         _name, f"{_name[6:]} over the `axes` input (ONNX {_name}: an attribute before opset "
         f"{_since}, `keepdims`; TFLite {_tfl}: `keep_dims`).",
         (X, Input("axes", "param", optional=True)),
-        tflite=TfliteSpec(_tfl, "ReducerOptions"),
+        tflite=TfliteSpec(_tfl, "ReducerOptions", int8_version=_int8),
         onnx=OnnxSpec(_name, {"axes": None, "keepdims": 1, "noop_with_empty_axes": 0},
-                      attr_inputs={"axes": _since})))
+                      attr_inputs={"axes": _since}),
+        int8="requantize" if _int8 else None))
 register(OpSchema("GlobalMaxPool", "Max over all spatial axes, kept as size 1 (ONNX).", (X,),
                   onnx=OnnxSpec("GlobalMaxPool"), layout_sensitive=True, int8="same_scale"))
 
@@ -240,21 +249,38 @@ register(OpSchema(
     tflite=TfliteSpec("STRIDED_SLICE", "StridedSliceOptions", int8_version=2), int8="same_scale"))
 register(OpSchema(
     "Pack", "Stack equally shaped inputs along a new `axis` (TFLite PACK).",
-    (Input("inputs", variadic=True),), tflite=TfliteSpec("PACK", "PackOptions")))
+    (Input("inputs", variadic=True),), tflite=TfliteSpec("PACK", "PackOptions", int8_version=2),
+    int8="same_scale"))
+register(OpSchema(
+    "Unpack", "Split along `axis` into its `num` slices, that axis removed (TFLite UNPACK).",
+    (X,), tflite=TfliteSpec("UNPACK", "UnpackOptions", int8_version=2), int8="same_scale"))
+register(OpSchema(
+    "SliceBySize", "The box starting at the `begin` input of the `size` input's extent (-1: to "
+    "the end) (TFLite SLICE).", (X, Input("begin", "param"), Input("size", "param")),
+    tflite=TfliteSpec("SLICE", "SliceOptions", int8_version=2), int8="same_scale"))
+register(OpSchema(
+    "Reverse", "Reverse the order along the axes of the `axis` input (TFLite REVERSE_V2).",
+    (X, Input("axis", "param")),
+    tflite=TfliteSpec("REVERSE_V2", "ReverseV2Options", int8_version=3), int8="same_scale"))
 register(OpSchema("Identity", "y = x.", (X,), onnx=OnnxSpec("Identity"), int8="same_scale"))
 register(OpSchema("Dropout", "Identity at inference (ONNX).",
                   (X, Input("ratio", "param", optional=True),
                    Input("training_mode", "param", optional=True)),
                   onnx=OnnxSpec("Dropout", {"ratio": None, "seed": None}), int8="same_scale"))
 register(OpSchema(
-    "Quantize", "float -> int8 (TFLite: output quantization; ONNX: scale and zero point inputs).",
-    (X, Input("scale", "param", optional=True), Input("zero_point", "param", optional=True)),
+    "Quantize", "float -> integer: saturate(round(x / scale) + zero_point); `rounding` half to "
+    "even (ONNX QuantizeLinear; absent) or half away from zero (TFLite QUANTIZE, whose scale "
+    "and zero point are its output's quantization).",
+    (X, Input("scale", "param", optional=True, from_quantization="output"),
+     Input("zero_point", "param", optional=True, from_quantization="output")),
     tflite=TfliteSpec("QUANTIZE", int8_version=2),
     onnx=OnnxSpec("QuantizeLinear", {"axis": 1, "saturate": 1, "block_size": 0,
                                      "output_dtype": 0})))
 register(OpSchema(
-    "Dequantize", "int8 -> float (TFLite: input quantization; ONNX: scale and zero point inputs).",
-    (X, Input("scale", "param", optional=True), Input("zero_point", "param", optional=True)),
+    "Dequantize", "integer -> float: (x - zero_point) * scale (TFLite DEQUANTIZE: its input's "
+    "quantization; of float16: a cast).",
+    (X, Input("scale", "param", optional=True, from_quantization="input"),
+     Input("zero_point", "param", optional=True, from_quantization="input")),
     tflite=TfliteSpec("DEQUANTIZE", int8_version=2),
     onnx=OnnxSpec("DequantizeLinear", {"axis": 1, "block_size": 0})))
 

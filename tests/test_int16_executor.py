@@ -364,6 +364,14 @@ def test_rsqrt16_refuses_a_negative_input_as_tflite_micro_fails():
         run_int8(read_tflite(data).graph, {"x": x})
 
 
+def test_slice_reverse_pack_unpack_move_int16_values():
+    from test_int_executor import movement_model
+
+    data = movement_model("int16")
+    g = read_tflite(data).graph
+    assert_same16(data, [full_range16(g, 0), feeds_for(g, 0)])
+
+
 def squared_difference16_model(s1, s2, s_out, b_shape=(1, 8, 8, 16)) -> bytes:
     """A 16x8 SQUARED_DIFFERENCE of a (1, 8, 8, 16) input and one of `b_shape` (broadcast)."""
     n = Q8(2)
@@ -387,3 +395,22 @@ def test_squared_difference16(scales, b_shape):
     g = read_tflite(data).graph
     got = assert_same16(data, [full_range16(g, seed) for seed in range(2)] + [feeds_for(g, 0)])
     assert len(np.unique(got["y"])) > 10
+
+
+@pytest.mark.parametrize("axes,keep_dims,s_out", [([1, 2], True, 3e-3), ([3], False, 1e-3),
+                                                   ([1, 2, 3], True, 5e-2), ([2], True, 3e-4)])
+def test_sum16_on_full_range_inputs(axes, keep_dims, s_out):
+    """SUM (int16): the int32 sum requantized without 1 / count, clamped; full-range inputs
+    saturate it, moderate ones do not."""
+    n = Q8()
+    shape = (1, 6, 8, 16)
+    x = n.input("x", shape, 3e-4, 0, dtype="int16")
+    ax = n.const("axes", np.asarray(axes, np.int32))
+    out_shape = [1 if i in axes else d for i, d in enumerate(shape)]
+    if not keep_dims:
+        out_shape = [d for i, d in enumerate(shape) if i not in axes]
+    n.node("ReduceSum", [x, ax], "y", out_shape, s_out, 0, dtype="int16",
+           keepdims=int(keep_dims))
+    data = n.build(["y"])
+    g = read_tflite(data).graph
+    assert_same16(data, [full_range16(g, 0), feeds_for(g, 0)])

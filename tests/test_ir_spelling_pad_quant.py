@@ -177,6 +177,9 @@ def test_computed_onnx_pads_become_rows_in_the_graph_and_are_written_as_they_wer
     model = load_model(str(path))
     ops = [n.op for n in model.graph.nodes]
     assert ops == ["Concat", "Reshape", "Transpose", "Pad"]
+    from qconvert.layer_table import layers
+
+    assert [row["op"] for row in layers(model)] == ["Concat", "Pad"]  # inspect: the file's
     _assert_written_as_source(source, serialize(model, "onnx"))
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     ends = np.array([2, 3], np.int64)
@@ -185,6 +188,22 @@ def test_computed_onnx_pads_become_rows_in_the_graph_and_are_written_as_they_wer
         None, {"x": x, "ends": ends})[0]
     assert got.shape == (4, 7)
     np.testing.assert_array_equal(got, want)
+
+
+def test_computed_rows_without_their_pair_are_refused_by_the_onnx_writer(tmp_path):
+    """Must not fire silently: when the Reshape / Transpose pair is gone (here replaced by a
+    plain Transpose), the Pad would read rows where ONNX reads flat pads: the writer refuses."""
+    from qconvert.errors import QConvertError
+    from qconvert.onnx_writer import write_onnx
+
+    path = tmp_path / "computed.onnx"
+    path.write_bytes(_computed_pads_model())
+    model = load_model(str(path))
+    for n in model.graph.nodes:
+        n.origin.pop("pads_spelling", None)
+    model.graph.invalidate_uses()
+    with pytest.raises(QConvertError, match="rows computed in the graph"):
+        write_onnx(model)
 
 
 def _tflite_pad(paddings: np.ndarray, value=None, shape=(1, 4, 5, 3)) -> bytes:
@@ -330,6 +349,195 @@ def test_onnx_writer_refuses_a_shape_it_cannot_spell(tmp_path):
     path = tmp_path / "shape.tflite"
     path.write_bytes(_tflite_shape("int32"))
     model = load_model(str(path))
-    with pytest.raises(QConvertError, match="ONNX's Shape gives int64"):
+    with pytest.raises(QConvertError, match="out_type int32 has no ONNX spelling"):
         write_onnx(model)
 
+
+# -- Quantize / Dequantize ----------------------------------------------------------------------
+# x / 0.5 at these values: -2.5, -1.5, -0.5, 0.5, 1.5, 2.5 (ties), 7.2 and far beyond the range
+TIES = np.array([[-1.25, -0.75, -0.25, 0.25, 0.75, 1.25, 3.6, 400.0]], np.float32)
+
+
+def _tflite_qdq(zero=-3) -> bytes:
+    """x -> QUANTIZE (int8, scale 0.5) -> q -> DEQUANTIZE -> y; q is an output too."""
+    g = Graph("main")
+    g.add_tensor(Tensor("x", (1, 8), "float32"))
+    g.add_tensor(Tensor("q", (1, 8), "int8",
+                        quant=QuantParams(np.array([0.5], np.float32), np.array([zero]))))
+    g.add_tensor(Tensor("y", (1, 8), "float32"))
+    g.inputs, g.outputs = ["x"], ["y", "q"]
+    g.nodes += [Node("Quantize", ["x"], ["q"], {}, "q", origin={"version": 1}),
+                Node("Dequantize", ["q"], ["y"], {}, "y", origin={"version": 1})]
+    return serialize(Model("tflite", [g]))
+
+
+def _onnx_qdq(zero=-3) -> bytes:
+    inits = [numpy_helper.from_array(np.array(0.5, np.float32), "scale"),
+             numpy_helper.from_array(np.array(zero, np.int8), "zero")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "scale", "zero"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "scale", "zero"], ["y"])]
+    g = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", F32, [1, 8])],
+                          [helper.make_tensor_value_info("y", F32, [1, 8]),
+                           helper.make_tensor_value_info("q", TensorProto.INT8, [1, 8])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)],
+                             ir_version=8).SerializeToString()
+
+
+def _litert(data: bytes, feeds: list) -> list:
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    it = Interpreter(model_content=data, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    for d, a in zip(it.get_input_details(), feeds):
+        it.set_tensor(d["index"], a)
+    it.invoke()
+    return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
+
+
+def test_quantize_parameters_reach_the_kernel_in_one_form(tmp_path):
+    """A TFLite QUANTIZE / DEQUANTIZE pair and its ONNX twin: the kernels get the same scale and
+    zero point inputs (the TFLite ones from the tensors' quantization); only `rounding` tells
+    the two ops apart. Bit for bit, the float executor computes what LiteRT computes for the
+    TFLite model (half away from zero at the ties) and what onnxruntime computes for the ONNX
+    one (half to even); written back, each file is the same bytes (TFLite: no new input or
+    tensor) / the same nodes and initializers."""
+    import onnxruntime as ort
+
+    from qconvert.executor.float_kernels import implied_inputs
+
+    data = _tflite_qdq()
+    path = tmp_path / "qdq.tflite"
+    path.write_bytes(data)
+    model = load_model(str(path))
+    assert serialize(model, "tflite") == data
+    source = _onnx_qdq()
+    onnx_path = tmp_path / "qdq.onnx"
+    onnx_path.write_bytes(source)
+    onnx_model = load_model(str(onnx_path))
+    _assert_written_as_source(source, serialize(onnx_model, "onnx"))
+
+    g, og = model.graph, onnx_model.graph
+    x = TIES
+    for tfl, onx in zip(g.nodes, og.nodes):
+        assert tfl.op == onx.op and len(tfl.inputs) == 1 and len(onx.inputs) == 3
+        got = implied_inputs(g, tfl, [x])
+        want = [og.constant(i) for i in onx.inputs[1:]]
+        for a, b in zip(got[1:], want):
+            assert a.dtype == b.dtype and a.shape == b.shape and a.tolist() == b.tolist()
+    assert g.nodes[0].attrs == {"rounding": "half_away_from_zero"}
+    assert "rounding" not in og.nodes[0].attrs
+
+    ours = run_float(model, {"x": x})
+    litert = dict(zip(("y", "q"), _litert(data, [x])))
+    assert litert["q"].tolist() == [[-6, -5, -4, -2, -1, 0, 4, 127]]  # half away from zero
+    for name in ("q", "y"):
+        assert ours[name].dtype == litert[name].dtype
+        np.testing.assert_array_equal(ours[name], litert[name])
+    ours = run_float(onnx_model, {"x": x}, keep=["q"])
+    sess = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
+    want = dict(zip(("y", "q"), sess.run(None, {"x": x})))
+    assert want["q"].tolist() == [[-5, -5, -3, -3, -1, -1, 4, 127]]  # half to even
+    for name in ("q", "y"):
+        np.testing.assert_array_equal(ours[name], want[name])
+
+
+def test_tflite_micro_runs_the_pair_as_the_float_executor(tmp_path):
+    """TFLite Micro's QUANTIZE / DEQUANTIZE give, bit for bit, what the float executor gives
+    for the same TFLite model."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    data = _tflite_qdq(zero=5)
+    path = tmp_path / "qdq.tflite"
+    path.write_bytes(data)
+    ours = run_float(load_model(str(path)), {"x": TIES})
+    it = runtime.Interpreter.from_bytes(data)
+    it.set_input(TIES, 0)
+    it.invoke()
+    np.testing.assert_array_equal(np.array(it.get_output(0)), ours["y"])
+    np.testing.assert_array_equal(np.array(it.get_output(1)), ours["q"])
+
+
+def test_per_channel_tflite_dequantize_reads_its_axis(tmp_path):
+    """DEQUANTIZE of int8 weights quantized along axis 0 (3 scales): the IR's `axis` is the
+    quantized dimension, the kernel gets one scale and zero point per channel, LiteRT agrees;
+    written back, the same bytes."""
+    g = Graph("main")
+    w = np.array([[-128, 5], [7, 127], [0, -3]], np.int8)
+    scales, zeros = np.array([0.5, 0.25, 2.0], np.float32), np.array([0, 0, 0])
+    g.add_tensor(Tensor("w", (3, 2), "int8", w, quant=QuantParams(scales, zeros, axis=0)))
+    g.add_tensor(Tensor("wf", (3, 2), "float32"))
+    g.add_tensor(Tensor("x", (3, 2), "float32"))
+    g.add_tensor(Tensor("y", (3, 2), "float32"))
+    g.inputs, g.outputs = ["x"], ["y"]
+    g.nodes += [Node("Dequantize", ["w"], ["wf"], {}, "wf", origin={"version": 2}),
+                Node("Add", ["x", "wf"], ["y"], {"activation": "NONE"}, "y")]
+    data = serialize(Model("tflite", [g]))
+    path = tmp_path / "pc.tflite"
+    path.write_bytes(data)
+    model = load_model(str(path))
+    assert model.graph.nodes[0].attrs == {"axis": 0}
+    assert serialize(model, "tflite") == data
+    x = np.zeros((3, 2), np.float32)
+    want = _litert(data, [x])[0]
+    np.testing.assert_array_equal(want, w * scales[:, None])
+    np.testing.assert_array_equal(run_float(model, {"x": x})["y"], want)
+
+
+def test_onnx_writer_refuses_tflite_rounding():
+    from qconvert.errors import QConvertError
+    from qconvert.onnx_writer import write_onnx
+    from qconvert.tflite_reader import read_tflite
+
+    with pytest.raises(QConvertError, match="rounding half_away_from_zero has no ONNX spelling"):
+        write_onnx(read_tflite(_tflite_qdq()))
+
+
+# -- no format test in the kernels of these ops ---------------------------------------------------
+def _kernel_tree(op: str) -> ast.AST:
+    from qconvert.executor.float_kernels import KERNELS
+
+    fn = KERNELS[op]
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    body = tree.body[0].body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body.pop(0)  # the docstring may name the formats
+    return tree
+
+
+@pytest.mark.parametrize("op", ["Pad", "PadV2", "Quantize", "Dequantize", "Shape"])
+def test_kernels_of_respelled_ops_do_not_look_at_the_format(op):
+    """The kernel reads the IR spelling only: no `ctx` (tensor quantization), no rank test of
+    the pads, no declared output type (Shape's is `out_type`), no word of either format."""
+    from qconvert.executor.float_kernels import CONTEXT_KERNELS
+
+    assert op not in CONTEXT_KERNELS
+    tree = _kernel_tree(op)
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    args = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+    assert "ctx" not in names | args
+    if op == "Shape":
+        assert "out_dtypes" not in names
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and n.attr == "ndim":
+            assert not (isinstance(n.value, ast.Name) and n.value.id == "pads"), op
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            assert "tflite" not in n.value.lower() and "onnx" not in n.value.lower(), n.value
+    assert len(names) > 5  # the scan saw the function
+
+
+def test_pads_initializer_that_is_a_graph_input_keeps_its_flat_declaration(tmp_path):
+    """An initializer listed as a graph input too (a default a caller may override) keeps its
+    flat values and declaration; the Pad reads a converted copy; written back, the model is the
+    source (its graph inputs included)."""
+    source_model = onnx.load_from_string(_onnx_pad((2, 5), [1, 0, 2, 3], opset=13))
+    source_model.graph.input.append(helper.make_tensor_value_info("pads", TensorProto.INT64, [4]))
+    source = source_model.SerializeToString()
+    path = tmp_path / "pads_input.onnx"
+    path.write_bytes(source)
+    model = load_model(str(path))
+    node = _pad_node(model)
+    assert node.inputs[1] != "pads" and model.graph.constant("pads").tolist() == [1, 0, 2, 3]
+    assert model.graph.constant(node.inputs[1]).tolist() == [[1, 2], [0, 3]]
+    written = serialize(model, "onnx")
+    _assert_written_as_source(source, written)
+    assert onnx.load_from_string(written).graph.input == source_model.graph.input

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from qconvert.executor import parallel
-from qconvert.quant import bias_correction, histogram, ranges
+from qconvert.quant import bias_correction, histogram, tensor_stats
 
 
 def test_histogram_of_many_pieces_equals_numpy_over_everything():
@@ -42,7 +42,9 @@ def test_histogram_counts_do_not_depend_on_the_pieces(monkeypatch):
 def test_channel_sums_bit_exact_with_numpy(shape):
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     expect = x.sum(axis=tuple(i for i in range(x.ndim) if i != 1))
-    assert np.array_equal(bias_correction._leading_channel_sums(x), expect)
+    stats = tensor_stats.tensor_stats(x, False, True)
+    assert np.array_equal(stats.channel_sums, expect)
+    assert (stats.lo, stats.hi) == (float(x.min()), float(x.max()))
 
 
 def test_channel_means_of_strided_and_empty_arrays_take_numpy_path():
@@ -57,12 +59,42 @@ def test_channel_means_of_strided_and_empty_arrays_take_numpy_path():
     assert np.array_equal(total, x[:, :, ::2].sum(axis=(0, 2, 3)).astype(np.float64))
 
 
-@pytest.mark.parametrize("size", [10, ranges.SHARED_EXTREMES + 12_345])
-def test_extremes_equal_numpy(size):
+@pytest.mark.parametrize("size", [10, tensor_stats.SHARED_STATS + 12_345,
+                                  3 * histogram.SAMPLE_CAP + 7])
+def test_tensor_stats_extremes_and_sample_equal_numpy(size):
+    """Min / max of every value, and the histogram's sample: the same values, in the same
+    order, as `histogram.sample` (a strided subset beyond SAMPLE_CAP), however the spans fall."""
     x = np.random.default_rng(6).standard_normal(size).astype(np.float32)
     x[size // 3] = -7.5
     x[-1] = 9.25
-    assert ranges._extremes(x) == (-7.5, 9.25)
+    stats = tensor_stats.tensor_stats(x, True)
+    assert (stats.lo, stats.hi) == (-7.5, 9.25)
+    assert np.array_equal(stats.sample, histogram.sample(x))
+    assert tensor_stats.tensor_stats(x, False).sample is None
+
+
+def test_one_pass_for_ranges_and_means_equals_separate_observers():
+    """Calibration's fused observation of a layer input (range + histogram + channel means in
+    one pass) records exactly what the two observers record on their own."""
+    from qconvert.quant.ranges import RangeCollector
+
+    x = np.random.default_rng(9).standard_normal((3, 40, 50, 70)).astype(np.float32)
+    means = [bias_correction.ChannelMeans.__new__(bias_correction.ChannelMeans)
+             for _ in range(2)]
+    for m in means:
+        m.wanted, m.sums = {"x": {("axis", 1): ["y"]}}, {}
+    alone, fused = RangeCollector("mse"), RangeCollector("mse")
+    alone.observe("x", x)
+    means[0].observe("x", x)
+    assert means[1].summed_by_stats("x", x) and fused.wants("x", x)
+    stats = tensor_stats.tensor_stats(x, True, True)
+    fused.observe("x", x, stats)
+    means[1].observe("x", x, stats.channel_sums)
+    assert alone.ranges() == fused.ranges()
+    assert np.array_equal(alone.hist["x"].counts, fused.hist["x"].counts)
+    a, b = means[0].sums["x", ("axis", 1)], means[1].sums["x", ("axis", 1)]
+    assert a[1] == b[1] and np.array_equal(a[0], b[0])
+    assert np.array_equal(a[0], x.sum(axis=(0, 2, 3)).astype(np.float64))
 
 
 def test_workers_run_under_the_callers_error_state():
@@ -95,3 +127,80 @@ def test_elementwise_equals_one_call():
     twos = np.full(a.shape[1:], 2, np.float32)
     c = parallel.elementwise(np.multiply, np.empty_like(b), b, twos)
     assert np.array_equal(c, b * 2)
+
+
+@pytest.mark.parametrize("scale_shape", [(300, 1, 1, 1), (1, 64, 1, 1), (5,), ()])
+def test_fusion_weight_scaling_in_pieces_equals_one_product(scale_shape):
+    """BatchNorm folding's W * s (float64 product, rounded once) of a weight large enough to be
+    split among the CPUs: bit for bit the product computed at once."""
+    from qconvert.executor.parallel import SPAN
+    from qconvert.passes.fusion.linear_layer import _times
+
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((300, 64, 3, 5)).astype(np.float32)
+    assert w.size >= 4 * SPAN
+    s = rng.standard_normal(scale_shape) * 1.7
+    got = _times(w, s, np.float32)
+    assert got.dtype == np.float32
+    assert np.array_equal(got, (w.astype(np.float64) * s).astype(np.float32))
+
+
+def test_plan_shares_layers_among_cpus_and_raises_the_first_error_in_node_order(monkeypatch):
+    """Layers are planned in parallel, largest first; the plan equals one planned layer by
+    layer, and an error is the one of the first failing layer in graph order."""
+    from qconvert.errors import QConvertError
+    from qconvert.model_io import load_model
+    from qconvert.passes import PassContext
+    from qconvert.passes.pipeline import FUSE_PIPELINE, run_pipeline
+    from qconvert.quant import plan as plan_module
+    from qconvert.quant.calibrate import calibrate
+    from qconvert.quant.quantize import QuantizeOptions
+
+    model = load_model("tests/models/digits_cnn.onnx")
+    run_pipeline(model, FUSE_PIPELINE, PassContext(model.format, {}))
+    graph = model.graph
+    x = np.random.default_rng(0).standard_normal(
+        (4, *graph.tensors[graph.inputs[0]].shape[1:])).astype(np.float32)
+    measured = calibrate(model, {graph.inputs[0]: x}, QuantizeOptions(), 0)
+    qplan = plan_module.plan(graph, measured.ranges, "onnx", False, measured.means)
+    layers = [n for n in graph.nodes if n.outputs[0] in qplan.layers]
+    assert len(layers) >= 3
+    for node in layers:  # the same as each layer planned on its own
+        alone = plan_module._plan_layer(graph, node, qplan.activations, "onnx", False,
+                                        measured.means.get(node.outputs[0]))
+        got = qplan.layers[node.outputs[0]]
+        assert np.array_equal(alone.weights, got.weights)
+        assert np.array_equal(alone.bias, got.bias)
+
+    failing = {layers[1].name, layers[-1].name}
+    original = plan_module._plan_layer
+
+    def plan_layer(graph, node, *args):
+        if node.name in failing:
+            raise QConvertError(f"cannot plan {node.name}")
+        return original(graph, node, *args)
+
+    monkeypatch.setattr(plan_module, "_plan_layer", plan_layer)
+    with pytest.raises(QConvertError, match=f"cannot plan {layers[1].name}$"):
+        plan_module.plan(graph, measured.ranges, "onnx", False, measured.means)
+
+
+def test_in_place_relu_clip_add_over_many_spans_equal_numpy():
+    """The executor's in-place Relu, Clip and Add on tensors of several spans (shared among the
+    CPUs): the values of the whole-array formulas."""
+    from qconvert.executor.float_executor import run_float
+    from qconvert.ir import Graph, Node, Tensor
+
+    shape = (2, 6, 300, 300)
+    assert np.prod(shape) > 4 * parallel.SHARED_ELEMENTWISE
+    g = Graph()
+    for name in ("x", "m", "a", "b", "y"):
+        g.add_tensor(Tensor(name, shape, "float32"))
+    g.add_tensor(Tensor("lo", (), "float32", np.array(-0.25, np.float32)))
+    g.add_tensor(Tensor("hi", (), "float32", np.array(0.5, np.float32)))
+    g.nodes = [Node("Mul", ["x", "x"], ["m"]), Node("Relu", ["m"], ["a"]),
+               Node("Clip", ["a", "lo", "hi"], ["b"]), Node("Add", ["x", "b"], ["y"])]
+    g.inputs, g.outputs = ["x"], ["y"]
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    y = run_float(g, {"x": x})["y"]
+    np.testing.assert_array_equal(y, x + np.minimum(np.maximum(x * x, 0), np.float32(0.5)))

@@ -73,6 +73,13 @@ _SIGMOID_TANH = OpSpec(fields=(
     ("input_left_shift", "INPUT_LEFT_SHIFT", "int"),
     ("input_range_radius", "INPUT_RANGE_RADIUS", "int")))
 
+_MEAN = OpSpec(fields=(
+    ("multiplier", "MULTIPLIER", "int"), ("shift", "SHIFT", "int"),
+    ("input_zero_point", "INPUT_ZERO_POINT", "int"),
+    ("output_zero_point", "OUTPUT_ZERO_POINT", "int"), ("axes", "AXES", "array"),
+    ("keep_dims", "KEEP_DIMS", "bool"), ("count", "COUNT", "int"),
+    ("mean_multiplier", "MEAN_MULTIPLIER", "int"), ("mean_shift", "MEAN_SHIFT", "int")))
+
 OP_SPECS: dict[str, OpSpec] = {
     "Conv2D": OpSpec(fields=_LAYER + _GEOMETRY + (("groups", "GROUPS", "int"),),
                      skipped=_LAYER_SKIPPED, weights="conv", dims="conv"),
@@ -92,12 +99,8 @@ OP_SPECS: dict[str, OpSpec] = {
         ("output_shift", "OUTPUT_SHIFT", "int"), *_CLAMPS)),
     "AveragePool": _POOL,
     "MaxPool": _POOL,
-    "Mean": OpSpec(fields=(
-        ("multiplier", "MULTIPLIER", "int"), ("shift", "SHIFT", "int"),
-        ("input_zero_point", "INPUT_ZERO_POINT", "int"),
-        ("output_zero_point", "OUTPUT_ZERO_POINT", "int"), ("axes", "AXES", "array"),
-        ("keep_dims", "KEEP_DIMS", "bool"), ("count", "COUNT", "int"),
-        ("mean_multiplier", "MEAN_MULTIPLIER", "int"), ("mean_shift", "MEAN_SHIFT", "int"))),
+    "Mean": _MEAN,
+    "ReduceSum": _MEAN,  # SUM: MEAN_MULTIPLIER / _SHIFT are the multiplier (no 1 / count)
     "Softmax": OpSpec(fields=(
         ("input_multiplier", "INPUT_MULTIPLIER", "int"),
         ("input_left_shift", "INPUT_LEFT_SHIFT", "int"), ("diff_min", "DIFF_MIN", "int"),
@@ -137,6 +140,10 @@ OP_SPECS: dict[str, OpSpec] = {
     "Reshape": OpSpec(skipped=frozenset({"output_shape"})),
     "Squeeze": OpSpec(),
     "Transpose": OpSpec(constants=((1, "PERM"),)),
+    "SliceBySize": OpSpec(constants=((1, "BEGIN"), (2, "SIZE"))),
+    "Reverse": OpSpec(fields=(("axes", "AXES", "array"),), constants=((1, "AXIS"),)),
+    "Pack": OpSpec(fields=(("axis", "AXIS", "int"),), attrs=(("values_count", "VALUES_COUNT"),)),
+    "Unpack": OpSpec(attrs=(("axis", "AXIS"), ("num", "NUM"))),
     "Gather": OpSpec(constants=((1, "INDICES"),), attrs=(("axis", "AXIS"),)),
     # transformer-era ops (the constant slope of PRELU is written as its `_input2` array)
     "LeakyRelu": OpSpec(fields=(

@@ -53,7 +53,7 @@ _BINARY = {"Add": "QCONVERT_ADD", "Sub": "QCONVERT_SUB", "Mul": "QCONVERT_MUL",
            "Maximum": "QCONVERT_MAXIMUM", "Minimum": "QCONVERT_MINIMUM", "PRelu": "QCONVERT_PRELU",
            "Div": "QCONVERT_DIV", "SquaredDifference": "QCONVERT_SQUARED_DIFFERENCE"}
 _MOVEMENT = ("Transpose", "StridedSlice", "Gather", "Pad", "PadV2", "Concat", "ResizeNearest",
-             "SplitEqual", "SplitSizes")
+             "SplitEqual", "SplitSizes", "SliceBySize", "Pack", "Unpack", "Reverse")
 
 
 @dataclass(frozen=True)
@@ -444,7 +444,8 @@ def _lower_softmax(graph, node, index, options):
 
 
 def _lower_mean(graph, node, index, options):
-    """MEAN -> qconvert_mean_s8 / _s16 over an outer and an inner index box."""
+    """MEAN and SUM -> qconvert_mean_s8 / _s16 over an outer and an inner index box (SUM's
+    multiplier has no 1 / count folded in: `layer_params`)."""
     act = activation_of(graph, node)
     p = layer_params(graph, node)
     dims = tensor_dims(graph, node.inputs[0])
@@ -525,6 +526,7 @@ def _lower_alias(graph, node, index, options):
 LOWERINGS = {
     "Conv2D": _lower_conv, "DepthwiseConv2D": _lower_conv, "FullyConnected": _lower_fc,
     "AveragePool": _lower_pool, "MaxPool": _lower_pool, "Softmax": _lower_softmax,
+    "ReduceSum": _lower_mean,
     "Mean": _lower_mean, "Quantize": _lower_quantize, "Dequantize": _lower_dequantize,
     "Reshape": _lower_alias, "Squeeze": _lower_alias,
     **{op: _lower_lookup for op in _LOOKUP_OPS if op in INT_KERNELS},

@@ -7,7 +7,8 @@
 Each node runs with its kernel from `float_kernels.KERNELS` (ONNX / TFLite semantics in
 float32, as onnxruntime and LiteRT compute them up to float rounding). Kernels that need facts
 from the graph (quantization parameters, the ONNX opset) get a `KernelContext` (see
-`float_kernels`). An opaque node, or any op without a kernel, makes `run_float` raise
+`float_kernels`); a TFLite Quantize / Dequantize gets its tensor's scale and zero point as
+inputs, the form of ONNX's (`float_kernels_quant.implied_inputs`). An opaque node, or any op without a kernel, makes `run_float` raise
 `UnsupportedOpsError` before anything runs, naming every such op with its count.
 
 Memory: each intermediate tensor is dropped as soon as its last reader has run (reference
@@ -44,7 +45,9 @@ batch of N gives the N single-sample results stacked. Targets led by -1 or 0 (co
 follow the batch. Ops that hard-code the batch elsewhere (a Concat with a [1, ...] constant, an
 Expand / ConstantOfShape to a constant shape, a Reshape folding the batch into another axis) are
 not rewritten; they fail with a clear error or, for a shape that broadcasts, give the batch-1
-model's answer. A model whose declared batch is a fixed B > 1 must be fed exactly B.
+model's answer. A model whose declared batch is a fixed B > 1 must be fed exactly B. A TFLite
+SLICE of begin 0 and size 1 on axis 0 takes the whole batch in batch mode, as such a Reshape
+does.
 """
 
 from __future__ import annotations
@@ -60,9 +63,10 @@ from qconvert.ir import Graph, Model
 from qconvert.ir.graph import list_ops
 from qconvert.schemas.activations import ACTIVATION_RANGES, activation_of_op, clamp_ops
 
-from .float_kernels import CONTEXT_KERNELS, KERNELS, KernelContext, fake_quantize
+from .float_kernels import (CONTEXT_KERNELS, IMPLIED_SLOTS, KERNELS, KernelContext,
+                            fake_quantize, implied_inputs)
 from .float_kernels_base import clamp
-from .parallel import elementwise
+from .parallel import elementwise, one_blas_thread
 
 __all__ = ["run_float", "run_float_batched", "unsupported_ops", "UnsupportedOpsError",
            "ExecutionError"]
@@ -165,15 +169,36 @@ def _batch_reshape(node, inputs, batch: int):
     return [x, dims] + list(inputs[2:])
 
 
+def _batch_slice(node, inputs, batch: int):
+    """SLICE inputs taking the one sample of axis 0 (begin 0, size 1) made to take the whole
+    batch (size -1), as a Reshape's leading 1 is (see the module docstring)."""
+    x = inputs[0]
+    if x.ndim == 0 or x.shape[0] != batch or len(inputs) < 3 or inputs[1] is None \
+            or inputs[2] is None:
+        return inputs
+    begin = np.array(inputs[1], dtype=np.int64).reshape(-1)
+    size = np.array(inputs[2], dtype=np.int64).reshape(-1)
+    if begin.size == 0 or begin[0] != 0 or size[0] != 1:
+        return inputs
+    size[0] = -1
+    return [x, begin, size] + list(inputs[3:])
+
+
 def _clip_in_place(node, x, inputs):
     lo, hi = _opt_input(inputs, 1), _opt_input(inputs, 2)
     if any(b is not None and np.ndim(b) for b in (lo, hi)):
         return None
-    if lo is not None:
-        np.maximum(x, lo.astype(x.dtype), out=x)
-    if hi is not None:
-        np.minimum(x, hi.astype(x.dtype), out=x)
-    return x
+    lo = None if lo is None else lo.astype(x.dtype)
+    hi = None if hi is None else hi.astype(x.dtype)
+
+    def run(a, out):  # the max first, then the min, as the kernel
+        if lo is not None:
+            a = np.maximum(a, lo, out=out)
+        if hi is not None:
+            a = np.minimum(a, hi, out=out)
+        return a
+
+    return elementwise(run, x, x)
 
 
 def _opt_input(inputs, i):
@@ -236,10 +261,6 @@ def _scalar_constant(graph: Graph, name, dtypes) -> bool:
 def _qdq_pairs(graph: Graph, pinned: set) -> tuple:
     """(ids of the QuantizeLinear nodes not run, {id(DequantizeLinear): its QuantizeLinear}) for
     the pairs computed at once (module docstring)."""
-    readers: dict = {}
-    for node in graph.nodes:
-        for name in dict.fromkeys(node.present_inputs()):
-            readers.setdefault(name, []).append(node)
     skipped, pair_of = set(), {}
     for node in graph.nodes:
         if node.op != "Quantize" or node.opaque or len(node.inputs) != 3 or not node.outputs:
@@ -252,7 +273,7 @@ def _qdq_pairs(graph: Graph, pinned: set) -> tuple:
                 or not _scalar_constant(graph, scale, ("float32",))
                 or not _scalar_constant(graph, zero, ("int8", "uint8", "int16"))):
             continue
-        users = readers.get(q, [])
+        users = graph.readers(q)
         if users and all(u.op == "Dequantize" and not u.opaque and u.inputs[1:] == [scale, zero]
                          and not u.attrs.get("block_size") and u.inputs[0] == q for u in users):
             skipped.add(id(node))
@@ -298,6 +319,12 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
     Raises `UnsupportedOpsError` (unknown ops, all named) before running, and `ExecutionError`
     for bad feeds or a node that fails, naming it.
     """
+    with one_blas_thread():
+        return _run_float(model_or_graph, feeds, observe, keep, opset, check_shapes, pair_error)
+
+
+def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
+               pair_error) -> dict:
     graph, opset = _split(model_or_graph, opset)
     missing = unsupported_ops(graph)
     if missing:
@@ -339,10 +366,14 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
         quantize = pair_of.get(id(node))
         read = node if quantize is None else quantize  # a fused pair reads the float input
         inputs = [fetch(name) for name in read.inputs]
+        if quantize is None and node.op in IMPLIED_SLOTS:  # TFLite Quantize / Dequantize
+            inputs = implied_inputs(graph, node, inputs)
         out_dtypes = [None if o is None or graph.tensors[o].extra.get("dtype_unknown")
                       else graph.tensors[o].dtype for o in node.outputs]
         if batch is not None and node.op == "Reshape" and not node.opaque:
             inputs = _batch_reshape(node, inputs, batch)
+        if batch is not None and node.op == "SliceBySize" and not node.opaque:
+            inputs = _batch_slice(node, inputs, batch)
         try:
             results = None
             if quantize is not None:  # in place into a dead float input (see "In place")

@@ -21,6 +21,7 @@ from .float_kernels_base import (_aligned, _float_input, _float_operand, _fused,
 from .float_kernels_hybrid import _hybrid_conv, _hybrid_fc
 from .float_kernels_window import (_out_sizes, _pad_spatial, _sample_chunks, _spatial_attrs,
                                    _spatial_axes, _taps, _window_view)
+from .parallel import matmul as shared_matmul
 from .parallel import on_workers, one_blas_thread, scratch
 
 
@@ -78,7 +79,7 @@ def conv2d(node, inputs, out_dtypes, ctx=None):
         p = n * int(np.prod(out))
         cols = _window_view(xp, True, kernel, strides, dilations, out)
         if group == 1:
-            y = cols.reshape(p, k * channels) @ w.reshape(cout, k * channels).T
+            y = shared_matmul(cols.reshape(p, k * channels), w.reshape(cout, k * channels).T)
         else:
             cols = cols.reshape(p, k, group, cin_g).transpose(2, 0, 1, 3).reshape(group, p, -1)
             wg = w.reshape(group, cout // group, k * cin_g).transpose(0, 2, 1)
@@ -435,7 +436,7 @@ def fully_connected(node, inputs, out_dtypes, ctx=None):
     if w.dtype.kind in "iu":
         y = _hybrid_fc(node, x2, w, b, ctx)
     else:
-        y = x2 @ _float_operand(node, w, x.dtype, "weights").T
+        y = shared_matmul(x2, _float_operand(node, w, x.dtype, "weights").T)
         _add_bias(node, y, b, 1)
     if node.attrs.get("keep_num_dims"):
         y = y.reshape(*x.shape[:-1], w.shape[0])
@@ -458,7 +459,7 @@ def gemm(node, inputs, out_dtypes):
         b = b.T
     alpha = a.dtype.type(node.attrs.get("alpha", 1.0))
     beta = a.dtype.type(node.attrs.get("beta", 1.0))
-    y = a @ b
+    y = shared_matmul(a, b)
     if alpha != 1:
         y *= alpha
     if c is not None and beta != 0:
@@ -475,4 +476,5 @@ def matmul(node, inputs, out_dtypes):
         raise ValueError(f"MatMul of {a.dtype} and {b.dtype}")
     if a.dtype.kind != "f":
         raise NotImplementedError(f"MatMul of {a.dtype}")
-    return [np.asarray(np.matmul(_aligned(a), _aligned(b)))]
+    a, b = _aligned(a), _aligned(b)
+    return [shared_matmul(a, b) if a.ndim == b.ndim == 2 else np.asarray(np.matmul(a, b))]

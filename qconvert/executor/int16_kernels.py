@@ -166,7 +166,7 @@ def max_pool16(node, inputs, p, ctx):
     return [max_pool_as(inputs[0], p, np.int16)]
 
 
-@kernel16("Mean")
+@kernel16("Mean", "ReduceSum")
 def mean16(node, inputs, p, ctx):
     """QuantizedMeanOrSum<int16_t>: int32 sum, 1 / count folded into the multiplier, clamped
     (zero points 0)."""
@@ -291,5 +291,6 @@ def concat16(node, inputs, p, ctx):
 
 
 for _op in ("Pad", "PadV2", "Reshape", "Squeeze", "Transpose", "Gather", "StridedSlice",
-            "SplitEqual", "SplitSizes", "ResizeNearest", "Dequantize"):
+            "SplitEqual", "SplitSizes", "ResizeNearest", "Dequantize", "SliceBySize", "Pack",
+            "Unpack", "Reverse"):
     INT16_KERNELS[_op] = INT_KERNELS[_op]

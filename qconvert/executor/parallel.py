@@ -73,6 +73,32 @@ def elementwise(fn: Callable, out: np.ndarray, *operands: np.ndarray) -> np.ndar
     return out
 
 
+SHARED_PRODUCT = 1 << 22  # multiply-adds below which a matrix product runs on one thread
+PRODUCT_ROW_ALIGN = 16  # a product's rows are split at multiples of this
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b for a 2-D `a` and `b`: a large product has the rows of `a` split in two blocks (at
+    a multiple of PRODUCT_ROW_ALIGN) multiplied on two CPUs (`on_workers`), BLAS on one thread
+    each (`one_blas_thread`); a small one is one BLAS call. The split depends on the shapes
+    only, so the result does not depend on the number of CPUs."""
+    rows = a.shape[0]
+    half = -(-rows // (2 * PRODUCT_ROW_ALIGN)) * PRODUCT_ROW_ALIGN
+    if (a.ndim != 2 or b.ndim != 2 or half >= rows
+            or rows * a.shape[1] * b.shape[1] < SHARED_PRODUCT):
+        with one_blas_thread():
+            return a @ b
+    out = np.empty((rows, b.shape[1]), np.result_type(a, b))
+
+    def run(blocks):
+        for block in blocks:
+            np.matmul(a[block], b, out=out[block])
+
+    with one_blas_thread():
+        on_workers(run, [slice(0, half), slice(half, rows)])
+    return out
+
+
 def _mark_worker() -> None:
     _LOCAL.worker = True
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .params import _along
+from .tensor_stats import tensor_stats
 
 
 def _mean_key(graph, node, fmt: str):
@@ -36,28 +37,6 @@ def _mean_key(graph, node, fmt: str):
     if node.op == "Gemm" and not node.attrs.get("transA", 0):
         return ("rows", int(w.shape[1] if node.attrs.get("transB", 0) else w.shape[0]))
     return None
-
-
-SHARED_PLANES = 1 << 16  # values per piece of planes summed on its own
-
-
-def _leading_channel_sums(array: np.ndarray) -> np.ndarray:
-    """array.sum(axis=(0, 2, 3, ...)) of a C-contiguous [N, C, ...] array, bit for bit (numpy
-    sums each sample's channel plane pairwise, then adds the samples in order, as here), the
-    planes summed piece by piece on every CPU (`executor.parallel`)."""
-    from qconvert.executor.parallel import on_workers, spans
-
-    n, c = array.shape[:2]
-    planes = array.reshape(n * c, -1)
-    rows = max(1, SHARED_PLANES // max(1, planes.shape[1]))
-    sums = np.empty(n * c, array.dtype)
-
-    def run(items):
-        for i, j in items:
-            planes[i:j].sum(axis=1, out=sums[i:j])
-
-    on_workers(run, spans(n * c, rows))
-    return sums.reshape(n, c).sum(axis=0)
 
 
 class ChannelMeans:
@@ -77,7 +56,16 @@ class ChannelMeans:
                     node.outputs[0])
         self.sums: dict = {}
 
-    def observe(self, name: str, array: np.ndarray) -> None:
+    def summed_by_stats(self, name: str, array: np.ndarray) -> bool:
+        """True when `observe` can take the channel sums of `array` from `tensor_stats` (an
+        NCHW layer input: channels on axis 1, `tensor_stats.planes_summable`)."""
+        from .tensor_stats import planes_summable
+
+        return ("axis", 1) in self.wanted.get(name, ()) and planes_summable(array)
+
+    def observe(self, name: str, array: np.ndarray, channel_sums=None) -> None:
+        """Add one batch of tensor `name`; `channel_sums`: its sums over every axis but 1,
+        when already taken (`tensor_stats`)."""
         keys = self.wanted.get(name)
         if keys is None or array.dtype.kind != "f":
             return
@@ -85,9 +73,10 @@ class ChannelMeans:
             kind, value = key
             # float32 sums (numpy's pairwise summation: relative error ~1e-7 here), then
             # accumulated across batches in float64; half the time of float64 sums
-            if (kind == "axis" and value == 1 and array.flags.c_contiguous and array.size
-                    and array.dtype == np.float32):
-                total = _leading_channel_sums(array).astype(np.float64)
+            if key == ("axis", 1) and self.summed_by_stats(name, array):
+                if channel_sums is None:
+                    channel_sums = tensor_stats(array, False, True).channel_sums
+                total = channel_sums.astype(np.float64)
                 count = array.size // array.shape[value]
             elif kind == "axis":
                 axes = tuple(i for i in range(array.ndim) if i != value)
@@ -109,6 +98,25 @@ class ChannelMeans:
         return out
 
 
+ERROR_BLOCK = 1 << 16  # weights per block of `_error_sums` (float64 work arrays of 512 KB)
+
+
+def _error_sums(w: np.ndarray, w_q: np.ndarray, s_w: np.ndarray, scale_axis, axes) -> np.ndarray:
+    """(W - Wq * s) in float64 summed over `axes` (not axis 0), block by block of rows (axis
+    0): the float64 work array stays in cache instead of a float64 copy of the whole layer
+    (19 MB for a 512 x 512 x 3 x 3 conv); each row's values and sums are those of the whole."""
+    s = _along(s_w.astype(np.float64), scale_axis, w.ndim)
+    per_row = s.ndim and s.shape[0] > 1  # the scales run along axis 0
+    rows = max(1, ERROR_BLOCK // max(1, w[:1].size))
+    out = np.empty((w.shape[0],) + tuple(n for i, n in enumerate(w.shape) if i and i not in axes))
+    for i in range(0, w.shape[0], rows):
+        part = slice(i, i + rows)
+        delta = np.multiply(w_q[part], s[part] if per_row else s, dtype=np.float64)
+        np.subtract(w[part], delta, out=delta, dtype=np.float64)
+        out[part] = delta.sum(axis=axes)
+    return out
+
+
 def weight_error_bias(node, fmt: str, w: np.ndarray, w_q: np.ndarray, s_w: np.ndarray,
                       scale_axis, mean: np.ndarray) -> np.ndarray | None:
     """The per-output-channel `sum_k (W - Wq)[c, k] E[x_k]` of the module docstring (float64),
@@ -117,25 +125,25 @@ def weight_error_bias(node, fmt: str, w: np.ndarray, w_q: np.ndarray, s_w: np.nd
     w = np.asarray(w)
     if w.dtype.kind != "f":
         w = w.astype(np.float64)
-    # W - Wq * s in float64, with one float64 array (no float64 copies of W and Wq)
-    delta = np.multiply(w_q, _along(s_w.astype(np.float64), scale_axis, w.ndim),
-                        dtype=np.float64)
-    np.subtract(w, delta, out=delta, dtype=np.float64)
     mean = np.asarray(mean, np.float64)
-    if node.op == "DepthwiseConv2D":  # [1, H, W, C_out], C_out = C_in * multiplier
-        d = delta.sum(axis=(0, 1, 2))
-        if d.size % mean.size:
-            return None
-        return d * mean[np.arange(d.size) // (d.size // mean.size)]
     if node.op == "Conv2D":
-        spatial = tuple(range(2, delta.ndim)) if fmt == "onnx" else tuple(range(1, delta.ndim - 1))
-        d = delta.sum(axis=spatial)  # (O, I), any number of spatial axes
+        spatial = tuple(range(2, w.ndim)) if fmt == "onnx" else tuple(range(1, w.ndim - 1))
+        d = _error_sums(w, w_q, s_w, scale_axis, spatial)  # (O, I), any number of spatial axes
         out_c, in_c = d.shape
         if mean.size % in_c or out_c % (mean.size // in_c):
             return None
         groups = mean.size // in_c
         per = d.reshape(groups, out_c // groups, in_c)
         return np.einsum("gpi,gi->gp", per, mean.reshape(groups, in_c)).reshape(out_c)
+    # W - Wq * s in float64, with one float64 array (no float64 copies of W and Wq)
+    delta = np.multiply(w_q, _along(s_w.astype(np.float64), scale_axis, w.ndim),
+                        dtype=np.float64)
+    np.subtract(w, delta, out=delta, dtype=np.float64)
+    if node.op == "DepthwiseConv2D":  # [1, H, W, C_out], C_out = C_in * multiplier
+        d = delta.sum(axis=(0, 1, 2))
+        if d.size % mean.size:
+            return None
+        return d * mean[np.arange(d.size) // (d.size // mean.size)]
     if node.op == "FullyConnected":
         return delta @ mean if delta.shape[1] == mean.size else None
     if node.op == "Gemm":

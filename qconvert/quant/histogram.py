@@ -21,14 +21,18 @@ BINS = 2048          # per side
 SAMPLE_CAP = 1 << 18  # values per batch of a tensor that enter its histogram
 
 
+def sample_step(size: int) -> int:
+    """The stride of `sample` over `size` values: 1 up to SAMPLE_CAP, else odd."""
+    if size <= SAMPLE_CAP:
+        return 1
+    step = size // SAMPLE_CAP + 1
+    return step + 1 - step % 2  # odd
+
+
 def sample(array: np.ndarray) -> np.ndarray:
     """At most SAMPLE_CAP values of `array`: all of them, or an evenly strided subset."""
     flat = array.reshape(-1)
-    if flat.size <= SAMPLE_CAP:
-        return flat
-    step = flat.size // SAMPLE_CAP + 1
-    step += 1 - step % 2  # odd
-    return flat[::step]
+    return flat[::sample_step(flat.size)]
 
 
 SHARED_COUNTS = 1 << 16  # values per piece counted on its own (pieces shared among the CPUs)
@@ -53,8 +57,10 @@ def _bin_counts(values: np.ndarray, k: float) -> np.ndarray:
             else:
                 idx = np.multiply(values[i:j], k, dtype=np.float64)
             np.floor(idx, out=idx)
-            np.nan_to_num(idx, copy=False, nan=0.0)  # 0 * inf when BINS / top overflows float32
-            np.clip(idx, -BINS, BINS - 1, out=idx)
+            np.clip(idx, -BINS, BINS - 1, out=idx)  # infinities too
+            nan = np.isnan(idx)
+            if nan.any():  # a NaN value counts as 0
+                idx[nan] = 0.0
             idx += BINS
             found[n] = np.bincount(idx.astype(np.intp), minlength=2 * BINS)
 

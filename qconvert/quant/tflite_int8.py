@@ -15,6 +15,7 @@ import numpy as np
 
 from qconvert import schemas
 from qconvert.ir import Graph, Node, QuantParams, Tensor
+from qconvert.schemas.ops import HALF_AWAY
 
 from .plan import QuantPlan, layer_slots
 
@@ -125,7 +126,8 @@ def _float_edges(graph: Graph) -> None:
         t.dtype, t.quant = "float32", None
         graph.replace_uses(name, q_name)
         graph.outputs = [q_name if o == name else o for o in graph.outputs]
-        front.append(Node("Quantize", [name], [q_name], {}, f"{name}/quantize",
+        front.append(Node("Quantize", [name], [q_name], {"rounding": HALF_AWAY},
+                          f"{name}/quantize",
                           origin={"version": INT8_VERSIONS["Quantize"]}))
     for i, name in enumerate(list(graph.outputs)):
         t = graph.tensors[name]
