@@ -148,5 +148,6 @@ from .fusion import batchnorm_to_affine as _batchnorm_to_affine  # noqa: E402,F4
 from .fusion import fuse_activation as _fuse_activation  # noqa: E402,F401
 from .cleanup import static_batch as _static_batch  # noqa: E402,F401
 from .layout import cancel_transposes as _cancel_transposes  # noqa: E402,F401
+from .layout import tflite_legalize as _tflite_legalize  # noqa: E402,F401
 from . import onnx_to_tflite as _onnx_to_tflite  # noqa: E402,F401  (lift-1d, ..., tflite-legalize)
 from .fusion import equalize as _equalize  # noqa: E402,F401

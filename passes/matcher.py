@@ -19,7 +19,10 @@ Each input slot is one of
   pattern can be a DAG (`Mul(x, HardSigmoid(x))`);
 - `ANY`: not looked at.
 `commutative=True` tries the first two inputs of a binary op in both orders (`Match.swapped`
-says which one matched). Opaque nodes (ops qconvert does not know) never match.
+says which one matched). `where=(graph, node) -> bool` narrows an `Op` to the nodes the pattern
+is about ("a Reshape that keeps its input's shape", "a Transpose whose permutation is the
+identity"): a node failing it is simply not this pattern (no reason is recorded), unlike a
+condition. Opaque nodes (ops qconvert does not know) never match.
 
 A `Fusion` names its pattern, its *conditions* and its *rewrite*. A condition is a function
 `(graph, match) -> str | None`: None when the fusion may fire, else the reason it must not (the
@@ -33,9 +36,13 @@ alone). A condition may leave what it computed in `match.facts` for the rewrite.
 and counts. Removals and replacements are applied in one walk at the end of the sweep, so the
 sweep is linear in the graph's size; a node that a rewrite removed is never matched again, and
 a producer rewired by an earlier rewrite (a layer that absorbed a Mul now writes its output) is
-seen by later anchors, so chains collapse in one sweep. `register_fusion` makes a fusion a
-registered pass; `run_passes` verifies the graph after it as after every pass (`run_fusion`
-does the same for a fusion run as a step of a conversion).
+seen by later anchors, so chains collapse in one sweep. `apply_fusions` sweeps a *rule group*
+the same way: at each node every rule is tried in order, and an anchor a rule rewrote is
+offered to the rules after it as it now is (the cleanup rules of `eliminate`, the transpose
+rules of `cancel-transposes`, the Clip rule of `tflite-legalize`). `register_fusion` makes a
+fusion a registered pass, `register_rules` a rule group; `run_passes` verifies the graph after
+it as after every pass (`run_fusion` does the same for a fusion run as a step of a
+conversion).
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ class Op:
     inputs: tuple = ()
     commutative: bool = False
     shared: bool = False  # as an input: the value may have other readers (the producer stays)
+    where: Callable | None = None  # (graph, node) -> bool: part of what the pattern is
 
     def accepts(self, op: str) -> bool:
         return op == self.ops if isinstance(self.ops, str) else op in self.ops
@@ -156,6 +164,8 @@ def _bind_slot(graph: Graph, slot, name: str | None, consumer: Node, m: Match) -
 def _bind_node(graph: Graph, pattern: Op, node: Node, m: Match, swapped: bool) -> None:
     if pattern.name in m.nodes and m.nodes[pattern.name] is not node:
         raise NoMatch(f"{pattern.name!r} binds two nodes")
+    if pattern.where is not None and not pattern.where(graph, node):
+        raise NoMatch()
     m.nodes[pattern.name] = node
     inputs = list(node.inputs)
     if swapped:
@@ -259,35 +269,63 @@ class Fusion:
 def apply_fusion(graph: Graph, fusion: Fusion, context=None) -> int:
     """One sweep of `fusion` over `graph` in topological order; returns the rewrites made.
     Why a near miss was left alone goes to `context.skipped[fusion.name][anchor]`."""
-    if fusion.when is not None and not fusion.when(context):
+    return apply_fusions(graph, (fusion,), context)
+
+
+def apply_fusions(graph: Graph, fusions, context=None) -> int:
+    """One sweep of the rule group `fusions` over `graph` in topological order; returns the
+    rewrites made. At each node every fusion is tried in turn: a rewritten anchor that is still
+    in the graph is offered, as it now is, to the fusions after the one that rewrote it (so
+    "compose two transposes, then turn the result into a reshape" happens at one node in one
+    visit), and every later anchor sees the producers earlier rewrites left, so chains
+    (Transpose -> Transpose -> ..., Identity -> Identity -> ...) collapse in the one sweep.
+    Why a near miss was left alone goes to `context.skipped[fusion.name][anchor]`."""
+    active = [f for f in fusions if f.when is None or f.when(context)]
+    if not active:
         return 0
-    skipped = None
-    if context is not None and getattr(context, "skipped", None) is not None:
-        skipped = context.skipped.setdefault(fusion.name, {})
+    record = context is not None and getattr(context, "skipped", None) is not None
+    skipped = [context.skipped.setdefault(f.name, {}) if record else None for f in active]
+    rules = list(zip(active, skipped))
+    anchors = set()  # the ops some rule's pattern is anchored at: other nodes are skipped fast
+    for f in active:
+        anchors.update((f.pattern.ops,) if isinstance(f.pattern.ops, str) else f.pattern.ops)
     edit = Edit()
+    removed, replaced = edit.removed, edit.replacements
     count = 0
     for node in graph.nodes:
-        if edit.gone(node):
+        if node.op not in anchors:
             continue
-        reason = None
-        for found in bindings(graph, fusion.pattern, node):
-            if isinstance(found, str):
-                reason = reason or found
-                continue
-            why = fusion.why_not(graph, found)
-            if why is not None:
-                reason = reason or why
-                continue
-            fusion.rewrite(graph, found, edit)
-            count += 1
-            reason = None
-            if skipped is not None:
-                skipped.pop(_label(node), None)
-            break
-        if reason is not None and skipped is not None:
-            skipped[_label(node)] = reason
+        for fusion, notes in rules:
+            if id(node) in removed or id(node) in replaced:
+                break
+            count += _try_at(graph, fusion, node, edit, notes)
     edit.finish(graph)
     return count
+
+
+def _try_at(graph: Graph, fusion: Fusion, node: Node, edit: Edit, notes: dict | None) -> int:
+    """Rewrite at `node` with the first binding of `fusion` whose conditions pass (1), else
+    note why the nearest miss did not fire (0)."""
+    reason = None
+    for found in bindings(graph, fusion.pattern, node):
+        if isinstance(found, str):
+            reason = reason or found
+            continue
+        why = None
+        for condition in fusion.conditions:
+            why = condition(graph, found)
+            if why is not None:
+                break
+        if why is not None:
+            reason = reason or why
+            continue
+        fusion.rewrite(graph, found, edit)
+        if notes:
+            notes.pop(_label(node), None)
+        return 1
+    if reason is not None and notes is not None:
+        notes[_label(node)] = reason
+    return 0
 
 
 def run_fusion(graph: Graph, fusion: Fusion, context=None) -> int:
@@ -315,6 +353,19 @@ def register_fusion(fusion: Fusion) -> Fusion:
     run.__name__ = fusion.name.replace("-", "_")
     register_pass(fusion.name)(run)
     return fusion
+
+
+def register_rules(name: str, summary: str, fusions: tuple) -> tuple:
+    """Register the rule group `fusions` as the pass `name` (one `apply_fusions` sweep per run,
+    every rule tried at each node in the order given)."""
+
+    def run(graph: Graph, context) -> int:
+        return apply_fusions(graph, fusions, context)
+
+    run.__doc__ = summary
+    run.__name__ = name.replace("-", "_")
+    register_pass(name)(run)
+    return fusions
 
 
 # -- conditions many fusions share ---------------------------------------------------------------

@@ -222,10 +222,9 @@ def describe_conversion(conversion: TfliteConversion) -> list:
     for name, perm in conversion.output_perms.items():
         if tuple(perm) == NHWC:
             lines.append(f"output {name!r}: NHWC {list(graph.tensors[name].shape)}")
-    producers = graph.producers()
     left = []
     for name in conversion.transposes:
-        node = producers.get(name)
+        node = graph.producer(name)
         src = node.inputs[0] if node is not None else "?"
         where = f"after input {src!r}" if src in graph.inputs else f"after {src!r}"
         left.append(f"{name} ({where})")

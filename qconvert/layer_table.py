@@ -82,6 +82,8 @@ def layers(model: Model) -> list:
 
     for gi, graph in enumerate(model.graphs):
         for node in graph.nodes:
+            if node.origin.get("pads_spelling"):  # the reader's, not the model's (pads_spelling)
+                continue
             ins = [graph.tensors[n] for n in node.present_inputs()]
             outs = [graph.tensors[n] for n in node.outputs if n is not None]
             consts = [t for t in ins if t.is_constant and not t.extra.get("from_attribute")]

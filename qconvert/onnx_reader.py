@@ -37,6 +37,7 @@ from .ir import Graph, Model, Node, Tensor
 from .ir.tensor import RAW_DTYPES
 from .onnx_wire import UnusualWire, strip_payloads
 from .padding import same_pads, valid_pads
+from .pads_spelling import pads_to_rows
 
 MIN_OPSET, MAX_OPSET = 11, 21
 # (IR op, attribute) holding an ONNX TensorProto type code: the IR holds the dtype name instead
@@ -210,6 +211,7 @@ class _Reader:
         for name in graph.outputs:
             if name not in graph.tensors:
                 raise QConvertError(f"graph output {name!r} is produced by no node")
+        pads_to_rows(graph, initializer_inputs)  # Pad's pads as rows [k, 2] (the IR spelling)
         meta = {
             "ir_version": p.ir_version,
             "opset_import": [(imp.domain, imp.version) for imp in p.opset_import],
@@ -377,6 +379,8 @@ class _Reader:
                         raise QConvertError(f"{n.op_type} {name!r}: unsupported ONNX type {code} "
                                             f"({key})")
                     attrs[key] = ONNX_TO_IR[code]
+        if schema.name == "Shape":  # ONNX's Shape is int64 (TFLite's says so in out_type)
+            attrs["out_type"] = "int64"
         if schema.name == "Softmax":  # the IR spells the opset's meaning, not the opset
             if attrs.get("axis") is None:
                 attrs["axis"] = 1 if self.opset < 13 else -1

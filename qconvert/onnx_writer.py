@@ -30,6 +30,7 @@ from .ir import Model, Tensor
 from .onnx_reader import DTYPE_ATTRIBUTES
 from .onnx_wire import (GRAPH_INITIALIZER, MODEL_GRAPH, TENSOR_RAW_DATA, encode_varint,
                         field_key, wire_fields)
+from .pads_spelling import check_written_pads, flat_pads, pads_constants, spelling_nodes
 
 MAX_PROTO_BYTES = 2**31 - 2**24
 _NEUTRAL = {"strides": 1, "dilations": 1, "pads": 0}
@@ -95,7 +96,8 @@ def _skeleton(model: Model) -> onnx.ModelProto:
     if meta.get("graph_doc_string"):
         graph.doc_string = meta["graph_doc_string"]
     opset = model_opset(model)
-    graph.node.extend(_node(n, g, opset) for n in g.nodes)
+    skip, rename = spelling_nodes(g)
+    graph.node.extend(_node(n, g, opset, rename) for n in g.nodes if id(n) not in skip)
     inputs = list(g.inputs) + [name for name in meta.get("initializer_inputs", [])
                                if name in g.tensors and g.tensors[name].data is not None]
     graph.input.extend(_value_info(g.tensors[name]) for name in inputs)
@@ -111,11 +113,16 @@ def _constants(model: Model) -> list:
     """The tensors written as initializers, in the graph's tensor order (index constants that
     ONNX wants as int64, `INT64_INPUTS`, widened)."""
     g = model.graph
-    attributes = _attribute_constants(g, model_opset(model))
+    skip, rename = spelling_nodes(g)
+    attributes = _attribute_constants(g, model_opset(model), skip) | set(rename)
     widen = _int64_constants(g)
-    return [_widened(t) if t.name in widen else t for t in g.tensors.values()
-            if t.data is not None and t.name not in attributes]
+    flatten = pads_constants(g)
+    return [_widened(t) if t.name in widen else flat_pads(t) if t.name in flatten else t
+            for t in g.tensors.values() if t.data is not None and t.name not in attributes]
 
+
+# IR attributes with no ONNX spelling but one value: (IR op, attribute) -> ONNX's value
+ONNX_FIXED = {("Shape", "out_type"): "int64", ("Quantize", "rounding"): None}
 
 # (IR op, input position) whose tensor ONNX requires to be int64 (the IR takes any integer)
 INT64_INPUTS = frozenset({("Reshape", 1)})
@@ -153,11 +160,14 @@ def _attribute_slots(node, opset: int) -> dict:
     return {} if schema is None else schema.onnx_attribute_slots(opset)
 
 
-def _attribute_constants(g, opset: int) -> set:
+def _attribute_constants(g, opset: int, skip: set = frozenset()) -> set:
     """Constants written only as node attributes (never as initializers): those every reader
-    takes as an attribute, and those the reader made of an attribute that nothing reads."""
+    takes as an attribute, and those the reader made of an attribute that nothing written
+    reads (`skip`: the ids of nodes not written)."""
     as_attribute, as_input = set(), set(g.inputs) | set(g.outputs)
     for n in g.nodes:
+        if id(n) in skip:
+            continue
         slots = _attribute_slots(n, opset)
         for i, name in enumerate(n.inputs):
             if name is not None:
@@ -195,8 +205,8 @@ def _initializer_chunks(t) -> list:
     return [field_key(GRAPH_INITIALIZER), encode_varint(size), *body]
 
 
-def _node(n, g, opset: int) -> onnx.NodeProto:
-    inputs = ["" if i is None else i for i in n.inputs]
+def _node(n, g, opset: int, rename: dict) -> onnx.NodeProto:
+    inputs = ["" if i is None else rename.get(i, i) for i in n.inputs]
     outputs = ["" if o is None else o for o in n.outputs]
     origin = n.origin
     name = origin.get("name", n.name)
@@ -216,6 +226,12 @@ def _node(n, g, opset: int) -> onnx.NodeProto:
                                 "which ONNX cannot express")
         if schema.layout_sensitive and n.attrs.get("layout", "NCHW") != "NCHW":
             raise QConvertError(f"{n.op} {n.name!r} is NHWC; ONNX needs NCHW")
+        if schema.name == "Pad":
+            check_written_pads(n, g, rename)
+        for (op, key), value in ONNX_FIXED.items():
+            if schema.name == op and n.attrs.get(key, value) != value:
+                raise QConvertError(f"{op} {n.name!r}: {key} {n.attrs[key]} has no ONNX "
+                                    f"spelling (ONNX's {op}: {value or 'absent'})")
         spec = schema.onnx
         from_inputs = {}
         for index, attr in schema.onnx_attribute_slots(opset).items():

@@ -7,8 +7,9 @@ including those of ops outside the schema table (carried opaquely). Vector field
 The IR names of option fields are fixed here, once for all ops: the fused activation becomes
 `activation` (an ActivationFunctionType name), stride, dilation and filter pairs become
 `strides`, `dilations` and `kernel_shape` ([H, W]), `Padding` is resolved to explicit `pads` by
-the reader (it needs shapes), `keep_dims` is the IR's `keepdims` (0 / 1, as in ONNX), every
-other field keeps its snake_case name.
+the reader (it needs shapes), `keep_dims` is the IR's `keepdims` (0 / 1, as in ONNX), SHAPE's
+`out_type` TensorType code is an IR dtype name (as Cast's `to`; `_DTYPE_FIELDS`), every other
+field keeps its snake_case name.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import re
 
 import numpy as np
 
+from .dtypes import IR_TO_TFLITE, TFLITE_TO_IR
 from .errors import QConvertError
 
 from tflite.ActivationFunctionType import ActivationFunctionType
@@ -43,6 +45,9 @@ _PAIRS = {
 _PAIRED_FIELDS = {f: attr for attr, pair in _PAIRS.items() for f in pair}
 # Option fields whose IR attribute has the ONNX name and an int value (0 / 1).
 _RENAMED = {"KeepDims": "keepdims"}
+# Option fields holding a TensorType code whose IR attribute is the dtype name (SHAPE out_type;
+# ONNX's Shape is int64: its reader says so). CAST's codes have no IR meaning (see the reader).
+_DTYPE_FIELDS = {"OutType": "out_type"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -122,6 +127,10 @@ def attrs_from_options(values: dict) -> dict:
             attrs[attr] = [int(values.get(h, 1)), int(values.get(w, 1))]
         elif field in _RENAMED:
             attrs[_RENAMED[field]] = int(value)
+        elif field in _DTYPE_FIELDS:
+            if value not in TFLITE_TO_IR:
+                raise QConvertError(f"unknown tensor type code {value} (corrupt model?)")
+            attrs[_DTYPE_FIELDS[field]] = TFLITE_TO_IR[value]
         else:
             attrs[_snake(field)] = value
     return attrs
@@ -142,6 +151,9 @@ def options_from_attrs(options_name: str, attrs: dict) -> dict:
         elif field in _RENAMED:
             if attrs.get(_RENAMED[field]) is not None:
                 values[field] = bool(int(attrs[_RENAMED[field]]))
+        elif field in _DTYPE_FIELDS:
+            if attrs.get(_DTYPE_FIELDS[field]) is not None:
+                values[field] = IR_TO_TFLITE[attrs[_DTYPE_FIELDS[field]]]
         elif _snake(field) in attrs and attrs[_snake(field)] is not None:
             values[field] = attrs[_snake(field)]
     return values

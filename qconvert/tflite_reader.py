@@ -27,6 +27,7 @@ from .ir import Graph, Model, Node, QuantParams, Tensor
 from .ir.tensor import RAW_DTYPES
 from .onnx_reader import attribute_input
 from .padding import same_pads, valid_pads
+from .schemas.ops import HALF_AWAY
 from .tflite_options import BUILTIN_CODE_NAMES, OPTIONS_NAMES, attrs_from_options, read_options
 
 DROPPED_METADATA = {"OfflineMemoryAllocation"}
@@ -302,7 +303,7 @@ class _Reader:
         node_name = outputs[0] if outputs and outputs[0] else f"op_{index}"
         attrs = attrs_from_options(options)
         inputs = _option_inputs(schema, attrs, inputs, node_name, origin, graph)
-        _ir_spelling(schema.name, attrs, outputs, origin, graph)
+        _ir_spelling(schema.name, attrs, inputs, outputs, origin, graph)
         if schema.layout_sensitive:
             _normalize_spatial(schema.name, attrs, inputs, graph)
         return Node(schema.name, inputs, outputs, attrs, node_name, False, origin)
@@ -354,12 +355,15 @@ _REDUCERS = frozenset({"Mean", "ReduceMax", "ReduceSum"})
 _CAST_TYPES = ("in_data_type", "out_data_type")
 
 
-def _ir_spelling(op: str, attrs: dict, outputs: list, origin: dict, graph: Graph) -> None:
+def _ir_spelling(op: str, attrs: dict, inputs: list, outputs: list, origin: dict,
+                 graph: Graph) -> None:
     """TFLite semantics in the IR's attributes (see `qconvert.schemas.ops`): a reduction's
     `keepdims` (0 when the option is absent) and `noop_with_empty_axes` (empty axes reduce
     nothing); Reshape's `allowzero` (TFLite reads a 0 literally); Softmax's `axis` (the last);
     Cast's `to` (the output tensor's type; CastOptions' type codes have no effect and stay in
-    `origin`)."""
+    `origin`); Pad's `mode` (constant, ONNX's name); Quantize's `rounding` (half away from
+    zero) and a per-channel Quantize / Dequantize's `axis` (the quantized dimension: the scale
+    and zero point stay on the tensor, see `Input.from_quantization`)."""
     if op in _REDUCERS:
         attrs.setdefault("keepdims", 0)
         attrs["noop_with_empty_axes"] = 1
@@ -367,6 +371,15 @@ def _ir_spelling(op: str, attrs: dict, outputs: list, origin: dict, graph: Graph
         attrs["allowzero"] = 1
     elif op == "Softmax":
         attrs["axis"] = -1
+    elif op in ("Pad", "PadV2"):
+        attrs["mode"] = "constant"
+    elif op in ("Quantize", "Dequantize"):
+        if op == "Quantize":
+            attrs["rounding"] = HALF_AWAY
+        name = (outputs if op == "Quantize" else inputs)[0]
+        q = graph.tensors[name].quant if name is not None else None
+        if q is not None and q.scale.size > 1:
+            attrs["axis"] = int(q.axis or 0)
     elif op == "Cast":
         types = {k: attrs.pop(k) for k in _CAST_TYPES if k in attrs}
         if types:

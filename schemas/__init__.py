@@ -17,13 +17,18 @@ class Input:
     """One input slot: its role (`data`, `weights`, `bias`, `param`), whether it may be omitted,
     whether it repeats (Concat's inputs), and whether a float constant in it stays float when
     the model is quantized (`stays_float`: a parameter such as Resize's roi and scales, not a
-    value)."""
+    value). `from_quantization` (``"input"`` / ``"output"``): a node that has none of its
+    parameters so marked as inputs (TFLite QUANTIZE / DEQUANTIZE) holds them in the
+    quantization parameters of its first input / output tensor, the slot's name being the
+    field (`scale`, `zero_point`); the float executor hands them to the kernel as these
+    inputs (`float_kernels_quant.implied_inputs`), so the kernel sees one form."""
 
     name: str
     role: str = "data"
     optional: bool = False
     variadic: bool = False
     stays_float: bool = False
+    from_quantization: str | None = None
 
 
 @dataclass(frozen=True)

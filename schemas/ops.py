@@ -14,18 +14,27 @@ parameter from its input only:
 - Reshape: the `shape` input (TFLite's `new_shape` option when it has no input) and
   `allowzero` (TFLite reads a 0 literally: 1).
 - Cast: `to`, the IR dtype name (ONNX's TensorProto code; TFLite's output tensor type);
-  Quantize (ONNX QuantizeLinear): `output_dtype` a dtype name, absent when unset (code 0).
+  Quantize (ONNX QuantizeLinear): `output_dtype` a dtype name, absent when unset (code 0);
+  Shape: `out_type` a dtype name (TFLite's TensorType code; ONNX: always int64).
+- Quantize / Dequantize: `scale` and `zero_point` are inputs (ONNX) or the quantized tensor's
+  quantization parameters (TFLite: `Input.from_quantization`; the float executor gives the
+  kernel them as the inputs); `axis` the quantized axis (TFLite: the quantized dimension of a
+  per-channel tensor); Quantize's `rounding` ``half_away_from_zero`` for TFLite QUANTIZE
+  (absent: half to even, ONNX's).
 - Reductions (Mean, ReduceMean, ReduceMax, ReduceSum): `keepdims` 0 / 1 (TFLite `keep_dims`);
   `noop_with_empty_axes` 1 where empty axes reduce nothing (TFLite).
 - Softmax: `axis` (TFLite: -1), `coerce_2d` 1 where the input is flattened to 2-D at `axis`
   (ONNX before opset 13); `beta` (TFLite) scales the input.
-- Not respelled: Pad's pads keep their tensor's layout ([rank, 2] in TFLite, [begins, ends] in
-  ONNX; the kernels tell them apart by rank), Clip / Slice / Resize parameters are inputs in
-  both formats already, the TFLite-only ops (Mean, StridedSlice, SplitEqual...) keep their
-  option names.
+- Pad / PadV2 `pads`: rows [k, 2], (begin, end) per axis of the `axes` input (absent: every
+  axis): TFLite's paddings as they are; ONNX's flat [begins..., ends...] converted by the
+  reader and back by the writer (`qconvert.pads_spelling`). `mode` absent is constant.
+- Not respelled: Clip / Slice / Resize parameters are inputs in both formats already, the
+  TFLite-only ops (Mean, StridedSlice, SplitEqual...) keep their option names.
 """
 
 from . import Input, OnnxSpec, OpSchema, TfliteSpec, register
+
+HALF_AWAY = "half_away_from_zero"  # Quantize `rounding` of TFLite QUANTIZE (absent: half to even)
 
 X = Input("x")
 W = Input("weights", "weights")
@@ -141,14 +150,16 @@ register(OpSchema("ReduceMean", "Mean over the `axes` input (ONNX ReduceMean; an
                                                "noop_with_empty_axes": 0},
                                 attr_inputs={"axes": 18}),
                   int8="requantize"))
-for _name, _tfl, _since in (("ReduceMax", "REDUCE_MAX", 18), ("ReduceSum", "SUM", 13)):
+for _name, _tfl, _since, _int8 in (("ReduceMax", "REDUCE_MAX", 18, None),
+                                   ("ReduceSum", "SUM", 13, 2)):
     register(OpSchema(
         _name, f"{_name[6:]} over the `axes` input (ONNX {_name}: an attribute before opset "
         f"{_since}, `keepdims`; TFLite {_tfl}: `keep_dims`).",
         (X, Input("axes", "param", optional=True)),
-        tflite=TfliteSpec(_tfl, "ReducerOptions"),
+        tflite=TfliteSpec(_tfl, "ReducerOptions", int8_version=_int8),
         onnx=OnnxSpec(_name, {"axes": None, "keepdims": 1, "noop_with_empty_axes": 0},
-                      attr_inputs={"axes": _since})))
+                      attr_inputs={"axes": _since}),
+        int8="requantize" if _int8 else None))
 register(OpSchema("GlobalMaxPool", "Max over all spatial axes, kept as size 1 (ONNX).", (X,),
                   onnx=OnnxSpec("GlobalMaxPool"), layout_sensitive=True, int8="same_scale"))
 
@@ -173,7 +184,8 @@ register(OpSchema(
     tflite=TfliteSpec("CONCATENATION", "ConcatenationOptions", int8_version=2),
     onnx=OnnxSpec("Concat", {"axis": None}), int8="same_scale"))
 register(OpSchema(
-    "Pad", "Pad with a constant (TFLite paddings [rank, 2]; ONNX pads [begins..., ends...]).",
+    "Pad", "Pad by `pads` rows [k, 2] (begin, end) per axis of `axes` (absent: every axis) "
+    "with `value` (default 0) or by `mode` (ONNX; the reader turns its flat pads into rows).",
     (X, Input("pads", "param"), Input("value", "param", optional=True),
      Input("axes", "param", optional=True)),
     tflite=TfliteSpec("PAD", "PadOptions", int8_version=2),
@@ -209,7 +221,8 @@ register(OpSchema(
     "TFLite: the output tensor's type).", (X,),
     tflite=TfliteSpec("CAST", "CastOptions"), onnx=OnnxSpec("Cast", {"to": None, "saturate": 1})))
 register(OpSchema(
-    "Shape", "The input's shape as a 1-D integer tensor (ONNX 15+: dims [start, end)).", (X,),
+    "Shape", "The input's shape as a 1-D tensor of `out_type`, a dtype name (ONNX: int64; "
+    "TFLite: its out_type code), ONNX 15+: dims [start, end).", (X,),
     tflite=TfliteSpec("SHAPE", "ShapeOptions"), onnx=OnnxSpec("Shape", {"start": 0, "end": None})))
 register(OpSchema(
     "Gather", "Take entries of `x` along `axis` at `indices` (ONNX: negative indices count "
@@ -243,14 +256,19 @@ register(OpSchema("Dropout", "Identity at inference (ONNX).",
                    Input("training_mode", "param", optional=True)),
                   onnx=OnnxSpec("Dropout", {"ratio": None, "seed": None}), int8="same_scale"))
 register(OpSchema(
-    "Quantize", "float -> int8 (TFLite: output quantization; ONNX: scale and zero point inputs).",
-    (X, Input("scale", "param", optional=True), Input("zero_point", "param", optional=True)),
+    "Quantize", "float -> integer: saturate(round(x / scale) + zero_point); `rounding` half to "
+    "even (ONNX QuantizeLinear; absent) or half away from zero (TFLite QUANTIZE, whose scale "
+    "and zero point are its output's quantization).",
+    (X, Input("scale", "param", optional=True, from_quantization="output"),
+     Input("zero_point", "param", optional=True, from_quantization="output")),
     tflite=TfliteSpec("QUANTIZE", int8_version=2),
     onnx=OnnxSpec("QuantizeLinear", {"axis": 1, "saturate": 1, "block_size": 0,
                                      "output_dtype": 0})))
 register(OpSchema(
-    "Dequantize", "int8 -> float (TFLite: input quantization; ONNX: scale and zero point inputs).",
-    (X, Input("scale", "param", optional=True), Input("zero_point", "param", optional=True)),
+    "Dequantize", "integer -> float: (x - zero_point) * scale (TFLite DEQUANTIZE: its input's "
+    "quantization; of float16: a cast).",
+    (X, Input("scale", "param", optional=True, from_quantization="input"),
+     Input("zero_point", "param", optional=True, from_quantization="input")),
     tflite=TfliteSpec("DEQUANTIZE", int8_version=2),
     onnx=OnnxSpec("DequantizeLinear", {"axis": 1, "block_size": 0})))
 
@@ -273,6 +291,13 @@ register(OpSchema("Sqrt", "sqrt(x) (int8: TFLite Micro's SQRT is float only).", 
                   tflite=TfliteSpec("SQRT"), onnx=OnnxSpec("Sqrt")))
 register(OpSchema("Rsqrt", "1 / sqrt(x) (TFLite RSQRT).", (X,),
                   tflite=TfliteSpec("RSQRT", int8_version=2),
+                  int8="requantize"))
+register(OpSchema(
+    "SquaredDifference", "(a - b) ** 2 with numpy broadcasting (TFLite SQUARED_DIFFERENCE: the "
+    "variance of a normalisation).", (Input("a"), Input("b")),
+    tflite=TfliteSpec("SQUARED_DIFFERENCE", int8_version=2), int8="requantize"))
+register(OpSchema("Abs", "|x| (TFLite ABS, ONNX Abs).", (X,),
+                  tflite=TfliteSpec("ABS", int8_version=2), onnx=OnnxSpec("Abs"),
                   int8="requantize"))
 register(OpSchema("Pow", "x ** y, numpy broadcasting (ONNX Pow; to TFLite only y == 2 (MUL) "
                   "and 0.5 (SQRT)).", (X, Input("exponent", "param")), onnx=OnnxSpec("Pow")))

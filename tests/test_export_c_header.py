@@ -413,7 +413,11 @@ def _every_op_model(header_only_ops: bool = False) -> Model:
     bm = n.node("BatchMatMul", [fc, lr], "batch_matmul", (6, 6), 0.3, 4, adj_x=True, adj_y=False,
                 asymmetric_quantize_inputs=False)
     rs = n.node("Rsqrt", [rl], "rsqrt", (1, 6), 0.05, -128)
-    last = [pr, rs]
+    ab = n.node("Abs", [fc], "abs", (1, 6), 0.04, -128)
+    sd = n.node("SquaredDifference", [fc, lr], "squared_difference", (1, 6), 0.3, -128)
+    su = n.node("ReduceSum", [fc, n.const("sum_axes", np.asarray([1], np.int32))], "sum", (1,),
+                0.4, 3, keepdims=0)
+    last = [pr, rs, ab, sd, su]
     if header_only_ops:
         last = [n.node("Div", [pr, rs], "div", (1, 6), 0.2, 3, activation="NONE")]
     extra = _onnx_export_ops(n, m, d)

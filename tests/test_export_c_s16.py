@@ -24,6 +24,7 @@ from export_c_harness import (build_cortex_m, build_host, cmsis_nn_available,
                               parse, run_qemu, split_image_output)
 from test_int16_executor import INT16_MODELS, feeds_for, tflm
 
+from qconvert.c_export.layer_spec import OP_SPECS
 from qconvert.c_export.model_source import ModelOptions, render_model
 from qconvert.cli import main
 from qconvert.int8.prepare import layer_params
@@ -64,9 +65,9 @@ def _assert_bit_exact(got, path, samples, label):
                 f"{label}: sample {k} output {j}: {np.count_nonzero(o != r)} of {r.size} differ")
 
 
-def _check_host(path, folder, kernels):
+def _check_host(path, folder, kernels, samples=None):
     graph = load_model(path).graph
-    samples = _samples(graph)
+    samples = samples or _samples(graph)
     _export(path, folder, kernels)
     exe = build_host(folder, harness_source("net", io_layout(graph), samples),
                      cmsis=kernels == "cmsis-nn")
@@ -86,6 +87,28 @@ def test_host_cmsis_nn_bit_exact_with_tflite_micro(path, tmp_path):
     _check_host(path, tmp_path / "c", "cmsis-nn")
 
 
+def _built_models(folder) -> dict:
+    """{path: samples} of the 16x8 layers built by the tests rather than the converter (the
+    converter makes no int8 -> int16 SOFTMAX) and the unary 16x8 ops on every int16 value they
+    are defined for, written to `folder`."""
+    from test_int16_executor import (_unary16, full_range16, softmax8_16_model,
+                                     softmax8_16_rows, squared_difference16_model)
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "softmax8_16.tflite"
+    path.write_bytes(softmax8_16_model())
+    built = {path: [[softmax8_16_rows(seed)] for seed in (2, 3)]}
+    path = folder / "squared_difference16.tflite"
+    path.write_bytes(squared_difference16_model(2e-4, 6e-3, 0.9, (1, 1, 1, 16)))
+    graph = load_model(path).graph
+    built[path] = [[full_range16(graph, seed)[n] for n in graph.inputs] for seed in range(2)]
+    for op, values in UNARY16.items():
+        path = folder / f"{op.lower()}16_all.tflite"
+        path.write_bytes(_unary16(op, 1.3e-4, 6.1e-5, values.shape))
+        built[path] = [[values]]
+    return built
+
+
 @NEEDS_CROSS
 @pytest.mark.parametrize("kernels,board", [
     ("portable", "m4"), pytest.param("cmsis-nn", "m4", marks=NEEDS_CMSIS),
@@ -97,7 +120,8 @@ def test_cortex_m_firmware_of_every_16x8_model_is_bit_exact(tmp_path, kernels, b
     folder = tmp_path / "image"
     folder.mkdir()
     entries, expected = [], {}
-    for path in MODELS:
+    built = _built_models(tmp_path / "built")
+    for path in MODELS + list(built):
         name = "m_" + path.stem
         files, _ = _export(path, tmp_path / name, kernels, name=name)
         for f, data in files.items():  # kernel files are the same for every model
@@ -106,7 +130,7 @@ def test_cortex_m_firmware_of_every_16x8_model_is_bit_exact(tmp_path, kernels, b
             else:
                 (folder / f).write_bytes(data)
         graph = load_model(path).graph
-        samples = _samples(graph, 2)
+        samples = built.get(path) or _samples(graph, 2)
         entries.append((name, io_layout(graph), samples))
         expected[name] = (path, graph, samples)
     elf = build_cortex_m(folder, image_source(entries), board, cmsis=kernels == "cmsis-nn")
@@ -185,17 +209,27 @@ def test_header_of_16x8_layers(path, tmp_path):
                     str(tmp_path / "use.c"), "-I", str(tmp_path), "-o", str(tmp_path / "u.o")],
                    check=True)
     arrays = _header_arrays(text)
+    defines = {n: int(v) for n, v in re.findall(r"#define (\w+)\s+\(?(-?\d+)\)?\s*$", text,
+                                               re.MULTILINE)}
     graph = load_model(path).graph
     checked = 0
     for node in graph.nodes:
-        if node.op not in ("Conv2D", "DepthwiseConv2D", "FullyConnected", "Softmax"):
-            continue
-        if graph.tensors[node.inputs[0]].dtype != "int16":
+        if graph.tensors[node.inputs[0]].dtype != "int16" and node.op != "Softmax":
             continue
         p = layer_params(graph, node)
         index = graph.nodes.index(node)
         stem = next(n[:-len("_OP_INDEX")] for n, v in re.findall(
             r"#define (\w+_OP_INDEX)\s+(\d+)", text) if int(v) == index).lower()
+        if node.op in ("Rsqrt", "Abs", "SquaredDifference"):  # scalar parameters
+            fields = [f for f in OP_SPECS[node.op].fields if f[2] == "int"]
+            assert fields
+            for key, macro, _ in fields:
+                assert defines[f"{stem.upper()}_{macro}"] == int(p[key]), (node.op, key)
+            checked += 1
+            continue
+        if node.op not in ("Conv2D", "DepthwiseConv2D", "FullyConnected", "Softmax") or \
+                graph.tensors[node.inputs[0]].dtype != "int16":
+            continue
         if node.op == "Softmax":
             np.testing.assert_array_equal(arrays[f"{stem}_exp_lut"], p["exp_lut"])
             np.testing.assert_array_equal(arrays[f"{stem}_one_over_one_plus_x_lut"],
@@ -333,6 +367,67 @@ def test_prelu16_export_bit_exact(tmp_path, kernels):
     path = tmp_path / "prelu16.tflite"
     path.write_bytes(prelu16_model())
     _check_host(path, tmp_path / "c", kernels)
+
+
+@pytest.mark.parametrize("kernels", ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)])
+@pytest.mark.parametrize("s_in,beta", [(0.1, 1.0), (0.02, 2.0), (0.5, 0.7)])
+def test_softmax_int8_to_int16_export_bit_exact(tmp_path, kernels, s_in, beta):
+    """SOFTMAX int8 -> int16: qconvert_softmax_s8_s16 (portable) and arm_softmax_s8_s16
+    (cmsis-nn) against TFLite Micro, saturated and full-range rows included."""
+    from test_int16_executor import softmax8_16_model, softmax8_16_rows
+
+    path = tmp_path / "softmax8_16.tflite"
+    path.write_bytes(softmax8_16_model(s_in, beta))
+    files, _ = _export(path, tmp_path / "c0", kernels)
+    source = files["net.c"].decode()
+    assert ("arm_softmax_s8_s16(" if kernels == "cmsis-nn" else "qconvert_softmax_s8_s16(") \
+        in source
+    _check_host(path, tmp_path / "c", kernels, [[softmax8_16_rows(seed)] for seed in (2, 3)])
+
+
+# unary 16x8 ops built here, with every int16 input they are defined for
+UNARY16 = {"Rsqrt": np.arange(0, 32768, dtype=np.int16).reshape(1, 128, 256),
+           "Abs": np.arange(-32768, 32768, dtype=np.int32).astype(np.int16).reshape(1, 256, 256)}
+
+
+@pytest.mark.parametrize("kernels", ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)])
+@pytest.mark.parametrize("op", sorted(UNARY16))
+@pytest.mark.parametrize("s_in,s_out", [(1.3e-4, 6.1e-5), (0.05, 1e-4), (3e-4, 3e-4)])
+def test_unary16_export_on_every_int16_value(tmp_path, kernels, op, s_in, s_out):
+    from test_int16_executor import _unary16
+
+    path = tmp_path / "unary16.tflite"
+    path.write_bytes(_unary16(op, s_in, s_out, UNARY16[op].shape))
+    _check_host(path, tmp_path / "c", kernels, [[UNARY16[op]]])
+
+
+@pytest.mark.parametrize("kernels", ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)])
+@pytest.mark.parametrize("scales", [(3e-4, 7e-4, 0.02), (2e-4, 6e-3, 0.9), (1e-3, 1e-3, 1e-5)])
+@pytest.mark.parametrize("b_shape", [(1, 8, 8, 16), (1, 1, 1, 16)])
+def test_squared_difference16_export(tmp_path, kernels, scales, b_shape):
+    """SQUARED_DIFFERENCE (int16, broadcast or not) on full-range inputs: qconvert_binary_s16
+    in both kernel sets (CMSIS-NN has no squared difference)."""
+    from test_int16_executor import full_range16, squared_difference16_model
+
+    path = tmp_path / "sd16.tflite"
+    path.write_bytes(squared_difference16_model(*scales, b_shape))
+    graph = load_model(path).graph
+    _check_host(path, tmp_path / "c", kernels,
+                [[full_range16(graph, seed)[n] for n in graph.inputs] for seed in range(2)])
+
+
+def test_rsqrt16_export_stops_at_a_negative_input(tmp_path):
+    """TFLite Micro's RSQRT fails at a negative input; the C invoke returns 3 there."""
+    from test_int16_executor import _unary16
+
+    path = tmp_path / "rsqrt16.tflite"
+    path.write_bytes(_unary16("Rsqrt", 1e-3, 1e-3, (1, 4)))
+    graph = load_model(path).graph
+    _export(path, tmp_path / "c", "portable")
+    x = np.array([[5, 0, -1, 7]], np.int16)
+    exe = build_host(tmp_path / "c", harness_source("net", io_layout(graph), [[x]]))
+    out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[0] == "rc 3"
 
 
 @pytest.mark.parametrize("option", [["--activations", "int16"], ["--int16-layers", "2"]])

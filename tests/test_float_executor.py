@@ -311,6 +311,14 @@ FAST_CONV_CASES = {
                             dict(strides=[2, 2], dilations=[1, 2], pads=[3, 3, 3, 3]), True),
     "conv1d_batched": ((4, 5, 300), (6, 5, 3), dict(pads=[1, 1], strides=[1]), True),
     "conv3d_batched": ((3, 2, 6, 12, 12), (4, 2, 3, 3, 3), dict(pads=[1, 1, 1, 1, 1, 1]), True),
+    "groups_of_unequal_size": ((7, 8, 20, 20), (12, 8, 3, 3), dict(pads=[1, 1, 1, 1]), True),
+    "one_group_rows_split_padded": ((5, 16, 12, 12), (40, 16, 3, 3), dict(pads=[1, 1, 1, 1]),
+                                    True),
+    "one_group_rows_split_copied_in_pieces": ((3, 200, 10, 10), (40, 200, 3, 3),
+                                              dict(pads=[1, 0, 1, 2]), True),
+    "one_sample_pointwise_rows_split": ((1, 16, 40, 40), (48, 16, 1, 1), {}, True),
+    "one_sample_strided_rows_split": ((1, 8, 33, 35), (36, 8, 3, 3),
+                                      dict(strides=[2, 2], pads=[1, 2, 0, 1]), False),
     "depthwise_stride1": ((3, 6, 20, 22), (6, 1, 3, 3), dict(group=6, pads=[1, 1, 1, 1]), True),
     "depthwise_stride2_odd": ((3, 4, 21, 19), (4, 1, 3, 3),
                               dict(group=4, strides=[2, 2], pads=[1, 0, 1, 1]), True),
@@ -327,6 +335,30 @@ def test_onnx_conv_batched_fast_paths(tmp_path, case):
     inits = [("W", _w(*w))] + ([("B", _w(w[0], seed=2))] if bias else [])
     node = helper.make_node("Conv", ["x", "W"] + (["B"] if bias else []), ["y"], **attrs)
     check_onnx(tmp_path, onnx_bytes([node], [vi("x", x)], [vi("y", None)], inits), seeds=(0,))
+
+
+def test_conv_sample_groups_and_row_blocks():
+    """The batched conv's split: groups cover the batch in order, sizes differ by at most one,
+    one sample each when a sample has _GEMM_COLUMNS positions, an even count when several;
+    a product split by rows has two blocks at a multiple of _ROW_ALIGN (one for few rows)."""
+    from qconvert.executor.float_kernels_conv import (_GEMM_COLUMNS, _ROW_ALIGN, _row_blocks,
+                                                      _sample_groups)
+
+    for n, positions in [(14, 3136), (14, 784), (14, 196), (14, 49), (2, 784), (2, 196),
+                         (16, 784), (1, 50176), (7, 400), (3, 1)]:
+        groups = _sample_groups(n, positions)
+        assert [a for a, _ in groups] == [0] + [b for _, b in groups[:-1]]
+        assert groups[-1][1] == n
+        sizes = [b - a for a, b in groups]
+        assert max(sizes) - min(sizes) <= 1
+        assert len(groups) == 1 or len(groups) % 2 == 0 or len(groups) == n
+        if positions >= _GEMM_COLUMNS:
+            assert sizes == [1] * n
+    assert _sample_groups(14, 196) == [(0, 4), (4, 8), (8, 11), (11, 14)]
+    assert _sample_groups(14, 49) == [(0, 14)]
+    assert _row_blocks(2048) == [slice(0, 1024), slice(1024, 2048)]
+    assert _row_blocks(40) == [slice(0, 32), slice(32, 40)]
+    assert _row_blocks(2 * _ROW_ALIGN - 1) == [slice(0, 2 * _ROW_ALIGN - 1)]
 
 
 @pytest.mark.parametrize("op,attrs", [

@@ -166,6 +166,24 @@ def test_onnx_softmax(tmp_path, opset, axis):
                feeds={"x": x})
 
 
+def test_onnx_and_tflite_abs(tmp_path):
+    x = 4 * np.random.default_rng(0).standard_normal((3, 50)).astype(np.float32)
+    x[0, :3] = [0.0, -0.0, -2.5]
+    check_onnx(tmp_path, onnx_bytes([helper.make_node("Abs", ["x"], ["y"])], [vi("x", x.shape)],
+                                    [vi("y", None)], opset=13), feeds={"x": x})
+    n = TfGraph()
+    n.node("Abs", [n.input("x", (2, 3, 7))], "y", (2, 3, 7))
+    check_tflite(tmp_path, n.build(["y"]), seeds=(0, 1))
+
+
+def test_tflite_squared_difference_with_broadcast(tmp_path):
+    n = TfGraph()
+    a = n.input("a", (2, 3, 7))
+    b = n.input("b", (3, 1))
+    n.node("SquaredDifference", [a, b], "y", (2, 3, 7))
+    check_tflite(tmp_path, n.build(["y"]), seeds=(0, 1))
+
+
 def test_onnx_hard_sigmoid_and_hard_swish(tmp_path):
     nodes = [helper.make_node("HardSigmoid", ["x"], ["a"], alpha=0.3, beta=0.4),
              helper.make_node("HardSigmoid", ["x"], ["b"]),

@@ -471,3 +471,40 @@ def test_verify_runs_16x8_models_in_the_integer_executor(tmp_path):
                           "--verify", 4, *extra])
         assert result.exit_code == 0, result.output
         assert "fake-quantized float run (the integer" not in result.output
+
+
+# the converter's 16x8 models of normalisation ops and their float originals (make_int16_models)
+NORM_OPS = {"rsqrt_16x8": "Rsqrt", "abs_16x8": "Abs",
+            "squared_difference_16x8": "SquaredDifference", "sum_16x8": "ReduceSum"}
+
+
+@pytest.mark.parametrize("name", sorted(NORM_OPS))
+def test_activations_int16_makes_normalisation_ops_16x8_as_the_converter(tmp_path, name):
+    """`quantize --activations int16` of the float model gives the TFLite converter's 16x8
+    model's ops and tensor types (the op 16x8, no QUANTIZE around it), which TFLite Micro runs
+    as the integer executor does, bit for bit."""
+    from test_int16_executor import assert_same16, feeds_for
+
+    from qconvert.model_io import serialize
+    from qconvert.tflite_reader import read_tflite
+
+    source = TEST_MODELS / "int16" / "float" / f"{name}.tflite"
+    shape = load_model(source).graph.tensors[load_model(source).graph.inputs[0]].shape
+    np.save(tmp_path / "calib.npy", np.random.default_rng(0).normal(
+        0, 1, (16, *shape[1:])).astype(np.float32))
+    out, report, _ = _quantize(tmp_path, source, tmp_path / "calib.npy", "q.tflite",
+                               "--activations", "int16")
+
+    def signature(graph):
+        return [(n.op, [graph.tensors[i].dtype for i in n.inputs if i],
+                 [graph.tensors[o].dtype for o in n.outputs]) for n in graph.nodes]
+
+    ours = load_model(out)
+    theirs = load_model(TEST_MODELS / "int16" / f"{name}.tflite").graph
+    assert signature(ours.graph) == signature(theirs)
+    assert NORM_OPS[name] in {n.op for n in ours.graph.nodes}
+    # every layer's output against TFLite Micro, moderate and full-range inputs
+    ours.graph.outputs = [o for n in ours.graph.nodes for o in n.outputs if o is not None]
+    data = serialize(ours)
+    g = read_tflite(data).graph
+    assert_same16(data, [feeds_for(g, seed) for seed in range(3)])

@@ -313,27 +313,27 @@ def test_prelu16_on_every_int16_value():
     assert_same16(prelu16_model(), [{"x": all_int16_values().reshape(1, 256, 16, 16)}])
 
 
-@pytest.mark.parametrize("s_in,beta", [(0.1, 1.0), (0.02, 2.0), (0.5, 0.7)])
-def test_softmax_int8_to_int16(s_in, beta):
+def softmax8_16_model(s_in=0.1, beta=1.0, zero_point=5) -> bytes:
+    """A SOFTMAX from int8 (40 rows of 17) to int16 (1/65536, -32768)."""
     n = Q8()
-    x = n.input("x", (40, 17), s_in, 5)
+    x = n.input("x", (40, 17), s_in, zero_point)
     n.node("Softmax", [x], "y", (40, 17), 1.0 / 65536, -32768, dtype="int16", beta=beta)
-    v = np.random.default_rng(2).integers(-128, 128, (40, 17))
+    return n.build(["y"])
+
+
+def softmax8_16_rows(seed=2) -> np.ndarray:
+    """int8 rows for `softmax8_16_model`: random over the whole range, one all at the maximum,
+    one dominated by a single entry (the others below diff_min)."""
+    v = np.random.default_rng(seed).integers(-128, 128, (40, 17))
     v[1] = 127
     v[2, :] = -128
     v[2, 3] = 127
-    assert_same16(n.build(["y"]), [{"x": v.astype(np.int8)}])
+    return v.astype(np.int8)
 
 
-def test_export_c_refuses_an_int8_to_int16_softmax(tmp_path):
-    n = Q8()
-    x = n.input("x", (1, 17), 0.1, 0)
-    n.node("Softmax", [x], "y", (1, 17), 1.0 / 65536, -32768, dtype="int16", beta=1.0)
-    path = tmp_path / "s.tflite"
-    path.write_bytes(n.build(["y"]))
-    r = _cli("export-c", str(path), "-o", str(tmp_path / "c"))
-    assert r.returncode == 1 and "int8 to int16" in r.stderr and len(r.stderr.splitlines()) == 1
-    assert not (tmp_path / "c").exists()
+@pytest.mark.parametrize("s_in,beta", [(0.1, 1.0), (0.02, 2.0), (0.5, 0.7)])
+def test_softmax_int8_to_int16(s_in, beta):
+    assert_same16(softmax8_16_model(s_in, beta), [{"x": softmax8_16_rows()}])
 
 
 @pytest.mark.parametrize("name", ["eltwise_16x8", "mixed_int8_int16", "conv_16x8_float_io"])
@@ -348,3 +348,76 @@ def test_fuse_and_convert_verify_run_16x8_models_in_the_integer_executor(tmp_pat
         ref = tflm(path.read_bytes(), [feeds[n] for n in g.inputs])
         for n, r_ in zip(g.outputs, ref):
             np.testing.assert_array_equal(run_int8(g, feeds)[n], r_)
+
+
+# -- RSQRT, ABS, SQUARED_DIFFERENCE (normalisation layers) -----------------------------------
+def _unary16(op, s_in, s_out, shape=(1, 128, 256)) -> bytes:
+    n = Q8()
+    x = n.input("x", shape, s_in, 0, dtype="int16")
+    n.node(op, [x], "y", shape, s_out, 0, dtype="int16")
+    return n.build(["y"])
+
+
+@pytest.mark.parametrize("s_in,s_out", [(1.3e-4, 6.1e-5), (1e-3, 3e-3), (2.0**-10, 2.0**-8),
+                                        (0.05, 1e-4)])
+def test_rsqrt16_on_every_non_negative_int16_value(s_in, s_out):
+    x = np.arange(0, 32768, dtype=np.int16).reshape(1, 128, 256)
+    assert_same16(_unary16("Rsqrt", s_in, s_out), [{"x": x}])
+
+
+@pytest.mark.parametrize("s_in,s_out", [(3e-4, 3e-4), (3e-4, 2e-4), (1e-3, 3e-3), (0.05, 1e-4)])
+def test_abs16_on_every_int16_value(s_in, s_out):
+    assert_same16(_unary16("Abs", s_in, s_out, (1, 256, 256)), [{"x": all_int16_values()}])
+
+
+def test_rsqrt16_refuses_a_negative_input_as_tflite_micro_fails():
+    data = _unary16("Rsqrt", 1e-3, 1e-3, (1, 4))
+    x = np.array([[5, 0, -1, 7]], np.int16)
+    with pytest.raises(Exception):
+        tflm(data, [x])
+    with pytest.raises(QConvertError, match="only defined for values >= 0"):
+        run_int8(read_tflite(data).graph, {"x": x})
+
+
+def squared_difference16_model(s1, s2, s_out, b_shape=(1, 8, 8, 16)) -> bytes:
+    """A 16x8 SQUARED_DIFFERENCE of a (1, 8, 8, 16) input and one of `b_shape` (broadcast)."""
+    n = Q8(2)
+    a = n.input("a", (1, 8, 8, 16), s1, 0, dtype="int16")
+    b = n.input("b", b_shape, s2, 0, dtype="int16")
+    n.node("SquaredDifference", [a, b], "y", (1, 8, 8, 16), s_out, 0, dtype="int16")
+    return n.build(["y"])
+
+
+def full_range16(graph, seed) -> dict:
+    rng = np.random.default_rng(seed)
+    return {k: rng.integers(-32768, 32768, graph.tensors[k].shape).astype(np.int16)
+            for k in graph.inputs}
+
+
+@pytest.mark.parametrize("scales", [(3e-4, 7e-4, 0.02), (1e-3, 1e-3, 5e-2), (2e-4, 6e-3, 0.9),
+                                    (1e-3, 1e-3, 1e-5)])
+@pytest.mark.parametrize("b_shape", [(1, 8, 8, 16), (1, 1, 1, 16)])
+def test_squared_difference16(scales, b_shape):
+    data = squared_difference16_model(*scales, b_shape)
+    g = read_tflite(data).graph
+    got = assert_same16(data, [full_range16(g, seed) for seed in range(2)] + [feeds_for(g, 0)])
+    assert len(np.unique(got["y"])) > 10
+
+
+@pytest.mark.parametrize("axes,keep_dims,s_out", [([1, 2], True, 3e-3), ([3], False, 1e-3),
+                                                   ([1, 2, 3], True, 5e-2), ([2], True, 3e-4)])
+def test_sum16_on_full_range_inputs(axes, keep_dims, s_out):
+    """SUM (int16): the int32 sum requantized without 1 / count, clamped; full-range inputs
+    saturate it, moderate ones do not."""
+    n = Q8()
+    shape = (1, 6, 8, 16)
+    x = n.input("x", shape, 3e-4, 0, dtype="int16")
+    ax = n.const("axes", np.asarray(axes, np.int32))
+    out_shape = [1 if i in axes else d for i, d in enumerate(shape)]
+    if not keep_dims:
+        out_shape = [d for i, d in enumerate(shape) if i not in axes]
+    n.node("ReduceSum", [x, ax], "y", out_shape, s_out, 0, dtype="int16",
+           keepdims=int(keep_dims))
+    data = n.build(["y"])
+    g = read_tflite(data).graph
+    assert_same16(data, [full_range16(g, 0), feeds_for(g, 0)])

@@ -355,6 +355,24 @@ def test_elementwise_binary(op, act):
     assert_same(n.build(["y", "z"]), feeds)
 
 
+@pytest.mark.parametrize("scales", [(0.07, -128, 0.021, 90), (0.02, 3, 0.02, 3),
+                                    (0.004, 0, 0.3, -20)])
+def test_squared_difference_with_broadcast(scales):
+    """SQUARED_DIFFERENCE of two activations and of an activation and a broadcast constant
+    (int8: inputs rescaled << 7, their difference squared, requantized)."""
+    s1, z1, s2, z2 = scales
+    n = Q8(4)
+    a = n.input("a", (1, 4, 5, 3), s1, z1)
+    b = n.input("b", (1, 4, 5, 3), s2, z2)
+    c = n.const("c", n.rng.integers(-128, 128, (3,)).astype(np.int8), 0.05, 9)
+    y = n.node("SquaredDifference", [a, b], "y", (1, 4, 5, 3), 1.0, -128)
+    n.node("SquaredDifference", [y, c], "z", (1, 4, 5, 3), 5.0, -128)
+    feeds = int8_feeds(n.g, 3)
+    n.fit("y", feeds)
+    n.fit("z", feeds)
+    assert_same(n.build(["y", "z"]), feeds)
+
+
 @pytest.mark.parametrize("op,kernel,strides,padding,act", [
     ("AveragePool", (3, 3), (2, 2), "SAME", "NONE"), ("AveragePool", (2, 3), (1, 1), "SAME", "RELU6"),
     ("AveragePool", (7, 5), (7, 5), "VALID", "NONE"), ("MaxPool", (2, 2), (2, 2), "SAME", "RELU"),
@@ -371,10 +389,11 @@ def test_pooling(op, kernel, strides, padding, act):
     assert_same(n.build(["y"]), int8_feeds(n.g, 3))
 
 
+@pytest.mark.parametrize("op", ["Mean", "ReduceSum"])
 @pytest.mark.parametrize("axes,keep_dims,out_q", [
     ([1, 2], True, (0.01, 5)), ([1, 2], True, (0.04, -7)), ([2], False, (0.013, -100)),
     ([-1], False, (0.04, -7)), ([1, 3], True, (0.2, 0))])
-def test_mean(axes, keep_dims, out_q):
+def test_mean(op, axes, keep_dims, out_q):
     n = Q8(6)
     shape = (1, 5, 7, 6)
     x = n.input("x", shape, 0.04, -7)
@@ -383,7 +402,9 @@ def test_mean(axes, keep_dims, out_q):
     out_shape = [1 if i in resolved else d for i, d in enumerate(shape)]
     if not keep_dims:
         out_shape = [d for i, d in enumerate(shape) if i not in resolved]
-    n.node("Mean", [x, ax], "y", out_shape, *out_q, keepdims=int(keep_dims))
+    if op == "ReduceSum":  # a sum's range: the mean's times the count (5 to 42 values here)
+        out_q = (out_q[0] * 8, out_q[1])
+    n.node(op, [x, ax], "y", out_shape, *out_q, keepdims=int(keep_dims))
     assert_same(n.build(["y"]), int8_feeds(n.g, 3))
 
 
@@ -422,13 +443,16 @@ def test_softmax_refuses_an_output_scale_other_than_1_256():
 UNARY_QUANT = [(0.01, 0), (0.0625, -128), (0.3, 127), (0.047, 20), (2.5, -3)]
 
 
-@pytest.mark.parametrize("op", ["Sigmoid", "Tanh", "HardSwish", "Relu", "Relu6", "Quantize"])
+@pytest.mark.parametrize("op", ["Sigmoid", "Tanh", "HardSwish", "Relu", "Relu6", "Quantize",
+                                "Abs", "AbsSameScale"])
 @pytest.mark.parametrize("q_in", UNARY_QUANT)
 def test_elementwise_unary_on_every_int8_value(op, q_in):
     n = Q8(9)
     x = n.input("x", (1, 16, 16), *q_in)
     out_q = {"Sigmoid": (1.0 / 256, -128), "Tanh": (1.0 / 128, 0), "HardSwish": (0.05, -60),
-             "Relu": (q_in[0] * 0.7, -110), "Relu6": q_in, "Quantize": (0.021, 17)}[op]
+             "Relu": (q_in[0] * 0.7, -110), "Relu6": q_in, "Quantize": (0.021, 17),
+             "Abs": (q_in[0] * 0.6, -100), "AbsSameScale": (q_in[0], -128)}[op]
+    op = "Abs" if op == "AbsSameScale" else op  # ABS without a rescale: equal scales
     if op == "HardSwish" and q_in[0] > 1:
         out_q = (q_in[0], -60)
     n.node(op, [x], "y", (1, 16, 16), *out_q)

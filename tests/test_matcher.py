@@ -17,6 +17,7 @@ from conftest import OnnxNet, assert_close, run_onnx
 from qconvert.ir import Graph, Node, Tensor
 from qconvert.model_io import load_model, serialize
 from qconvert.passes import PassContext, get_pass
+from qconvert.passes import cleanup as cleanup_package
 from qconvert.passes import fusion as fusion_package
 from qconvert.passes import layout as layout_package
 from qconvert.passes.fusion.conv_batchnorm import CONV_BATCHNORM
@@ -260,9 +261,10 @@ def test_any_slot_is_not_looked_at():
 # -- declarations ---------------------------------------------------------------------------------
 
 def _declared_fusions() -> list:
-    """[(fusion, the module declaring it)] of every fusion of passes/fusion and passes/layout."""
+    """[(fusion, the module declaring it)] of every fusion of passes/cleanup, passes/fusion and
+    passes/layout."""
     found = []
-    for package in (fusion_package, layout_package):
+    for package in (cleanup_package, fusion_package, layout_package):
         for info in pkgutil.iter_modules(package.__path__):
             module = importlib.import_module(f"{package.__name__}.{info.name}")
             source = inspect.getsource(module)
@@ -280,7 +282,10 @@ def test_every_fusion_states_its_conditions():
                                          "fuse-matmul-add", "batchnorm-to-affine",
                                          "fuse-activation", "fuse-hard-swish", "fuse-div-sqrt",
                                          "fuse-reciprocal-sqrt", "fuse-channel-shuffle",
-                                         "merge-reshapes"}
+                                         "merge-reshapes", "compose-transposes",
+                                         "transpose-as-reshape", "legalize-clip",
+                                         "remove-identity", "remove-dropout",
+                                         "remove-noop-reshape", "remove-identity-transpose"}
     for f, module in fusions:
         for condition in f.conditions:
             assert (condition.__doc__ or "").strip(), (f.name, condition)

@@ -143,7 +143,7 @@ def test_prelu_with_a_computed_slope(tmp_path):
     assert "PRelu" in _ops(f) and "Transpose" not in _ops(f) and "PRelu" in _ops(q)
 
 
-@pytest.mark.parametrize("op,attrs", [("Sigmoid", {}), ("Tanh", {}),
+@pytest.mark.parametrize("op,attrs", [("Sigmoid", {}), ("Tanh", {}), ("Abs", {}),
                                       ("HardSigmoid", {"alpha": 0.25, "beta": 0.4})])
 def test_standalone_activations_run_int8(tmp_path, op, attrs):
     net = OnnxNet(3)
@@ -220,6 +220,16 @@ def test_reduce_mean_over_any_axes_is_mean(tmp_path, axes, keep):
     net.node("ReduceMean", [c], "y", axes=axes, keepdims=keep)
     f, q = _check(tmp_path, net.build(["y"]), [(1, 3, 4, 5)])
     assert "Mean" in _ops(q)
+
+
+@pytest.mark.parametrize("axes,keep", [([1], 1), ([2, 3], 0)])
+def test_reduce_sum_is_sum_in_int8(tmp_path, axes, keep):
+    net = OnnxNet(9)
+    x = net.input("x", [1, 3, 4, 5])
+    c = net.conv(x, 3, 4, "c", k=1)
+    net.node("ReduceSum", [c, net.const("axes", np.asarray(axes, np.int64))], "y", keepdims=keep)
+    f, q = _check(tmp_path, net.build(["y"]), [(1, 3, 4, 5)])
+    assert "ReduceSum" in _ops(q)
 
 
 @pytest.mark.parametrize("shape,axis", [((1, 4, 3, 5), 1), ((1, 6, 7), -2), ((1, 6, 7), 2)])

@@ -69,7 +69,8 @@ KEYED_TABLES = {
     "ops lifted to NHWC (onnx_to_tflite_spatial.LIFTED)": onnx_to_tflite_spatial.LIFTED,
     "ops transposes sink through (onnx_to_tflite_spatial.SINKS, BINARY_SINKS)":
         onnx_to_tflite_spatial.SINKS | onnx_to_tflite_spatial.BINARY_SINKS,
-    "pass-through ops of eliminate": eliminate._PASSTHROUGH_OPS,
+    "pass-through ops of eliminate (the patterns of its PASS_THROUGH rules)":
+        {f.pattern.ops for f in eliminate.PASS_THROUGH},
     "ops fold-constants never folds": fold_constants.NEVER_FOLD,
     "equalize's layers and pass-through ops": equalize._FIRST | equalize._PASS_THROUGH,
     "layers the quantization invariants check (quant/invariants)": set(invariants._LAYERS),

@@ -325,7 +325,7 @@ def _tflite_shape_model(quantized_weight: bool = False) -> Model:
     t(Tensor("y", (1, 24), "float32"))
     g.inputs, g.outputs = ["x"], ["y"]
     g.nodes = [
-        Node("Shape", ["x"], ["s"], {"out_type": 2}, "s"),
+        Node("Shape", ["x"], ["s"], {"out_type": "int32"}, "s"),
         Node("Gather", ["s", "idx"], ["n"], {"axis": 0, "batch_dims": 0}, "n"),
         Node("Concat", ["n", "minus1"], ["shape"], {"axis": 0, "activation": "NONE"}, "shape"),
         Node("Reshape", ["x", "shape"], ["r"], {}, "r"),
@@ -454,7 +454,7 @@ def test_tflite_kernel_attributes():
     squeeze = Node("Squeeze", ["x", "axes"], ["y"], {})
     assert KERNELS["Squeeze"](squeeze, [np.ones((1, 3, 1)), np.array([0, 2])], [None])[0].shape \
         == (3,)
-    shape = Node("Shape", ["x"], ["y"], {"out_type": 2})
+    shape = Node("Shape", ["x"], ["y"], {"out_type": "int32"})
     assert KERNELS["Shape"](shape, [x], ["int32"])[0].dtype == np.int32
     cast = Node("Cast", ["x"], ["y"], {"to": "int32"})
     np.testing.assert_array_equal(KERNELS["Cast"](cast, [np.array([-1.5, 2.5])], ["int32"])[0],

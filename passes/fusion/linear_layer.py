@@ -28,11 +28,26 @@ from qconvert.ir import Graph, Node, Tensor
 
 def _times(w: np.ndarray, s: np.ndarray, dtype) -> np.ndarray:
     """w * s computed in float64 and, with `dtype`, rounded once into a new array of that type:
-    the same values as `(w.astype(float64) * s).astype(dtype)` without the float64 copies."""
+    the same values as `(w.astype(float64) * s).astype(dtype)` without the float64 copies;
+    large weights in pieces of rows (axis 0) shared among the CPUs (`executor.parallel`)."""
+    from qconvert.executor.parallel import SPAN, on_workers, spans
+
     if dtype is None:
         return w.astype(np.float64) * s
     out = np.empty(np.broadcast_shapes(w.shape, s.shape), dtype)
-    return np.multiply(w, s, out=out, dtype=np.float64, casting="unsafe")
+    if out.ndim == 0 or out.size < 4 * SPAN:
+        return np.multiply(w, s, out=out, dtype=np.float64, casting="unsafe")
+
+    def rows(a, i, j):  # the operand's part for output rows i:j (all of it when broadcast)
+        return a[i:j] if a.ndim == out.ndim and a.shape[0] == out.shape[0] else a
+
+    def run(parts):
+        for i, j in parts:
+            np.multiply(rows(w, i, j), rows(s, i, j), out=out[i:j], dtype=np.float64,
+                        casting="unsafe")
+
+    on_workers(run, spans(out.shape[0], max(1, SPAN // max(1, out[0].size))))
+    return out
 
 
 def _scale_axis0(w: np.ndarray, s: np.ndarray, node: Node, dtype=None) -> np.ndarray:

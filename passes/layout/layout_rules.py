@@ -11,7 +11,7 @@
   end padding (max pool).
 - Add, Sub, Mul, Div: operands brought to one layout, constants transposed to it
   (`[C,1,1]` -> `[C]`); Div by a constant is Mul by its reciprocal.
-- Relu, Sigmoid, Tanh, HardSwish, Clip, Cast: same op, same layout (Clip is legalized after
+- Relu, Sigmoid, Tanh, HardSwish, Clip, Cast, Abs: same op, same layout (Clip is legalized after
   fusion).
 - Concat: inputs to one layout, `axis` mapped. Softmax: `axis` mapped; when it is not the last
   TFLite axis, the input is transposed so that it is.
@@ -298,14 +298,14 @@ def _global_max(cv, node, x: Value, keep: bool) -> None:
 def _pad(cv, node) -> None:
     x = cv.value(node.inputs[0])
     rank = len(x.shape)
-    pads = _ints(cv.require_constant(node, 1, "pads"))
+    rows = np.asarray(cv.require_constant(node, 1, "pads"))  # [k, 2]: (begin, end) per axis
     axes = _optional_ints(cv, node, 3)
     axes = list(range(rank)) if axes is None else [_axis(a, rank) for a in axes]
-    if len(pads) != 2 * len(axes):
-        raise Unmappable(f"Pad {node.name!r} (pads {pads} for axes {axes})")
+    if rows.shape != (len(axes), 2):
+        raise Unmappable(f"Pad {node.name!r} (pads {rows.tolist()} for axes {axes})")
     begin, end = [0] * rank, [0] * rank
-    for i, a in enumerate(axes):
-        begin[a], end[a] = pads[i], pads[len(axes) + i]
+    for a, (b, e) in zip(axes, rows.tolist()):
+        begin[a], end[a] = int(b), int(e)
     if min(begin + end) < 0:
         raise Unmappable(f"Pad {node.name!r} (negative pads crop)")
     value = cv.constant(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
@@ -448,7 +448,7 @@ RULES = {
     "MaxPool": _pool,
     "AveragePool": _pool,
     **{op: _elementwise for op in ("Add", "Sub", "Mul", "Div")},
-    **{op: _unary for op in ("Relu", "Sigmoid", "Tanh", "HardSwish", "Clip", "Cast")},
+    **{op: _unary for op in ("Relu", "Sigmoid", "Tanh", "HardSwish", "Clip", "Cast", "Abs")},
     "Identity": _alias,
     "Dropout": _alias,
     "Concat": _concat,

@@ -13,8 +13,7 @@ Mappings (`MAPPING_RULES`, rules of the same form as `layout_rules.RULES`):
 - HardSigmoid(alpha, beta) -> MUL(6 alpha), ADD(6 beta), RELU6, MUL(1/6): the same function,
   made of ops every TFLite runtime has; `x * HardSigmoid(x)` with PyTorch's alpha 1/6 and
   beta 1/2 (hardswish exported before opset 14) becomes one HARD_SWISH (`fusion.hard_swish`).
-- Clip, after the layers took what they could as fused activations (`tflite-legalize`):
-  Clip(0, 6) -> RELU6, Clip(0, none) -> RELU, any other -> MAXIMUM and / or MINIMUM.
+- Clip, after the layers took what they could as fused activations: `tflite_legalize`.
 - Padding TFLite cannot express as SAME / VALID (asymmetric, SAME_LOWER, PyTorch's symmetric
   padding at stride 2) -> explicit padding and VALID (`spatial_padding`), end padding no window
   reads dropped first: before a conv or an average pool counting its padding, a PAD (zeros);
@@ -33,12 +32,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from qconvert.ir import Graph, Node, Tensor
+from qconvert.ir import Graph, Node
 from qconvert.padding import tflite_padding_of
-from qconvert.schemas.activations import (ACTIVATION_RANGES, activation_of_op, clamp_op_of_range,
-                                          clamp_ops)
+from qconvert.schemas.activations import ACTIVATION_RANGES, activation_of_op, clamp_ops
 
-from .. import register_pass
 from .layout_state import NHWC, Layout, Unmappable, Value, columns, identity, onnx_op
 from .onnx_to_tflite_math import MATH_CHECKS, MATH_RULES, batch_matmul
 
@@ -391,50 +388,3 @@ def shape_derived(graph: Graph, name: str, memo: dict, depth: int = 0) -> bool:
                      for i in node.present_inputs())
     memo[name] = result
     return result
-
-
-# -- after fusion ----------------------------------------------------------------------------------
-def _clip_bound(graph, name):
-    value = graph.constant(name)
-    return None if value is None else float(np.asarray(value).reshape(-1)[0])
-
-
-@register_pass("tflite-legalize")
-def tflite_legalize(graph: Graph, context) -> int:
-    """Clip that no layer absorbed -> RELU6 / RELU / MAXIMUM + MINIMUM (TFLite has no CLIP)."""
-    if context.target_format != "tflite":
-        return 0
-    nodes, count = [], 0
-    for node in graph.nodes:
-        if node.op != "Clip" or node.opaque:
-            nodes.append(node)
-            continue
-        lo_name = node.inputs[1] if len(node.inputs) > 1 else None
-        hi_name = node.inputs[2] if len(node.inputs) > 2 else None
-        bounds = (_clip_bound(graph, lo_name), _clip_bound(graph, hi_name))
-        count += 1
-        as_op = clamp_op_of_range(*bounds)  # Clip(0, 6) -> Relu6, Clip(0, none) -> Relu
-        if as_op is not None:
-            nodes.append(Node(as_op, [node.inputs[0]], list(node.outputs), {}, node.name))
-            continue
-        steps = [(op, name) for op, name in (("Maximum", lo_name), ("Minimum", hi_name))
-                 if name is not None]
-        if not steps:  # no bounds: the identity, as a RESHAPE that `eliminate` removes
-            dims = [int(d) for d in graph.tensors[node.outputs[0]].shape]
-            shape_name = graph.add_constant(f"{node.name}_shape", np.array(dims, np.int32))
-            nodes.append(Node("Reshape", [node.inputs[0], shape_name], list(node.outputs),
-                              {}, node.name))
-            continue
-        cur = node.inputs[0]
-        for i, (op, name) in enumerate(steps):
-            x = graph.tensors[node.inputs[0]]
-            out = node.outputs[0] if i == len(steps) - 1 else graph.fresh_name(f"{cur}_max")
-            if out not in graph.tensors:
-                graph.add_tensor(Tensor(out, x.shape, x.dtype))
-            bound = np.array(graph.constant(name).reshape(-1)[:1], dtype=x.dtype)
-            k = graph.add_constant(f"{node.name}_{op.lower()}", bound, x.dtype)
-            nodes.append(Node(op, [cur, k], [out], {}, f"{node.name}/{op.lower()}"))
-            cur = out
-    if count:
-        graph.nodes = nodes
-    return count

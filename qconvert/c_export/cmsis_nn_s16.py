@@ -13,6 +13,8 @@ Calls (CMSIS-NN 7):
   CMSIS-NN function takes neither).
 - Add and Mul of equal shapes -> arm_elementwise_add_s16 / arm_elementwise_mul_s16.
 - AveragePool / MaxPool (batch 1) -> arm_avgpool_s16 / arm_max_pool_s16.
+- Softmax from int8 to int16 -> arm_softmax_s8_s16 (arm_softmax_s8's code with 16 output bits:
+  TFLite Micro's Softmax<int8, int16>).
 
 Softmax keeps the portable kernel: arm_softmax_s16 differs from TFLite Micro's SoftmaxInt16
 where TFLite Micro saturates: the sum of the exponentials is normalized in int32 with no
@@ -116,10 +118,22 @@ def _fc(graph, node, step):
     return _step(graph, node, step.index, call, list(step.arrays), decls)
 
 
+def _softmax_s8_s16(graph, node, step):
+    p = layer_params(graph, node)
+    dims = tensor_dims(graph, node.inputs[0])
+    row = dims[-1]
+    rows = int(np.prod(dims, dtype=np.int64)) // row
+    call = [f"arm_softmax_s8_s16($in0, {rows}, {row}, {p['input_multiplier']}, "
+            f"{p['input_left_shift']}, {p['diff_min']}, $out0);"]
+    return _step(graph, node, step.index, call, [], [])
+
+
 def lower_cmsis_s16(graph, step, options):
     """`step` (a 16x8 layer) as a CMSIS-NN s16 call where that is TFLite Micro's result, else
     unchanged (see the module docstring)."""
     node = step.node
+    if node.op == "Softmax" and graph.tensors[node.inputs[0]].dtype == "int8":
+        return _softmax_s8_s16(graph, node, step)
     if graph.tensors[node.inputs[0]].dtype != "int16" or \
             graph.tensors[node.outputs[0]].dtype != "int16":
         return step  # QUANTIZE / DEQUANTIZE between types: the portable kernel

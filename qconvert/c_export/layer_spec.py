@@ -73,6 +73,13 @@ _SIGMOID_TANH = OpSpec(fields=(
     ("input_left_shift", "INPUT_LEFT_SHIFT", "int"),
     ("input_range_radius", "INPUT_RANGE_RADIUS", "int")))
 
+_MEAN = OpSpec(fields=(
+    ("multiplier", "MULTIPLIER", "int"), ("shift", "SHIFT", "int"),
+    ("input_zero_point", "INPUT_ZERO_POINT", "int"),
+    ("output_zero_point", "OUTPUT_ZERO_POINT", "int"), ("axes", "AXES", "array"),
+    ("keep_dims", "KEEP_DIMS", "bool"), ("count", "COUNT", "int"),
+    ("mean_multiplier", "MEAN_MULTIPLIER", "int"), ("mean_shift", "MEAN_SHIFT", "int")))
+
 OP_SPECS: dict[str, OpSpec] = {
     "Conv2D": OpSpec(fields=_LAYER + _GEOMETRY + (("groups", "GROUPS", "int"),),
                      skipped=_LAYER_SKIPPED, weights="conv", dims="conv"),
@@ -92,12 +99,8 @@ OP_SPECS: dict[str, OpSpec] = {
         ("output_shift", "OUTPUT_SHIFT", "int"), *_CLAMPS)),
     "AveragePool": _POOL,
     "MaxPool": _POOL,
-    "Mean": OpSpec(fields=(
-        ("multiplier", "MULTIPLIER", "int"), ("shift", "SHIFT", "int"),
-        ("input_zero_point", "INPUT_ZERO_POINT", "int"),
-        ("output_zero_point", "OUTPUT_ZERO_POINT", "int"), ("axes", "AXES", "array"),
-        ("keep_dims", "KEEP_DIMS", "bool"), ("count", "COUNT", "int"),
-        ("mean_multiplier", "MEAN_MULTIPLIER", "int"), ("mean_shift", "MEAN_SHIFT", "int"))),
+    "Mean": _MEAN,
+    "ReduceSum": _MEAN,  # SUM: MEAN_MULTIPLIER / _SHIFT are the multiplier (no 1 / count)
     "Softmax": OpSpec(fields=(
         ("input_multiplier", "INPUT_MULTIPLIER", "int"),
         ("input_left_shift", "INPUT_LEFT_SHIFT", "int"), ("diff_min", "DIFF_MIN", "int"),
@@ -164,6 +167,19 @@ OP_SPECS: dict[str, OpSpec] = {
         ("output_offset", "OUTPUT_OFFSET", "int"),
         ("output_multiplier", "OUTPUT_MULTIPLIER", "int"),
         ("output_shift", "OUTPUT_SHIFT", "int"), *_CLAMPS)),
+    "SquaredDifference": OpSpec(fields=(
+        ("input1_offset", "INPUT1_OFFSET", "int"), ("input2_offset", "INPUT2_OFFSET", "int"),
+        ("output_offset", "OUTPUT_OFFSET", "int"), ("left_shift", "LEFT_SHIFT", "int"),
+        ("input1_multiplier", "INPUT1_MULTIPLIER", "int"), ("input1_shift", "INPUT1_SHIFT", "int"),
+        ("input2_multiplier", "INPUT2_MULTIPLIER", "int"), ("input2_shift", "INPUT2_SHIFT", "int"),
+        ("output_multiplier", "OUTPUT_MULTIPLIER", "int"),
+        ("output_shift", "OUTPUT_SHIFT", "int"), *_CLAMPS)),
+    "Abs": OpSpec(fields=(
+        ("input_zero_point", "INPUT_ZERO_POINT", "int"),
+        ("output_zero_point", "OUTPUT_ZERO_POINT", "int"),
+        ("needs_rescale", "NEEDS_RESCALE", "bool"),
+        ("output_multiplier", "OUTPUT_MULTIPLIER", "int"),
+        ("output_shift", "OUTPUT_SHIFT", "int"))),
     "Rsqrt": OpSpec(fields=(
         ("input_zero_point", "INPUT_ZERO_POINT", "int"),
         ("output_zero_point", "OUTPUT_ZERO_POINT", "int"),

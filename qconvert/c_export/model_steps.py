@@ -40,10 +40,10 @@ DTYPES = {"int8": ("int8_t", 1), "int16": ("int16_t", 2), "float32": ("float", 4
 PORTABLE_FILES = ("qconvert_fc_1x4.h", "qconvert_fc_1x4.c", "qconvert_nn.h")
 _CONV_FILES = {"qconvert_nn_conv.c"}
 _OPS_FILES = {"qconvert_nn_ops.c"}
-_LOOKUP_OPS = ("Relu", "Relu6", "Sigmoid", "Tanh", "HardSwish", "LeakyRelu")
+_LOOKUP_OPS = ("Relu", "Relu6", "Sigmoid", "Tanh", "HardSwish", "LeakyRelu", "Abs")
 _BINARY = {"Add": "QCONVERT_ADD", "Sub": "QCONVERT_SUB", "Mul": "QCONVERT_MUL",
            "Maximum": "QCONVERT_MAXIMUM", "Minimum": "QCONVERT_MINIMUM", "PRelu": "QCONVERT_PRELU",
-           "Div": "QCONVERT_DIV"}
+           "Div": "QCONVERT_DIV", "SquaredDifference": "QCONVERT_SQUARED_DIFFERENCE"}
 _MOVEMENT = ("Transpose", "StridedSlice", "Gather", "Pad", "PadV2", "Concat", "ResizeNearest",
              "SplitEqual", "SplitSizes")
 
@@ -364,8 +364,8 @@ def _lower_softmax(graph, node, index, options):
 
 
 def _lower_mean(graph, node, index, options, bits=8, files=None):
-    """MEAN -> qconvert_mean_s<bits> over an outer and an inner index box (int8, or 16x8 with
-    `bits=16` and its kernel `files`)."""
+    """MEAN and SUM -> qconvert_mean_s<bits> over an outer and an inner index box (int8, or
+    16x8 with `bits=16` and its kernel `files`); SUM's multiplier has no 1 / count folded in."""
     p = layer_params(graph, node)
     dims = tensor_dims(graph, node.inputs[0])
     axes = sorted({a % len(dims) for a in p["axes"]})
@@ -444,6 +444,7 @@ def _lower_alias(graph, node, index, options):
 LOWERINGS = {
     "Conv2D": _lower_conv, "DepthwiseConv2D": _lower_conv, "FullyConnected": _lower_fc,
     "AveragePool": _lower_pool, "MaxPool": _lower_pool, "Softmax": _lower_softmax,
+    "ReduceSum": _lower_mean,
     "Mean": _lower_mean, "Quantize": _lower_quantize, "Dequantize": _lower_dequantize,
     "Reshape": _lower_alias, "Squeeze": _lower_alias,
     **{op: _lower_lookup for op in _LOOKUP_OPS if op in INT_KERNELS},

@@ -13,8 +13,11 @@ order is the int8 kernel's). Conv, depthwise conv and pool outputs may overlap t
 the int8 kernels' do (the same per-element contract, in bytes of int16 elements); element-wise
 layers may run in place.
 TRANSPOSE_CONV and BATCH_MATMUL reuse the int8 lowerings' geometry with the `_s16` kernels
-(int64 sums and requantization). A softmax from int8 to int16 (which the executor runs) is
-refused.
+(int64 sums and requantization). A softmax from int8 to int16 is the int8 softmax kernel with
+16 output bits (`qconvert_softmax_s8_s16`; its wider output never overlaps its input).
+RSQRT computes gemmlowp's inverse square root per element (`qconvert_nn_s16_math.c`; a table of
+32768 int16 values would cost 64 KiB of flash); invoke returns 3 at a negative input, where
+TFLite Micro stops with an error.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from .model_steps import (_BINARY, _MOVEMENT, _lower_alias, _lower_mean, _lower_
                           tensor_dims)
 
 S16_FILES = {"qconvert_nn_s16.c"}
+MATH16_FILES = {"qconvert_nn_s16_math.c"}
 INT16_MIN, INT16_MAX = -32768, 32767
 
 
@@ -146,13 +150,15 @@ def _lower_binary16(graph, node, index, options):
 
 
 def _lower_softmax16(graph, node, index, options):
-    if graph.tensors[node.inputs[0]].dtype != "int16":
-        raise QConvertError(f"cannot export C: {node.op} {node.name!r} from int8 to int16 "
-                            "(export-c emits int8 -> int8 and int16 -> int16 softmax)")
     p = layer_params(graph, node)
     dims = tensor_dims(graph, node.inputs[0])
     row = dims[-1] if dims else 1
     rows = int(np.prod(dims, dtype=np.int64)) // max(row, 1)
+    if graph.tensors[node.inputs[0]].dtype == "int8":  # the int8 softmax, 16 output bits
+        return _plain(graph, node, index,
+                      f"qconvert_softmax_s8_s16($in0, $out0, {rows}, {row}, "
+                      f"{p['input_multiplier']}, {p['input_left_shift']}, "
+                      f"{c_int(p['diff_min'])});", (), (), {"qconvert_nn_softmax.c"})
     arrays = [("exp_lut", "int16_t", p["exp_lut"]),
               ("recip_lut", "int16_t", p["one_over_one_plus_x_lut"])]
     return _plain(graph, node, index,
@@ -230,6 +236,23 @@ def _lower_mean16(graph, node, index, options):
     return _lower_mean(graph, node, index, options, bits=16, files=S16_FILES)
 
 
+def _lower_rsqrt16(graph, node, index, options):
+    p = layer_params(graph, node)
+    call = "\n".join([f"if (qconvert_rsqrt_s16($in0, $out0, {_size(graph, node.outputs[0])}, "
+                      f"{p['output_multiplier']}, {p['output_shift']}) != 0) {{",
+                      "    return 3; /* a negative input: TFLite Micro stops with an error */",
+                      "}"])
+    return _plain(graph, node, index, call, (), (), MATH16_FILES, [("same", 0)])
+
+
+def _lower_abs16(graph, node, index, options):
+    p = layer_params(graph, node)
+    return _plain(graph, node, index,
+                  f"qconvert_abs_s16($in0, $out0, {_size(graph, node.outputs[0])}, "
+                  f"{int(p['needs_rescale'])}, {p['output_multiplier']}, {p['output_shift']});",
+                  (), (), MATH16_FILES, [("same", 0)])
+
+
 def _lower_transpose_conv16(graph, node, index, options):
     step = _lower_transpose_conv(graph, node, index, options, bits=16)
     step.files = set(S16_FILES)
@@ -254,8 +277,11 @@ LOWERINGS16 = {
     "Sigmoid": _lower_sigmoid_tanh16, "Tanh": _lower_sigmoid_tanh16,
     "Relu": _lower_relu16, "LeakyRelu": _lower_relu16, "Relu6": _lower_relu6_16,
     "Quantize": _lower_quantize16, "Dequantize": _lower_dequantize16, "Mean": _lower_mean16,
+    "ReduceSum": _lower_mean16,
     "Reshape": _lower_alias, "Squeeze": _lower_alias,
     "TransposeConv": _lower_transpose_conv16, "BatchMatMul": _lower_batch_matmul16,
-    **{op: _lower_binary16 for op in ("Add", "Sub", "Mul", "Maximum", "Minimum", "PRelu")},
+    "Rsqrt": _lower_rsqrt16, "Abs": _lower_abs16,
+    **{op: _lower_binary16 for op in ("Add", "Sub", "Mul", "Maximum", "Minimum", "PRelu",
+                                      "SquaredDifference")},
     **{op: _lower_movement16 for op in _MOVEMENT},
 }

@@ -7,7 +7,8 @@
 Each node runs with its kernel from `float_kernels.KERNELS` (ONNX / TFLite semantics in
 float32, as onnxruntime and LiteRT compute them up to float rounding). Kernels that need facts
 from the graph (quantization parameters, the ONNX opset) get a `KernelContext` (see
-`float_kernels`). An opaque node, or any op without a kernel, makes `run_float` raise
+`float_kernels`); a TFLite Quantize / Dequantize gets its tensor's scale and zero point as
+inputs, the form of ONNX's (`float_kernels_quant.implied_inputs`). An opaque node, or any op without a kernel, makes `run_float` raise
 `UnsupportedOpsError` before anything runs, naming every such op with its count.
 
 Memory: each intermediate tensor is dropped as soon as its last reader has run (reference
@@ -60,8 +61,10 @@ from qconvert.ir import Graph, Model
 from qconvert.ir.graph import list_ops
 from qconvert.schemas.activations import ACTIVATION_RANGES, activation_of_op, clamp_ops
 
-from .float_kernels import CONTEXT_KERNELS, KERNELS, KernelContext, fake_quantize
+from .float_kernels import (CONTEXT_KERNELS, IMPLIED_SLOTS, KERNELS, KernelContext,
+                            fake_quantize, implied_inputs)
 from .float_kernels_base import clamp
+from .parallel import elementwise, one_blas_thread
 
 __all__ = ["run_float", "run_float_batched", "unsupported_ops", "UnsupportedOpsError",
            "ExecutionError"]
@@ -168,11 +171,17 @@ def _clip_in_place(node, x, inputs):
     lo, hi = _opt_input(inputs, 1), _opt_input(inputs, 2)
     if any(b is not None and np.ndim(b) for b in (lo, hi)):
         return None
-    if lo is not None:
-        np.maximum(x, lo.astype(x.dtype), out=x)
-    if hi is not None:
-        np.minimum(x, hi.astype(x.dtype), out=x)
-    return x
+    lo = None if lo is None else lo.astype(x.dtype)
+    hi = None if hi is None else hi.astype(x.dtype)
+
+    def run(a, out):  # the max first, then the min, as the kernel
+        if lo is not None:
+            a = np.maximum(a, lo, out=out)
+        if hi is not None:
+            a = np.minimum(a, hi, out=out)
+        return a
+
+    return elementwise(run, x, x)
 
 
 def _opt_input(inputs, i):
@@ -187,7 +196,7 @@ def _binary_in_place(ufunc):
         if np.broadcast_shapes(a.shape, b.shape) != x.shape:
             return None
         with np.errstate(all="ignore"):
-            return ufunc(a, b, out=x)
+            return elementwise(ufunc, x, a, b)
     return run
 
 
@@ -195,7 +204,8 @@ def _binary_in_place(ufunc):
 # input it may overwrite), or None when it cannot (the kernel then runs as usual). Each computes
 # exactly what its kernel in float_kernels computes.
 def _clamp_in_place(bounds):
-    return lambda node, x, inputs: clamp(x, *bounds, out=x)
+    return lambda node, x, inputs: elementwise(
+        lambda a, out: clamp(a, *bounds, out=out), x, x)
 
 
 IN_PLACE = {
@@ -296,6 +306,12 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
     Raises `UnsupportedOpsError` (unknown ops, all named) before running, and `ExecutionError`
     for bad feeds or a node that fails, naming it.
     """
+    with one_blas_thread():
+        return _run_float(model_or_graph, feeds, observe, keep, opset, check_shapes, pair_error)
+
+
+def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
+               pair_error) -> dict:
     graph, opset = _split(model_or_graph, opset)
     missing = unsupported_ops(graph)
     if missing:
@@ -337,6 +353,8 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
         quantize = pair_of.get(id(node))
         read = node if quantize is None else quantize  # a fused pair reads the float input
         inputs = [fetch(name) for name in read.inputs]
+        if quantize is None and node.op in IMPLIED_SLOTS:  # TFLite Quantize / Dequantize
+            inputs = implied_inputs(graph, node, inputs)
         out_dtypes = [None if o is None or graph.tensors[o].extra.get("dtype_unknown")
                       else graph.tensors[o].dtype for o in node.outputs]
         if batch is not None and node.op == "Reshape" and not node.opaque:

@@ -18,10 +18,11 @@ ops; `float_kernels_spatial`: resize, transposed conv in NHWC, split). The contr
   cannot compute exactly as the runtimes do; callers that only optimize treat that as "skip".
 - Kernels of the ops in `CONTEXT_KERNELS` also take a keyword argument `ctx` (a `KernelContext`:
   the quantization parameters of the node's input and output tensors), which only a caller
-  holding the graph can give (the executor does; fold-constants does not). They are TFLite
-  Quantize / Dequantize (scale and zero point live on the tensors, not the node) and hybrid
-  TFLite Conv2D / FullyConnected (int8 weights, float input). Without `ctx` they raise
-  NotImplementedError where they need it.
+  holding the graph can give (the executor does; fold-constants does not): hybrid TFLite
+  Conv2D / FullyConnected (int8 weights, float input). Without `ctx` they raise
+  NotImplementedError where they need it. Quantize / Dequantize take their scale and zero point
+  as inputs in both formats: for a TFLite node the executor gives them from the tensor's
+  quantization (`implied_inputs`).
 
 Attribute names are the IR's (`qconvert.schemas.ops`): ONNX attributes keep their ONNX names
 (`axis`, `to` as an IR dtype name, `allowzero`, `keepdims`), TFLite options their snake_case
@@ -42,8 +43,8 @@ Semantics worth knowing:
 - pools: padding never wins a max; averages divide by the valid (non-pad) element count
   (TFLite, ONNX count_include_pad=0) or by the taps inside the explicit pads
   (count_include_pad=1); ONNX ceil_mode windows may run past the end padding;
-- ONNX QuantizeLinear rounds half to even, TFLite QUANTIZE half away from zero (x / scale in
-  float32 both), both saturate to the output type.
+- Quantize rounds as its `rounding` says: half to even (ONNX QuantizeLinear), half away from
+  zero (TFLite QUANTIZE) (x / scale in float32 both), and saturates to the output type.
 """
 
 from __future__ import annotations
@@ -55,8 +56,8 @@ from . import float_kernels_math as _float_kernels_math  # noqa: F401  (transfor
 from . import float_kernels_pool as _pool  # noqa: F401
 from . import float_kernels_spatial as _spatial_kernels  # noqa: F401  (resize, split...)
 from .float_kernels_base import CONTEXT_KERNELS, KERNELS, KernelContext, kernel
-from .float_kernels_quant import fake_quantize
+from .float_kernels_quant import IMPLIED_SLOTS, fake_quantize, implied_inputs
 from .float_kernels_shape import range_length
 
-__all__ = ["CONTEXT_KERNELS", "KERNELS", "KernelContext", "fake_quantize", "kernel",
-           "range_length"]
+__all__ = ["CONTEXT_KERNELS", "IMPLIED_SLOTS", "KERNELS", "KernelContext", "fake_quantize",
+           "implied_inputs", "kernel", "range_length"]

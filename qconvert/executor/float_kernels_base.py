@@ -26,9 +26,9 @@ class KernelContext:
     `CONTEXT_KERNELS` as the keyword argument `ctx` (the executor builds one per node).
 
     - `input_quant` / `output_quant`: the `QuantParams` (or None) of each input / output tensor,
-      in slot order. TFLite Quantize reads its output's, TFLite Dequantize its input's, and a
-      TFLite Conv2D / FullyConnected with int8 weights and a float input (a "hybrid" op, from
-      dynamic-range quantization) its weights'.
+      in slot order. A TFLite Conv2D / FullyConnected with int8 weights and a float input (a
+      "hybrid" op, from dynamic-range quantization) reads its weights'. (Quantize / Dequantize
+      get theirs as inputs: `float_kernels_quant.implied_inputs`.)
     - `onnx_opset`: the model's default-domain ONNX opset; None for TFLite or when unknown.
       No kernel needs it: the readers spell what an opset means in the node's attributes
       (Softmax `coerce_2d`, parameters as inputs; see `qconvert.schemas.ops`).

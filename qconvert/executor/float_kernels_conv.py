@@ -21,6 +21,7 @@ from .float_kernels_base import (_aligned, _float_input, _float_operand, _fused,
 from .float_kernels_hybrid import _hybrid_conv, _hybrid_fc
 from .float_kernels_window import (_out_sizes, _pad_spatial, _sample_chunks, _spatial_attrs,
                                    _spatial_axes, _taps, _window_view)
+from .parallel import matmul as shared_matmul
 from .parallel import on_workers, one_blas_thread, scratch
 
 
@@ -78,7 +79,7 @@ def conv2d(node, inputs, out_dtypes, ctx=None):
         p = n * int(np.prod(out))
         cols = _window_view(xp, True, kernel, strides, dilations, out)
         if group == 1:
-            y = cols.reshape(p, k * channels) @ w.reshape(cout, k * channels).T
+            y = shared_matmul(cols.reshape(p, k * channels), w.reshape(cout, k * channels).T)
         else:
             cols = cols.reshape(p, k, group, cin_g).transpose(2, 0, 1, 3).reshape(group, p, -1)
             wg = w.reshape(group, cout // group, k * cin_g).transpose(0, 2, 1)
@@ -93,20 +94,49 @@ def conv2d(node, inputs, out_dtypes, ctx=None):
 
 
 _GEMM_COLUMNS = 1024  # output positions per matmul below which samples are multiplied together
+_ROW_ALIGN = 16  # a product split among the CPUs is split at multiples of this many rows
+_COPY_SPAN = 1 << 18  # elements per piece of a parallel im2col copy
+
+
+def _sample_groups(n: int, positions: int) -> list:
+    """[(start, stop)]: the contiguous groups of samples multiplied together, each about
+    _GEMM_COLUMNS output positions wide (one sample when it has that many), sizes differing by
+    at most one, and an even number of groups when there are several (two CPUs then finish
+    together). Depends on the shapes only."""
+    count = min(n, max(1, round(n * positions / _GEMM_COLUMNS)))
+    if 1 < count < n and count % 2:
+        count += 1
+    base, extra = divmod(n, count)
+    bounds, start = [], 0
+    for g in range(count):
+        stop = start + base + (g < extra)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+def _row_blocks(rows: int) -> list:
+    """[slice]: the output rows of one product split in two (at a multiple of _ROW_ALIGN), one
+    per CPU; one block when there are too few rows. Depends on the shape only."""
+    half = -(-rows // (2 * _ROW_ALIGN)) * _ROW_ALIGN
+    if rows < 2 * _ROW_ALIGN or half >= rows:
+        return [slice(0, rows)]
+    return [slice(0, half), slice(half, rows)]
 
 
 def _dense_nchw(node, x, w2, b, kernel, strides, dilations, pads, out) -> np.ndarray:
     """A group-1 NCHW convolution of `x` with weights w2 [Cout, C * k]: [N, Cout, *out].
 
-    One matmul per sample, W @ im2col(x_i), written straight into the output, its bias added
-    while the rows are in cache; a 1x1, stride-1, unpadded conv needs no im2col copy at all.
-    When the output has few positions (late layers), samples are multiplied together,
-    W @ [im2col(x_i) ...], so BLAS gets wide enough matrices. Padding and im2col are done one
-    sample (or one group of samples) at a time, into buffers reused across the batch: memory
-    stays bounded whatever the batch size, and no padded copy of the whole input is made.
-    Several groups are shared among the CPUs (`on_workers`), each product on one BLAS thread
-    (`one_blas_thread`); the groups depend on the shapes only, so the result does not depend on
-    the number of CPUs."""
+    W @ im2col(x_i) per sample, written straight into the output, its bias added while the
+    rows are in cache; a 1x1, stride-1, unpadded conv needs no im2col copy at all. When the
+    output has few positions (late layers), samples are multiplied together,
+    W @ [im2col(x_i) ...], so BLAS gets wide enough matrices (`_sample_groups`). Padding and
+    im2col are done one group of samples at a time, into buffers reused across the batch:
+    memory stays bounded whatever the batch size, and no padded copy of the whole input is
+    made. The groups are shared among the CPUs (`on_workers`), each product on one BLAS thread
+    (`one_blas_thread`); a batch that makes one group only has its product split by output
+    rows instead (`_row_blocks`), its im2col copied once, by every CPU. The split depends on
+    the shapes only, so the result does not depend on the number of CPUs."""
     n, channels = x.shape[:2]
     cout, depth = w2.shape
     rank = len(kernel)
@@ -117,53 +147,77 @@ def _dense_nchw(node, x, w2, b, kernel, strides, dilations, pads, out) -> np.nda
     if bias is not None and bias.size != cout:
         raise ValueError(f"{node.op}: bias of {bias.size} values for {cout} channels")
     bias = None if bias is None else bias.reshape(cout, 1)
-    per = max(1, -(-_GEMM_COLUMNS // max(positions, 1)))
     order = (1, *range(2, 2 + rank), 0, *range(2 + rank, 2 + 2 * rank))
     size = [x.shape[2 + i] + pads[i] + pads[rank + i] for i in range(rank)]
     inner = (slice(None), slice(None),
              *(slice(pads[i], pads[i] + x.shape[2 + i]) for i in range(rank)))
     pointwise = not any(pads) and all(v == 1 for v in (*kernel, *strides))
+    groups = _sample_groups(n, positions)
 
-    def run(starts):
-        padded = None
-        if any(pads):  # this thread's work array (`parallel.scratch`), its padding zeroed once
-            padded = scratch("conv padded", (min(per, n), channels, *size), x.dtype)
-            for i in range(rank):
-                lead = (slice(None),) * (2 + i)
-                padded[(*lead, slice(0, pads[i]))] = 0
-                padded[(*lead, slice(pads[i] + x.shape[2 + i], None))] = 0
-        for start in starts:
-            stop = min(start + per, n)
+    def product(start, stop, matrix, rows=slice(None)):
+        """y[start:stop, rows] = w2[rows] @ matrix (+ bias): one product, one pass after it."""
+        if stop - start == 1:
+            dst = y[start, rows]
+            np.matmul(w2[rows], matrix, out=dst)
+            if bias is not None:
+                dst += bias[rows]
+            return
+        prod = w2[rows] @ matrix  # [rows, m * P]
+        if bias is not None:
+            prod += bias[rows]
+        y[start:stop, rows] = prod.reshape(-1, stop - start, positions).transpose(1, 0, 2)
+
+    def padded_work_array(m):
+        """This thread's padded input buffer for m samples (`parallel.scratch`), the padding
+        zeroed."""
+        padded = scratch("conv padded", (m, channels, *size), x.dtype)
+        for i in range(rank):
+            lead = (slice(None),) * (2 + i)
+            padded[(*lead, slice(0, pads[i]))] = 0
+            padded[(*lead, slice(pads[i] + x.shape[2 + i], None))] = 0
+        return padded
+
+    def run(items):
+        padded = padded_work_array(max(b - a for a, b in groups)) if any(pads) else None
+        for start, stop in items:
             xp = x[start:stop]
             if padded is not None:
                 xp, src = padded[:stop - start], xp
                 xp[inner] = src
-            cols = _window_view(xp, False, kernel, strides, dilations, out)  # [m, C, *k, *out]
-            if stop - start == 1:
-                if pointwise:  # the input itself, no copy when it is contiguous
-                    matrix = xp[0].reshape(depth, positions)
-                else:  # im2col into a reused work array
-                    matrix = scratch("conv columns", cols.shape[1:], y.dtype)
-                    np.copyto(matrix, cols[0])
-                    matrix = matrix.reshape(depth, positions)
-                np.matmul(w2, matrix, out=y[start])
-                if bias is not None:
-                    y[start] += bias
+            if stop - start == 1 and pointwise:  # the input itself, no copy when contiguous
+                product(start, stop, xp[0].reshape(depth, positions))
                 continue
-            view = cols.transpose(order)  # [C, *k, m, *out]
-            part = scratch("conv columns", view.shape, y.dtype)
+            view = _window_view(xp, False, kernel, strides, dilations, out).transpose(order)
+            part = scratch("conv columns", view.shape, y.dtype)  # [C, *k, m, *out]
             np.copyto(part, view)
-            prod = w2 @ part.reshape(depth, (stop - start) * positions)  # [Cout, m * P]
-            if bias is not None:
-                prod += bias
-            y[start:stop] = prod.reshape(cout, stop - start, positions).transpose(1, 0, 2)
+            product(start, stop, part.reshape(depth, (stop - start) * positions))
 
-    starts = list(range(0, n, per))
-    if len(starts) > 1:  # the groups of samples shared among the CPUs
-        with one_blas_thread():
-            on_workers(run, starts)
-    else:
-        run(starts)
+    with one_blas_thread():
+        if len(groups) > 1:  # the groups of samples shared among the CPUs
+            on_workers(run, groups)
+            return result
+        blocks = _row_blocks(cout)
+        if len(blocks) == 1:
+            run(groups)
+            return result
+        if pointwise and n == 1:
+            matrix = x[0].reshape(depth, positions)
+        else:  # im2col of the whole batch, copied by every CPU
+            xp = x
+            if any(pads):
+                xp = padded_work_array(n)
+                xp[inner] = x
+            view = _window_view(xp, False, kernel, strides, dilations, out).transpose(order)
+            part = scratch("conv columns", view.shape, y.dtype)
+            step = max(1, _COPY_SPAN // max(1, part[0].size))
+
+            def copy(items):
+                for c in items:
+                    np.copyto(part[c:c + step], view[c:c + step])
+
+            on_workers(copy, range(0, channels, step))
+            matrix = part.reshape(depth, n * positions)
+        on_workers(lambda items: [product(0, n, matrix, rows) for rows in items], blocks)
     return result
 
 
@@ -382,7 +436,7 @@ def fully_connected(node, inputs, out_dtypes, ctx=None):
     if w.dtype.kind in "iu":
         y = _hybrid_fc(node, x2, w, b, ctx)
     else:
-        y = x2 @ _float_operand(node, w, x.dtype, "weights").T
+        y = shared_matmul(x2, _float_operand(node, w, x.dtype, "weights").T)
         _add_bias(node, y, b, 1)
     if node.attrs.get("keep_num_dims"):
         y = y.reshape(*x.shape[:-1], w.shape[0])
@@ -405,7 +459,7 @@ def gemm(node, inputs, out_dtypes):
         b = b.T
     alpha = a.dtype.type(node.attrs.get("alpha", 1.0))
     beta = a.dtype.type(node.attrs.get("beta", 1.0))
-    y = a @ b
+    y = shared_matmul(a, b)
     if alpha != 1:
         y *= alpha
     if c is not None and beta != 0:
@@ -422,4 +476,5 @@ def matmul(node, inputs, out_dtypes):
         raise ValueError(f"MatMul of {a.dtype} and {b.dtype}")
     if a.dtype.kind != "f":
         raise NotImplementedError(f"MatMul of {a.dtype}")
-    return [np.asarray(np.matmul(_aligned(a), _aligned(b)))]
+    a, b = _aligned(a), _aligned(b)
+    return [shared_matmul(a, b) if a.ndim == b.ndim == 2 else np.asarray(np.matmul(a, b))]

@@ -59,6 +59,20 @@ def rsqrt(node, inputs, out_dtypes):
         return [(x.dtype.type(1) / np.sqrt(x)).astype(x.dtype, copy=False)]
 
 
+@kernel("SquaredDifference")
+def squared_difference(node, inputs, out_dtypes):
+    """(a - b) * (a - b) with broadcasting, in the inputs' float type (TFLite
+    SQUARED_DIFFERENCE)."""
+    d = inputs[0] - inputs[1]
+    return [d * d]
+
+
+@kernel("Abs")
+def abs_(node, inputs, out_dtypes):
+    """|x| (ONNX Abs, TFLite ABS)."""
+    return [np.abs(inputs[0])]
+
+
 @kernel("Reciprocal")
 def reciprocal(node, inputs, out_dtypes):
     """1 / x (inf at 0)."""

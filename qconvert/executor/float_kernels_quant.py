@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from qconvert import schemas
+from qconvert.schemas.ops import HALF_AWAY
 from qconvert.int8.rounding import round_half_away
 
 from .float_kernels_base import _axis, _float_input, _opt, kernel
@@ -23,15 +25,6 @@ def _per_axis(values: np.ndarray, ndim: int, axis: int | None) -> np.ndarray:
     shape = [1] * ndim
     shape[_axis(axis, ndim)] = values.size
     return values.reshape(shape)
-
-
-def _quant_arrays(q, ndim: int):
-    """(scale, zero point) arrays of TFLite QuantParams `q`, broadcastable against rank `ndim`."""
-    if q is None or q.scale.size == 0:
-        raise ValueError("tensor has no quantization scale")
-    axis = q.axis if q.scale.size > 1 else None
-    zero = q.zero_point if q.zero_point.size == q.scale.size else np.full(q.scale.size, q.zero_point[0])
-    return _per_axis(q.scale, ndim, axis), _per_axis(zero, ndim, axis)
 
 
 def _saturate(values: np.ndarray, dtype) -> np.ndarray:
@@ -122,88 +115,140 @@ def _dequantize_blocks(q: np.ndarray, s, z) -> np.ndarray:
     return out
 
 
-@kernel("Quantize", context=True)
-def quantize(node, inputs, out_dtypes, ctx=None):
-    """ONNX QuantizeLinear: saturate(round_half_even(x / scale) + zero_point), per tensor or
-    along `axis`; the output type is the zero point's, else `output_dtype`, else uint8.
-    TFLite QUANTIZE (float input): clamp(round_half_away(x / scale) + zero_point) with the
-    output tensor's quantization (`ctx.output_quant[0]`), float32 division as TFLite's reference
-    kernel. Requantizing TFLite QUANTIZE (integer input) is integer arithmetic: refused."""
+
+
+def _implied_slots() -> dict:
+    """{IR op: ((input position, "input" / "output", field), ...)} of `Input.from_quantization`."""
+    table = {}
+    for schema in schemas.all_schemas():
+        slots = tuple((i, slot.from_quantization, slot.name) for i, slot in enumerate(schema.inputs)
+                      if slot.from_quantization)
+        if slots:
+            table[schema.name] = slots
+    return table
+
+
+IMPLIED_SLOTS = _implied_slots()
+
+
+def implied_inputs(graph, node, inputs: list) -> list:
+    """`inputs` of `node` with the parameters its op keeps in a tensor's quantization
+    (`Input.from_quantization`: TFLite QUANTIZE / DEQUANTIZE) given as inputs, as ONNX spells
+    them: the scale in float32, the zero point in the quantized tensor's type, per tensor or
+    one per channel (the node's `axis` must be the tensor's quantized dimension). A node that
+    has any of those parameters as an input, or whose tensor is not quantized, is left as it
+    is (its kernel refuses a missing scale)."""
+    slots = IMPLIED_SLOTS.get(node.op)
+    if slots is None or node.opaque or any(i < len(inputs) and inputs[i] is not None
+                                           for i, _, _ in slots):
+        return inputs
+    side = slots[0][1]
+    name = (node.outputs if side == "output" else node.inputs)[0]
+    t = graph.tensors[name] if name is not None else None
+    q = None if t is None else t.quant
+    if q is None or q.scale.size == 0:
+        return inputs
+    rank = len(t.shape) if t.shape is not None else 1 << 30
+    if q.scale.size > 1 and (q.axis is None or _axis(int(node.attrs.get("axis", 1)), rank)
+                             != _axis(int(q.axis), rank)):
+        raise ValueError(f"{node.op} along axis {node.attrs.get('axis', 1)} of a tensor "
+                         f"quantized along {q.axis}")
+    dtype = np.dtype(t.dtype) if t.dtype in ("int8", "uint8", "int16", "uint16", "int32") \
+        else np.dtype(np.int8)
+    zero = q.zero_point if q.zero_point.size == q.scale.size else \
+        np.full(q.scale.size, q.zero_point.reshape(-1)[0])
+    values = {"scale": np.asarray(q.scale, np.float32).reshape(-1),
+              "zero_point": np.asarray(zero).reshape(-1).astype(dtype)}
+    if q.scale.size == 1:
+        values = {k: v.reshape(()) for k, v in values.items()}
+    inputs = list(inputs) + [None] * (max(i for i, _, _ in slots) + 1 - len(inputs))
+    for i, _, field in slots:
+        inputs[i] = values[field]
+    return inputs
+
+
+@kernel("Quantize")
+def quantize(node, inputs, out_dtypes):
+    """saturate(round(x / scale) + zero_point), per tensor or along `axis`; the output type is
+    the zero point's, else `output_dtype`, else uint8. `rounding`: half to even (ONNX
+    QuantizeLinear: absent) or half away from zero (TFLite QUANTIZE, dividing in float32 as
+    its reference kernel). A TFLite node's scale and zero point are its output's quantization,
+    given as inputs by the executor (`implied_inputs`). An integer input (TFLite's
+    requantizing QUANTIZE) is integer arithmetic: refused."""
     x = inputs[0]
     _float_input(node, x)
     scale = _opt(inputs, 1)
-    if scale is not None:  # ONNX
-        if int(node.attrs.get("block_size", 0) or 0):
-            raise NotImplementedError("blocked QuantizeLinear")
-        zero = _opt(inputs, 2)
-        if zero is not None:
-            dtype = zero.dtype
-        else:
-            name = node.attrs.get("output_dtype") or "uint8"  # an IR dtype name
-            if name not in ("int8", "uint8", "int16", "uint16", "int32"):
-                raise NotImplementedError(f"QuantizeLinear to {name}")
-            dtype = np.dtype(name)
-            zero = np.zeros(np.asarray(scale).size, dtype)
-        if dtype.kind not in "iu":
-            raise NotImplementedError(f"QuantizeLinear to {dtype}")
-        axis = int(node.attrs.get("axis", 1))
-        s = _per_axis(scale, x.ndim, axis).astype(x.dtype)
-        if dtype.itemsize <= 2 and x.dtype == np.float32 and x.ndim:
-            # in float32: rint(x / s) + z is exact below 2**24, and beyond that far outside
-            # the 8 / 16-bit range, where saturation gives the same result
-            z = _per_axis(zero, x.ndim, axis).astype(np.float32)
-            info = np.iinfo(dtype)
-            if s.ndim == 0 or s.size == 1:
-                return [_quantize_blocks(x, s.reshape(()), z.reshape(()), dtype)]
-            y = np.divide(x, s)
-            np.rint(y, out=y)
-            if np.any(z):
-                y += z
-            np.clip(y, info.min, info.max, out=y)
-            return [y.astype(dtype)]
-        z = _per_axis(zero, x.ndim, axis).astype(np.float64)
-        return [_saturate(np.rint(x / s).astype(np.float64) + z, dtype)]
-    q = ctx.out_quant(0) if ctx is not None else None
-    if q is None:
-        raise NotImplementedError("TFLite Quantize needs its output's quantization parameters")
-    dtype = np.dtype(out_dtypes[0]) if out_dtypes and out_dtypes[0] else np.dtype(np.int8)
-    s, z = _quant_arrays(q, x.ndim)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        v = round_half_away(x / s.astype(np.float32)).astype(np.float64)
-    return [_saturate(v + z, dtype)]
+    if scale is None:
+        raise NotImplementedError("Quantize without a scale (input or output quantization)")
+    if int(node.attrs.get("block_size", 0) or 0):
+        raise NotImplementedError("blocked QuantizeLinear")
+    zero = _opt(inputs, 2)
+    if zero is not None:
+        dtype = zero.dtype
+    else:
+        name = node.attrs.get("output_dtype") or "uint8"  # an IR dtype name
+        if name not in ("int8", "uint8", "int16", "uint16", "int32"):
+            raise NotImplementedError(f"QuantizeLinear to {name}")
+        dtype = np.dtype(name)
+        zero = np.zeros(np.asarray(scale).size, dtype)
+    if dtype.kind not in "iu":
+        raise NotImplementedError(f"QuantizeLinear to {dtype}")
+    axis = int(node.attrs.get("axis", 1))
+    rounding = node.attrs.get("rounding")
+    if rounding == HALF_AWAY:
+        s = _per_axis(scale, x.ndim, axis).astype(np.float32)
+        z = _per_axis(zero, x.ndim, axis).astype(np.int64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = round_half_away(x / s).astype(np.float64)
+        return [_saturate(v + z, dtype)]
+    if rounding is not None:
+        raise NotImplementedError(f"Quantize rounding {rounding}")
+    s = _per_axis(scale, x.ndim, axis).astype(x.dtype)
+    if dtype.itemsize <= 2 and x.dtype == np.float32 and x.ndim:
+        # in float32: rint(x / s) + z is exact below 2**24, and beyond that far outside
+        # the 8 / 16-bit range, where saturation gives the same result
+        z = _per_axis(zero, x.ndim, axis).astype(np.float32)
+        info = np.iinfo(dtype)
+        if s.ndim == 0 or s.size == 1:
+            return [_quantize_blocks(x, s.reshape(()), z.reshape(()), dtype)]
+        y = np.divide(x, s)
+        np.rint(y, out=y)
+        if np.any(z):
+            y += z
+        np.clip(y, info.min, info.max, out=y)
+        return [y.astype(dtype)]
+    z = _per_axis(zero, x.ndim, axis).astype(np.float64)
+    return [_saturate(np.rint(x / s).astype(np.float64) + z, dtype)]
 
 
-@kernel("Dequantize", context=True)
-def dequantize(node, inputs, out_dtypes, ctx=None):
-    """ONNX DequantizeLinear: (x - zero_point) * scale in the scale's type, per tensor or along
-    `axis`. TFLite DEQUANTIZE: float16 -> float32, or (q - zero_point) * scale with the input
-    tensor's quantization (`ctx.input_quant[0]`)."""
+@kernel("Dequantize")
+def dequantize(node, inputs, out_dtypes):
+    """(x - zero_point) * scale in the scale's type, per tensor or along `axis` (a TFLite node's
+    scale and zero point are its input's quantization, given as inputs by the executor:
+    `implied_inputs`). A float input (TFLite DEQUANTIZE of float16) is cast to the output
+    type."""
     x = inputs[0]
-    scale = _opt(inputs, 1)
-    if scale is not None:  # ONNX
-        if int(node.attrs.get("block_size", 0) or 0):
-            raise NotImplementedError("blocked DequantizeLinear")
-        if x.dtype.kind not in "iu":
-            raise NotImplementedError(f"DequantizeLinear of {x.dtype}")
-        axis = int(node.attrs.get("axis", 1))
-        s = _per_axis(scale, x.ndim, axis)
-        zero = _opt(inputs, 2)
-        if x.dtype.itemsize <= 2 and s.dtype == np.float32:
-            # x - z of 8 / 16-bit integers is exact in float32: same result, no int64 copies
-            z = np.float32(0) if zero is None else _per_axis(zero, x.ndim, axis).astype(np.float32)
-            if x.ndim and s.size == 1 and z.size == 1:
-                return [_dequantize_blocks(x, s.reshape(()), z.reshape(()))]
-            y = x.astype(np.float32)
-            if np.any(z):
-                y -= z
-            y *= s
-            return [y]
-        z = 0 if zero is None else _per_axis(zero, x.ndim, axis).astype(np.int64)
-        return [(x.astype(np.int64) - z).astype(s.dtype) * s]
     if x.dtype.kind == "f":
         return [x.astype(out_dtypes[0] if out_dtypes and out_dtypes[0] else np.float32)]
-    q = ctx.in_quant(0) if ctx is not None else None
-    if q is None:
-        raise NotImplementedError("TFLite Dequantize needs its input's quantization parameters")
-    s, z = _quant_arrays(q, x.ndim)
-    return [(x.astype(np.int64) - z).astype(np.float32) * s.astype(np.float32)]
+    scale = _opt(inputs, 1)
+    if scale is None:
+        raise NotImplementedError("Dequantize without a scale (input or input quantization)")
+    if int(node.attrs.get("block_size", 0) or 0):
+        raise NotImplementedError("blocked DequantizeLinear")
+    if x.dtype.kind not in "iu":
+        raise NotImplementedError(f"DequantizeLinear of {x.dtype}")
+    axis = int(node.attrs.get("axis", 1))
+    s = _per_axis(scale, x.ndim, axis)
+    zero = _opt(inputs, 2)
+    if x.dtype.itemsize <= 2 and s.dtype == np.float32:
+        # x - z of 8 / 16-bit integers is exact in float32: same result, no int64 copies
+        z = np.float32(0) if zero is None else _per_axis(zero, x.ndim, axis).astype(np.float32)
+        if x.ndim and s.size == 1 and z.size == 1:
+            return [_dequantize_blocks(x, s.reshape(()), z.reshape(()))]
+        y = x.astype(np.float32)
+        if np.any(z):
+            y -= z
+        y *= s
+        return [y]
+    z = 0 if zero is None else _per_axis(zero, x.ndim, axis).astype(np.int64)
+    return [(x.astype(np.int64) - z).astype(s.dtype) * s]

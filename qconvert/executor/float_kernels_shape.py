@@ -35,14 +35,17 @@ def cast(node, inputs, out_dtypes):
 # -- shapes -------------------------------------------------------------------------------------
 @kernel("Shape")
 def shape(node, inputs, out_dtypes):
-    """The input's shape as int64 (ONNX) or the declared output type (TFLite `out_type`).
-    ONNX 15+ `start`/`end`: negative values count from the rank, both are clamped to [0, rank]."""
+    """The input's shape as `out_type` (an IR dtype name: int64 from ONNX, TFLite's
+    `out_type`; absent, int64). ONNX 15+ `start`/`end`: negative values count from the rank,
+    both are clamped to [0, rank]."""
     dims = list(inputs[0].shape)
     rank = len(dims)
     start, end = int(node.attrs.get("start", 0) or 0), node.attrs.get("end")
     end = rank if end is None else int(end)
     start, end = (min(max(v + rank if v < 0 else v, 0), rank) for v in (start, end))
-    dtype = out_dtypes[0] if out_dtypes and out_dtypes[0] in ("int32", "int64") else "int64"
+    dtype = node.attrs.get("out_type") or "int64"
+    if dtype not in ("int32", "int64"):
+        raise ValueError(f"Shape out_type {dtype} (int32 or int64)")
     return [np.array(dims[start:end], dtype=dtype)]
 
 
@@ -227,28 +230,21 @@ def range_(node, inputs, out_dtypes):
 
 @kernel("Pad", "PadV2")
 def pad(node, inputs, out_dtypes):
-    """TFLite PAD / PADV2: paddings [rank, 2], zeros or the value input. ONNX Pad 11+: pads [begins..., ends...] over
-    `axes` (opset 18 input; default all), optional constant value, mode constant / reflect /
-    edge / wrap; negative pads crop."""
+    """Pad by `pads`, the IR's rows [k, 2] of (begin, end) for each axis of the `axes` input
+    (absent: every axis; see `qconvert.pads_spelling`), with the `value` input (default 0) or
+    by `mode` constant / reflect / edge / wrap; negative pads crop."""
     x, pads = inputs[0], np.asarray(inputs[1])
     value = _opt(inputs, 2)
     value = x.dtype.type(0) if value is None or np.asarray(value).size == 0 else \
         np.asarray(value).reshape(-1)[0]
-    if pads.ndim == 2:  # TFLite
-        if pads.shape != (x.ndim, 2):
-            raise ValueError(f"Pad paddings {pads.shape} for rank {x.ndim}")
-        widths = [(int(b), int(e)) for b, e in pads]
-        mode = "constant"
-    else:
-        flat = _ints(pads)
-        axes = _input_or_attr(node, inputs, 3)
-        axes = list(range(x.ndim)) if axes is None else [_axis(a, x.ndim) for a in axes]
-        if len(flat) != 2 * len(axes):
-            raise ValueError(f"Pad pads {flat} for axes {axes}")
-        widths = [(0, 0)] * x.ndim
-        for i, a in enumerate(axes):
-            widths[a] = (flat[i], flat[len(axes) + i])
-        mode = node.attrs.get("mode", "constant") or "constant"
+    axes = _input_or_attr(node, inputs, 3)
+    axes = list(range(x.ndim)) if axes is None else [_axis(a, x.ndim) for a in axes]
+    if pads.shape != (len(axes), 2):
+        raise ValueError(f"Pad pads of shape {list(pads.shape)} for axes {axes} (rows [k, 2])")
+    widths = [(0, 0)] * x.ndim
+    for a, (b, e) in zip(axes, pads.tolist()):
+        widths[a] = (int(b), int(e))
+    mode = node.attrs.get("mode", "constant") or "constant"
     if mode not in ("constant", "reflect", "edge", "wrap"):
         raise NotImplementedError(f"Pad mode {mode}")
     crop = tuple(slice(max(-b, 0), x.shape[i] - max(-e, 0)) for i, (b, e) in enumerate(widths))

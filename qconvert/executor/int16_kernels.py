@@ -14,8 +14,9 @@ What the kernels compute, each pinned by a test against TFLite Micro's interpret
   to Q15, `fixed_point.multiply_by_quantized_multiplier_int64`); with an int32 bias the accumulator
   is int32 (wrapping) and requantization the usual 32-bit one. Accumulators are computed with
   float64 BLAS, exact: every partial sum is an integer below 2**53.
-- ADD / SUB rescale both inputs with a left shift of 15; MUL, MEAN, RELU, LEAKY_RELU, PRELU,
+- ADD / SUB rescale both inputs with a left shift of 15, SQUARED_DIFFERENCE with none; MUL, MEAN, RELU, LEAKY_RELU, PRELU,
   BATCH_MATMUL (int64 sums), pools: the int8 formulas with int16 clamps.
+- ABS, RSQRT: the int8 computations (RSQRT: gemmlowp's inverse square root) with int16 clamps.
 - SOFTMAX, LOGISTIC, TANH: the 16-bit table paths of `int16_lut`; an int8 -> int16 SOFTMAX is
   the int8 gemmlowp path with 16 output bits (`softmax8_16`).
 - QUANTIZE: float -> int16 (round half away), int8 <-> int16 and int16 -> int16 requantization,
@@ -41,7 +42,9 @@ from .int_kernels import INT_KERNELS
 from .int_kernels_conv import (average_pool_as, conv2d_sums, depthwise_sums,
                                fully_connected_with, max_pool_as)
 from .int_kernels_data import concat_as
-from .int_kernels_elementwise import add_sub_as, mean_as, mul_as, quantize_as
+from .int_kernels_elementwise import (add_sub_as, mean_as, mul_as, quantize_as,
+                                      squared_difference_as)
+from .int_kernels_math import abs_as, rsqrt_as
 from .int_kernels_spatial import transpose_conv_with
 
 INT16_MIN, INT16_MAX = -32768, 32767
@@ -128,6 +131,12 @@ def add_sub16(node, inputs, p, ctx):
     return add_sub_as(node, inputs, p, ctx, np.int16)
 
 
+@kernel16("SquaredDifference")
+def squared_difference16(node, inputs, p, ctx):
+    """SQUARED_DIFFERENCE (int16): the int8 computation with no left shift, int16 clamps."""
+    return squared_difference_as(node, inputs, p, ctx, np.int16)
+
+
 @kernel16("Mul")
 def mul16(node, inputs, p, ctx):
     """MUL (int16): the int32 product requantized, clamped."""
@@ -157,7 +166,7 @@ def max_pool16(node, inputs, p, ctx):
     return [max_pool_as(inputs[0], p, np.int16)]
 
 
-@kernel16("Mean")
+@kernel16("Mean", "ReduceSum")
 def mean16(node, inputs, p, ctx):
     """QuantizedMeanOrSum<int16_t>: int32 sum, 1 / count folded into the multiplier, clamped
     (zero points 0)."""
@@ -248,6 +257,18 @@ def prelu16(node, inputs, p, ctx):
     above = requantize_int32(v, p["output_multiplier_1"], p["output_shift_1"], rounding=ctx.rounding)
     below = requantize_int32(v * a, p["output_multiplier_2"], p["output_shift_2"], rounding=ctx.rounding)
     return [_clamp16(np.where(v >= 0, above, below) + p["output_offset"])]
+
+
+@kernel16("Abs")
+def abs16(node, inputs, p, ctx):
+    """AbsEvalQuantized<int16_t>: the int8 computation, int16 clamps."""
+    return [abs_as(inputs[0], p, ctx, np.int16)]
+
+
+@kernel16("Rsqrt")
+def rsqrt16(node, inputs, p, ctx):
+    """RsqrtEvalQuantized<int16_t>: the int8 computation, int16 clamps, 0 -> 32767."""
+    return [rsqrt_as(node, inputs[0], p, ctx, np.int16)]
 
 
 # -- quantize / dequantize --------------------------------------------------------------------

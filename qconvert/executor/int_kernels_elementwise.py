@@ -42,6 +42,27 @@ def add_sub(node, inputs, p, ctx):
     return add_sub_as(node, inputs, p, ctx, np.int8)
 
 
+def squared_difference_as(node, inputs, p, ctx, dtype):
+    """SQUARED_DIFFERENCE: both inputs (+ their offsets) << left_shift rescaled to a common
+    scale as ADD's, the int32 square of their difference requantized, + z_out, clamped, as
+    `dtype` (int8: left shift 7; 16x8: 0)."""
+    a = inputs[0].astype(np.int64) + p["input1_offset"]
+    b = inputs[1].astype(np.int64) + p["input2_offset"]
+    diff = requantize_int32(a << p["left_shift"], p["input1_multiplier"], p["input1_shift"],
+                            ctx.rounding) - \
+        requantize_int32(b << p["left_shift"], p["input2_multiplier"], p["input2_shift"],
+                         ctx.rounding)
+    out = requantize_int32(wrap32(diff * diff), p["output_multiplier"], p["output_shift"],
+                           ctx.rounding) + p["output_offset"]
+    return [np.clip(out, p["activation_min"], p["activation_max"]).astype(dtype)]
+
+
+@kernel("SquaredDifference")
+def squared_difference(node, inputs, p, ctx):
+    """SQUARED_DIFFERENCE (int8): `squared_difference_as` with a common scale << 7."""
+    return squared_difference_as(node, inputs, p, ctx, np.int8)
+
+
 def mul_as(node, inputs, p, ctx, dtype):
     """MUL: (x1 - z1) * (x2 - z2) requantized with one multiplier, + z_out, clamped, as `dtype`
     (16x8 parameters carry no offsets: all zero points are 0)."""
@@ -59,15 +80,17 @@ def mul(node, inputs, p, ctx):
 
 
 def mean_as(node, inputs, p, ctx, dtype):
-    """QuantizedMeanOrSum: int32 sum over the axes, minus z_in * count, requantized with
-    1 / count folded into the multiplier, + z_out, clamped to `dtype` (int8 or int16)."""
+    """QuantizedMeanOrSum: int32 sum over the axes, minus z_in * count, requantized (MEAN:
+    with 1 / count folded into the multiplier; SUM, `node.op` ReduceSum: not), + z_out,
+    clamped to `dtype` (int8 or int16)."""
     x = inputs[0]
     info = np.iinfo(dtype)
     axes = resolve_axes(node, p["axes"], x.ndim)
     batch_guard(node, ctx, 0 not in axes, "Mean over axis 0")
     total = wrap32(x.astype(np.int64).sum(axis=tuple(axes), keepdims=True))
     count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64)) if axes else 1
-    m, s = mean_multiplier(p["multiplier"], p["shift"], count)
+    m, s = (p["multiplier"], p["shift"]) if node.op == "ReduceSum" else \
+        mean_multiplier(p["multiplier"], p["shift"], count)
     shifted = wrap32(total - p["input_zero_point"] * count)
     out = np.clip(requantize_int32(shifted, m, s, ctx.rounding) + p["output_zero_point"],
                   info.min, info.max)
@@ -81,6 +104,12 @@ def mean(node, inputs, p, ctx):
     """TFLM EvalIntegerMean -> QuantizedMeanOrSum for every int8 MEAN (also when input and
     output share their quantization; TFLM releases before 2024 took a truncating raw mean
     there): `mean_as`."""
+    return mean_as(node, inputs, p, ctx, np.int8)
+
+
+@kernel("ReduceSum")
+def reduce_sum(node, inputs, p, ctx):
+    """TFLM EvalSumHelper -> QuantizedMeanOrSum(compute_sum): `mean_as` without 1 / count."""
     return mean_as(node, inputs, p, ctx, np.int8)
 
 

@@ -1,4 +1,4 @@
-"""Integer kernels of LEAKY_RELU, PRELU, BATCH_MATMUL, RSQRT and DIV (int8), bit-exact with
+"""Integer kernels of LEAKY_RELU, PRELU, BATCH_MATMUL, ABS, RSQRT and DIV (int8), bit-exact with
 TFLite Micro's reference kernels (parameters: `qconvert.int8.prepare.activations` /
 `.arithmetic`, where what this TFLite Micro computes at Prepare is described).
 
@@ -8,7 +8,9 @@ TFLite Micro's reference kernels (parameters: `qconvert.int8.prepare.activations
   broadcasts against x.
 - BATCH_MATMUL: int32 sums of (a - z_a) * (b - z_b) over the accumulation axis, no bias, no fused
   activation; `adj_x` / `adj_y` transpose an operand's last two axes, batch axes broadcast.
-- RSQRT: per element v = x - z_in (refused below 0, as TFLite Micro's Eval fails; 0 gives 127);
+- ABS: |x - z_in|, requantized only when the input and output scales differ, + z_out.
+- RSQRT: per element v = x - z_in (refused below 0, as TFLite Micro's Eval fails; 0 gives the
+  type's maximum, 127 or 32767 for 16x8);
   1 / sqrt(v) as gemmlowp's Newton-Raphson inverse square root, scaled up by 2**20, then
   requantized with the 2**20 taken back out of the shift.
 - DIV: per element the divisor's reciprocal (GetReciprocal) times the dividend at full headroom,
@@ -76,10 +78,32 @@ def batch_matmul(node, inputs, p, ctx):
     return [_clamp8(out)]
 
 
+@kernel("Abs")
+def abs_(node, inputs, p, ctx):
+    """AbsEvalQuantized (int8)."""
+    return [abs_as(inputs[0], p, ctx, np.int8)]
+
+
+def abs_as(x, p, ctx, dtype) -> np.ndarray:
+    """AbsEvalQuantized<T> (int8 or int16 `dtype`): |x - z_in|, requantized when the scales
+    differ, + z_out, clamped to the type."""
+    v = np.abs(x.astype(np.int64) - p["input_zero_point"])
+    if p["needs_rescale"]:
+        v = requantize_int32(v, p["output_multiplier"], p["output_shift"], ctx.rounding)
+    info = np.iinfo(dtype)
+    return np.clip(v + p["output_zero_point"], info.min, info.max).astype(dtype)
+
+
 @kernel("Rsqrt")
 def rsqrt(node, inputs, p, ctx):
     """RsqrtEvalQuantized (int8)."""
-    v = inputs[0].astype(np.int64) - p["input_zero_point"]
+    return [rsqrt_as(node, inputs[0], p, ctx, np.int8)]
+
+
+def rsqrt_as(node, x, p, ctx, dtype) -> np.ndarray:
+    """RsqrtEvalQuantized<T> (int8 or int16 `dtype`): v = x - z_in, refused below 0; 0 gives
+    the type's maximum."""
+    v = x.astype(np.int64) - p["input_zero_point"]
     if np.any(v < 0):
         fail(node, "input below its zero point: RSQRT is only defined for values >= 0 (TFLite "
                     "Micro stops with an error)")
@@ -89,8 +113,9 @@ def rsqrt(node, inputs, p, ctx):
     data = rdbpot(srdhm(wrap32(np.int64(1) << left), m), right)  # MBQM(1, m, e + 20)
     out = requantize_int32(data, p["output_multiplier"], p["output_shift"] - RSQRT_SHIFT,
                            ctx.rounding)
-    out = out + p["output_zero_point"]
-    return [np.where(v == 0, 127, _clamp8(out)).astype(np.int8)]
+    info = np.iinfo(dtype)
+    out = np.clip(out + p["output_zero_point"], info.min, info.max)
+    return np.where(v == 0, info.max, out).astype(dtype)
 
 
 @kernel("Div")

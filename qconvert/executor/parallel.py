@@ -51,6 +51,54 @@ def spans(size: int, span: int = SPAN) -> list:
     return [(i, min(i + span, size)) for i in range(0, size, span)]
 
 
+SHARED_ELEMENTWISE = 1 << 18  # elements below which an elementwise op runs on one thread
+
+
+def elementwise(fn: Callable, out: np.ndarray, *operands: np.ndarray) -> np.ndarray:
+    """fn(*operands, out=out) for an elementwise `fn` (a ufunc, or a chain of them reading each
+    operand once per element), span by span on every CPU when the arrays are large and all
+    C-contiguous of `out`'s shape (`out` may be one of the operands: in place); else in one
+    call. The same values either way: each element is computed on its own."""
+    if out.size < SHARED_ELEMENTWISE or not out.flags.c_contiguous or any(
+            a.shape != out.shape or not a.flags.c_contiguous for a in operands):
+        return fn(*operands, out=out)
+    flat = [a.reshape(-1) for a in operands]
+    dst = out.reshape(-1)
+
+    def run(parts):
+        for i, j in parts:
+            fn(*(a[i:j] for a in flat), out=dst[i:j])
+
+    on_workers(run, spans(dst.size))
+    return out
+
+
+SHARED_PRODUCT = 1 << 22  # multiply-adds below which a matrix product runs on one thread
+PRODUCT_ROW_ALIGN = 16  # a product's rows are split at multiples of this
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b for a 2-D `a` and `b`: a large product has the rows of `a` split in two blocks (at
+    a multiple of PRODUCT_ROW_ALIGN) multiplied on two CPUs (`on_workers`), BLAS on one thread
+    each (`one_blas_thread`); a small one is one BLAS call. The split depends on the shapes
+    only, so the result does not depend on the number of CPUs."""
+    rows = a.shape[0]
+    half = -(-rows // (2 * PRODUCT_ROW_ALIGN)) * PRODUCT_ROW_ALIGN
+    if (a.ndim != 2 or b.ndim != 2 or half >= rows
+            or rows * a.shape[1] * b.shape[1] < SHARED_PRODUCT):
+        with one_blas_thread():
+            return a @ b
+    out = np.empty((rows, b.shape[1]), np.result_type(a, b))
+
+    def run(blocks):
+        for block in blocks:
+            np.matmul(a[block], b, out=out[block])
+
+    with one_blas_thread():
+        on_workers(run, [slice(0, half), slice(half, rows)])
+    return out
+
+
 def _mark_worker() -> None:
     _LOCAL.worker = True
 
@@ -60,7 +108,7 @@ def on_workers(run: Callable, items) -> None:
     iterating over one shared iterator of `items`: each item is taken by whichever thread is
     free first (a core busy with something else, such as a BLAS thread still spinning after a
     matrix product, simply takes fewer). With one CPU or one item, run(items) here. A worker's
-    exception is raised here."""
+    exception is raised here. The workers run under the caller's `np.errstate`."""
     items = list(items)
     count = min(workers(), len(items))
     if count < 2 or getattr(_LOCAL, "worker", False):  # never wait on the pool from inside it
@@ -73,7 +121,13 @@ def on_workers(run: Callable, items) -> None:
                                         thread_name_prefix="qconvert",
                                         initializer=_mark_worker))
     shared = iter(items)  # next() on a list iterator is atomic under the GIL
-    futures = [_POOL[0].submit(run, shared) for _ in range(1, count)]
+    errors = np.geterr()  # the caller's floating-point error handling, for the workers too
+
+    def work(shared):
+        with np.errstate(**errors):
+            run(shared)
+
+    futures = [_POOL[0].submit(work, shared) for _ in range(1, count)]
     try:
         run(shared)
     finally:  # never return while a worker still writes into the caller's arrays

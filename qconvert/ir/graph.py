@@ -245,20 +245,6 @@ class Graph:
         self.nodes[:] = kept  # in place: the index stays
 
     # -- queries --------------------------------------------------------------------------
-    def producers(self) -> dict:
-        """Map tensor name -> the node producing it: a snapshot, for code that edits nodes in
-        place (passes ask `producer`, which the edit methods keep current)."""
-        return {out: n for n in self.nodes for out in n.outputs if out is not None}
-
-    def consumers(self) -> dict:
-        """Map tensor name -> list of nodes reading it (once per node), in node order: a
-        snapshot, like `producers` (passes ask `readers` / `sole_reader`)."""
-        result: dict = {}
-        for n in self.nodes:
-            for name in dict.fromkeys(n.present_inputs()):
-                result.setdefault(name, []).append(n)
-        return result
-
     def op_counts(self, keep) -> dict:
         """{node label: count} of the nodes for which `keep(node)` is true (for error lines
         that name every op a step cannot handle, see `list_ops`)."""

@@ -11,8 +11,11 @@ E[x] measured on the calibration data).
 `E[x_k]` is per input channel for convolutions (the mean over batch and positions; the kernel's
 taps all see the same channel mean, which ignores the zero padding at the borders) and per
 input feature for fully connected layers. `ChannelMeans` gathers these means during calibration
-(one reduction per layer input and batch); `weight_error_bias` contracts the weight error with
-them for each layer kind. MatMul has no bias to fold into and is left alone.
+(one reduction per layer input and batch, and each of the first samples' own means for
+`propagated_bias`); `weight_error_bias` contracts the weight error with them for each layer kind
+(`tap_sums`, `contract`). The error a layer inherits from the quantized layers before it is the
+other part of its mean output error: `propagated_bias` removes it, on the written model. MatMul
+has no bias to fold into and is left alone.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .params import _along
+from .tensor_stats import tensor_stats
 
 
 def _mean_key(graph, node, fmt: str):
@@ -73,6 +77,9 @@ class ChannelMeans:
     int8 model's run on those samples). The sample axis is axis 0; a tensor without the batch
     there (its axis 0 is not the feeds' sample count) gets no head means."""
 
+    first_input = None  # defaults of an instance without head means
+    head = done = batch = 0
+
     def __init__(self, graph, fmt: str, head: int = 0):
         from qconvert import schemas
 
@@ -91,7 +98,16 @@ class ChannelMeans:
         self.done = 0    # samples of the batches before the current one
         self.batch = 0   # samples in the current batch (its first graph input's axis 0)
 
-    def observe(self, name: str, array: np.ndarray) -> None:
+    def summed_by_stats(self, name: str, array: np.ndarray) -> bool:
+        """True when `observe` can take the channel sums of `array` from `tensor_stats` (an
+        NCHW layer input: channels on axis 1, `tensor_stats.planes_summable`)."""
+        from .tensor_stats import planes_summable
+
+        return ("axis", 1) in self.wanted.get(name, ()) and planes_summable(array)
+
+    def observe(self, name: str, array: np.ndarray, channel_sums=None) -> None:
+        """Add one batch of tensor `name`; `channel_sums`: its sums over every axis but 1,
+        when already taken (`tensor_stats`)."""
         if name == self.first_input and array.ndim:  # a new batch: graph inputs come first
             self.done += self.batch
             self.batch = int(array.shape[0])
@@ -102,7 +118,13 @@ class ChannelMeans:
         head = (array[:take] if take > 0 and array.ndim > 1 and array.shape[0] == self.batch
                 else None)
         for key in keys:
-            total, count = channel_mean_sums(array, key)
+            if key == ("axis", 1) and self.summed_by_stats(name, array):
+                if channel_sums is None:
+                    channel_sums = tensor_stats(array, False, True).channel_sums
+                total = channel_sums.astype(np.float64)
+                count = array.size // array.shape[1]
+            else:
+                total, count = channel_mean_sums(array, key)
             s, n = self.sums.get((name, key), (0.0, 0))
             self.sums[(name, key)] = (s + total, n + count)
             if head is not None and (key[0] == "rows" or key[1] % array.ndim):
@@ -167,6 +189,25 @@ def contract(node, sums: np.ndarray, mean: np.ndarray) -> np.ndarray | None:
     return None
 
 
+ERROR_BLOCK = 1 << 16  # weights per block of `_error_sums` (float64 work arrays of 512 KB)
+
+
+def _error_sums(w: np.ndarray, w_q: np.ndarray, s_w: np.ndarray, scale_axis, axes) -> np.ndarray:
+    """(W - Wq * s) in float64 summed over `axes` (not axis 0), block by block of rows (axis
+    0): the float64 work array stays in cache instead of a float64 copy of the whole layer
+    (19 MB for a 512 x 512 x 3 x 3 conv); each row's values and sums are those of the whole."""
+    s = _along(s_w.astype(np.float64), scale_axis, w.ndim)
+    per_row = s.ndim and s.shape[0] > 1  # the scales run along axis 0
+    rows = max(1, ERROR_BLOCK // max(1, w[:1].size))
+    out = np.empty((w.shape[0],) + tuple(n for i, n in enumerate(w.shape) if i and i not in axes))
+    for i in range(0, w.shape[0], rows):
+        part = slice(i, i + rows)
+        delta = np.multiply(w_q[part], s[part] if per_row else s, dtype=np.float64)
+        np.subtract(w[part], delta, out=delta, dtype=np.float64)
+        out[part] = delta.sum(axis=axes)
+    return out
+
+
 def weight_error_bias(node, fmt: str, w: np.ndarray, w_q: np.ndarray, s_w: np.ndarray,
                       scale_axis, mean: np.ndarray) -> np.ndarray | None:
     """The per-output-channel `sum_k (W - Wq)[c, k] E[x_k]` of the module docstring (float64),
@@ -175,12 +216,17 @@ def weight_error_bias(node, fmt: str, w: np.ndarray, w_q: np.ndarray, s_w: np.nd
     w = np.asarray(w)
     if w.dtype.kind != "f":
         w = w.astype(np.float64)
+    mean = np.asarray(mean, np.float64)
+    if node.op == "Conv2D":
+        spatial = tuple(range(2, w.ndim)) if fmt == "onnx" else tuple(range(1, w.ndim - 1))
+        # (O, I), any number of spatial axes
+        return contract(node, _error_sums(w, w_q, s_w, scale_axis, spatial), mean)
+    if node.op not in ("DepthwiseConv2D", "FullyConnected", "Gemm"):
+        return None
     # W - Wq * s in float64, with one float64 array (no float64 copies of W and Wq)
     delta = np.multiply(w_q, _along(s_w.astype(np.float64), scale_axis, w.ndim),
                         dtype=np.float64)
     np.subtract(w, delta, out=delta, dtype=np.float64)
-    if node.op not in ("DepthwiseConv2D", "Conv2D", "FullyConnected", "Gemm"):
-        return None
     return contract(node, tap_sums(node, fmt, delta), mean)
 
 

@@ -19,6 +19,7 @@ from qconvert.ir import Model
 
 from .plan import clamped_inputs
 from .ranges import RangeCollector
+from .tensor_stats import tensor_stats
 
 LAYER_REFERENCE_BYTES = 64 << 20  # float activations kept from calibration for the ONNX report
 
@@ -58,9 +59,12 @@ def calibrate(model: Model, calibration: dict, options, keep_first: int,
                                   options, keep_first)
         means = ChannelMeans(model.graph, model.format, head)
 
-        def observe(name, array):
-            collector.observe(name, array)
-            means.observe(name, array)
+        def observe(name, array):  # one pass over a layer input for both (`tensor_stats`)
+            stats = None
+            if means.summed_by_stats(name, array) and collector.wants(name, array):
+                stats = tensor_stats(array, collector.method != "minmax", True)
+            collector.observe(name, array, stats)
+            means.observe(name, array, None if stats is None else stats.channel_sums)
 
     with np.errstate(all="ignore"):  # an overflow is reported by the range check, in one line
         reference, layers = run_calibration(model, calibration, options.batch_size, observe,

@@ -21,14 +21,51 @@ BINS = 2048          # per side
 SAMPLE_CAP = 1 << 18  # values per batch of a tensor that enter its histogram
 
 
+def sample_step(size: int) -> int:
+    """The stride of `sample` over `size` values: 1 up to SAMPLE_CAP, else odd."""
+    if size <= SAMPLE_CAP:
+        return 1
+    step = size // SAMPLE_CAP + 1
+    return step + 1 - step % 2  # odd
+
+
 def sample(array: np.ndarray) -> np.ndarray:
     """At most SAMPLE_CAP values of `array`: all of them, or an evenly strided subset."""
     flat = array.reshape(-1)
-    if flat.size <= SAMPLE_CAP:
-        return flat
-    step = flat.size // SAMPLE_CAP + 1
-    step += 1 - step % 2  # odd
-    return flat[::step]
+    return flat[::sample_step(flat.size)]
+
+
+SHARED_COUNTS = 1 << 16  # values per piece counted on its own (pieces shared among the CPUs)
+
+
+def _bin_counts(values: np.ndarray, k: float) -> np.ndarray:
+    """Counts (int64) of floor(values * k) + BINS clipped to the 2 * BINS bins, piece by piece
+    on every CPU (`executor.parallel`): integer counts, so the sum over pieces is exact and the
+    result does not depend on how the values were split."""
+    from qconvert.executor.parallel import on_workers, spans
+
+    # float32 arithmetic unless k overflows it (activations of ~1e-38); one work array per
+    # piece, every step in place
+    narrow = values.dtype == np.float32 and k < 1e37
+    parts = spans(values.size, SHARED_COUNTS)
+    found = np.zeros((len(parts), 2 * BINS), np.int64)
+
+    def run(items):
+        for n, (i, j) in items:
+            if narrow:
+                idx = np.multiply(values[i:j], np.float32(k))
+            else:
+                idx = np.multiply(values[i:j], k, dtype=np.float64)
+            np.floor(idx, out=idx)
+            np.clip(idx, -BINS, BINS - 1, out=idx)  # infinities too
+            nan = np.isnan(idx)
+            if nan.any():  # a NaN value counts as 0
+                idx[nan] = 0.0
+            idx += BINS
+            found[n] = np.bincount(idx.astype(np.intp), minlength=2 * BINS)
+
+    on_workers(run, enumerate(parts))
+    return found.sum(axis=0)
 
 
 class StreamingHistogram:
@@ -60,17 +97,7 @@ class StreamingHistogram:
         if not np.isfinite(k):  # a subnormal top: every value is in the bins next to 0
             self.counts[BINS] += values.size
             return
-        # float32 arithmetic unless 1 / top overflows it (activations of ~1e-38); one work
-        # array, every step in place
-        if values.dtype == np.float32 and k < 1e37:
-            idx = np.multiply(values, np.float32(k))
-        else:
-            idx = np.multiply(values, k, dtype=np.float64)
-        np.floor(idx, out=idx)
-        np.nan_to_num(idx, copy=False, nan=0.0)  # 0 * inf when BINS / top overflows float32
-        np.clip(idx, -BINS, BINS - 1, out=idx)
-        idx += BINS
-        self.counts += np.bincount(idx.astype(np.intp), minlength=2 * BINS)
+        self.counts += _bin_counts(values, k)
 
     def _double(self) -> None:
         merged = self.counts.reshape(BINS, 2).sum(axis=1)

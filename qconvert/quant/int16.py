@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from qconvert import schemas
 from qconvert.errors import QConvertError
 from qconvert.ir import Graph, Node, Tensor
+from qconvert.schemas.ops import HALF_AWAY
 
 from .plan import BORDER, _is_activation, activation_groups
 
@@ -39,6 +40,7 @@ INT16_KERNELS = frozenset({
     "Conv2D", "DepthwiseConv2D", "FullyConnected", "TransposeConv", "BatchMatMul", "Add", "Sub",
     "Mul", "AveragePool", "MaxPool", "Softmax", "Sigmoid", "Tanh", "Mean", "Relu", "Relu6",
     "LeakyRelu", "Reshape", "Concat", "Pad", "Transpose", "StridedSlice", "SplitEqual",
+    "Rsqrt", "Abs", "SquaredDifference", "ReduceSum",
 })
 
 
@@ -58,13 +60,12 @@ class Group:
 def scale_groups(graph: Graph) -> list:
     """The scale groups of a float graph, in the order their first member appears."""
     members, _fixed, _clamped = activation_groups(graph)
-    producers = graph.producers()
     edges = set(graph.inputs) | set(graph.outputs)
     found = []
     for root, names in members.items():
         writers = []
         for name in names:
-            node = producers.get(name)
+            node = graph.producer(name)
             if node is not None and all(node is not w for w in writers):
                 writers.append(node)
         own = [w for w in writers if w.opaque or schemas.get(w.op).int8 != "same_scale"]
@@ -180,5 +181,6 @@ def apply_widths(graph: Graph, int16_groups: list) -> Widths:
 
 
 def _border(source: str, target: str) -> Node:
-    return Node("Quantize", [source], [target], {}, f"{target}/requantize",
+    return Node("Quantize", [source], [target], {"rounding": HALF_AWAY},
+                f"{target}/requantize",
                 origin={BORDER: True})

@@ -98,11 +98,10 @@ def qdq_errors(model, names: dict, feeds: dict, layer_reference: dict) -> tuple:
     from .report import EndToEnd, energy_add
 
     graph = model.graph
-    producers = graph.producers()
     q_input = {}
     for act, dq_out in names.items():
-        dq = producers.get(dq_out)
-        q = producers.get(dq.inputs[0]) if dq is not None and dq.op == "Dequantize" else None
+        dq = graph.producer(dq_out)
+        q = graph.producer(dq.inputs[0]) if dq is not None and dq.op == "Dequantize" else None
         if q is not None and q.op == "Quantize":
             q_input[act] = q.inputs[0]
     session = _session(model, list(names.values()) + list(q_input.values()))

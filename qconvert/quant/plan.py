@@ -181,14 +181,14 @@ def _is_activation(graph: Graph, name: str) -> bool:
     return t.data is None and t.dtype.startswith("float")
 
 
-def _clamped_input(graph: Graph, node, producers: dict, consumers: dict) -> str | None:
+def _clamped_input(graph: Graph, node) -> str | None:
     """The input of clamping activation `node` if it may take the activation's output range:
-    an activation read only by `node`, not a graph input or output, made by an op with its own
-    range (so it shares its parameters with no other tensor)."""
+    an activation `node` is the sole reader of (`Graph.sole_reader`: no other reader, not a
+    graph output), not a graph input, made by an op with its own range (so it shares its
+    parameters with no other tensor)."""
     x = node.inputs[0] if node.inputs else None
-    producer = producers.get(x)
-    if (producer is None or not _is_activation(graph, x) or x in graph.outputs
-            or len(consumers.get(x, ())) != 1):
+    producer = graph.producer(x)
+    if producer is None or not _is_activation(graph, x) or graph.sole_reader(x) is not node:
         return None
     return x if schemas.get(producer.op).int8 in ("per_channel_weights", "requantize") else None
 
@@ -196,12 +196,11 @@ def _clamped_input(graph: Graph, node, producers: dict, consumers: dict) -> str 
 def clamped_inputs(graph: Graph) -> set:
     """The activations that take the range of the clamping activation reading them (module
     docstring): their own range is never needed, and no QDQ pair of their own is written."""
-    producers, consumers = graph.producers(), graph.consumers()
     found = set()
     for node in graph.nodes:
         if node.op in CLAMPS and not node.opaque and node.outputs \
                 and _is_activation(graph, node.outputs[0]):
-            x = _clamped_input(graph, node, producers, consumers)
+            x = _clamped_input(graph, node)
             if x is not None:
                 found.add(x)
     return found
@@ -290,6 +289,7 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
     layers, `int16.py`); a layer writing one gets an int64 bias."""
     check_quantizable(graph)
     acts = plan_activations(graph, ranges, int16)
+    planned = _plan_layers(graph, acts, fmt, fc_per_channel, input_means or {}, int16)
     layers = {}
     consts: dict = {}
     wide_consts: set = set()
@@ -298,10 +298,11 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
             continue
         schema = schemas.get(node.op)
         x_slot, w_slot, b_slot = layer_slots(node)
-        if schema.int8 == "per_channel_weights" and graph.constant(node.inputs[w_slot]) is not None:
-            layers[node.outputs[0]] = _plan_layer(graph, node, acts, fmt, fc_per_channel,
-                                                  (input_means or {}).get(node.outputs[0]),
-                                                  node.outputs[0] in int16)
+        if id(node) in planned:
+            layer = planned[id(node)]
+            if isinstance(layer, Exception):
+                raise layer
+            layers[node.outputs[0]] = layer
             skip = {node.inputs[i] for i in (w_slot, b_slot) if i < len(node.inputs)}
         else:
             skip = set()
@@ -318,6 +319,36 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
             if out in int16:
                 wide_consts.add(name)
     return QuantPlan(acts, layers, consts, frozenset(int16) | frozenset(wide_consts))
+
+
+def _plan_layers(graph: Graph, acts: dict, fmt: str, fc_per_channel: bool, input_means: dict,
+                 int16) -> dict:
+    """{id(node): its LayerPlan, or the error planning it raised} for every layer with constant
+    weights; the layers are independent of each other, so they are shared among the CPUs
+    (`executor.parallel`); the caller raises the first error in node order."""
+    from qconvert.executor.parallel import on_workers, one_blas_thread
+
+    nodes = [node for node in graph.nodes
+             if not is_resource_op(node) and not node.origin.get(BORDER)
+             and schemas.get(node.op).int8 == "per_channel_weights"
+             and graph.constant(node.inputs[layer_slots(node)[1]]) is not None]
+    planned: dict = {}
+
+    def run(items):
+        for node in items:
+            try:
+                planned[id(node)] = _plan_layer(graph, node, acts, fmt, fc_per_channel,
+                                                input_means.get(node.outputs[0]),
+                                                node.outputs[0] in int16)
+            except Exception as exc:  # noqa: BLE001  (raised by the caller, in node order)
+                planned[id(node)] = exc
+
+    # the largest layers first, so the last ones taken are small and the CPUs finish together;
+    # BLAS on one thread (its own threads would wait for the CPUs the layers already use)
+    with one_blas_thread():
+        on_workers(run, sorted(nodes, key=lambda n: -graph.constant(
+            n.inputs[layer_slots(n)[1]]).size))
+    return planned
 
 
 def layer_slots(node) -> tuple:

@@ -80,18 +80,18 @@ def correction_samples(graph, available: int, options, report_samples: int) -> i
     return propagation_samples(graph, available, options.batch_size)
 
 
-def _layer_output(node, readers: dict, layers: dict, outputs) -> str | None:
+def _layer_output(graph, node, layers: dict) -> str | None:
     """The plan's key of layer `node` of the written graph: its output, or, for a layer
     writing a graph output the writer renamed (QDQ: `name_float` -> QuantizeLinear; TFLite with
     float outputs: `name_int8` -> DEQUANTIZE), the output name restored after it."""
     out = node.outputs[0] if node.outputs else None
     if out in layers:
         return out
-    for reader in readers.get(out, ()):
+    for reader in graph.readers(out) if out else ():
         name = (reader.name[:-len("_QuantizeLinear")] if reader.op == "Quantize"
                 and reader.name.endswith("_QuantizeLinear") else
                 reader.outputs[0] if reader.op == "Dequantize" else None)
-        if name in layers and name in outputs:
+        if name in layers and name in graph.outputs:
             return name
     return None
 
@@ -100,31 +100,25 @@ def _layers_by_input(graph, qplan: QuantPlan, head_means: dict, keys: dict) -> d
     """{tensor a layer reads (dequantized for QDQ): [(layer output, node, int32 bias tensor,
     means key)]} for the layers that can be corrected; a bias tensor another node also reads
     is replaced by the layer's own copy first."""
-    readers: dict = {}
-    producers: dict = {}
-    for node in graph.nodes:
-        for name in dict.fromkeys(node.present_inputs()):
-            readers.setdefault(name, []).append(node)
-        for name in node.outputs:
-            producers[name] = node
     found: dict = {}
-    for node in graph.nodes:
-        out = _layer_output(node, readers, qplan.layers, graph.outputs)
+    for node in list(graph.nodes):
+        out = _layer_output(graph, node, qplan.layers)
         if out is None or qplan.layers[out].bias is None or out not in head_means \
                 or keys.get(out) is None:
             continue
         x_slot, _, b_slot = layer_slots(node)
         holder, slot = node, b_slot  # the node reading the int32 bias, and its slot
         b = node.inputs[b_slot] if len(node.inputs) > b_slot else None
-        dq = producers.get(b) if b else None
+        dq = graph.producer(b) if b else None
         if dq is not None and dq.op == "Dequantize":  # QDQ: int32 -> DequantizeLinear -> layer
             holder, slot, b = dq, 0, dq.inputs[0]
         t = graph.tensors.get(b) if b else None
         if t is None or t.data is None or t.dtype != "int32":
             continue
-        if len(readers.get(b, ())) > 1:  # shared: this layer gets its own copy
-            holder.inputs[slot] = b = graph.add_constant(f"{b}_corrected", t.data)
-            graph.invalidate_uses()
+        if graph.reader_count(b) > 1:  # shared: this layer gets its own copy
+            inputs = list(holder.inputs)
+            inputs[slot] = b = graph.add_constant(f"{b}_corrected", t.data)
+            graph.set_inputs(holder, inputs)
         found.setdefault(node.inputs[x_slot], []).append((out, node, b, keys[out]))
     return found
 

@@ -44,17 +44,13 @@ def _dq(graph: Graph, q_name: str, scale, zp, axis, base: str) -> tuple:
 
 
 def _fused_into_clamp(graph: Graph, qplan: QuantPlan) -> set:
-    """Activations whose only reader is a clamp (Relu / Clip) with the same parameters."""
-    readers: dict = {}
-    for node in graph.nodes:
-        for name in dict.fromkeys(node.present_inputs()):
-            readers.setdefault(name, []).append(node)
+    """Activations whose sole reader (`Graph.sole_reader`) is a clamp (Relu / Clip) with the
+    same parameters, reading it as its data input only; graph inputs are never fused."""
     fused = set()
     for name, params in qplan.activations.items():
-        nodes = readers.get(name, [])
-        if len(nodes) != 1 or name in graph.outputs or name in graph.inputs:
+        node = graph.sole_reader(name)
+        if node is None or name in graph.inputs:
             continue
-        node = nodes[0]
         if (node.opaque or node.op not in CLAMPS or node.inputs[0] != name
                 or name in node.inputs[1:] or not node.outputs):
             continue
@@ -85,16 +81,16 @@ def apply_qdq(graph: Graph, qplan: QuantPlan, opset: int) -> dict:
         # an input that is also an output stays the same float tensor (exact); its readers
         # read it through a Q/DQ pair like any activation's
         as_output = name in outputs and name not in graph.inputs
-        if name in graph.inputs and name in outputs and not any(
-                name in n.inputs for n in graph.nodes):
+        if name in graph.inputs and name in outputs and not graph.readers(name):
             continue  # a pass-through input nobody reads: no pair at all
         if as_output:  # keep the output name on the dequantized value
             source = graph.fresh_name(f"{name}_float")
             original[source] = name
             graph.add_tensor(Tensor(source, t.shape, t.dtype))
-            for node in graph.nodes:
-                if name in node.outputs:
-                    node.outputs = [source if o == name else o for o in node.outputs]
+            producer = graph.producer(name)
+            if producer is not None:
+                graph.set_outputs(producer, [source if o == name else o
+                                             for o in producer.outputs])
         wide = name in qplan.int16  # only in a simulation of a 16x8 plan (`simulate`)
         q = graph.fresh_name(f"{name}_quantized")
         graph.add_tensor(Tensor(q, t.shape, "int16" if wide else "int8"))

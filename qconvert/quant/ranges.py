@@ -21,32 +21,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import QConvertError
-from .histogram import StreamingHistogram, sample
+from .histogram import StreamingHistogram
 from .range_search import entropy_range, mse_range, percentile_range
+from .tensor_stats import tensor_stats
 
 METHODS = ("minmax", "percentile", "mse", "entropy")
-SHARED_EXTREMES = 1 << 22  # below this many values, handing spans to threads costs more
-
-
-def _extremes(array: np.ndarray) -> tuple:
-    """(min, max) as Python floats, span by span on every CPU (`executor.parallel`): each span
-    is read once from memory for both."""
-    from qconvert.executor.parallel import on_workers, spans
-
-    flat = array.reshape(-1)
-    parts = spans(flat.size) if flat.size >= SHARED_EXTREMES else [(0, flat.size)]
-    if len(parts) == 1:
-        return float(flat.min()), float(flat.max())
-    found = np.empty((len(parts), 2), flat.dtype)
-
-    def run(items):
-        for k, (i, j) in items:
-            found[k] = flat[i:j].min(), flat[i:j].max()
-
-    on_workers(run, enumerate(parts))
-    return float(found[:, 0].min()), float(found[:, 1].max())
-
-
 class RangeCollector:
     """Collects per-tensor ranges; `ranges()` returns {name: (lo, hi)} as Python floats.
 
@@ -64,12 +43,19 @@ class RangeCollector:
         self.hi: dict = {}
         self.hist: dict = {}  # name -> StreamingHistogram
 
-    def observe(self, name: str, array: np.ndarray) -> None:
-        if array.dtype.kind != "f" or array.size == 0:
+    def wants(self, name: str, array: np.ndarray) -> bool:
+        """True when `observe` records `array` as tensor `name`."""
+        return (array.dtype.kind == "f" and array.size > 0
+                and (self.needed is None or name in self.needed))
+
+    def observe(self, name: str, array: np.ndarray, stats=None) -> None:
+        """Record `array` as (one batch of) tensor `name`; `stats`: its `tensor_stats`
+        (with the histogram's sample unless the method is minmax) when already taken."""
+        if not self.wants(name, array):
             return
-        if self.needed is not None and name not in self.needed:
-            return
-        lo, hi = _extremes(array)
+        if stats is None:
+            stats = tensor_stats(array, self.method != "minmax")
+        lo, hi = stats.lo, stats.hi
         if not (np.isfinite(lo) and np.isfinite(hi)):
             raise QConvertError(f"tensor {name!r} took a NaN or infinite value during "
                                 "calibration (the model overflows float32 on this data)")
@@ -79,7 +65,7 @@ class RangeCollector:
             hist = self.hist.get(name)
             if hist is None:
                 hist = self.hist[name] = StreamingHistogram()
-            hist.add(sample(array), max(abs(lo), abs(hi)))
+            hist.add(stats.sample, max(abs(lo), abs(hi)))
 
     def ranges(self) -> dict:
         if self.method == "minmax":

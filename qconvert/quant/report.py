@@ -315,7 +315,7 @@ def _qp(qplan, name) -> dict:
 def _is_classifier(graph) -> bool:
     """A 2-D output made by Softmax, or by a fully connected layer that narrows (logits)."""
     out = graph.tensors[graph.outputs[0]]
-    producer = graph.producers().get(out.name)
+    producer = graph.producer(out.name)
     if producer is None or out.shape is None or len(out.shape) != 2:
         return False
     if producer.op == "Softmax":

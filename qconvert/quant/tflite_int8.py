@@ -15,6 +15,7 @@ import numpy as np
 
 from qconvert import schemas
 from qconvert.ir import Graph, Node, QuantParams, Tensor
+from qconvert.schemas.ops import HALF_AWAY
 
 from .plan import QuantPlan, layer_slots
 
@@ -49,17 +50,17 @@ def _quantize_constant(data: np.ndarray, scale, zp, dtype: str = "int8") -> np.n
 
 def apply_tflite_int8(graph: Graph, qplan: QuantPlan, io_type: str = "int8") -> None:
     """Rewrite `graph` (float, TFLite layout) in place into its int8 form."""
-    readers: dict = {}
-    for node in graph.nodes:
-        for name in dict.fromkeys(node.present_inputs()):
-            readers[name] = readers.get(name, 0) + 1
+    layers = [(node, qplan.layers[node.outputs[0]]) for node in graph.nodes
+              if node.outputs and node.outputs[0] in qplan.layers]
+    # the constants several nodes read (asked before any layer takes its own copy)
+    shared = {name for node, _ in layers for name in node.present_inputs()
+              if graph.reader_count(name) > 1}
     for name, (scale, zp) in qplan.activations.items():
         t = graph.tensors[name]
         t.dtype, t.quant = _width(qplan, name), _quant(scale, zp)
+    for node, layer in layers:
+        _write_layer(graph, node, layer, qplan, shared)
     for node in graph.nodes:
-        layer = qplan.layers.get(node.outputs[0]) if node.outputs else None
-        if layer is not None:
-            _write_layer(graph, node, layer, qplan, readers)
         if node.op in INT8_VERSIONS:
             node.origin["version"] = INT8_VERSIONS[node.op]
         if node.op in ("Add", "Sub") and node.outputs and node.outputs[0] in qplan.int16:
@@ -77,13 +78,13 @@ def _width(qplan: QuantPlan, name: str) -> str:
     return "int16" if name in qplan.int16 else "int8"
 
 
-def _write_layer(graph: Graph, node: Node, layer, qplan: QuantPlan, readers: dict) -> None:
+def _write_layer(graph: Graph, node: Node, layer, qplan: QuantPlan, shared: set) -> None:
     axis = layer.channel_axis if layer.per_channel else None
     x_slot, w_slot, b_slot = layer_slots(node)
     w_name = node.inputs[w_slot]
-    if readers.get(w_name, 0) > 1:  # shared weights: this layer's int8 copy
+    if w_name in shared:  # shared weights: this layer's int8 copy
         w_name = graph.add_constant(f"{w_name}_int8", layer.weights, "int8")
-        node.inputs[w_slot] = w_name
+        _set_input(graph, node, w_slot, w_name)
     w = graph.tensors[w_name]
     w.data, w.dtype = _frozen(layer.weights), "int8"
     w.quant = _quant(layer.weight_scales, 0, axis)
@@ -94,13 +95,11 @@ def _write_layer(graph: Graph, node: Node, layer, qplan: QuantPlan, readers: dic
         bias = np.zeros(layer.weights.shape[layer.channel_axis], np.int64 if wide else np.int32)
     if bias is None:
         return
-    while len(node.inputs) <= b_slot:
-        node.inputs.append(None)
-    b_name = node.inputs[b_slot]
-    if b_name is None or readers.get(b_name, 0) > 1:
+    b_name = node.inputs[b_slot] if b_slot < len(node.inputs) else None
+    if b_name is None or b_name in shared:
         b_name = graph.add_constant(f"{node.name or node.outputs[0]}_bias",
                                     bias.astype(np.int32), "int32")
-        node.inputs[b_slot] = b_name
+        _set_input(graph, node, b_slot, b_name)
     b = graph.tensors[b_name]
     b_type = "int64" if bias.dtype == np.int64 else "int32"  # int64: a 16x8 layer's bias
     b.data, b.dtype, b.shape = _frozen(bias.astype(b_type)), b_type, tuple(bias.shape)
@@ -108,6 +107,13 @@ def _write_layer(graph: Graph, node: Node, layer, qplan: QuantPlan, readers: dic
     b.quant = _quant(b_scale, 0, 0)
     if node.op == "FullyConnected" and layer.per_channel:
         node.origin["version"] = FC_PER_CHANNEL_VERSION
+
+
+def _set_input(graph: Graph, node: Node, slot: int, name: str) -> None:
+    """Make `node` read `name` as input `slot` (absent inputs before it: None)."""
+    inputs = list(node.inputs) + [None] * (slot + 1 - len(node.inputs))
+    inputs[slot] = name
+    graph.set_inputs(node, inputs)
 
 
 def _float_edges(graph: Graph) -> None:
@@ -118,18 +124,19 @@ def _float_edges(graph: Graph) -> None:
         q_name = graph.fresh_name(f"{name}_int8")
         graph.add_tensor(Tensor(q_name, t.shape, t.dtype, quant=t.quant, extra=dict(t.extra)))
         t.dtype, t.quant = "float32", None
-        for node in graph.nodes:
-            node.inputs = [q_name if i == name else i for i in node.inputs]
+        graph.replace_uses(name, q_name)
         graph.outputs = [q_name if o == name else o for o in graph.outputs]
-        front.append(Node("Quantize", [name], [q_name], {}, f"{name}/quantize",
+        front.append(Node("Quantize", [name], [q_name], {"rounding": HALF_AWAY},
+                          f"{name}/quantize",
                           origin={"version": INT8_VERSIONS["Quantize"]}))
     for i, name in enumerate(list(graph.outputs)):
         t = graph.tensors[name]
         q_name = graph.fresh_name(f"{name}_int8")
         graph.add_tensor(Tensor(q_name, t.shape, t.dtype, quant=t.quant))
-        for node in graph.nodes:
-            node.outputs = [q_name if o == name else o for o in node.outputs]
-            node.inputs = [q_name if x == name else x for x in node.inputs]
+        producer = graph.producer(name)
+        if producer is not None:
+            graph.set_outputs(producer, [q_name if o == name else o for o in producer.outputs])
+        graph.replace_uses(name, q_name)
         t.dtype, t.quant = "float32", None
         back.append(Node("Dequantize", [q_name], [name], {}, f"{name}/dequantize",
                          origin={"version": INT8_VERSIONS["Dequantize"]}))

@@ -23,7 +23,8 @@ input, and prints its operators, so a model an op of which TFLite Micro cannot r
 committed. The converter cannot make a mixed int8 / int16 model (what `--int16-layers` writes),
 so this script converts its three parts (`mixed_head_int8`, `mixed_body_16x8`,
 `mixed_tail_int8`, kept for `make_mixed_model.py`, which joins them with QUANTIZE int8 <->
-int16 into `mixed_int8_int16.tflite`, using qconvert's own reader and writer).
+int16 into `mixed_int8_int16.tflite`, using qconvert's own reader and writer). The models of
+`FLOAT_TOO` are also written unquantized, to `int16/float/`, for `quantize --activations int16`.
 """
 
 from __future__ import annotations
@@ -123,6 +124,28 @@ def mixed_tail(x):
     return tf.nn.softmax(tf.matmul(y, weight(int(y.shape[1]), 6)) + weight(6, scale=0.3))
 
 
+def rsqrt_net(x):
+    """RELU, ADD of a constant, RSQRT (the inverse standard deviation of a normalisation)."""
+    return tf.math.rsqrt(tf.nn.relu(x) + 0.25)
+
+
+def abs_net(x):
+    """CONV_2D, ABS."""
+    return tf.abs(tf.nn.conv2d(x, weight(1, 1, 4, 6), 1, "SAME") + weight(6, scale=0.2))
+
+
+def squared_difference_net(x):
+    """CONV_2D, MEAN, SQUARED_DIFFERENCE (broadcast: each value against its channel's mean)."""
+    y = tf.nn.conv2d(x, weight(1, 1, 4, 6), 1, "SAME")
+    return tf.math.squared_difference(y, tf.reduce_mean(y, axis=[1, 2], keepdims=True))
+
+
+def sum_net(x):
+    """CONV_2D, SUM over H and W (kept) and over the channels (dropped)."""
+    y = tf.nn.conv2d(x, weight(1, 1, 4, 6), 1, "SAME")
+    return tf.reduce_sum(y, axis=[1, 2], keepdims=True), tf.reduce_sum(y, axis=3)
+
+
 # name: (function, input shape, input std, int32 bias, float io); a name starting with
 # "mixed_" and ending in "_int8" is converted to plain int8 (a part of the mixed model)
 MODELS = {
@@ -135,7 +158,21 @@ MODELS = {
     "mixed_head_int8": (mixed_head, [1, 10, 10, 3], 1.0, False, False),
     "mixed_body_16x8": (mixed_body, [1, 8, 8, 8], 0.7, False, False),
     "mixed_tail_int8": (mixed_tail, [1, 4, 4, 8], 1.0, False, False),
+    "rsqrt_16x8": (rsqrt_net, [1, 6, 8, 4], 1.0, False, False),
+    "abs_16x8": (abs_net, [1, 6, 8, 4], 1.0, False, False),
+    "squared_difference_16x8": (squared_difference_net, [1, 6, 8, 4], 1.0, False, False),
+    "sum_16x8": (sum_net, [1, 6, 8, 4], 1.0, False, False),
 }
+# models also written as float TFLite (float/<name>.tflite, the converter without
+# quantization) for `qconvert quantize --activations int16` to quantize
+FLOAT_TOO = ("rsqrt_16x8", "abs_16x8", "squared_difference_16x8", "sum_16x8", "misc_16x8")
+
+
+def convert_float(fn, shape) -> bytes:
+    """The float TFLite flatbuffer of `fn` on inputs of `shape`."""
+    concrete = tf.function(fn, input_signature=[tf.TensorSpec(shape, tf.float32)],
+                           autograph=False).get_concrete_function()
+    return tf.lite.TFLiteConverter.from_concrete_functions([concrete]).convert()
 
 
 def convert(fn, shape, std, int32_bias, float_io, int8=False, per_tensor_fc=False) -> bytes:
@@ -208,6 +245,12 @@ def main() -> int:
         path = OUT / f"{name}.tflite"
         path.write_bytes(model)
         print(f"{path.name}: {len(model)} bytes: {' '.join(operators(model))}")
+        if name in FLOAT_TOO:
+            RNG = np.random.default_rng(zlib.crc32(name.encode()))  # the same weights
+            (OUT / "float").mkdir(exist_ok=True)
+            path = OUT / "float" / f"{name}.tflite"
+            path.write_bytes(convert_float(fn, shape))
+            print(f"float/{path.name}: {path.stat().st_size} bytes")
     return 0
 
 

@@ -62,10 +62,12 @@ void qconvert_lookup_s8(const int8_t *input, int8_t *output, int32_t size, const
 /* Element-wise binary ops with broadcasting: the output box `shape` is walked in row-major
  * order; a_strides / b_strides give each input's step along each axis (0 where it broadcasts). */
 /* PRELU: input1 >= its zero point -> input1 requantized with output_multiplier / _shift, else
- * (input1 - z1) * (alpha - z2) with input2_multiplier / input2_shift. */
+ * (input1 - z1) * (alpha - z2) with input2_multiplier / input2_shift.
+ * SQUARED_DIFFERENCE: both inputs rescaled as ADD's, the square of their difference requantized
+ * with output_multiplier / _shift. */
 typedef enum {
     QCONVERT_ADD, QCONVERT_SUB, QCONVERT_MUL, QCONVERT_MAXIMUM, QCONVERT_MINIMUM, QCONVERT_PRELU,
-    QCONVERT_DIV
+    QCONVERT_DIV, QCONVERT_SQUARED_DIFFERENCE
 } qconvert_binary_op;
 
 typedef struct {
@@ -119,6 +121,11 @@ void qconvert_mean_s8(const int8_t *input, int8_t *output, const qconvert_mean_p
 /* Softmax over rows (reference_ops::Softmax<int8, int8>, output scale 1/256, zero point -128). */
 void qconvert_softmax_s8(const int8_t *input, int8_t *output, int32_t rows, int32_t row_size,
                          int32_t input_multiplier, int32_t input_left_shift, int32_t diff_min);
+/* The same from int8 to int16 (reference_ops::Softmax<int8, int16>, output scale 1/65536, zero
+ * point -32768); the output must not overlap the input. */
+void qconvert_softmax_s8_s16(const int8_t *input, int16_t *output, int32_t rows,
+                             int32_t row_size, int32_t input_multiplier,
+                             int32_t input_left_shift, int32_t diff_min);
 
 /* Quantize (float -> int8: round(x / scale) half away from zero, + zero point, clamped) and
  * Dequantize (int8 -> float: (float)(scale * (x - zero point)), in double as TFLite Micro). */
@@ -231,6 +238,18 @@ void qconvert_copy_box_s16(const int16_t *input, int16_t *output, const qconvert
 void qconvert_gather_s16(const int16_t *input, int16_t *output, int32_t size,
                          const int32_t *index);
 void qconvert_fill_s16(int16_t *output, int32_t size, int16_t value);
+
+/* RSQRT (int16, zero points 0: qconvert_nn_s16_math.c): 1 / sqrt(x) by gemmlowp's inverse
+ * square root scaled by 2**20, requantized with (multiplier, shift - 20); 0 gives 32767.
+ * Returns 1, writing nothing more, at the first negative input (TFLite Micro stops with an
+ * error there). In place is allowed. */
+int qconvert_rsqrt_s16(const int16_t *input, int16_t *output, int32_t size, int32_t multiplier,
+                       int32_t shift);
+
+/* ABS (int16, zero points 0): |x|, requantized with (multiplier, shift) when needs_rescale,
+ * clamped. In place is allowed. */
+void qconvert_abs_s16(const int16_t *input, int16_t *output, int32_t size, int32_t needs_rescale,
+                      int32_t multiplier, int32_t shift);
 
 /* TransposeConv and BatchMatMul (16x8): the int8 kernels' geometry, int64 sums, an int64 bias
  * (TransposeConv; NULL for none) and the 64-bit requantization. */

@@ -257,6 +257,16 @@ static int32_t binary_value16(int32_t a, int32_t b, const qconvert_binary_params
         return a > b ? a : b;
     case QCONVERT_MINIMUM:
         return a < b ? a : b;
+    case QCONVERT_SQUARED_DIFFERENCE: {
+        const int32_t d =
+            qconvert_requantize((a + p->input1_offset) * (1 << p->left_shift),
+                                p->input1_multiplier, p->input1_shift) -
+            qconvert_requantize((b + p->input2_offset) * (1 << p->left_shift),
+                                p->input2_multiplier, p->input2_shift);
+        raw = qconvert_requantize((int32_t)((uint32_t)d * (uint32_t)d), p->output_multiplier,
+                                  p->output_shift);
+        return clamp32(raw + p->output_offset, p->activation_min, p->activation_max);
+    }
     case QCONVERT_MUL:
         raw = qconvert_requantize((a + p->input1_offset) * (b + p->input2_offset),
                                   p->output_multiplier, p->output_shift);

@@ -1,6 +1,7 @@
-/* qconvert_nn_softmax.c: int8 softmax of qconvert_nn.h, TFLite Micro's reference_ops::Softmax
- * <int8, int8> bit for bit: gemmlowp fixed-point exp of the rescaled differences to the row
- * maximum (Q5.26), a Q12.19 sum, its reciprocal by Newton-Raphson, output (q * 256) - 128.
+/* qconvert_nn_softmax.c: int8-input softmax of qconvert_nn.h, TFLite Micro's
+ * reference_ops::Softmax<int8, int8> and <int8, int16> bit for bit: gemmlowp fixed-point exp
+ * of the rescaled differences to the row maximum (Q5.26), a Q12.19 sum, its reciprocal by
+ * Newton-Raphson, output q * 256 - 128 (int8) or q * 65536 - 32768 (int16).
  * Shipped with qconvert (Apache-2.0). Arithmetic that wraps in gemmlowp is done on uint32_t.
  */
 #include "qconvert_nn.h"
@@ -114,13 +115,17 @@ static int32_t count_leading_zeros(uint32_t x)
     return n;
 }
 
-void qconvert_softmax_s8(const int8_t *input, int8_t *output, int32_t rows, int32_t row_size,
-                         int32_t input_multiplier, int32_t input_left_shift, int32_t diff_min)
+/* The rows of reference_ops::Softmax<int8, OutputT>: OutputT int8 (out_bits 8, output scale
+ * 1/256, zero point -128) or int16 (out_bits 16, output scale 1/65536, zero point -32768). */
+static void softmax_rows_s8(const int8_t *input, int8_t *output8, int16_t *output16,
+                            int32_t rows, int32_t row_size, int32_t input_multiplier,
+                            int32_t input_left_shift, int32_t diff_min, int32_t out_bits)
 {
+    const int32_t out_min = -((int32_t)1 << (out_bits - 1));
+    const int32_t out_max = ((int32_t)1 << (out_bits - 1)) - 1;
     int32_t r, c;
     for (r = 0; r < rows; ++r) {
         const int8_t *x = input + (ptrdiff_t)r * row_size;
-        int8_t *y = output + (ptrdiff_t)r * row_size;
         int32_t max = -128, total = 0, headroom, bits_over_unit, scale, exponent;
         for (c = 0; c < row_size; ++c) {
             max = x[c] > max ? x[c] : max;
@@ -138,17 +143,36 @@ void qconvert_softmax_s8(const int8_t *input, int8_t *output, int32_t rows, int3
         bits_over_unit = ACCUMULATION_INTEGER_BITS - headroom;
         scale = one_over_one_plus_x(
             (int32_t)(((uint32_t)total << headroom) - 0x80000000u));
-        exponent = bits_over_unit + 31 - 8;
+        exponent = bits_over_unit + 31 - out_bits;
         for (c = 0; c < row_size; ++c) {
             const int32_t diff = x[c] - max;
-            int32_t out = -128;
+            int32_t out = out_min;
             if (diff >= diff_min) {
                 const int32_t rescaled = srdhm(
                     (int32_t)((uint32_t)diff << input_left_shift), input_multiplier);
-                out = rdbpot(srdhm(scale, exp_on_negative_values(rescaled)), exponent) - 128;
-                out = out < -128 ? -128 : (out > 127 ? 127 : out);
+                out = rdbpot(srdhm(scale, exp_on_negative_values(rescaled)), exponent) + out_min;
+                out = out < out_min ? out_min : (out > out_max ? out_max : out);
             }
-            y[c] = (int8_t)out;
+            if (out_bits == 8) {
+                output8[(ptrdiff_t)r * row_size + c] = (int8_t)out;
+            } else {
+                output16[(ptrdiff_t)r * row_size + c] = (int16_t)out;
+            }
         }
     }
+}
+
+void qconvert_softmax_s8(const int8_t *input, int8_t *output, int32_t rows, int32_t row_size,
+                         int32_t input_multiplier, int32_t input_left_shift, int32_t diff_min)
+{
+    softmax_rows_s8(input, output, NULL, rows, row_size, input_multiplier, input_left_shift,
+                    diff_min, 8);
+}
+
+void qconvert_softmax_s8_s16(const int8_t *input, int16_t *output, int32_t rows,
+                             int32_t row_size, int32_t input_multiplier,
+                             int32_t input_left_shift, int32_t diff_min)
+{
+    softmax_rows_s8(input, NULL, output, rows, row_size, input_multiplier, input_left_shift,
+                    diff_min, 16);
 }

@@ -1,5 +1,6 @@
-"""Prepare of int8 arithmetic: ADD, SUB, MUL, DIV, BATCH_MATMUL and RSQRT, as this TFLite Micro
-computes it (CalculateOpDataAdd / Sub / Mul / Div, BatchMatMulPrepare, PrepareAbsRsqrt).
+"""Prepare of int8 arithmetic: ADD, SUB, MUL, DIV, BATCH_MATMUL, SQUARED_DIFFERENCE, ABS and
+RSQRT, as this TFLite Micro computes it (CalculateOpDataAdd / Sub / Mul / Div,
+BatchMatMulPrepare, SquaredDifferencePrepare, PrepareAbsRsqrt).
 
 Every ratio is taken in double: the float32 arithmetic older TFLite sources write for DIV,
 BATCH_MATMUL and RSQRT is refuted at rounding ties by tests/test_int_kernels_math.py. Offsets
@@ -86,6 +87,45 @@ def batch_matmul_params(graph, node) -> dict:
     return {"lhs_offset": -z_a, "rhs_offset": -z_b, "output_offset": z_out,
             "output_multiplier": int(m), "output_shift": int(e),
             "adj_x": bool(node.attrs.get("adj_x")), "adj_y": bool(node.attrs.get("adj_y"))}
+
+
+@prepare("SquaredDifference")
+def squared_difference_params(graph, node, left_shift=7, type_range=(-128, 127)) -> dict:
+    """SquaredDifferencePrepare: as ADD, both inputs rescaled to twice the larger input scale
+    with a left shift (7 for int8, 0 for int16: `left_shift`), their difference squared,
+    QuantizeMultiplier of twice_max ** 2 / (2 ** (2 left_shift) s_out); clamps the type's
+    range."""
+    s1, z1 = per_tensor(graph, node, node.inputs[0])
+    s2, z2 = per_tensor(graph, node, node.inputs[1])
+    s_out, z_out = per_tensor(graph, node, node.outputs[0])
+    twice_max = 2.0 * float(max(s1, s2))
+    try:
+        m, s = quantize_multiplier_smaller_than_one(
+            np.array([float(s1) / twice_max, float(s2) / twice_max]))
+    except ValueError as exc:
+        fail(node, str(exc))
+    m_out, s_out_shift = quantize_multipliers(
+        node, twice_max * twice_max / ((1 << (2 * left_shift)) * float(s_out)))
+    return {"input1_offset": -z1, "input2_offset": -z2, "output_offset": z_out,
+            "left_shift": left_shift,
+            "input1_multiplier": int(m[0]), "input1_shift": int(s[0]),
+            "input2_multiplier": int(m[1]), "input2_shift": int(s[1]),
+            "output_multiplier": int(m_out), "output_shift": int(s_out_shift),
+            "activation_min": type_range[0], "activation_max": type_range[1]}
+
+
+@prepare("Abs")
+def abs_params(graph, node) -> dict:
+    """PrepareAbsRsqrt (ABS): a rescale only when the float32 scales differ, then
+    QuantizeMultiplier of double(float32(s_in / s_out)) (the ratio taken in float, as TFLite
+    Micro's SetAbsOutputMultiplier does)."""
+    s_in, z_in = per_tensor(graph, node, node.inputs[0])
+    s_out, z_out = per_tensor(graph, node, node.outputs[0])
+    needs_rescale = bool(np.float32(s_in) != np.float32(s_out))
+    m, e = (quantize_multipliers(node, float(np.float32(s_in) / np.float32(s_out)))
+            if needs_rescale else (0, 0))
+    return {"input_zero_point": z_in, "output_zero_point": z_out,
+            "needs_rescale": needs_rescale, "output_multiplier": int(m), "output_shift": int(e)}
 
 
 @prepare("Rsqrt")

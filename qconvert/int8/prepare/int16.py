@@ -13,10 +13,11 @@ What TFLite Micro does for int16, each pinned by a test against its interpreter
   32 with an int32 one (CONV_2D and FULLY_CONNECTED only). DEPTHWISE_CONV_2D reads its bias as int64
   whatever it is (an int32 bias is refused, as is none: TFLite Micro crashes without one);
   TRANSPOSE_CONV takes an int16 or int64 bias.
+- SQUARED_DIFFERENCE: left shift 0 (7 for int8), int16 clamps.
 - ADD / SUB: left shift 15 (20 for int8), the ratios in double (this TFLite Micro does so for
   SUB too, where older sources have float32).
-- MUL, MEAN, RELU, LEAKY_RELU, PRELU (int8 alpha), BATCH_MATMUL: the int8 multipliers with
-  int16 clamps; RELU6 clamps to [0, min(round(6 / s_in), 32767)].
+- MUL, MEAN, RELU, LEAKY_RELU, PRELU (int8 alpha), BATCH_MATMUL, ABS, RSQRT: the int8 multipliers
+  with int16 clamps; RELU6 clamps to [0, min(round(6 / s_in), 32767)].
 - SOFTMAX int16 -> int16: QuantizeMultiplier(s_in * beta / (10 / 65535)) and TFLite Micro's two
   513-entry tables (`lut16.softmax_luts`); output scale 1/32768. int8 -> int16: the int8
   scaling, output (1/65536, -32768).
@@ -42,6 +43,7 @@ from ..rounding import round_half_away
 from .common import LAYER_PARAMS, fail, fused_activation, no_params, per_tensor, \
     quantize_multipliers, registrar
 from .data import NO_PARAMS_OPS, concat_params_with
+from .arithmetic import squared_difference_params
 from .pooling import mean_params, pool_params_with
 
 INT16_MIN, INT16_MAX = -32768, 32767
@@ -216,6 +218,14 @@ def add_sub16_params(graph, node) -> dict:
             "activation_min": act_min, "activation_max": act_max}
 
 
+@prepare16("SquaredDifference")
+def squared_difference16_params(graph, node) -> dict:
+    """SquaredDifferencePrepare (int16): zero points 0, left shift 0, int16 clamps."""
+    for name in (*node.inputs[:2], node.outputs[0]):
+        _symmetric(graph, node, name)
+    return squared_difference_params(graph, node, left_shift=0, type_range=(INT16_MIN, INT16_MAX))
+
+
 @prepare16("Mul")
 def mul16_params(graph, node) -> dict:
     """CalculateOpDataMul (int16): double s1 * s2 / s_out; all zero points 0."""
@@ -235,7 +245,7 @@ def pool16_params(graph, node) -> dict:
     return pool_params_with(graph, node, _symmetric, _act_range16)
 
 
-@prepare16("Mean")
+@prepare16("Mean", "ReduceSum")
 def mean16_params(graph, node) -> dict:
     """MEAN (int16): the int8 Prepare (QuantizeMultiplier of s_in / s_out, 1 / count folded)."""
     _symmetric(graph, node, node.inputs[0])
@@ -336,6 +346,14 @@ def prelu16_params(graph, node) -> dict:
     if str(graph.tensors[node.inputs[1]].dtype) != "int8":
         fail(node, "a 16x8 PRELU takes an int8 alpha (TFLite Micro requires it)")
     return LAYER_PARAMS["PRelu"](graph, node)
+
+
+@prepare16("Abs", "Rsqrt")
+def abs_rsqrt16_params(graph, node) -> dict:
+    """PrepareAbsRsqrt (ABS, RSQRT, int16): zero points 0, the int8 multiplier."""
+    _symmetric(graph, node, node.inputs[0])
+    _symmetric(graph, node, node.outputs[0])
+    return LAYER_PARAMS[node.op](graph, node)
 
 
 @prepare16("Quantize")

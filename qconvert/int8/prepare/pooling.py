@@ -49,11 +49,12 @@ def resolve_axes(node, axes, rank) -> list:
     return resolved
 
 
-@prepare("Mean")
+@prepare("Mean", "ReduceSum")
 def mean_params(graph, node) -> dict:
-    """PrepareMeanOrSumHelper: QuantizeMultiplier(double(s_in) / double(s_out)); Eval folds
-    1 / count into it (`mean_multiplier`). `count`, `mean_multiplier` and `mean_shift` are
-    given when the reduced dimensions are static."""
+    """PrepareMeanOrSumHelper: QuantizeMultiplier(double(s_in) / double(s_out)); MEAN's Eval
+    folds 1 / count into it (`mean_multiplier`), SUM's does not (`mean_multiplier` is then the
+    multiplier). `count`, `mean_multiplier` and `mean_shift` are given when the reduced
+    dimensions are static."""
     s_in, z_in = per_tensor(graph, node, node.inputs[0])
     s_out, z_out = per_tensor(graph, node, node.outputs[0])
     m, s = quantize_multipliers(node, float(s_in) / float(s_out))
@@ -70,5 +71,6 @@ def mean_params(graph, node) -> dict:
         if all(isinstance(d, (int, np.integer)) for d in dims):
             count = int(np.prod(dims, dtype=np.int64))
             out["count"] = count
-            out["mean_multiplier"], out["mean_shift"] = mean_multiplier(m, s, count)
+            out["mean_multiplier"], out["mean_shift"] = (int(m), int(s)) \
+                if node.op == "ReduceSum" else mean_multiplier(m, s, count)
     return out
