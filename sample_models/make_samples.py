@@ -5,7 +5,7 @@ pattern the shared models lack:
 
 - `opaque_ops.onnx`: Conv -> Relu -> Resize -> LRN, plus Size of the input: ops outside the
   schema table that must be carried through unchanged (runs in onnxruntime).
-- `unknown_builtin.tflite`: CONV_2D -> SLICE -> REVERSE_V2 -> ADD: TFLite builtins outside the
+- `unknown_builtin.tflite`: CONV_2D -> NEG -> FLOOR -> ADD: TFLite builtins outside the
   schema table (runs in LiteRT).
 - `all_ops.tflite`: one of each TFLite builtin of the schema table the shared models lack (MEAN,
   SUB, MUL, LOGISTIC, TANH, RELU, RELU6, HARD_SWISH, CONCATENATION, PAD, TRANSPOSE, SQUEEZE,
@@ -193,15 +193,12 @@ def make_unknown_builtin_tflite(path: Path) -> None:
     rng = np.random.default_rng(2)
     m = _TfliteBuilder()
     c = _conv_front(m, rng)
-    begin = m.tensor("slice/begin", [4], 2, np.array([0, 1, 2, 0], np.int32))
-    size = m.tensor("slice/size", [4], 2, np.array([1, 6, 5, 4], np.int32))
-    s = m.tensor("slice/out", [1, 6, 5, 4])
-    m.op(tflite.BuiltinOperator.SLICE, [c, begin, size], [s])
-    axis = m.tensor("reverse/axis", [1], 2, np.array([3], np.int32))
-    g = m.tensor("reverse/out", [1, 6, 5, 4])
-    m.op(tflite.BuiltinOperator.REVERSE_V2, [s, axis], [g])
+    s = m.tensor("neg/out", [1, 8, 8, 4])
+    m.op(tflite.BuiltinOperator.NEG, [c], [s])
+    g = m.tensor("floor/out", [1, 8, 8, 4])
+    m.op(tflite.BuiltinOperator.FLOOR, [s], [g])
     k = m.tensor("add/k", [4], data=np.array([0.5, -1.0, 2.0, 0.25], np.float32))
-    y = m.tensor("output", [1, 6, 5, 4])
+    y = m.tensor("output", [1, 8, 8, 4])
 
     def add_options(b):
         tflite.AddOptionsStart(b)

@@ -249,7 +249,19 @@ register(OpSchema(
     tflite=TfliteSpec("STRIDED_SLICE", "StridedSliceOptions", int8_version=2), int8="same_scale"))
 register(OpSchema(
     "Pack", "Stack equally shaped inputs along a new `axis` (TFLite PACK).",
-    (Input("inputs", variadic=True),), tflite=TfliteSpec("PACK", "PackOptions")))
+    (Input("inputs", variadic=True),), tflite=TfliteSpec("PACK", "PackOptions", int8_version=2),
+    int8="same_scale"))
+register(OpSchema(
+    "Unpack", "Split along `axis` into its `num` slices, that axis removed (TFLite UNPACK).",
+    (X,), tflite=TfliteSpec("UNPACK", "UnpackOptions", int8_version=2), int8="same_scale"))
+register(OpSchema(
+    "SliceBySize", "The box starting at the `begin` input of the `size` input's extent (-1: to "
+    "the end) (TFLite SLICE).", (X, Input("begin", "param"), Input("size", "param")),
+    tflite=TfliteSpec("SLICE", "SliceOptions", int8_version=2), int8="same_scale"))
+register(OpSchema(
+    "Reverse", "Reverse the order along the axes of the `axis` input (TFLite REVERSE_V2).",
+    (X, Input("axis", "param")),
+    tflite=TfliteSpec("REVERSE_V2", "ReverseV2Options", int8_version=3), int8="same_scale"))
 register(OpSchema("Identity", "y = x.", (X,), onnx=OnnxSpec("Identity"), int8="same_scale"))
 register(OpSchema("Dropout", "Identity at inference (ONNX).",
                   (X, Input("ratio", "param", optional=True),

@@ -417,7 +417,17 @@ def _every_op_model(header_only_ops: bool = False) -> Model:
     sd = n.node("SquaredDifference", [fc, lr], "squared_difference", (1, 6), 0.3, -128)
     su = n.node("ReduceSum", [fc, n.const("sum_axes", np.asarray([1], np.int32))], "sum", (1,),
                 0.4, 3, keepdims=0)
-    last = [pr, rs, ab, sd, su]
+    sl = n.node("SliceBySize", [fc, n.const("sl_begin", np.asarray([0, 1], np.int32)),
+                                n.const("sl_size", np.asarray([1, -1], np.int32))], "slice",
+                (1, 5), 0.05, -5)
+    rv = n.node("Reverse", [sl, n.const("rv_axis", np.asarray([1], np.int32))], "reverse",
+                (1, 5), 0.05, -5)
+    pk = n.node("Pack", [sl, rv], "pack", (1, 2, 5), 0.05, -5, axis=1, values_count=2)
+    unpacked = ["unpack_0", "unpack_1"]
+    for name in unpacked:
+        n.g.add_tensor(Tensor(name, (1, 5), "int8", quant=n._q(0.05, -5)))
+    n.g.nodes.append(Node("Unpack", [pk], unpacked, {"axis": 1, "num": 2}, unpacked[0]))
+    last = [pr, rs, ab, sd, su, pk, *unpacked]
     if header_only_ops:
         last = [n.node("Div", [pr, rs], "div", (1, 6), 0.2, 3, activation="NONE")]
     extra = _onnx_export_ops(n, m, d)
@@ -571,22 +581,20 @@ def test_float_model_without_calibration_is_refused(tmp_path):
 def test_ops_the_header_cannot_express_are_all_named(tmp_path):
     line = _assert_fails(tmp_path, [SAMPLE_MODELS / "unknown_builtin.tflite", "-o",
                                     tmp_path / "x.h"], "cannot export a C header")
-    assert "SLICE" in line and "REVERSE_V2" in line
+    assert "NEG" in line and "FLOOR" in line
     n = Q8(51)  # int8 ops qconvert knows but without int8 parameters
     x = n.input("x", (1, 4), 0.05, 0)
     c = n.node("Cast", [x], "cast", (1, 4), 0.05, 0)
     d = n.node("Cast", [c], "cast2", (1, 4), 0.05, 0)
-    p = n.node("Pack", [d, d], "pack", (2, 1, 4), 0.05, 0, axis=0, values_count=2)
-    begin = n.const("begin", np.asarray([0, 0, 1], np.int32))
-    size = n.const("size", np.asarray([2, 1, 2], np.int32))
-    n.node("SLICE", [p, begin, size], "slice", (2, 1, 2), 0.05, 0)  # a builtin qconvert lacks
+    p = n.node("Sqrt", [d], "sqrt", (1, 4), 0.05, 0)
+    n.node("NEG", [p], "neg", (1, 4), 0.05, 0)  # a builtin qconvert lacks
     n.g.nodes[-1].opaque = True
-    n.g.nodes[-1].origin = {"version": 1, "code": 65, "custom_code": None, "options_type": "NONE",
+    n.g.nodes[-1].origin = {"version": 1, "code": 59, "custom_code": None, "options_type": "NONE",
                             "options": {}, "custom_options": None, "custom_options_format": 0}
     path = tmp_path / "cast.tflite"
-    path.write_bytes(n.build(["slice"]))
+    path.write_bytes(n.build(["neg"]))
     line = _assert_fails(tmp_path, [path, "-o", tmp_path / "y.h"], "cannot express", path)
-    assert "Cast (x2)" in line and "Pack" in line and "SLICE (unknown)" in line
+    assert "Cast (x2)" in line and "Sqrt" in line and "NEG (unknown)" in line
 
 
 def test_layers_tflite_micro_refuses_are_all_named(tmp_path):

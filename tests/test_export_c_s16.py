@@ -458,6 +458,26 @@ def test_quantize_16x8_then_export_c_is_bit_exact(tmp_path, option):
         _check_host(out, tmp_path / f"c_{kernels}", kernels)
 
 
+@pytest.mark.parametrize("kernels", ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)])
+def test_quantized_prelu_split_v_padv2_squeeze_export_bit_exact(tmp_path, kernels):
+    """`quantize --activations int16` of an ONNX model with PRELU (int8 alpha), SPLIT_V, PADV2,
+    MAXIMUM / MINIMUM, RESIZE_NEAREST_NEIGHBOR and SQUEEZE, then export-c: TFLite Micro's bits."""
+    from test_int16 import _op_zoo3
+
+    src = tmp_path / "zoo3.onnx"
+    src.write_bytes(_op_zoo3())
+    np.save(tmp_path / "calib.npy", np.random.default_rng(0).normal(
+        0, 1, (16, 4, 8, 8)).astype(np.float32))
+    out = tmp_path / "zoo3.tflite"
+    result = CliRunner().invoke(main, ["quantize", str(src), "--calibration",
+                                       str(tmp_path / "calib.npy"), "--activations", "int16",
+                                       "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    graph = load_model(out).graph
+    assert {"PRelu", "SplitSizes", "PadV2", "Squeeze"} <= {n.op for n in graph.nodes}
+    _check_host(out, tmp_path / "c", kernels)
+
+
 def test_16x8_convolutions_and_pools_run_over_their_input(tmp_path):
     """The int8 kernels' in-place contract holds for the _s16 ones (in bytes of int16
     elements): the plan puts conv / depthwise / pool outputs over their dying inputs, and the

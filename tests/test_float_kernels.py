@@ -184,6 +184,29 @@ def test_tflite_squared_difference_with_broadcast(tmp_path):
     check_tflite(tmp_path, n.build(["y"]), seeds=(0, 1))
 
 
+def test_tflite_slice_reverse_pack(tmp_path):
+    n = TfGraph()
+    x = n.input("x", (2, 5, 6, 3))
+    sl = n.node("SliceBySize", [x, n.const("b", np.asarray([0, 1, 2, 0], np.int32)),
+                                n.const("s", np.asarray([-1, 3, -1, 2], np.int32))], "sl",
+                (2, 3, 4, 2))
+    rv = n.node("Reverse", [sl, n.const("ax", np.asarray([3, 2], np.int32))], "rv", (2, 3, 4, 2))
+    n.node("Pack", [sl, rv], "pk", (2, 2, 3, 4, 2), axis=1, values_count=2)
+    check_tflite(tmp_path, n.build(["pk", "rv"]), seeds=(0, 1))
+
+
+def test_tflite_unpack(tmp_path):
+    from qconvert.ir import Node, Tensor
+
+    n = TfGraph()
+    x = n.input("x", (2, 3, 4))
+    names = [f"u{k}" for k in range(4)]
+    for name in names:
+        n.g.add_tensor(Tensor(name, (2, 3), "float32"))
+    n.g.nodes.append(Node("Unpack", [x], names, {"axis": -1, "num": 4}, names[0]))
+    check_tflite(tmp_path, n.build(names), seeds=(0, 1))
+
+
 def test_onnx_hard_sigmoid_and_hard_swish(tmp_path):
     nodes = [helper.make_node("HardSigmoid", ["x"], ["a"], alpha=0.3, beta=0.4),
              helper.make_node("HardSigmoid", ["x"], ["b"]),

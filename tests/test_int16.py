@@ -475,7 +475,9 @@ def test_verify_runs_16x8_models_in_the_integer_executor(tmp_path):
 
 # the converter's 16x8 models of normalisation ops and their float originals (make_int16_models)
 NORM_OPS = {"rsqrt_16x8": "Rsqrt", "abs_16x8": "Abs",
-            "squared_difference_16x8": "SquaredDifference", "sum_16x8": "ReduceSum"}
+            "squared_difference_16x8": "SquaredDifference", "sum_16x8": "ReduceSum",
+            "slice_16x8": "SliceBySize", "pack_16x8": "Pack", "unpack_16x8": "Unpack",
+            "reverse_16x8": "Reverse"}
 
 
 @pytest.mark.parametrize("name", sorted(NORM_OPS))
@@ -508,3 +510,67 @@ def test_activations_int16_makes_normalisation_ops_16x8_as_the_converter(tmp_pat
     data = serialize(ours)
     g = read_tflite(data).graph
     assert_same16(data, [feeds_for(g, seed) for seed in range(3)])
+
+
+def _op_zoo3() -> bytes:
+    """PRELU, SPLIT_V, PADV2, MAXIMUM / MINIMUM, RESIZE_NEAREST_NEIGHBOR and SQUEEZE (ONNX PRelu,
+    Split of unequal sizes, Pad with a value, Clip(-1, 1), Resize nearest, Squeeze)."""
+    n = OnnxNet(5)
+    x = n.input("x", [1, 4, 8, 8])
+    c = n.conv(x, 4, 8, "c1", pads=[1, 1, 1, 1])
+    slope = np.linspace(0.05, 0.4, 8, dtype=np.float32).reshape(8, 1, 1)
+    pr = n.node("PRelu", [c, n.const("slope", slope)], "prelu")
+    n.node("Split", [pr, n.const("sp", np.array([3, 5], np.int64))], "s0", axis=1)
+    n.nodes[-1].output[:] = ["s0", "s1"]
+    pad = n.node("Pad", ["s0", n.const("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)),
+                         n.const("pv", np.float32(0.5))], "pad")
+    clip = n.node("Clip", [pad, n.const("lo", np.float32(-1)), n.const("hi", np.float32(1))],
+                  "clip")
+    rs = n.node("Resize", ["s1", "", n.const("scales", np.array([1, 1, 2, 2], np.float32))],
+                "rs", mode="nearest")
+    mean = n.node("ReduceMean", [rs], "mean", axes=[2, 3], keepdims=1)
+    sq = n.node("Squeeze", [mean, n.const("sqa", np.array([2, 3], np.int64))], "sq")
+    return n.build([clip, sq])
+
+
+def _all_16x8(tmp_path, source, calib_shape) -> tuple:
+    """`quantize --activations int16` of `source`: (graph, every layer's output checked
+    against TFLite Micro bit for bit on moderate and full-range inputs)."""
+    from test_int16_executor import assert_same16, feeds_for
+
+    from qconvert.model_io import serialize
+    from qconvert.tflite_reader import read_tflite
+
+    np.save(tmp_path / "calib.npy", np.random.default_rng(0).normal(
+        0, 1, (16, *calib_shape)).astype(np.float32))
+    out, _, _ = _quantize(tmp_path, source, tmp_path / "calib.npy", "q16.tflite",
+                          "--activations", "int16")
+    model = load_model(out)
+    graph = model.graph
+    model.graph.outputs = [o for n in graph.nodes for o in n.outputs if o is not None]
+    data = serialize(model)
+    g = read_tflite(data).graph
+    assert_same16(data, [feeds_for(g, seed) for seed in range(3)])
+    return load_model(out).graph
+
+
+@pytest.mark.parametrize("source", ["misc_16x8", "zoo3"])
+def test_ops_tflite_micro_runs_16x8_are_not_wrapped_in_quantize(tmp_path, source):
+    """MAXIMUM, MINIMUM, RESIZE_NEAREST_NEIGHBOR, SPLIT (the converter's misc_16x8 float model),
+    PRELU, SPLIT_V, PADV2, SQUEEZE (ONNX): all 16x8 with `--activations int16`, no QUANTIZE
+    between int8 and int16, TFLite Micro's bits."""
+    if source == "zoo3":
+        path = tmp_path / "zoo3.onnx"
+        path.write_bytes(_op_zoo3())
+        graph = _all_16x8(tmp_path, path, (4, 8, 8))
+        want = {"PRelu", "SplitSizes", "PadV2", "Maximum", "Minimum", "ResizeNearest",
+                "Squeeze"}
+    else:
+        graph = _all_16x8(tmp_path, TEST_MODELS / "int16" / "float" / "misc_16x8.tflite",
+                          (6, 8, 4))
+        want = {"Maximum", "Minimum", "ResizeNearest", "SplitEqual", "TransposeConv",
+                "BatchMatMul", "LeakyRelu"}
+    ops = {n.op for n in graph.nodes}
+    assert want <= ops, want - ops
+    assert "Quantize" not in ops
+    assert all(t.dtype == "int16" for t in _activations(graph).values())

@@ -379,6 +379,14 @@ def test_rsqrt16_refuses_a_negative_input_as_tflite_micro_fails():
         run_int8(read_tflite(data).graph, {"x": x})
 
 
+def test_slice_reverse_pack_unpack_move_int16_values():
+    from test_int_executor import movement_model
+
+    data = movement_model("int16")
+    g = read_tflite(data).graph
+    assert_same16(data, [full_range16(g, 0), feeds_for(g, 0)])
+
+
 def squared_difference16_model(s1, s2, s_out, b_shape=(1, 8, 8, 16)) -> bytes:
     """A 16x8 SQUARED_DIFFERENCE of a (1, 8, 8, 16) input and one of `b_shape` (broadcast)."""
     n = Q8(2)

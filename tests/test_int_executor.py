@@ -373,6 +373,44 @@ def test_squared_difference_with_broadcast(scales):
     assert_same(n.build(["y", "z"]), feeds)
 
 
+def movement_model(dtype="int8") -> bytes:
+    """SLICE, REVERSE_V2, PACK and UNPACK (TFLite Micro copies the values: one quantization for
+    inputs and outputs); `dtype` int8 or int16."""
+    n = Q8(12)
+    q = (0.05, -3) if dtype == "int8" else (3e-4, 0)
+    x = n.input("x", (1, 6, 8, 4), *q, dtype=dtype)
+    sl = n.node("SliceBySize", [x, n.const("begin", np.asarray([0, 1, 2, 1], np.int32)),
+                                n.const("size", np.asarray([1, 4, -1, 2], np.int32))],
+                "slice", (1, 4, 6, 2), *q, dtype=dtype)
+    rv = n.node("Reverse", [sl, n.const("raxis", np.asarray([1, 2], np.int32))], "reverse",
+                (1, 4, 6, 2), *q, dtype=dtype)
+    pk = n.node("Pack", [sl, rv], "pack", (1, 2, 4, 6, 2), *q, dtype=dtype, axis=1,
+                values_count=2)
+    names = ["unpack_0", "unpack_1"]
+    for name in names:
+        n.g.add_tensor(Tensor(name, (1, 4, 6), dtype, quant=n._q(*q)))
+    n.g.nodes.append(Node("Unpack", [rv], names, {"axis": -1, "num": 2}, names[0]))
+    return n.build([pk, *names])
+
+
+def test_slice_reverse_pack_unpack_move_int8_values():
+    data = movement_model()
+    assert_same(data, int8_feeds(data, 3))
+
+
+def test_reverse_of_non_contiguous_axes_is_refused_as_tflite_micro_refuses_it():
+    n = Q8()
+    x = n.input("x", (1, 3, 4, 2), 0.05, 0)
+    n.node("Reverse", [x, n.const("ax", np.asarray([1, 3], np.int32))], "y", (1, 3, 4, 2),
+           0.05, 0)
+    data = n.build(["y"])
+    feeds = {"x": np.zeros((1, 3, 4, 2), np.int8)}
+    with pytest.raises(Exception):
+        tflm(data, [feeds["x"]])
+    with pytest.raises(QConvertError, match="not contiguous"):
+        run_int8(read_tflite(data).graph, feeds)
+
+
 @pytest.mark.parametrize("op,kernel,strides,padding,act", [
     ("AveragePool", (3, 3), (2, 2), "SAME", "NONE"), ("AveragePool", (2, 3), (1, 1), "SAME", "RELU6"),
     ("AveragePool", (7, 5), (7, 5), "VALID", "NONE"), ("MaxPool", (2, 2), (2, 2), "SAME", "RELU"),

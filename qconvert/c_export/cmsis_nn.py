@@ -24,7 +24,9 @@ order.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from string import Template
+from typing import Callable
 
 import numpy as np
 
@@ -84,7 +86,36 @@ def _check(status_call: str) -> list:
     return [f"if ({status_call} != ARM_CMSIS_NN_SUCCESS) {{", "    return 1;", "}"]
 
 
-def _conv(graph, node, step):
+@dataclass(frozen=True)
+class ConvKernels:
+    """What differs between the int8 (`S8_CONV`) and the 16x8 (`cmsis_nn_s16.S16_CONV`) calls
+    of CMSIS-NN's convolution wrappers: the kernel suffix, the scratch bytes per build of a conv
+    and of a depthwise conv ((x, y, kh, kw, layer params) -> {"helium": .., "other": ..}), the
+    bias ((graph, node, layer params, channels, depthwise) -> (array, C argument, declarations))
+    and whether an output overlapping its input is run band by band (else the plan keeps them
+    apart)."""
+
+    suffix: str
+    conv_scratch: Callable
+    depthwise_scratch: Callable
+    bias: Callable
+    banded: bool
+
+
+def _bias_s8(graph, node, p, channels, depthwise) -> tuple:
+    bias = graph.tensors[node.inputs[2]].data if len(node.inputs) > 2 and node.inputs[2] else None
+    return ("bias", "int32_t", bias if bias is not None else np.zeros(channels, np.int32)), \
+        "@L_bias", []
+
+
+S8_CONV = ConvKernels(
+    "s8", lambda x, y, kh, kw, p: conv_scratch(x[3], kh, kw, p["pads"][1]),
+    lambda x, y, kh, kw, p: depthwise_scratch(x[3], y[3], kh, kw, p["pads"][1]), _bias_s8, True)
+
+
+def conv_step(graph, node, step, kernels: ConvKernels) -> Step:
+    """Conv2D / DepthwiseConv2D `step` as arm_convolve_wrapper_<suffix> /
+    arm_depthwise_conv_wrapper_<suffix>, checking the library's scratch size at run time."""
     p = layer_params(graph, node)
     x, y = tensor_dims(graph, node.inputs[0]), tensor_dims(graph, node.outputs[0])
     w = graph.tensors[node.inputs[1]].data
@@ -93,24 +124,23 @@ def _conv(graph, node, step):
     act = f"{{{p['activation_min']}, {p['activation_max']}}}"
     geo = (f"{{{p['strides'][1]}, {p['strides'][0]}}}, {{{p['pads'][1]}, {p['pads'][0]}}}, "
            f"{{{p['dilations'][1]}, {p['dilations'][0]}}}, {act}")
+    offsets = f"{p['input_offset']}, {p['output_offset']}"
     if depthwise:
         mult = y[3] // x[3]
-        scratch = depthwise_scratch(x[3], y[3], kh, kw, p["pads"][1])
-        decls = [f"static const cmsis_nn_dw_conv_params @L_conv = {{{p['input_offset']}, "
-                 f"{p['output_offset']}, {mult}, {geo}}};",
+        scratch = kernels.depthwise_scratch(x, y, kh, kw, p)
+        decls = [f"static const cmsis_nn_dw_conv_params @L_conv = {{{offsets}, {mult}, {geo}}};",
                  f"static const cmsis_nn_dims @L_filter_dims = {{1, {kh}, {kw}, {y[3]}}};"]
-        fn, params, size_fn = ("arm_depthwise_conv_wrapper_s8", "cmsis_nn_dw_conv_params",
-                               "arm_depthwise_conv_wrapper_s8_get_buffer_size")
+        fn = f"arm_depthwise_conv_wrapper_{kernels.suffix}"
     else:
-        scratch = conv_scratch(x[3], kh, kw, p["pads"][1])
-        decls = [f"static const cmsis_nn_conv_params @L_conv = {{{p['input_offset']}, "
-                 f"{p['output_offset']}, {geo}}};",
+        scratch = kernels.conv_scratch(x, y, kh, kw, p)
+        decls = [f"static const cmsis_nn_conv_params @L_conv = {{{offsets}, {geo}}};",
                  f"static const cmsis_nn_dims @L_filter_dims = {{{y[3]}, {kh}, {kw}, {x[3]}}};"]
-        fn, size_fn = "arm_convolve_wrapper_s8", "arm_convolve_wrapper_s8_get_buffer_size"
-    arrays = [a for a in step.arrays if a[0] != "bias"]
-    bias = graph.tensors[node.inputs[2]].data if len(node.inputs) > 2 and node.inputs[2] else None
-    arrays.append(("bias", "int32_t", bias if bias is not None else np.zeros(y[3], np.int32)))
-    decls += [f"static const cmsis_nn_per_channel_quant_params @L_quant = "
+        fn = f"arm_convolve_wrapper_{kernels.suffix}"
+    size_fn = f"{fn}_get_buffer_size"
+    bias, bias_arg, bias_decls = kernels.bias(graph, node, p, y[3], depthwise)
+    arrays = [a for a in step.arrays if a[0] != "bias"] + [bias]
+    decls += [*bias_decls,
+              "static const cmsis_nn_per_channel_quant_params @L_quant = "
               "{(int32_t *)@L_multiplier, (int32_t *)@L_shift};",
               f"static const cmsis_nn_dims @L_input_dims = {_dims(x)};",
               f"static const cmsis_nn_dims @L_bias_dims = {{1, 1, 1, {y[3]}}};",
@@ -121,9 +151,9 @@ def _conv(graph, node, step):
             "    }",
             *("    " + c for c in _check(
                 f"{fn}(&ctx, &@L_conv, &@L_quant, &@L_input_dims, $in0, &@L_filter_dims, "
-                "@L_weights, &@L_bias_dims, @L_bias, &@L_output_dims, $out0)")), "}"]
+                f"@L_weights, &@L_bias_dims, {bias_arg}, &@L_output_dims, $out0)")), "}"]
     made = _step(graph, node, step.index, call, arrays, decls, scratch)
-    bands = row_bands(x, y, kh, p)
+    bands = row_bands(x, y, kh, p) if kernels.banded else None
     if bands is not None:
         made.plan.overlap = [("bands", 0, *bands)]
         made.banded = Template("\n".join(_banded_call(fn, size_fn, x, y, kh, p, scratch,
@@ -268,12 +298,14 @@ def elementwise_step(graph, node, step, suffix="s8"):
     return _step(graph, node, step.index, _check(call), [], [], None, overlap)
 
 
-def _softmax(graph, node, step):
+def softmax_step(graph, node, step, fn="arm_softmax_s8"):
+    """Softmax from int8 -> arm_softmax_s8 (int8 output) or arm_softmax_s8_s16 (int16 output:
+    the same code with 16 output bits); both take the same arguments."""
     p = layer_params(graph, node)
     dims = tensor_dims(graph, node.inputs[0])
     row = dims[-1]
     rows = int(np.prod(dims, dtype=np.int64)) // row
-    call = [f"arm_softmax_s8($in0, {rows}, {row}, {p['input_multiplier']}, "
+    call = [f"{fn}($in0, {rows}, {row}, {p['input_multiplier']}, "
             f"{p['input_left_shift']}, {p['diff_min']}, $out0);"]
     return _step(graph, node, step.index, call, [], [])
 
@@ -287,7 +319,7 @@ def lower_cmsis(graph, step: Step, options) -> Step:
     if node.op in ("Conv2D", "DepthwiseConv2D"):
         grouped = node.op == "Conv2D" and graph.tensors[node.inputs[1]].data.shape[3] != \
             tensor_dims(graph, node.inputs[0])[3]
-        return step if grouped else _conv(graph, node, step)  # grouped: the portable kernel
+        return step if grouped else conv_step(graph, node, step, S8_CONV)  # grouped: portable
     if node.op == "FullyConnected":
         return _fc(graph, node, step, options)
     if node.op in ("AveragePool", "MaxPool"):
@@ -295,5 +327,5 @@ def lower_cmsis(graph, step: Step, options) -> Step:
     if node.op in ("Add", "Mul"):
         return elementwise_step(graph, node, step)
     if node.op == "Softmax":
-        return _softmax(graph, node, step)
+        return softmax_step(graph, node, step)
     return step

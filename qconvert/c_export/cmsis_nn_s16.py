@@ -34,7 +34,8 @@ import numpy as np
 
 from qconvert.int8.prepare import layer_params
 
-from .cmsis_nn import _check, _ctx, _dims, _step, elementwise_step, pool_step
+from .cmsis_nn import (ConvKernels, _check, _ctx, _step, conv_step, elementwise_step, pool_step,
+                       softmax_step)
 from .model_steps import fc_geometry, tensor_dims
 
 
@@ -51,49 +52,26 @@ def depthwise_s16_scratch(cin, kh, kw, fast: bool) -> dict:
     return {"helium": 4 * cin * kh * kw * 2 + 8, "other": cin * kh * kw * 2}
 
 
-def _conv(graph, node, step):
-    p = layer_params(graph, node)
-    x, y = tensor_dims(graph, node.inputs[0]), tensor_dims(graph, node.outputs[0])
-    w = graph.tensors[node.inputs[1]].data
-    depthwise = node.op == "DepthwiseConv2D"
-    kh, kw = int(w.shape[1]), int(w.shape[2])
-    act = f"{{{p['activation_min']}, {p['activation_max']}}}"
-    geo = (f"{{{p['strides'][1]}, {p['strides'][0]}}}, {{{p['pads'][1]}, {p['pads'][0]}}}, "
-           f"{{{p['dilations'][1]}, {p['dilations'][0]}}}, {act}")
-    arrays = [a for a in step.arrays if a[0] != "bias"]
+def _bias_s16(graph, node, p, channels, depthwise) -> tuple:
+    """An int64 bias (the 64-bit accumulator) or an int32 one; zeros when the layer has none.
+    arm_convolve_wrapper_s16 takes it through `cmsis_nn_bias_data` (is_int32_bias)."""
     wide = p["accumulator_bits"] == 64
-    bias = p["bias"] if p["bias"] is not None else np.zeros(y[3], np.int64)
-    arrays.append(("bias", "int64_t" if wide else "int32_t", bias))
+    bias = p["bias"] if p["bias"] is not None else np.zeros(channels, np.int64)
+    array = ("bias", "int64_t" if wide else "int32_t", bias)
     if depthwise:
-        mult = y[3] // x[3]
-        fast = mult == 1 and p["dilations"] == [1, 1] and kh * kw < 512
-        scratch = depthwise_s16_scratch(x[3], kh, kw, fast)
-        decls = [f"static const cmsis_nn_dw_conv_params @L_conv = {{0, 0, {mult}, {geo}}};",
-                 f"static const cmsis_nn_dims @L_filter_dims = {{1, {kh}, {kw}, {y[3]}}};"]
-        fn, size_fn = ("arm_depthwise_conv_wrapper_s16",
-                       "arm_depthwise_conv_wrapper_s16_get_buffer_size")
-        bias_arg = "@L_bias"
-    else:
-        scratch = conv_s16_scratch(x[3], kh, kw)
-        decls = [f"static const cmsis_nn_conv_params @L_conv = {{0, 0, {geo}}};",
-                 f"static const cmsis_nn_dims @L_filter_dims = {{{y[3]}, {kh}, {kw}, {x[3]}}};",
-                 "static const cmsis_nn_bias_data @L_bias_data = "
-                 f"{{(const void *)@L_bias, {'false' if wide else 'true'}}};"]
-        fn, size_fn = "arm_convolve_wrapper_s16", "arm_convolve_wrapper_s16_get_buffer_size"
-        bias_arg = "&@L_bias_data"
-    decls += ["static const cmsis_nn_per_channel_quant_params @L_quant = "
-              "{(int32_t *)@L_multiplier, (int32_t *)@L_shift};",
-              f"static const cmsis_nn_dims @L_input_dims = {_dims(x)};",
-              f"static const cmsis_nn_dims @L_bias_dims = {{1, 1, 1, {y[3]}}};",
-              f"static const cmsis_nn_dims @L_output_dims = {_dims(y)};"]
-    dims = "&@L_input_dims, &@L_filter_dims, &@L_output_dims"
-    call = ["{", *("    " + c for c in _ctx(scratch)),
-            f"    if ({size_fn}(&@L_conv, {dims}) > $scratch_size) {{", "        return 2;",
-            "    }",
-            *("    " + c for c in _check(
-                f"{fn}(&ctx, &@L_conv, &@L_quant, &@L_input_dims, $in0, &@L_filter_dims, "
-                f"@L_weights, &@L_bias_dims, {bias_arg}, &@L_output_dims, $out0)")), "}"]
-    return _step(graph, node, step.index, call, arrays, decls, scratch)
+        return array, "@L_bias", []
+    return array, "&@L_bias_data", ["static const cmsis_nn_bias_data @L_bias_data = "
+                                    f"{{(const void *)@L_bias, {'false' if wide else 'true'}}};"]
+
+
+def _depthwise_scratch(x, y, kh, kw, p) -> dict:
+    fast = y[3] == x[3] and p["dilations"] == [1, 1] and kh * kw < 512
+    return depthwise_s16_scratch(x[3], kh, kw, fast)
+
+
+# the 16x8 convolution calls: no row bands (an output never overlaps its input)
+S16_CONV = ConvKernels("s16", lambda x, y, kh, kw, p: conv_s16_scratch(x[3], kh, kw),
+                       _depthwise_scratch, _bias_s16, False)
 
 
 def _fc(graph, node, step):
@@ -118,29 +96,19 @@ def _fc(graph, node, step):
     return _step(graph, node, step.index, call, list(step.arrays), decls)
 
 
-def _softmax_s8_s16(graph, node, step):
-    p = layer_params(graph, node)
-    dims = tensor_dims(graph, node.inputs[0])
-    row = dims[-1]
-    rows = int(np.prod(dims, dtype=np.int64)) // row
-    call = [f"arm_softmax_s8_s16($in0, {rows}, {row}, {p['input_multiplier']}, "
-            f"{p['input_left_shift']}, {p['diff_min']}, $out0);"]
-    return _step(graph, node, step.index, call, [], [])
-
-
 def lower_cmsis_s16(graph, step, options):
     """`step` (a 16x8 layer) as a CMSIS-NN s16 call where that is TFLite Micro's result, else
     unchanged (see the module docstring)."""
     node = step.node
     if node.op == "Softmax" and graph.tensors[node.inputs[0]].dtype == "int8":
-        return _softmax_s8_s16(graph, node, step)
+        return softmax_step(graph, node, step, "arm_softmax_s8_s16")
     if graph.tensors[node.inputs[0]].dtype != "int16" or \
             graph.tensors[node.outputs[0]].dtype != "int16":
         return step  # QUANTIZE / DEQUANTIZE between types: the portable kernel
     if node.op in ("Conv2D", "DepthwiseConv2D"):
         grouped = node.op == "Conv2D" and graph.tensors[node.inputs[1]].data.shape[3] != \
             tensor_dims(graph, node.inputs[0])[3]
-        return step if grouped else _conv(graph, node, step)
+        return step if grouped else conv_step(graph, node, step, S16_CONV)
     if node.op == "FullyConnected":
         return _fc(graph, node, step)
     if node.op in ("AveragePool", "MaxPool"):

@@ -140,6 +140,10 @@ OP_SPECS: dict[str, OpSpec] = {
     "Reshape": OpSpec(skipped=frozenset({"output_shape"})),
     "Squeeze": OpSpec(),
     "Transpose": OpSpec(constants=((1, "PERM"),)),
+    "SliceBySize": OpSpec(constants=((1, "BEGIN"), (2, "SIZE"))),
+    "Reverse": OpSpec(fields=(("axes", "AXES", "array"),), constants=((1, "AXIS"),)),
+    "Pack": OpSpec(fields=(("axis", "AXIS", "int"),), attrs=(("values_count", "VALUES_COUNT"),)),
+    "Unpack": OpSpec(attrs=(("axis", "AXIS"), ("num", "NUM"))),
     "Gather": OpSpec(constants=((1, "INDICES"),), attrs=(("axis", "AXIS"),)),
     # transformer-era ops (the constant slope of PRELU is written as its `_input2` array)
     "LeakyRelu": OpSpec(fields=(

@@ -15,6 +15,12 @@ kernels (bit-exact with TFLite Micro), one per rounding when they differ; data m
 (Transpose, StridedSlice, Gather, Pad, Concat) becomes strided box copies computed by running
 the integer kernel on index arrays (`index_maps`). Reshape and Squeeze are aliases (no code).
 `cmsis_nn.lower_cmsis` replaces the calls CMSIS-NN has kernels for.
+
+The layers whose arithmetic is the same for int8 and 16x8 (int16 activations, int8 weights):
+conv, depthwise conv, fully connected, pools, Add / Sub / Mul / Maximum / Minimum / PRelu, Mean,
+data movement, TransposeConv and BatchMatMul, are lowered here once for both; what the activation
+type changes (kernel suffix, element type, output range, kernel sources, how the bias is passed)
+is its row of `ACTIVATIONS`. The 16x8-only lowerings are `model_steps_s16`'s.
 """
 
 from __future__ import annotations
@@ -32,20 +38,80 @@ from qconvert.ir.graph import list_ops
 
 from .c_text import c_int
 from .fc_layout import fc_weights_in_layout
-from .index_maps import (MAX_RANK, boxes_of, broadcast_strides, conv_minread,
+from .index_maps import (MAX_RANK, NEVER, boxes_of, broadcast_strides, conv_minread,
                          contiguous_strides, merged, tagged)
 from .memory_plan import PlanStep
 
 DTYPES = {"int8": ("int8_t", 1), "int16": ("int16_t", 2), "float32": ("float", 4)}
-PORTABLE_FILES = ("qconvert_fc_1x4.h", "qconvert_fc_1x4.c", "qconvert_nn.h")
-_CONV_FILES = {"qconvert_nn_conv.c"}
-_OPS_FILES = {"qconvert_nn_ops.c"}
+PORTABLE_FILES = ("qconvert_fc_1x4.h", "qconvert_fc_1x4.c", "qconvert_nn.h",
+                  "qconvert_nn_loops.h")
+_CONV_FILES = frozenset({"qconvert_nn_conv.c"})
+_OPS_FILES = frozenset({"qconvert_nn_ops.c"})
+S16_FILES = frozenset({"qconvert_nn_s16.c"})
 _LOOKUP_OPS = ("Relu", "Relu6", "Sigmoid", "Tanh", "HardSwish", "LeakyRelu", "Abs")
 _BINARY = {"Add": "QCONVERT_ADD", "Sub": "QCONVERT_SUB", "Mul": "QCONVERT_MUL",
            "Maximum": "QCONVERT_MAXIMUM", "Minimum": "QCONVERT_MINIMUM", "PRelu": "QCONVERT_PRELU",
            "Div": "QCONVERT_DIV", "SquaredDifference": "QCONVERT_SQUARED_DIFFERENCE"}
 _MOVEMENT = ("Transpose", "StridedSlice", "Gather", "Pad", "PadV2", "Concat", "ResizeNearest",
-             "SplitEqual", "SplitSizes")
+             "SplitEqual", "SplitSizes", "SliceBySize", "Pack", "Unpack", "Reverse")
+
+
+@dataclass(frozen=True)
+class Activation:
+    """What a layer's activation type changes in its C: one row of `ACTIVATIONS` per type."""
+
+    bits: int                 # 8: int8 layers; 16: 16x8 layers (int16 activations)
+    lo: int                   # the type's range (clamps, binary ops' default activation range)
+    hi: int
+    conv_files: frozenset     # kernel sources of conv, depthwise, row-major FC and pools
+    ops_files: frozenset      # of element-wise ops, Mean and data movement
+    extra_files: frozenset    # of TransposeConv and BatchMatMul
+
+    @property
+    def suffix(self) -> str:
+        """Of the kernel names: qconvert_conv_s8, qconvert_conv_s16."""
+        return f"s{self.bits}"
+
+    @property
+    def ctype(self) -> str:
+        return f"int{self.bits}_t"
+
+    def bias_arguments(self, p, channels) -> tuple:
+        """(arrays, C arguments) of a weighted layer's bias: int8 `bias` (int32, or NULL);
+        16x8 `bias64, bias32`: an int64 bias (or none) for the 64-bit accumulator, or an int32
+        one (zeros when the layer has none) for the 32-bit one, as `accumulator_bits` says."""
+        if self.bits == 8:
+            if p["bias"] is None:
+                return [], "NULL"
+            return [("bias", "int32_t", p["bias"])], "@L_bias"
+        if p["accumulator_bits"] == 32:
+            bias = p["bias"] if p["bias"] is not None else np.zeros(channels, np.int64)
+            return [("bias", "int32_t", bias)], "NULL, @L_bias"
+        if p["bias"] is None:
+            return [], "NULL, NULL"
+        return [("bias", "int64_t", p["bias"])], "@L_bias, NULL"
+
+    def overlap_reads(self, minread) -> np.ndarray:
+        """The lowest input byte each output byte's element reads, from the lowest input
+        element each output element reads (`index_maps.conv_minread`): every byte of output
+        element i is written after every tap of element i is read, so each carries element i's
+        lowest input byte (conservative for the bytes after the first)."""
+        size = self.bits // 8
+        if size == 1:
+            return minread
+        return np.repeat(np.where(minread == NEVER, NEVER, size * minread), size)
+
+
+ACTIVATIONS = {
+    "int8": Activation(8, -128, 127, _CONV_FILES, _OPS_FILES,
+                       frozenset({"qconvert_nn_extra.c"})),
+    "int16": Activation(16, -32768, 32767, S16_FILES, S16_FILES, S16_FILES),
+}
+
+
+def activation_of(graph, node) -> Activation:
+    """The `ACTIVATIONS` row of `node`: int16 when it reads or writes an int16 activation."""
+    return ACTIVATIONS["int16" if is_int16_node(graph, node) else "int8"]
 
 
 @dataclass
@@ -173,39 +239,36 @@ def conv_struct(graph, node, p, kernel_hw, depth_multiplier=1, quant=True) -> st
     return _struct(values)
 
 
-def _conv_overlap(graph, node, p, kernel_hw, per_channel_input):
+def _conv_overlap(graph, node, p, kernel_hw, per_channel_input, act):
     minread = conv_minread(tensor_dims(graph, node.inputs[0]), tensor_dims(graph, node.outputs[0]),
                            kernel_hw, p["strides"], p.get("dilations", [1, 1]), p["pads"],
                            per_channel_input)
-    return [("reads", 0, minread)]
+    return [("reads", 0, act.overlap_reads(minread))]
 
 
 def _lower_conv(graph, node, index, options):
+    act = activation_of(graph, node)
     p = layer_params(graph, node)
     w = graph.tensors[node.inputs[1]].data
     depthwise = node.op == "DepthwiseConv2D"
     kernel_hw = (w.shape[1], w.shape[2])
     c_in = tensor_dims(graph, node.inputs[0])[3]
-    if depthwise:
-        mult = p.get("depth_multiplier", 1)
-        if mult * c_in != w.shape[3]:
-            mult = w.shape[3] // c_in  # TFLM derives it from the shapes when the option is 0
+    if depthwise:  # from the shapes, as TFLM derives it when the option is 0
+        mult = int(w.shape[3]) // c_in
     else:  # the group count of a grouped convolution (filter channels divide input channels)
         mult = c_in // int(w.shape[3])
+    bias_arrays, bias = act.bias_arguments(p, int(w.shape[3] if depthwise else w.shape[0]))
     arrays = [("weights", "int8_t", w), ("multiplier", "int32_t", p["output_multiplier"]),
-              ("shift", "int32_t", p["output_shift"])]
-    bias = "NULL"
-    if p["bias"] is not None:
-        arrays.append(("bias", "int32_t", p["bias"]))
-        bias = "@L_bias"
+              ("shift", "int32_t", p["output_shift"]), *bias_arrays]
     decls = [f"static const qconvert_conv_params @L_params = "
              f"{conv_struct(graph, node, p, kernel_hw, mult)};"]
-    fn = "qconvert_depthwise_conv_s8" if depthwise else "qconvert_conv_s8"
+    fn = f"qconvert_{'depthwise_conv' if depthwise else 'conv'}_{act.suffix}"
     per_group = int(w.shape[0]) // mult if not depthwise else 1
     chan = (lambda oc, m=mult: oc // m) if depthwise else \
         (lambda oc, g=per_group, f=int(w.shape[3]): (oc // g) * f)
     return _plain(graph, node, index, f"{fn}($in0, @L_weights, {bias}, $out0, &@L_params);",
-                  arrays, decls, _CONV_FILES, _conv_overlap(graph, node, p, kernel_hw, chan))
+                  arrays, decls, act.conv_files,
+                  _conv_overlap(graph, node, p, kernel_hw, chan, act))
 
 
 def fc_geometry(graph, node) -> tuple:
@@ -219,36 +282,37 @@ def fc_geometry(graph, node) -> tuple:
 
 
 def _lower_fc(graph, node, index, options):
+    """FULLY_CONNECTED; 16x8 layers take row-major weights (the 1x4 order is int8's kernel's)."""
+    act = activation_of(graph, node)
     p = layer_params(graph, node)
     w = graph.tensors[node.inputs[1]].data
     batches, depth, rows = fc_geometry(graph, node)
-    arrays = [("weights", "int8_t", fc_weights_in_layout(w, options.fc_layout)),
+    layout = options.fc_layout if act.bits == 8 else "rowmajor"
+    bias_arrays, bias = act.bias_arguments(p, rows)
+    arrays = [("weights", "int8_t", fc_weights_in_layout(w, layout)),
               ("multiplier", "int32_t", p["output_multiplier"]),
-              ("shift", "int32_t", p["output_shift"])]
-    bias = "NULL"
-    if p["bias"] is not None:
-        arrays.append(("bias", "int32_t", p["bias"]))
-        bias = "@L_bias"
+              ("shift", "int32_t", p["output_shift"]), *bias_arrays]
     quant = _struct([p["input_offset"], p["weights_offset"], p["output_offset"],
                      p["activation_min"], p["activation_max"], "@L_multiplier", "@L_shift",
                      1 if p["per_channel"] else 0])
     decls = [f"static const qconvert_fc_quant @L_quant = {quant};"]
-    fn = "qconvert_fc_1x4_s8" if options.fc_layout == "1x4" else "qconvert_fc_s8"
-    files = _CONV_FILES if options.fc_layout != "1x4" else set()
+    fn = "qconvert_fc_1x4_s8" if layout == "1x4" else f"qconvert_fc_{act.suffix}"
+    files = act.conv_files if layout != "1x4" else set()
     return _plain(graph, node, index,
                   f"{fn}($in0, @L_weights, {bias}, $out0, {batches}, {depth}, {rows}, &@L_quant);",
                   arrays, decls, files)
 
 
 def _lower_pool(graph, node, index, options):
+    act = activation_of(graph, node)
     p = layer_params(graph, node)
     kernel_hw = tuple(p["kernel_shape"])
     decls = [f"static const qconvert_conv_params @L_params = "
              f"{conv_struct(graph, node, p, kernel_hw, quant=False)};"]
-    fn = "qconvert_avgpool_s8" if node.op == "AveragePool" else "qconvert_maxpool_s8"
-    overlap = _conv_overlap(graph, node, p, kernel_hw, lambda oc: oc)
+    fn = f"qconvert_{'avgpool' if node.op == 'AveragePool' else 'maxpool'}_{act.suffix}"
+    overlap = _conv_overlap(graph, node, p, kernel_hw, lambda oc: oc, act)
     return _plain(graph, node, index, f"{fn}($in0, $out0, &@L_params);", (), decls,
-                  _CONV_FILES, overlap)
+                  act.conv_files, overlap)
 
 
 # -- element-wise -----------------------------------------------------------------------------
@@ -275,31 +339,41 @@ def _lower_lookup(graph, node, index, options):
 
 
 def _lower_quantize(graph, node, index, options):
-    src = graph.tensors[node.inputs[0]].dtype
-    if src == "int8":
+    """QUANTIZE int8 -> int8 (a table) or float -> int8."""
+    if graph.tensors[node.inputs[0]].dtype == "int8":
         return _lower_lookup(graph, node, index, options)
+    return lower_quantize_float(graph, node, index, options)
+
+
+def lower_quantize_float(graph, node, index, options):
+    """QUANTIZE float -> int8 / int16: qconvert_quantize_f32_s8 / _s16."""
+    act = activation_of(graph, node)
     p = layer_params(graph, node)
     size = int(np.prod(tensor_dims(graph, node.outputs[0]), dtype=np.int64))
     scale = repr(float(np.float32(p["scale"])))
     return _plain(graph, node, index,
-                  f"qconvert_quantize_f32_s8($in0, $out0, {size}, {scale}f, {c_int(p['zero_point'])});",
-                  (), (), _OPS_FILES)
+                  f"qconvert_quantize_f32_{act.suffix}($in0, $out0, {size}, {scale}f, "
+                  f"{c_int(p['zero_point'])});", (), (), act.ops_files)
 
 
 def _lower_dequantize(graph, node, index, options):
+    """DEQUANTIZE int8 / int16 -> float."""
+    act = activation_of(graph, node)
     p = layer_params(graph, node)
     size = int(np.prod(tensor_dims(graph, node.outputs[0]), dtype=np.int64))
     return _plain(graph, node, index,
-                  f"qconvert_dequantize_s8_f32($in0, $out0, {size}, {repr(float(p['scale']))}, "
-                  f"{c_int(p['zero_point'])});", (), (), _OPS_FILES)
+                  f"qconvert_dequantize_{act.suffix}_f32($in0, $out0, {size}, "
+                  f"{repr(float(p['scale']))}, {c_int(p['zero_point'])});", (), (),
+                  act.ops_files)
 
 
-def binary_fields(p) -> list:
-    """Offsets, multipliers, shifts and clamps of an Add / Sub / Mul in struct order."""
+def binary_fields(p, lo=-128, hi=127) -> list:
+    """Offsets, multipliers, shifts and clamps of an Add / Sub / Mul in struct order (the clamps
+    default to [lo, hi], the activation type's range)."""
     keys = ("input1_offset", "input2_offset", "output_offset", "left_shift", "input1_multiplier",
             "input1_shift", "input2_multiplier", "input2_shift", "output_multiplier",
             "output_shift", "activation_min", "activation_max")
-    defaults = {"activation_min": -128, "activation_max": 127}
+    defaults = {"activation_min": lo, "activation_max": hi}
     return [int(p.get(k, defaults.get(k, 0))) for k in keys]
 
 
@@ -312,6 +386,9 @@ def _prelu_fields(p) -> dict:
 
 
 def _lower_binary(graph, node, index, options):
+    """Element-wise binary ops with broadcasting; a 16x8 PRELU (int8 alpha) is
+    qconvert_prelu_s16, the other int16 ones qconvert_binary_s16."""
+    act = activation_of(graph, node)
     p = layer_params(graph, node)
     if node.op == "PRelu":
         p = _prelu_fields(p)
@@ -323,8 +400,8 @@ def _lower_binary(graph, node, index, options):
     box = merged(out_shape, broadcast_strides(shapes[0], out_shape),
                  broadcast_strides(shapes[1], out_shape))
     arrays: list = []
-    a = _ptr(graph, node, 0, arrays, "input1")
-    b = _ptr(graph, node, 1, arrays, "input2")
+    a = _ptr(graph, node, 0, arrays, "input1", act.bits)
+    b = _ptr(graph, node, 1, arrays, "input2", 8 if node.op == "PRelu" else act.bits)
     pad = [0] * (MAX_RANK - len(box["shape"]))
     if len(box["shape"]) > MAX_RANK:
         raise QConvertError(f"{node.op} {node.name!r}: broadcast over more than {MAX_RANK} axes")
@@ -335,15 +412,18 @@ def _lower_binary(graph, node, index, options):
         tables = ["@L_div_inverse", "@L_div_shift"]
     fields = [_BINARY[node.op], len(box["shape"]), _struct(box["shape"] + pad),
               _struct(box["in_strides"] + pad), _struct(box["out_strides"] + pad),
-              *binary_fields(p), *tables]
+              *binary_fields(p, act.lo, act.hi), *tables]
     decls = [f"static const qconvert_binary_params @L_params = {_struct(fields)};"]
     acts = _acts(graph, node)  # overlap slots index the step's activation inputs
+    out_dtype = graph.tensors[node.outputs[0]].dtype
     overlap = [("same", acts.index(node.inputs[k])) for k in (0, 1)
-               if graph.tensors[node.inputs[k]].data is None and shapes[k] == out_shape]
-    call = f"qconvert_binary_s8({a}, {b}, $out0, &@L_params);"
+               if graph.tensors[node.inputs[k]].data is None and shapes[k] == out_shape
+               and graph.tensors[node.inputs[k]].dtype == out_dtype]
+    kernel = "prelu" if node.op == "PRelu" and act.bits == 16 else "binary"
+    call = f"qconvert_{kernel}_{act.suffix}({a}, {b}, $out0, &@L_params);"
     if node.op == "Div":  # a quotient shift TFLite Micro cannot make: it fails, so does invoke
         call = "\n".join([f"if ({call[:-1]} != 0) {{", "    return 4;", "}"])
-    return _plain(graph, node, index, call, arrays, decls, _OPS_FILES, overlap)
+    return _plain(graph, node, index, call, arrays, decls, act.ops_files, overlap)
 
 
 def div_reciprocals(input2_offset: int) -> tuple:
@@ -363,9 +443,10 @@ def _lower_softmax(graph, node, index, options):
                   (), (), {"qconvert_nn_softmax.c"}, [("same", 0)])
 
 
-def _lower_mean(graph, node, index, options, bits=8, files=None):
-    """MEAN and SUM -> qconvert_mean_s<bits> over an outer and an inner index box (int8, or
-    16x8 with `bits=16` and its kernel `files`); SUM's multiplier has no 1 / count folded in."""
+def _lower_mean(graph, node, index, options):
+    """MEAN and SUM -> qconvert_mean_s8 / _s16 over an outer and an inner index box (SUM's
+    multiplier has no 1 / count folded in: `layer_params`)."""
+    act = activation_of(graph, node)
     p = layer_params(graph, node)
     dims = tensor_dims(graph, node.inputs[0])
     axes = sorted({a % len(dims) for a in p["axes"]})
@@ -379,8 +460,8 @@ def _lower_mean(graph, node, index, options, bits=8, files=None):
     fields = [_box_literal(outer), _box_literal(inner), count, p["mean_multiplier"],
               p["mean_shift"], p["input_zero_point"], p["output_zero_point"]]
     decls = [f"static const qconvert_mean_params @L_params = {_struct(fields)};"]
-    return _plain(graph, node, index, f"qconvert_mean_s{bits}($in0, $out0, &@L_params);", (),
-                  decls, _OPS_FILES if files is None else files)
+    return _plain(graph, node, index, f"qconvert_mean_{act.suffix}($in0, $out0, &@L_params);",
+                  (), decls, act.ops_files)
 
 
 # -- data movement ----------------------------------------------------------------------------
@@ -409,9 +490,10 @@ def _movement_maps(graph, node) -> list:
     return [np.asarray(m) for m in INT_KERNELS[node.op](node, inputs, p, IntContext())]
 
 
-def _lower_movement(graph, node, index, options, bits=8):
-    """Data movement as box copies (`qconvert_copy_box_s8`, or `_s16` for `bits` 16)."""
-    s = f"s{bits}"
+def _lower_movement(graph, node, index, options):
+    """Data movement as box copies (`qconvert_copy_box_s8` / `_s16`), gathers and fills."""
+    act = activation_of(graph, node)
+    s, bits = act.suffix, act.bits
     arrays: list = []
     lines, decls = [], []
     ptrs = {}
@@ -434,7 +516,7 @@ def _lower_movement(graph, node, index, options, bits=8):
             src = ptrs.setdefault(slot, _ptr(graph, node, slot, arrays, f"input{slot + 1}", bits))
             decls.append(f"static const qconvert_box @L_box{k}_{n} = {_box_literal(box)};")
             lines.append(f"qconvert_copy_box_{s}({src}, $out{k}, &@L_box{k}_{n});")
-    return _plain(graph, node, index, "\n".join(lines), arrays, decls, _OPS_FILES)
+    return _plain(graph, node, index, "\n".join(lines), arrays, decls, act.ops_files)
 
 
 def _lower_alias(graph, node, index, options):

@@ -17,13 +17,12 @@ from qconvert.executor.int_kernels import INT_KERNELS, IntContext
 from qconvert.executor.int_kernels_spatial import _taps_10
 from qconvert.int8.prepare import layer_params
 
-from .model_steps import _plain, _ptr, _struct, tensor_dims
-
-_EXTRA_FILES = {"qconvert_nn_extra.c"}
+from .model_steps import ACTIVATIONS, _plain, _ptr, _struct, activation_of, tensor_dims
 
 
-def _lower_transpose_conv(graph, node, index, options, bits=8):
-    """TRANSPOSE_CONV (`bits` 16: the 16x8 kernel, int64 bias and requantization)."""
+def _lower_transpose_conv(graph, node, index, options):
+    """TRANSPOSE_CONV (16x8: the `_s16` kernel, int64 bias, sums and requantization)."""
+    act = activation_of(graph, node)
     p = layer_params(graph, node)
     w = graph.tensors[node.inputs[1]].data
     n, h, wd, c = tensor_dims(graph, node.inputs[2])
@@ -36,7 +35,7 @@ def _lower_transpose_conv(graph, node, index, options, bits=8):
               ("shift", "int32_t", p["output_shift"])]
     bias = "NULL"
     if p["bias"] is not None:
-        arrays.append(("bias", "int32_t" if bits == 8 else "int64_t", p["bias"]))
+        arrays.append(("bias", "int32_t" if act.bits == 8 else "int64_t", p["bias"]))
         bias = "@L_bias"
     (sh, sw), (top, left) = p["strides"], p["pads"]
     values = [n, h, wd, c, oh, ow, oc, kh, kw, sh, sw, 1, 1, top, left, 1, p["input_offset"],
@@ -44,8 +43,8 @@ def _lower_transpose_conv(graph, node, index, options, bits=8):
               "@L_shift"]
     decls = [f"static const qconvert_conv_params @L_params = {_struct(values)};"]
     return _plain(graph, node, index,
-                  f"qconvert_transpose_conv_s{bits}($in0, @L_weights, {bias}, $out0, "
-                  "&@L_params);", arrays, decls, _EXTRA_FILES)
+                  f"qconvert_transpose_conv_{act.suffix}($in0, @L_weights, {bias}, $out0, "
+                  "&@L_params);", arrays, decls, act.extra_files)
 
 
 def _shape(graph, name) -> tuple:
@@ -53,8 +52,9 @@ def _shape(graph, name) -> tuple:
     return tuple(t.data.shape) if t.data is not None else tensor_dims(graph, name)
 
 
-def _lower_batch_matmul(graph, node, index, options, bits=8):
-    """BATCH_MATMUL (`bits` 16: int16 operands, int64 sums and requantization)."""
+def _lower_batch_matmul(graph, node, index, options):
+    """BATCH_MATMUL (16x8: int16 operands, int64 sums and requantization)."""
+    act = activation_of(graph, node)
     p = layer_params(graph, node)
     a_shape, b_shape = _shape(graph, node.inputs[0]), _shape(graph, node.inputs[1])
     if len(a_shape) < 2 or len(b_shape) < 2:
@@ -78,15 +78,15 @@ def _lower_batch_matmul(graph, node, index, options, bits=8):
         raise QConvertError(f"{node.op} {node.name!r}: output of {out_size} values, expected "
                             f"{a_off.size * rows * cols}")
     arrays: list = [("a_batch", "int32_t", a_off), ("b_batch", "int32_t", b_off)]
-    a = _ptr(graph, node, 0, arrays, "input1", bits)
-    b = _ptr(graph, node, 1, arrays, "input2", bits)
+    a = _ptr(graph, node, 0, arrays, "input1", act.bits)
+    b = _ptr(graph, node, 1, arrays, "input2", act.bits)
     values = [a_off.size, rows, depth, cols, "@L_a_batch", "@L_b_batch", a_row, a_depth,
               b_depth, b_col, p.get("lhs_offset", 0), p.get("rhs_offset", 0),
               p.get("output_offset", 0), p["output_multiplier"], p["output_shift"]]
     decls = [f"static const qconvert_matmul_params @L_params = {_struct(values)};"]
     return _plain(graph, node, index,
-                  f"qconvert_batch_matmul_s{bits}({a}, {b}, $out0, &@L_params);",
-                  arrays, decls, _EXTRA_FILES)
+                  f"qconvert_batch_matmul_{act.suffix}({a}, {b}, $out0, &@L_params);",
+                  arrays, decls, act.extra_files)
 
 
 def _lower_resize_bilinear(graph, node, index, options):
@@ -106,7 +106,7 @@ def _lower_resize_bilinear(graph, node, index, options):
               "@L_x_upper", "@L_x_frac"]
     decls = [f"static const qconvert_resize_params @L_params = {_struct(values)};"]
     return _plain(graph, node, index, "qconvert_resize_bilinear_s8($in0, $out0, &@L_params);",
-                  arrays, decls, _EXTRA_FILES)
+                  arrays, decls, ACTIVATIONS["int8"].extra_files)
 
 
 def _lower_rsqrt(graph, node, index, options):

@@ -45,7 +45,9 @@ batch of N gives the N single-sample results stacked. Targets led by -1 or 0 (co
 follow the batch. Ops that hard-code the batch elsewhere (a Concat with a [1, ...] constant, an
 Expand / ConstantOfShape to a constant shape, a Reshape folding the batch into another axis) are
 not rewritten; they fail with a clear error or, for a shape that broadcasts, give the batch-1
-model's answer. A model whose declared batch is a fixed B > 1 must be fed exactly B.
+model's answer. A model whose declared batch is a fixed B > 1 must be fed exactly B. A TFLite
+SLICE of begin 0 and size 1 on axis 0 takes the whole batch in batch mode, as such a Reshape
+does.
 """
 
 from __future__ import annotations
@@ -167,6 +169,21 @@ def _batch_reshape(node, inputs, batch: int):
     return [x, dims] + list(inputs[2:])
 
 
+def _batch_slice(node, inputs, batch: int):
+    """SLICE inputs taking the one sample of axis 0 (begin 0, size 1) made to take the whole
+    batch (size -1), as a Reshape's leading 1 is (see the module docstring)."""
+    x = inputs[0]
+    if x.ndim == 0 or x.shape[0] != batch or len(inputs) < 3 or inputs[1] is None \
+            or inputs[2] is None:
+        return inputs
+    begin = np.array(inputs[1], dtype=np.int64).reshape(-1)
+    size = np.array(inputs[2], dtype=np.int64).reshape(-1)
+    if begin.size == 0 or begin[0] != 0 or size[0] != 1:
+        return inputs
+    size[0] = -1
+    return [x, begin, size] + list(inputs[3:])
+
+
 def _clip_in_place(node, x, inputs):
     lo, hi = _opt_input(inputs, 1), _opt_input(inputs, 2)
     if any(b is not None and np.ndim(b) for b in (lo, hi)):
@@ -244,10 +261,6 @@ def _scalar_constant(graph: Graph, name, dtypes) -> bool:
 def _qdq_pairs(graph: Graph, pinned: set) -> tuple:
     """(ids of the QuantizeLinear nodes not run, {id(DequantizeLinear): its QuantizeLinear}) for
     the pairs computed at once (module docstring)."""
-    readers: dict = {}
-    for node in graph.nodes:
-        for name in dict.fromkeys(node.present_inputs()):
-            readers.setdefault(name, []).append(node)
     skipped, pair_of = set(), {}
     for node in graph.nodes:
         if node.op != "Quantize" or node.opaque or len(node.inputs) != 3 or not node.outputs:
@@ -260,7 +273,7 @@ def _qdq_pairs(graph: Graph, pinned: set) -> tuple:
                 or not _scalar_constant(graph, scale, ("float32",))
                 or not _scalar_constant(graph, zero, ("int8", "uint8", "int16"))):
             continue
-        users = readers.get(q, [])
+        users = graph.readers(q)
         if users and all(u.op == "Dequantize" and not u.opaque and u.inputs[1:] == [scale, zero]
                          and not u.attrs.get("block_size") and u.inputs[0] == q for u in users):
             skipped.add(id(node))
@@ -359,6 +372,8 @@ def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
                       else graph.tensors[o].dtype for o in node.outputs]
         if batch is not None and node.op == "Reshape" and not node.opaque:
             inputs = _batch_reshape(node, inputs, batch)
+        if batch is not None and node.op == "SliceBySize" and not node.opaque:
+            inputs = _batch_slice(node, inputs, batch)
         try:
             results = None
             if quantize is not None:  # in place into a dead float input (see "In place")

@@ -295,6 +295,40 @@ def _strided_slice(node, inputs, out_dtypes):
     return [np.asarray(x[tuple(index)])]
 
 
+@kernel("Unpack")
+def _unpack(node, inputs, out_dtypes):
+    """TFLite UNPACK: the slices along `axis` (negative counts from the input rank), that axis
+    removed."""
+    x = inputs[0]
+    axis = _axis(int(node.attrs.get("axis", 0) or 0), x.ndim)
+    return [np.take(x, i, axis=axis) for i in range(x.shape[axis])]
+
+
+@kernel("SliceBySize")
+def _slice_by_size(node, inputs, out_dtypes):
+    """TFLite SLICE: x[begin : begin + size] per axis, a size of -1 reaching the end."""
+    x = inputs[0]
+    begin = [int(v) for v in np.asarray(inputs[1]).reshape(-1)]
+    size = [int(v) for v in np.asarray(inputs[2]).reshape(-1)]
+    if len(begin) != x.ndim or len(size) != x.ndim:
+        raise ValueError(f"SLICE begin {begin} / size {size} for rank {x.ndim}")
+    index = []
+    for b, s, d in zip(begin, size, x.shape):
+        end = d if s == -1 else b + s
+        if not 0 <= b <= end <= d:
+            raise ValueError(f"SLICE begin {begin} size {size} outside {tuple(x.shape)}")
+        index.append(slice(b, end))
+    return [np.asarray(x[tuple(index)])]
+
+
+@kernel("Reverse")
+def _reverse(node, inputs, out_dtypes):
+    """TFLite REVERSE_V2: x reversed along every axis of the axis input."""
+    x = inputs[0]
+    axes = tuple(_axis(int(a), x.ndim) for a in np.asarray(inputs[1]).reshape(-1))
+    return [np.flip(x, axis=axes)]
+
+
 @kernel("Pack")
 def _pack(node, inputs, out_dtypes):
     """TFLite PACK: stack the inputs along `axis` (negative counts from the output rank)."""

@@ -291,5 +291,6 @@ def concat16(node, inputs, p, ctx):
 
 
 for _op in ("Pad", "PadV2", "Reshape", "Squeeze", "Transpose", "Gather", "StridedSlice",
-            "SplitEqual", "SplitSizes", "ResizeNearest", "Dequantize"):
+            "SplitEqual", "SplitSizes", "ResizeNearest", "Dequantize", "SliceBySize", "Pack",
+            "Unpack", "Reverse"):
     INT16_KERNELS[_op] = INT_KERNELS[_op]

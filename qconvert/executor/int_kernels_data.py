@@ -1,5 +1,6 @@
 """Integer kernels of the ops that move int8 values without requantizing them: CONCATENATION,
-PAD / PADV2, MAXIMUM / MINIMUM, RESHAPE, SQUEEZE, TRANSPOSE, GATHER and STRIDED_SLICE, bit-exact
+PAD / PADV2, MAXIMUM / MINIMUM, RESHAPE, SQUEEZE, TRANSPOSE, GATHER, STRIDED_SLICE, SLICE, PACK,
+UNPACK and REVERSE_V2, bit-exact
 with TFLite Micro (parameters: `qconvert.int8.prepare.data`).
 
 TFLite Micro's int8 CONCATENATION requires every input to carry the output's quantization (it
@@ -92,12 +93,34 @@ def gather(node, inputs, p, ctx):
     return [FLOAT_KERNELS["Gather"](node, inputs, [None])[0]]
 
 
+@kernel("Pack", "Unpack", "Reverse")
+def pack_unpack_reverse(node, inputs, p, ctx):
+    """PACK / UNPACK / REVERSE_V2: the float kernel's index arithmetic on the raw values
+    (TFLite Micro copies them: inputs and outputs share one quantization); axis 0, the batch,
+    is refused for a batch of samples."""
+    x = inputs[0]
+    if node.op == "Reverse":
+        axes = [int(a) % x.ndim for a in np.asarray(inputs[1]).reshape(-1)]
+    else:
+        axis = int(node.attrs.get("axis", 0) or 0)
+        axes = [axis % (x.ndim + (node.op == "Pack"))]
+    batch_guard(node, ctx, 0 not in axes, f"{node.op} along axis 0")
+    return [np.ascontiguousarray(y) for y in FLOAT_KERNELS[node.op](node, inputs, [None])]
+
+
+@kernel("SliceBySize")
+def slice_by_size(node, inputs, p, ctx):
+    """SLICE: the values taken, per sample for a batch (the slice of axis 0 is one
+    sample's)."""
+    return strided_slice(node, inputs, p, ctx)
+
+
 @kernel("StridedSlice")
 def strided_slice(node, inputs, p, ctx):
     """STRIDED_SLICE: the values taken (TFLite Micro copies them: input and output share one
     quantization), evaluated per sample for a batch (the slice of axis 0 is one sample's)."""
     def one(a):
-        return FLOAT_KERNELS["StridedSlice"](node, [a] + list(inputs[1:]), [None])[0]
+        return FLOAT_KERNELS[node.op](node, [a] + list(inputs[1:]), [None])[0]
 
     if ctx.batch == 1:
         return [np.ascontiguousarray(one(inputs[0]))]

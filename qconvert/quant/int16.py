@@ -1,9 +1,10 @@
 """16x8 quantization: int16 activations with int8 weights, for the whole model or some layers.
 
 TFLite Micro runs CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MUL, the pools, SOFTMAX,
-LOGISTIC, TANH, MEAN, PAD, CONCATENATION, RESHAPE... with int16 activations (symmetric, zero
-point 0), int8 per-channel weights and int64 biases (`INT16_KERNELS`, each run by its
-interpreter in tests/test_int16.py; Relu6 standalone by the integer executor's tests).
+LOGISTIC, TANH, MEAN, SUM, PAD, CONCATENATION, RESHAPE, MAXIMUM, PRELU, SQUARED_DIFFERENCE, ABS,
+RSQRT... with int16 activations (symmetric, zero point 0), int8 per-channel weights and int64
+biases (`INT16_KERNELS`, each run by its interpreter in tests/test_int16.py; Relu6 standalone
+by the integer executor's tests). A PRELU's alpha stays int8 (`plan.INT8_CONSTANTS_16X8`).
 
 The unit of choice is a *scale group*: the activations that share one (scale, zero point)
 because pass-through ops (reshape, pools, concat, pad...) join them (`plan.activation_groups`).
@@ -40,7 +41,9 @@ INT16_KERNELS = frozenset({
     "Conv2D", "DepthwiseConv2D", "FullyConnected", "TransposeConv", "BatchMatMul", "Add", "Sub",
     "Mul", "AveragePool", "MaxPool", "Softmax", "Sigmoid", "Tanh", "Mean", "Relu", "Relu6",
     "LeakyRelu", "Reshape", "Concat", "Pad", "Transpose", "StridedSlice", "SplitEqual",
-    "Rsqrt", "Abs", "SquaredDifference", "ReduceSum",
+    "Rsqrt", "Abs", "SquaredDifference", "ReduceSum", "Maximum", "Minimum", "PRelu",
+    "ResizeNearest", "SplitSizes", "Squeeze", "PadV2", "SliceBySize", "Pack", "Unpack",
+    "Reverse",
 })
 
 

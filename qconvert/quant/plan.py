@@ -36,6 +36,9 @@ from .params import activation_params, int16_activation_params, quantize_layer
 
 BORDER = "int16_border"  # node.origin flag of a QUANTIZE between int8 and int16 activations
 FIXED_OUTPUT_INT16 = 1.0 / 32768.0  # int16 softmax / logistic / tanh outputs, zero point 0
+# constant inputs (slots) a 16x8 layer takes as int8, not int16: TFLite Micro's 16x8 PRELU
+# requires an int8 alpha
+INT8_CONSTANTS_16X8 = {"PRelu": (1,)}
 
 # per-op facts of the op schemas, by op
 FIXED_OUTPUT = {s.name: s.fixed_output for s in schemas.all_schemas() if s.fixed_output}
@@ -307,16 +310,19 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
         else:
             skip = set()
         skip |= {node.inputs[i] for i in FLOAT_PARAMS.get(node.op, ()) if i < len(node.inputs)}
+        narrow = {node.inputs[i] for i in INT8_CONSTANTS_16X8.get(node.op, ())
+                  if i < len(node.inputs)}
         for name in node.present_inputs():
             t = graph.tensors[name]
             if name in skip or t.data is None or not t.dtype.startswith("float"):
                 continue
             data = t.data.astype(np.float64)
             out = node.outputs[0]
-            own = int16_activation_params if out in int16 else activation_params
+            wide = out in int16 and name not in narrow
+            own = int16_activation_params if wide else activation_params
             consts[name] = (acts[out] if schema.int8 == "same_scale" and out in acts
                             else own(data.min(initial=0), data.max(initial=0)))
-            if out in int16:
+            if wide:
                 wide_consts.add(name)
     return QuantPlan(acts, layers, consts, frozenset(int16) | frozenset(wide_consts))
 

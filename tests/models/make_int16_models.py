@@ -146,6 +146,29 @@ def sum_net(x):
     return tf.reduce_sum(y, axis=[1, 2], keepdims=True), tf.reduce_sum(y, axis=3)
 
 
+def slice_net(x):
+    """CONV_2D, SLICE (begin and size)."""
+    y = tf.nn.conv2d(x, weight(1, 1, 4, 6), 1, "SAME")
+    return tf.slice(y, [0, 1, 2, 1], [1, 4, 5, 4])
+
+
+def pack_net(x):
+    """CONV_2D, STRIDED_SLICE, PACK (a new axis 1)."""
+    y = tf.nn.conv2d(x, weight(1, 1, 4, 6), 1, "SAME")
+    return tf.stack([y[..., 0], y[..., 3], y[..., 5]], axis=1)
+
+
+def unpack_net(x):
+    """CONV_2D, UNPACK along the channels (two of the six outputs read)."""
+    parts = tf.unstack(tf.nn.conv2d(x, weight(1, 1, 4, 6), 1, "SAME"), axis=3)
+    return parts[1], parts[4]
+
+
+def reverse_net(x):
+    """CONV_2D, REVERSE_V2 along W."""
+    return tf.reverse(tf.nn.conv2d(x, weight(1, 1, 4, 6), 1, "SAME"), [2])
+
+
 # name: (function, input shape, input std, int32 bias, float io); a name starting with
 # "mixed_" and ending in "_int8" is converted to plain int8 (a part of the mixed model)
 MODELS = {
@@ -162,10 +185,15 @@ MODELS = {
     "abs_16x8": (abs_net, [1, 6, 8, 4], 1.0, False, False),
     "squared_difference_16x8": (squared_difference_net, [1, 6, 8, 4], 1.0, False, False),
     "sum_16x8": (sum_net, [1, 6, 8, 4], 1.0, False, False),
+    "slice_16x8": (slice_net, [1, 6, 8, 4], 1.0, False, False),
+    "pack_16x8": (pack_net, [1, 6, 8, 4], 1.0, False, False),
+    "unpack_16x8": (unpack_net, [1, 6, 8, 4], 1.0, False, False),
+    "reverse_16x8": (reverse_net, [1, 6, 8, 4], 1.0, False, False),
 }
 # models also written as float TFLite (float/<name>.tflite, the converter without
 # quantization) for `qconvert quantize --activations int16` to quantize
-FLOAT_TOO = ("rsqrt_16x8", "abs_16x8", "squared_difference_16x8", "sum_16x8", "misc_16x8")
+FLOAT_TOO = ("rsqrt_16x8", "abs_16x8", "squared_difference_16x8", "sum_16x8", "misc_16x8",
+             "slice_16x8", "pack_16x8", "unpack_16x8", "reverse_16x8")
 
 
 def convert_float(fn, shape) -> bytes:

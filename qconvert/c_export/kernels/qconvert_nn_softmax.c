@@ -4,9 +4,7 @@
  * Newton-Raphson, output q * 256 - 128 (int8) or q * 65536 - 32768 (int16).
  * Shipped with qconvert (Apache-2.0). Arithmetic that wraps in gemmlowp is done on uint32_t.
  */
-#include "qconvert_nn.h"
-
-#include <stddef.h>
+#include "qconvert_nn_loops.h"
 
 #define SCALED_DIFF_INTEGER_BITS 5
 #define ACCUMULATION_INTEGER_BITS 12
@@ -14,58 +12,19 @@
 static int32_t wrap_add(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
 static int32_t wrap_sub(int32_t a, int32_t b) { return (int32_t)((uint32_t)a - (uint32_t)b); }
 
-/* gemmlowp SaturatingRoundingDoublingHighMul */
-static int32_t srdhm(int32_t a, int32_t b)
-{
-    int64_t product;
-    if (a == INT32_MIN && b == INT32_MIN) {
-        return INT32_MAX;
-    }
-    product = (int64_t)a * (int64_t)b;
-    return (int32_t)((product + ((int64_t)1 << 30)) >> 31);
-}
-
-/* gemmlowp RoundingDivideByPOT: ties away from zero */
-static int32_t rdbpot(int32_t x, int32_t exponent)
-{
-    const int32_t mask = (int32_t)(((int64_t)1 << exponent) - 1);
-    const int32_t remainder = x & mask;
-    const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
-    return (x >> exponent) + (remainder > threshold ? 1 : 0);
-}
-
-/* gemmlowp SaturatingRoundingMultiplyByPOT<exponent> */
-static int32_t sat_mul_pot(int32_t x, int32_t exponent)
-{
-    int32_t threshold;
-    if (exponent == 0) {
-        return x;
-    }
-    if (exponent < 0) {
-        return rdbpot(x, -exponent);
-    }
-    threshold = (int32_t)(((int64_t)1 << (31 - exponent)) - 1);
-    if (x > threshold) {
-        return INT32_MAX;
-    }
-    if (x < -threshold) {
-        return INT32_MIN;
-    }
-    return (int32_t)((uint32_t)x << exponent);
-}
-
 /* exp(a) for a in [-1/4, 0), Q0.31 (Taylor expansion around -1/8) */
 static int32_t exp_on_interval(int32_t a)
 {
     const int32_t constant_term = 1895147668;
     const int32_t constant_1_over_3 = 715827883;
     const int32_t x = wrap_add(a, 1 << 28);
-    const int32_t x2 = srdhm(x, x);
-    const int32_t x3 = srdhm(x2, x);
-    const int32_t x4 = srdhm(x2, x2);
-    const int32_t x4_over_4 = rdbpot(x4, 2);
-    const int32_t poly = rdbpot(wrap_add(srdhm(wrap_add(x4_over_4, x3), constant_1_over_3), x2), 1);
-    return wrap_add(constant_term, srdhm(constant_term, wrap_add(x, poly)));
+    const int32_t x2 = qconvert_srdhm(x, x);
+    const int32_t x3 = qconvert_srdhm(x2, x);
+    const int32_t x4 = qconvert_srdhm(x2, x2);
+    const int32_t x4_over_4 = qconvert_rdbpot(x4, 2);
+    const int32_t poly = qconvert_rdbpot(
+        wrap_add(qconvert_srdhm(wrap_add(x4_over_4, x3), constant_1_over_3), x2), 1);
+    return wrap_add(constant_term, qconvert_srdhm(constant_term, wrap_add(x, poly)));
 }
 
 /* exp(a) for a <= 0 in Q5.26; Q0.31 result */
@@ -76,12 +35,13 @@ static int32_t exp_on_negative_values(int32_t a)
     const int32_t fractional_bits = 31 - SCALED_DIFF_INTEGER_BITS;
     const int32_t one_quarter = 1 << (fractional_bits - 2);
     const int32_t mod_minus_quarter = wrap_sub(a & (one_quarter - 1), one_quarter);
-    int32_t result = exp_on_interval(sat_mul_pot(mod_minus_quarter, SCALED_DIFF_INTEGER_BITS));
+    int32_t result =
+        exp_on_interval(qconvert_sat_mul_pot(mod_minus_quarter, SCALED_DIFF_INTEGER_BITS));
     const int32_t remainder = wrap_sub(mod_minus_quarter, a);
     int32_t k;
     for (k = 0; k < 7; ++k) { /* exponents -2 .. 4: every one below integer_bits (5) */
         if ((remainder >> (fractional_bits + k - 2)) & 1) {
-            result = srdhm(result, multipliers[k]);
+            result = qconvert_srdhm(result, multipliers[k]);
         }
     }
     return a == 0 ? INT32_MAX : result;
@@ -93,26 +53,13 @@ static int32_t one_over_one_plus_x(int32_t a)
     const int64_t sum = (int64_t)a + INT32_MAX;
     const int64_t t = sum + (sum >= 0 ? 1 : -1);
     const int32_t half_denominator = (int32_t)(t / 2); /* RoundingHalfSum */
-    int32_t x = wrap_add(1515870810, srdhm(half_denominator, -1010580540));
+    int32_t x = wrap_add(1515870810, qconvert_srdhm(half_denominator, -1010580540));
     int32_t i;
     for (i = 0; i < 3; ++i) {
-        const int32_t one_minus = wrap_sub(1 << 29, srdhm(half_denominator, x));
-        x = wrap_add(x, sat_mul_pot(srdhm(x, one_minus), 2));
+        const int32_t one_minus = wrap_sub(1 << 29, qconvert_srdhm(half_denominator, x));
+        x = wrap_add(x, qconvert_sat_mul_pot(qconvert_srdhm(x, one_minus), 2));
     }
-    return sat_mul_pot(x, 1);
-}
-
-static int32_t count_leading_zeros(uint32_t x)
-{
-    int32_t n = 0;
-    if (x == 0) {
-        return 32;
-    }
-    while (!(x & 0x80000000u)) {
-        x <<= 1;
-        ++n;
-    }
-    return n;
+    return qconvert_sat_mul_pot(x, 1);
 }
 
 /* The rows of reference_ops::Softmax<int8, OutputT>: OutputT int8 (out_bits 8, output scale
@@ -133,13 +80,13 @@ static void softmax_rows_s8(const int8_t *input, int8_t *output8, int16_t *outpu
         for (c = 0; c < row_size; ++c) {
             const int32_t diff = x[c] - max;
             if (diff >= diff_min) {
-                const int32_t rescaled = srdhm(
+                const int32_t rescaled = qconvert_srdhm(
                     (int32_t)((uint32_t)diff << input_left_shift), input_multiplier);
-                total = wrap_add(total, rdbpot(exp_on_negative_values(rescaled),
+                total = wrap_add(total, qconvert_rdbpot(exp_on_negative_values(rescaled),
                                                ACCUMULATION_INTEGER_BITS));
             }
         }
-        headroom = count_leading_zeros((uint32_t)total);
+        headroom = qconvert_leading_zeros((uint32_t)total);
         bits_over_unit = ACCUMULATION_INTEGER_BITS - headroom;
         scale = one_over_one_plus_x(
             (int32_t)(((uint32_t)total << headroom) - 0x80000000u));
@@ -148,9 +95,10 @@ static void softmax_rows_s8(const int8_t *input, int8_t *output8, int16_t *outpu
             const int32_t diff = x[c] - max;
             int32_t out = out_min;
             if (diff >= diff_min) {
-                const int32_t rescaled = srdhm(
+                const int32_t rescaled = qconvert_srdhm(
                     (int32_t)((uint32_t)diff << input_left_shift), input_multiplier);
-                out = rdbpot(srdhm(scale, exp_on_negative_values(rescaled)), exponent) + out_min;
+                out = qconvert_rdbpot(qconvert_srdhm(scale, exp_on_negative_values(rescaled)),
+                                      exponent) + out_min;
                 out = out < out_min ? out_min : (out > out_max ? out_max : out);
             }
             if (out_bits == 8) {

@@ -14,7 +14,8 @@ from .common import LAYER_PARAMS, fail, fused_activation, no_params, per_tensor,
     quantize_multipliers
 
 NO_PARAMS_OPS = ("Squeeze", "Transpose", "Gather", "Maximum", "Minimum", "StridedSlice",
-                 "ResizeBilinear", "ResizeNearest", "SplitEqual", "SplitSizes")
+                 "ResizeBilinear", "ResizeNearest", "SplitEqual", "SplitSizes", "SliceBySize",
+                 "Unpack")
 
 
 @prepare("Quantize")
@@ -53,6 +54,26 @@ def concat_params_with(graph, node, quantization, refusal: str) -> dict:
             fail(node, f"input {name!r} is quantized {per_tensor(graph, node, name)}, the "
                         f"output {out_q}: {refusal}")
     return {"axis": int(node.attrs.get("axis", 0))}
+
+
+@prepare("Reverse")
+def reverse_params(graph, node) -> dict:
+    """REVERSE_V2: constant axes that, sorted, are contiguous (TFLite Micro refuses others)."""
+    data = graph.tensors[node.inputs[1]].data
+    if data is None:
+        fail(node, "axis is not a constant")
+    rank = len(graph.tensors[node.inputs[0]].shape)
+    axes = sorted(int(a) % rank for a in np.asarray(data).reshape(-1))
+    if any(b != a + 1 for a, b in zip(axes, axes[1:])):
+        fail(node, f"axes {axes} are not contiguous (TFLite Micro's REVERSE_V2 refuses them)")
+    return {"axes": axes}
+
+
+@prepare("Pack")
+def pack_params(graph, node) -> dict:
+    """PACK (int8): TFLite Micro copies the raw values, so every input must carry the output's
+    scale and zero point (qconvert writes them so; others are refused)."""
+    return concat_params_with(graph, node, per_tensor, "PACK does not requantize")
 
 
 @prepare("Concat")

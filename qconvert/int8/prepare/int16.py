@@ -378,6 +378,12 @@ def concat16_params(graph, node) -> dict:
     return concat_params_with(graph, node, _symmetric, "int16 CONCATENATION does not requantize")
 
 
+@prepare16("Pack")
+def pack16_params(graph, node) -> dict:
+    """PACK (int16): zero points 0, inputs quantized as the output."""
+    return concat_params_with(graph, node, _symmetric, "int16 PACK does not requantize")
+
+
 @prepare16("Pad", "PadV2")
 def pad16_params(graph, node) -> dict:
     """PAD / PADV2 (int16): the constant value input, else 0."""
@@ -395,7 +401,7 @@ def pad16_params(graph, node) -> dict:
 
 
 # Ops that move int16 values as they move int8 ones: the int8 Prepare.
-for _op in ("Reshape", "Dequantize"):
+for _op in ("Reshape", "Dequantize", "Reverse"):
     LAYER_PARAMS16[_op] = LAYER_PARAMS[_op]
 for _op in NO_PARAMS_OPS:
     LAYER_PARAMS16.setdefault(_op, no_params)
