@@ -53,17 +53,26 @@ def run_onnx(model_bytes: bytes, seed=0) -> list:
     return sess.run(None, {i.name: a for i, a in zip(ins, arrays)})
 
 
-def run_litert(model_bytes: bytes, seed=0) -> list:
+def litert_invoke(model_bytes: bytes, arrays=None, seed=0) -> list:
+    """LiteRT's (reference kernels) outputs for the input `arrays` (in input order), or for
+    random inputs of `seed` (`random_inputs`) when `arrays` is None."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     it = Interpreter(model_content=model_bytes,
                      experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
     it.allocate_tensors()
     ins = it.get_input_details()
-    for d, a in zip(ins, random_inputs([(d["shape"], d["dtype"]) for d in ins], seed)):
+    if arrays is None:
+        arrays = random_inputs([(d["shape"], d["dtype"]) for d in ins], seed)
+    for d, a in zip(ins, arrays):
         it.set_tensor(d["index"], a)
     it.invoke()
     return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
+
+
+def run_litert(model_bytes: bytes, seed=0) -> list:
+    """LiteRT's outputs for random inputs of `seed`."""
+    return litert_invoke(model_bytes, seed=seed)
 
 
 def tflm_invoke(model_bytes: bytes, arrays=None, seed=0, arena_size=None) -> list:
@@ -96,6 +105,18 @@ def tflm_invoke(model_bytes: bytes, arrays=None, seed=0, arena_size=None) -> lis
     return outputs
 
 
+def ort_per_sample(path, x: np.ndarray) -> np.ndarray:
+    """onnxruntime's (graph optimizations off) first output for each sample of `x` fed alone as
+    a batch of one, concatenated along the first axis."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    return np.concatenate([sess.run(None, {name: x[i:i + 1]})[0] for i in range(len(x))])
+
+
 def litert_per_sample(model_bytes: bytes, x: np.ndarray) -> np.ndarray:
     """LiteRT's (reference kernels) first output for each sample of `x` fed alone as a batch of
     one, stacked along the first axis."""
@@ -107,7 +128,7 @@ def litert_per_sample(model_bytes: bytes, x: np.ndarray) -> np.ndarray:
     inp, out = it.get_input_details()[0], it.get_output_details()[0]
     rows = []
     for sample in x:
-        it.set_tensor(inp["index"], sample[None])
+        it.set_tensor(inp["index"], sample[None].astype(inp["dtype"]))
         it.invoke()
         rows.append(it.get_tensor(out["index"])[0].copy())
     return np.stack(rows)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import TEST_MODELS, litert_per_sample
+from conftest import TEST_MODELS, litert_per_sample, ort_per_sample
 from qconvert.cli import main
 from qconvert.executor.int_executor import run_int8
 from qconvert.ir import Node
@@ -66,18 +66,12 @@ def test_bias_correction_reduces_mean_error_per_channel_tflite_and_stays_bit_exa
 
 
 def test_bias_correction_reduces_mean_error_per_channel_onnx(tmp_path):
-    import onnxruntime as ort
 
     src = TEST_MODELS / "digits_cnn.onnx"
     x = _digits("nchw")
 
     def run(path):
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        s = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-        name = s.get_inputs()[0].name
-        return np.concatenate([s.run(None, {name: x[i:i + 1]})[0] for i in range(len(x))]
-                              ).astype(np.float64)
+        return ort_per_sample(path, x).astype(np.float64)
 
     y_float = run(src)
     err = {}
@@ -153,7 +147,6 @@ def test_layers_without_bias_get_a_corrected_one_in_qdq(tmp_path):
     DequantizeLinear); the QDQ model runs in onnxruntime, and its mean output error is smaller
     than without correction on held-out data."""
     import onnx
-    import onnxruntime as ort
 
     from conftest import OnnxNet
 
@@ -170,10 +163,7 @@ def test_layers_without_bias_get_a_corrected_one_in_qdq(tmp_path):
     held = np.abs(rng.standard_normal((40, 3, 8, 8))).astype(np.float32)
 
     def run(path):
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        s = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-        return np.concatenate([s.run(None, {"x": held[i:i + 1]})[0] for i in range(len(held))])
+        return ort_per_sample(path, held)
 
     y_float = run(src).astype(np.float64)
     err = {}

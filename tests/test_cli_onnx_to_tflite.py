@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import ROOT, TEST_MODELS, assert_close, litert_per_sample
+from conftest import ROOT, TEST_MODELS, assert_close, litert_per_sample, ort_per_sample
 from qconvert.cli import main
 from qconvert.model_io import load_model
 from qconvert.int8.rounding import round_half_away
@@ -27,13 +27,7 @@ def _invoke(args):
 
 
 def _ort_outputs(path, x: np.ndarray) -> np.ndarray:
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    name = sess.get_inputs()[0].name
-    return np.concatenate([sess.run(None, {name: x[i:i + 1]})[0] for i in range(len(x))])
+    return ort_per_sample(path, x)
 
 
 def _litert_outputs(path, x: np.ndarray) -> np.ndarray:

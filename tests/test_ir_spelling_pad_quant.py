@@ -27,7 +27,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import run_litert, run_onnx
+from conftest import litert_invoke, run_litert, run_onnx
 from qconvert.executor.float_executor import run_float
 from qconvert.ir import Graph, Model, Node, QuantParams, Tensor
 from qconvert.model_io import load_model, serialize
@@ -387,17 +387,6 @@ def _onnx_qdq(zero=-3) -> bytes:
                              ir_version=8).SerializeToString()
 
 
-def _litert(data: bytes, feeds: list) -> list:
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-    it = Interpreter(model_content=data, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
-    for d, a in zip(it.get_input_details(), feeds):
-        it.set_tensor(d["index"], a)
-    it.invoke()
-    return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
-
-
 def test_quantize_parameters_reach_the_kernel_in_one_form(tmp_path):
     """A TFLite QUANTIZE / DEQUANTIZE pair and its ONNX twin: the kernels get the same scale and
     zero point inputs (the TFLite ones from the tensors' quantization); only `rounding` tells
@@ -432,7 +421,7 @@ def test_quantize_parameters_reach_the_kernel_in_one_form(tmp_path):
     assert "rounding" not in og.nodes[0].attrs
 
     ours = run_float(model, {"x": x})
-    litert = dict(zip(("y", "q"), _litert(data, [x])))
+    litert = dict(zip(("y", "q"), litert_invoke(data, [x])))
     assert litert["q"].tolist() == [[-6, -5, -4, -2, -1, 0, 4, 127]]  # half away from zero
     for name in ("q", "y"):
         assert ours[name].dtype == litert[name].dtype
@@ -482,7 +471,7 @@ def test_per_channel_tflite_dequantize_reads_its_axis(tmp_path):
     assert model.graph.nodes[0].attrs == {"axis": 0}
     assert serialize(model, "tflite") == data
     x = np.zeros((3, 2), np.float32)
-    want = _litert(data, [x])[0]
+    want = litert_invoke(data, [x])[0]
     np.testing.assert_array_equal(want, w * scales[:, None])
     np.testing.assert_array_equal(run_float(model, {"x": x})["y"], want)
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto
 
-from conftest import OnnxNet, assert_close
+from conftest import OnnxNet, assert_close, litert_invoke
 from qconvert.errors import QConvertError
 from qconvert.model_io import load_model, serialize
 from qconvert.passes.onnx_to_tflite import convert_onnx_to_tflite
@@ -28,17 +28,6 @@ def _ort(data: bytes, feeds: dict) -> list:
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)
-
-
-def _litert(data: bytes, feeds: list) -> list:
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-    it = Interpreter(model_content=data, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
-    for d, a in zip(it.get_input_details(), feeds):
-        it.set_tensor(d["index"], a)
-    it.invoke()
-    return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
 
 
 def convert(tmp_path, data: bytes, input_layout="nhwc", rel=1e-4, seeds=(0, 1)):
@@ -62,7 +51,7 @@ def conversion_of(tmp_path, data: bytes, input_layout="nhwc", rel=1e-4, seeds=(0
             shape = [d if isinstance(d, int) else 1 for d in model.graph.tensors[name].shape]
             feeds[name] = rng.standard_normal(shape).astype(np.float32)
         ref = _ort(data, feeds)
-        got = _litert(blob, [np.transpose(feeds[n], perms[n]) for n in graph.inputs])
+        got = litert_invoke(blob, [np.transpose(feeds[n], perms[n]) for n in graph.inputs])
         back = [np.transpose(g, np.argsort(conversion.output_perms[name]))
                 for g, name in zip(got, graph.outputs)]
         assert_close(ref, back, rel)

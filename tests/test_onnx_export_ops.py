@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper
 
-from conftest import OnnxNet, assert_close
+from conftest import OnnxNet, assert_close, litert_invoke
 from test_int_executor import tflm
-from test_layout_nhwc import _ort, _litert, _refusal, conversion_of, convert, ops
+from test_layout_nhwc import _ort, _refusal, conversion_of, convert, ops
 
 from qconvert.cli import main
 from qconvert.executor.float_executor import run_float
@@ -464,7 +464,7 @@ def test_input_shape_fixes_dynamic_h_w_then_converts(tmp_path):
     assert result.exit_code == 0, result.output
     feed = np.random.default_rng(0).standard_normal((1, 3, 12, 10)).astype(np.float32)
     ref = _ort(data, {"x": feed})
-    got = _litert(out.read_bytes(), [np.transpose(feed, (0, 2, 3, 1))])
+    got = litert_invoke(out.read_bytes(), [np.transpose(feed, (0, 2, 3, 1))])
     assert ref[0].shape == (1, 4 * 12 * 10)
     assert "Shape" not in ops(load_model(out))  # the run-time shape arithmetic folded
     assert_close(ref, got, 1e-4)

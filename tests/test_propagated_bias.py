@@ -22,7 +22,7 @@ import json
 import numpy as np
 from click.testing import CliRunner
 
-from conftest import TEST_MODELS, OnnxNet, litert_per_sample
+from conftest import TEST_MODELS, OnnxNet, litert_per_sample, ort_per_sample
 from qconvert.cli import main
 from qconvert.quant.propagated_bias import shrunk_mean
 
@@ -70,14 +70,7 @@ def _tflm(path, x):
 
 
 def _ort(path, x):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    s = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    name = s.get_inputs()[0].name
-    return np.concatenate([s.run(None, {name: x[i:i + 1]})[0] for i in range(len(x))]
-                          ).astype(np.float64)
+    return ort_per_sample(path, x).astype(np.float64)
 
 
 def test_bias_correction_no_longer_lowers_vww_output_sqnr(tmp_path):

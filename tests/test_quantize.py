@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import SAMPLE_MODELS, TEST_MODELS, random_inputs, run_litert, run_tflm
+from conftest import (SAMPLE_MODELS, TEST_MODELS, litert_per_sample, random_inputs, run_litert,
+                      run_tflm)
 from qconvert.cli import main
 from qconvert.executor.int_executor import run_int8
 from qconvert.int8.prepare import layer_params
@@ -91,18 +92,7 @@ def test_digits_onnx_qdq_top1_within_one_point_in_onnxruntime(tmp_path):
 
 def _litert_outputs(model_bytes: bytes, x: np.ndarray) -> np.ndarray:
     """LiteRT (reference kernels) on each sample of `x`, outputs stacked."""
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-    it = Interpreter(model_content=model_bytes,
-                     experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
-    inp, out = it.get_input_details()[0], it.get_output_details()[0]
-    rows = []
-    for sample in x:
-        it.set_tensor(inp["index"], sample[None].astype(inp["dtype"]))
-        it.invoke()
-        rows.append(it.get_tensor(out["index"])[0].copy())
-    return np.stack(rows)
+    return litert_per_sample(model_bytes, x)
 
 
 def _tflm_outputs(model_bytes: bytes, x: np.ndarray) -> np.ndarray:
