@@ -62,15 +62,11 @@ def written_footprint(path: Path) -> dict:
     """RAM (greedy arena over the activations' own types) and flash (constant bytes) of a
     quantized .tflite."""
     from qconvert.model_io import load_model
-    from qconvert.quant.footprint import ALIASES, arena_bytes
+    from qconvert.quant.footprint import arena_bytes, arena_steps
 
     graph = load_model(path).graph
     sizes = {n: t.nbytes() for n, t in graph.tensors.items() if t.data is None}
-    steps = []
-    for node in graph.nodes:
-        ins = [i for i in dict.fromkeys(node.present_inputs()) if i in sizes]
-        outs = [o for o in node.outputs if o in sizes]
-        steps.append((ins, outs, node.op in ALIASES and len(ins) == 1 and len(outs) == 1))
+    steps = arena_steps(graph, sizes)
     flash = sum(int(t.data.nbytes) for t in graph.tensors.values() if t.data is not None)
     return {"arena_bytes": arena_bytes(sizes, steps, graph.inputs, graph.outputs),
             "flash_bytes": flash}

@@ -161,20 +161,26 @@ def float_tflite_logits(path: Path, x: np.ndarray) -> np.ndarray:
     return np.stack(rows)
 
 
-def main() -> None:
-    import tensorflow as tf
-
-    data = np.load(DATA)
-    calib, test = data["calib"].astype(np.float32), data["test"].astype(np.float32)
+def rebuilt_keras(samples: np.ndarray, report: bool = False):
+    """The Keras rebuild of the float model, checked against the float `.tflite` on `samples`
+    (exits when it differs beyond TOLERANCE); `report` prints the difference."""
     model = build_keras(read_float_layers(FLOAT_MODEL))
-    both = np.concatenate([calib, test])
-    ref = float_tflite_logits(FLOAT_MODEL, both)
-    got = np.concatenate([model(both[i:i + 1], training=False).numpy() for i in range(len(both))])
+    ref = float_tflite_logits(FLOAT_MODEL, samples)
+    got = np.concatenate([model(samples[i:i + 1], training=False).numpy()
+                          for i in range(len(samples))])
     err = float(np.max(np.abs(ref - got))) / float(np.max(np.abs(ref)))
-    print(f"rebuilt Keras vs float .tflite: max |diff| / max |logit| = {err:.2e} "
-          f"over {len(both)} samples")
+    if report:
+        print(f"rebuilt Keras vs float .tflite: max |diff| / max |logit| = {err:.2e} "
+              f"over {len(samples)} samples")
     if not err <= TOLERANCE:
         sys.exit(f"the rebuilt Keras model differs from {FLOAT_MODEL.name} by {err:.2e}")
+    return model
+
+
+def convert_and_write(model, calib: np.ndarray, supported_ops: list, io_type, out: Path) -> None:
+    """The TFLite converter's full-integer model of `model` (representative data: the `calib`
+    samples; `supported_ops`; `io_type` input and output), written to `out` atomically."""
+    import tensorflow as tf
 
     def representative():
         for sample in calib:
@@ -184,15 +190,24 @@ def main() -> None:
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = representative
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    converter.inference_input_type = tf.int8
-    converter.inference_output_type = tf.int8
+    converter.target_spec.supported_ops = supported_ops
+    converter.inference_input_type = io_type
+    converter.inference_output_type = io_type
     blob = converter.convert()
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    tmp = OUT.with_suffix(".tmp")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
     tmp.write_bytes(blob)
-    tmp.replace(OUT)
-    print(f"wrote {OUT} ({len(blob)} bytes, TensorFlow {tf.__version__})")
+    tmp.replace(out)
+    print(f"wrote {out} ({len(blob)} bytes, TensorFlow {tf.__version__})")
+
+
+def main() -> None:
+    import tensorflow as tf
+
+    data = np.load(DATA)
+    calib, test = data["calib"].astype(np.float32), data["test"].astype(np.float32)
+    model = rebuilt_keras(np.concatenate([calib, test]), report=True)
+    convert_and_write(model, calib, [tf.lite.OpsSet.TFLITE_BUILTINS_INT8], tf.int8, OUT)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _keras_corpus():
-    """make_corpus_keras.py's models, rebuilt in its order with its seeds: {name: keras model}."""
+    """make_corpus_keras.py's models, rebuilt in its order with its seeds: ({name: (keras
+    model, float .tflite bytes)}, the module, whose `to_tflite(model, calib)` is the TFLite
+    converter's full-int8 model)."""
     import tensorflow as tf
 
     spec = importlib.util.spec_from_file_location(
@@ -58,20 +60,7 @@ def _keras_corpus():
         model = build()
         mod.randomise_batchnorm(model, seed, dead)
         models[name] = (model, mod.to_tflite(model))
-    return models
-
-
-def converter_int8(model, calib: np.ndarray) -> bytes:
-    """The TFLite converter's full-int8 model of a Keras model."""
-    import tensorflow as tf
-
-    converter = tf.lite.TFLiteConverter.from_keras_model(model)
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.representative_dataset = lambda: ([s[None]] for s in calib)
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    converter.inference_input_type = tf.int8
-    converter.inference_output_type = tf.int8
-    return converter.convert()
+    return models, mod
 
 
 def aeq_int8(float_path: Path, calib: np.ndarray) -> bytes:
@@ -91,7 +80,7 @@ def aeq_int8(float_path: Path, calib: np.ndarray) -> bytes:
 
 def main(jobs_file: str) -> int:
     jobs = json.loads(Path(jobs_file).read_text())
-    keras = _keras_corpus() if any(j.get("keras") for j in jobs) else {}
+    keras, corpus = _keras_corpus() if any(j.get("keras") for j in jobs) else ({}, None)
     for job in jobs:
         out = Path(job["out"])
         calib = np.load(job["calib"]).astype(np.float32)
@@ -103,7 +92,7 @@ def main(jobs_file: str) -> int:
             else:
                 dst = out / f"{job['name']}.tflc.tflite"
                 try:
-                    dst.write_bytes(converter_int8(model, calib))
+                    dst.write_bytes(corpus.to_tflite(model, calib))
                     line["tflc"] = str(dst)
                 except Exception as exc:  # a row of the table, not a crash
                     line["tflc"] = f"failed: {str(exc).splitlines()[0][:120]}"

@@ -36,18 +36,28 @@ class Written:
     report: dict | None = None
 
 
+def load_for_output(model, output, input_shapes, outputs, tag: str) -> tuple:
+    """(model, output path, output format) of a command writing one model: `model` loaded with
+    its input shapes and its external data files registered as inputs of `outputs`; the path is
+    `output` or, when it is None, the default one (`tag`: converted, fused, int8), which the
+    caller registers with `outputs` (fuse first checks its route)."""
+    from .model_io import default_output, format_of_output
+
+    m = load_with_shapes(model, input_shapes)
+    outputs.add_inputs(m.meta.get("external_files", ()))
+    out = output or str(default_output(model, tag, m.format))
+    return m, out, format_of_output(out, m.format)
+
+
 def convert_command(model, output, input_layout, input_shapes, verify) -> Written:
     """`qconvert convert` (see its --help)."""
-    from .model_io import default_output, format_of_output, serialize
+    from .model_io import serialize
     from .output_files import OutputFiles
 
     outputs = OutputFiles([model])
     if output is not None:
         outputs.add(output)
-    m = load_with_shapes(model, input_shapes)
-    outputs.add_inputs(m.meta.get("external_files", ()))
-    out = output or str(default_output(model, "converted", m.format))
-    fmt = format_of_output(out, m.format)
+    m, out, fmt = load_for_output(model, output, input_shapes, outputs, "converted")
     if output is None:
         outputs.add(out)
     job = run_route(find_route(m.format, fmt, "convert"), Job(m, input_layout=input_layout))
@@ -68,7 +78,7 @@ def convert_command(model, output, input_layout, input_shapes, verify) -> Writte
 def fuse_command(model, output, pass_list, report, input_shapes, verify) -> Written:
     """`qconvert fuse` (see its --help)."""
     from .ir.graph import GraphError
-    from .model_io import default_output, format_of_output, serialize
+    from .model_io import serialize
     from .output_files import OutputFiles
     from .passes import PassContext
     from .passes.pipeline import FUSE_PIPELINE
@@ -85,10 +95,7 @@ def fuse_command(model, output, pass_list, report, input_shapes, verify) -> Writ
     for path in (output, report):
         if path is not None:
             outputs.add(path)
-    m = load_with_shapes(model, input_shapes)
-    outputs.add_inputs(m.meta.get("external_files", ()))
-    out = output or str(default_output(model, "fused", m.format))
-    fmt = format_of_output(out, m.format)
+    m, out, fmt = load_for_output(model, output, input_shapes, outputs, "fused")
     route = find_route(m.format, fmt, "fuse")
     if route.refusal is not None and not route.steps:  # refused before the output is checked
         run_route(route, Job(m, output=os.path.basename(out)))
@@ -121,7 +128,7 @@ def quantize_command(model, output, calibration, calibration_random, eval_data, 
                      input_shapes, verify) -> Written:
     """`qconvert quantize` (see its --help) with the `QuantizeOptions` `options` (its
     `max_memory` is set from the `--max-memory` text `max_memory` when the data loads)."""
-    from .model_io import default_output, format_of_output, serialize
+    from .model_io import serialize
     from .output_files import OutputFiles
     from .quant import calibration_data as cd
 
@@ -137,10 +144,7 @@ def quantize_command(model, output, calibration, calibration_random, eval_data, 
     for path in (output, report, report_html):
         if path is not None:
             outputs.add(path)
-    m = load_with_shapes(model, input_shapes)
-    outputs.add_inputs(m.meta.get("external_files", ()))
-    out = output or str(default_output(model, "int8", m.format))
-    fmt = format_of_output(out, m.format)
+    m, out, fmt = load_for_output(model, output, input_shapes, outputs, "int8")
     if output is None:
         outputs.add(out)
 

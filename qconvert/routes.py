@@ -103,8 +103,9 @@ ROUTES = (
 # shapes); `fuse` and `equalize` run when the options ask for them.
 QUANTIZE_STAGES = {
     "tflite": ("check-float", "static-batch", "fuse", "equalize", "calibrate", "plan",
-               "tflite-int8", "report"),
-    "onnx": ("check-float", "fuse", "equalize", "calibrate", "plan", "qdq", "report"),
+               "tflite-int8", "correct-bias", "report"),
+    "onnx": ("check-float", "fuse", "equalize", "calibrate", "plan", "qdq", "correct-bias",
+             "report"),
 }
 
 # `--input-layout` refused (`no-input-layout`), by intent

@@ -66,30 +66,39 @@ def run_litert(model_bytes: bytes, seed=0) -> list:
     return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
 
 
-def run_tflm(model_bytes: bytes, seed=0) -> list:
+def tflm_invoke(model_bytes: bytes, arrays=None, seed=0, arena_size=None) -> list:
+    """TFLite Micro's outputs for the input `arrays` (in input order), or for random inputs of
+    `seed` (`random_inputs`) when `arrays` is None; `arena_size` None: the runtime's default."""
     from tflite_micro.python.tflite_micro import runtime
 
-    it = runtime.Interpreter.from_bytes(model_bytes)
-    details, i = [], 0
-    while True:
-        try:
-            d = it.get_input_details(i)
-        except Exception:
-            break
-        details.append((d["shape"], d["dtype"]))
-        i += 1
-    for i, a in enumerate(random_inputs(details, seed)):
+    it = runtime.Interpreter.from_bytes(model_bytes, arena_size=arena_size)
+    if arrays is None:
+        details, i = [], 0
+        while True:
+            try:
+                d = it.get_input_details(i)
+            except Exception:
+                break
+            details.append((d["shape"], d["dtype"]))
+            i += 1
+        arrays = random_inputs(details, seed)
+    for i, a in enumerate(arrays):
         it.set_input(a, i)
     it.invoke()
     outputs, i = [], 0
     while True:
         try:
             it.get_output_details(i)
-        except Exception:
+        except IndexError:
             break
         outputs.append(np.array(it.get_output(i)))
         i += 1
     return outputs
+
+
+def run_tflm(model_bytes: bytes, seed=0) -> list:
+    """TFLite Micro's outputs for random inputs of `seed`."""
+    return tflm_invoke(model_bytes, seed=seed)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # CMSIS-NN for the cmsis-nn kernel set: $QCONVERT_CMSIS_NN, else ../shared/third_party/CMSIS-NN
@@ -45,6 +46,14 @@ def cross_tools_available() -> bool:
     """True when arm-none-eabi-gcc (with newlib) and qemu-system-arm are installed."""
     return shutil.which("arm-none-eabi-gcc") is not None and shutil.which("qemu-system-arm") \
         is not None
+
+
+NEEDS_CMSIS = pytest.mark.skipif(not cmsis_nn_available(), reason=(
+    "CMSIS-NN is not beside the repository (../shared/third_party/CMSIS-NN or "
+    "$QCONVERT_CMSIS_NN): the cmsis-nn kernel set is not built"))
+NEEDS_CROSS = pytest.mark.skipif(not cross_tools_available(), reason=(
+    "arm-none-eabi-gcc / qemu-system-arm missing (apt-get install gcc-arm-none-eabi "
+    "libnewlib-arm-none-eabi qemu-system-arm): Cortex-M builds not run"))
 
 
 def harness_source(name: str, ios: dict, samples: list) -> str:

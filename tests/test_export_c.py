@@ -18,9 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from export_c_harness import (STRICT, build_cortex_m, build_host, cmsis_nn_available,
-                              cross_tools_available, harness_source, io_layout, parse,
-                              run_qemu, tflm_arena_bytes)
+from export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, STRICT, build_cortex_m, build_host,
+                              harness_source, io_layout, parse, run_qemu, tflm_arena_bytes)
 from test_export_c_header import _every_op_model
 from test_int_executor import tflm
 
@@ -33,12 +32,6 @@ from qconvert.model_io import load_model, serialize
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "models"
 SAMPLES = ROOT / "sample_models"
-NEEDS_CMSIS = pytest.mark.skipif(not cmsis_nn_available(), reason=(
-    "CMSIS-NN is not beside the repository (../shared/third_party/CMSIS-NN or "
-    "$QCONVERT_CMSIS_NN): the cmsis-nn kernel set is not built"))
-NEEDS_CROSS = pytest.mark.skipif(not cross_tools_available(), reason=(
-    "arm-none-eabi-gcc / qemu-system-arm missing (apt-get install gcc-arm-none-eabi "
-    "libnewlib-arm-none-eabi qemu-system-arm): Cortex-M builds not run"))
 
 
 def _invoke(args):

@@ -19,8 +19,8 @@ import subprocess
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from export_c_harness import (build_cortex_m, build_host, cmsis_nn_available,
-                              cross_tools_available, harness_source, image_source, io_layout,
+from export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, build_host,
+                              cmsis_nn_available, harness_source, image_source, io_layout,
                               parse, run_qemu, split_image_output)
 from test_int16_executor import INT16_MODELS, feeds_for, tflm
 
@@ -30,12 +30,6 @@ from qconvert.cli import main
 from qconvert.int8.prepare import layer_params
 from qconvert.model_io import load_model
 
-NEEDS_CMSIS = pytest.mark.skipif(not cmsis_nn_available(), reason=(
-    "CMSIS-NN is not beside the repository (../shared/third_party/CMSIS-NN or "
-    "$QCONVERT_CMSIS_NN): the cmsis-nn kernel set is not built"))
-NEEDS_CROSS = pytest.mark.skipif(not cross_tools_available(), reason=(
-    "arm-none-eabi-gcc / qemu-system-arm missing (apt-get install gcc-arm-none-eabi "
-    "libnewlib-arm-none-eabi qemu-system-arm): Cortex-M builds not run"))
 # the parts of the mixed model are covered by it
 MODELS = [p for p in INT16_MODELS if p.stem not in ("mixed_head_int8", "mixed_tail_int8")]
 IDS = [p.stem for p in MODELS]

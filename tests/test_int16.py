@@ -395,17 +395,13 @@ def test_footprint_arena_is_export_cs_greedy_plan(name):
     """The report's arena estimate equals export-c's planner (an independent implementation of
     the same greedy-by-size placement) when that one is given no in-place kernels."""
     from qconvert.c_export.memory_plan import PlanStep, plan_memory
-    from qconvert.quant.footprint import ALIASES, arena_bytes
+    from qconvert.quant.footprint import arena_bytes, arena_steps
 
     graph = load_model(TEST_MODELS / "corpus" / f"{name}.tflite").graph
     rng = np.random.default_rng(5)
     sizes = {n: int(rng.integers(1, 4)) * max(1, t.nbytes() // 4)
              for n, t in graph.tensors.items() if t.data is None}
-    steps = []
-    for node in graph.nodes:
-        ins = [i for i in dict.fromkeys(node.present_inputs()) if i in sizes]
-        outs = [o for o in node.outputs if o in sizes]
-        steps.append((ins, outs, node.op in ALIASES and len(ins) == 1 and len(outs) == 1))
+    steps = arena_steps(graph, sizes)
     ours = arena_bytes(sizes, steps, graph.inputs, graph.outputs)
     plan = plan_memory(sizes, [PlanStep(i, o, alias=a) for i, o, a in steps],
                        [i for i in graph.inputs if i in sizes],
@@ -416,19 +412,15 @@ def test_footprint_arena_is_export_cs_greedy_plan(name):
 def test_reported_ram_and_flash_are_those_of_the_written_model(digits):
     """The report prices the plan before writing; the model written has those bytes (arena
     of its tensors' own types, flash = weights + biases + other constants)."""
-    from qconvert.quant.footprint import ALIASES, arena_bytes
+    from qconvert.quant.footprint import arena_bytes, arena_steps
 
     for key in ("int16", "auto"):
         out, report, _ = digits[key]
         graph = load_model(out).graph
         sizes = {n: t.nbytes() for n, t in graph.tensors.items() if t.data is None}
-        steps = []
-        for node in graph.nodes:
-            ins = [i for i in dict.fromkeys(node.present_inputs()) if i in sizes]
-            outs = [o for o in node.outputs if o in sizes]
-            steps.append((ins, outs, node.op in ALIASES and len(ins) == 1 and len(outs) == 1))
         mem = report["int16"]["memory"]["chosen"]
-        assert arena_bytes(sizes, steps, graph.inputs, graph.outputs) == mem["arena_bytes"]
+        assert arena_bytes(sizes, arena_steps(graph, sizes), graph.inputs, graph.outputs) \
+            == mem["arena_bytes"]
         constants = [t for t in graph.tensors.values() if t.data is not None
                      and t.dtype in ("int8", "int16", "int32", "int64") and t.quant is not None]
         assert sum(int(t.data.nbytes) for t in constants) == mem["flash_bytes"], key

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import TEST_MODELS
+from conftest import TEST_MODELS, tflm_invoke
 from qconvert.errors import QConvertError
 from qconvert.executor.int_executor import run_int8, supported_ops16
 from qconvert.int8.fixed_point import multiply_by_quantized_multiplier_int64 as requantize_int64
@@ -33,22 +33,7 @@ CONV = {"activation": "NONE", "strides": [1, 1], "dilations": [1, 1]}
 
 def tflm(model_bytes: bytes, arrays: list) -> list:
     """TFLite Micro's outputs for `arrays`, with an arena for large activations."""
-    from tflite_micro.python.tflite_micro import runtime
-
-    it = runtime.Interpreter.from_bytes(model_bytes, arena_size=max(len(model_bytes) * 10,
-                                                                    1 << 20))
-    for i, a in enumerate(arrays):
-        it.set_input(a, i)
-    it.invoke()
-    outputs, i = [], 0
-    while True:
-        try:
-            it.get_output_details(i)
-        except IndexError:
-            break
-        outputs.append(np.array(it.get_output(i)))
-        i += 1
-    return outputs
+    return tflm_invoke(model_bytes, arrays, arena_size=max(len(model_bytes) * 10, 1 << 20))
 
 
 def feeds_for(g, seed: int) -> dict:
@@ -92,7 +77,8 @@ def test_the_models_cover_tflite_micros_16x8_kernels():
             "Sub", "Mul", "AveragePool", "MaxPool", "Mean", "Softmax", "Sigmoid", "Tanh", "Relu",
             "Relu6", "LeakyRelu", "Maximum", "Minimum", "Concat", "Pad", "Transpose",
             "Reshape", "StridedSlice", "SplitEqual", "ResizeNearest", "Quantize",
-            "Dequantize"}
+            "Dequantize", "Rsqrt", "Abs", "SquaredDifference", "ReduceSum", "SliceBySize",
+            "Pack", "Unpack", "Reverse"}
     assert want <= ops, want - ops
     assert want <= set(supported_ops16())
     total = sum(p.stat().st_size for p in INT16_MODELS)

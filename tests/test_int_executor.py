@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import SAMPLE_MODELS, TEST_MODELS, random_inputs
+from conftest import SAMPLE_MODELS, TEST_MODELS, random_inputs, tflm_invoke
+from float_op_checks import TfGraph
 from qconvert.errors import QConvertError
 from qconvert.executor.int_executor import run_int8
 from qconvert.executor.int_kernels import INT_KERNELS
@@ -34,21 +35,8 @@ INT8_MODELS = [TEST_MODELS / "kws_ref_model.tflite",
 
 # -- the oracle -----------------------------------------------------------------------------
 def tflm(model_bytes: bytes, arrays: list) -> list:
-    from tflite_micro.python.tflite_micro import runtime
-
-    it = runtime.Interpreter.from_bytes(model_bytes)
-    for i, a in enumerate(arrays):
-        it.set_input(a, i)
-    it.invoke()
-    outputs, i = [], 0
-    while True:
-        try:
-            it.get_output_details(i)
-        except IndexError:
-            break
-        outputs.append(np.array(it.get_output(i)))
-        i += 1
-    return outputs
+    """TFLite Micro's outputs for `arrays`."""
+    return tflm_invoke(model_bytes, arrays)
 
 
 def assert_same(model_bytes: bytes, feeds_list: list, batch: bool = True):
@@ -139,12 +127,9 @@ CONV = {"layout": "NHWC", "strides": [1, 1], "dilations": [1, 1], "group": 1,
         "activation": "NONE"}
 
 
-class Q8:
-    """Builds an int8 IR graph and serializes it for TFLM."""
-
-    def __init__(self, seed=0):
-        self.g = Graph("main")
-        self.rng = np.random.default_rng(seed)
+class Q8(TfGraph):
+    """Builds an int8 IR graph and serializes it for TFLM (`TfGraph` with quantization
+    parameters: a scale and zero point per activation, per-channel weights)."""
 
     def _q(self, scale, zp, axis=None):
         scale = np.atleast_1d(np.asarray(scale, np.float32))
@@ -176,15 +161,7 @@ class Q8:
 
     def node(self, op, ins, out, shape, scale, zp, dtype="int8", **attrs):
         q = None if dtype == "float32" else self._q(scale, zp)
-        self.g.add_tensor(Tensor(out, tuple(shape), dtype, quant=q))
-        self.g.nodes.append(Node(op, list(ins), [out], attrs, out))
-        return out
-
-    def build(self, outputs) -> bytes:
-        self.g.outputs = list(outputs)
-        model = Model("tflite", [self.g])
-        model.verify()
-        return serialize(model)
+        return super().node(op, ins, out, shape, dtype, q, **attrs)
 
     def fit(self, name, feeds, levels=235):
         """Requantize tensor `name` to span what TFLM computes for it on `feeds` (its current

@@ -118,6 +118,11 @@ def float_kernel_gaps(schemas_: dict, kernels: dict) -> list:
     return [f"{op}: no float kernel" for op in schemas_ if kernels.get(op) is None]
 
 
+def _missing(ops, table, what: str) -> list:
+    """f"{op}: {what}" for each op of `ops` that `table` lacks."""
+    return [f"{op}: {what}" for op in ops if op not in table]
+
+
 def int_kernel_gaps(schemas_: dict, int_kernels: dict, int_params: dict) -> list:
     """An op with an int8 rule and a TFLite form has an int kernel and its layer params; an
     int kernel belongs to an op with an int8 rule (or a listed exception); params and
@@ -128,11 +133,8 @@ def int_kernel_gaps(schemas_: dict, int_kernels: dict, int_params: dict) -> list
     problems += [f"{op}: int kernel but no int8 rule in its schema" for op in int_kernels
                  if op in schemas_ and not schemas_[op].int8
                  and op not in INT_KERNEL_WITHOUT_INT8_RULE]
-    problems += [f"{op}: int kernel without layer params" for op in int_kernels
-                 if op not in int_params]
-    problems += [f"{op}: layer params without an int kernel" for op in int_params
-                 if op not in int_kernels]
-    return problems
+    return (problems + _missing(int_kernels, int_params, "int kernel without layer params")
+            + _missing(int_params, int_kernels, "layer params without an int kernel"))
 
 
 def int8_version_gaps(schemas_: dict, int_kernels: dict) -> list:
@@ -207,17 +209,11 @@ def int16_gaps(int16_kernels: dict, int16_params: dict, lowerings16: dict, quant
                int_kernels: dict) -> list:
     """A 16x8 op has an int8 kernel too, its 16x8 parameters and a 16x8 C lowering; the
     quantizer makes 16x8 only ops the 16x8 executor runs."""
-    problems = [f"{op}: 16x8 kernel but no int8 kernel" for op in int16_kernels
-                if op not in int_kernels]
-    problems += [f"{op}: 16x8 kernel but no 16x8 params" for op in int16_kernels
-                 if op not in int16_params]
-    problems += [f"{op}: 16x8 kernel but no 16x8 C lowering" for op in int16_kernels
-                 if op not in lowerings16]
-    problems += [f"{op}: 16x8 C lowering but no 16x8 kernel" for op in lowerings16
-                 if op not in int16_kernels]
-    problems += [f"{op}: quantized to 16x8 but no 16x8 kernel" for op in quantized
-                 if op not in int16_kernels]
-    return problems
+    return (_missing(int16_kernels, int_kernels, "16x8 kernel but no int8 kernel")
+            + _missing(int16_kernels, int16_params, "16x8 kernel but no 16x8 params")
+            + _missing(int16_kernels, lowerings16, "16x8 kernel but no 16x8 C lowering")
+            + _missing(lowerings16, int16_kernels, "16x8 C lowering but no 16x8 kernel")
+            + _missing(quantized, int16_kernels, "quantized to 16x8 but no 16x8 kernel"))
 
 
 def fused_activation_gaps(schemas_: dict, op_specs: dict) -> list:
@@ -253,57 +249,32 @@ def stays_float_gaps(schemas_: dict) -> list:
 
 
 # -- the tests ------------------------------------------------------------------------------------
-def test_every_table_is_keyed_by_schema_ops():
-    assert unknown_keys(SCHEMAS, KEYED_TABLES) == []
+# every check on the real tables: each must find nothing (what each asks: its function above)
+CHECKS_ON_THE_TABLES = {
+    "every table is keyed by schema ops": lambda: unknown_keys(SCHEMAS, KEYED_TABLES),
+    "every schema op has a float kernel": lambda: float_kernel_gaps(SCHEMAS, KERNELS),
+    "int8 ops have int kernels and params": lambda: int_kernel_gaps(SCHEMAS, INT_KERNELS,
+                                                                    INT_PARAMS),
+    "int kernel ops have an int8 TFLite version": lambda: int8_version_gaps(SCHEMAS, INT_KERNELS),
+    "fixed output ops give their scale": lambda: fixed_output_gaps(SCHEMAS),
+    "int8 ops are exportable to C": lambda: header_gaps(INT_KERNELS, INT_PARAMS, OP_SPECS,
+                                                        LOWERINGS),
+    "layout-sensitive ONNX ops have a layout rule": lambda: layout_gaps(SCHEMAS, RULES),
+    "ONNX-only ops have a lowering rule": lambda: lowering_gaps(SCHEMAS, RULES,
+                                                                FOLDS_WHEN_STATIC),
+    "linear layers match the schemas' weight channel axis": lambda: linear_layer_gaps(SCHEMAS,
+                                                                                      LAYERS),
+    "16x8 ops have kernels, params and C lowerings": lambda: int16_gaps(
+        INT16_KERNELS, LAYER_PARAMS16, LOWERINGS16, quant_int16.INT16_KERNELS, INT_KERNELS),
+    "fusable layers carry a fused activation": lambda: fused_activation_gaps(SCHEMAS, OP_SPECS),
+    "clamps name a fused activation range": lambda: clamp_gaps(SCHEMAS),
+    "float parameters are parameters": lambda: stays_float_gaps(SCHEMAS),
+}
 
 
-def test_every_schema_op_has_a_float_kernel():
-    assert float_kernel_gaps(SCHEMAS, KERNELS) == []
-
-
-def test_int8_ops_have_int_kernels_and_params():
-    assert int_kernel_gaps(SCHEMAS, INT_KERNELS, INT_PARAMS) == []
-
-
-def test_int_kernel_ops_have_an_int8_tflite_version():
-    assert int8_version_gaps(SCHEMAS, INT_KERNELS) == []
-
-
-def test_fixed_output_ops_give_their_scale():
-    assert fixed_output_gaps(SCHEMAS) == []
-
-
-def test_int8_ops_are_exportable_to_c():
-    assert header_gaps(INT_KERNELS, INT_PARAMS, OP_SPECS, LOWERINGS) == []
-
-
-def test_layout_sensitive_onnx_ops_have_a_layout_rule():
-    assert layout_gaps(SCHEMAS, RULES) == []
-
-
-def test_onnx_only_ops_have_a_lowering_rule():
-    assert lowering_gaps(SCHEMAS, RULES, FOLDS_WHEN_STATIC) == []
-
-
-def test_linear_layers_match_the_schemas_weight_channel_axis():
-    assert linear_layer_gaps(SCHEMAS, LAYERS) == []
-
-
-def test_16x8_ops_have_kernels_params_and_c_lowerings():
-    assert int16_gaps(INT16_KERNELS, LAYER_PARAMS16, LOWERINGS16, quant_int16.INT16_KERNELS,
-                      INT_KERNELS) == []
-
-
-def test_fusable_layers_carry_a_fused_activation():
-    assert fused_activation_gaps(SCHEMAS, OP_SPECS) == []
-
-
-def test_clamps_name_a_fused_activation_range():
-    assert clamp_gaps(SCHEMAS) == []
-
-
-def test_float_parameters_are_parameters():
-    assert stays_float_gaps(SCHEMAS) == []
+@pytest.mark.parametrize("check", CHECKS_ON_THE_TABLES)
+def test_the_tables_agree(check):
+    assert CHECKS_ON_THE_TABLES[check]() == []
 
 
 def test_exceptions_name_real_gaps():

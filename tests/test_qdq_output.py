@@ -106,16 +106,22 @@ def test_report_output_sqnr_is_onnxruntimes(digits):
     assert report["top1_agreement"] == pytest.approx(agree, abs=1.5 / len(x))
 
 
+def _dequantized_values(path) -> dict:
+    """{float tensor: the DequantizeLinear output carrying its int8 value} of a QDQ model (the
+    tensor quantized by a QuantizeLinear whose output a DequantizeLinear reads)."""
+    g = onnx.load(str(path)).graph
+    dequantized = {n.input[0]: n.output[0] for n in g.node if n.op_type == "DequantizeLinear"}
+    quantized = {n.output[0]: n.input[0] for n in g.node if n.op_type == "QuantizeLinear"}
+    return {quantized[q]: d for q, d in dequantized.items() if q in quantized}
+
+
 def test_report_layer_sqnr_is_end_to_end_against_the_float_model(digits):
     """Each layer's "sqnr_db": its dequantized int8 value in the QDQ model against the same
     tensor of the float model, both run by onnxruntime, on the first "layer_samples" samples."""
     out, report, x = digits
     k = report["layer_samples"]
     assert 1 <= k <= report["samples"]
-    g = onnx.load(str(out)).graph
-    dequantized = {n.input[0]: n.output[0] for n in g.node if n.op_type == "DequantizeLinear"}
-    quantized = {n.output[0]: n.input[0] for n in g.node if n.op_type == "QuantizeLinear"}
-    dq_of = {quantized[q]: d for q, d in dequantized.items() if q in quantized}
+    dq_of = _dequantized_values(out)
     float_names = {o for n in onnx.load(str(DIGITS)).graph.node for o in n.output}
     checked = 0
     for row in report["layers"]:
@@ -206,10 +212,7 @@ def test_layer_reference_beyond_its_budget_is_a_prefix_of_the_first_sample(tmp_p
     fraction = report["layer_sample_fraction"]
     assert 0 < fraction < 1 and report["layer_samples"] == 1
     x = np.load(TEST_MODELS / "digits_data_nchw.npz")["calib"][:1]
-    g = onnx.load(str(out)).graph
-    dequantized = {n.input[0]: n.output[0] for n in g.node if n.op_type == "DequantizeLinear"}
-    quantized = {n.output[0]: n.input[0] for n in g.node if n.op_type == "QuantizeLinear"}
-    dq_of = {quantized[q]: d for q, d in dequantized.items() if q in quantized}
+    dq_of = _dequantized_values(out)
     float_names = {o for n in onnx.load(str(DIGITS)).graph.node for o in n.output}
     checked = 0
     for row in report["layers"]:

@@ -103,19 +103,29 @@ def mean(node, inputs, out_dtypes):
                     dtype=x.dtype)]
 
 
-@kernel("ReduceMean")
-def reduce_mean(node, inputs, out_dtypes):
-    """ONNX ReduceMean over the `axes` input; none (or empty) means every axis, or the identity
-    when `noop_with_empty_axes`; `keepdims` (default 1)."""
+def _reduce_over(node, inputs) -> tuple:
+    """(axes, keepdims) of an ONNX Reduce* node: the `axes` input (or attribute); none (or
+    empty) means every axis, or None (the identity) when `noop_with_empty_axes`; `keepdims`
+    (default 1)."""
     x = inputs[0]
-    _float_input(node, x)
     axes = _input_or_attr(node, inputs, 1)
     keep = bool(int(node.attrs.get("keepdims", 1)))
     if not axes:
         if int(node.attrs.get("noop_with_empty_axes", 0) or 0):
-            return [x]
+            return None, keep
         axes = list(range(x.ndim))
-    return [np.mean(x, axis=_reduce_axes(axes, x.ndim), keepdims=keep, dtype=x.dtype)]
+    return _reduce_axes(axes, x.ndim), keep
+
+
+@kernel("ReduceMean")
+def reduce_mean(node, inputs, out_dtypes):
+    """ONNX ReduceMean over `_reduce_over`'s axes."""
+    x = inputs[0]
+    _float_input(node, x)
+    axes, keep = _reduce_over(node, inputs)
+    if axes is None:
+        return [x]
+    return [np.mean(x, axis=axes, keepdims=keep, dtype=x.dtype)]
 
 
 @kernel("ReduceMax", "ReduceSum")
@@ -124,13 +134,10 @@ def reduce_max_sum(node, inputs, out_dtypes):
     or none when `noop_with_empty_axes`, as TFLite's REDUCE_MAX / SUM)."""
     x = inputs[0]
     fn = np.max if node.op == "ReduceMax" else np.sum
-    axes = _input_or_attr(node, inputs, 1)
-    keep = bool(int(node.attrs.get("keepdims", 1)))
-    if not axes:
-        if int(node.attrs.get("noop_with_empty_axes", 0) or 0):
-            return [x]
-        axes = list(range(x.ndim))
-    return [np.asarray(fn(x, axis=_reduce_axes(axes, x.ndim), keepdims=keep)).astype(x.dtype)]
+    axes, keep = _reduce_over(node, inputs)
+    if axes is None:
+        return [x]
+    return [np.asarray(fn(x, axis=axes, keepdims=keep)).astype(x.dtype)]
 
 
 @kernel("GlobalMaxPool")

@@ -16,16 +16,21 @@ def _scaled_input(x, multiplier: int, left_shift: int):
     return (np.asarray(x, dtype=np.int64) * multiplier + rounding) >> left_shift
 
 
+def _sigmoid_interpolated(a, bits: int, saturated: int) -> np.ndarray:
+    """The sigmoid table at a / 2**bits, interpolated over the low `bits` bits of `a` (9:
+    logistic, 8: tanh); `saturated` past the table's end."""
+    table = sigmoid_table()
+    uh = a >> bits
+    idx = np.minimum(uh, 254)
+    ua, ub = table[idx], table[idx + 1]
+    return np.where(uh >= 255, saturated, (ua << bits) + (a & ((1 << bits) - 1)) * (ub - ua))
+
+
 def logistic16(x, multiplier: int, left_shift: int) -> np.ndarray:
     """reference_integer_ops::Logistic (int16): the table read at |x| / 2**9 with 9 bits of
     interpolation, mirrored for negative inputs, Q0.15 output."""
     v = _scaled_input(x, multiplier, left_shift)
-    a = np.abs(v)
-    table = sigmoid_table()
-    uh = a >> 9
-    idx = np.minimum(uh, 254)
-    ua, ub = table[idx], table[idx + 1]
-    result = np.where(uh >= 255, 0x7FFF << 10, (ua << 9) + (a & 0x1FF) * (ub - ua))
+    result = _sigmoid_interpolated(np.abs(v), 9, 0x7FFF << 10)
     result = np.where(v >= 0, result + (1 << 9), (1 << 25) - result + (1 << 9) - 1)
     return (result >> 10).astype(np.int16)
 
@@ -34,12 +39,7 @@ def tanh16(x, multiplier: int, left_shift: int) -> np.ndarray:
     """reference_integer_ops::Tanh (int16): the sigmoid table read at |x| / 2**8 with 8 bits of
     interpolation, 2 sigmoid - 1, Q0.15 output."""
     v = _scaled_input(x, multiplier, left_shift)
-    a = np.abs(v)
-    table = sigmoid_table()
-    uh = a >> 8
-    idx = np.minimum(uh, 254)
-    ua, ub = table[idx], table[idx + 1]
-    result = np.where(uh >= 255, 0xFFFF << 8, (ua << 8) + (a & 0xFF) * (ub - ua))
+    result = _sigmoid_interpolated(np.abs(v), 8, 0xFFFF << 8)
     result = np.where(v >= 0, result - (1 << 23) + (1 << 7), -result + (1 << 23) + (1 << 7) - 1)
     result = result >> 8
     return (((result + 32768) & 0xFFFF) - 32768).astype(np.int16)

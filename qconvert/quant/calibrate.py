@@ -2,8 +2,8 @@
 
 `calibrate` feeds every sample through the float reference executor (or onnxruntime,
 `ort_engine`), batch by batch, and gathers each activation's range (`ranges.RangeCollector`,
-`--method`) and, for bias correction, each layer's per-channel output means
-(`bias_correction.ChannelMeans`). On the way it keeps the float model's outputs on the first
+`--method`) and, for bias correction, each layer's per-channel input means, over all samples
+and per sample over the first few (`bias_correction.ChannelMeans`). On the way it keeps the float model's outputs on the first
 samples and its activations on the first few of them: the report's float reference, so the
 report (`report`) need not run the float model again. A streaming model (resource variables)
 runs its samples as consecutive frames of one stream, the state carried (`float_stream`).
@@ -28,15 +28,18 @@ LAYER_REFERENCE_BYTES = 64 << 20  # float activations kept from calibration for 
 class Calibration:
     """What a calibration run measured: `ranges` {activation: (lo, hi)} (as `--method` takes
     them), `extremes` {activation: (min, max)} (the values seen), `means` (bias correction's
-    per-channel output means, None without it), `reference` (the float outputs on the first
-    samples, None when none were kept) and `layer_reference` (float activations on the first
-    few samples)."""
+    per-channel input means, None without it), `reference` (the float outputs on the first
+    samples, None when none were kept), `layer_reference` (float activations on the first
+    few samples) and `head_means` (per layer, each of the first `head` samples' input means:
+    the empirical correction's float side, `propagated_bias`)."""
 
     ranges: dict
     extremes: dict
     means: dict | None
     reference: dict | None
     layer_reference: dict
+    head_means: dict | None = None
+    head: int = 0
 
 
 def calibrate(model: Model, calibration: dict, options, keep_first: int,
@@ -47,10 +50,14 @@ def calibrate(model: Model, calibration: dict, options, keep_first: int,
     collector = RangeCollector(options.method, options.percentile, needed_ranges(model.graph))
     observe = collector.observe
     means = None
+    head = 0
     if options.bias_correction:
         from .bias_correction import ChannelMeans
+        from .propagated_bias import correction_samples
 
-        means = ChannelMeans(model.graph, model.format)
+        head = correction_samples(model.graph, len(next(iter(calibration.values()))),
+                                  options, keep_first)
+        means = ChannelMeans(model.graph, model.format, head)
 
         def observe(name, array):  # one pass over a layer input for both (`tensor_stats`)
             stats = None
@@ -64,7 +71,8 @@ def calibrate(model: Model, calibration: dict, options, keep_first: int,
                                             progress, keep_first, options.engine)
     return Calibration(collector.ranges(),
                        {k: (collector.lo[k], collector.hi[k]) for k in collector.lo},
-                       None if means is None else means.means(), reference, layers)
+                       None if means is None else means.means(), reference, layers,
+                       None if means is None else means.head_means(), head)
 
 
 def needed_ranges(graph) -> set:

@@ -76,6 +76,17 @@ def footprint(graph, int16=frozenset(), fmt: str = "tflite", qplan=None) -> dict
             "other_constant_bytes": other, "flash_bytes": weight + bias + other}
 
 
+def arena_steps(graph, sizes: dict) -> list:
+    """[(inputs, outputs, alias)] of `graph`'s nodes over the buffers of `sizes` (the steps
+    `arena_bytes` reads; Reshape and Squeeze of one buffer alias it)."""
+    steps = []
+    for node in graph.nodes:
+        ins = [i for i in dict.fromkeys(node.present_inputs()) if i in sizes]
+        outs = [o for o in node.outputs if o in sizes]
+        steps.append((ins, outs, node.op in ALIASES and len(ins) == 1 and len(outs) == 1))
+    return steps
+
+
 def _align(n: int) -> int:
     return (int(n) + ALIGN - 1) // ALIGN * ALIGN
 

@@ -6,12 +6,14 @@
 allocates), `fuse` (the fusion pipeline, unless `fuse=False`, so calibration sees the real
 weight ranges), `equalize` (cross-layer equalization when asked), `calibrate` (the float model
 over the calibration samples, `calibrate`), `plan` (the quantization plan, `plan`), the writer
-(`tflite-int8` or `qdq`) and `report` (`report.build_report`: per layer its scales, zero
-points, (multiplier, shift) pairs and int32 biases and an SQNR against the float model).
+(`tflite-int8` or `qdq`), `correct-bias` (the empirical bias correction of the written model,
+`propagated_bias`) and `report` (`report.build_report`: per layer its scales, zero points,
+(multiplier, shift) pairs and int32 biases and an SQNR against the float model).
 
 Cost: one float pass over the calibration samples (which also keeps the float model's outputs
-on the report's samples when they are the calibration samples) and, for ONNX, one batched pass
-of the QDQ model: the float model is not run again.
+on the report's samples when they are the calibration samples) and the report's run of the
+int8 model (for ONNX one batched pass of the QDQ model), whose first batch also measures the
+empirical bias correction: the float model is not run again.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ class _Run:
     float_model: Model | None = None
     names: dict | None = None
     int16_report: dict | None = None
+    correction: object = None  # propagated_bias.PropagatedCorrection the report's run applies
     report: dict | None = None
 
 
@@ -157,6 +160,7 @@ def _plan(run: _Run) -> None:
     float graph (and of a streaming model) for the report."""
     model = run.model
     measured = run.measured
+    measured.ranges = unclipped_outputs(model.graph, measured.ranges, measured.extremes)
     run.qplan = _plan_in_range(model.graph, measured.ranges, model.format,
                                run.options.fc_per_channel, measured.means)
     run.float_graph = model.graph.copy()  # constants shared: they are immutable
@@ -171,6 +175,20 @@ def _plan(run: _Run) -> None:
         run.qplan, run.int16_report = plan_int16(
             model.graph, run.float_graph, run.qplan, measured.ranges, measured.extremes,
             measured.means, run.options, {k: v[:n] for k, v in data.items()}, _plan_in_range)
+
+
+def unclipped_outputs(graph, ranges: dict, extremes: dict) -> dict:
+    """`ranges` with every graph output's range replaced by the extremes calibration saw (what
+    `--method minmax` takes). A clipping range (mse, percentile, entropy) pays inside the
+    network, where the layers after a tensor average its clipped tails away; a graph output is
+    the result itself, its largest values (the winning logit, the peak of a map) matter most and
+    nothing averages them, so its int8 range keeps them (as the TFLite converter's and
+    onnxruntime's ranges do)."""
+    out = dict(ranges)
+    for name in graph.outputs:
+        if name in out and name in extremes:
+            out[name] = extremes[name]
+    return out
 
 
 def _tflite_int8(run: _Run) -> None:
@@ -193,6 +211,27 @@ def _qdq(run: _Run) -> None:
 
     run.names = apply_qdq(run.model.graph, run.qplan, run.model.meta.get("opset", 13))
     check_qdq_scales(run.model.graph)
+
+
+def _correct_bias(run: _Run) -> None:
+    """Empirical bias correction of the written int8 model (`propagated_bias`): each layer's
+    int32 bias also takes the mean error its quantized input brings, measured on the first
+    calibration samples (int8 plans of one-graph models, with bias correction on). When the
+    report runs the model on those samples anyway (no `--eval`, the numpy engine), its first
+    batch applies the correction (`run.correction`); otherwise a run of its own does."""
+    measured = run.measured
+    if not measured.head_means or run.options.wide or run.stateful:
+        return
+    from .propagated_bias import PropagatedCorrection, correct_propagated_errors
+
+    if run.evaluation is None and run.options.engine == "numpy" \
+            and measured.head <= run.report_count:
+        run.correction = PropagatedCorrection(run.model, run.qplan, run.float_graph,
+                                              measured.head_means, measured.head)
+        return
+    correct_propagated_errors(run.model, run.qplan, run.float_graph,
+                              {k: v[:measured.head] for k, v in run.calibration.items()},
+                              measured.head_means, run.options.rounding)
 
 
 def _report(run: _Run) -> None:
@@ -219,7 +258,7 @@ def _report(run: _Run) -> None:
         run.float_graph, run.model, run.qplan, run.names,
         run.evaluation if run.evaluation is not None else run.calibration, run.options,
         measured.reference, measured.layer_reference, run.float_model, run.report_count,
-        simulate)
+        simulate, run.correction)
     if run.int16_report is not None:
         from .int16_report import add_to_report
 
@@ -228,7 +267,8 @@ def _report(run: _Run) -> None:
 
 STAGES = {"check-float": _check_float, "static-batch": _static_batch, "fuse": _fuse,
           "equalize": _equalize, "calibrate": _calibrate, "plan": _plan,
-          "tflite-int8": _tflite_int8, "qdq": _qdq, "report": _report}
+          "tflite-int8": _tflite_int8, "qdq": _qdq, "correct-bias": _correct_bias,
+          "report": _report}
 
 
 def _release_float_weights(float_graph, graph) -> None:

@@ -10,6 +10,8 @@ it warns with when an output falls below `--verify`'s floor.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from qconvert.ir import Model
@@ -81,12 +83,14 @@ def _int8_inputs(graph, feeds: dict) -> dict:
     return inputs
 
 
-def _tflite_errors(model: Model, feeds: dict, options, layer_reference: dict):
+def _tflite_errors(model: Model, feeds: dict, options, layer_reference: dict, correct=None):
     """TFLite: per activation the (signal, noise) energies of its int8 value (the integer
     executor, bit-exact with TFLite Micro) against the float model's, end to end, on the samples
     `layer_reference` holds; and the dequantized outputs on every sample. The integer executor
     runs one sample at a time: its float64 matmuls are no faster batched, and memory stays that
-    of one sample."""
+    of one sample. `correct` (a `propagated_bias.PropagatedCorrection`): its first
+    `correct.samples` samples run as one batch with the correction applied as they go, so every
+    figure is the corrected model's."""
     from qconvert.executor.int_executor import run_int8
     from qconvert.executor.streaming import has_state, run_frames
 
@@ -112,8 +116,17 @@ def _tflite_errors(model: Model, feeds: dict, options, layer_reference: dict):
         outs = run_frames(model, frames(inputs), lambda g, f, o, k: run_int8(
             g, f, rounding=options.rounding, observe=o), observe)
     else:
+        head = 0 if correct is None else correct.samples
         outs = (run_int8(graph, frame, rounding=options.rounding, observe=observe)
-                for frame in frames(inputs))
+                for frame in frames({k: v[head:] for k, v in inputs.items()}))
+        if head:
+            def both(name, array):
+                correct.observe(name, array)
+                observe(name, array)
+
+            first = run_int8(graph, {k: v[:head] for k, v in inputs.items()},
+                             rounding=options.rounding, observe=both)
+            outs = itertools.chain([first], outs)
     for out in outs:
         for name in graph.outputs:
             got.setdefault(name, []).append(dequantized(name, out[name]))
@@ -145,13 +158,15 @@ def energy_add(energy: dict, name: str, signal: float, noise: float) -> None:
     energy[name] = (s + signal, e + noise)
 
 
-def _qdq_errors(model: Model, names: dict, feeds: dict, batch_size: int, layer_reference: dict):
+def _qdq_errors(model: Model, names: dict, feeds: dict, batch_size: int, layer_reference: dict,
+                correct=None):
     """ONNX QDQ, from one batched run of the QDQ graph: per activation the (signal, noise)
     energies end to end (its dequantized value against the float model's, `layer_reference`:
     {activation: float value on the first samples}) and added (what its own QuantizeLinear ->
     DequantizeLinear pair changes in the float value its layer computed from dequantized inputs:
     the error the layer adds, not the one it inherits, measured by the executor while it
-    computes the pair, `run_float`'s `pair_error`); and the QDQ model's outputs."""
+    computes the pair, `run_float`'s `pair_error`); and the QDQ model's outputs. `correct` as
+    in `_tflite_errors`: its samples run first, as one batch, corrected as they go."""
     from qconvert.executor.float_executor import run_float_batched
 
     activation_of = {d: a for a, d in names.items()}
@@ -168,8 +183,20 @@ def _qdq_errors(model: Model, names: dict, feeds: dict, batch_size: int, layer_r
         if act is not None:
             energy_add(added, act, signal, noise)
 
-    outputs = run_float_batched(model, feeds, batch_size, observe=observe,
-                                pair_error=pair_error)
+    head = 0 if correct is None else correct.samples
+    outputs: dict = {}
+    if head:  # first, so that every later sample runs the corrected model
+        def both(name, array):
+            correct.observe(name, array)
+            observe(name, array)
+
+        outputs = run_float_batched(model, {k: v[:head] for k, v in feeds.items()}, head,
+                                    observe=both, pair_error=pair_error)
+    if head < len(next(iter(feeds.values()))):
+        rest = run_float_batched(model, {k: v[head:] for k, v in feeds.items()}, batch_size,
+                                 observe=observe, pair_error=pair_error)
+        outputs = {k: np.concatenate([outputs[k], v]) if k in outputs else v
+                   for k, v in rest.items()}
     return tracker.energy, added, outputs
 
 
@@ -184,7 +211,7 @@ def _db(signal: float, noise: float) -> float:
 def build_report(float_graph, model: Model, qplan, names: dict, data: dict, options,
                  reference: dict | None = None, layer_reference: dict | None = None,
                  float_model: Model | None = None, samples: int = REPORT_SAMPLES,
-                 simulate=None) -> dict:
+                 simulate=None, correct=None) -> dict:
     """The per-layer report over the first `samples` samples of `data` (`report_samples`).
 
     Per layer, "sqnr_db" is the SQNR of its int8 output against the float model's tensor, end
@@ -193,6 +220,9 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
     calibration kept, on the first "layer_samples" samples, see `_qdq_errors`); ONNX also gets
     "added_sqnr_db", the error the layer's own quantization adds. "output_sqnr_db" is end to
     end over all report samples; the float outputs are `reference` when calibration kept them.
+    `correct` (a `propagated_bias.PropagatedCorrection` whose samples are the first of `data`):
+    the report's run applies it on those samples first (`_tflite_errors`), so the empirical
+    bias correction costs no run of its own.
     """
     n = min(len(next(iter(data.values()))), samples)
     feeds = {k: v[:n] for k, v in data.items()}
@@ -209,14 +239,14 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
         energy, got_out = simulate(feeds, layer_reference)
         run = "fake-quantized float run (the integer executor has no 16x8 kernels)"
     elif model.format == "tflite":
-        energy, got_out = _tflite_errors(model, feeds, options, layer_reference)
+        energy, got_out = _tflite_errors(model, feeds, options, layer_reference, correct)
     elif getattr(options, "engine", "numpy") == "onnxruntime":
         from .ort_engine import qdq_errors
 
         energy, added, got_out = qdq_errors(model, names, feeds, layer_reference)
     else:
         energy, added, got_out = _qdq_errors(model, names, feeds, options.batch_size,
-                                             layer_reference)
+                                             layer_reference, correct)
     ref_out = reference
     layer_samples = min(n, min((len(v) for v in layer_reference.values()), default=n))
     fraction = _kept_fraction(float_graph, layer_reference)

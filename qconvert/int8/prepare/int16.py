@@ -40,10 +40,10 @@ from ..activation_range import activation_range
 from ..lut16 import checked_log2, int16_sigmoid_tanh_scaling, softmax_luts
 from ..multipliers import calculate_input_radius, effective_multipliers
 from ..rounding import round_half_away
+from .arithmetic import add_rescaling, operand_scales, squared_difference_params
 from .common import LAYER_PARAMS, fail, fused_activation, no_params, per_tensor, \
     quantize_multipliers, registrar
 from .data import NO_PARAMS_OPS, concat_params_with
-from .arithmetic import squared_difference_params
 from .pooling import mean_params, pool_params_with
 
 INT16_MIN, INT16_MAX = -32768, 32767
@@ -189,9 +189,7 @@ def transpose_conv16_params(graph, node) -> dict:
 @prepare16("BatchMatMul")
 def batch_matmul16_params(graph, node) -> dict:
     """BatchMatMulPrepare (int16): one multiplier of double s_a * s_b / s_out, int16 clamps."""
-    s_a, _ = _symmetric(graph, node, node.inputs[0])
-    s_b, _ = _symmetric(graph, node, node.inputs[1])
-    s_out, _ = _symmetric(graph, node, node.outputs[0])
+    (s_a, _), (s_b, _), (s_out, _) = operand_scales(graph, node, _symmetric)
     m, e = quantize_multipliers(node, float(s_a) * float(s_b) / float(s_out))
     return {"output_multiplier": int(m), "output_shift": int(e),
             "adj_x": bool(node.attrs.get("adj_x")), "adj_y": bool(node.attrs.get("adj_y"))}
@@ -199,39 +197,26 @@ def batch_matmul16_params(graph, node) -> dict:
 
 @prepare16("Add", "Sub")
 def add_sub16_params(graph, node) -> dict:
-    """CalculateOpDataAdd / Sub (int16): left shift 15, the ratios in double (this TFLite Micro
-    does so for SUB too, where older sources have float32: pinned by a test)."""
-    s1, _ = _symmetric(graph, node, node.inputs[0])
-    s2, _ = _symmetric(graph, node, node.inputs[1])
-    s_out, _ = _symmetric(graph, node, node.outputs[0])
-    left_shift = 15
-    twice = 2 * float(max(s1, s2))
-    real = [float(s1) / twice, float(s2) / twice, twice / ((1 << left_shift) * float(s_out))]
-    if not real[2] < 1:
-        fail(node, "output scale too small for the input scales (multiplier >= 1)")
-    m, s = quantize_multipliers(node, np.array(real))
+    """CalculateOpDataAdd / Sub (int16): int8's `add_rescaling` with a left shift of 15 (the
+    ratios in double: this TFLite Micro does so for SUB too, where older sources have float32:
+    pinned by a test); all zero points 0; int16 clamps."""
+    (s1, _), (s2, _), (s_out, _) = operand_scales(graph, node, _symmetric)
+    rescaling = add_rescaling(node, s1, s2, s_out, 15)
     act_min, act_max = _act_range16(node, s_out, 0)
-    return {"left_shift": left_shift,
-            "input1_multiplier": int(m[0]), "input1_shift": int(s[0]),
-            "input2_multiplier": int(m[1]), "input2_shift": int(s[1]),
-            "output_multiplier": int(m[2]), "output_shift": int(s[2]),
-            "activation_min": act_min, "activation_max": act_max}
+    return {**rescaling, "activation_min": act_min, "activation_max": act_max}
 
 
 @prepare16("SquaredDifference")
 def squared_difference16_params(graph, node) -> dict:
     """SquaredDifferencePrepare (int16): zero points 0, left shift 0, int16 clamps."""
-    for name in (*node.inputs[:2], node.outputs[0]):
-        _symmetric(graph, node, name)
+    operand_scales(graph, node, _symmetric)  # refuses a non-zero zero point
     return squared_difference_params(graph, node, left_shift=0, type_range=(INT16_MIN, INT16_MAX))
 
 
 @prepare16("Mul")
 def mul16_params(graph, node) -> dict:
     """CalculateOpDataMul (int16): double s1 * s2 / s_out; all zero points 0."""
-    s1, _ = _symmetric(graph, node, node.inputs[0])
-    s2, _ = _symmetric(graph, node, node.inputs[1])
-    s_out, _ = _symmetric(graph, node, node.outputs[0])
+    (s1, _), (s2, _), (s_out, _) = operand_scales(graph, node, _symmetric)
     m, s = quantize_multipliers(node, float(s1) * float(s2) / float(s_out))
     act_min, act_max = _act_range16(node, s_out, 0)
     return {"output_multiplier": int(m), "output_shift": int(s),
@@ -330,30 +315,27 @@ def relu6_16_params(graph, node) -> dict:
     return {"zero": 0, "six": min(six, INT16_MAX)}
 
 
-@prepare16("LeakyRelu")
-def leaky_relu16_params(graph, node) -> dict:
-    """CalculateOpDataLeakyRelu (int16): the int8 multipliers."""
+def _symmetric_io(graph, node) -> None:
+    """Refuses a non-zero zero point on the int16 input (slot 0) or output of `node`."""
     _symmetric(graph, node, node.inputs[0])
     _symmetric(graph, node, node.outputs[0])
-    return LAYER_PARAMS["LeakyRelu"](graph, node)
+
+
+@prepare16("LeakyRelu", "Abs", "Rsqrt")
+def int8_multipliers16_params(graph, node) -> dict:
+    """CalculateOpDataLeakyRelu, PrepareAbsRsqrt (ABS, RSQRT) (int16): zero points 0, the int8
+    multipliers."""
+    _symmetric_io(graph, node)
+    return LAYER_PARAMS[node.op](graph, node)
 
 
 @prepare16("PRelu")
 def prelu16_params(graph, node) -> dict:
     """CalculatePreluParams (int16 input and output, int8 alpha): the int8 multipliers."""
-    _symmetric(graph, node, node.inputs[0])
-    _symmetric(graph, node, node.outputs[0])
+    _symmetric_io(graph, node)
     if str(graph.tensors[node.inputs[1]].dtype) != "int8":
         fail(node, "a 16x8 PRELU takes an int8 alpha (TFLite Micro requires it)")
     return LAYER_PARAMS["PRelu"](graph, node)
-
-
-@prepare16("Abs", "Rsqrt")
-def abs_rsqrt16_params(graph, node) -> dict:
-    """PrepareAbsRsqrt (ABS, RSQRT, int16): zero points 0, the int8 multiplier."""
-    _symmetric(graph, node, node.inputs[0])
-    _symmetric(graph, node, node.outputs[0])
-    return LAYER_PARAMS[node.op](graph, node)
 
 
 @prepare16("Quantize")
