@@ -96,6 +96,23 @@ def tflm_invoke(model_bytes: bytes, arrays=None, seed=0, arena_size=None) -> lis
     return outputs
 
 
+def litert_per_sample(model_bytes: bytes, x: np.ndarray) -> np.ndarray:
+    """LiteRT's (reference kernels) first output for each sample of `x` fed alone as a batch of
+    one, stacked along the first axis."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    it = Interpreter(model_content=model_bytes,
+                     experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    inp, out = it.get_input_details()[0], it.get_output_details()[0]
+    rows = []
+    for sample in x:
+        it.set_tensor(inp["index"], sample[None])
+        it.invoke()
+        rows.append(it.get_tensor(out["index"])[0].copy())
+    return np.stack(rows)
+
+
 def run_tflm(model_bytes: bytes, seed=0) -> list:
     """TFLite Micro's outputs for random inputs of `seed`."""
     return tflm_invoke(model_bytes, seed=seed)

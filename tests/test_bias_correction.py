@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import TEST_MODELS
+from conftest import TEST_MODELS, litert_per_sample
 from qconvert.cli import main
 from qconvert.executor.int_executor import run_int8
 from qconvert.ir import Node
@@ -28,18 +28,7 @@ def _digits(layout):
 
 
 def _litert(model_bytes, x):
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-    it = Interpreter(model_content=model_bytes,
-                     experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
-    inp, out = it.get_input_details()[0], it.get_output_details()[0]
-    rows = []
-    for sample in x:
-        it.set_tensor(inp["index"], sample[None])
-        it.invoke()
-        rows.append(it.get_tensor(out["index"])[0].copy())
-    return np.stack(rows).astype(np.float64)
+    return litert_per_sample(model_bytes, x).astype(np.float64)
 
 
 def _tflm(model_bytes, xq):

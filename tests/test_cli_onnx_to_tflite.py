@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import ROOT, TEST_MODELS, assert_close
+from conftest import ROOT, TEST_MODELS, assert_close, litert_per_sample
 from qconvert.cli import main
 from qconvert.model_io import load_model
 from qconvert.int8.rounding import round_half_away
@@ -37,18 +37,7 @@ def _ort_outputs(path, x: np.ndarray) -> np.ndarray:
 
 
 def _litert_outputs(path, x: np.ndarray) -> np.ndarray:
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-    it = Interpreter(model_content=path.read_bytes(),
-                     experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
-    inp, out = it.get_input_details()[0], it.get_output_details()[0]
-    rows = []
-    for sample in x:
-        it.set_tensor(inp["index"], sample[None])
-        it.invoke()
-        rows.append(it.get_tensor(out["index"]).copy())
-    return np.concatenate(rows)
+    return litert_per_sample(path.read_bytes(), x)
 
 
 def _pytorch_like():

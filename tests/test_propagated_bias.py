@@ -22,7 +22,7 @@ import json
 import numpy as np
 from click.testing import CliRunner
 
-from conftest import TEST_MODELS, OnnxNet
+from conftest import TEST_MODELS, OnnxNet, litert_per_sample
 from qconvert.cli import main
 from qconvert.quant.propagated_bias import shrunk_mean
 
@@ -45,18 +45,8 @@ def _sqnr(ref, got) -> float:
 
 
 def _litert(path, x):
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-    it = Interpreter(model_path=str(path),
-                     experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
-    inp, out = it.get_input_details()[0], it.get_output_details()[0]
-    rows = []
-    for sample in x:
-        it.set_tensor(inp["index"], sample[None])
-        it.invoke()
-        rows.append(it.get_tensor(out["index"])[0].astype(np.float64))
-    return np.stack(rows)
+    with open(path, "rb") as f:
+        return litert_per_sample(f.read(), x).astype(np.float64)
 
 
 def _tflm(path, x):
