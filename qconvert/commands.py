@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from .command_inputs import calibration_data, load_with_shapes, memory_limit, normalization
 from .errors import QConvertError
+from .pads_spelling import model_nodes
 from .route_steps import Job, run_route
 from .routes import find_route
 
@@ -100,7 +101,7 @@ def fuse_command(model, output, pass_list, report, input_shapes, verify) -> Writ
         run_route(route, Job(m, output=os.path.basename(out)))
     if output is None:
         outputs.add(out)
-    before = sum(len(g.nodes) for g in m.graphs)
+    before = sum(model_nodes(g) for g in m.graphs)
     try:
         counts = run_route(route, Job(m, passes=names, output=os.path.basename(out))).counts
         data = serialize(m, fmt)
@@ -113,7 +114,7 @@ def fuse_command(model, output, pass_list, report, input_shapes, verify) -> Writ
         raise QConvertError(f"internal error: {exc}", model) from exc
     except QConvertError as exc:
         raise exc.with_path(model)
-    after = sum(len(g.nodes) for g in m.graphs)
+    after = sum(model_nodes(g) for g in m.graphs)
     contents = {out: data}
     if report is not None:
         contents[report] = (json.dumps({"passes": counts, "nodes_before": before,

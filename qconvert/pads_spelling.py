@@ -132,6 +132,11 @@ def check_written_pads(node, graph: Graph, rename: dict) -> None:
                             "graph, which ONNX's flat pads cannot spell")
 
 
+def model_nodes(graph: Graph) -> int:
+    """The nodes of `graph` the model has: not counting the pairs `pads_to_rows` added."""
+    return sum(1 for n in graph.nodes if not n.origin.get("pads_spelling"))
+
+
 def _reads_as_pads(node, name: str) -> bool:
     return all(_is_pads_read(node, i) for i, n in enumerate(node.inputs) if n == name)
 

@@ -184,6 +184,12 @@ def test_computed_onnx_pads_become_rows_in_the_graph_and_are_written_as_they_wer
     from qconvert.layer_table import layers
 
     assert [row["op"] for row in layers(model)] == ["Concat", "Pad"]  # inspect: the file's
+    from click.testing import CliRunner
+
+    from qconvert.cli import main
+
+    result = CliRunner().invoke(main, ["fuse", str(path), "-o", str(tmp_path / "f.onnx")])
+    assert result.exit_code == 0 and "nodes: 2 -> 2" in result.output, result.output
     _assert_written_as_source(source, serialize(model, "onnx"))
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     ends = np.array([2, 3], np.int64)

@@ -151,8 +151,8 @@ def test_report_figures_are_the_corrected_models(tmp_path):
 
 def test_batch_fixed_by_a_reshape_quantizes_with_batch_size_one(tmp_path):
     """Reshapes to constant [16, 32] and back fix the batch at 1; with `--batch-size 1` the
-    calibration and the correction's run take one sample at a time, and the QDQ model tracks
-    the float one in onnxruntime."""
+    calibration takes one sample at a time (too few for the empirical correction), and the QDQ
+    model tracks the float one in onnxruntime."""
     net = OnnxNet(3)
     x = net.input("x", [1, 16, 32])
     h = net.node("Reshape", [x, net.const("shape", np.array([16, 32], np.int64))], "flat")
@@ -231,3 +231,29 @@ def _relu_extreme(src, calib) -> float:
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
     return max(float(s.run(["r1"], {"x": calib[i:i + 1]})[0].max()) for i in range(len(calib)))
+
+
+
+def test_no_empirical_correction_from_fewer_than_min_samples(tmp_path, monkeypatch):
+    """Calibrated on MIN_SAMPLES - 1 digits: the written model is byte for byte the one the
+    analytic weight correction alone gives (the empirical stage left out); on MIN_SAMPLES
+    samples the empirical stage moves biases, so the comparison tells the two apart."""
+    from qconvert.quant import quantize
+    from qconvert.quant.propagated_bias import MIN_SAMPLES
+
+    src = TEST_MODELS / "digits_cnn.onnx"
+    calib = np.load(TEST_MODELS / "digits_data_nchw.npz")["calib"].astype(np.float32)
+    same = {}
+    for n in (MIN_SAMPLES - 1, MIN_SAMPLES):
+        np.save(tmp_path / f"c{n}.npy", calib[:n])
+        written = []
+        for analytic in (False, True):
+            if analytic:
+                monkeypatch.setitem(quantize.STAGES, "correct-bias", lambda run: None)
+            out = tmp_path / f"q{n}{analytic}.onnx"
+            r = _invoke(["quantize", src, "--calibration", tmp_path / f"c{n}.npy", "-o", out])
+            monkeypatch.undo()
+            assert r.exit_code == 0, r.output
+            written.append(out.read_bytes())
+        same[n] = written[0] == written[1]
+    assert same == {MIN_SAMPLES - 1: True, MIN_SAMPLES: False}

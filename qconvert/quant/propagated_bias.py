@@ -26,7 +26,9 @@ An estimate from a few samples is noisy, and adding noise to a bias costs what r
 gains. Each channel's correction `c` is the mean of the per-sample values `c_i`; with its
 standard error `se` (over samples) it is applied shrunk, `c * max(0, 1 - se^2 / c^2)`, the
 James-Stein factor: a correction lost in the noise is dropped, a clear one kept whole. (With
-one sample there is no spread to measure and `c` is applied as it is.) A correction that would
+fewer than MIN_SAMPLES samples the spread itself is too noisy to judge by, and nothing is
+applied: on the ResNet-50-shaped bench model, whose report batch is 2 samples, a correction
+from those 2 took the held-out output SQNR from 28.0 to 26.9 dB.) A correction that would
 leave int32 beside the worst-case accumulator is not applied, nor is anything on a layer
 without a bias in the plan or whose input's means are missing.
 """
@@ -44,6 +46,7 @@ from .plan import QuantPlan, layer_slots
 PROPAGATION_MACS = 1.5e9  # the int8 run stays within this many multiply-accumulates...
 PROPAGATION_SAMPLES = 64  # ...and this many samples, at least one
 PROPAGATION_BYTES = 256 << 20  # ...and this many bytes of float activations at once
+MIN_SAMPLES = 8  # fewer: no empirical correction (the analytic weight term stays)
 
 
 def propagation_samples(graph, available: int, batch_size: int) -> int:

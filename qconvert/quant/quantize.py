@@ -218,11 +218,14 @@ def _correct_bias(run: _Run) -> None:
     int32 bias also takes the mean error its quantized input brings, measured on the first
     calibration samples (int8 plans of one-graph models, with bias correction on). When the
     report runs the model on those samples anyway (no `--eval`, the numpy engine), its first
-    batch applies the correction (`run.correction`); otherwise a run of its own does."""
+    batch applies the correction (`run.correction`); otherwise a run of its own does. Fewer
+    than `propagated_bias.MIN_SAMPLES` samples: none (too few to tell a mean from noise)."""
+    from .propagated_bias import MIN_SAMPLES, PropagatedCorrection, correct_propagated_errors
+
     measured = run.measured
-    if not measured.head_means or run.options.wide or run.stateful:
+    if not measured.head_means or run.options.wide or run.stateful \
+            or measured.head < MIN_SAMPLES:
         return
-    from .propagated_bias import PropagatedCorrection, correct_propagated_errors
 
     if run.evaluation is None and run.options.engine == "numpy" \
             and measured.head <= run.report_count:
