@@ -138,7 +138,9 @@ def run_calibration(model: Model, calibration: dict, batch_size: int, observe, p
     the first `keep_first` samples and its float activations on the first few of them, as many
     as LAYER_REFERENCE_BYTES hold (at least one): the report's float reference, so the report
     need not run the float model again. (None, {}) when `keep_first` is 0. `engine`: the
-    float executor, or onnxruntime (`ort_engine`)."""
+    float executor, or onnxruntime (`ort_engine`). The head is sliced from the first whole
+    batch, not run as a batch of its own: 16 samples are one run, not 2 + 14 (whose small
+    batch multiplies narrow matrices and has every tensor sampled by the histograms again)."""
     from qconvert.executor.float_executor import run_float_batched
     from qconvert.executor.streaming import has_state
 
@@ -162,14 +164,19 @@ def run_calibration(model: Model, calibration: dict, batch_size: int, observe, p
         outputs = run_ort_batched(model, calibration, batch_size, observe=watch,
                                   progress=progress, collect=head)
         return (outputs if head else None), joined(layers)
-    if head:
-        reference = run_float_batched(model, {k: v[:head] for k, v in calibration.items()},
-                                      batch_size, observe=watch, progress=progress)
+    first = max(head, min(total, batch_size)) if head else 0  # the head's run: a whole batch
+
+    def advance(start):  # progress over all the samples
+        return None if progress is None else (lambda done, _n: progress(start + done, total))
+
+    if first:
+        outputs = run_float_batched(model, {k: v[:first] for k, v in calibration.items()},
+                                    batch_size, observe=watch, progress=advance(0))
+        reference = {k: v[:head] for k, v in outputs.items()}
         layers = joined(layers)
-    if head < total:
-        report = None if progress is None else (lambda done, _n: progress(head + done, total))
-        run_float_batched(model, {k: v[head:] for k, v in calibration.items()}, batch_size,
-                          observe=observe, progress=report, collect=False)
+    if first < total:
+        run_float_batched(model, {k: v[first:] for k, v in calibration.items()}, batch_size,
+                          observe=observe, progress=advance(first), collect=False)
     return reference, layers
 
 
