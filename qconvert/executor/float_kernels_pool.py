@@ -11,6 +11,7 @@ import numpy as np
 from .float_kernels_base import _axis, _float_input, _fused, _input_or_attr, _ints, _layout, kernel
 from .float_kernels_window import (_out_sizes, _pad_spatial, _sample_chunks, _spatial_attrs,
                                    _spatial_axes, _taps)
+from .parallel import on_workers
 
 
 def _pool(node, x, kind: str) -> np.ndarray:
@@ -32,17 +33,22 @@ def _pool(node, x, kind: str) -> np.ndarray:
     ends = [pads[rank + i] + extra[i] for i in range(rank)]
     shape = (x.shape[0], *out, x.shape[-1]) if nhwc else (*x.shape[:2], *out)
     acc = np.empty(shape, x.dtype)
-    # chunks of samples: padding and the tap loop stay in cache, no padded copy of the batch
-    for part in _sample_chunks(x.shape[0], int(np.prod(shape[1:]))):
-        xp = _pad_spatial(x[part], axes, pads[:rank], ends, fill)
-        a = acc[part]
-        for t, view in enumerate(_taps(xp, nhwc, kernel, strides, dilations, out)):
-            if t == 0:
-                a[...] = view
-            elif kind == "max":
-                np.maximum(a, view, out=a)
-            else:
-                a += view
+
+    def run(parts):
+        for part in parts:
+            xp = _pad_spatial(x[part], axes, pads[:rank], ends, fill)
+            a = acc[part]
+            for t, view in enumerate(_taps(xp, nhwc, kernel, strides, dilations, out)):
+                if t == 0:
+                    a[...] = view
+                elif kind == "max":
+                    np.maximum(a, view, out=a)
+                else:
+                    a += view
+
+    # chunks of samples, shared among the CPUs (each writes its own slice of `acc`): padding
+    # and the tap loop stay in cache, no padded copy of the batch
+    on_workers(run, _sample_chunks(x.shape[0], int(np.prod(shape[1:]))))
     if kind == "max":
         return acc
     include_pad = bool(int(node.attrs.get("count_include_pad", 0) or 0))
