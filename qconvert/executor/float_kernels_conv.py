@@ -21,6 +21,7 @@ from .float_kernels_base import (_aligned, _float_input, _float_operand, _fused,
 from .float_kernels_hybrid import _hybrid_conv, _hybrid_fc
 from .float_kernels_window import (_out_sizes, _pad_spatial, _sample_chunks, _spatial_attrs,
                                    _spatial_axes, _taps, _window_view)
+from .float_kernels_winograd import winograd_applies, winograd_conv
 from .parallel import matmul as shared_matmul
 from .parallel import on_workers, one_blas_thread, scratch
 
@@ -63,6 +64,11 @@ def conv2d(node, inputs, out_dtypes, ctx=None):
                                           out, group))]
     w = _float_operand(node, w, x.dtype, "weights")
     n, k = x.shape[0], int(np.prod(kernel))
+    if group == 1 and not nhwc and winograd_applies(x, w, kernel, strides, dilations, out):
+        bias = None if b is None else _channel_bias(node, b, x.dtype, cout).reshape(cout, 1, 1)
+        return [_fused(node, winograd_conv(x, w, bias, pads, out,
+                                           _sample_groups(n, int(np.prod(out))),
+                                           _row_blocks(cout)))]
     if group == 1 and not nhwc:
         return [_fused(node, _dense_nchw(node, x, w.reshape(cout, channels * k), b, kernel,
                                          strides, dilations, pads, out))]
@@ -91,6 +97,14 @@ def conv2d(node, inputs, out_dtypes, ctx=None):
         y = np.matmul(w.reshape(group, cout // group, cin_g * k), cols).reshape(n, cout, *out)
     _add_bias(node, y, b, -1 if nhwc else 1)
     return [_fused(node, y)]
+
+
+def _channel_bias(node, b, dtype, cout: int) -> np.ndarray:
+    """The bias operand as `cout` values of `dtype`."""
+    bias = _float_operand(node, b, dtype, "bias").reshape(-1)
+    if bias.size != cout:
+        raise ValueError(f"{node.op}: bias of {bias.size} values for {cout} channels")
+    return bias
 
 
 _GEMM_COLUMNS = 1024  # output positions per matmul below which samples are multiplied together
@@ -143,10 +157,7 @@ def _dense_nchw(node, x, w2, b, kernel, strides, dilations, pads, out) -> np.nda
     positions = int(np.prod(out))
     result = np.empty((n, cout, *out), dtype=np.result_type(x.dtype, w2.dtype))
     y = result.reshape(n, cout, positions)
-    bias = None if b is None else _float_operand(node, b, y.dtype, "bias").reshape(-1)
-    if bias is not None and bias.size != cout:
-        raise ValueError(f"{node.op}: bias of {bias.size} values for {cout} channels")
-    bias = None if bias is None else bias.reshape(cout, 1)
+    bias = None if b is None else _channel_bias(node, b, y.dtype, cout).reshape(cout, 1)
     order = (1, *range(2, 2 + rank), 0, *range(2 + rank, 2 + 2 * rank))
     size = [x.shape[2 + i] + pads[i] + pads[rank + i] for i in range(rank)]
     inner = (slice(None), slice(None),
