@@ -71,13 +71,47 @@ def weight_scales(w: np.ndarray, axis: int | None) -> np.ndarray:
     w = np.asarray(w)
     if w.dtype.kind != "f" or w.dtype.itemsize > 4:
         w = w.astype(np.float64)
-    w = np.abs(w)  # max |w| is exact in the weights' own float type: no float64 copy needed
     if axis is None:
-        peak = np.array([w.max() if w.size else 0.0], np.float64)
+        peak = np.array([np.abs(w).max() if w.size else 0.0], np.float64)
     else:
-        other = tuple(i for i in range(w.ndim) if i != axis % w.ndim)
-        peak = (w.max(axis=other) if w.size else np.zeros(w.shape[axis])).astype(np.float64)
-    return (peak / WEIGHT_MAX).astype(np.float32)
+        peak, _ = channel_magnitudes(w, axis)
+    return scales_of_peaks(peak)
+
+
+def scales_of_peaks(peak: np.ndarray) -> np.ndarray:
+    """float32 `max|w| / 127` of each channel's (float64) largest magnitude."""
+    return (np.asarray(peak, np.float64) / WEIGHT_MAX).astype(np.float32)
+
+
+MAGNITUDE_BLOCK = 1 << 18  # weights per block of `channel_magnitudes` (a 1 MB |w| work array)
+
+
+def channel_magnitudes(w: np.ndarray, axis: int) -> tuple:
+    """(max |w|, sum |w| in float64) of each index of `axis`, both float64.
+
+    With the channels on axis 0 (every OIHW / OHWI / FC weight), block by block of channels:
+    no |w| copy of the whole layer, and each channel's maximum and sum are those of the whole
+    (the same values reduced in the same order). Other axes: over one |w|."""
+    w = np.asarray(w)
+    axis = axis % w.ndim
+    other = tuple(i for i in range(w.ndim) if i != axis)
+    if not other:
+        magnitude = np.abs(w).astype(np.float64)
+        return magnitude, magnitude
+    if w.size == 0:
+        return np.zeros(w.shape[axis]), np.zeros(w.shape[axis])
+    if axis != 0:
+        magnitude = np.abs(w)
+        return (magnitude.max(axis=other).astype(np.float64),
+                magnitude.sum(axis=other, dtype=np.float64))
+    peak = np.empty(w.shape[0], np.float64)
+    total = np.empty(w.shape[0], np.float64)
+    rows = max(1, MAGNITUDE_BLOCK // max(1, w[:1].size))
+    for i in range(0, w.shape[0], rows):
+        magnitude = np.abs(w[i:i + rows])
+        peak[i:i + rows] = magnitude.max(axis=other)
+        total[i:i + rows] = magnitude.sum(axis=other, dtype=np.float64)
+    return peak, total
 
 
 def _along(v: np.ndarray, axis: int | None, ndim: int) -> np.ndarray:
@@ -116,7 +150,7 @@ def bias_scale(s_in, s_w) -> np.ndarray:
     return (np.float32(s_in) * np.asarray(s_w, np.float32)).astype(np.float32)
 
 
-def bias_safe_scales(w_abs: np.ndarray, b: np.ndarray | None, s_in, channel_axis: int,
+def bias_safe_scales(l1: np.ndarray, k: int, b: np.ndarray | None, s_in,
                      limit: int = INT32_MAX, span: int = 255) -> np.ndarray:
     """Per output channel, the smallest weight scale (float64) that keeps the bias plus the
     worst-case accumulator inside int32, in closed form.
@@ -129,10 +163,6 @@ def bias_safe_scales(w_abs: np.ndarray, b: np.ndarray | None, s_in, channel_axis
     16x8 layers pass `limit` 2^47 - 1 (TFLite's int64 requantization takes accumulators below
     2^47) and `span` 32768 (|x| of an int16 input).
     """
-    axis = channel_axis % w_abs.ndim
-    other = tuple(i for i in range(w_abs.ndim) if i != axis)
-    l1 = w_abs.sum(axis=other, dtype=np.float64) if other else w_abs.astype(np.float64)
-    k = w_abs.size // max(w_abs.shape[axis], 1)
     room = float(limit) - 1.0 - float(span) * k / 2
     if room <= 0:
         raise ValueError(f"{k} weights per channel can overflow an int32 accumulator")
@@ -171,14 +201,16 @@ def quantize_layer(w: np.ndarray, b: np.ndarray | None, s_in, channel_axis: int,
     if not (np.isfinite(s_in) and s_in > 0):
         raise ValueError(f"input scale {s_in} is not a positive finite number")
     axis = channel_axis if per_channel else None
-    w_abs = np.abs(np.asarray(w))
-    if w_abs.dtype.kind != "f":
-        w_abs = w_abs.astype(np.float64)
-    natural = weight_scales(w_abs, axis).astype(np.float64)
+    w = np.asarray(w)
+    peak, l1 = channel_magnitudes(w if w.dtype.kind == "f" else w.astype(np.float64),
+                                  channel_axis)
+    natural = scales_of_peaks(peak if per_channel else peak.max(keepdims=True)
+                              ).astype(np.float64)
     b64 = None if b is None else np.broadcast_to(
         np.asarray(b, np.float64).reshape(-1), (w.shape[channel_axis],))
-    guard = (bias_safe_scales(w_abs, b64, s_in, channel_axis) if bias_bits == 32
-             else bias_safe_scales(w_abs, b64, s_in, channel_axis, ACC48_MAX, 32768))
+    k = w.size // max(w.shape[channel_axis % w.ndim], 1)
+    guard = (bias_safe_scales(l1, k, b64, s_in) if bias_bits == 32
+             else bias_safe_scales(l1, k, b64, s_in, ACC48_MAX, 32768))
     bias_need = np.zeros_like(guard) if b64 is None else np.abs(b64)
     if not per_channel:
         guard, bias_need = guard.max(keepdims=True), bias_need.max(keepdims=True)
