@@ -204,3 +204,80 @@ def test_in_place_relu_clip_add_over_many_spans_equal_numpy():
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     y = run_float(g, {"x": x})["y"]
     np.testing.assert_array_equal(y, x + np.minimum(np.maximum(x * x, 0), np.float32(0.5)))
+
+
+def test_behind_runs_calls_in_order_on_another_thread_and_raises_the_first_error():
+    """`parallel.Behind`: every call runs, in call order, off the caller's thread; an
+    exception is raised again by the next call and by close, and later calls are skipped."""
+    import threading
+
+    seen = []
+    with parallel.Behind(lambda i: seen.append((i, threading.current_thread().name))) as b:
+        for i in range(50):
+            b(i)
+    assert [i for i, _ in seen] == list(range(50))
+    assert {name for _, name in seen} == {"qconvert-behind"}
+
+    ran = []
+
+    def fail_at_3(i):
+        ran.append(i)
+        if i == 3:
+            raise ValueError("three")
+
+    b = parallel.Behind(fail_at_3)
+    with pytest.raises(ValueError, match="three"):
+        for i in range(100):
+            b(i)
+        b.close()
+    with pytest.raises(ValueError, match="three"):
+        b.close()
+    assert ran[:4] == [0, 1, 2, 3] and 3 == max(ran)
+
+
+def test_behind_keeps_the_callers_error_when_the_body_fails():
+    """Leaving the context through the body's exception waits for the thread and raises the
+    body's exception, not the calls' one."""
+    def boom(_):
+        raise KeyError("call")
+
+    with pytest.raises(RuntimeError, match="body"):
+        with parallel.Behind(boom) as b:
+            b(1)
+            raise RuntimeError("body")
+
+
+def test_calibration_statistics_behind_the_executor_equal_those_taken_inline(monkeypatch):
+    """Ranges, extremes and bias correction's means from calibration with its statistics on
+    their own thread equal those with every statistic taken inline, in call order."""
+    from pathlib import Path
+
+    from qconvert.model_io import load_model
+    from qconvert.quant import calibrate as calibrate_module
+    from qconvert.quant.quantize import QuantizeOptions
+
+    model = load_model(Path(__file__).parent / "models" / "digits_cnn.onnx")
+    x = np.load(Path(__file__).parent / "models" / "digits_data_nchw.npz")
+    x = x["calib"][:12].astype(np.float32)
+    feeds = {model.graph.inputs[0]: x}
+    behind = calibrate_module.calibrate(model, feeds, QuantizeOptions(batch_size=4), 2)
+
+    class Inline:
+        def __init__(self, fn):
+            self.fn = fn
+
+        def __call__(self, *args):
+            self.fn(*args)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(calibrate_module, "Behind", Inline)
+    inline = calibrate_module.calibrate(model, feeds, QuantizeOptions(batch_size=4), 2)
+    assert behind.ranges == inline.ranges and behind.extremes == inline.extremes
+    assert behind.means and behind.means.keys() == inline.means.keys()
+    for k in behind.means:
+        assert np.array_equal(behind.means[k], inline.means[k])
