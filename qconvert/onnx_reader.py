@@ -115,13 +115,19 @@ def parse_onnx_lean(data) -> ParsedOnnx:
     return ParsedOnnx(parse_onnx(lean), data, payloads)
 
 
-def _payload_array(buffer, dtype, count: int, offset: int) -> np.ndarray:
+def _payload_array(buffer, dtype, count: int, offset: int, out=None) -> np.ndarray:
     """`count` values of `dtype` at `offset` of `buffer`: a read-only view of bytes (possibly
-    unaligned), or, from a mapped file, a copy of its own with the file's pages released from
-    this process (they stay in the page cache)."""
+    unaligned), or, from a mapped file, a copy of its own (into `out` when given, a flat
+    array) with the file's pages released from this process (they stay in the page cache)."""
     if not isinstance(buffer, mmap.mmap):
         return np.frombuffer(buffer, dtype=dtype, count=count, offset=offset)
-    data = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset).copy()
+    source = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset)
+    if out is None:
+        data = source.copy()
+    else:
+        np.copyto(out, source)
+        data = out
+    del source
     start = offset - offset % mmap.PAGESIZE
     end = offset + data.nbytes
     try:
@@ -129,6 +135,44 @@ def _payload_array(buffer, dtype, count: int, offset: int) -> np.ndarray:
     except (AttributeError, OSError, ValueError):  # no madvise here: the pages just stay
         pass
     return data
+
+
+def copy_deferred(deferred: list) -> None:
+    """Copy each deferred initializer (name, its array, the mapped file, offset) out of the
+    file (`_payload_array`) into its array, the constants shared among the CPUs (the copies
+    and the page faults of the fresh arrays are most of reading a large model), then check
+    each is finite, in file order, and make it read-only."""
+    import threading
+
+    items = iter(range(len(deferred)))  # next() on a range iterator is atomic under the GIL
+    finite = [True] * len(deferred)
+    failed: list = []
+
+    def run():
+        try:
+            for k in items:
+                _, data, buffer, offset = deferred[k]
+                _payload_array(buffer, data.dtype, data.size, offset, out=data.reshape(-1))
+                finite[k] = data.dtype.kind != "f" or _all_finite(data)
+        except Exception as exc:  # noqa: BLE001  (raised again below, in this thread)
+            failed.append(exc)
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    helpers = [threading.Thread(target=run) for _ in range(min(cpus, len(deferred)) - 1)]
+    for h in helpers:
+        h.start()
+    run()
+    for h in helpers:
+        h.join()
+    if failed:
+        raise failed[0]
+    for (name, data, _, _), ok in zip(deferred, finite):
+        if not ok:
+            raise QConvertError(f"constant {name!r} contains NaN or infinity")
+        data.flags.writeable = False
 
 
 def read_onnx(data: bytes, path: str | Path) -> Model:
@@ -160,6 +204,7 @@ class _Reader:
         self.payloads = payloads or {}
         self._types: dict = {}
         self.external_files: set = set()
+        self.deferred: list | None = None  # initializers still to copy out of the mapped file
         self.opset = None
         for imp in proto.opset_import:
             if imp.domain in ("", "ai.onnx"):
@@ -177,11 +222,14 @@ class _Reader:
         graph = Graph(name=g.name)
         init_names = {t.name for t in g.initializer}
         types = self.inferred_types()
+        self.deferred = []
         for i, t in enumerate(g.initializer):
             payload = self.payloads.get(i)
             if payload is not None:
                 payload = (self.buffer, *payload)
             graph.add_tensor(self.constant(t.name, t, payload))
+        copy_deferred(self.deferred)
+        self.deferred = None
         initializer_inputs = []
         for vi in g.input:
             if vi.name in init_names:
@@ -312,6 +360,11 @@ class _Reader:
             if length != count * np.dtype(dtype).itemsize:
                 raise QConvertError(f"constant {name!r} holds {length} bytes for shape "
                                     f"{list(shape)} of {dtype}")
+            if isinstance(buffer, mmap.mmap) and self.deferred is not None:
+                # copied with the others once every constant is read (`copy_deferred`)
+                data = np.empty(shape, dtype)
+                self.deferred.append((name, data, buffer, offset))
+                return Tensor(name, shape, dtype, data)
             data = _payload_array(buffer, dtype, count, offset).reshape(shape)
         else:
             data = numpy_helper.to_array(t)

@@ -425,3 +425,26 @@ def test_nan_in_a_large_weight_is_refused(tmp_path):
     proto.graph.initializer[0].CopyFrom(numpy_helper.from_array(w, "w"))
     with pytest.raises(QConvertError, match="NaN or infinity"):
         load_model(_write(tmp_path, proto))
+
+
+@pytest.mark.parametrize("cpus", [1, 2, 8])
+def test_large_weights_copied_in_parallel_equal_the_file_and_the_first_bad_one_is_named(
+        tmp_path, monkeypatch, cpus):
+    """The mapped file's weights are copied among the CPUs (`onnx_reader.copy_deferred`):
+    every array equals the file's, read-only; with two non-finite weights the error names
+    the first in file order, whatever the number of threads."""
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(cpus)))
+    proto = _model(seed=3)
+    m = load_model(_write(tmp_path, proto))
+    for init in proto.graph.initializer:
+        data = m.graph.tensors[init.name].data
+        assert np.array_equal(data, numpy_helper.to_array(init)) and not data.flags.writeable
+    for name in ("w", "c"):
+        k = [i.name for i in proto.graph.initializer].index(name)
+        bad = numpy_helper.to_array(proto.graph.initializer[k]).copy()
+        bad[1, 2] = np.nan
+        proto.graph.initializer[k].CopyFrom(numpy_helper.from_array(bad, name))
+    with pytest.raises(QConvertError, match="constant 'w' contains NaN"):
+        load_model(_write(tmp_path, proto, "bad.onnx"))
