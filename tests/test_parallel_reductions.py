@@ -281,3 +281,19 @@ def test_calibration_statistics_behind_the_executor_equal_those_taken_inline(mon
     assert behind.means and behind.means.keys() == inline.means.keys()
     for k in behind.means:
         assert np.array_equal(behind.means[k], inline.means[k])
+
+
+@pytest.mark.parametrize("method", ["mse", "entropy", "percentile"])
+def test_range_searches_shared_among_cpus_equal_one_cpu(monkeypatch, method):
+    """`RangeCollector.ranges` runs each tensor's search on whichever CPU is free: the same
+    ranges as on one CPU, in the same order."""
+    from qconvert.quant.ranges import RangeCollector
+
+    rng = np.random.default_rng(6)
+    collector = RangeCollector(method)
+    for i in range(9):
+        a = rng.standard_normal(50_000).astype(np.float32) * (i + 1)
+        collector.observe(f"t{i}", np.maximum(a, 0) if i % 2 else a)
+    shared = collector.ranges()
+    monkeypatch.setattr(parallel, "workers", lambda: 1)
+    assert list(shared.items()) == list(collector.ranges().items())

@@ -70,6 +70,16 @@ class RangeCollector:
     def ranges(self) -> dict:
         if self.method == "minmax":
             return {n: (self.lo[n], self.hi[n]) for n in self.lo}
+        from qconvert.executor.parallel import on_workers
+
         choose = {"percentile": lambda h, lo, hi: percentile_range(h, lo, hi, self.percentile),
                   "mse": mse_range, "entropy": entropy_range}[self.method]
-        return {n: choose(self.hist[n], self.lo[n], self.hi[n]) for n in self.lo}
+        names = list(self.lo)
+        found = [None] * len(names)
+
+        def run(items):  # each tensor's search on its own: shared among the CPUs
+            for i in items:
+                found[i] = choose(self.hist[names[i]], self.lo[names[i]], self.hi[names[i]])
+
+        on_workers(run, range(len(names)))
+        return dict(zip(names, found))
