@@ -35,6 +35,14 @@ tensor some node produced (never a feed, a constant, a graph output or a kept te
 this node only, an array owning its memory, and referenced by nothing else (no view of it, no
 observer holding it: checked with its reference count).
 
+Clamps in the convolution. A Conv2D (no fused activation of its own) whose output is read
+only by a Relu or Relu6, is not a graph output or kept, and is among the caller's `unobserved`
+tensors (calibration: a range the clamp replaces, a value no statistic needs) runs the clamp
+itself, on each piece of its output while that is in cache: the clamp's output is the
+convolution's array, the clamp node does not run, and the convolution's own output is never
+stored nor observed. The same values as the two nodes (the same numpy ufuncs), one pass less
+over memory.
+
 Batching rule. Feeds may carry N samples on axis 0 where the model declares a batch of 1 (or a
 dynamic batch). The executor then runs in *batch mode*: most ops are batch-agnostic, but a
 Reshape whose target shape was written for one sample hard-codes the batch as a leading 1 (a
@@ -234,6 +242,8 @@ IN_PLACE = {
     "Mul": _binary_in_place(np.multiply),
 }
 _UNARY_IN_PLACE = clamp_ops()  # Relu, Relu6, Clip: the clamps
+_CLAMP_BOUNDS = {op: ACTIVATION_RANGES[activation_of_op(op)] for op in sorted(clamp_ops())
+                 if activation_of_op(op) is not None}  # Relu, Relu6: (lower, upper)
 _OWN_REFERENCES = 4  # values dict, the inputs list, the local name, getrefcount's argument
 
 
@@ -305,7 +315,7 @@ def _check_result(node, name, t, value, batch):
 
 def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep=(),
               *, opset: int | None = None, check_shapes: bool = True,
-              pair_error: Callable | None = None) -> dict:
+              pair_error: Callable | None = None, unobserved=frozenset()) -> dict:
     """Run the graph (of a `Model`, or a bare `Graph`) on `feeds` {input name: array}.
 
     Returns {name: array} for the graph outputs and the tensors named in `keep` (constants and
@@ -316,15 +326,38 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
     `pair_error(name, signal, noise)` is called for every QuantizeLinear -> DequantizeLinear
     pair computed at once (module docstring) with the DequantizeLinear output's name, the sum
     of squares of the pair's float input and that of what quantizing changed in it.
+    `unobserved`: tensors the caller need not see; a convolution whose output is one of them
+    may run its reader clamp itself (module docstring, "Clamps in the convolution").
     Raises `UnsupportedOpsError` (unknown ops, all named) before running, and `ExecutionError`
     for bad feeds or a node that fails, naming it.
     """
     with one_blas_thread():
-        return _run_float(model_or_graph, feeds, observe, keep, opset, check_shapes, pair_error)
+        return _run_float(model_or_graph, feeds, observe, keep, opset, check_shapes, pair_error,
+                          unobserved)
+
+
+def _conv_clamps(graph: Graph, readers: Counter, pinned: set, unobserved) -> dict:
+    """{id(Conv2D node): its reader clamp node} for the pairs computed together (module
+    docstring, "Clamps in the convolution")."""
+    found = {}
+    if not unobserved:
+        return found
+    for node in graph.nodes:
+        bounds = _CLAMP_BOUNDS.get(node.op)
+        if bounds is None or node.opaque or len(node.outputs) != 1 or not node.inputs:
+            continue
+        x = node.inputs[0]
+        conv = graph.producer(x)
+        if (x in unobserved and x not in pinned and readers[x] == 1
+                and not graph.read_in_body(x) and conv is not None and conv.op == "Conv2D"
+                and not conv.opaque and len(conv.outputs) == 1
+                and conv.attrs.get("activation", "NONE") in ("NONE", None)):
+            found[id(conv)] = node
+    return found
 
 
 def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
-               pair_error) -> dict:
+               pair_error, unobserved) -> dict:
     graph, opset = _split(model_or_graph, opset)
     missing = unsupported_ops(graph)
     if missing:
@@ -345,6 +378,8 @@ def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
         for name in set(source.present_inputs()):
             readers[name] += 1
 
+    clamp_of = _conv_clamps(graph, readers, pinned, unobserved)
+    ran_within = {id(c) for c in clamp_of.values()}  # clamps their convolution computed
     if observe is not None:
         for name in graph.inputs:
             observe(name, values[name])
@@ -361,7 +396,7 @@ def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
         return data
 
     for node in graph.nodes:
-        if id(node) in skipped:
+        if id(node) in skipped or id(node) in ran_within:
             continue
         quantize = pair_of.get(id(node))
         read = node if quantize is None else quantize  # a fused pair reads the float input
@@ -393,10 +428,11 @@ def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
             if results is not None:
                 pass
             elif node.op in CONTEXT_KERNELS:
+                within = clamp_of.get(id(node))
                 ctx = KernelContext(
                     tuple(None if n is None else graph.tensors[n].quant for n in node.inputs),
                     tuple(None if n is None else graph.tensors[n].quant for n in node.outputs),
-                    opset)
+                    opset, None if within is None else _CLAMP_BOUNDS[within.op])
                 results = KERNELS[node.op](node, inputs, out_dtypes, ctx=ctx)
             else:
                 results = KERNELS[node.op](node, inputs, out_dtypes)
@@ -405,7 +441,8 @@ def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
         del inputs
         if len(results) < sum(1 for o in node.outputs if o is not None):
             raise ExecutionError(f"node {node.name!r} ({node.op}) produced too few outputs")
-        for name, value in zip(node.outputs, results):
+        within = clamp_of.get(id(node))
+        for name, value in zip(node.outputs if within is None else within.outputs, results):
             if name is None:
                 continue
             if check_shapes:
@@ -432,12 +469,13 @@ def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
 def run_float_batched(model_or_graph, feeds: dict, batch_size: int,
                       observe: Callable | None = None, progress: Callable | None = None,
                       keep=(), *, opset: int | None = None, check_shapes: bool = True,
-                      collect: bool = True, pair_error: Callable | None = None) -> dict:
+                      collect: bool = True, pair_error: Callable | None = None,
+                      unobserved=frozenset()) -> dict:
     """`run_float` over N samples in chunks of `batch_size` along axis 0 of every feed,
     outputs (and kept tensors) concatenated along axis 0. `observe` is called per chunk;
     `progress(done, total)` after each chunk with the number of samples done. `collect=False`
     drops the outputs and returns {} (calibration over many samples needs only `observe`).
-    `pair_error` as in `run_float`, per chunk."""
+    `pair_error` and `unobserved` as in `run_float`, per chunk."""
     graph, opset = _split(model_or_graph, opset)
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
@@ -453,7 +491,7 @@ def run_float_batched(model_or_graph, feeds: dict, batch_size: int,
         part = {k: (a[done:stop] if k in graph.inputs and a.ndim else a)
                 for k, a in arrays.items()}
         out = run_float(graph, part, observe, keep, opset=opset, check_shapes=check_shapes,
-                        pair_error=pair_error)
+                        pair_error=pair_error, unobserved=unobserved)
         for name, value in (out.items() if collect else ()):
             if value.ndim == 0 or value.shape[0] != stop - done:
                 raise ExecutionError(f"output {name!r} of shape {list(value.shape)} does not "

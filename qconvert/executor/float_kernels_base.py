@@ -29,6 +29,9 @@ class KernelContext:
       in slot order. A TFLite Conv2D / FullyConnected with int8 weights and a float input (a
       "hybrid" op, from dynamic-range quantization) reads its weights'. (Quantize / Dequantize
       get theirs as inputs: `float_kernels_quant.implied_inputs`.)
+    - `clamp`: (lower, upper) of the clamping activation that reads the output alone, which
+      the executor asks Conv2D to apply while its results are in cache (`run_float`'s
+      `unobserved`); None otherwise.
     - `onnx_opset`: the model's default-domain ONNX opset; None for TFLite or when unknown.
       No kernel needs it: the readers spell what an opset means in the node's attributes
       (Softmax `coerce_2d`, parameters as inputs; see `qconvert.schemas.ops`).
@@ -40,6 +43,7 @@ class KernelContext:
     input_quant: tuple = ()
     output_quant: tuple = ()
     onnx_opset: int | None = None
+    clamp: tuple | None = None  # (lower, upper) of a clamp the executor runs within the node
 
     def in_quant(self, index: int):
         return self.input_quant[index] if index < len(self.input_quant) else None

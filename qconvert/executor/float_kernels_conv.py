@@ -17,7 +17,7 @@ import itertools
 import numpy as np
 
 from .float_kernels_base import (_aligned, _float_input, _float_operand, _fused, _ints, _layout,
-                                 _opt, kernel)
+                                 _opt, clamp, kernel)
 from .float_kernels_hybrid import _hybrid_conv, _hybrid_fc
 from .float_kernels_window import (_out_sizes, _pad_spatial, _sample_chunks, _spatial_attrs,
                                    _spatial_axes, _taps, _window_view)
@@ -59,24 +59,39 @@ def conv2d(node, inputs, out_dtypes, ctx=None):
     spatial = [x.shape[a] for a in axes]
     strides, dilations, pads = _spatial_attrs(node, spatial, kernel)
     out = _out_sizes(spatial, kernel, strides, dilations, pads)
+    bounds = None if ctx is None else ctx.clamp  # the reader's clamp (applied in cache)
     if w.dtype.kind in "iu":
-        return [_fused(node, _hybrid_conv(node, x, w, b, ctx, kernel, strides, dilations, pads,
-                                          out, group))]
+        return [_clamped(_fused(node, _hybrid_conv(node, x, w, b, ctx, kernel, strides,
+                                                   dilations, pads, out, group)), bounds)]
     w = _float_operand(node, w, x.dtype, "weights")
     n, k = x.shape[0], int(np.prod(kernel))
     if group == 1 and not nhwc and winograd_applies(x, w, kernel, strides, dilations, out):
         bias = None if b is None else _channel_bias(node, b, x.dtype, cout).reshape(cout, 1, 1)
         return [_fused(node, winograd_conv(x, w, bias, pads, out,
                                            _sample_groups(n, int(np.prod(out))),
-                                           _row_blocks(cout)))]
+                                           _row_blocks(cout), bounds))]
     if group == 1 and not nhwc:
         return [_fused(node, _dense_nchw(node, x, w.reshape(cout, channels * k), b, kernel,
-                                         strides, dilations, pads, out))]
+                                         strides, dilations, pads, out, bounds))]
+    return [_clamped(_grouped_or_nhwc(node, x, w, b, nhwc, axes, kernel, strides, dilations,
+                                      pads, out, group, cin_g, k), bounds)]
+
+
+def _clamped(y: np.ndarray, bounds) -> np.ndarray:
+    """`y` clamped in place to `bounds` (lower, upper) when given."""
+    return y if bounds is None else clamp(y, *bounds, out=y)
+
+
+def _grouped_or_nhwc(node, x, w, b, nhwc, axes, kernel, strides, dilations, pads, out, group,
+                     cin_g, k) -> np.ndarray:
+    """The convolutions other than a one-group NCHW one: depthwise, grouped, NHWC."""
+    n, rank, cout = x.shape[0], len(axes), w.shape[0]
+    channels = x.shape[-1] if nhwc else x.shape[1]
     depthwise = group == channels and cin_g == 1 and group > 1
     if depthwise and not nhwc and rank == 2:
         per_tap = np.moveaxis(w.reshape(channels, cout // channels, k), 2, 0)  # [k, C, M]
-        return [_fused(node, _depthwise_nchw(node, x, per_tap, b, kernel, strides, dilations,
-                                             pads, out))]
+        return _fused(node, _depthwise_nchw(node, x, per_tap, b, kernel, strides, dilations,
+                                            pads, out))
     xp = _pad_spatial(x, axes, pads[:rank], pads[rank:], 0)
     if depthwise:  # sum over taps
         per_tap = (np.moveaxis(w.reshape(channels, cout // channels, k), 2, 0))  # [k, C, M]
@@ -96,7 +111,7 @@ def conv2d(node, inputs, out_dtypes, ctx=None):
         cols = cols.reshape(n, group, cin_g * k, int(np.prod(out)))
         y = np.matmul(w.reshape(group, cout // group, cin_g * k), cols).reshape(n, cout, *out)
     _add_bias(node, y, b, -1 if nhwc else 1)
-    return [_fused(node, y)]
+    return _fused(node, y)
 
 
 def _channel_bias(node, b, dtype, cout: int) -> np.ndarray:
@@ -138,7 +153,8 @@ def _row_blocks(rows: int) -> list:
     return [slice(0, half), slice(half, rows)]
 
 
-def _dense_nchw(node, x, w2, b, kernel, strides, dilations, pads, out) -> np.ndarray:
+def _dense_nchw(node, x, w2, b, kernel, strides, dilations, pads, out,
+                bounds=None) -> np.ndarray:
     """A group-1 NCHW convolution of `x` with weights w2 [Cout, C * k]: [N, Cout, *out].
 
     W @ im2col(x_i) per sample, written straight into the output, its bias added while the
@@ -166,16 +182,19 @@ def _dense_nchw(node, x, w2, b, kernel, strides, dilations, pads, out) -> np.nda
     groups = _sample_groups(n, positions)
 
     def product(start, stop, matrix, rows=slice(None)):
-        """y[start:stop, rows] = w2[rows] @ matrix (+ bias): one product, one pass after it."""
+        """y[start:stop, rows] = w2[rows] @ matrix (+ bias, clamped to `bounds`): one product,
+        one pass after it."""
         if stop - start == 1:
             dst = y[start, rows]
             np.matmul(w2[rows], matrix, out=dst)
             if bias is not None:
                 dst += bias[rows]
+            _clamped(dst, bounds)
             return
         prod = w2[rows] @ matrix  # [rows, m * P]
         if bias is not None:
             prod += bias[rows]
+        _clamped(prod, bounds)
         y[start:stop, rows] = prod.reshape(-1, stop - start, positions).transpose(1, 0, 2)
 
     def padded_work_array(m):

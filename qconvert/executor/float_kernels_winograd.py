@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .float_kernels_base import clamp
 from .parallel import on_workers, one_blas_thread, scratch
 
 _BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float32)
@@ -47,12 +48,13 @@ def winograd_applies(x: np.ndarray, w: np.ndarray, kernel, strides, dilations, o
 
 
 def winograd_conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, pads, out,
-                  groups: list, blocks: list) -> np.ndarray:
+                  groups: list, blocks: list, bounds: tuple | None = None) -> np.ndarray:
     """The convolution of NCHW `x` with OIHW 3x3 weights `w` (`winograd_applies`), explicit
     `pads` [top, left, bottom, right], output size `out` (ho, wo), `bias` [O, 1, 1] or None:
     [N, O, ho, wo] float32. `groups`: the (start, stop) groups of samples transformed and
     multiplied together, shared among the CPUs (one group of several samples is halved); a
-    single sample has its products split by the output-channel `blocks` instead."""
+    single sample has its products split by the output-channel `blocks` instead. `bounds`:
+    (lower, upper) of a clamp applied to each piece of the output while it is in cache."""
     n, channels, height, width = x.shape
     cout = w.shape[0]
     ho, wo = out
@@ -96,6 +98,8 @@ def winograd_conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, pads, o
                                              :(wo - c + 1) // 2].transpose(1, 0, 2, 3)
         if bias is not None:
             dst += bias[rows]
+        if bounds is not None:
+            clamp(dst, *bounds, out=dst)
 
     if len(groups) == 1 and n > 1:  # two groups, one per CPU: the transforms are shared too
         groups = [(0, n // 2), (n // 2, n)]

@@ -77,8 +77,12 @@ def calibrate(model: Model, calibration: dict, options, keep_first: int,
             if wanted(name, array):
                 behind(name, array)
 
+        quiet = clamped_inputs(model.graph)  # ranges the clamps replace...
+        if means is not None:  # ...unless bias correction reads them
+            quiet = quiet - set(means.wanted) - {means.first_input}
         reference, layers = run_calibration(model, calibration, options.batch_size,
-                                            hand_over, progress, keep_first, options.engine)
+                                            hand_over, progress, keep_first, options.engine,
+                                            quiet)
     return Calibration(collector.ranges(),
                        {k: (collector.lo[k], collector.hi[k]) for k in collector.lo},
                        None if means is None else means.means(), reference, layers,
@@ -143,21 +147,27 @@ def joined(store: dict) -> dict:
 
 
 def run_calibration(model: Model, calibration: dict, batch_size: int, observe, progress,
-                    keep_first: int, engine: str = "numpy") -> tuple:
+                    keep_first: int, engine: str = "numpy", unobserved=frozenset()) -> tuple:
     """Run the float model over every calibration sample for `observe`; return its outputs on
     the first `keep_first` samples and its float activations on the first few of them, as many
     as LAYER_REFERENCE_BYTES hold (at least one): the report's float reference, so the report
     need not run the float model again. (None, {}) when `keep_first` is 0. `engine`: the
     float executor, or onnxruntime (`ort_engine`). The head is sliced from the first whole
     batch, not run as a batch of its own: 16 samples are one run, not 2 + 14 (whose small
-    batch multiplies narrow matrices and has every tensor sampled by the histograms again)."""
+    batch multiplies narrow matrices and has every tensor sampled by the histograms again).
+    `unobserved`: tensors `observe` does not need (the executor may then run a convolution and
+    its clamp together: `run_float`); the report's reference keeps what it compares."""
     from qconvert.executor.float_executor import run_float_batched
     from qconvert.executor.streaming import has_state
 
+    extra = {}
     if has_state(model):
         run_float_batched = float_stream  # noqa: F811  (frames in order, the state carried)
     total = len(next(iter(calibration.values())))
     head = min(total, keep_first)
+    if not has_state(model):  # the report's reference needs what it compares, first batch too
+        extra["unobserved"] = frozenset(unobserved) & (unreported(model) if head else
+                                                       frozenset(unobserved))
     reference, layers = None, {}
     watch = observe
     if head:
@@ -181,12 +191,12 @@ def run_calibration(model: Model, calibration: dict, batch_size: int, observe, p
 
     if first:
         outputs = run_float_batched(model, {k: v[:first] for k, v in calibration.items()},
-                                    batch_size, observe=watch, progress=advance(0))
+                                    batch_size, observe=watch, progress=advance(0), **extra)
         reference = {k: v[:head] for k, v in outputs.items()}
         layers = joined(layers)
     if first < total:
         run_float_batched(model, {k: v[first:] for k, v in calibration.items()}, batch_size,
-                          observe=observe, progress=advance(first), collect=False)
+                          observe=observe, progress=advance(first), collect=False, **extra)
     return reference, layers
 
 

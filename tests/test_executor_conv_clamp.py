@@ -1,0 +1,111 @@
+"""The float executor's "clamps in the convolution" (qconvert/executor/float_executor.py): a
+Conv2D whose output only a Relu / Relu6 reads, and which the caller lists as `unobserved`, runs
+the clamp itself. Bit for bit the two nodes' result on every convolution path (im2col, Winograd,
+grouped, depthwise); every condition that must keep the two nodes apart has a case."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from qconvert.executor.float_executor import run_float
+from qconvert.onnx_reader import read_onnx_proto
+
+
+def _model(channels=8, group=1, kernel=3, clamp="Relu", extra_reader=False, conv_out_is_output=False,
+           size=9, cin=None):
+    """x -> Conv (-> "c") -> clamp (-> "y"); optionally a second reader of "c" or "c" as a
+    graph output."""
+    rng = np.random.default_rng(channels + group + kernel)
+    cin = cin or channels
+    w = (rng.standard_normal((channels, cin // group, kernel, kernel)) * 0.3).astype(np.float32)
+    b = rng.standard_normal(channels).astype(np.float32)
+    pad = kernel // 2
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[pad] * 4, group=group)]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+    if clamp == "Clip":
+        inits += [numpy_helper.from_array(np.float32(0), "lo"),
+                  numpy_helper.from_array(np.float32(1), "hi")]
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+    else:  # Relu6 is an IR op (TFLite's, or an ONNX Clip(0, 6) after fusion): renamed below
+        nodes.append(helper.make_node("Relu" if clamp == "Relu6" else clamp, ["c"], ["y"]))
+    shape = [None, channels, size, size]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)]
+    if extra_reader:
+        nodes.append(helper.make_node("Sigmoid", ["c"], ["z"]))
+        outputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, shape))
+    if conv_out_is_output:
+        outputs.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, shape))
+    graph = helper.make_graph(nodes, "conv_clamp",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                             [None, cin, size, size])],
+                              outputs, inits)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    proto.ir_version = 8
+    model = read_onnx_proto(proto, "conv_clamp.onnx")
+    if clamp == "Relu6":
+        next(n for n in model.graph.nodes if n.op == "Relu").op = "Relu6"
+    return model
+
+
+def _run(model, x, unobserved, keep=()):
+    seen = []
+    out = run_float(model, {"x": x}, observe=lambda name, a: seen.append(name), keep=keep,
+                    unobserved=frozenset(unobserved))
+    return out, seen
+
+
+def _x(n, cin, size, seed=0):
+    return np.random.default_rng(seed).standard_normal((n, cin, size, size)).astype(np.float32)
+
+
+@pytest.mark.parametrize("clamp", ["Relu", "Relu6"])
+@pytest.mark.parametrize("channels,group,kernel,n,size", [
+    (8, 1, 3, 3, 9),      # im2col, one sample per group or several
+    (64, 1, 3, 16, 14),   # Winograd
+    (8, 1, 1, 2, 9),      # pointwise, no im2col copy
+    (8, 2, 3, 2, 9),      # grouped (the clamp after the product)
+    (8, 8, 3, 2, 9),      # depthwise
+])
+def test_conv_runs_its_clamp_bit_for_bit(clamp, channels, group, kernel, n, size):
+    """Fused: the same bits as the two nodes, the convolution's own output never observed."""
+    model = _model(channels, group, kernel, clamp, size=size)
+    x = _x(n, channels, size)
+    plain, seen_plain = _run(model, x, ())
+    fused, seen_fused = _run(model, x, {"c"})
+    np.testing.assert_array_equal(plain["y"], fused["y"])
+    assert "c" in seen_plain and "c" not in seen_fused and "y" in seen_fused
+
+
+@pytest.mark.parametrize("why,kwargs,unobserved,keep", [
+    ("not unobserved", {}, (), ()),
+    ("a second reader", {"extra_reader": True}, {"c"}, ()),
+    ("a graph output", {"conv_out_is_output": True}, {"c"}, ()),
+    ("kept", {}, {"c"}, ("c",)),
+    ("a Clip (bounds are inputs)", {"clamp": "Clip"}, {"c"}, ()),
+    ("not a clamp", {"clamp": "Sigmoid"}, {"c"}, ()),
+])
+def test_conv_and_clamp_stay_apart(why, kwargs, unobserved, keep):
+    """Each must-not case: the convolution's output is still made and observed, and the
+    result is the two nodes'."""
+    model = _model(**kwargs)
+    x = _x(2, 8, 9)
+    plain, _ = _run(model, x, (), keep)
+    out, seen = _run(model, x, unobserved, keep)
+    assert "c" in seen, why
+    for name in plain:
+        np.testing.assert_array_equal(plain[name], out[name])
+
+
+def test_conv_with_its_own_fused_activation_stays_apart():
+    """A TFLite-style fused activation on the convolution: the reader's clamp is not folded
+    into it (two clamps need not commute)."""
+    model = _model()
+    conv = next(n for n in model.graph.nodes if n.op == "Conv2D")
+    conv.attrs["activation"] = "RELU_N1_TO_1"
+    x = _x(2, 8, 9)
+    plain, _ = _run(model, x, ())
+    out, seen = _run(model, x, {"c"})
+    assert "c" in seen
+    np.testing.assert_array_equal(plain["y"], out["y"])
