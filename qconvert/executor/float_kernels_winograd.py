@@ -82,13 +82,18 @@ def winograd_conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, pads, o
         np.matmul(_INPUT, pieces.reshape(16, -1), out=v)
         return v.reshape(16, channels, m * tiles)
 
-    def finish(start: int, stop: int, v: np.ndarray, rows: slice) -> None:
-        """y[start:stop, rows] from the transformed input `v` of those samples."""
+    def finish(start: int, stop: int, v: np.ndarray, rows: slice, own: bool = True) -> None:
+        """y[start:stop, rows] from the transformed input `v` of those samples. `own`: `v` is
+        this thread's (`transformed_input`), so its work arrays take the products and the
+        output transform (the tiles are dead, and `v` once multiplied): two work arrays per
+        thread, not four; a `v` other threads read keeps its own."""
         m = stop - start
         count = len(range(cout)[rows])
-        products = scratch("winograd products", (16, count, m * tiles), np.float32)
+        products = scratch("winograd tiles" if own else "winograd products",
+                           (16, count, m * tiles), np.float32)
         np.matmul(filters[:, rows], v, out=products)
-        back = scratch("winograd output", (4, count * m * tiles), np.float32)
+        back = scratch("winograd input" if own else "winograd output",
+                       (4, count * m * tiles), np.float32)
         np.matmul(_OUTPUT, products.reshape(16, -1), out=back)
         back = back.reshape(2, 2, count, m, th, tw)
         dst = y[start:stop, rows]
@@ -112,5 +117,6 @@ def winograd_conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, pads, o
             finish(0, n, transformed_input(0, n), slice(None))
         else:  # one group: transformed once here, its products split by output channels
             v = transformed_input(0, n)
-            on_workers(lambda items: [finish(0, n, v, rows) for rows in items], blocks)
+            on_workers(lambda items: [finish(0, n, v, rows, own=False) for rows in items],
+                       blocks)
     return y
