@@ -1,7 +1,6 @@
 """Elementwise numpy work shared among the CPUs (`on_workers`, `spans`), per-thread work
-arrays reused across calls (`scratch`), one-thread BLAS while the executor's own threads
-share independent matrix products (`one_blas_thread`), and calls run in order on a thread of
-their own, behind the caller (`Behind`).
+arrays reused across calls (`scratch`), and one-thread BLAS while the executor's own threads
+share independent matrix products (`one_blas_thread`).
 
 BLAS already runs matrix products on every core; the rest of the executor's work (depthwise
 tap sums, quantize / dequantize, range and error reductions) is numpy loops on one core. numpy
@@ -13,7 +12,6 @@ its own result slot), so results never depend on how the items were split or sch
 from __future__ import annotations
 
 import os
-import queue
 import threading
 from contextlib import contextmanager
 from typing import Callable
@@ -135,65 +133,6 @@ def on_workers(run: Callable, items) -> None:
     finally:  # never return while a worker still writes into the caller's arrays
         for f in futures:
             f.result()
-
-
-class Behind:
-    """`fn(*args)` for every call of this object, run in call order on a thread of its own
-    while the caller goes on (calibration's statistics of one activation while the next layer
-    runs: the gaps between the executor's parallel parts, a core waiting for the other or for
-    Python, take them). At most PENDING calls wait; the caller blocks beyond that, so the
-    arrays held stay few. The thread counts as a worker (`on_workers` runs inline there) and
-    runs under the creator's `np.errstate`. The first exception `fn` raises is raised again
-    by the next call and by `close` (later calls are then skipped). Use as a context manager:
-    leaving it waits for every call (`close`)."""
-
-    PENDING = 2
-
-    def __init__(self, fn: Callable):
-        self.fn = fn
-        self.error: BaseException | None = None
-        self._calls: queue.Queue = queue.Queue(maxsize=self.PENDING)
-        self._errors = np.geterr()
-        self._thread = threading.Thread(target=self._loop, name="qconvert-behind", daemon=True)
-        self._thread.start()
-
-    def __call__(self, *args) -> None:
-        if self.error is not None:
-            raise self.error
-        self._calls.put(args)
-
-    def _loop(self) -> None:
-        _mark_worker()
-        with np.errstate(**self._errors):
-            while True:
-                args = self._calls.get()
-                if args is None:
-                    return
-                if self.error is None:
-                    try:
-                        self.fn(*args)
-                    except BaseException as exc:  # raised again in the caller's thread
-                        self.error = exc
-
-    def close(self) -> None:
-        """Wait for every call; raise the first exception one raised."""
-        if self._thread.is_alive():
-            self._calls.put(None)
-            self._thread.join()
-        if self.error is not None:
-            raise self.error
-
-    def __enter__(self) -> "Behind":
-        return self
-
-    def __exit__(self, kind, value, trace) -> None:
-        if kind is None:
-            self.close()
-        else:  # the caller's own exception wins; the thread is still waited for
-            try:
-                self.close()
-            except BaseException:  # noqa: BLE001  (the one being raised already explains)
-                pass
 
 
 # -- BLAS threads ---------------------------------------------------------------------------------

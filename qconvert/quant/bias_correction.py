@@ -105,11 +105,6 @@ class ChannelMeans:
 
         return ("axis", 1) in self.wanted.get(name, ()) and planes_summable(array)
 
-    def wants(self, name: str) -> bool:
-        """True when `observe` uses tensor `name` (a layer input, or the first graph input,
-        which marks each new batch)."""
-        return name in self.wanted or name == self.first_input
-
     def observe(self, name: str, array: np.ndarray, channel_sums=None) -> None:
         """Add one batch of tensor `name`; `channel_sums`: its sums over every axis but 1,
         when already taken (`tensor_stats`)."""

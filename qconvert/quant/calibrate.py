@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qconvert.executor.parallel import Behind
 from qconvert.ir import Model
 
 from .plan import clamped_inputs
@@ -67,22 +66,12 @@ def calibrate(model: Model, calibration: dict, options, keep_first: int,
             collector.observe(name, array, stats)
             means.observe(name, array, None if stats is None else stats.channel_sums)
 
-    def wanted(name, array) -> bool:  # by the ranges or by bias correction's means
-        return collector.wants(name, array) or (means is not None and means.wants(name))
-
-    # an overflow is reported by the range check, in one line; the statistics of each wanted
-    # activation are taken on a thread of their own while the next layers run (`Behind`)
-    with np.errstate(all="ignore"), Behind(observe) as behind:
-        def hand_over(name, array):
-            if wanted(name, array):
-                behind(name, array)
-
-        quiet = clamped_inputs(model.graph)  # ranges the clamps replace...
-        if means is not None:  # ...unless bias correction reads them
-            quiet = quiet - set(means.wanted) - {means.first_input}
-        reference, layers = run_calibration(model, calibration, options.batch_size,
-                                            hand_over, progress, keep_first, options.engine,
-                                            quiet)
+    quiet = clamped_inputs(model.graph)  # ranges the clamps replace...
+    if means is not None:  # ...unless bias correction reads them
+        quiet = quiet - set(means.wanted) - {means.first_input}
+    with np.errstate(all="ignore"):  # an overflow is reported by the range check, in one line
+        reference, layers = run_calibration(model, calibration, options.batch_size, observe,
+                                            progress, keep_first, options.engine, quiet)
     return Calibration(collector.ranges(),
                        {k: (collector.lo[k], collector.hi[k]) for k in collector.lo},
                        None if means is None else means.means(), reference, layers,
