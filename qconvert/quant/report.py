@@ -192,9 +192,10 @@ def _qdq_errors(model: Model, names: dict, feeds: dict, batch_size: int, layer_r
 
         outputs = run_float_batched(model, {k: v[:head] for k, v in feeds.items()}, head,
                                     observe=both, pair_error=pair_error)
-    if head < len(next(iter(feeds.values()))):
+    if head < len(next(iter(feeds.values()))):  # what it does not compare may go unseen
+        unseen = frozenset(model.graph.tensors) - set(activation_of)
         rest = run_float_batched(model, {k: v[head:] for k, v in feeds.items()}, batch_size,
-                                 observe=observe, pair_error=pair_error)
+                                 observe=observe, pair_error=pair_error, unobserved=unseen)
         outputs = {k: np.concatenate([outputs[k], v]) if k in outputs else v
                    for k, v in rest.items()}
     return tracker.energy, added, outputs
