@@ -15,7 +15,11 @@ written through: the file it points to is replaced and the link stays.
 Signals: `handle_termination` makes SIGTERM (and SIGHUP) interrupt the command like SIGINT, so
 temporary files are cleaned up. From the first rename on, signals are dropped, so none can split
 the renames; one that arrives after the commit point is ignored, the command's work being
-complete by then.
+complete by then. Python cannot raise out of every place a handler may run: an exception in a
+weakref callback, a `__del__` or a garbage-collector callback is printed as "Exception ignored"
+and dropped. So the handler also records the signal, such a dropped interrupt is not printed,
+and `commit` raises it before it writes anything: a signal is never lost and never leaves a
+traceback on the terminal.
 """
 
 from __future__ import annotations
@@ -25,12 +29,13 @@ import errno
 import os
 import signal
 import stat
+import sys
 from pathlib import Path
 
 from .errors import QConvertError
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_STATE = {"committed": False}
+_STATE = {"committed": False, "pending": None}
 
 
 class Terminated(KeyboardInterrupt):
@@ -46,9 +51,33 @@ def _on_signal(signum, _frame):
     dropped (the outputs are being, or have been, put in place as a whole)."""
     if _STATE["committed"]:
         return
+    _STATE["pending"] = signum
+    _raise_for(signum)
+
+
+def _raise_for(signum: int):
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise Terminated(signum)
+
+
+def raise_pending_signal() -> None:
+    """Raise a signal's interrupt that Python dropped (it hit a callback that cannot raise)."""
+    signum = _STATE["pending"]
+    if signum is not None and not _STATE["committed"]:
+        _raise_for(signum)
+
+
+def _quiet_dropped_interrupt(previous):
+    """An unraisable-exception hook that keeps a dropped signal interrupt off the terminal (it
+    stays recorded for `raise_pending_signal`) and passes everything else on."""
+
+    def hook(unraisable):
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and _STATE["pending"] is not None:
+            return
+        previous(unraisable)
+
+    return hook
 
 
 @contextlib.contextmanager
@@ -65,12 +94,17 @@ def handle_termination(process_exits_after: bool = False):
         yield
         return
     saved = {s: signal.getsignal(s) for s in _SIGNALS}
+    saved_hook = sys.unraisablehook
     _STATE["committed"] = False
+    _STATE["pending"] = None
+    sys.unraisablehook = _quiet_dropped_interrupt(saved_hook)
     for s in _SIGNALS:
         signal.signal(s, _on_signal)
     try:
         yield
+        raise_pending_signal()  # a command that wrote nothing still ends as interrupted
     finally:
+        sys.unraisablehook = saved_hook
         if process_exits_after and _STATE["committed"]:
             for s in _SIGNALS:
                 signal.signal(s, signal.SIG_IGN)
@@ -78,6 +112,7 @@ def handle_termination(process_exits_after: bool = False):
             for s, handler in saved.items():
                 signal.signal(s, handler if handler is not None else signal.SIG_DFL)
         _STATE["committed"] = False
+        _STATE["pending"] = None
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -196,15 +231,18 @@ class OutputFiles:
                 self.add(path)
             items.append((shown, self._outputs[shown], data))
         temps: list = []
+        raise_pending_signal()
         try:
             regular = []
             for shown, target, data in items:
                 if self._special_kind(target) is None:
                     tmp = self._write_temp(shown, target, data, temps)
                     regular.append((shown, tmp, target))
+            raise_pending_signal()  # streams cannot be taken back
             for shown, target, data in items:
                 if self._special_kind(target) is not None:
                     self._write_stream(shown, target, data)
+            raise_pending_signal()
             _STATE["committed"] = True  # the commit point: from here signals are dropped
             for shown, tmp, target in regular:
                 try:

@@ -282,6 +282,83 @@ def test_sigterm_during_a_large_onnx_write_leaves_no_temp(tmp_path, monkeypatch)
     assert os.listdir(tmp_path) == []
 
 
+class _DropsASignal:
+    """Raises `signum` from its `__del__`: the handler's interrupt is raised inside a finalizer,
+    where Python prints "Exception ignored" and drops it (as in an import lock's weakref
+    callback, where CI once caught a Ctrl-C)."""
+
+    def __init__(self, signum):
+        self.signum = signum
+
+    def __del__(self):
+        signal.raise_signal(self.signum)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("when", ["before the work", "while writing"])
+def test_a_signal_python_drops_still_stops_the_command(tmp_path, monkeypatch, signum, when):
+    """A signal whose interrupt is raised where Python cannot raise (a finalizer) is neither
+    printed nor lost: the command ends as interrupted and writes nothing."""
+    if when == "before the work":
+        real_add = output_files.OutputFiles.add
+
+        def add(self, path):
+            _DropsASignal(signum)  # collected at once: the interrupt is dropped here
+            return real_add(self, path)
+
+        monkeypatch.setattr(output_files.OutputFiles, "add", add)
+    else:
+        real_write = output_files._write_all
+
+        def write_all(fd, data):
+            _DropsASignal(signum)
+            real_write(fd, data)
+
+        monkeypatch.setattr(output_files, "_write_all", write_all)
+    result = CliRunner().invoke(main, ["convert", str(ONNX), "-o", str(tmp_path / "o.onnx")])
+    assert result.exit_code == (130 if signum == signal.SIGINT else 128 + signum)
+    assert result.stderr.strip().splitlines() == [
+        "qconvert: interrupted; nothing written" if signum == signal.SIGINT
+        else "qconvert: terminated (SIGTERM); nothing written"]
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_dropped_signal_ends_a_command_that_writes_nothing(monkeypatch):
+    """`inspect` writes no file; a dropped Ctrl-C still ends it as interrupted, not with exit 0."""
+    from qconvert import cli
+
+    real_echo = cli.click.echo
+    calls = []
+
+    def echo(*args, **kw):
+        if not calls:
+            _DropsASignal(signal.SIGINT)
+        calls.append(1)
+        return real_echo(*args, **kw)
+
+    monkeypatch.setattr(cli.click, "echo", echo)
+    result = CliRunner().invoke(main, ["inspect", str(ONNX)])
+    assert result.exit_code == 130
+    assert "Exception ignored" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_other_unraisable_exceptions_are_still_reported(monkeypatch):
+    """Only a dropped signal interrupt is kept quiet; any other exception in a finalizer goes
+    to the hook that was there before, and that hook is back afterwards."""
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_value))
+    before = sys.unraisablehook
+
+    class Broken:
+        def __del__(self):
+            raise ValueError("finalizer bug")
+
+    with output_files.handle_termination():
+        Broken()
+    assert [str(e) for e in seen] == ["finalizer bug"]
+    assert sys.unraisablehook is before
+
+
 # -- names (class 7) --------------------------------------------------------------------------
 @SETTINGS
 @given(length=st.integers(200, 300))
