@@ -20,7 +20,8 @@ covers everything the child does: importing the tool, reading, calibrating, quan
 ("import" is the part spent importing the tool's entry module):
 
 - qconvert:       `qconvert.cli.main(["quantize", src, "--calibration", calib.npy, "-o", dst])`
-                  in process, its defaults: fusion, calibration with its float reference
+                  in process, made the program first (`cli.as_program`, as the `qconvert`
+                  command is: its allocator settings), its defaults: fusion, calibration with its float reference
                   executor, per-channel weights, MSE activation ranges (streamed histograms),
                   bias correction, QDQ output, and its per-layer SQNR report (on a bounded
                   number of samples: `quantize.report_samples`);
@@ -75,7 +76,8 @@ import resource, sys, time
 src, dst, tool, calib = sys.argv[1:5]
 t0 = time.perf_counter()
 if tool.startswith("qconvert"):
-    from qconvert.cli import main
+    from qconvert.cli import as_program, main
+    as_program()  # the process is the program, as `qconvert quantize` is (not a library user)
     t1 = time.perf_counter()
     extra = ["--engine", "onnxruntime"] if tool == "qconvert+ort" else []
     rc = main(["quantize", src, "--calibration", calib, "-o", dst, *extra], standalone_mode=False)

@@ -396,9 +396,19 @@ def export_c(model, outdir, name, kernels, fc_layout, calibration, calibration_r
                "over their inputs")
 
 
+def as_program() -> None:
+    """Make this process the `qconvert` program: it exits when the command ends, so signals
+    after a commit are ignored (`output_files.handle_termination`) and the allocator keeps
+    freed arrays for reuse (`allocator`)."""
+    from .allocator import tune_for_program
+
+    _PROGRAM["exits_after"] = True
+    tune_for_program()
+
+
 def run():
     """The `qconvert` program: `main` in a process that exits when the command ends."""
-    _PROGRAM["exits_after"] = True
+    as_program()
     main()
 
 
