@@ -11,12 +11,14 @@ lazily such a page costs several microseconds, several times the array's own wor
 
 `tune_for_program` keeps what was freed for reuse: blocks up to 32 MB come from the heap
 (M_MMAP_THRESHOLD, glibc's largest), the heap is not trimmed at each free (M_TRIM_THRESHOLD
-1 GiB; the one deliberate release, between calibration and planning, stays:
-`executor.memory_limit.release_free_memory`) and the worker threads share the main arena
-(M_ARENA_MAX 1), so an array one thread frees is reused by another. Quantizing the
-ResNet-50-shaped bench model: CPU time 2.3-2.6 s -> 2.2-2.35 s, wall 2-4 % less, peak +8 MB
-(`bench/bench_quantize.py`). Only the program sets them (`cli.run`): a process that imports
-qconvert as a library keeps its own allocator settings.
+1 GiB) and the worker threads share the main arena (M_ARENA_MAX 1), so an array one thread
+frees is reused by another. The release between calibration and planning
+(`executor.memory_limit.release_free_memory`) is then skipped too (`keeps_freed_memory`): the
+plan reuses calibration's freed pages instead of faulting fresh ones in, for the same peak.
+Quantizing the ResNet-50-shaped bench model: CPU time 2.3-2.6 s -> 2.2-2.35 s, wall 2-4 %
+less, peak +8 MB (`bench/bench_quantize.py`); without that release, 0.02-0.04 s less again
+and the same peak. Only the program sets them (`cli.run`): a process that imports qconvert as
+a library keeps its own allocator settings.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ M_MMAP_THRESHOLD = -3
 M_ARENA_MAX = -8
 
 SETTINGS = ((M_ARENA_MAX, 1), (M_MMAP_THRESHOLD, 32 << 20), (M_TRIM_THRESHOLD, 1 << 30))
+_TUNED = {"done": False}
 
 
 def _mallopt():
@@ -54,4 +57,12 @@ def tune_for_program() -> bool:
     mallopt = _mallopt()
     if mallopt is None:
         return False
-    return all(mallopt(param, value) == 1 for param, value in SETTINGS)
+    _TUNED["done"] = all([mallopt(param, value) == 1 for param, value in SETTINGS])
+    return _TUNED["done"]
+
+
+def keeps_freed_memory() -> bool:
+    """True once `tune_for_program` has applied every setting: this process keeps what it
+    frees for reuse, so handing the heap's free pages back between phases only costs faulting
+    them in again."""
+    return _TUNED["done"]

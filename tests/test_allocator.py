@@ -96,3 +96,60 @@ def test_without_glibc_nothing_changes_and_nothing_fails(monkeypatch, missing):
         monkeypatch.setattr(allocator.ctypes, "CDLL", Refusing)
         monkeypatch.setattr(allocator.os, "confstr", lambda name: "glibc 2.36", raising=False)
     assert allocator.tune_for_program() is False
+
+
+# 20 arrays of 8 MB from the heap (a plain glibc takes them there once a freed 9 MB mapping
+# has raised its threshold), all freed but the last, so no free at the heap's top trims them;
+# then `release_free_memory` (calibration's end): prints the resident MB before and after it
+_RELEASE = r"""
+import sys
+import numpy as np
+if sys.argv[1] == "program":
+    from qconvert.cli import as_program
+    as_program()
+from qconvert.executor.memory_limit import release_free_memory
+
+def resident():
+    with open("/proc/self/status") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:")) // 1024
+
+warm = np.ones(9 << 18, np.float32)
+del warm
+arrays = [np.ones(8 << 18, np.float32) for _ in range(20)]
+last = arrays.pop()
+del arrays
+before = resident()
+release_free_memory()
+print(before, resident())
+"""
+
+
+def _released(mode: str) -> int:
+    out = subprocess.run([sys.executable, "-c", _RELEASE, mode], cwd=ROOT, capture_output=True,
+                         text=True, check=True)
+    before, after = map(int, out.stdout.split())
+    return before - after
+
+
+def test_the_program_keeps_freed_pages_between_phases():
+    """A plain process hands calibration's freed heap back to the system (the kernel's RSS
+    falls by about 160 MB); the program keeps it for the plan to reuse (RSS unchanged).
+    Without glibc neither is tuned and `malloc_trim` is absent: both keep theirs."""
+    plain, program = _released("plain"), _released("program")
+    if _glibc():
+        assert plain > 100 and abs(program) < 20, (plain, program)
+    else:
+        assert abs(plain) < 20 and abs(program) < 20, (plain, program)
+
+
+def test_keeps_freed_memory_only_once_every_setting_is_taken(monkeypatch):
+    """`keeps_freed_memory` follows `tune_for_program`'s result: taken, refused, absent."""
+    monkeypatch.setattr(allocator, "_TUNED", {"done": False})
+    assert allocator.keeps_freed_memory() is False
+    for answer, expected in ((1, True), (0, False)):
+        monkeypatch.setattr(allocator, "_mallopt", lambda a=answer: (lambda p, v: a))
+        assert allocator.tune_for_program() is expected
+        assert allocator.keeps_freed_memory() is expected
+    monkeypatch.setattr(allocator, "_mallopt", lambda: None)
+    assert allocator.tune_for_program() is False
+    assert allocator.keeps_freed_memory() is False

@@ -122,12 +122,18 @@ def _shape_text(shape) -> str:
 
 
 def release_free_memory() -> None:
-    """Hand the heap's free pages back to the system (glibc `malloc_trim`; a no-op elsewhere).
+    """Hand the heap's free pages back to the system (glibc `malloc_trim`; a no-op elsewhere),
+    unless this process keeps freed memory for reuse (the `qconvert` program:
+    `allocator.keeps_freed_memory`), where the next phase reuses those pages instead.
 
     Calibration frees activations of tens of MB in several threads; glibc keeps freed chunks
     below its (self-raising) mmap threshold in its arenas, so without this the process would
     stay at its calibration high-water mark through planning and writing, and the next
     phase's arrays would add to it instead of reusing the pages."""
+    from qconvert.allocator import keeps_freed_memory
+
+    if keeps_freed_memory():
+        return
     try:
         import ctypes
 
