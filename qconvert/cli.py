@@ -398,11 +398,14 @@ def export_c(model, outdir, name, kernels, fc_layout, calibration, calibration_r
 
 def as_program() -> None:
     """Make this process the `qconvert` program: it exits when the command ends, so signals
-    after a commit are ignored (`output_files.handle_termination`) and the allocator keeps
-    freed arrays for reuse (`allocator`)."""
+    after a commit are ignored (`output_files.handle_termination`), the allocator keeps freed
+    arrays for reuse (`allocator`) and OpenBLAS's idle threads sleep instead of polling, when
+    numpy is not loaded yet (`blas_idle`)."""
     from .allocator import tune_for_program
+    from .blas_idle import sleep_idle_threads
 
     _PROGRAM["exits_after"] = True
+    sleep_idle_threads()
     tune_for_program()
 
 

@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS = [
     ("foundation", {"qconvert", "qconvert.errors", "qconvert.dtypes", "qconvert.padding",
-                    "qconvert.schemas", "qconvert.routes", "qconvert.allocator"}),
+                    "qconvert.schemas", "qconvert.routes", "qconvert.allocator",
+                    "qconvert.blas_idle"}),
     ("ir", {"qconvert.ir"}),
     ("int8", {"qconvert.int8"}),
     ("formats", {"qconvert.tflite_options", "qconvert.onnx_wire", "qconvert.pads_spelling",
