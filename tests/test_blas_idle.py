@@ -48,20 +48,21 @@ def _idle_cpu(mode: str, user_timeout: str | None = None) -> tuple:
 
 def test_the_programs_blas_threads_sleep_after_a_product():
     """A plain process's OpenBLAS threads poll for about 0.1 s after a multi-threaded product
-    (measured 0.08-0.11 CPU s during the sleep); the program's sleep at once (under 0.02 s).
-    With one CPU, or another BLAS, there are no such threads: neither process spends CPU."""
+    (measured 0.10-0.11 CPU s during the sleep on an idle machine, 0.05 with both cores busy
+    with other work); the program's sleep at once (0.0007 s). With one CPU, or another BLAS,
+    there are no such threads: neither process spends CPU."""
     (plain, threads), (program, _) = _idle_cpu("plain"), _idle_cpu("program")
-    assert program < 0.02, program
+    assert program < 0.01, program
     if threads:
-        assert plain > 0.04, plain
+        assert plain > 0.02, plain
     else:
-        assert plain < 0.02, plain
+        assert plain < 0.01, plain
 
 
 def test_a_users_timeout_is_kept():
     """OPENBLAS_THREAD_TIMEOUT set by the user wins in the program too: its threads poll."""
     seconds, threads = _idle_cpu("program", "28")
-    assert seconds > 0.04 if threads else seconds < 0.02, seconds
+    assert seconds > 0.02 if threads else seconds < 0.01, seconds
 
 
 def test_only_a_process_without_numpy_is_changed(monkeypatch):
