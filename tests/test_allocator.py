@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from qconvert import allocator, cli
+from qconvert import allocator, blas_idle, cli
 
 # arrays of 1-30 MB, three alive at a time, as a batch's activations come and go; prints the
 # page faults they took (the kernel's count, an oracle independent of qconvert)
@@ -61,10 +61,12 @@ def test_the_program_reuses_freed_arrays():
 
 
 def test_a_library_user_keeps_its_allocator(monkeypatch):
-    """`cli.main` (qconvert used from Python) never changes the allocator; `cli.run` (the
-    program) does, once, before the command."""
+    """`cli.main` (qconvert used from Python) never changes the allocator nor OpenBLAS's idle
+    threads; `cli.run` (the program) does, once each, before the command (`blas_idle` first:
+    it must come before anything loads numpy)."""
     calls = []
     monkeypatch.setattr(allocator, "tune_for_program", lambda: calls.append("tune") or True)
+    monkeypatch.setattr(blas_idle, "sleep_idle_threads", lambda: calls.append("sleep") or True)
     monkeypatch.setattr(cli, "_PROGRAM", {"exits_after": False})
     with pytest.raises(SystemExit):
         cli.main(["--version"])
@@ -73,7 +75,7 @@ def test_a_library_user_keeps_its_allocator(monkeypatch):
     with pytest.raises(SystemExit) as exc:
         cli.run()
     assert exc.value.code == 0
-    assert calls == ["tune"] and cli._PROGRAM["exits_after"] is True
+    assert calls == ["sleep", "tune"] and cli._PROGRAM["exits_after"] is True
 
 
 @pytest.mark.parametrize("missing", ["confstr", "mallopt", "refused"])

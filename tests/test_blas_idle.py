@@ -8,10 +8,9 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 from conftest import ROOT
-from qconvert import allocator, blas_idle, cli
+from qconvert import blas_idle
 
 # one product on every BLAS thread, then 0.3 s of sleep: prints the CPU seconds the whole
 # process (all its threads) spent during that sleep, the kernel's count (an oracle independent
@@ -78,17 +77,3 @@ def test_only_a_process_without_numpy_is_changed(monkeypatch):
         chosen = {name: "12"}
         assert blas_idle.sleep_idle_threads(chosen) is False and chosen == {name: "12"}
 
-
-def test_the_program_sets_it_before_the_command(monkeypatch):
-    """`cli.run` makes the setting before the command runs; `cli.main` never does."""
-    calls = []
-    monkeypatch.setattr(blas_idle, "sleep_idle_threads", lambda: calls.append("sleep") or False)
-    monkeypatch.setattr(allocator, "tune_for_program", lambda: calls.append("tune") or False)
-    monkeypatch.setattr(cli, "_PROGRAM", {"exits_after": False})
-    with pytest.raises(SystemExit):
-        cli.main(["--version"])
-    assert calls == []
-    monkeypatch.setattr(sys, "argv", ["qconvert", "--version"])
-    with pytest.raises(SystemExit):
-        cli.run()
-    assert calls == ["sleep", "tune"]
