@@ -7,7 +7,9 @@ the CPUs itself (`executor.parallel.one_blas_thread`), so that polling is pure l
 import, during reading (whose copies run on every CPU) and after the few products outside the
 executor, a polling thread takes a core from qconvert's own threads. On the ResNet-50-shaped
 bench model it was 3.8 % of all CPU samples (`perf`: `blas_thread_server`), and the
-quantize took 2.20 s of CPU instead of 2.12 s (median of 8).
+quantize took 2.20 s of CPU instead of 2.12 s (median of 8); a TFLite MobileNetV2 (the report on
+the integer executor, whose products BLAS splits itself) took 3.7-3.9 s of CPU instead of
+2.2-2.3 s, in the same 2.3 s.
 
 `sleep_idle_threads` sets OPENBLAS_THREAD_TIMEOUT to OpenBLAS's shortest, 4 (2^4 ticks), before
 numpy loads OpenBLAS: idle threads then wait on a condition variable, woken when a product needs
