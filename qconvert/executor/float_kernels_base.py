@@ -103,15 +103,29 @@ def clamp(x: np.ndarray, lower, upper, out: np.ndarray | None = None) -> np.ndar
     return y
 
 
-def _fused(node, y: np.ndarray) -> np.ndarray:
+def _fused(node, y: np.ndarray, own: bool = False) -> np.ndarray:
     """Apply the TFLite fused activation of `node` (ONNX nodes have none): a clamp to the
-    activation's range, or tanh."""
+    activation's range, or tanh. `own`: `y` is the kernel's own new array, clamped in place
+    (span by span on every CPU: `parallel.elementwise`) instead of into two new arrays; the
+    same values."""
     name = node.attrs.get("activation", "NONE")
     if name == "TANH":
         return np.asarray(np.tanh(y), dtype=y.dtype)
     if name not in ACTIVATION_RANGES:
         raise NotImplementedError(f"fused activation {name}")
-    return np.asarray(clamp(y, *ACTIVATION_RANGES[name]), dtype=y.dtype)
+    bounds = ACTIVATION_RANGES[name]
+    if own and bounds != (None, None) and isinstance(y, np.ndarray) and y.flags.writeable:
+        from .parallel import elementwise
+
+        return elementwise(lambda a, out: clamp(a, *bounds, out=out), y, y)
+    return np.asarray(clamp(y, *bounds), dtype=y.dtype)
+
+
+def fused_bounds(node) -> tuple | None:
+    """(lower, upper) of `node`'s fused clamp (RELU, RELU6, RELU_N1_TO_1), None when it has
+    none (NONE) or another activation (TANH)."""
+    bounds = ACTIVATION_RANGES.get(node.attrs.get("activation", "NONE") or "NONE")
+    return None if bounds is None or bounds == (None, None) else bounds
 
 
 def _opt(inputs, index: int):

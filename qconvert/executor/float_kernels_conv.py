@@ -17,10 +17,10 @@ import itertools
 import numpy as np
 
 from .float_kernels_base import (_aligned, _float_input, _float_operand, _fused, _ints, _layout,
-                                 _opt, clamp, kernel)
+                                 _opt, clamp, fused_bounds, kernel)
 from .float_kernels_hybrid import _hybrid_conv, _hybrid_fc
-from .float_kernels_window import (_out_sizes, _pad_spatial, _sample_chunks, _spatial_attrs,
-                                   _spatial_axes, _taps, _window_view)
+from .float_kernels_window import (_out_sizes, _pad_spatial, _padded_work_array, _sample_chunks,
+                                   _spatial_attrs, _spatial_axes, _taps, _window_view)
 from .float_kernels_winograd import winograd_applies, winograd_conv
 from .parallel import matmul as shared_matmul
 from .parallel import on_workers, one_blas_thread, scratch
@@ -62,17 +62,25 @@ def conv2d(node, inputs, out_dtypes, ctx=None):
     bounds = None if ctx is None else ctx.clamp  # the reader's clamp (applied in cache)
     if w.dtype.kind in "iu":
         return [_clamped(_fused(node, _hybrid_conv(node, x, w, b, ctx, kernel, strides,
-                                                   dilations, pads, out, group)), bounds)]
+                                                   dilations, pads, out, group), own=True),
+                         bounds)]
     w = _float_operand(node, w, x.dtype, "weights")
     n, k = x.shape[0], int(np.prod(kernel))
     if group == 1 and not nhwc and winograd_applies(x, w, kernel, strides, dilations, out):
         bias = None if b is None else _channel_bias(node, b, x.dtype, cout).reshape(cout, 1, 1)
         return [_fused(node, winograd_conv(x, w, bias, pads, out,
                                            _sample_groups(n, int(np.prod(out))),
-                                           _row_blocks(cout), bounds))]
+                                           _row_blocks(cout), bounds), own=True)]
     if group == 1 and not nhwc:
         return [_fused(node, _dense_nchw(node, x, w.reshape(cout, channels * k), b, kernel,
-                                         strides, dilations, pads, out, bounds))]
+                                         strides, dilations, pads, out, bounds), own=True)]
+    if group == 1:  # NHWC (TFLite): its fused clamp, then the reader's, on each piece
+        fused = fused_bounds(node)
+        plain = node.attrs.get("activation", "NONE") in (None, "NONE")
+        pieces = [fused, bounds] if fused is not None or plain else []  # TANH: after
+        y = _dense_nhwc(node, x, w.reshape(cout, k * channels), b, kernel, strides, dilations,
+                        pads, out, pieces)
+        return [y if pieces else _clamped(_fused(node, y, own=True), bounds)]
     return [_clamped(_grouped_or_nhwc(node, x, w, b, nhwc, axes, kernel, strides, dilations,
                                       pads, out, group, cin_g, k), bounds)]
 
@@ -91,27 +99,27 @@ def _grouped_or_nhwc(node, x, w, b, nhwc, axes, kernel, strides, dilations, pads
     if depthwise and not nhwc and rank == 2:
         per_tap = np.moveaxis(w.reshape(channels, cout // channels, k), 2, 0)  # [k, C, M]
         return _fused(node, _depthwise_nchw(node, x, per_tap, b, kernel, strides, dilations,
-                                            pads, out))
-    xp = _pad_spatial(x, axes, pads[:rank], pads[rank:], 0)
-    if depthwise:  # sum over taps
+                                            pads, out), own=True)
+    if depthwise:  # sum over taps, with the bias and a fused clamp on each chunk
         per_tap = (np.moveaxis(w.reshape(channels, cout // channels, k), 2, 0))  # [k, C, M]
-        y = _depthwise_sum(xp, per_tap, nhwc, kernel, strides, dilations, out)
-    elif nhwc:
+        bias = None if b is None else _channel_bias(node, b, x.dtype, cout)
+        bounds = fused_bounds(node)
+        y = _depthwise_sum(x, axes, pads, per_tap, nhwc, kernel, strides, dilations, out, bias,
+                           bounds)
+        return y if bounds is not None else _fused(node, y, own=True)
+    xp = _pad_spatial(x, axes, pads[:rank], pads[rank:], 0)
+    if nhwc:  # grouped (one group is `_dense_nhwc`)
         p = n * int(np.prod(out))
         cols = _window_view(xp, True, kernel, strides, dilations, out)
-        if group == 1:
-            y = shared_matmul(cols.reshape(p, k * channels), w.reshape(cout, k * channels).T)
-        else:
-            cols = cols.reshape(p, k, group, cin_g).transpose(2, 0, 1, 3).reshape(group, p, -1)
-            wg = w.reshape(group, cout // group, k * cin_g).transpose(0, 2, 1)
-            y = np.matmul(cols, wg).transpose(1, 0, 2).reshape(p, cout)
-        y = y.reshape(n, *out, cout)
+        cols = cols.reshape(p, k, group, cin_g).transpose(2, 0, 1, 3).reshape(group, p, -1)
+        wg = w.reshape(group, cout // group, k * cin_g).transpose(0, 2, 1)
+        y = np.matmul(cols, wg).transpose(1, 0, 2).reshape(n, *out, cout)
     else:
         cols = _window_view(xp, False, kernel, strides, dilations, out)
         cols = cols.reshape(n, group, cin_g * k, int(np.prod(out)))
         y = np.matmul(w.reshape(group, cout // group, cin_g * k), cols).reshape(n, cout, *out)
     _add_bias(node, y, b, -1 if nhwc else 1)
-    return _fused(node, y)
+    return _fused(node, y, own=True)
 
 
 def _channel_bias(node, b, dtype, cout: int) -> np.ndarray:
@@ -251,6 +259,67 @@ def _dense_nchw(node, x, w2, b, kernel, strides, dilations, pads, out,
     return result
 
 
+def _dense_nhwc(node, x, w2, b, kernel, strides, dilations, pads, out, clamps) -> np.ndarray:
+    """A group-1 NHWC convolution (TFLite CONV_2D) of `x` with weights w2 [Cout, k * C] (OHWI
+    flattened): [N, *out, Cout], each of `clamps` (None, or (lower, upper)) applied in turn.
+
+    In row-major NHWC the output of a group of samples is one matrix, [m * P, Cout] =
+    im2col [m * P, k * C] @ w2^T, written straight into its rows of the output; its bias is
+    added and its clamps applied while those rows are in cache. A 1x1, stride-1, unpadded
+    convolution multiplies the input itself (no im2col). Padding and im2col are done one group
+    of samples at a time into work arrays of each thread (`parallel.scratch`), the groups
+    shared among the CPUs (`_sample_groups`, BLAS on one thread each); a batch that makes one
+    group has the rows of its product split between the CPUs instead (`_row_blocks`). Every
+    output element is the same dot product whatever the split, so the result does not depend
+    on the number of CPUs."""
+    n, channels = x.shape[0], x.shape[-1]
+    cout, depth = w2.shape
+    rank = len(kernel)
+    positions = int(np.prod(out))
+    y = np.empty((n, *out, cout), dtype=np.result_type(x.dtype, w2.dtype))
+    rows_of = y.reshape(n * positions, cout)
+    wt = w2.T  # [k * C, Cout], read transposed by BLAS (no copy)
+    bias = None if b is None else _channel_bias(node, b, y.dtype, cout)
+    pointwise = not any(pads) and all(v == 1 for v in (*kernel, *strides))
+    groups = _sample_groups(n, positions)
+    axes = list(range(1, 1 + rank))
+
+    def matrix_of(start, stop):
+        """The im2col rows [m * P, k * C] of samples start..stop (a work array of this thread,
+        or the input itself for a pointwise convolution)."""
+        m = stop - start
+        xp = x[start:stop]
+        if pointwise and xp.flags.c_contiguous:
+            return xp.reshape(m * positions, channels)
+        xp = _padded_work_array(xp, axes, pads[:rank], pads[rank:], 0, "conv padded nhwc")
+        view = _window_view(xp, True, kernel, strides, dilations, out)  # [m, *out, *k, C]
+        part = scratch("conv columns nhwc", view.shape, y.dtype)
+        np.copyto(part, view)
+        return part.reshape(m * positions, depth)
+
+    def product(matrix, rows):
+        """rows_of[rows] = matrix[rows - first] @ wt, + bias, clamped (one pass after it)."""
+        dst = rows_of[rows]
+        np.matmul(matrix, wt, out=dst)
+        if bias is not None:
+            dst += bias
+        for bounds in clamps:
+            _clamped(dst, bounds)
+
+    def run(items):
+        for start, stop in items:
+            product(matrix_of(start, stop), slice(start * positions, stop * positions))
+
+    with one_blas_thread():
+        if len(groups) > 1:
+            on_workers(run, groups)
+            return y
+        matrix = matrix_of(0, n)  # one group: its rows split between the CPUs
+        on_workers(lambda items: [product(matrix[r], r) for r in items],
+                   _row_blocks(n * positions))
+    return y
+
+
 def _zero_outside(image: np.ndarray, top: int, height: int, left: int, width: int) -> None:
     """Zero image[:, r, c] outside rows [top, top + height) and columns [left, left + width)."""
     image[:, :top] = 0
@@ -323,32 +392,52 @@ def _depthwise_nchw(node, x, per_tap, b, kernel, strides, dilations, pads, out) 
     return y
 
 
-def _depthwise_sum(xp, per_tap, nhwc, kernel, strides, dilations, out) -> np.ndarray:
+def _depthwise_sum(x, axes, pads, per_tap, nhwc, kernel, strides, dilations, out, bias=None,
+                   bounds=None) -> np.ndarray:
     """sum over taps t of input_tap[..., c] * per_tap[t, c, m] -> channels c * M + m, the taps
-    accumulated in row-major order (as TFLite's reference kernel)."""
+    accumulated in row-major order (as TFLite's reference kernel), then `bias` (Cout values)
+    added and the clamp to `bounds` applied. Chunk by chunk of samples (`_sample_chunks`,
+    shared among the CPUs): each chunk padded (`pads`) into a work array of its thread and
+    summed in place in its own slice of the output, the bias and clamp while it is in cache;
+    the same operations, in the same order, on every element as over the whole batch."""
     _, channels, mult = per_tap.shape
     rank = len(kernel)
-    n = xp.shape[0]
+    n = x.shape[0]
     shape = (n, *out, channels * mult) if nhwc else (n, channels * mult, *out)
-    y = np.empty(shape, dtype=np.result_type(xp.dtype, per_tap.dtype))
+    y = np.empty(shape, dtype=np.result_type(x.dtype, per_tap.dtype))
     if nhwc:
         weights = [per_tap[t] if mult > 1 else per_tap[t, :, 0] for t in range(len(per_tap))]
     else:
         weights = [per_tap[t].reshape(channels, mult, *[1] * rank) if mult > 1
                    else per_tap[t, :, 0].reshape(channels, *[1] * rank)
                    for t in range(len(per_tap))]
-    for part in _sample_chunks(n, int(np.prod(shape[1:]))):
-        acc = tmp = None
-        for t, view in enumerate(_taps(xp[part], nhwc, kernel, strides, dilations, out)):
+    if bias is not None:
+        bias = bias.reshape(-1) if nhwc else bias.reshape(-1, *[1] * rank)
+
+    def run(parts):
+        for part in parts:
+            xp = _padded_work_array(x[part], axes, pads[:rank], pads[rank:], 0,
+                                    "depthwise padded")
+            dst = y[part]
+            m = len(dst)
+            acc = dst
             if mult > 1:
-                view = view[..., None] if nhwc else view[:, :, None]
-            if acc is None:
-                acc = view * weights[t]
-                tmp = np.empty_like(acc)
-            else:
-                np.multiply(view, weights[t], out=tmp)
-                acc += tmp
-        y[part] = acc.reshape(y[part].shape)
+                acc = dst.reshape(m, *out, channels, mult) if nhwc else \
+                    dst.reshape(m, channels, mult, *out)
+            tmp = scratch("depthwise tap", acc.shape, y.dtype)
+            for t, view in enumerate(_taps(xp, nhwc, kernel, strides, dilations, out)):
+                if mult > 1:
+                    view = view[..., None] if nhwc else view[:, :, None]
+                if t == 0:
+                    np.multiply(view, weights[t], out=acc)
+                else:
+                    np.multiply(view, weights[t], out=tmp)
+                    acc += tmp
+            if bias is not None:
+                dst += bias
+            _clamped(dst, bounds)
+
+    on_workers(run, _sample_chunks(n, int(np.prod(shape[1:]))))
     return y
 
 
@@ -374,11 +463,12 @@ def depthwise_conv2d(node, inputs, out_dtypes, ctx=None):
     spatial = [x.shape[a] for a in axes]
     strides, dilations, pads = _spatial_attrs(node, spatial, kernel)
     out = _out_sizes(spatial, kernel, strides, dilations, pads)
-    xp = _pad_spatial(x, axes, pads[:2], pads[2:], 0)
     per_tap = w.reshape(kernel[0] * kernel[1], channels, mult)
-    y = _depthwise_sum(xp, per_tap, nhwc, kernel, strides, dilations, out)
-    _add_bias(node, y, b, -1 if nhwc else 1)
-    return [_fused(node, y)]
+    bias = None if b is None else _channel_bias(node, b, x.dtype, channels * mult)
+    bounds = fused_bounds(node)  # applied on each chunk; TANH after
+    y = _depthwise_sum(x, axes, pads, per_tap, nhwc, kernel, strides, dilations, out, bias,
+                       bounds)
+    return [y if bounds is not None else _fused(node, y, own=True)]
 
 
 @kernel("ConvTranspose")
@@ -470,7 +560,7 @@ def fully_connected(node, inputs, out_dtypes, ctx=None):
         _add_bias(node, y, b, 1)
     if node.attrs.get("keep_num_dims"):
         y = y.reshape(*x.shape[:-1], w.shape[0])
-    return [_fused(node, y)]
+    return [_fused(node, y, own=True)]
 
 
 @kernel("Gemm")

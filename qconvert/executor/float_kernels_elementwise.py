@@ -36,7 +36,7 @@ def _binary(fn):
             raise ValueError(f"{node.op} of {a.dtype} and {b.dtype}")
         with np.errstate(all="ignore"):
             y = np.asarray(fn(a, b)).astype(a.dtype, copy=False)
-        return [_fused(node, y)]
+        return [_fused(node, y, own=True)]  # a new array of the ufunc
 
     return run
 

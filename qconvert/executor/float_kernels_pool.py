@@ -74,7 +74,7 @@ def max_pool(node, inputs, out_dtypes):
     activation). The optional ONNX Indices output is not computed."""
     if len(node.outputs) > 1 and node.outputs[1] is not None:
         raise NotImplementedError("MaxPool with an Indices output")
-    return [_fused(node, _pool(node, inputs[0], "max"))]
+    return [_fused(node, _pool(node, inputs[0], "max"), own=True)]
 
 
 @kernel("AveragePool")
@@ -82,7 +82,7 @@ def average_pool(node, inputs, out_dtypes):
     """Window sum / count. The count excludes padding (TFLite, whose SAME padding the reader
     made explicit, and ONNX count_include_pad=0); with count_include_pad=1 it includes the
     explicit pads but not the part of a ceil_mode window past them (onnxruntime)."""
-    return [_fused(node, _pool(node, inputs[0], "avg"))]
+    return [_fused(node, _pool(node, inputs[0], "avg"), own=True)]
 
 
 @kernel("GlobalAveragePool")

@@ -147,7 +147,7 @@ def concat(node, inputs, out_dtypes):
     if axis is None:
         raise ValueError("Concat without axis")
     axis = _axis(int(axis), inputs[0].ndim)
-    return [_fused(node, np.concatenate(inputs, axis=axis))]
+    return [_fused(node, np.concatenate(inputs, axis=axis), own=True)]
 
 
 @kernel("Slice")

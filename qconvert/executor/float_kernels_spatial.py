@@ -230,7 +230,7 @@ def transpose_conv(node, inputs, out_dtypes):
     y = np.ascontiguousarray(canvas[:, top:top + oh, left:left + ow, :])
     if b is not None:
         y += b.astype(x.dtype).reshape(-1)
-    return [_fused(node, y)]
+    return [_fused(node, y, own=True)]
 
 
 # -- split ----------------------------------------------------------------------------------

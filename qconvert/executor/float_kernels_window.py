@@ -65,6 +65,31 @@ def _pad_spatial(x, axes, begins, ends, value) -> np.ndarray:
     return np.pad(x, width, constant_values=value)
 
 
+def _padded_work_array(x, axes, begins, ends, value, key: str) -> np.ndarray:
+    """`x` padded on its spatial `axes` (`begins`, `ends`) with `value`, like `_pad_spatial`,
+    but in a work array of the calling thread kept under `key` (`parallel.scratch`: no fresh
+    memory per call); `x` itself when there is no padding. Valid until this thread asks for
+    `key` again."""
+    from .parallel import scratch
+
+    if not any(begins) and not any(ends):
+        return x
+    shape = list(x.shape)
+    for a, b, e in zip(axes, begins, ends):
+        shape[a] += b + e
+    out = scratch(key, tuple(shape), x.dtype)
+    inner = [slice(None)] * x.ndim
+    for a, b, e in zip(axes, begins, ends):
+        inner[a] = slice(b, b + x.shape[a])
+        edge = [slice(None)] * x.ndim
+        edge[a] = slice(0, b)
+        out[tuple(edge)] = value
+        edge[a] = slice(b + x.shape[a], None)
+        out[tuple(edge)] = value
+    out[tuple(inner)] = x
+    return out
+
+
 def _window_view(xp, nhwc, kernel, strides, dilations, out) -> np.ndarray:
     """Read-only im2col view of the padded input: [N, C, *kernel, *out] (NCHW) or
     [N, *out, *kernel, C] (NHWC); no copy."""
