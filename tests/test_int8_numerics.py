@@ -23,6 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from qconvert.executor.int_kernels_conv import requantize_channels_last
 from qconvert.int8.activation_range import activation_range
 from qconvert.int8.fixed_point import (
     multiply_by_quantized_multiplier,
@@ -326,6 +327,36 @@ def test_requantize_per_channel_axis(oracle):
         np.testing.assert_array_equal(
             multiply_by_quantized_multiplier(moved, multiplier, shift, rounding, axis=0),
             np.moveaxis(expected, 3, 0))
+
+
+@pytest.mark.parametrize("rounding", ["double", "single"])
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_the_kernels_output_stage_matches_c_oracle(oracle, rounding, per_channel):
+    """`requantize_channels_last` (conv / depthwise output stage, in blocks on every CPU): the
+    accumulator plus bias wrapped to int32 as C holds it, the C oracle's
+    MultiplyByQuantizedMultiplier, the offset, the clamp, int8. Accumulators within and beyond
+    int32 (wrapping), float and int64, left and right shifts, more rows than one block."""
+    rng = np.random.default_rng(11 + per_channel)
+    channels = 24
+    for big, as_float in ((False, False), (False, True), (True, False)):
+        limit = 2**40 if big else 2**22
+        acc = rng.integers(-limit, limit, (7, 9, 300, channels))
+        bias = rng.integers(INT32_MIN, INT32_MAX, channels)
+        size = channels if per_channel else 1
+        multiplier = rng.integers(2**30, 2**31, size)
+        shift = rng.integers(-20, 4, size)
+        wrapped = (acc + bias + 2**31) % 2**32 - 2**31
+        expected = oracle.mbqm(wrapped, np.broadcast_to(multiplier, acc.shape),
+                               np.broadcast_to(shift, acc.shape), single=rounding == "single")
+        expected = np.clip(expected.astype(np.int64) + 5, -128, 127).astype(np.int8)
+        got = requantize_channels_last(acc.astype(np.float64) if as_float else acc, bias,
+                                       multiplier, shift, 5, -128, 127, rounding)
+        assert got.dtype == np.int8 and got.shape == acc.shape
+        np.testing.assert_array_equal(got, expected)
+    empty = requantize_channels_last(np.zeros((0, 4)), None, [2**30], [0], 0, -128, 127)
+    assert empty.shape == (0, 4)
+    with pytest.raises(ValueError):
+        requantize_channels_last(np.zeros((2, 4)), None, [2**30] * 3, [0], 0, -128, 127)
 
 
 def test_requantize_rejects_bad_arguments():

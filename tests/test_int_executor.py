@@ -89,6 +89,26 @@ def test_batch_of_inputs_equals_tflm_one_at_a_time(path):
     np.testing.assert_array_equal(got, ref)
 
 
+@pytest.mark.parametrize("path", INT8_MODELS[:2], ids=lambda p: p.name)
+def test_runs_sharing_their_parameters_equal_tflm(path):
+    """Runs of one graph that share `params` (the report's frames) derive each node's
+    Prepare-time parameters once and give TFLite Micro's bits on every run."""
+    model = load_model(path)
+    g = model.graph
+    x_name = g.inputs[0]
+    shape = (1,) + tuple(g.tensors[x_name].shape[1:])
+    params: dict = {}
+    data = path.read_bytes()
+    for seed in range(3):
+        x = np.random.default_rng(seed).integers(-128, 128, shape).astype(np.int8)
+        got = run_int8(model, {x_name: x}, params=params)[g.outputs[0]]
+        np.testing.assert_array_equal(got, tflm(data, [x])[0])
+        if seed == 0:
+            first = {k: id(v) for k, v in params.items()}
+    assert set(first) == {id(n) for n in g.nodes}
+    assert {k: id(v) for k, v in params.items()} == first  # kept, not derived again
+
+
 def test_observe_sees_inputs_and_every_produced_tensor():
     model = load_model(TEST_MODELS / "kws_ref_model.tflite")
     g = model.graph

@@ -59,8 +59,12 @@ def _kernels(graph, node) -> dict:
     return INT16_KERNELS if is_int16_node(graph, node) else INT_KERNELS
 
 
-def run_int8(graph, feeds: dict, rounding: str = "double", observe=None) -> dict:
-    """Run `graph` (an int8 TFLite IR Graph, or a Model) on `feeds`; {output name: array}."""
+def run_int8(graph, feeds: dict, rounding: str = "double", observe=None,
+             params: dict | None = None) -> dict:
+    """Run `graph` (an int8 TFLite IR Graph, or a Model) on `feeds`; {output name: array}.
+    `params`: a dict shared by runs of the same, unchanged graph, which keeps each node's
+    Prepare-time parameters (`layer_params`, and what kernels derive from them) for the next
+    run instead of deriving them again."""
     graph = _graph(graph)
     if rounding not in ROUNDINGS:
         raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
@@ -75,7 +79,11 @@ def run_int8(graph, feeds: dict, rounding: str = "double", observe=None) -> dict
     for step, node in enumerate(graph.nodes):
         inputs = [None if n is None else values[n] if n in values else graph.tensors[n].data
                   for n in node.inputs]
-        p = layer_params(graph, node)
+        p = None if params is None else params.get(id(node))
+        if p is None:
+            p = layer_params(graph, node)
+            if params is not None:
+                params[id(node)] = p
         try:
             outputs = _kernels(graph, node)[node.op](node, inputs, p, ctx)
         except QConvertError:

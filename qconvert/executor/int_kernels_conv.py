@@ -2,12 +2,14 @@
 MAX_POOL_2D, bit-exact with TFLite Micro's reference kernels (parameters:
 `qconvert.int8.prepare.conv` / `.pooling`).
 
-Accumulators of Conv2D / FullyConnected are computed with float BLAS, which is exact because
-every partial sum is an integer the float type holds: float32 when the layer's bound (sum |w|
+Accumulators of Conv2D / FullyConnected are computed with float BLAS (DepthwiseConv2D's with
+float multiply-adds per tap), which is exact because every partial sum is an integer the float
+type holds: float32 when the layer's bound (sum |w|
 over a channel times max |x - z_in|, `exact_float`) is below 2**24, as it is for most layers,
 else float64 (below 2**53: each term is at most 255 * 255 in magnitude, 32768 * 255 for a
 16x8 layer). The accumulators, pools and fully connected layer are shared with the 16x8
-kernels (`int16_kernels`), which requantize and clamp to their own type.
+kernels (`int16_kernels`), which requantize and clamp to their own type; the int8 output stage
+(`requantize_channels_last`) runs in cache-sized blocks on every CPU.
 Spatial layers read the IR's explicit `pads` [top, left, bottom, right]: taps outside the image
 are skipped (conv: the input is padded with x - z_in = 0; pools: excluded from the max and from
 the average's count), so pads TFLite cannot express (from ONNX) run as TFLite Micro would after
@@ -18,10 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from qconvert.int8.fixed_point import requantize_int32
+from qconvert.int8.fixed_point import INT32_MAX, ROUNDINGS, checked_ints
 from qconvert.int8.prepare.common import fail
 
 from .int_kernel_base import batch_guard, kernel
+from .parallel import on_workers, spans
 
 
 FLOAT32_EXACT = 2 ** 24  # every integer of magnitude up to this is a float32
@@ -41,16 +44,99 @@ def exact_float(x: np.ndarray, input_offset: int, w: np.ndarray, reduce_axes: tu
     return np.float32 if x_peak * w_peak < FLOAT32_EXACT else np.float64
 
 
-def requantize_acc(acc, p, ctx):
-    """acc (exact integers, float64 or int64) -> + bias, requantize, + z_out, clamp, int8."""
+REQUANTIZE_ROWS = 1 << 16  # accumulator values per block of `requantize_channels_last`
+
+
+def requantize_channels_last(acc, bias, multiplier, shift, offset: int, lo: int, hi: int,
+                             rounding: str = "double", dtype=np.int8) -> np.ndarray:
+    """The output stage of TFLite's conv / depthwise / fully connected kernels on accumulators
+    `acc` whose last axis is the output channel (exact integers, float or int): + `bias`,
+    wrapped to int32 as C holds it, MultiplyByQuantizedMultiplier(`multiplier`, `shift`: one
+    value, or one per channel), + `offset`, clamped to [`lo`, `hi`], as `dtype`.
+
+    The same values as `fixed_point.requantize_int32` and those numpy steps one after another
+    (whose ~25 passes over int64 arrays as large as the layer's output were most of an integer
+    run), in blocks of rows that stay in cache, each in one int64 work array updated in place,
+    the blocks shared among the CPUs (`parallel.on_workers`). The multiplier is never
+    INT32_MIN, so the one saturating case of `srdhm` cannot occur; RoundingDivideByPOT is
+    (v + 2**(e-1) - (v < 0)) >> e, the same rounding (half away from zero) in one shift."""
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
     acc = np.asarray(acc)
-    if acc.dtype.kind == "f":
-        acc = acc.astype(np.int64)
-    if p["bias"] is not None:
-        acc = acc + p["bias"]
-    out = requantize_int32(acc, p["output_multiplier"], p["output_shift"],
-                           ctx.rounding) + p["output_offset"]
-    return np.clip(out, p["activation_min"], p["activation_max"]).astype(np.int8)
+    if acc.size == 0:
+        return np.empty(acc.shape, dtype)
+    channels = acc.shape[-1] if acc.ndim else 1
+    multiplier = checked_ints(multiplier, "multiplier", 0, INT32_MAX).reshape(-1)
+    shift = checked_ints(shift, "shift", -31, 30).reshape(-1)
+    if multiplier.size not in (1, channels) or shift.size not in (1, channels):
+        raise ValueError(f"{multiplier.size} multipliers and {shift.size} shifts for "
+                         f"{channels} channels")
+    rows = acc.reshape(-1, channels)
+    bias = None if bias is None else np.asarray(bias, dtype=np.int64).reshape(-1)
+    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
+    # rdbpot(v, e) = (v + 2**(e-1) - (v < 0)) >> e for e > 0: half away from zero in one shift
+    nudge = (np.int64(1) << right) >> 1
+    shifted = right > 0
+    out = np.empty(rows.shape, dtype)
+    step = max(1, REQUANTIZE_ROWS // max(1, channels))
+
+    def run(blocks):
+        for i, j in blocks:
+            v = rows[i:j].astype(np.int64)
+            if bias is not None:
+                v += bias
+            v += 2**31  # wrap32, in place
+            v &= 0xFFFFFFFF
+            v -= 2**31
+            if rounding == "single":
+                v *= multiplier  # < 2**62 in magnitude
+                v >>= 30 - shift
+                v += 1
+                v >>= 1
+                v += 2**31
+                v &= 0xFFFFFFFF
+                v -= 2**31
+            else:
+                if left.any():
+                    v <<= left
+                    v += 2**31
+                    v &= 0xFFFFFFFF
+                    v -= 2**31
+                v *= multiplier  # srdhm: (x * m + 2**30) >> 31
+                v += 2**30
+                v >>= 31
+                if shifted.any():  # rdbpot
+                    negative = np.less(v, 0)
+                    if not shifted.all():
+                        negative &= shifted
+                    v += nudge
+                    v -= negative
+                    v >>= right
+            v += offset
+            np.clip(v, lo, hi, out=v)
+            out[i:j] = v
+
+    on_workers(run, spans(len(rows), step))
+    return out.reshape(acc.shape)
+
+
+
+def layer_weights(p, w: np.ndarray, dtype) -> np.ndarray:
+    """`w` as `dtype`, kept in the layer's parameters `p` for the next run on them (the
+    report's runs of one graph share their parameters: `int_executor.run_int8`'s `params`)."""
+    key = ("weights", np.dtype(dtype).name)
+    found = p.get(key)
+    if found is None or found[0] is not w:
+        found = p[key] = (w, w.astype(dtype))
+    return found[1]
+
+
+def requantize_acc(acc, p, ctx):
+    """acc (exact integers, float or int64; channels last) -> + bias, requantize, + z_out,
+    clamp, int8 (`fixed_point.requantize_channels_last`)."""
+    return requantize_channels_last(acc, p["bias"], p["output_multiplier"], p["output_shift"],
+                                    int(p["output_offset"]), int(p["activation_min"]),
+                                    int(p["activation_max"]), ctx.rounding)
 
 
 def _spatial(x, p, kh, kw, value=0):
@@ -90,7 +176,7 @@ def conv2d_sums(node, x, w, p):
     xo = x.astype(dtype) + dtype(p["input_offset"])
     xp, oh, ow = _spatial(xo, p, kh, kw)
     n = x.shape[0]
-    wf = w.astype(dtype)
+    wf = layer_weights(p, w, dtype)
     acc = np.zeros((n * oh * ow, cout), dtype)
     for ky in range(kh):
         for kx in range(kw):
@@ -111,7 +197,8 @@ def conv2d(node, inputs, p, ctx):
 
 
 def depthwise_sums(node, x, w, p):
-    """DepthwiseConvPerChannel's exact int64 accumulators: output channel ic * M + m reads input
+    """DepthwiseConvPerChannel's exact accumulators (float32 where every partial sum is an
+    integer below 2**24, `exact_float`, else float64): output channel ic * M + m reads input
     channel ic + input_offset with weights [0, ky, kx, ic * M + m] (int8 and 16x8)."""
     if x.ndim != 4:
         raise ValueError(f"DepthwiseConv2D input of rank {x.ndim}")
@@ -122,15 +209,22 @@ def depthwise_sums(node, x, w, p):
     m = cout // cin
     if p["depth_multiplier"] not in (0, m):
         fail(node, f"depth_multiplier {p['depth_multiplier']} but weights give {m}")
-    xo = x.astype(np.int64) + p["input_offset"]
+    dtype = exact_float(x, p["input_offset"], w, (0, 1, 2))  # every partial sum exact
+    xo = x.astype(dtype)
+    xo += dtype(p["input_offset"])
     if m > 1:
         xo = np.repeat(xo, m, axis=3)
     xp, oh, ow = _spatial(xo, p, kh, kw)
-    w64 = w.astype(np.int64)
-    acc = np.zeros((x.shape[0], oh, ow, cout), dtype=np.int64)
+    wf = layer_weights(p, w, dtype)
+    acc = np.empty((x.shape[0], oh, ow, cout), dtype=dtype)
+    tmp = np.empty_like(acc)
     for ky in range(kh):
         for kx in range(kw):
-            acc += _tap(xp, ky, kx, p, oh, ow) * w64[0, ky, kx, :]
+            if ky == kx == 0:
+                np.multiply(_tap(xp, ky, kx, p, oh, ow), wf[0, ky, kx, :], out=acc)
+            else:
+                np.multiply(_tap(xp, ky, kx, p, oh, ow), wf[0, ky, kx, :], out=tmp)
+                acc += tmp
     return acc
 
 

@@ -123,7 +123,7 @@ def float_to_int32_x86(v):
 
 
 # -- checked forms: integer dtypes and ranges validated, int32 out ---------------------------
-def _ints(x, name, lo=INT32_MIN, hi=INT32_MAX):
+def checked_ints(x, name, lo=INT32_MIN, hi=INT32_MAX):
     """x as an int64 array, after checking it is integer-typed with values in [lo, hi]."""
     x = np.asarray(x)
     if x.dtype.kind not in "iu":
@@ -135,12 +135,13 @@ def _ints(x, name, lo=INT32_MIN, hi=INT32_MAX):
 
 def saturating_rounding_doubling_high_mul(a, b):
     """`srdhm` of int32-valued integer arrays, checked; broadcasts a against b; returns int32."""
-    return srdhm(_ints(a, "a"), _ints(b, "b")).astype(np.int32)
+    return srdhm(checked_ints(a, "a"), checked_ints(b, "b")).astype(np.int32)
 
 
 def rounding_divide_by_pot(x, exponent):
     """`rdbpot` of int32 values by an exponent in [0, 31], checked; returns int32."""
-    return rdbpot(_ints(x, "x"), _ints(exponent, "exponent", 0, 31)).astype(np.int32)
+    return rdbpot(checked_ints(x, "x"),
+                  checked_ints(exponent, "exponent", 0, 31)).astype(np.int32)
 
 
 def _per_channel(values, acc_ndim, axis, name):
@@ -177,10 +178,10 @@ def multiply_by_quantized_multiplier(acc, multiplier, shift, rounding="double", 
     """
     if rounding not in ROUNDINGS:
         raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
-    acc = _ints(acc, "acc")
-    multiplier = _per_channel(_ints(multiplier, "multiplier", 0, INT32_MAX), acc.ndim, axis,
+    acc = checked_ints(acc, "acc")
+    multiplier = _per_channel(checked_ints(multiplier, "multiplier", 0, INT32_MAX), acc.ndim, axis,
                               "multiplier")
-    shift = _per_channel(_ints(shift, "shift", -31, 30), acc.ndim, axis, "shift")
+    shift = _per_channel(checked_ints(shift, "shift", -31, 30), acc.ndim, axis, "shift")
     if rounding == "single":
         product = acc * multiplier  # < 2**62 in magnitude
         r = product >> (30 - shift)  # int64 new_val >> (total_shift - 1), kept in 64 bits

@@ -117,7 +117,9 @@ def _tflite_errors(model: Model, feeds: dict, options, layer_reference: dict, co
             g, f, rounding=options.rounding, observe=o), observe)
     else:
         head = 0 if correct is None else correct.samples
-        outs = (run_int8(graph, frame, rounding=options.rounding, observe=observe)
+        params: dict = {}  # the graph no longer changes: one Prepare for every frame
+        outs = (run_int8(graph, frame, rounding=options.rounding, observe=observe,
+                         params=params)
                 for frame in frames({k: v[head:] for k, v in inputs.items()}))
         if head:
             def both(name, array):
