@@ -353,6 +353,20 @@ def test_the_kernels_output_stage_matches_c_oracle(oracle, rounding, per_channel
                                        multiplier, shift, 5, -128, 127, rounding)
         assert got.dtype == np.int8 and got.shape == acc.shape
         np.testing.assert_array_equal(got, expected)
+    # float32 accumulators below 2**24 (as the kernels make them): the wrap is skipped when the
+    # bias cannot leave int32 either, and kept when it can
+    for bias_limit in (2**20, INT32_MAX):
+        acc = rng.integers(-(2**24) + 1, 2**24, (5, 40, channels))
+        bias = rng.integers(-bias_limit, bias_limit, channels)
+        multiplier = rng.integers(2**30, 2**31, channels if per_channel else 1)
+        shift = rng.integers(-20, 4, channels if per_channel else 1)
+        wrapped = (acc + bias + 2**31) % 2**32 - 2**31
+        expected = oracle.mbqm(wrapped, np.broadcast_to(multiplier, acc.shape),
+                               np.broadcast_to(shift, acc.shape), single=rounding == "single")
+        expected = np.clip(expected.astype(np.int64) - 3, -128, 127).astype(np.int8)
+        got = requantize_channels_last(acc.astype(np.float32), bias, multiplier, shift, -3,
+                                       -128, 127, rounding, acc_bound=2**24)
+        np.testing.assert_array_equal(got, expected)
     empty = requantize_channels_last(np.zeros((0, 4)), None, [2**30], [0], 0, -128, 127)
     assert empty.shape == (0, 4)
     with pytest.raises(ValueError):

@@ -24,7 +24,7 @@ from qconvert.int8.fixed_point import INT32_MAX, ROUNDINGS, checked_ints
 from qconvert.int8.prepare.common import fail
 
 from .int_kernel_base import batch_guard, kernel
-from .parallel import on_workers, spans
+from .parallel import on_workers, scratch, spans
 
 
 FLOAT32_EXACT = 2 ** 24  # every integer of magnitude up to this is a float32
@@ -48,11 +48,14 @@ REQUANTIZE_ROWS = 1 << 16  # accumulator values per block of `requantize_channel
 
 
 def requantize_channels_last(acc, bias, multiplier, shift, offset: int, lo: int, hi: int,
-                             rounding: str = "double", dtype=np.int8) -> np.ndarray:
+                             rounding: str = "double", dtype=np.int8,
+                             acc_bound: int | None = None) -> np.ndarray:
     """The output stage of TFLite's conv / depthwise / fully connected kernels on accumulators
     `acc` whose last axis is the output channel (exact integers, float or int): + `bias`,
     wrapped to int32 as C holds it, MultiplyByQuantizedMultiplier(`multiplier`, `shift`: one
-    value, or one per channel), + `offset`, clamped to [`lo`, `hi`], as `dtype`.
+    value, or one per channel), + `offset`, clamped to [`lo`, `hi`], as `dtype`. `acc_bound`:
+    the largest |acc| can be, when the caller knows it; where it and the bias cannot leave
+    int32, the wrap (then the identity) is skipped.
 
     The same values as `fixed_point.requantize_int32` and those numpy steps one after another
     (whose ~25 passes over int64 arrays as large as the layer's output were most of an integer
@@ -79,15 +82,19 @@ def requantize_channels_last(acc, bias, multiplier, shift, offset: int, lo: int,
     shifted = right > 0
     out = np.empty(rows.shape, dtype)
     step = max(1, REQUANTIZE_ROWS // max(1, channels))
+    peak_bias = 0 if bias is None or not bias.size else int(np.abs(bias).max())
+    wraps = acc_bound is None or acc_bound + peak_bias > INT32_MAX
 
     def run(blocks):
         for i, j in blocks:
-            v = rows[i:j].astype(np.int64)
+            v = scratch("requantize", (j - i, channels), np.int64)
+            np.copyto(v, rows[i:j], casting="unsafe")  # exact integers
             if bias is not None:
                 v += bias
-            v += 2**31  # wrap32, in place
-            v &= 0xFFFFFFFF
-            v -= 2**31
+            if wraps:  # wrap32, in place
+                v += 2**31
+                v &= 0xFFFFFFFF
+                v -= 2**31
             if rounding == "single":
                 v *= multiplier  # < 2**62 in magnitude
                 v >>= 30 - shift
@@ -113,8 +120,7 @@ def requantize_channels_last(acc, bias, multiplier, shift, offset: int, lo: int,
                     v -= negative
                     v >>= right
             v += offset
-            np.clip(v, lo, hi, out=v)
-            out[i:j] = v
+            np.clip(v, lo, hi, out=out[i:j], casting="unsafe")
 
     on_workers(run, spans(len(rows), step))
     return out.reshape(acc.shape)
@@ -134,9 +140,12 @@ def layer_weights(p, w: np.ndarray, dtype) -> np.ndarray:
 def requantize_acc(acc, p, ctx):
     """acc (exact integers, float or int64; channels last) -> + bias, requantize, + z_out,
     clamp, int8 (`fixed_point.requantize_channels_last`)."""
+    acc = np.asarray(acc)
+    # float32 accumulators come from `exact_float`'s layers: every sum below 2**24
+    bound = FLOAT32_EXACT if acc.dtype == np.float32 else None
     return requantize_channels_last(acc, p["bias"], p["output_multiplier"], p["output_shift"],
                                     int(p["output_offset"]), int(p["activation_min"]),
-                                    int(p["activation_max"]), ctx.rounding)
+                                    int(p["activation_max"]), ctx.rounding, acc_bound=bound)
 
 
 def _spatial(x, p, kh, kw, value=0):
