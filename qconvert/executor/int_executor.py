@@ -63,8 +63,8 @@ def run_int8(graph, feeds: dict, rounding: str = "double", observe=None,
              params: dict | None = None) -> dict:
     """Run `graph` (an int8 TFLite IR Graph, or a Model) on `feeds`; {output name: array}.
     `params`: a dict shared by runs of the same, unchanged graph, which keeps each node's
-    Prepare-time parameters (`layer_params`, and what kernels derive from them) for the next
-    run instead of deriving them again."""
+    Prepare-time parameters (`layer_params`) for the next run instead of deriving them again
+    (small: the weights stay the graph's own, converted per run)."""
     graph = _graph(graph)
     if rounding not in ROUNDINGS:
         raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")

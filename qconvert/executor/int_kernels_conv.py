@@ -127,16 +127,6 @@ def requantize_channels_last(acc, bias, multiplier, shift, offset: int, lo: int,
 
 
 
-def layer_weights(p, w: np.ndarray, dtype) -> np.ndarray:
-    """`w` as `dtype`, kept in the layer's parameters `p` for the next run on them (the
-    report's runs of one graph share their parameters: `int_executor.run_int8`'s `params`)."""
-    key = ("weights", np.dtype(dtype).name)
-    found = p.get(key)
-    if found is None or found[0] is not w:
-        found = p[key] = (w, w.astype(dtype))
-    return found[1]
-
-
 def requantize_acc(acc, p, ctx):
     """acc (exact integers, float or int64; channels last) -> + bias, requantize, + z_out,
     clamp, int8 (`fixed_point.requantize_channels_last`)."""
@@ -185,7 +175,7 @@ def conv2d_sums(node, x, w, p):
     xo = x.astype(dtype) + dtype(p["input_offset"])
     xp, oh, ow = _spatial(xo, p, kh, kw)
     n = x.shape[0]
-    wf = layer_weights(p, w, dtype)
+    wf = w.astype(dtype)
     acc = np.zeros((n * oh * ow, cout), dtype)
     for ky in range(kh):
         for kx in range(kw):
@@ -224,7 +214,7 @@ def depthwise_sums(node, x, w, p):
     if m > 1:
         xo = np.repeat(xo, m, axis=3)
     xp, oh, ow = _spatial(xo, p, kh, kw)
-    wf = layer_weights(p, w, dtype)
+    wf = w.astype(dtype)
     acc = np.empty((x.shape[0], oh, ow, cout), dtype=dtype)
     tmp = np.empty_like(acc)
     for ky in range(kh):
