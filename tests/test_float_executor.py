@@ -501,3 +501,36 @@ def test_work_shared_among_threads_covers_every_item_once_and_raises_errors():
 
     with pytest.raises(ValueError, match="item 7"):
         on_workers(fail, range(20))
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul"])
+@pytest.mark.parametrize("act", ["RELU", "RELU6", "RELU_N1_TO_1", "TANH", "NONE"])
+def test_in_place_binary_ops_apply_their_fused_activation(op, act):
+    """A TFLite ADD / SUB / MUL with a fused clamp writes into its dead input and clamps in the
+    same pass (spans on every CPU for a large tensor): bit for bit the kernel's new array then
+    its clamp. TANH is left to the kernel."""
+    import qconvert.executor.float_executor as fe
+
+    shape4 = (4, 40, 40, 64)  # several spans
+    g = _graph([Node("Mul", ["x", "x"], ["m"]), Node(op, ["m", "x"], ["y"], {"activation": act})],
+               ["x"], ["y"], {"x": shape4, "m": shape4, "y": shape4})
+    x = (np.random.default_rng(2).standard_normal(shape4) * 3).astype(np.float32)
+    x[0, 0, 0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    done = []
+    original = dict(fe.IN_PLACE)
+
+    def counted(node, donated, inputs):
+        result = original[op](node, donated, inputs)
+        done.append(result is donated)
+        return result
+
+    try:
+        fe.IN_PLACE[op] = counted
+        fused = run_float(g, {"x": x})["y"]
+        fe.IN_PLACE.pop(op)
+        apart = run_float(g, {"x": x})["y"]
+    finally:
+        fe.IN_PLACE.clear()
+        fe.IN_PLACE.update(original)
+    np.testing.assert_array_equal(fused, apart)
+    assert done == [act != "TANH"]

@@ -30,7 +30,8 @@ that is the executor's own dead array (as "In place" below).
 
 In place. An elementwise op (Relu, Relu6, Clip, Add, Sub, Mul; `IN_PLACE`) whose input is the
 executor's own array and dies with the op writes its result into it instead of a new array: the
-same values (the same numpy ufuncs), no allocation, one pass less over memory. "Own" means: a
+same values (the same numpy ufuncs), no allocation, one pass less over memory; a TFLite Add /
+Sub / Mul with a fused clamp (RELU, RELU6, RELU_N1_TO_1) clamps in the same pass. "Own" means: a
 tensor some node produced (never a feed, a constant, a graph output or a kept tensor), read by
 this node only, an array owning its memory, and referenced by nothing else (no view of it, no
 observer holding it: checked with its reference count).
@@ -216,12 +217,17 @@ def _opt_input(inputs, i):
 def _binary_in_place(ufunc):
     def run(node, x, inputs):
         a, b = inputs[0], inputs[1]
-        if a.dtype != b.dtype or node.attrs.get("activation", "NONE") != "NONE":
+        bounds = ACTIVATION_RANGES.get(node.attrs.get("activation", "NONE") or "NONE")
+        if a.dtype != b.dtype or bounds is None:  # TANH: the kernel's
             return None
         if np.broadcast_shapes(a.shape, b.shape) != x.shape:
             return None
         with np.errstate(all="ignore"):
-            return elementwise(ufunc, x, a, b)
+            if bounds == (None, None):
+                return elementwise(ufunc, x, a, b)
+            # a fused clamp (TFLite ADD with RELU...): in the same pass, as the kernel's order
+            return elementwise(lambda p, q, out: clamp(ufunc(p, q, out=out), *bounds, out=out),
+                               x, a, b)
     return run
 
 
