@@ -14,7 +14,7 @@ from qconvert import blas_idle
 
 # one product on every BLAS thread, then 0.3 s of sleep: prints the CPU seconds the whole
 # process (all its threads) spent during that sleep, the kernel's count (an oracle independent
-# of qconvert), and whether numpy's BLAS can run more than one thread here
+# of qconvert), and whether numpy's BLAS is an OpenBLAS with more than one thread here
 _AFTER_PRODUCT = r"""
 import os, resource, sys, time
 if sys.argv[1] == "program":
@@ -29,7 +29,9 @@ def cpu():
     return r.ru_utime + r.ru_stime
 before = cpu()
 time.sleep(0.3)
-threads = len(os.sched_getaffinity(0)) > 1 and "openblas" in open("/proc/self/maps").read()
+from qconvert.executor.parallel import _openblas
+blas = _openblas()  # (get, set) of OpenBLAS's thread count, or None for another BLAS
+threads = blas is not None and blas[0]() > 1  # OPENBLAS_NUM_THREADS=1 starts no threads
 print(cpu() - before, int(threads))
 """
 
