@@ -108,6 +108,8 @@ POOL_CASES = {
     "ceil_mode_window_in_pad": ((1, 1, 6, 6), dict(kernel_shape=[2, 2], strides=[2, 2],
                                                    pads=[1, 1, 1, 1], ceil_mode=1)),
     "pool1d": ((2, 3, 11), dict(kernel_shape=[3], strides=[2], pads=[1, 1])),
+    "pool3d": ((1, 2, 5, 7, 6), dict(kernel_shape=[2, 3, 2], strides=[1, 2, 2],
+                                     pads=[0, 1, 1, 1, 1, 0])),
 }
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from .float_kernels_base import _axis, _float_input, _fused, _input_or_attr, _ints, _layout, kernel
-from .float_kernels_window import (_out_sizes, _pad_spatial, _sample_chunks, _spatial_attrs,
-                                   _spatial_axes, _taps)
+from .float_kernels_window import (_out_sizes, _pad_spatial, _padded_work_array, _sample_chunks,
+                                   _spatial_attrs, _spatial_axes, _taps)
 from .parallel import on_workers
 
 
@@ -36,13 +36,15 @@ def _pool(node, x, kind: str) -> np.ndarray:
 
     def run(parts):
         for part in parts:
+            if kind == "max":
+                xp = _padded_work_array(x[part], axes, pads[:rank], ends, fill, None)
+                _max_axis_by_axis(xp, acc[part], axes, kernel, strides, dilations, out)
+                continue
             xp = _pad_spatial(x[part], axes, pads[:rank], ends, fill)
             a = acc[part]
             for t, view in enumerate(_taps(xp, nhwc, kernel, strides, dilations, out)):
                 if t == 0:
                     a[...] = view
-                elif kind == "max":
-                    np.maximum(a, view, out=a)
                 else:
                     a += view
 
@@ -66,6 +68,28 @@ def _pool(node, x, kind: str) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         y = acc / count.astype(acc.dtype)
     return np.where(count > 0, y, acc.dtype.type(0)) if np.any(count == 0) else y
+
+
+def _max_axis_by_axis(xp, a, axes, kernel, strides, dilations, out) -> None:
+    """The window maxima of the padded `xp` into `a`, one spatial axis at a time (a max over a
+    box is the max over its columns of the max over its rows, exactly): 3x3 stride 2 takes
+    3 + 3 taps instead of 9, and the first axes' taps read whole contiguous rows. (Arrays of
+    their own, not thread work arrays: the heap reuses them once freed, where a work array
+    would hold its memory for the rest of the run.)"""
+    source = xp
+    for i, axis in enumerate(axes):
+        shape = list(source.shape)
+        shape[axis] = out[i]
+        target = a if i == len(axes) - 1 else np.empty(shape, a.dtype)
+        index = [slice(None)] * source.ndim
+        for tap in range(kernel[i]):
+            start = tap * dilations[i]
+            index[axis] = slice(start, start + (out[i] - 1) * strides[i] + 1, strides[i])
+            if tap == 0:
+                target[...] = source[tuple(index)]
+            else:
+                np.maximum(target, source[tuple(index)], out=target)
+        source = target
 
 
 @kernel("MaxPool")

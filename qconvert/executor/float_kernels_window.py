@@ -65,11 +65,11 @@ def _pad_spatial(x, axes, begins, ends, value) -> np.ndarray:
     return np.pad(x, width, constant_values=value)
 
 
-def _padded_work_array(x, axes, begins, ends, value, key: str) -> np.ndarray:
-    """`x` padded on its spatial `axes` (`begins`, `ends`) with `value`, like `_pad_spatial`,
-    but in a work array of the calling thread kept under `key` (`parallel.scratch`: no fresh
-    memory per call); `x` itself when there is no padding. Valid until this thread asks for
-    `key` again."""
+def _padded_work_array(x, axes, begins, ends, value, key: str | None) -> np.ndarray:
+    """`x` padded on its spatial `axes` (`begins`, `ends`) with `value`, like `_pad_spatial`
+    (without its passes over the interior), in a work array of the calling thread kept under
+    `key` (`parallel.scratch`: no fresh memory per call, valid until this thread asks for
+    `key` again) or, with `key` None, in a new array; `x` itself when there is no padding."""
     from .parallel import scratch
 
     if not any(begins) and not any(ends):
@@ -77,7 +77,7 @@ def _padded_work_array(x, axes, begins, ends, value, key: str) -> np.ndarray:
     shape = list(x.shape)
     for a, b, e in zip(axes, begins, ends):
         shape[a] += b + e
-    out = scratch(key, tuple(shape), x.dtype)
+    out = np.empty(shape, x.dtype) if key is None else scratch(key, tuple(shape), x.dtype)
     inner = [slice(None)] * x.ndim
     for a, b, e in zip(axes, begins, ends):
         inner[a] = slice(b, b + x.shape[a])
