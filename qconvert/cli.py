@@ -8,6 +8,7 @@ atomically, after all work succeeded.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -410,9 +411,35 @@ def as_program() -> None:
 
 
 def run():
-    """The `qconvert` program: `main` in a process that exits when the command ends."""
+    """The `qconvert` program: `main` in a process that exits when the command ends, without
+    the interpreter's teardown (`_leave`)."""
     as_program()
-    main()
+    try:
+        main()
+    except SystemExit as exc:  # click's standalone mode always ends here
+        _leave(exc.code)
+    _leave(0)
+
+
+def _leave(code) -> None:
+    """End the program with `code` (a SystemExit code: None, a status or a message) once
+    stdout and stderr are flushed, without tearing down every module and array one by one:
+    the outputs are committed by then and the kernel frees the process in one go (on the
+    ResNet-50-shaped quantize the teardown took 30 ms of its 1.3 s). When a stream cannot be
+    flushed (a reader that closed the pipe), the ordinary exit reports it as before."""
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:
+        print(code, file=sys.stderr)
+        status = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        sys.exit(status)
+    os._exit(status & 0xFF)
 
 
 if __name__ == "__main__":
