@@ -74,6 +74,7 @@ from qconvert.schemas.activations import ACTIVATION_RANGES, activation_of_op, cl
 
 from .float_kernels import (CONTEXT_KERNELS, IMPLIED_SLOTS, KERNELS, KernelContext,
                             fake_quantize, implied_inputs)
+from .bound_rows import maximum, minimum
 from .float_kernels_base import clamp
 from .parallel import elementwise, one_blas_thread
 
@@ -202,9 +203,9 @@ def _clip_in_place(node, x, inputs):
 
     def run(a, out):  # the max first, then the min, as the kernel
         if lo is not None:
-            a = np.maximum(a, lo, out=out)
+            a = maximum(a, lo, out=out)
         if hi is not None:
-            a = np.minimum(a, hi, out=out)
+            a = minimum(a, hi, out=out)
         return a
 
     return elementwise(run, x, x)

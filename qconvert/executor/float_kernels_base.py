@@ -15,6 +15,8 @@ import numpy as np
 
 from qconvert.schemas.activations import ACTIVATION_RANGES
 
+from .bound_rows import maximum, minimum
+
 
 KERNELS: dict[str, Callable] = {}
 CONTEXT_KERNELS: set = set()  # ops whose kernel takes the keyword argument `ctx`
@@ -94,12 +96,11 @@ def clamp(x: np.ndarray, lower, upper, out: np.ndarray | None = None) -> np.ndar
     """`x` clamped to [lower, upper] in its own dtype (None: unbounded on that side), the max
     taken first, as the runtimes do; `out` receives the result (it may be `x`: in place). The
     float form of every clamp (Relu, Relu6, fused activations: `schemas.activations`)."""
-    t = x.dtype.type
     y = x
     if lower is not None:
-        y = np.maximum(y, t(lower), out=out)
+        y = maximum(y, lower, out=out)
     if upper is not None:
-        y = np.minimum(y, t(upper), out=out)
+        y = minimum(y, upper, out=out)
     return y
 
 
