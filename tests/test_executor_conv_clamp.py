@@ -1,4 +1,4 @@
-"""The float executor's "clamps in the convolution" (qconvert/executor/float_executor.py): a
+"""The float executor's "clamps in the producer" (qconvert/executor/float_executor.py): a
 Conv2D whose output only a Relu / Relu6 reads, and which the caller lists as `unobserved`, runs
 the clamp itself. Bit for bit the two nodes' result on every convolution path (im2col, Winograd,
 grouped, depthwise); every condition that must keep the two nodes apart has a case."""
@@ -109,3 +109,119 @@ def test_conv_with_its_own_fused_activation_stays_apart():
     out, seen = _run(model, x, {"c"})
     assert "c" in seen
     np.testing.assert_array_equal(plain["y"], out["y"])
+
+
+# -- elementwise producers (Add, Sub, Mul) ---------------------------------------------------
+
+def _elementwise_model(op="Add", clamp="Relu", produced=True, extra_reader=False,
+                       out_is_output=False, broadcast=False):
+    """x -> Sigmoid (-> "n", an array of the executor's own when `produced`) -> op with "x2" or a
+    constant [C, 1, 1] (-> "c") -> clamp (-> "y")."""
+    first = "n" if produced else "x"
+    nodes = [helper.make_node("Sigmoid", ["x"], ["n"])] if produced else []
+    inits = []
+    second = "x2"
+    if broadcast:
+        second = "k"
+        inits.append(numpy_helper.from_array(
+            np.linspace(-1, 1, 8, dtype=np.float32).reshape(8, 1, 1), "k"))
+    nodes.append(helper.make_node(op, [first, second], ["c"]))
+    if clamp == "Clip":
+        inits += [numpy_helper.from_array(np.float32(0), "lo"),
+                  numpy_helper.from_array(np.float32(1), "hi")]
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+    else:
+        nodes.append(helper.make_node("Relu" if clamp == "Relu6" else clamp, ["c"], ["y"]))
+    shape = [None, 8, 9, 9]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)]
+    if not broadcast:
+        inputs.append(helper.make_tensor_value_info("x2", TensorProto.FLOAT, shape))
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)]
+    if extra_reader:
+        nodes.append(helper.make_node("Sigmoid", ["c"], ["z"]))
+        outputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, shape))
+    if out_is_output:
+        outputs.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, shape))
+    graph = helper.make_graph(nodes, "elementwise_clamp", inputs, outputs, inits)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    proto.ir_version = 8
+    model = read_onnx_proto(proto, "elementwise_clamp.onnx")
+    if clamp == "Relu6":
+        next(n for n in model.graph.nodes if n.op == "Relu").op = "Relu6"
+    return model
+
+
+def _feeds(model, n=2):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((n, 8, 9, 9)).astype(np.float32) * 4
+    x[0, 0, 0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    feeds = {"x": x}
+    if "x2" in model.graph.inputs:
+        feeds["x2"] = rng.standard_normal((n, 8, 9, 9)).astype(np.float32) * 4
+    return feeds
+
+
+def _run_feeds(model, feeds, unobserved, keep=()):
+    seen = []
+    out = run_float(model, feeds, observe=lambda name, a: seen.append(name), keep=keep,
+                    unobserved=frozenset(unobserved))
+    return out, seen
+
+
+def _bits(a):
+    return a.view(np.uint32)
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul"])
+@pytest.mark.parametrize("clamp", ["Relu", "Relu6"])
+@pytest.mark.parametrize("produced,broadcast", [(True, False), (True, True), (False, False)])
+def test_elementwise_op_runs_its_clamp_bit_for_bit(monkeypatch, op, clamp, produced, broadcast):
+    """Add / Sub / Mul then Relu / Relu6: the clamp runs in the op's pass (in place into its
+    dead input), or on its new array when it cannot run in place (both inputs feeds); the
+    clamp node itself never runs; the same bits as the two nodes, NaN and signed zeros
+    included."""
+    from qconvert.executor import float_executor
+
+    model = _elementwise_model(op, clamp, produced=produced, broadcast=broadcast)
+    feeds = _feeds(model)
+    plain, seen_plain = _run_feeds(model, feeds, ())
+    node = next(n for n in model.graph.nodes if n.op == ("Relu6" if clamp == "Relu6" else "Relu"))
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the clamp node ran")
+
+    monkeypatch.setitem(float_executor.KERNELS, node.op, must_not_run)
+    monkeypatch.setitem(float_executor.IN_PLACE, node.op, must_not_run)
+    fused, seen_fused = _run_feeds(model, feeds, {"c"})
+    assert np.array_equal(_bits(plain["y"]), _bits(fused["y"]))
+    assert "c" in seen_plain and "c" not in seen_fused and "y" in seen_fused
+
+
+@pytest.mark.parametrize("why,kwargs,unobserved,keep", [
+    ("not unobserved", {}, (), ()),
+    ("a second reader", {"extra_reader": True}, {"c"}, ()),
+    ("a graph output", {"out_is_output": True}, {"c"}, ()),
+    ("kept", {}, {"c"}, ("c",)),
+    ("a Clip (bounds are inputs)", {"clamp": "Clip"}, {"c"}, ()),
+    ("not a clamp", {"clamp": "Sigmoid"}, {"c"}, ()),
+])
+def test_elementwise_op_and_clamp_stay_apart(why, kwargs, unobserved, keep):
+    model = _elementwise_model(**kwargs)
+    feeds = _feeds(model)
+    plain, _ = _run_feeds(model, feeds, (), keep)
+    out, seen = _run_feeds(model, feeds, unobserved, keep)
+    assert "c" in seen, why
+    for name in plain:
+        assert np.array_equal(_bits(plain[name]), _bits(out[name])), why
+
+
+def test_elementwise_op_with_its_own_fused_activation_stays_apart():
+    """A TFLite-style ADD with a fused RELU_N1_TO_1 keeps it, and the reader's Relu runs too."""
+    model = _elementwise_model()
+    add = next(n for n in model.graph.nodes if n.op == "Add")
+    add.attrs["activation"] = "RELU_N1_TO_1"
+    feeds = _feeds(model)
+    plain, _ = _run_feeds(model, feeds, ())
+    out, seen = _run_feeds(model, feeds, {"c"})
+    assert "c" in seen
+    assert np.array_equal(_bits(plain["y"]), _bits(out["y"]))

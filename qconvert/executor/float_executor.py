@@ -36,13 +36,14 @@ tensor some node produced (never a feed, a constant, a graph output or a kept te
 this node only, an array owning its memory, and referenced by nothing else (no view of it, no
 observer holding it: checked with its reference count).
 
-Clamps in the convolution. A Conv2D (no fused activation of its own) whose output is read
-only by a Relu or Relu6, is not a graph output or kept, and is among the caller's `unobserved`
-tensors (calibration: a range the clamp replaces, a value no statistic needs) runs the clamp
-itself, on each piece of its output while that is in cache: the clamp's output is the
-convolution's array, the clamp node does not run, and the convolution's own output is never
-stored nor observed. The same values as the two nodes (the same numpy ufuncs), one pass less
-over memory.
+Clamps in the producer. A Conv2D, Add, Sub or Mul (no fused activation of its own) whose
+output is read only by a Relu or Relu6, is not a graph output or kept, and is among the
+caller's `unobserved` tensors (calibration: a range the clamp replaces, a value no statistic
+needs) runs the clamp itself: the convolution on each piece of its output while that is in
+cache, the elementwise op in the same pass as its in-place result (or on its new array when it
+cannot run in place). The clamp's output is the producer's array, the clamp node does not run,
+and the producer's own output is never stored nor observed. The same values as the two nodes
+(the same numpy ufuncs), one pass less over memory.
 
 Batching rule. Feeds may carry N samples on axis 0 where the model declares a batch of 1 (or a
 dynamic batch). The executor then runs in *batch mode*: most ops are batch-agnostic, but a
@@ -216,9 +217,11 @@ def _opt_input(inputs, i):
 
 
 def _binary_in_place(ufunc):
-    def run(node, x, inputs):
+    def run(node, x, inputs, reader_bounds=None):
         a, b = inputs[0], inputs[1]
         bounds = ACTIVATION_RANGES.get(node.attrs.get("activation", "NONE") or "NONE")
+        if reader_bounds is not None:  # its reader's clamp (it has no activation of its own)
+            bounds = reader_bounds
         if a.dtype != b.dtype or bounds is None:  # TANH: the kernel's
             return None
         if np.broadcast_shapes(a.shape, b.shape) != x.shape:
@@ -343,9 +346,12 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
                           unobserved)
 
 
-def _conv_clamps(graph: Graph, readers: Counter, pinned: set, unobserved) -> dict:
-    """{id(Conv2D node): its reader clamp node} for the pairs computed together (module
-    docstring, "Clamps in the convolution")."""
+_CLAMPING_PRODUCERS = {"Conv2D", "Add", "Sub", "Mul"}  # ops that can run their reader's clamp
+
+
+def _producer_clamps(graph: Graph, readers: Counter, pinned: set, unobserved) -> dict:
+    """{id(producer node): its reader clamp node} for the pairs computed together (module
+    docstring, "Clamps in the producer")."""
     found = {}
     if not unobserved:
         return found
@@ -354,12 +360,13 @@ def _conv_clamps(graph: Graph, readers: Counter, pinned: set, unobserved) -> dic
         if bounds is None or node.opaque or len(node.outputs) != 1 or not node.inputs:
             continue
         x = node.inputs[0]
-        conv = graph.producer(x)
+        producer = graph.producer(x)
         if (x in unobserved and x not in pinned and readers[x] == 1
-                and not graph.read_in_body(x) and conv is not None and conv.op == "Conv2D"
-                and not conv.opaque and len(conv.outputs) == 1
-                and conv.attrs.get("activation", "NONE") in ("NONE", None)):
-            found[id(conv)] = node
+                and not graph.read_in_body(x) and producer is not None
+                and producer.op in _CLAMPING_PRODUCERS and not producer.opaque
+                and len(producer.outputs) == 1
+                and producer.attrs.get("activation", "NONE") in ("NONE", None)):
+            found[id(producer)] = node
     return found
 
 
@@ -385,7 +392,7 @@ def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
         for name in set(source.present_inputs()):
             readers[name] += 1
 
-    clamp_of = _conv_clamps(graph, readers, pinned, unobserved)
+    clamp_of = _producer_clamps(graph, readers, pinned, unobserved)
     ran_within = {id(c) for c in clamp_of.values()}  # clamps their convolution computed
     if observe is not None:
         for name in graph.inputs:
@@ -429,7 +436,10 @@ def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
             elif node.op in IN_PLACE and not node.opaque:
                 donated = _donated(node, inputs, values, readers, produced)
                 if donated is not None:
-                    results = IN_PLACE[node.op](node, donated, inputs)
+                    within = clamp_of.get(id(node))
+                    results = (IN_PLACE[node.op](node, donated, inputs) if within is None else
+                               IN_PLACE[node.op](node, donated, inputs,
+                                                 _CLAMP_BOUNDS[within.op]))
                     results = None if results is None else [results]
                 del donated
             if results is not None:
@@ -443,6 +453,9 @@ def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
                 results = KERNELS[node.op](node, inputs, out_dtypes, ctx=ctx)
             else:
                 results = KERNELS[node.op](node, inputs, out_dtypes)
+                within = clamp_of.get(id(node))
+                if within is not None:  # an elementwise producer not run in place
+                    results = [clamp(results[0], *_CLAMP_BOUNDS[within.op])]
         except _KERNEL_ERRORS as exc:
             raise ExecutionError(f"node {node.name!r} ({node.label}) failed: {exc}") from exc
         del inputs
