@@ -174,7 +174,10 @@ def _dense_nchw(node, x, w2, b, kernel, strides, dilations, pads, out,
     made. The groups are shared among the CPUs (`on_workers`), each product on one BLAS thread
     (`one_blas_thread`); a batch that makes one group only has its product split by output
     rows instead (`_row_blocks`), its im2col copied once, by every CPU. The split depends on
-    the shapes only, so the result does not depend on the number of CPUs."""
+    the shapes only, so the result does not depend on the number of CPUs. The im2col buffers
+    belong to the call and are freed with it, so the next activations reuse that memory (a
+    thread's work array would keep a ResNet stem's 7 MB per CPU through the network's
+    memory peak); the padded input stays a work array of each thread."""
     n, channels = x.shape[:2]
     cout, depth = w2.shape
     rank = len(kernel)
@@ -216,7 +219,9 @@ def _dense_nchw(node, x, w2, b, kernel, strides, dilations, pads, out,
         return padded
 
     def run(items):
-        padded = padded_work_array(max(b - a for a, b in groups)) if any(pads) else None
+        widest = max(b - a for a, b in groups)
+        padded = padded_work_array(widest) if any(pads) else None
+        columns = None  # this call's im2col buffer, freed with it (docstring)
         for start, stop in items:
             xp = x[start:stop]
             if padded is not None:
@@ -226,7 +231,9 @@ def _dense_nchw(node, x, w2, b, kernel, strides, dilations, pads, out,
                 product(start, stop, xp[0].reshape(depth, positions))
                 continue
             view = _window_view(xp, False, kernel, strides, dilations, out).transpose(order)
-            part = scratch("conv columns", view.shape, y.dtype)  # [C, *k, m, *out]
+            if columns is None:
+                columns = np.empty(depth * widest * positions, y.dtype)
+            part = columns[:view.size].reshape(view.shape)  # [C, *k, m, *out]
             np.copyto(part, view)
             product(start, stop, part.reshape(depth, (stop - start) * positions))
 
@@ -246,7 +253,7 @@ def _dense_nchw(node, x, w2, b, kernel, strides, dilations, pads, out,
                 xp = padded_work_array(n)
                 xp[inner] = x
             view = _window_view(xp, False, kernel, strides, dilations, out).transpose(order)
-            part = scratch("conv columns", view.shape, y.dtype)
+            part = np.empty(view.shape, y.dtype)  # freed with the call (docstring)
             step = max(1, _COPY_SPAN // max(1, part[0].size))
 
             def copy(items):
