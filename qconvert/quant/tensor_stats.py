@@ -21,7 +21,7 @@ import numpy as np
 
 from .histogram import sample_step
 
-SPAN_VALUES = 1 << 16  # values per span (whole channel planes when summing them)
+SPAN_VALUES = 1 << 17  # values per span (whole channel planes when summing them): 512 KB, in L2
 SHARED_STATS = 1 << 18  # below this many values the tensor is read in one piece, on one thread
 
 
