@@ -1,7 +1,8 @@
 """The float executor's "clamps in the producer" (qconvert/executor/float_executor.py): a
-Conv2D whose output only a Relu / Relu6 reads, and which the caller lists as `unobserved`, runs
-the clamp itself. Bit for bit the two nodes' result on every convolution path (im2col, Winograd,
-grouped, depthwise); every condition that must keep the two nodes apart has a case."""
+Conv2D, Add, Sub or Mul whose output only a Relu / Relu6 reads, and which the caller lists as
+`unobserved`, runs the clamp itself. Bit for bit the two nodes' result on every convolution path
+(im2col, Winograd, grouped, depthwise) and elementwise path (in place or not); every condition
+that must keep the two nodes apart has a case, for both kinds of producer."""
 
 from __future__ import annotations
 
@@ -13,10 +14,33 @@ from qconvert.executor.float_executor import run_float
 from qconvert.onnx_reader import read_onnx_proto
 
 
-def _model(channels=8, group=1, kernel=3, clamp="Relu", extra_reader=False, conv_out_is_output=False,
+def _with_clamp(name, nodes, inits, inputs, shape, clamp, extra_reader, out_is_output):
+    """The model of `nodes` (which make "c") followed by `clamp` ("c" -> "y"); optionally a
+    second reader of "c" or "c" as a graph output."""
+    if clamp == "Clip":
+        inits = inits + [numpy_helper.from_array(np.float32(0), "lo"),
+                         numpy_helper.from_array(np.float32(1), "hi")]
+        nodes = nodes + [helper.make_node("Clip", ["c", "lo", "hi"], ["y"])]
+    else:  # Relu6 is an IR op (TFLite's, or an ONNX Clip(0, 6) after fusion): renamed below
+        nodes = nodes + [helper.make_node("Relu" if clamp == "Relu6" else clamp, ["c"], ["y"])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)]
+    if extra_reader:
+        nodes.append(helper.make_node("Sigmoid", ["c"], ["z"]))
+        outputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, shape))
+    if out_is_output:
+        outputs.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, shape))
+    graph = helper.make_graph(nodes, name, inputs, outputs, inits)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    proto.ir_version = 8
+    model = read_onnx_proto(proto, f"{name}.onnx")
+    if clamp == "Relu6":
+        next(n for n in model.graph.nodes if n.op == "Relu").op = "Relu6"
+    return model
+
+
+def _model(channels=8, group=1, kernel=3, clamp="Relu", extra_reader=False, out_is_output=False,
            size=9, cin=None):
-    """x -> Conv (-> "c") -> clamp (-> "y"); optionally a second reader of "c" or "c" as a
-    graph output."""
+    """x -> Conv (-> "c") -> clamp (-> "y") (`_with_clamp`)."""
     rng = np.random.default_rng(channels + group + kernel)
     cin = cin or channels
     w = (rng.standard_normal((channels, cin // group, kernel, kernel)) * 0.3).astype(np.float32)
@@ -24,36 +48,13 @@ def _model(channels=8, group=1, kernel=3, clamp="Relu", extra_reader=False, conv
     pad = kernel // 2
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[pad] * 4, group=group)]
     inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
-    if clamp == "Clip":
-        inits += [numpy_helper.from_array(np.float32(0), "lo"),
-                  numpy_helper.from_array(np.float32(1), "hi")]
-        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
-    else:  # Relu6 is an IR op (TFLite's, or an ONNX Clip(0, 6) after fusion): renamed below
-        nodes.append(helper.make_node("Relu" if clamp == "Relu6" else clamp, ["c"], ["y"]))
-    shape = [None, channels, size, size]
-    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)]
-    if extra_reader:
-        nodes.append(helper.make_node("Sigmoid", ["c"], ["z"]))
-        outputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, shape))
-    if conv_out_is_output:
-        outputs.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, shape))
-    graph = helper.make_graph(nodes, "conv_clamp",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                             [None, cin, size, size])],
-                              outputs, inits)
-    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    proto.ir_version = 8
-    model = read_onnx_proto(proto, "conv_clamp.onnx")
-    if clamp == "Relu6":
-        next(n for n in model.graph.nodes if n.op == "Relu").op = "Relu6"
-    return model
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, cin, size, size])]
+    return _with_clamp("conv_clamp", nodes, inits, inputs, [None, channels, size, size], clamp,
+                       extra_reader, out_is_output)
 
 
 def _run(model, x, unobserved, keep=()):
-    seen = []
-    out = run_float(model, {"x": x}, observe=lambda name, a: seen.append(name), keep=keep,
-                    unobserved=frozenset(unobserved))
-    return out, seen
+    return _run_feeds(model, {"x": x}, unobserved, keep)
 
 
 def _x(n, cin, size, seed=0):
@@ -78,45 +79,12 @@ def test_conv_runs_its_clamp_bit_for_bit(clamp, channels, group, kernel, n, size
     assert "c" in seen_plain and "c" not in seen_fused and "y" in seen_fused
 
 
-@pytest.mark.parametrize("why,kwargs,unobserved,keep", [
-    ("not unobserved", {}, (), ()),
-    ("a second reader", {"extra_reader": True}, {"c"}, ()),
-    ("a graph output", {"conv_out_is_output": True}, {"c"}, ()),
-    ("kept", {}, {"c"}, ("c",)),
-    ("a Clip (bounds are inputs)", {"clamp": "Clip"}, {"c"}, ()),
-    ("not a clamp", {"clamp": "Sigmoid"}, {"c"}, ()),
-])
-def test_conv_and_clamp_stay_apart(why, kwargs, unobserved, keep):
-    """Each must-not case: the convolution's output is still made and observed, and the
-    result is the two nodes'."""
-    model = _model(**kwargs)
-    x = _x(2, 8, 9)
-    plain, _ = _run(model, x, (), keep)
-    out, seen = _run(model, x, unobserved, keep)
-    assert "c" in seen, why
-    for name in plain:
-        np.testing.assert_array_equal(plain[name], out[name])
-
-
-def test_conv_with_its_own_fused_activation_stays_apart():
-    """A TFLite-style fused activation on the convolution: the reader's clamp is not folded
-    into it (two clamps need not commute)."""
-    model = _model()
-    conv = next(n for n in model.graph.nodes if n.op == "Conv2D")
-    conv.attrs["activation"] = "RELU_N1_TO_1"
-    x = _x(2, 8, 9)
-    plain, _ = _run(model, x, ())
-    out, seen = _run(model, x, {"c"})
-    assert "c" in seen
-    np.testing.assert_array_equal(plain["y"], out["y"])
-
-
 # -- elementwise producers (Add, Sub, Mul) ---------------------------------------------------
 
 def _elementwise_model(op="Add", clamp="Relu", produced=True, extra_reader=False,
                        out_is_output=False, broadcast=False):
-    """x -> Sigmoid (-> "n", an array of the executor's own when `produced`) -> op with "x2" or a
-    constant [C, 1, 1] (-> "c") -> clamp (-> "y")."""
+    """x -> Sigmoid (-> "n", an array of the executor's own when `produced`) -> op with "x2" or
+    a constant [C, 1, 1] (-> "c") -> clamp (-> "y") (`_with_clamp`)."""
     first = "n" if produced else "x"
     nodes = [helper.make_node("Sigmoid", ["x"], ["n"])] if produced else []
     inits = []
@@ -126,29 +94,12 @@ def _elementwise_model(op="Add", clamp="Relu", produced=True, extra_reader=False
         inits.append(numpy_helper.from_array(
             np.linspace(-1, 1, 8, dtype=np.float32).reshape(8, 1, 1), "k"))
     nodes.append(helper.make_node(op, [first, second], ["c"]))
-    if clamp == "Clip":
-        inits += [numpy_helper.from_array(np.float32(0), "lo"),
-                  numpy_helper.from_array(np.float32(1), "hi")]
-        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
-    else:
-        nodes.append(helper.make_node("Relu" if clamp == "Relu6" else clamp, ["c"], ["y"]))
     shape = [None, 8, 9, 9]
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)]
     if not broadcast:
         inputs.append(helper.make_tensor_value_info("x2", TensorProto.FLOAT, shape))
-    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)]
-    if extra_reader:
-        nodes.append(helper.make_node("Sigmoid", ["c"], ["z"]))
-        outputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, shape))
-    if out_is_output:
-        outputs.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, shape))
-    graph = helper.make_graph(nodes, "elementwise_clamp", inputs, outputs, inits)
-    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    proto.ir_version = 8
-    model = read_onnx_proto(proto, "elementwise_clamp.onnx")
-    if clamp == "Relu6":
-        next(n for n in model.graph.nodes if n.op == "Relu").op = "Relu6"
-    return model
+    return _with_clamp("elementwise_clamp", nodes, inits, inputs, shape, clamp, extra_reader,
+                       out_is_output)
 
 
 def _feeds(model, n=2):
@@ -197,6 +148,17 @@ def test_elementwise_op_runs_its_clamp_bit_for_bit(monkeypatch, op, clamp, produ
     assert "c" in seen_plain and "c" not in seen_fused and "y" in seen_fused
 
 
+# -- every producer ---------------------------------------------------------------------------
+
+def _producer_case(producer, **kwargs):
+    """(model, feeds) of a convolution or an Add producing "c", read by a clamp "y"."""
+    if producer == "conv":
+        return _model(**kwargs), {"x": _x(2, 8, 9)}
+    model = _elementwise_model(**kwargs)
+    return model, _feeds(model)
+
+
+@pytest.mark.parametrize("producer", ["conv", "elementwise"])
 @pytest.mark.parametrize("why,kwargs,unobserved,keep", [
     ("not unobserved", {}, (), ()),
     ("a second reader", {"extra_reader": True}, {"c"}, ()),
@@ -205,9 +167,10 @@ def test_elementwise_op_runs_its_clamp_bit_for_bit(monkeypatch, op, clamp, produ
     ("a Clip (bounds are inputs)", {"clamp": "Clip"}, {"c"}, ()),
     ("not a clamp", {"clamp": "Sigmoid"}, {"c"}, ()),
 ])
-def test_elementwise_op_and_clamp_stay_apart(why, kwargs, unobserved, keep):
-    model = _elementwise_model(**kwargs)
-    feeds = _feeds(model)
+def test_producer_and_clamp_stay_apart(producer, why, kwargs, unobserved, keep):
+    """Each must-not case: the producer's output is still made and observed, and the result
+    is the two nodes', bit for bit."""
+    model, feeds = _producer_case(producer, **kwargs)
     plain, _ = _run_feeds(model, feeds, (), keep)
     out, seen = _run_feeds(model, feeds, unobserved, keep)
     assert "c" in seen, why
@@ -215,12 +178,12 @@ def test_elementwise_op_and_clamp_stay_apart(why, kwargs, unobserved, keep):
         assert np.array_equal(_bits(plain[name]), _bits(out[name])), why
 
 
-def test_elementwise_op_with_its_own_fused_activation_stays_apart():
-    """A TFLite-style ADD with a fused RELU_N1_TO_1 keeps it, and the reader's Relu runs too."""
-    model = _elementwise_model()
-    add = next(n for n in model.graph.nodes if n.op == "Add")
-    add.attrs["activation"] = "RELU_N1_TO_1"
-    feeds = _feeds(model)
+@pytest.mark.parametrize("producer,op", [("conv", "Conv2D"), ("elementwise", "Add")])
+def test_producer_with_its_own_fused_activation_stays_apart(producer, op):
+    """A TFLite-style fused activation on the producer: the reader's clamp is not folded into
+    it (two clamps need not commute), and the reader's Relu runs too."""
+    model, feeds = _producer_case(producer)
+    next(n for n in model.graph.nodes if n.op == op).attrs["activation"] = "RELU_N1_TO_1"
     plain, _ = _run_feeds(model, feeds, ())
     out, seen = _run_feeds(model, feeds, {"c"})
     assert "c" in seen
