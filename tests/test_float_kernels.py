@@ -438,3 +438,29 @@ def test_tflite_hybrid_fully_connected(tmp_path, asymmetric, per_channel):
 def test_all_ops_sample(tmp_path):
     data = (SAMPLE_MODELS / "all_ops.tflite").read_bytes()
     check_tflite(tmp_path, data, seeds=(0, 1, 2))
+
+
+@pytest.mark.parametrize("qtype,axis", [(I8, 0), (U8, 0), (I8, 1), (I8, -1)])
+def test_onnx_dequantize_large_weights_per_axis(tmp_path, qtype, axis):
+    """A conv layer's per-channel int8 / uint8 weights along each axis, zero points mixed:
+    onnxruntime's values, and bit for bit (q - z) * s in float32."""
+    from qconvert.executor.float_kernels_quant import dequantize
+    from qconvert.ir.node import Node
+
+    shape = (300, 64, 3, 3)
+    n = shape[axis]
+    rng = np.random.default_rng(11)
+    dtype = np.int8 if qtype == I8 else np.uint8
+    q = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, shape).astype(dtype)
+    scale = rng.uniform(1e-4, 0.05, n).astype(np.float32)
+    zero = rng.integers(0, 9, n).astype(dtype)
+    zero[::3] = 0
+    node = helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=axis)
+    check_onnx(tmp_path, onnx_bytes([node], [], [vi("y", None)],
+                                    [("q", q), ("s", scale), ("z", zero)]), feeds={})
+    ours = dequantize(Node("Dequantize", ["q", "s", "z"], ["y"], attrs={"axis": axis}),
+                      [q, scale, zero], [np.float32])[0]
+    along = [1] * q.ndim
+    along[axis] = n
+    whole = (q.astype(np.float32) - zero.reshape(along).astype(np.float32)) * scale.reshape(along)
+    assert ours.dtype == np.float32 and np.array_equal(ours, whole)
