@@ -302,6 +302,8 @@ def _source(graph, steps, plans, options) -> str:
         out += _plan_comment(graph, steps, plan, labels[build])
     out += [" */", f'#include "{name}.h"', "", "#include <stddef.h>", "",
             '#include "qconvert_nn.h"']
+    if any("qconvert_nn_fast.h" in s.files for s in steps):
+        out.append('#include "qconvert_nn_fast.h"')
     if options.kernels == "cmsis-nn":
         out.append('#include "arm_nnfunctions.h"')
     out += ["", ARRAY_ATTR_BLOCK]

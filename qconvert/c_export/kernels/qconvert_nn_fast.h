@@ -1,0 +1,44 @@
+/* qconvert_nn_fast.h: qconvert's layer-specialised int8 kernels for whole-model C
+ * (`qconvert export-c`): depthwise convolution, pools and element-wise add, written for
+ * Cortex-M (ACLE DSP intrinsics where __ARM_FEATURE_DSP is defined, plain C elsewhere, the same
+ * bits everywhere). Shipped with qconvert (Apache-2.0). Plain C99: no allocation.
+ *
+ * Every kernel computes what TFLite Micro's reference kernel computes, bit for bit, from numbers
+ * the exporter derives ahead of time (re-laid-out weights, per-layer flags and tables).
+ *
+ * Memory order (the memory plan relies on it, see qconvert_nn.h): the output is walked in memory
+ * order; a block of at most four consecutive output elements (four channels of one pixel) is
+ * written after every input it needs is read, and before anything of a later element is read.
+ */
+#ifndef QCONVERT_NN_FAST_H
+#define QCONVERT_NN_FAST_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* DepthwiseConv2D with depth multiplier 1 (channels = in_c = out_c), NHWC. */
+typedef struct {
+    int32_t batches, in_h, in_w, channels, out_h, out_w;
+    int32_t kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left;
+    int32_t input_offset, output_offset, activation_min, activation_max;
+    const int32_t *multiplier; /* channels entries */
+    const int32_t *shift;      /* channels entries: TFLite's (> 0 is a left shift), or with
+                                  fast_requantize -shift - 2 (qconvert_requantize_fast's r) */
+    int32_t fast_requantize;   /* 1: every multiplier in [2^30, 2^31) and every shift <= -2 */
+} qconvert_dw_params;
+
+/* weights in groups of four channels: for g < channels / 4, tap t (ky * kernel_w + kx), lane j:
+ * weights[(g * taps + t) * 4 + j] = W[ky][kx][4 g + j]; then the last channels % 4 channels,
+ * tap-major: weights[C4 * taps + t * (channels - C4) + (c - C4)], C4 = channels - channels % 4.
+ * bias: channels values or NULL. */
+void qconvert_dw_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
+                    int8_t *output, const qconvert_dw_params *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* QCONVERT_NN_FAST_H */
