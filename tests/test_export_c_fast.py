@@ -1,0 +1,244 @@
+"""export-c's layer-specialised int8 kernels (kernels/qconvert_nn_fast.h: depthwise convolution,
+pools, element-wise add) against TFLite Micro, and the conditions of their fast paths.
+
+Oracles: the TFLite Micro interpreter on one-layer models built here (random shapes, odd and
+non-multiple-of-4 channel counts, strides, dilations, pads, batches, clamps, per-channel
+quantization), run from C built by gcc on the host (the plain-C path, the same C a Cortex-M3
+compiles) and by arm-none-eabi-gcc for emulated Cortex-M4 and Cortex-M55 (the DSP path); the
+integer executor with single rounding for -DQCONVERT_SINGLE_ROUNDING; qconvert_requantize (the
+general requantization, itself checked against TFLite Micro by the model tests) for the short
+requantization form. Every fast-path condition has a must-not case: a layer outside it still
+exports bit-exact, through the general kernel.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from export_c_harness import (NEEDS_CROSS, STRICT, build_cortex_m, build_host, image_source,
+                              io_layout, parse, run_qemu, split_image_output)
+from test_int_executor import CONV, Q8, int8_feeds, tflm
+
+from qconvert.c_export.depthwise_steps import dw_weights_layout, fast_requantize
+from qconvert.c_export.model_source import ModelOptions, render_model
+from qconvert.c_export.shipped_kernels import kernel_source
+from qconvert.executor.int_executor import run_int8
+from qconvert.model_io import load_model
+from qconvert.padding import same_pads
+from qconvert.tflite_reader import read_tflite
+
+def _out_size(size, k, stride, dilation, padding):
+    eff = (k - 1) * dilation + 1
+    return -(-size // stride) if padding == "SAME" else (size - eff) // stride + 1
+
+
+# -- one-layer models -------------------------------------------------------------------------
+DW_CASES = {  # name: (batch, h, w, c, (kh, kw), strides, dilations, padding, act, z_in, mult,
+    #                    per_channel, output scale factor: None = fitted to the outputs)
+    "kws3x3": (1, 25, 5, 64, (3, 3), (1, 1), (1, 1), "SAME", "RELU", -128, 1, True, None),
+    "odd_c_s2": (1, 9, 8, 7, (3, 3), (2, 2), (1, 1), "SAME", "RELU6", 5, 1, True, None),
+    "c6_5x5": (1, 7, 9, 6, (5, 5), (1, 1), (1, 1), "SAME", "NONE", -3, 1, False, None),
+    "c3_valid": (1, 6, 5, 3, (3, 3), (1, 1), (1, 1), "VALID", "NONE", 127, 1, True, None),
+    "nonsquare_dil": (1, 10, 9, 12, (3, 2), (1, 2), (2, 2), "SAME", "RELU", 0, 1, True, None),
+    "batch2_1x1": (2, 5, 4, 9, (1, 1), (1, 1), (1, 1), "VALID", "NONE", -7, 1, True, None),
+    "c1_2x4": (1, 6, 7, 1, (2, 4), (2, 1), (1, 1), "SAME", "NONE", 20, 1, True, None),
+    "c13_s2_valid": (1, 11, 10, 13, (3, 3), (2, 2), (1, 1), "VALID", "RELU", -100, 1, True, None),
+    # must not take qconvert_dw_s8: depth multiplier 2 (the general kernel)
+    "mult2": (1, 6, 6, 4, (3, 3), (1, 1), (1, 1), "SAME", "RELU6", -128, 2, True, None),
+    # must not take the short requantization: shifts > -2 (an output scale near the product's)
+    "big_multiplier": (1, 5, 5, 8, (3, 3), (1, 1), (1, 1), "SAME", "NONE", 0, 1, True, 0.8),
+}
+
+
+def dw_model(case, seed=0) -> bytes:
+    """A one-DepthwiseConv2D int8 model of `case` (a DW_CASES row)."""
+    (batch, h, w, c, (kh, kw), strides, dil, padding, act, z_in, mult, per_channel,
+     out_factor) = case
+    n = Q8(seed)
+    s_in = 0.05
+    x = n.input("x", (batch, h, w, c), s_in, z_in)
+    wt, s_w = n.weights("w", (1, kh, kw, c * mult), 3, per_channel)
+    b = n.bias("b", s_in, s_w, c * mult)
+    oh = _out_size(h, kh, strides[0], dil[0], padding)
+    ow = _out_size(w, kw, strides[1], dil[1], padding)
+    pads = same_pads((h, w), (kh, kw), strides, dil) if padding == "SAME" else [0] * 4
+    coarse = s_in * float(np.max(s_w)) * 255 * 128 * kh * kw / 50
+    scale = coarse if out_factor is None else s_in * float(np.max(s_w)) * out_factor
+    n.node("DepthwiseConv2D", [x, wt, b], "y", (batch, oh, ow, c * mult), scale, 3,
+           **dict(CONV, kernel_shape=[kh, kw], strides=list(strides), dilations=list(dil),
+                  pads=pads, activation="NONE", depth_multiplier=mult))
+    if out_factor is None:
+        n.fit("y", int8_feeds(n.g, 2))
+    n.g.nodes[-1].attrs["activation"] = act
+    return n.build(["y"])
+
+
+# -- building and running many one-layer models in one image -----------------------------------
+def _samples(data: bytes, count=3) -> list:
+    """Full-range, narrow and extreme int8 inputs."""
+    graph = read_tflite(data).graph
+    rng = np.random.default_rng(len(data))
+    out = []
+    for k in range(count):
+        sample = []
+        for name in graph.inputs:
+            shape = graph.tensors[name].shape
+            lo, hi = [(-128, 128), (-20, 21), (-128, -100)][k % 3]
+            sample.append(rng.integers(lo, hi, size=shape).astype(np.int8))
+        out.append(sample)
+    return out
+
+
+def export_models(models: dict, folder: Path, kernels="portable") -> dict:
+    """Export every {name: tflite bytes} into `folder`; {name: (graph, files)}."""
+    folder.mkdir(parents=True, exist_ok=True)
+    done = {}
+    for name, data in models.items():
+        path = folder / f"{name}.tflite"
+        path.write_bytes(data)
+        model = load_model(path)
+        files, _ = render_model(model, ModelOptions(name=name, kernels=kernels))
+        for f, content in files.items():
+            (folder / f).write_bytes(content)
+        done[name] = (model.graph, files)
+        path.unlink()
+    return done
+
+
+def run_image(models: dict, folder: Path, board=None, defines=(), expected=None) -> dict:
+    """Build one image (host when `board` is None) running every model on its samples; assert
+    each output equals `expected(name, data, samples)` (default: TFLite Micro)."""
+    exported = export_models(models, folder)
+    entries, samples = [], {}
+    for name, data in models.items():
+        samples[name] = _samples(data)
+        entries.append((name, io_layout(exported[name][0]), samples[name]))
+    main_c = image_source(entries)
+    if board is None:
+        exe = build_host(folder, main_c, defines=list(defines))
+        text = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+    else:
+        text = run_qemu(build_cortex_m(folder, main_c, board, defines=list(defines)), board)
+    blocks = split_image_output(text)
+    for name, data in models.items():
+        graph = exported[name][0]
+        got = parse(blocks[name], [np.dtype(graph.tensors[n].dtype) for n in graph.outputs],
+                    len(samples[name]))
+        for k, (outs, sample) in enumerate(zip(got, samples[name])):
+            refs = expected(name, data, sample) if expected else tflm(data, sample)
+            for o, r in zip(outs, refs):
+                r = np.asarray(r).reshape(-1)
+                assert np.array_equal(o.view(np.uint8), r.view(np.uint8)), (
+                    f"{name} ({board or 'host'}): sample {k}: {np.count_nonzero(o != r)} of "
+                    f"{r.size} differ")
+    return exported
+
+
+DW_MODELS = {name: dw_model(case, seed) for seed, (name, case) in enumerate(DW_CASES.items())}
+
+
+def test_depthwise_host_bit_exact_with_tflite_micro(tmp_path):
+    exported = run_image(DW_MODELS, tmp_path)
+    for name, (_, files) in exported.items():
+        source = files[f"{name}.c"].decode()
+        uses_fast = "qconvert_dw_s8(" in source
+        assert uses_fast == (name != "mult2"), name
+
+
+def test_depthwise_single_rounding_matches_the_executor(tmp_path):
+    def single(name, data, sample):
+        graph = read_tflite(data).graph
+        return list(run_int8(graph, dict(zip(graph.inputs, sample)), rounding="single").values())
+
+    run_image(DW_MODELS, tmp_path, defines=["-DQCONVERT_SINGLE_ROUNDING"], expected=single)
+
+
+@NEEDS_CROSS
+@pytest.mark.parametrize("board", ("m4", "m55"))
+def test_depthwise_cortex_m_bit_exact_with_tflite_micro(tmp_path, board):
+    run_image(DW_MODELS, tmp_path, board)
+
+
+def test_fast_requantize_condition_and_flag(tmp_path):
+    """The short form only when every multiplier is in [2^30, 2^31) and every shift <= -2; the
+    exported layer says which (must-not: one channel outside is enough to refuse)."""
+    assert fast_requantize([1 << 30, (1 << 31) - 1], [-2, -31])
+    assert not fast_requantize([1 << 30, 1 << 30], [-2, -1])
+    assert not fast_requantize([1 << 30, 1 << 30], [-5, 3])
+    assert not fast_requantize([(1 << 30) - 1, 1 << 30], [-5, -5])
+    assert not fast_requantize([0, 1 << 30], [-5, -5])
+    for name, expect in (("kws3x3", 1), ("big_multiplier", 0)):
+        files = export_models({name: DW_MODELS[name]}, tmp_path / name)[name][1]
+        line = next(ln for ln in files[f"{name}.c"].decode().splitlines()
+                    if "qconvert_dw_params" in ln)
+        assert line.rstrip("};").rstrip().endswith(f", {expect}"), line
+
+
+def test_dw_weights_layout_groups_four_channels_then_the_rest():
+    w = np.arange(2 * 3 * 6, dtype=np.int8).reshape(1, 2, 3, 6)  # taps 6, channels 6
+    got = dw_weights_layout(w)
+    taps = w.reshape(6, 6)
+    want = np.concatenate([taps[:, :4].reshape(-1), taps[:, 4:].reshape(-1)])
+    assert np.array_equal(got, want)
+    w7 = np.arange(9 * 9, dtype=np.int8).reshape(1, 3, 3, 9)
+    got = dw_weights_layout(w7).reshape(-1)
+    t = w7.reshape(9, 9)
+    assert np.array_equal(got[:36], t[:, 0:4].reshape(-1))      # group 0, tap-major
+    assert np.array_equal(got[36:72], t[:, 4:8].reshape(-1))    # group 1
+    assert np.array_equal(got[72:], t[:, 8])                    # the last channel
+
+
+REQUANT_MAIN = r"""
+#include <stdio.h>
+#include <stdint.h>
+#include "qconvert_nn_simd.h"
+#include "qconvert_fc_1x4.h"
+static uint32_t state = 12345u;
+static uint32_t next(void) { state = state * 1664525u + 1013904223u; return state; }
+int main(void)
+{
+    long bad = 0, k;
+    for (k = 0; k < 3000000; ++k) {
+        const int32_t n = 2 + (int32_t)(next() % 30);                 /* shift -2 .. -31 */
+        const int32_t m = (int32_t)(0x40000000u + (next() & 0x3FFFFFFFu));
+        int32_t acc = (int32_t)next();
+        if (k % 4 == 1) {
+            acc >>= (next() % 31);
+        }
+        if (k % 4 == 2) { /* near a tie of the final rounding */
+            const int64_t y = (int64_t)((int32_t)(next() % 2001) - 1000) * ((int64_t)1 << n)
+                              + ((int64_t)1 << (n - 1));
+            acc = (int32_t)((y << 31) / m + (int32_t)(next() % 5) - 2);
+        }
+        if (k % 4 == 3) {
+            acc = (int32_t)(next() % 512) - 256;
+        }
+        if (qconvert_requantize_fast(acc, m, n - 2) != qconvert_requantize(acc, m, -n)) {
+            if (bad < 5) {
+                printf("acc %ld m %ld n %ld\n", (long)acc, (long)m, (long)n);
+            }
+            ++bad;
+        }
+    }
+    printf("bad %ld\n", bad);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("rounding", ([], ["-DQCONVERT_SINGLE_ROUNDING"]))
+def test_short_requantization_equals_the_general_one(tmp_path, rounding):
+    """qconvert_requantize_fast == qconvert_requantize on random, small and near-tie
+    accumulators for every shift -2..-31 (both roundings)."""
+    for f in ("qconvert_nn_simd.h", "qconvert_nn_fast.h", "qconvert_fc_1x4.h",
+              "qconvert_fc_1x4.c"):
+        (tmp_path / f).write_bytes(kernel_source(f))
+    (tmp_path / "main.c").write_text(REQUANT_MAIN)
+    exe = tmp_path / "requant"
+    subprocess.run(["gcc", *STRICT, "-O2", *rounding, str(tmp_path / "main.c"),
+                    str(tmp_path / "qconvert_fc_1x4.c"), "-o", str(exe)], check=True)
+    out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+    assert out.strip().endswith("bad 0"), out
