@@ -93,17 +93,17 @@ def _samples(data: bytes, count=3) -> list:
 
 
 def export_models(models: dict, folder: Path, kernels="portable") -> dict:
-    """Export every {name: tflite bytes} into `folder`; {name: (graph, files)}."""
+    """Export every {name: tflite bytes} into `folder`; {name: (graph, files, summary)}."""
     folder.mkdir(parents=True, exist_ok=True)
     done = {}
     for name, data in models.items():
         path = folder / f"{name}.tflite"
         path.write_bytes(data)
         model = load_model(path)
-        files, _ = render_model(model, ModelOptions(name=name, kernels=kernels))
+        files, summary = render_model(model, ModelOptions(name=name, kernels=kernels))
         for f, content in files.items():
             (folder / f).write_bytes(content)
-        done[name] = (model.graph, files)
+        done[name] = (model.graph, files, summary)
         path.unlink()
     return done
 
@@ -137,15 +137,37 @@ def run_image(models: dict, folder: Path, board=None, defines=(), expected=None)
     return exported
 
 
+def dw_chain_model(seed=0) -> bytes:
+    """Two depthwise layers (14x6x20, 3x3 stride 1, SAME): each output may be placed over its
+    input (the input dies there)."""
+    n = Q8(seed)
+    x = n.input("x", (1, 14, 6, 20), 0.05, -9)
+    prev, s_prev = x, 0.05
+    for k in range(2):
+        wt, s_w = n.weights(f"w{k}", (1, 3, 3, 20), 3)
+        b = n.bias(f"b{k}", s_prev, s_w, 20)
+        coarse = s_prev * float(np.max(s_w)) * 255 * 128 * 9 / 50
+        prev = n.node("DepthwiseConv2D", [prev, wt, b], f"y{k}", (1, 14, 6, 20), coarse, 3,
+                      **dict(CONV, kernel_shape=[3, 3], pads=[1, 1, 1, 1], activation="NONE",
+                             depth_multiplier=1))
+        n.fit(prev, int8_feeds(n.g, 2))
+        s_prev = float(n.g.tensors[prev].quant.scale[0])
+    return n.build([prev])
+
+
 DW_MODELS = {name: dw_model(case, seed) for seed, (name, case) in enumerate(DW_CASES.items())}
+DW_MODELS["chain_inplace"] = dw_chain_model()
 
 
 def test_depthwise_host_bit_exact_with_tflite_micro(tmp_path):
     exported = run_image(DW_MODELS, tmp_path)
-    for name, (_, files) in exported.items():
+    for name, (_, files, _) in exported.items():
         source = files[f"{name}.c"].decode()
         uses_fast = "qconvert_dw_s8(" in source
         assert uses_fast == (name != "mult2"), name
+    # the in-place case really overlaps: each layer's output starts about one row before its
+    # input, which it overwrites as it goes
+    assert exported["chain_inplace"][2].overlapped == 2
 
 
 def test_depthwise_single_rounding_matches_the_executor(tmp_path):
