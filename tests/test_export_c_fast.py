@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 from export_c_harness import (NEEDS_CROSS, STRICT, build_cortex_m, build_host, image_source,
                               io_layout, parse, run_qemu, split_image_output)
-from test_int_executor import CONV, Q8, int8_feeds, tflm
+from conftest import tflm_invoke
+from test_int_executor import CONV, Q8, int8_feeds
 
 from qconvert.c_export.depthwise_steps import dw_weights_layout, fast_requantize
 from qconvert.c_export.model_source import ModelOptions, render_model
@@ -128,7 +129,8 @@ def run_image(models: dict, folder: Path, board=None, defines=(), expected=None)
         got = parse(blocks[name], [np.dtype(graph.tensors[n].dtype) for n in graph.outputs],
                     len(samples[name]))
         for k, (outs, sample) in enumerate(zip(got, samples[name])):
-            refs = expected(name, data, sample) if expected else tflm(data, sample)
+            refs = expected(name, data, sample) if expected else \
+                tflm_invoke(data, sample, arena_size=1 << 20)
             for o, r in zip(outs, refs):
                 r = np.asarray(r).reshape(-1)
                 assert np.array_equal(o.view(np.uint8), r.view(np.uint8)), (
@@ -182,6 +184,51 @@ def test_depthwise_single_rounding_matches_the_executor(tmp_path):
 @pytest.mark.parametrize("board", ("m4", "m55"))
 def test_depthwise_cortex_m_bit_exact_with_tflite_micro(tmp_path, board):
     run_image(DW_MODELS, tmp_path, board)
+
+
+POOL_CASES = {  # name: (op, batch, h, w, c, (kh, kw), strides, padding, act, z)
+    "kws_global_avg": ("AveragePool", 1, 25, 5, 64, (25, 5), (1, 1), "VALID", "NONE", -3),
+    "global_avg_289": ("AveragePool", 1, 17, 17, 6, (17, 17), (1, 1), "VALID", "NONE", 0),
+    "avg_same_pad": ("AveragePool", 2, 7, 6, 7, (3, 3), (2, 2), "SAME", "RELU", 4),
+    "avg_2x2": ("AveragePool", 1, 8, 8, 12, (2, 2), (2, 2), "VALID", "RELU6", -128),
+    "avg_c1_3x2": ("AveragePool", 1, 5, 7, 1, (3, 2), (1, 2), "SAME", "NONE", 10),
+    "max_same_pad": ("MaxPool", 1, 9, 7, 10, (3, 3), (2, 2), "SAME", "RELU", -5),
+    "max_2x2": ("MaxPool", 2, 6, 6, 8, (2, 2), (2, 2), "VALID", "NONE", 0),
+    "max_c3_clamp": ("MaxPool", 1, 5, 5, 3, (2, 3), (1, 1), "SAME", "RELU6", 60),
+    "max_global": ("MaxPool", 1, 6, 5, 20, (6, 5), (1, 1), "VALID", "RELU", -128),
+}
+
+
+def pool_model(case, seed=0) -> bytes:
+    """A one-pool int8 model of `case` (a POOL_CASES row); the output keeps the input's
+    quantization, as TFLite's int8 pools require."""
+    op, batch, h, w, c, (kh, kw), strides, padding, act, z = case
+    n = Q8(seed)
+    scale = 0.05 if act != "RELU6" else 6.0 / 200
+    x = n.input("x", (batch, h, w, c), scale, z)
+    oh, ow = _out_size(h, kh, strides[0], 1, padding), _out_size(w, kw, strides[1], 1, padding)
+    pads = same_pads((h, w), (kh, kw), strides, (1, 1)) if padding == "SAME" else [0] * 4
+    n.node(op, [x], "y", (batch, oh, ow, c), scale, z, layout="NHWC", kernel_shape=[kh, kw],
+           strides=list(strides), pads=pads, activation=act)
+    return n.build(["y"])
+
+
+POOL_MODELS = {name: pool_model(case, seed) for seed, (name, case) in
+               enumerate(POOL_CASES.items())}
+
+
+def test_pools_host_bit_exact_with_tflite_micro(tmp_path):
+    exported = run_image(POOL_MODELS, tmp_path)
+    for name, (_, files, _) in exported.items():
+        source = files[f"{name}.c"].decode()
+        fn = "qconvert_avgpool_fast_s8(" if "avg" in name else "qconvert_maxpool_fast_s8("
+        assert fn in source, name
+
+
+@NEEDS_CROSS
+@pytest.mark.parametrize("board", ("m4", "m55"))
+def test_pools_cortex_m_bit_exact_with_tflite_micro(tmp_path, board):
+    run_image(POOL_MODELS, tmp_path, board)
 
 
 def test_fast_requantize_condition_and_flag(tmp_path):
@@ -255,7 +302,7 @@ int main(void)
 def test_short_requantization_equals_the_general_one(tmp_path, rounding):
     """qconvert_requantize_fast == qconvert_requantize on random, small and near-tie
     accumulators for every shift -2..-31 (both roundings)."""
-    for f in ("qconvert_nn_simd.h", "qconvert_nn_fast.h", "qconvert_fc_1x4.h",
+    for f in ("qconvert_nn_simd.h", "qconvert_nn_fast.h", "qconvert_nn.h", "qconvert_fc_1x4.h",
               "qconvert_fc_1x4.c"):
         (tmp_path / f).write_bytes(kernel_source(f))
     (tmp_path / "main.c").write_text(REQUANT_MAIN)

@@ -21,7 +21,8 @@ from qconvert.int8.prepare import layer_params
 from .model_steps import (_conv_overlap, _lower_conv, _plain, _struct, activation_of,
                           tensor_dims)
 
-DW_FILES = frozenset({"qconvert_nn_fast.h", "qconvert_nn_simd.h", "qconvert_nn_depthwise.c"})
+FAST_FILES = frozenset({"qconvert_nn_fast.h", "qconvert_nn_simd.h"})  # every fast kernel's
+DW_FILES = FAST_FILES | {"qconvert_nn_depthwise.c"}
 
 
 def dw_weights_layout(w: np.ndarray) -> np.ndarray:

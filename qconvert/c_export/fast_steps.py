@@ -8,7 +8,9 @@ from __future__ import annotations
 from importlib import import_module
 
 # op: (module, function)
-_TABLE = {"DepthwiseConv2D": ("depthwise_steps", "lower_depthwise")}
+_TABLE = {"DepthwiseConv2D": ("depthwise_steps", "lower_depthwise"),
+          "AveragePool": ("pool_steps", "lower_pool_fast"),
+          "MaxPool": ("pool_steps", "lower_pool_fast")}
 
 
 def _deferred(module: str, function: str):

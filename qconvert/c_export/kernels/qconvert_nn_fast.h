@@ -15,6 +15,8 @@
 
 #include <stdint.h>
 
+#include "qconvert_nn.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -36,6 +38,14 @@ typedef struct {
  * bias: channels values or NULL. */
 void qconvert_dw_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
                     int8_t *output, const qconvert_dw_params *p);
+
+/* AveragePool / MaxPool (int8) over qconvert_nn.h's conv geometry (dilation 1, out_c = in_c,
+ * multiplier and shift unused): taps outside the image are skipped (the average counts only
+ * those inside), as TFLite Micro's reference kernels. */
+void qconvert_avgpool_fast_s8(const int8_t *input, int8_t *output,
+                              const qconvert_conv_params *p);
+void qconvert_maxpool_fast_s8(const int8_t *input, int8_t *output,
+                              const qconvert_conv_params *p);
 
 #ifdef __cplusplus
 }
