@@ -231,6 +231,64 @@ def test_pools_cortex_m_bit_exact_with_tflite_micro(tmp_path, board):
     run_image(POOL_MODELS, tmp_path, board)
 
 
+ADD_CASES = {  # name: (shape a, shape b or "x" (the same tensor), b constant, act, out scale)
+    "same_shape": ((1, 8, 8, 16), (1, 8, 8, 16), False, "NONE", 0.12),
+    "odd_relu_batch2": ((2, 3, 5, 7), (2, 3, 5, 7), False, "RELU", 0.1),
+    "x_plus_x": ((1, 5, 5, 6), "x", False, "RELU6", 0.2),
+    "const_operand": ((1, 4, 3, 5), (1, 4, 3, 5), True, "NONE", 0.09),
+    # must not take qconvert_add_fast_s8: broadcasting
+    "broadcast_channel": ((1, 4, 4, 8), (1, 1, 1, 8), False, "NONE", 0.1),
+    "broadcast_pixel": ((1, 4, 4, 8), (1, 4, 4, 1), True, "RELU", 0.1),
+    # must not take the short requantization: an output scale below the inputs' by 2^18
+    "tiny_output_scale": ((1, 3, 3, 4), (1, 3, 3, 4), False, "NONE", 0.1 / (1 << 18)),
+}
+
+
+def add_model(case, seed=0) -> bytes:
+    """A one-ADD int8 model of `case` (an ADD_CASES row)."""
+    shape_a, shape_b, const_b, act, out_scale = case
+    n = Q8(seed)
+    a = n.input("a", shape_a, 0.05, -3)
+    if shape_b == "x":
+        b = a
+    elif const_b:
+        b = n.const("b", n.rng.integers(-128, 128, shape_b).astype(np.int8), 0.08, 6)
+    else:
+        b = n.input("b", shape_b, 0.08, 6)
+    out_shape = tuple(np.broadcast_shapes(shape_a, shape_a if shape_b == "x" else shape_b))
+    n.node("Add", [a, b], "y", out_shape, out_scale, -2, activation=act)
+    return n.build(["y"])
+
+
+ADD_MODELS = {name: add_model(case, seed) for seed, (name, case) in
+              enumerate(ADD_CASES.items())}
+
+
+def test_add_host_bit_exact_with_tflite_micro(tmp_path):
+    exported = run_image(ADD_MODELS, tmp_path)
+    for name, (_, files, summary) in exported.items():
+        source = files[f"{name}.c"].decode()
+        assert ("qconvert_add_fast_s8(" in source) == (not name.startswith("broadcast")), name
+        line = next((ln for ln in source.splitlines() if "qconvert_add_params" in ln), "")
+        assert line.rstrip("};").rstrip().endswith(", 0") == (name == "tiny_output_scale") \
+            or name.startswith("broadcast"), line
+    assert exported["same_shape"][2].overlapped == 1  # written over an input that dies there
+
+
+def test_add_single_rounding_matches_the_executor(tmp_path):
+    def single(name, data, sample):
+        graph = read_tflite(data).graph
+        return list(run_int8(graph, dict(zip(graph.inputs, sample)), rounding="single").values())
+
+    run_image(ADD_MODELS, tmp_path, defines=["-DQCONVERT_SINGLE_ROUNDING"], expected=single)
+
+
+@NEEDS_CROSS
+@pytest.mark.parametrize("board", ("m4", "m55"))
+def test_add_cortex_m_bit_exact_with_tflite_micro(tmp_path, board):
+    run_image(ADD_MODELS, tmp_path, board)
+
+
 def test_fast_requantize_condition_and_flag(tmp_path):
     """The short form only when every multiplier is in [2^30, 2^31) and every shift <= -2; the
     exported layer says which (must-not: one channel outside is enough to refuse)."""

@@ -10,7 +10,8 @@ from importlib import import_module
 # op: (module, function)
 _TABLE = {"DepthwiseConv2D": ("depthwise_steps", "lower_depthwise"),
           "AveragePool": ("pool_steps", "lower_pool_fast"),
-          "MaxPool": ("pool_steps", "lower_pool_fast")}
+          "MaxPool": ("pool_steps", "lower_pool_fast"),
+          "Add": ("add_steps", "lower_add_fast")}
 
 
 def _deferred(module: str, function: str):

@@ -47,6 +47,22 @@ void qconvert_avgpool_fast_s8(const int8_t *input, int8_t *output,
 void qconvert_maxpool_fast_s8(const int8_t *input, int8_t *output,
                               const qconvert_conv_params *p);
 
+/* ADD (int8) of two tensors of the same shape (no broadcasting): TFLite's rescale of each input,
+ * (x + offset) << left_shift requantized to the common scale, is a function of the raw int8
+ * value, so the exporter tabulates it (256 int32 entries per input, value v at index v + 128);
+ * output = clamp(requantize(table1[a] + table2[b]) + output_offset). In place is allowed. */
+typedef struct {
+    int32_t size;
+    const int32_t *table1, *table2;
+    int32_t output_multiplier;
+    int32_t output_shift; /* TFLite's, or with fast_requantize -shift - 2 */
+    int32_t output_offset, activation_min, activation_max;
+    int32_t fast_requantize; /* 1: multiplier in [2^30, 2^31) and shift <= -2 */
+} qconvert_add_params;
+
+void qconvert_add_fast_s8(const int8_t *a, const int8_t *b, int8_t *output,
+                          const qconvert_add_params *p);
+
 #ifdef __cplusplus
 }
 #endif
