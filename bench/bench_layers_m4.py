@@ -90,8 +90,17 @@ def main_source(name, ios, n) -> str:
 
 
 def measure(model: Path, kernels: str, defines=()) -> dict:
-    """{"total": instructions, "layers": [(index, op, instructions)]}."""
+    """{"total": instructions, "layers": [(index, op, instructions)]}; kernels "cmsis-whole":
+    the cmsis-nn set with every convolution one whole-layer call (no output over its input,
+    so no per-row calls: what TFLite Micro calls)."""
     graph = load_model(model).graph
+    if kernels == "cmsis-whole":
+        from unittest import mock
+
+        from qconvert.c_export import cmsis_nn
+
+        with mock.patch.object(cmsis_nn, "row_bands", lambda *a: None):
+            return measure(model, "cmsis-nn", defines)
     name = "net"
     files, _ = render_model(load_model(model), ModelOptions(
         name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor"))
@@ -116,7 +125,8 @@ def measure(model: Path, kernels: str, defines=()) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model", type=Path)
-    ap.add_argument("--kernels", nargs="+", default=["portable", "cmsis-nn"])
+    ap.add_argument("--kernels", nargs="+", default=["portable", "cmsis-nn"],
+                    help="portable, cmsis-nn, cmsis-whole (cmsis-nn without per-row calls)")
     args = ap.parse_args()
     results = {k: measure(args.model, k) for k in args.kernels}
     print(f"{args.model.name}: instructions on Cortex-M4 (QEMU -icount, FPGAIO counter)")

@@ -56,6 +56,72 @@ static int32_t end_tap(int32_t start, int32_t step, int32_t size, int32_t taps)
     return end < taps ? end : taps;
 }
 
+/* what the 3x3 interior path reads besides its pointers */
+typedef struct {
+    ptrdiff_t dx, dy;
+    int32_t off2, out_off;
+    uint32_t lo4, hi4; /* the clamps in each byte */
+    const int32_t *bias, *mult, *shift;
+} dw_ctx;
+
+#if QCONVERT_DSP
+#if defined(__GNUC__)
+#define DW_NOINLINE __attribute__((noinline)) /* its own registers: no spills in the taps */
+#else
+#define DW_NOINLINE
+#endif
+/* the four requantized outputs of a group, packed into one word and clamped to [lo, hi]
+ * per byte (SSUB8 / SEL): the 8-bit saturation first changes nothing the clamp keeps */
+#define DW_PACK4(v0, v1, v2, v3)                                                               \
+    (((uint32_t)__ssat(v0, 8) & 0xFFu) | (((uint32_t)__ssat(v1, 8) & 0xFFu) << 8) |             \
+     (((uint32_t)__ssat(v2, 8) & 0xFFu) << 16) | ((uint32_t)__ssat(v3, 8) << 24))
+
+/* every group of four channels of one output pixel whose 3x3 window lies inside the image
+ * (short requantization): in is the window's top-left tap, channel 0 */
+static DW_NOINLINE void dw3x3_pixel(const int8_t *in, const int8_t *w, int8_t *out,
+                                    int32_t groups, const dw_ctx *k)
+{
+    const ptrdiff_t dx = k->dx, dy = k->dy;
+    const int32_t off2 = k->off2;
+    const int32_t *bias = k->bias, *mult = k->mult, *shift = k->shift;
+    int32_t g;
+    for (g = 0; g < groups; ++g) {
+        int32_t acc0 = 0, acc1 = 0, acc2 = 0, acc3 = 0;
+        uint32_t packed;
+        if (bias != NULL) {
+            acc0 = bias[0];
+            acc1 = bias[1];
+            acc2 = bias[2];
+            acc3 = bias[3];
+            bias += 4;
+        }
+        DW_TAP4(in, w);
+        DW_TAP4(in + dx, w + 4);
+        DW_TAP4(in + 2 * dx, w + 8);
+        DW_TAP4(in + dy, w + 12);
+        DW_TAP4(in + dy + dx, w + 16);
+        DW_TAP4(in + dy + 2 * dx, w + 20);
+        DW_TAP4(in + 2 * dy, w + 24);
+        DW_TAP4(in + 2 * dy + dx, w + 28);
+        DW_TAP4(in + 2 * dy + 2 * dx, w + 32);
+        w += 36;
+        packed = DW_PACK4(qconvert_requantize_fast(acc0, mult[0], shift[0]) + k->out_off,
+                          qconvert_requantize_fast(acc1, mult[1], shift[1]) + k->out_off,
+                          qconvert_requantize_fast(acc2, mult[2], shift[2]) + k->out_off,
+                          qconvert_requantize_fast(acc3, mult[3], shift[3]) + k->out_off);
+        (void)__ssub8((int32_t)packed, (int32_t)k->lo4);
+        packed = __sel(packed, k->lo4);
+        (void)__ssub8((int32_t)packed, (int32_t)k->hi4);
+        packed = __sel(k->hi4, packed);
+        memcpy(out, &packed, 4);
+        mult += 4;
+        shift += 4;
+        out += 4;
+        in += 4;
+    }
+}
+#endif
+
 void qconvert_dw_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
                     int8_t *output, const qconvert_dw_params *p)
 {
@@ -69,6 +135,16 @@ void qconvert_dw_s8(const int8_t *input, const int8_t *weights, const int32_t *b
     const int32_t *const mult = p->multiplier, *const shift = p->shift;
 #if QCONVERT_DSP
     const int32_t off2 = (int32_t)(((uint32_t)off & 0xFFFFu) | ((uint32_t)off << 16));
+    dw_ctx k;
+    k.dx = dx;
+    k.dy = dy;
+    k.off2 = off2;
+    k.out_off = out_off;
+    k.lo4 = ((uint32_t)lo & 0xFFu) * 0x01010101u;
+    k.hi4 = ((uint32_t)hi & 0xFFu) * 0x01010101u;
+    k.bias = bias;
+    k.mult = mult;
+    k.shift = shift;
 #endif
     int32_t b, oy, ox, c, ky, kx;
     int8_t *out = output;
@@ -89,7 +165,15 @@ void qconvert_dw_s8(const int8_t *input, const int8_t *weights, const int32_t *b
                     ? in_b + (ptrdiff_t)(y0 + ky0 * p->dilation_h) * row
                           + (ptrdiff_t)(x0 + kx0 * p->dilation_w) * C
                     : in_b;
-                for (c = 0; c < C4; c += 4) {
+                c = 0;
+#if QCONVERT_DSP
+                if (full3 && fast) {
+                    dw3x3_pixel(in_px, weights, out, C4 / 4, &k);
+                    out += C4;
+                    c = C4;
+                }
+#endif
+                for (; c < C4; c += 4) {
                     const int8_t *wg = weights + (ptrdiff_t)c * taps;
                     int32_t acc0 = 0, acc1 = 0, acc2 = 0, acc3 = 0;
                     if (bias != NULL) {
