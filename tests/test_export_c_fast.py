@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from export_c_harness import (NEEDS_CROSS, STRICT, build_cortex_m, build_host, image_source,
-                              io_layout, parse, run_qemu, split_image_output)
+from export_c_harness import (NEEDS_CROSS, STRICT, build_cortex_m, build_host,
+                              cmsis_nn_available, cross_tools_available, image_source, io_layout,
+                              parse, run_qemu, split_image_output)
 from conftest import tflm_invoke
 from test_int_executor import CONV, Q8, int8_feeds
 
@@ -109,20 +110,23 @@ def export_models(models: dict, folder: Path, kernels="portable") -> dict:
     return done
 
 
-def run_image(models: dict, folder: Path, board=None, defines=(), expected=None) -> dict:
+def run_image(models: dict, folder: Path, board=None, defines=(), expected=None,
+              kernels="portable") -> dict:
     """Build one image (host when `board` is None) running every model on its samples; assert
     each output equals `expected(name, data, samples)` (default: TFLite Micro)."""
-    exported = export_models(models, folder)
+    exported = export_models(models, folder, kernels)
+    cmsis = kernels == "cmsis-nn"
     entries, samples = [], {}
     for name, data in models.items():
         samples[name] = _samples(data)
         entries.append((name, io_layout(exported[name][0]), samples[name]))
     main_c = image_source(entries)
     if board is None:
-        exe = build_host(folder, main_c, defines=list(defines))
+        exe = build_host(folder, main_c, defines=list(defines), cmsis=cmsis)
         text = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
     else:
-        text = run_qemu(build_cortex_m(folder, main_c, board, defines=list(defines)), board)
+        text = run_qemu(build_cortex_m(folder, main_c, board, defines=list(defines),
+                                       cmsis=cmsis), board)
     blocks = split_image_output(text)
     for name, data in models.items():
         graph = exported[name][0]
@@ -287,6 +291,41 @@ def test_add_single_rounding_matches_the_executor(tmp_path):
 @pytest.mark.parametrize("board", ("m4", "m55"))
 def test_add_cortex_m_bit_exact_with_tflite_micro(tmp_path, board):
     run_image(ADD_MODELS, tmp_path, board)
+
+
+# -- --kernels cmsis-nn keeps the kernels measured faster, on cores without Helium ------------
+KEEP_MODELS = {"same_shape": ADD_MODELS["same_shape"], "const_operand": ADD_MODELS["const_operand"],
+               "broadcast_channel": ADD_MODELS["broadcast_channel"],
+               "kws_global_avg": POOL_MODELS["kws_global_avg"],
+               "max_same_pad": POOL_MODELS["max_same_pad"], "kws3x3": DW_MODELS["kws3x3"]}
+
+
+def _kept(source: str, fn: str) -> str:
+    """"dsp" when `fn` is called only in the #else of an __ARM_FEATURE_MVE test, "all" when it
+    is called unguarded, "no" when it is not called."""
+    if f"{fn}(" not in source:
+        return "no"
+    return "dsp" if "#if defined(__ARM_FEATURE_MVE)" in source else "all"
+
+
+@pytest.mark.skipif(not cmsis_nn_available(), reason="CMSIS-NN is not beside the repository")
+@pytest.mark.parametrize("board", (None, "m4", "m55"))
+def test_cmsis_nn_keeps_the_faster_kernels_without_helium(tmp_path, board):
+    """Add and AveragePool: the qconvert kernel on cores without Helium, CMSIS-NN's with it;
+    must not: MaxPool and DepthwiseConv2D stay CMSIS-NN's, a broadcast Add the general kernel, a
+    constant operand (CMSIS-NN has no call for it) the qconvert kernel everywhere. Bit-exact
+    on the host, Cortex-M4 and Cortex-M55 (MVE)."""
+    if board is not None and not cross_tools_available():
+        pytest.skip("arm-none-eabi-gcc / qemu-system-arm missing")
+    exported = run_image(KEEP_MODELS, tmp_path, board, kernels="cmsis-nn")
+    src = {name: files[f"{name}.c"].decode() for name, (_, files, _) in exported.items()}
+    assert _kept(src["same_shape"], "qconvert_add_fast_s8") == "dsp"
+    assert "arm_elementwise_add_s8(" in src["same_shape"]
+    assert _kept(src["const_operand"], "qconvert_add_fast_s8") == "all"
+    assert _kept(src["broadcast_channel"], "qconvert_add_fast_s8") == "no"
+    assert _kept(src["kws_global_avg"], "qconvert_avgpool_fast_s8") == "dsp"
+    assert _kept(src["max_same_pad"], "qconvert_maxpool_fast_s8") == "no"
+    assert _kept(src["kws3x3"], "qconvert_dw_s8") == "no"
 
 
 def test_fast_requantize_condition_and_flag(tmp_path):

@@ -6,8 +6,9 @@
 TFLite rescales input k as requantize((x + offset_k) << left_shift, multiplier_k, shift_k), a
 function of the raw int8 value x: the exporter evaluates it for the 256 values with the integer
 executor's requantization (one table per rounding, TFLite's double and CMSIS-NN's single, as
-the one-value lookup ops carry them). Broadcasting adds, 16x8 layers and the cmsis-nn kernel
-set keep `model_steps`' lowering.
+the one-value lookup ops carry them). Broadcasting adds and 16x8 layers keep `model_steps`'
+lowering; with --kernels cmsis-nn, `fast_steps.keep_on_dsp` decides between this step and
+CMSIS-NN's.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def covered(graph, node) -> bool:
 
 def lower_add_fast(graph, node, index, options):
     """The step of an ADD node (see the module docstring)."""
-    if options.kernels != "portable" or not covered(graph, node):
+    if not covered(graph, node):
         return _lower_binary(graph, node, index, options)
     p = layer_params(graph, node)
     arrays: list = []

@@ -1,11 +1,23 @@
 """The lowering table of qconvert's layer-specialised int8 kernels (kernels/qconvert_nn_fast.h):
-which ops `model_steps.LOWERINGS` sends to them. Each lowering falls back to `model_steps`' own
-for the layers its kernel does not cover. The modules are imported at the first call (they use
-`model_steps`' helpers, and `model_steps` reads this table while it loads)."""
+which ops `model_steps.LOWERINGS` sends to them, and which of them `--kernels cmsis-nn` keeps.
+
+Each lowering falls back to `model_steps`' own for the layers its kernel does not cover. The
+modules are imported at the first call (they use `model_steps`' helpers, and `model_steps` reads
+this table while it loads).
+
+`--kernels cmsis-nn` keeps the qconvert kernel of the ops in `KEEP_ON_DSP` on cores without
+Helium, where it was measured faster than CMSIS-NN's (Cortex-M4, QEMU -icount, bench/
+bench_layers_m4.py): AVERAGE_POOL_2D on the DS-CNN's 25x5x64 global pool 26 K instructions
+against arm_avgpool_s8's 51 K; ADD on ResNet-8's 32x32x16 1 0.34 M against
+arm_elementwise_add_s8's 1.29 M. Helium builds (__ARM_FEATURE_MVE) call CMSIS-NN's vector
+kernels. (The depthwise kernel is faster too, 0.45 M against 0.55 M on the DS-CNN, but reads its
+weights in its own order, so CMSIS-NN and it cannot share one copy: not kept.)"""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from importlib import import_module
+from string import Template
 
 # op: (module, function)
 _TABLE = {"DepthwiseConv2D": ("depthwise_steps", "lower_depthwise"),
@@ -23,3 +35,26 @@ def _deferred(module: str, function: str):
 
 
 FAST_LOWERINGS = {op: _deferred(*where) for op, where in _TABLE.items()}
+KEEP_ON_DSP = frozenset({"AveragePool", "Add"})
+_FAST_HEADER = "qconvert_nn_fast.h"
+
+
+def keep_on_dsp(fast, cmsis):
+    """The step `--kernels cmsis-nn` emits for a node lowered to `fast` (a qconvert kernel step)
+    and `cmsis` (its CMSIS-NN step): CMSIS-NN's call on Helium builds, the qconvert kernel
+    elsewhere, when the op is in KEEP_ON_DSP; else `cmsis`. The output overlaps its input only
+    where both kernels allow it; the scratch is CMSIS-NN's Helium one (the qconvert kernels
+    need none)."""
+    if cmsis is fast or _FAST_HEADER not in fast.files or fast.node.op not in KEEP_ON_DSP:
+        return cmsis
+    call = "\n".join(["#if defined(__ARM_FEATURE_MVE)", cmsis.call.template, "#else",
+                      fast.call.template, "#endif"])
+    both = [c for c in (cmsis.plan.overlap or []) if c in (fast.plan.overlap or [])]
+    plan = replace(cmsis.plan, overlap=both or None)
+    scratch = None
+    if cmsis.scratch_builds:
+        scratch = {"helium": cmsis.scratch_builds["helium"], "other": 0}
+        plan.scratch = max(scratch.values())
+    return replace(cmsis, call=Template(call), arrays=cmsis.arrays + fast.arrays,
+                   decls=cmsis.decls + fast.decls, files=cmsis.files | fast.files, plan=plan,
+                   scratch_builds=scratch)

@@ -5,8 +5,8 @@ four-channel kernels of kernels/qconvert_nn_pool.c.
 
 The geometry struct is `model_steps.conv_struct`'s (no multipliers); the output overlaps its
 input as the general pool kernel's does (each block of four channels is written after all its
-taps are read, so the per-element "reads" bound holds). 16x8 layers and the cmsis-nn kernel set
-keep `model_steps`' lowering.
+taps are read, so the per-element "reads" bound holds). 16x8 layers keep `model_steps`' lowering;
+with --kernels cmsis-nn, `fast_steps.keep_on_dsp` decides between this step and CMSIS-NN's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ POOL_FILES = FAST_FILES | {"qconvert_nn_pool.c"}
 def lower_pool_fast(graph, node, index, options):
     """The step of an AveragePool or MaxPool node (see the module docstring)."""
     act = activation_of(graph, node)
-    if options.kernels != "portable" or act.bits != 8:
+    if act.bits != 8:
         return _lower_pool(graph, node, index, options)
     p = layer_params(graph, node)
     kernel_hw = tuple(p["kernel_shape"])
