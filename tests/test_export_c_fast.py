@@ -293,6 +293,66 @@ def test_add_cortex_m_bit_exact_with_tflite_micro(tmp_path, board):
     run_image(ADD_MODELS, tmp_path, board)
 
 
+MUL_CASES = {  # name: (shape a, shape b or "x", b constant, act, out scale / (s_a * s_b))
+    "same_shape": ((1, 6, 6, 8), (1, 6, 6, 8), False, "NONE", 120.0),
+    "x_times_x": ((2, 3, 5, 7), "x", False, "RELU", 90.0),
+    "channel_const": ((1, 5, 4, 12), (12,), True, "RELU6", 150.0),
+    "channel_act_first": ((1, 1, 1, 9), (1, 3, 4, 9), False, "NONE", 100.0),
+    # must not take qconvert_mul_fast_s8: a broadcast over another axis
+    "broadcast_pixel": ((1, 4, 4, 8), (1, 4, 4, 1), False, "NONE", 100.0),
+    # must not take the short requantization: shift > -2
+    "tiny_output_scale": ((1, 3, 3, 4), (1, 3, 3, 4), False, "NONE", 0.4),
+}
+
+
+def mul_model(case, seed=0) -> bytes:
+    """A one-MUL int8 model of `case` (a MUL_CASES row)."""
+    shape_a, shape_b, const_b, act, factor = case
+    n = Q8(seed)
+    s_a, s_b = 0.05, 0.08
+    a = n.input("a", shape_a, s_a, -3)
+    if shape_b == "x":
+        b, s_b = a, s_a
+    elif const_b:
+        b = n.const("b", n.rng.integers(-128, 128, shape_b).astype(np.int8), s_b, 6)
+    else:
+        b = n.input("b", shape_b, s_b, 6)
+    out_shape = tuple(np.broadcast_shapes(shape_a, shape_a if shape_b == "x" else shape_b))
+    scale = 6.0 / 250 if act == "RELU6" else s_a * s_b * factor
+    n.node("Mul", [a, b], "y", out_shape, scale, -2 if act != "RELU6" else -128, activation=act)
+    return n.build(["y"])
+
+
+MUL_MODELS = {name: mul_model(case, seed) for seed, (name, case) in
+              enumerate(MUL_CASES.items())}
+
+
+def test_mul_host_bit_exact_with_tflite_micro(tmp_path):
+    exported = run_image(MUL_MODELS, tmp_path)
+    for name, (_, files, _) in exported.items():
+        source = files[f"{name}.c"].decode()
+        assert ("qconvert_mul_fast_s8(" in source) == (name != "broadcast_pixel"), name
+        line = next((ln for ln in source.splitlines() if "qconvert_mul_params" in ln), "")
+        if name != "broadcast_pixel":
+            assert line.rstrip("};").rstrip().endswith(", 0") == (name == "tiny_output_scale"), \
+                line
+    assert exported["same_shape"][2].overlapped == 1
+
+
+def test_mul_single_rounding_matches_the_executor(tmp_path):
+    def single(name, data, sample):
+        graph = read_tflite(data).graph
+        return list(run_int8(graph, dict(zip(graph.inputs, sample)), rounding="single").values())
+
+    run_image(MUL_MODELS, tmp_path, defines=["-DQCONVERT_SINGLE_ROUNDING"], expected=single)
+
+
+@NEEDS_CROSS
+@pytest.mark.parametrize("board", ("m4", "m55"))
+def test_mul_cortex_m_bit_exact_with_tflite_micro(tmp_path, board):
+    run_image(MUL_MODELS, tmp_path, board)
+
+
 # -- --kernels cmsis-nn keeps the kernels measured faster, on cores without Helium ------------
 KEEP_MODELS = {"same_shape": ADD_MODELS["same_shape"], "const_operand": ADD_MODELS["const_operand"],
                "broadcast_channel": ADD_MODELS["broadcast_channel"],

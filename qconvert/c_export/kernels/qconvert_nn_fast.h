@@ -63,6 +63,22 @@ typedef struct {
 void qconvert_add_fast_s8(const int8_t *a, const int8_t *b, int8_t *output,
                           const qconvert_add_params *p);
 
+/* MUL (int8): output[o][i] = clamp(requantize((a[o][i] + input1_offset) *
+ * (b[o * b_step + i] + input2_offset)) + output_offset) for o < outer, i < inner: the same shapes
+ * (outer 1) or b one value per channel (b_step 0, inner the channel count). In place (over a) is
+ * allowed. */
+typedef struct {
+    int32_t outer, inner, b_step;
+    int32_t input1_offset, input2_offset;
+    int32_t output_multiplier;
+    int32_t output_shift; /* TFLite's, or with fast_requantize -shift - 2 */
+    int32_t output_offset, activation_min, activation_max;
+    int32_t fast_requantize; /* 1: multiplier in [2^30, 2^31) and shift <= -2 */
+} qconvert_mul_params;
+
+void qconvert_mul_fast_s8(const int8_t *a, const int8_t *b, int8_t *output,
+                          const qconvert_mul_params *p);
+
 #ifdef __cplusplus
 }
 #endif
