@@ -357,7 +357,10 @@ def test_mul_cortex_m_bit_exact_with_tflite_micro(tmp_path, board):
 KEEP_MODELS = {"same_shape": ADD_MODELS["same_shape"], "const_operand": ADD_MODELS["const_operand"],
                "broadcast_channel": ADD_MODELS["broadcast_channel"],
                "kws_global_avg": POOL_MODELS["kws_global_avg"],
-               "max_same_pad": POOL_MODELS["max_same_pad"], "kws3x3": DW_MODELS["kws3x3"]}
+               "max_same_pad": POOL_MODELS["max_same_pad"], "kws3x3": DW_MODELS["kws3x3"],
+               "mul_same": MUL_MODELS["same_shape"], "mul_channel": MUL_MODELS["channel_const"],
+               "mul_broadcast_pixel": MUL_MODELS["broadcast_pixel"],
+               "max_batch2": POOL_MODELS["max_2x2"]}
 
 
 def _kept(source: str, fn: str) -> str:
@@ -371,10 +374,11 @@ def _kept(source: str, fn: str) -> str:
 @pytest.mark.skipif(not cmsis_nn_available(), reason="CMSIS-NN is not beside the repository")
 @pytest.mark.parametrize("board", (None, "m4", "m55"))
 def test_cmsis_nn_keeps_the_faster_kernels_without_helium(tmp_path, board):
-    """Add and AveragePool: the qconvert kernel on cores without Helium, CMSIS-NN's with it;
-    must not: MaxPool and DepthwiseConv2D stay CMSIS-NN's, a broadcast Add the general kernel, a
-    constant operand (CMSIS-NN has no call for it) the qconvert kernel everywhere. Bit-exact
-    on the host, Cortex-M4 and Cortex-M55 (MVE)."""
+    """Add, Mul, AveragePool, MaxPool: the qconvert kernel on cores without Helium, CMSIS-NN's
+    with it; must not: DepthwiseConv2D stays CMSIS-NN's, a broadcast Add or a Mul broadcast over
+    pixels the general kernel; what CMSIS-NN has no call for (a constant operand, a channel
+    vector, batch 2 pools) the qconvert kernel everywhere. Bit-exact on the host, Cortex-M4 and
+    Cortex-M55 (MVE)."""
     if board is not None and not cross_tools_available():
         pytest.skip("arm-none-eabi-gcc / qemu-system-arm missing")
     exported = run_image(KEEP_MODELS, tmp_path, board, kernels="cmsis-nn")
@@ -384,7 +388,13 @@ def test_cmsis_nn_keeps_the_faster_kernels_without_helium(tmp_path, board):
     assert _kept(src["const_operand"], "qconvert_add_fast_s8") == "all"
     assert _kept(src["broadcast_channel"], "qconvert_add_fast_s8") == "no"
     assert _kept(src["kws_global_avg"], "qconvert_avgpool_fast_s8") == "dsp"
-    assert _kept(src["max_same_pad"], "qconvert_maxpool_fast_s8") == "no"
+    assert _kept(src["max_same_pad"], "qconvert_maxpool_fast_s8") == "dsp"
+    assert "arm_max_pool_s8(" in src["max_same_pad"]
+    assert _kept(src["max_batch2"], "qconvert_maxpool_fast_s8") == "all"
+    assert _kept(src["mul_same"], "qconvert_mul_fast_s8") == "dsp"
+    assert "arm_elementwise_mul_s8(" in src["mul_same"]
+    assert _kept(src["mul_channel"], "qconvert_mul_fast_s8") == "all"
+    assert _kept(src["mul_broadcast_pixel"], "qconvert_mul_fast_s8") == "no"
     assert _kept(src["kws3x3"], "qconvert_dw_s8") == "no"
 
 

@@ -7,9 +7,11 @@ this table while it loads).
 
 `--kernels cmsis-nn` keeps the qconvert kernel of the ops in `KEEP_ON_DSP` on cores without
 Helium, where it was measured faster than CMSIS-NN's (Cortex-M4, QEMU -icount, bench/
-bench_layers_m4.py): AVERAGE_POOL_2D on the DS-CNN's 25x5x64 global pool 26 K instructions
-against arm_avgpool_s8's 51 K; ADD on ResNet-8's 32x32x16 1 0.34 M against
-arm_elementwise_add_s8's 1.29 M. Helium builds (__ARM_FEATURE_MVE) call CMSIS-NN's vector
+bench_layers_m4.py, instructions per layer): AVERAGE_POOL_2D on the DS-CNN's 25x5x64 global pool
+26 K against arm_avgpool_s8's 51 K (2x2 stride 2 on 32x32x32: 0.33 M against about 0.34 M);
+MAX_POOL_2D 2x2 stride 2 on 32x32x32 0.15 M against arm_max_pool_s8's 0.31 M; ADD on ResNet-8's
+32x32x16 0.34 M against arm_elementwise_add_s8's 1.29 M; MUL on 32x32x16 0.34 M against
+arm_elementwise_mul_s8's 0.58 M. Helium builds (__ARM_FEATURE_MVE) call CMSIS-NN's vector
 kernels. (The depthwise kernel is faster too, 0.45 M against 0.55 M on the DS-CNN, but reads its
 weights in its own order, so CMSIS-NN and it cannot share one copy: not kept.)"""
 
@@ -36,7 +38,7 @@ def _deferred(module: str, function: str):
 
 
 FAST_LOWERINGS = {op: _deferred(*where) for op, where in _TABLE.items()}
-KEEP_ON_DSP = frozenset({"AveragePool", "Add"})
+KEEP_ON_DSP = frozenset({"AveragePool", "MaxPool", "Add", "Mul"})
 _FAST_HEADER = "qconvert_nn_fast.h"
 
 
