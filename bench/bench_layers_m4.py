@@ -62,6 +62,7 @@ def instrument(source: str) -> tuple:
     body = re.sub(r"^( +)/\* layer (\d+): (\w+).*\*/$", mark, body, flags=re.M)
     body = re.sub(r"^( *)(copy_bytes\(output)", r"\1qc_lap(-1);\n\1\2", body, count=1,
                   flags=re.M)
+    body = re.sub(r"^( *)(return 0;)", r"\1qc_lap(-1);\n\1\2", body, count=1, flags=re.M)
     out = "void qc_lap(int layer);\n" + head + sep + body
     return out, layers
 

@@ -76,6 +76,57 @@ typedef struct {
     (((uint32_t)__ssat(v0, 8) & 0xFFu) | (((uint32_t)__ssat(v1, 8) & 0xFFu) << 8) |             \
      (((uint32_t)__ssat(v2, 8) & 0xFFu) << 16) | ((uint32_t)__ssat(v3, 8) << 24))
 
+/* the four outputs of a group (locals acc0..3, mult, shift, out, packed; k): short
+ * requantization, packed, clamped, stored; the per-channel pointers move on */
+#define DW_FINISH4()                                                                           \
+    do {                                                                                       \
+        packed = DW_PACK4(qconvert_requantize_fast(acc0, mult[0], shift[0]) + k->out_off,      \
+                          qconvert_requantize_fast(acc1, mult[1], shift[1]) + k->out_off,      \
+                          qconvert_requantize_fast(acc2, mult[2], shift[2]) + k->out_off,      \
+                          qconvert_requantize_fast(acc3, mult[3], shift[3]) + k->out_off);     \
+        (void)__ssub8((int32_t)packed, (int32_t)k->lo4);                                       \
+        packed = __sel(packed, k->lo4);                                                        \
+        (void)__ssub8((int32_t)packed, (int32_t)k->hi4);                                       \
+        packed = __sel(k->hi4, packed);                                                        \
+        memcpy(out, &packed, 4);                                                               \
+        mult += 4;                                                                             \
+        shift += 4;                                                                            \
+        out += 4;                                                                              \
+    } while (0)
+
+#define DW_LIST_MAX 25 /* taps of the windows the list path takes (5x5) */
+
+/* every group of four channels of one output pixel (short requantization) over a list of its
+ * n taps inside the image: tap j reads input in[taps[2 j]] and weights w[taps[2 j + 1]] (then
+ * both move on by four channels per group, the weights by `w_group`) */
+static DW_NOINLINE void dw_list_pixel(const int8_t *in, const int8_t *w, int8_t *out,
+                                      int32_t groups, const int32_t *taps, int32_t n,
+                                      int32_t w_group, const dw_ctx *k)
+{
+    const int32_t off2 = k->off2;
+    const int32_t *bias = k->bias, *mult = k->mult, *shift = k->shift;
+    const int32_t *const end = taps + 2 * n;
+    int32_t g;
+    for (g = 0; g < groups; ++g) {
+        int32_t acc0 = 0, acc1 = 0, acc2 = 0, acc3 = 0;
+        const int32_t *t;
+        uint32_t packed;
+        if (bias != NULL) {
+            acc0 = bias[0];
+            acc1 = bias[1];
+            acc2 = bias[2];
+            acc3 = bias[3];
+            bias += 4;
+        }
+        for (t = taps; t < end; t += 2) {
+            DW_TAP4(in + t[0], w + t[1]);
+        }
+        DW_FINISH4();
+        in += 4;
+        w += w_group;
+    }
+}
+
 /* every group of four channels of one output pixel whose 3x3 window lies inside the image
  * (short requantization): in is the window's top-left tap, channel 0 */
 static DW_NOINLINE void dw3x3_pixel(const int8_t *in, const int8_t *w, int8_t *out,
@@ -105,18 +156,7 @@ static DW_NOINLINE void dw3x3_pixel(const int8_t *in, const int8_t *w, int8_t *o
         DW_TAP4(in + 2 * dy + dx, w + 28);
         DW_TAP4(in + 2 * dy + 2 * dx, w + 32);
         w += 36;
-        packed = DW_PACK4(qconvert_requantize_fast(acc0, mult[0], shift[0]) + k->out_off,
-                          qconvert_requantize_fast(acc1, mult[1], shift[1]) + k->out_off,
-                          qconvert_requantize_fast(acc2, mult[2], shift[2]) + k->out_off,
-                          qconvert_requantize_fast(acc3, mult[3], shift[3]) + k->out_off);
-        (void)__ssub8((int32_t)packed, (int32_t)k->lo4);
-        packed = __sel(packed, k->lo4);
-        (void)__ssub8((int32_t)packed, (int32_t)k->hi4);
-        packed = __sel(k->hi4, packed);
-        memcpy(out, &packed, 4);
-        mult += 4;
-        shift += 4;
-        out += 4;
+        DW_FINISH4();
         in += 4;
     }
 }
@@ -169,6 +209,17 @@ void qconvert_dw_s8(const int8_t *input, const int8_t *weights, const int32_t *b
 #if QCONVERT_DSP
                 if (full3 && fast) {
                     dw3x3_pixel(in_px, weights, out, C4 / 4, &k);
+                    out += C4;
+                    c = C4;
+                } else if (fast && C4 > 0 && taps <= DW_LIST_MAX) {
+                    int32_t list[2 * DW_LIST_MAX], n = 0;
+                    for (ky = ky0; ky < ky1; ++ky) {
+                        for (kx = kx0; kx < kx1; ++kx) {
+                            list[n++] = (int32_t)((ky - ky0) * dy + (kx - kx0) * dx);
+                            list[n++] = (ky * kw + kx) * 4;
+                        }
+                    }
+                    dw_list_pixel(in_px, weights, out, C4 / 4, list, n / 2, taps * 4, &k);
                     out += C4;
                     c = C4;
                 }
