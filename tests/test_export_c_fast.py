@@ -362,7 +362,11 @@ KEEP_MODELS = {"same_shape": ADD_MODELS["same_shape"], "const_operand": ADD_MODE
                "max_same_pad": POOL_MODELS["max_same_pad"], "kws3x3": DW_MODELS["kws3x3"],
                "mul_same": MUL_MODELS["same_shape"], "mul_channel": MUL_MODELS["channel_const"],
                "mul_broadcast_pixel": MUL_MODELS["broadcast_pixel"],
-               "max_batch2": POOL_MODELS["max_2x2"]}
+               "max_batch2": POOL_MODELS["max_2x2"], "mult2": DW_MODELS["mult2"],
+               "chain_inplace": DW_MODELS["chain_inplace"], "odd_c_s2": DW_MODELS["odd_c_s2"],
+               "big_multiplier": DW_MODELS["big_multiplier"], "c5_7x7": DW_MODELS["c5_7x7"],
+               "c6_5x5": DW_MODELS["c6_5x5"], "nonsquare_dil": DW_MODELS["nonsquare_dil"],
+               "batch2_1x1": DW_MODELS["batch2_1x1"]}
 
 
 def _kept(source: str, fn: str) -> str:
@@ -376,9 +380,10 @@ def _kept(source: str, fn: str) -> str:
 @pytest.mark.skipif(not cmsis_nn_available(), reason="CMSIS-NN is not beside the repository")
 @pytest.mark.parametrize("board", (None, "m4", "m55"))
 def test_cmsis_nn_keeps_the_faster_kernels_without_helium(tmp_path, board):
-    """Add, Mul, AveragePool, MaxPool: the qconvert kernel on cores without Helium, CMSIS-NN's
-    with it; must not: DepthwiseConv2D stays CMSIS-NN's, a broadcast Add or a Mul broadcast over
-    pixels the general kernel; what CMSIS-NN has no call for (a constant operand, a channel
+    """Add, Mul, AveragePool, MaxPool, DepthwiseConv2D (qconvert_dw_hwc_s8, on the weights
+    CMSIS-NN reads): the qconvert kernel on cores without Helium, CMSIS-NN's with it; must not:
+    a depth multiplier 2 stays CMSIS-NN's, a broadcast Add or a Mul broadcast over pixels the
+    general kernel; what CMSIS-NN has no call for (a constant operand, a channel
     vector, batch 2 pools) the qconvert kernel everywhere. Bit-exact on the host, Cortex-M4 and
     Cortex-M55 (MVE)."""
     if board is not None and not cross_tools_available():
@@ -397,7 +402,12 @@ def test_cmsis_nn_keeps_the_faster_kernels_without_helium(tmp_path, board):
     assert "arm_elementwise_mul_s8(" in src["mul_same"]
     assert _kept(src["mul_channel"], "qconvert_mul_fast_s8") == "all"
     assert _kept(src["mul_broadcast_pixel"], "qconvert_mul_fast_s8") == "no"
-    assert _kept(src["kws3x3"], "qconvert_dw_s8") == "no"
+    assert _kept(src["kws3x3"], "qconvert_dw_hwc_s8") == "dsp"
+    assert "arm_depthwise_conv_wrapper_s8(" in src["kws3x3"]
+    assert src["kws3x3"].count("l0_weights[") == 1  # one copy of the weights
+    assert _kept(src["mult2"], "qconvert_dw_hwc_s8") == "no"
+    assert _kept(src["chain_inplace"], "qconvert_dw_hwc_s8") == "dsp"
+    assert exported["chain_inplace"][2].overlapped == 2  # CMSIS-NN per row, ours whole
 
 
 def test_fast_requantize_condition_and_flag(tmp_path):

@@ -318,6 +318,8 @@ def lower_cmsis(graph, step: Step, options) -> Step:
     if is_int16_node(graph, node):  # 16x8 layers: CMSIS-NN's s16 kernels (cmsis_nn_s16)
         from .cmsis_nn_s16 import lower_cmsis_s16
         return lower_cmsis_s16(graph, step, options)
+    if node.op == "DepthwiseConv2D":
+        return keep_on_dsp(step, conv_step(graph, node, step, S8_CONV))
     if node.op in ("Conv2D", "DepthwiseConv2D"):
         grouped = node.op == "Conv2D" and graph.tensors[node.inputs[1]].data.shape[3] != \
             tensor_dims(graph, node.inputs[0])[3]

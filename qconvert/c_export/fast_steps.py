@@ -12,8 +12,9 @@ bench_layers_m4.py, instructions per layer): AVERAGE_POOL_2D on the DS-CNN's 25x
 MAX_POOL_2D 2x2 stride 2 on 32x32x32 0.15 M against arm_max_pool_s8's 0.31 M; ADD on ResNet-8's
 32x32x16 0.34 M against arm_elementwise_add_s8's 1.29 M; MUL on 32x32x16 0.34 M against
 arm_elementwise_mul_s8's 0.58 M. Helium builds (__ARM_FEATURE_MVE) call CMSIS-NN's vector
-kernels. (The depthwise kernel is faster too, 0.45 M against 0.55 M on the DS-CNN, but reads its
-weights in its own order, so CMSIS-NN and it cannot share one copy: not kept.)"""
+kernels. DEPTHWISE_CONV_2D on the DS-CNN's 25x5x64 3x3: qconvert_dw_hwc_s8 (the weights in
+TFLite's order, shared with CMSIS-NN's call) 0.41 M against arm_depthwise_conv_wrapper_s8's
+0.55 M."""
 
 from __future__ import annotations
 
@@ -38,26 +39,38 @@ def _deferred(module: str, function: str):
 
 
 FAST_LOWERINGS = {op: _deferred(*where) for op, where in _TABLE.items()}
-KEEP_ON_DSP = frozenset({"AveragePool", "MaxPool", "Add", "Mul"})
+KEEP_ON_DSP = frozenset({"AveragePool", "MaxPool", "Add", "Mul", "DepthwiseConv2D"})
 _FAST_HEADER = "qconvert_nn_fast.h"
 
 
 def keep_on_dsp(fast, cmsis):
     """The step `--kernels cmsis-nn` emits for a node lowered to `fast` (a qconvert kernel step)
     and `cmsis` (its CMSIS-NN step): CMSIS-NN's call on Helium builds, the qconvert kernel
-    elsewhere, when the op is in KEEP_ON_DSP; else `cmsis`. The output overlaps its input only
-    where both kernels allow it; the scratch is CMSIS-NN's Helium one (the qconvert kernels
-    need none)."""
+    elsewhere, when the op is in KEEP_ON_DSP; else `cmsis`. Arrays of the same name are the
+    same values (the depthwise steps share TFLite's weights, multipliers and shifts) and are
+    written once. The output overlaps its input only where both kernels allow it: CMSIS-NN's
+    per-row "bands" (each row written below everything it and later rows read) also bound the
+    qconvert kernels, which write each element after reading its taps, so a banded plan stays,
+    CMSIS-NN called per row and the qconvert kernel once. The scratch is CMSIS-NN's Helium one
+    (the qconvert kernels need none)."""
     if cmsis is fast or _FAST_HEADER not in fast.files or fast.node.op not in KEEP_ON_DSP:
         return cmsis
-    call = "\n".join(["#if defined(__ARM_FEATURE_MVE)", cmsis.call.template, "#else",
-                      fast.call.template, "#endif"])
-    both = [c for c in (cmsis.plan.overlap or []) if c in (fast.plan.overlap or [])]
+    call = _per_build(cmsis.call.template, fast.call.template)
+    banded = None if cmsis.banded is None else \
+        Template(_per_build(cmsis.banded.template, fast.call.template))
+    bands = [c for c in (cmsis.plan.overlap or []) if c[0] == "bands"]
+    both = bands or [c for c in (cmsis.plan.overlap or []) if c in (fast.plan.overlap or [])]
     plan = replace(cmsis.plan, overlap=both or None)
     scratch = None
     if cmsis.scratch_builds:
         scratch = {"helium": cmsis.scratch_builds["helium"], "other": 0}
         plan.scratch = max(scratch.values())
-    return replace(cmsis, call=Template(call), arrays=cmsis.arrays + fast.arrays,
+    names = {a[0] for a in cmsis.arrays}
+    arrays = cmsis.arrays + [a for a in fast.arrays if a[0] not in names]
+    return replace(cmsis, call=Template(call), banded=banded, arrays=arrays,
                    decls=cmsis.decls + fast.decls, files=cmsis.files | fast.files, plan=plan,
                    scratch_builds=scratch)
+
+
+def _per_build(helium: str, other: str) -> str:
+    return "\n".join(["#if defined(__ARM_FEATURE_MVE)", helium, "#else", other, "#endif"])

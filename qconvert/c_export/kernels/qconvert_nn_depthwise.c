@@ -5,9 +5,32 @@
  * and one of four weights per tap (the exporter lays the weights out in the order read), the
  * input offset added while the bytes are widened to 16-bit pairs (SXTAB16), two channels'
  * products into separate accumulators (SMLABB / SMLATT). Taps outside the image are skipped
- * (per pixel tap ranges), so the border needs no other path; a full 3x3 window is unrolled.
+ * (per pixel tap ranges); a full 3x3 window is unrolled, other windows go through a per-pixel
+ * list of their taps; both requantize in the short form and clamp four outputs at once.
+ *
+ * The same source compiles a second kernel, qconvert_dw_hwc_s8, when QCONVERT_DW_HWC is defined
+ * (qconvert_nn_depthwise_hwc.c): the weights in TFLite's [kh][kw][C] order and TFLite's shifts,
+ * the arrays CMSIS-NN's depthwise call reads (--kernels cmsis-nn shares them).
  */
 #include "qconvert_nn_simd.h"
+
+#ifndef QCONVERT_DW_HWC
+#define DW_NAME qconvert_dw_s8
+#define DW_WBASE(c, taps) ((ptrdiff_t)(c) * (taps))  /* group of channel c from the weights */
+#define DW_WT(t, C) ((t) * 4)                          /* tap t from its group */
+#define DW_WGROUP(taps) ((taps) * 4)                   /* one group to the next */
+#define DW_WTAIL(t, c, C4, taps, tail, C) ((ptrdiff_t)(C4) * (taps) + (ptrdiff_t)(t) * (tail) + (c))
+#define DW_WTAIL_STEP(tail, C) (tail)                  /* one tap to the next, last channels */
+#define DW_FAST_R(s) (s)                               /* the exporter stored -shift - 2 */
+#else
+#define DW_NAME qconvert_dw_hwc_s8
+#define DW_WBASE(c, taps) ((ptrdiff_t)(c))
+#define DW_WT(t, C) ((ptrdiff_t)(t) * (C))
+#define DW_WGROUP(taps) 4
+#define DW_WTAIL(t, c, C4, taps, tail, C) ((ptrdiff_t)(t) * (C) + (C4) + (c))
+#define DW_WTAIL_STEP(tail, C) (C)
+#define DW_FAST_R(s) (-(s) - 2)                        /* TFLite's shift */
+#endif
 
 #include <stddef.h>
 
@@ -40,7 +63,8 @@
 
 /* the output stage of channel c (locals of qconvert_dw_s8: fast, mult, shift, out_off, lo, hi) */
 #define DW_OUT(acc, c)                                                                         \
-    (int8_t)qconvert_clamp_fast((fast ? qconvert_requantize_fast(acc, mult[c], shift[c])       \
+    (int8_t)qconvert_clamp_fast((fast ? qconvert_requantize_fast(acc, mult[c],                 \
+                                                                 DW_FAST_R(shift[c]))          \
                                       : qconvert_requantize(acc, mult[c], shift[c]))           \
                                     + out_off, lo, hi)
 
@@ -58,7 +82,7 @@ static int32_t end_tap(int32_t start, int32_t step, int32_t size, int32_t taps)
 
 /* what the 3x3 interior path reads besides its pointers */
 typedef struct {
-    ptrdiff_t dx, dy;
+    ptrdiff_t dx, dy, channels;
     int32_t off2, out_off;
     uint32_t lo4, hi4; /* the clamps in each byte */
     const int32_t *bias, *mult, *shift;
@@ -80,10 +104,10 @@ typedef struct {
  * requantization, packed, clamped, stored; the per-channel pointers move on */
 #define DW_FINISH4()                                                                           \
     do {                                                                                       \
-        packed = DW_PACK4(qconvert_requantize_fast(acc0, mult[0], shift[0]) + k->out_off,      \
-                          qconvert_requantize_fast(acc1, mult[1], shift[1]) + k->out_off,      \
-                          qconvert_requantize_fast(acc2, mult[2], shift[2]) + k->out_off,      \
-                          qconvert_requantize_fast(acc3, mult[3], shift[3]) + k->out_off);     \
+        packed = DW_PACK4(qconvert_requantize_fast(acc0, mult[0], DW_FAST_R(shift[0])) + k->out_off,      \
+                          qconvert_requantize_fast(acc1, mult[1], DW_FAST_R(shift[1])) + k->out_off,      \
+                          qconvert_requantize_fast(acc2, mult[2], DW_FAST_R(shift[2])) + k->out_off,      \
+                          qconvert_requantize_fast(acc3, mult[3], DW_FAST_R(shift[3])) + k->out_off);     \
         (void)__ssub8((int32_t)packed, (int32_t)k->lo4);                                       \
         packed = __sel(packed, k->lo4);                                                        \
         (void)__ssub8((int32_t)packed, (int32_t)k->hi4);                                       \
@@ -132,10 +156,11 @@ static DW_NOINLINE void dw_list_pixel(const int8_t *in, const int8_t *w, int8_t 
 static DW_NOINLINE void dw3x3_pixel(const int8_t *in, const int8_t *w, int8_t *out,
                                     int32_t groups, const dw_ctx *k)
 {
-    const ptrdiff_t dx = k->dx, dy = k->dy;
+    const ptrdiff_t dx = k->dx, dy = k->dy, C = k->channels;
     const int32_t off2 = k->off2;
     const int32_t *bias = k->bias, *mult = k->mult, *shift = k->shift;
     int32_t g;
+    (void)C;
     for (g = 0; g < groups; ++g) {
         int32_t acc0 = 0, acc1 = 0, acc2 = 0, acc3 = 0;
         uint32_t packed;
@@ -147,29 +172,28 @@ static DW_NOINLINE void dw3x3_pixel(const int8_t *in, const int8_t *w, int8_t *o
             bias += 4;
         }
         DW_TAP4(in, w);
-        DW_TAP4(in + dx, w + 4);
-        DW_TAP4(in + 2 * dx, w + 8);
-        DW_TAP4(in + dy, w + 12);
-        DW_TAP4(in + dy + dx, w + 16);
-        DW_TAP4(in + dy + 2 * dx, w + 20);
-        DW_TAP4(in + 2 * dy, w + 24);
-        DW_TAP4(in + 2 * dy + dx, w + 28);
-        DW_TAP4(in + 2 * dy + 2 * dx, w + 32);
-        w += 36;
+        DW_TAP4(in + dx, w + DW_WT(1, C));
+        DW_TAP4(in + 2 * dx, w + DW_WT(2, C));
+        DW_TAP4(in + dy, w + DW_WT(3, C));
+        DW_TAP4(in + dy + dx, w + DW_WT(4, C));
+        DW_TAP4(in + dy + 2 * dx, w + DW_WT(5, C));
+        DW_TAP4(in + 2 * dy, w + DW_WT(6, C));
+        DW_TAP4(in + 2 * dy + dx, w + DW_WT(7, C));
+        DW_TAP4(in + 2 * dy + 2 * dx, w + DW_WT(8, C));
+        w += DW_WGROUP(9);
         DW_FINISH4();
         in += 4;
     }
 }
 #endif
 
-void qconvert_dw_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
-                    int8_t *output, const qconvert_dw_params *p)
+void DW_NAME(const int8_t *input, const int8_t *weights, const int32_t *bias, int8_t *output,
+             const qconvert_dw_params *p)
 {
     const int32_t C = p->channels, C4 = C & ~3, kw = p->kernel_w;
     const int32_t taps = p->kernel_h * kw, tail = C - C4;
     const ptrdiff_t row = (ptrdiff_t)p->in_w * C;
     const ptrdiff_t dx = (ptrdiff_t)p->dilation_w * C, dy = (ptrdiff_t)p->dilation_h * row;
-    const int8_t *w_tail = weights + (ptrdiff_t)C4 * taps;
     const int32_t off = p->input_offset, out_off = p->output_offset;
     const int32_t lo = p->activation_min, hi = p->activation_max, fast = p->fast_requantize;
     const int32_t *const mult = p->multiplier, *const shift = p->shift;
@@ -177,6 +201,7 @@ void qconvert_dw_s8(const int8_t *input, const int8_t *weights, const int32_t *b
     const int32_t off2 = (int32_t)(((uint32_t)off & 0xFFFFu) | ((uint32_t)off << 16));
     dw_ctx k;
     k.dx = dx;
+    k.channels = C;
     k.dy = dy;
     k.off2 = off2;
     k.out_off = out_off;
@@ -216,16 +241,17 @@ void qconvert_dw_s8(const int8_t *input, const int8_t *weights, const int32_t *b
                     for (ky = ky0; ky < ky1; ++ky) {
                         for (kx = kx0; kx < kx1; ++kx) {
                             list[n++] = (int32_t)((ky - ky0) * dy + (kx - kx0) * dx);
-                            list[n++] = (ky * kw + kx) * 4;
+                            list[n++] = (int32_t)DW_WT(ky * kw + kx, C);
                         }
                     }
-                    dw_list_pixel(in_px, weights, out, C4 / 4, list, n / 2, taps * 4, &k);
+                    dw_list_pixel(in_px, weights, out, C4 / 4, list, n / 2, DW_WGROUP(taps),
+                                  &k);
                     out += C4;
                     c = C4;
                 }
 #endif
                 for (; c < C4; c += 4) {
-                    const int8_t *wg = weights + (ptrdiff_t)c * taps;
+                    const int8_t *wg = weights + DW_WBASE(c, taps);
                     int32_t acc0 = 0, acc1 = 0, acc2 = 0, acc3 = 0;
                     if (bias != NULL) {
                         acc0 = bias[c];
@@ -236,17 +262,17 @@ void qconvert_dw_s8(const int8_t *input, const int8_t *weights, const int32_t *b
                     if (full3) {
                         for (ky = 0; ky < 3; ++ky) {
                             const int8_t *r = in_px + c + ky * dy;
-                            const int8_t *pw = wg + 12 * ky;
+                            const int8_t *pw = wg + DW_WT(3 * ky, C);
                             DW_TAP4(r, pw);
-                            DW_TAP4(r + dx, pw + 4);
-                            DW_TAP4(r + 2 * dx, pw + 8);
+                            DW_TAP4(r + dx, pw + DW_WT(1, C));
+                            DW_TAP4(r + 2 * dx, pw + DW_WT(2, C));
                         }
                     } else {
                         for (ky = ky0; ky < ky1; ++ky) {
                             const int8_t *r = in_px + c + (ky - ky0) * dy;
-                            const int8_t *pw = wg + (ky * kw + kx0) * 4;
+                            const int8_t *pw = wg + DW_WT(ky * kw + kx0, C);
                             for (kx = 0; kx < kx1 - kx0; ++kx) {
-                                DW_TAP4(r + kx * dx, pw + kx * 4);
+                                DW_TAP4(r + kx * dx, pw + DW_WT(kx, C));
                             }
                         }
                     }
@@ -260,9 +286,10 @@ void qconvert_dw_s8(const int8_t *input, const int8_t *weights, const int32_t *b
                     int32_t acc = bias != NULL ? bias[C4 + c] : 0;
                     for (ky = ky0; ky < ky1; ++ky) {
                         const int8_t *r = in_px + C4 + c + (ky - ky0) * dy;
-                        const int8_t *pw = w_tail + (ky * kw + kx0) * tail + c;
+                        const int8_t *pw =
+                            weights + DW_WTAIL(ky * kw + kx0, c, C4, taps, tail, C);
                         for (kx = 0; kx < kx1 - kx0; ++kx) {
-                            acc += (r[kx * dx] + off) * pw[kx * tail];
+                            acc += (r[kx * dx] + off) * pw[kx * DW_WTAIL_STEP(tail, C)];
                         }
                     }
                     *out++ = DW_OUT(acc, C4 + c);

@@ -39,6 +39,11 @@ typedef struct {
 void qconvert_dw_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
                     int8_t *output, const qconvert_dw_params *p);
 
+/* The same with TFLite's weights [1][kh][kw][channels] and TFLite's shifts (also with
+ * fast_requantize): the arrays CMSIS-NN's depthwise call reads. */
+void qconvert_dw_hwc_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
+                        int8_t *output, const qconvert_dw_params *p);
+
 /* AveragePool / MaxPool (int8) over qconvert_nn.h's conv geometry (dilation 1, out_c = in_c,
  * multiplier and shift unused): taps outside the image are skipped (the average counts only
  * those inside), as TFLite Micro's reference kernels. */
