@@ -356,7 +356,8 @@ def test_mul_cortex_m_bit_exact_with_tflite_micro(tmp_path, board):
 
 
 # -- --kernels cmsis-nn keeps the kernels measured faster, on cores without Helium ------------
-KEEP_MODELS = {"same_shape": ADD_MODELS["same_shape"], "const_operand": ADD_MODELS["const_operand"],
+KEEP_MODELS = {"same_shape": ADD_MODELS["same_shape"],
+               "const_operand": ADD_MODELS["const_operand"],
                "broadcast_channel": ADD_MODELS["broadcast_channel"],
                "kws_global_avg": POOL_MODELS["kws_global_avg"],
                "max_same_pad": POOL_MODELS["max_same_pad"], "kws3x3": DW_MODELS["kws3x3"],

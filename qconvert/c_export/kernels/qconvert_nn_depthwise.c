@@ -19,7 +19,8 @@
 #define DW_WBASE(c, taps) ((ptrdiff_t)(c) * (taps))  /* group of channel c from the weights */
 #define DW_WT(t, C) ((t) * 4)                          /* tap t from its group */
 #define DW_WGROUP(taps) ((taps) * 4)                   /* one group to the next */
-#define DW_WTAIL(t, c, C4, taps, tail, C) ((ptrdiff_t)(C4) * (taps) + (ptrdiff_t)(t) * (tail) + (c))
+#define DW_WTAIL(t, c, C4, taps, tail, C) /* tap t of channel C4 + c (the last C % 4) */       \
+    ((ptrdiff_t)(C4) * (taps) + (ptrdiff_t)(t) * (tail) + (c))
 #define DW_WTAIL_STEP(tail, C) (tail)                  /* one tap to the next, last channels */
 #define DW_FAST_R(s) (s)                               /* the exporter stored -shift - 2 */
 #else
@@ -100,14 +101,14 @@ typedef struct {
     (((uint32_t)__ssat(v0, 8) & 0xFFu) | (((uint32_t)__ssat(v1, 8) & 0xFFu) << 8) |             \
      (((uint32_t)__ssat(v2, 8) & 0xFFu) << 16) | ((uint32_t)__ssat(v3, 8) << 24))
 
+/* channel j of the group, short requantization, + the output offset */
+#define DW_REQ(acc, j) (qconvert_requantize_fast(acc, mult[j], DW_FAST_R(shift[j])) + k->out_off)
+
 /* the four outputs of a group (locals acc0..3, mult, shift, out, packed; k): short
  * requantization, packed, clamped, stored; the per-channel pointers move on */
 #define DW_FINISH4()                                                                           \
     do {                                                                                       \
-        packed = DW_PACK4(qconvert_requantize_fast(acc0, mult[0], DW_FAST_R(shift[0])) + k->out_off,      \
-                          qconvert_requantize_fast(acc1, mult[1], DW_FAST_R(shift[1])) + k->out_off,      \
-                          qconvert_requantize_fast(acc2, mult[2], DW_FAST_R(shift[2])) + k->out_off,      \
-                          qconvert_requantize_fast(acc3, mult[3], DW_FAST_R(shift[3])) + k->out_off);     \
+        packed = DW_PACK4(DW_REQ(acc0, 0), DW_REQ(acc1, 1), DW_REQ(acc2, 2), DW_REQ(acc3, 3)); \
         (void)__ssub8((int32_t)packed, (int32_t)k->lo4);                                       \
         packed = __sel(packed, k->lo4);                                                        \
         (void)__ssub8((int32_t)packed, (int32_t)k->hi4);                                       \
