@@ -167,8 +167,17 @@ DW_MODELS = {name: dw_model(case, seed) for seed, (name, case) in enumerate(DW_C
 DW_MODELS["chain_inplace"] = dw_chain_model()
 
 
+def assert_written_over_their_inputs(exported: dict) -> None:
+    """Each one-layer model's output is placed over its input (which dies there), so the
+    bit-exact runs check the kernels' read-before-write order the plan relies on; x + x reads
+    one buffer twice and is never overlapped."""
+    for name, (_, _, summary) in exported.items():
+        assert summary.overlapped >= (0 if name.startswith("x_") else 1), name
+
+
 def test_depthwise_host_bit_exact_with_tflite_micro(tmp_path):
     exported = run_image(DW_MODELS, tmp_path)
+    assert_written_over_their_inputs(exported)
     for name, (_, files, _) in exported.items():
         source = files[f"{name}.c"].decode()
         uses_fast = "qconvert_dw_s8(" in source
@@ -225,6 +234,7 @@ POOL_MODELS = {name: pool_model(case, seed) for seed, (name, case) in
 
 def test_pools_host_bit_exact_with_tflite_micro(tmp_path):
     exported = run_image(POOL_MODELS, tmp_path)
+    assert_written_over_their_inputs(exported)
     for name, (_, files, _) in exported.items():
         source = files[f"{name}.c"].decode()
         fn = "qconvert_avgpool_fast_s8(" if "avg" in name else "qconvert_maxpool_fast_s8("
@@ -272,6 +282,7 @@ ADD_MODELS = {name: add_model(case, seed) for seed, (name, case) in
 
 def test_add_host_bit_exact_with_tflite_micro(tmp_path):
     exported = run_image(ADD_MODELS, tmp_path)
+    assert_written_over_their_inputs(exported)
     for name, (_, files, summary) in exported.items():
         source = files[f"{name}.c"].decode()
         assert ("qconvert_add_fast_s8(" in source) == (not name.startswith("broadcast")), name
@@ -331,6 +342,7 @@ MUL_MODELS = {name: mul_model(case, seed) for seed, (name, case) in
 
 def test_mul_host_bit_exact_with_tflite_micro(tmp_path):
     exported = run_image(MUL_MODELS, tmp_path)
+    assert_written_over_their_inputs(exported)
     for name, (_, files, _) in exported.items():
         source = files[f"{name}.c"].decode()
         assert ("qconvert_mul_fast_s8(" in source) == (name != "broadcast_pixel"), name
