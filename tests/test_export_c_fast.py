@@ -48,6 +48,7 @@ DW_CASES = {  # name: (batch, h, w, c, (kh, kw), strides, dilations, padding, ac
     "batch2_1x1": (2, 5, 4, 9, (1, 1), (1, 1), (1, 1), "VALID", "NONE", -7, 1, True, None),
     "c1_2x4": (1, 6, 7, 1, (2, 4), (2, 1), (1, 1), "SAME", "NONE", 20, 1, True, None),
     "c13_s2_valid": (1, 11, 10, 13, (3, 3), (2, 2), (1, 1), "VALID", "RELU", -100, 1, True, None),
+    "c8_s2_dil2": (1, 13, 12, 8, (3, 3), (2, 2), (2, 2), "SAME", "RELU", -20, 1, True, None),
     # more taps than the tap-list path takes (25): the general loop
     "c5_7x7": (1, 9, 8, 5, (7, 7), (1, 1), (1, 1), "SAME", "NONE", 2, 1, True, None),
     # must not take qconvert_dw_s8: depth multiplier 2 (the general kernel)

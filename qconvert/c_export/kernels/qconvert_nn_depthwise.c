@@ -83,7 +83,7 @@ static int32_t end_tap(int32_t start, int32_t step, int32_t size, int32_t taps)
 
 /* what the 3x3 interior path reads besides its pointers */
 typedef struct {
-    ptrdiff_t dx, dy, channels;
+    ptrdiff_t dx, dy, channels, sx; /* sx: from one output pixel's window to the next */
     int32_t off2, out_off;
     uint32_t lo4, hi4; /* the clamps in each byte */
     const int32_t *bias, *mult, *shift;
@@ -152,38 +152,43 @@ static DW_NOINLINE void dw_list_pixel(const int8_t *in, const int8_t *w, int8_t 
     }
 }
 
-/* every group of four channels of one output pixel whose 3x3 window lies inside the image
- * (short requantization): in is the window's top-left tap, channel 0 */
-static DW_NOINLINE void dw3x3_pixel(const int8_t *in, const int8_t *w, int8_t *out,
-                                    int32_t groups, const dw_ctx *k)
+/* every group of four channels of `npix` consecutive output pixels whose 3x3 windows lie inside
+ * the image (short requantization): in is the first window's top-left tap, channel 0; the
+ * windows are k->sx bytes apart; the pixels have no channels past the groups */
+static DW_NOINLINE void dw3x3_pixels(const int8_t *in, const int8_t *weights, int8_t *out,
+                                     int32_t groups, int32_t npix, const dw_ctx *k)
 {
     const ptrdiff_t dx = k->dx, dy = k->dy, C = k->channels;
     const int32_t off2 = k->off2;
-    const int32_t *bias = k->bias, *mult = k->mult, *shift = k->shift;
-    int32_t g;
+    int32_t g, px;
     (void)C;
-    for (g = 0; g < groups; ++g) {
-        int32_t acc0 = 0, acc1 = 0, acc2 = 0, acc3 = 0;
-        uint32_t packed;
-        if (bias != NULL) {
-            acc0 = bias[0];
-            acc1 = bias[1];
-            acc2 = bias[2];
-            acc3 = bias[3];
-            bias += 4;
+    for (px = 0; px < npix; ++px) {
+        const int32_t *bias = k->bias, *mult = k->mult, *shift = k->shift;
+        const int8_t *w = weights;
+        const int8_t *in_g = in + (ptrdiff_t)px * k->sx;
+        for (g = 0; g < groups; ++g) {
+            int32_t acc0 = 0, acc1 = 0, acc2 = 0, acc3 = 0;
+            uint32_t packed;
+            if (bias != NULL) {
+                acc0 = bias[0];
+                acc1 = bias[1];
+                acc2 = bias[2];
+                acc3 = bias[3];
+                bias += 4;
+            }
+            DW_TAP4(in_g, w);
+            DW_TAP4(in_g + dx, w + DW_WT(1, C));
+            DW_TAP4(in_g + 2 * dx, w + DW_WT(2, C));
+            DW_TAP4(in_g + dy, w + DW_WT(3, C));
+            DW_TAP4(in_g + dy + dx, w + DW_WT(4, C));
+            DW_TAP4(in_g + dy + 2 * dx, w + DW_WT(5, C));
+            DW_TAP4(in_g + 2 * dy, w + DW_WT(6, C));
+            DW_TAP4(in_g + 2 * dy + dx, w + DW_WT(7, C));
+            DW_TAP4(in_g + 2 * dy + 2 * dx, w + DW_WT(8, C));
+            w += DW_WGROUP(9);
+            DW_FINISH4();
+            in_g += 4;
         }
-        DW_TAP4(in, w);
-        DW_TAP4(in + dx, w + DW_WT(1, C));
-        DW_TAP4(in + 2 * dx, w + DW_WT(2, C));
-        DW_TAP4(in + dy, w + DW_WT(3, C));
-        DW_TAP4(in + dy + dx, w + DW_WT(4, C));
-        DW_TAP4(in + dy + 2 * dx, w + DW_WT(5, C));
-        DW_TAP4(in + 2 * dy, w + DW_WT(6, C));
-        DW_TAP4(in + 2 * dy + dx, w + DW_WT(7, C));
-        DW_TAP4(in + 2 * dy + 2 * dx, w + DW_WT(8, C));
-        w += DW_WGROUP(9);
-        DW_FINISH4();
-        in += 4;
     }
 }
 #endif
@@ -203,6 +208,7 @@ void DW_NAME(const int8_t *input, const int8_t *weights, const int32_t *bias, in
     dw_ctx k;
     k.dx = dx;
     k.channels = C;
+    k.sx = (ptrdiff_t)p->stride_w * C;
     k.dy = dy;
     k.off2 = off2;
     k.out_off = out_off;
@@ -214,6 +220,14 @@ void DW_NAME(const int8_t *input, const int8_t *weights, const int32_t *bias, in
 #endif
     int32_t b, oy, ox, c, ky, kx;
     int8_t *out = output;
+#if QCONVERT_DSP
+    /* the end of the output columns whose 3-wide windows lie inside the image (those from
+     * the first full one on) */
+    const int32_t last_x0 = p->in_w - 1 - 2 * p->dilation_w + p->pad_left;
+    const int32_t ox_end = last_x0 < 0 ? 0
+                           : (last_x0 / p->stride_w + 1 < p->out_w ? last_x0 / p->stride_w + 1
+                                                                   : p->out_w);
+#endif
     for (b = 0; b < p->batches; ++b) {
         const int8_t *in_b = input + (ptrdiff_t)b * p->in_h * row;
         for (oy = 0; oy < p->out_h; ++oy) {
@@ -233,8 +247,16 @@ void DW_NAME(const int8_t *input, const int8_t *weights, const int32_t *bias, in
                     : in_b;
                 c = 0;
 #if QCONVERT_DSP
+                if (full3 && fast && tail == 0) {
+                    /* this pixel and the next ones up to the right border, at once */
+                    const int32_t n = ox_end - ox;
+                    dw3x3_pixels(in_px, weights, out, C4 / 4, n, &k);
+                    out += (ptrdiff_t)n * C;
+                    ox += n - 1;
+                    continue;
+                }
                 if (full3 && fast) {
-                    dw3x3_pixel(in_px, weights, out, C4 / 4, &k);
+                    dw3x3_pixels(in_px, weights, out, C4 / 4, 1, &k);
                     out += C4;
                     c = C4;
                 } else if (fast && C4 > 0 && taps <= DW_LIST_MAX) {
