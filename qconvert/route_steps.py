@@ -75,13 +75,13 @@ def _known_ops(route: Route, job: Job) -> None:
 
 
 def _one_graph_or_state(route: Route, job: Job) -> None:
-    from .c_export.resource_state import require_one_graph_or_state
+    from .executor.streaming import require_one_graph_or_state
 
     require_one_graph_or_state(job.model, route.purpose)
 
 
 def _known_ops_or_state(route: Route, job: Job) -> None:
-    from .c_export.resource_state import require_known_ops_or_state
+    from .executor.streaming import require_known_ops_or_state
 
     require_known_ops_or_state(job.model, route.purpose)
 

@@ -17,7 +17,7 @@ The steps (implemented in `route_steps.STEPS`):
 - `one-graph`, `known-ops`: refuse a model with several subgraphs / with ops unknown to
   qconvert (`model_io.require_one_graph`, `require_known_ops`), naming every such op;
 - `one-graph-or-state`, `known-ops-or-state` (export-c): the same, but a streaming model
-  (resource variables, CALL_ONCE init subgraphs) passes (`c_export.resource_state`);
+  (resource variables, CALL_ONCE init subgraphs) passes (`executor.streaming`);
 - `no-calibration`, `need-calibration`: refuse calibration data for an int8 model / its absence
   for a float one;
 - `onnx-to-tflite`: the ONNX -> TFLite conversion (`passes.onnx_to_tflite`), calibration data
@@ -78,7 +78,7 @@ _FLOAT_ONNX_EXPORT = ("one-graph", "onnx-to-tflite", "need-calibration", *_QUANT
 
 def _c_steps(steps: tuple, target: str) -> tuple:
     """`export-c` takes streaming TFLite models (state in resource variables, a CALL_ONCE init
-    subgraph: `c_export.resource_state`); `export-c-header` does not."""
+    subgraph: `executor.streaming`, `c_export.resource_state`); `export-c-header` does not."""
     swap = {"one-graph": "one-graph-or-state", "known-ops": "known-ops-or-state"}
     return tuple(swap.get(s, s) for s in steps) if target == "c" else steps
 

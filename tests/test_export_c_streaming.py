@@ -180,7 +180,8 @@ def stream_main(name: str, ios: dict, frames: list, variables: list) -> str:
               '    printf("\\n");', "}", "", "int main(void)", "{", "    int k;",
               f"    for (k = 0; k < {len(frames)}; ++k) {{",
               f"        if (k == {RESET_AT}) {{", f"            {name}_reset();", "        }",
-              f"        printf(\"rc %d\\n\", {name}_invoke((const {ctype} *)(const void *)in[k], "
+              f"        printf(\"rc %d\\n\", {name}_invoke(",
+              f"            (const {ctype} *)(const void *)in[k], "
               + ", ".join(f"out{i}" for i in range(len(ios["outputs"]))) + "));"]
     lines += [f"        hex(out{i}, sizeof out{i});" for i in range(len(ios["outputs"]))]
     lines += [f"        hex({name}_variable({i}), {n}u);" for i, n in enumerate(variables)]
@@ -326,7 +327,8 @@ def test_explicit_init_and_invoke_with_arena(tmp_path):
         "static int32_t arena[NET_ARENA_SIZE / 4 + 1];", "static int8_t out[4];",
         "int main(void)", "{", "    int k;", "    unsigned i;", "    net_init();",
         f"    for (k = 0; k < {len(frames)}; ++k) {{",
-        '        printf("rc %d\\n", net_invoke_with_arena((const int8_t *)(const void *)in[k], out, arena));',
+        "        printf(\"rc %d\\n\", net_invoke_with_arena(",
+        "            (const int8_t *)(const void *)in[k], out, arena));",
         '        for (i = 0; i < 4; ++i) { printf("%02x", (unsigned)(uint8_t)out[i]); }',
         '        printf("\\n");', "    }", "    return 0;", "}", ""])
     text = subprocess.run([build_host(folder, main_c)], capture_output=True, text=True,

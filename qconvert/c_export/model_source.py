@@ -59,12 +59,14 @@ def render_model(graph, options: ModelOptions) -> tuple:
     gets its dynamic batch fixed to 1 and its shape arithmetic folded first)."""
     state = None  # a streaming model's variables (`resource_state`)
     if hasattr(graph, "graphs"):
-        from .resource_state import is_streaming, split_state
+        from qconvert.executor.streaming import is_streaming_model
+
+        from .resource_state import split_state
         from .source import static_int8_shapes
 
         if len(graph.graphs) == 1:
             static_int8_shapes(graph)
-        graph, state = split_state(graph) if is_streaming(graph) else (graph.graph, None)
+        graph, state = split_state(graph) if is_streaming_model(graph) else (graph.graph, None)
     if options.kernels not in KERNEL_SETS:
         raise QConvertError(f"unknown --kernels {options.kernels!r}; one of {KERNEL_SETS}")
     _check_io(graph)

@@ -38,78 +38,20 @@ from string import Template
 import numpy as np
 
 from qconvert.errors import QConvertError
+from qconvert.executor.streaming import (_assigned, _strip, init_subgraph_indices,
+                                         is_resource_op, streaming_problems,
+                                         variable_key)
 from qconvert.ir import Graph
 from qconvert.ir.graph import list_ops
 
-from .c_text import c_array_body, c_comment, c_float, c_int
+from .c_text import c_comment
 from .memory_plan import PlanStep
 
+_VAR_OPS = ("READ_VARIABLE", "ASSIGN_VARIABLE")
 # what each READ / ASSIGN became, for NAME.c's comment
 _HOW = {"alias": "no copy, its readers read the state", "copy": "a copy",
         "direct": "no copy, the layer computing the value writes the state",
         "same": "no copy, the value is the variable itself"}
-# ops that run another subgraph: only CALL_ONCE (of an init subgraph) is exported
-_CALLING_OPS = ("CALL_ONCE", "CALL", "WHILE", "IF", "If", "Loop", "Scan")
-_VAR_OPS = ("READ_VARIABLE", "ASSIGN_VARIABLE")
-
-
-def _resource(node) -> bool:
-    from qconvert.executor.streaming import is_resource_op
-
-    return is_resource_op(node)
-
-
-def _init_indices(model) -> list:
-    """The subgraph indices the main graph's CALL_ONCE nodes run, in node order."""
-    return [int((n.origin.get("options") or {}).get("InitSubgraphIndex", -1))
-            for n in model.graph.nodes if _resource(n) and n.op == "CALL_ONCE"]
-
-
-def structure_problems(model) -> dict:
-    """{op label: count} of what makes `model` more than one graph plus resource variables:
-    ops that run subgraphs other than CALL_ONCE, and every op of a subgraph no CALL_ONCE runs
-    (empty for a plain streaming model)."""
-    inits = set(_init_indices(model))
-    counts = model.graph.op_counts(lambda n: n.op in _CALLING_OPS and not (
-        _resource(n) and n.op == "CALL_ONCE"))
-    for index, g in enumerate(model.graphs[1:], start=1):
-        bad = (lambda n: True) if index not in inits else (
-            lambda n: n.op in _CALLING_OPS or (_resource(n) and n.op == "READ_VARIABLE"))
-        for label, n in g.op_counts(bad).items():
-            counts[label] = counts.get(label, 0) + n
-    return counts
-
-
-def is_streaming(model) -> bool:
-    """True for a model export-c takes as a streaming model: resource variables in the main
-    graph, and subgraphs that only the main graph's CALL_ONCE runs as init subgraphs."""
-    from qconvert.executor.streaming import has_state
-
-    return len(model.graphs) > 1 and has_state(model) and not structure_problems(model)
-
-
-def require_one_graph_or_state(model, purpose: str) -> None:
-    """The export route's check: a one-graph model or a streaming model pass; any other
-    multi-graph model is refused in one line naming its ops (`model_io.require_one_graph`)."""
-    from qconvert.model_io import require_one_graph
-
-    if not is_streaming(model):
-        require_one_graph(model, purpose)
-
-
-def require_known_ops_or_state(model, purpose: str) -> None:
-    """`model_io.require_known_ops`, the resource-variable ops of a streaming model aside."""
-    from qconvert.model_io import require_known_ops
-
-    if not is_streaming(model):
-        require_known_ops(model, purpose)
-        return
-    counts: dict = {}
-    for node in model.opaque_nodes():
-        if not _resource(node):
-            counts[node.op] = counts.get(node.op, 0) + 1
-    if counts:
-        raise QConvertError(f"cannot {purpose}: ops unknown to qconvert: {list_ops(counts)}")
 
 
 @dataclass
@@ -232,113 +174,33 @@ class StateProgram:
             return f"(state_s8 + {v.offset})"
         return f"(({ctype} *)(void *)(state_s8 + {v.offset}))"
 
-    # -- the text -----------------------------------------------------------------------------
+    # -- the text (`state_source`) -------------------------------------------------------------
     def header_lines(self, name: str) -> list:
-        """NAME.h: what the state is and how init / reset work, and its macros."""
-        upper = name.upper()
-        lines = [
-            f"/* State: a streaming model. {upper}_STATE_SIZE bytes of state (its TFLite "
-            "resource",
-            f" * variables) live in a static buffer inside {name}.c, outside the arena, from "
-            "one call to",
-            f" * the next: consecutive calls of {name}_invoke (or {name}_invoke_with_arena) are "
-            "consecutive",
-            " * frames of ONE stream (one stream per model; calls must not interleave).",
-            f" * {name}_init() writes the initial values (those the model's CALL_ONCE init "
-            "subgraph",
-            f" * assigns); {name}_invoke calls it itself on its first call if you did not. "
-            f"{name}_reset()",
-            " * writes them again to start a new stream: the state a new TFLite Micro "
-            "interpreter",
-            " * starts from (not TFLite Micro's ResetVariableTensors, which fills the variables "
-            "with",
-            f" * their zero point). {name}_variable(i) points at variable i's current value",
-            f" * ({upper}_VARIABLE<i>_SIZE elements, NULL for an index out of range).",
-            " */",
-            f"#define {upper}_STATE_SIZE {self.size}",
-            f"#define {upper}_NUM_VARIABLES {len(self.variables)}"]
-        for i, v in enumerate(self.variables):
-            lines.append(f"#define {upper}_VARIABLE{i}_SIZE {int(np.prod(v.dims, dtype=np.int64))}")
-            q = v.quant
-            if q is not None and q.scale.size == 1:
-                zp = int(q.zero_point[0]) if q.zero_point.size else 0
-                lines.append(f"#define {upper}_VARIABLE{i}_SCALE {c_float(q.scale[0])}")
-                lines.append(f"#define {upper}_VARIABLE{i}_ZERO_POINT {c_int(zp)}")
-            lines.append(f"/* variable {i}: {c_comment(v.label)} {list(v.dims)} {v.dtype}, "
-                         f"state bytes {v.offset}..{v.offset + v.nbytes - 1} */")
-        return lines
+        from .state_source import header_lines
+
+        return header_lines(self, name)
+
+    def comment_lines(self) -> list:
+        from .state_source import comment_lines
+
+        return comment_lines(self)
+
+    def source_lines(self, name: str) -> list:
+        from .state_source import source_lines
+
+        return source_lines(self, name)
 
     @staticmethod
     def prototypes(name: str) -> list:
-        return [f"void {name}_init(void);", f"void {name}_reset(void);",
-                f"const void *{name}_variable(int index);"]
+        from .state_source import prototypes
 
-    def comment_lines(self) -> list:
-        """NAME.c's top comment: the state layout and what each READ / ASSIGN became."""
-        out = [f" * State: {self.size} bytes, static, outside the arena (offset, bytes, "
-               "variable):"]
-        for v in self.variables:
-            out.append(f" *   {v.offset:7d} {v.nbytes:7d}  {c_comment(v.label[:70])}")
-        out += [f" *   {c_comment(n)}" for n in self.notes]
-        for t, v in sorted(self.placed.items(), key=lambda kv: (kv[1].offset, kv[0])):
-            out.append(f" *   tensor {c_comment(t[:60])} lives in variable {c_comment(v.label)}")
-        return out
-
-    def source_lines(self, name: str) -> list:
-        """NAME.c: the state buffer, the initial values, NAME_init / NAME_reset /
-        NAME_variable."""
-        upper = name.upper()
-        out = ["#include <string.h>", "",
-               f"/* the variables (4-byte aligned regions); they outlive each call */",
-               f"static int32_t {name}_state[({upper}_STATE_SIZE + 3) / 4];",
-               f"static int {name}_state_set; /* nonzero once {name}_init has run */", ""]
-        body = []
-        for i, v in enumerate(self.variables):
-            where = f"state_s8 + {v.offset}"
-            if v.init is None:  # assigned before any read in every call
-                body.append(f"    memset({where}, 0, {v.nbytes});")
-                continue
-            variants = {r: np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-                        for r, a in v.init.items()}
-            if len({a.tobytes() for a in variants.values()}) == 1:
-                variants = {"": variants["double"]}
-            for rounding, raw in variants.items():
-                guard = {"double": "#ifndef QCONVERT_SINGLE_ROUNDING",
-                         "single": "#ifdef QCONVERT_SINGLE_ROUNDING"}.get(rounding)
-                if guard:
-                    body.append(guard)
-                if np.all(raw == raw[0]):
-                    body.append(f"    memset({where}, {int(raw[0])}, {v.nbytes});")
-                else:
-                    array = f"{name}_initial{i}{'_' + rounding if rounding else ''}"
-                    if guard:
-                        out.append(guard)
-                    out += [f"QCONVERT_ARRAY_ATTR static const uint8_t {array}[{raw.size}] = {{",
-                            c_array_body(raw, "int8_t"), "};"]
-                    if guard:
-                        out.append("#endif")
-                    body.append(f"    memcpy({where}, {array}, {v.nbytes});")
-                if guard:
-                    body.append("#endif")
-        cases = [f"    case {i}: return state_s8 + {v.offset};"
-                 for i, v in enumerate(self.variables)]
-        out += ["", f"void {name}_init(void)", "{",
-                f"    int8_t *const state_s8 = (int8_t *)(void *){name}_state;", *body,
-                f"    {name}_state_set = 1;", "}", "",
-                f"void {name}_reset(void)", "{", f"    {name}_init();", "}", "",
-                f"const void *{name}_variable(int index)", "{",
-                f"    const int8_t *const state_s8 = (const int8_t *)(const void *){name}_state;",
-                "    switch (index) {", *cases, "    default: return NULL;", "    }", "}", ""]
-        return out
+        return prototypes(name)
 
     @staticmethod
     def invoke_prologue(name: str) -> list:
-        """The first lines of NAME_invoke_with_arena after its arena check."""
-        return [f"    int8_t *const state_s8 = (int8_t *)(void *){name}_state;",
-                "    (void)state_s8;",
-                f"    if (!{name}_state_set) {{",
-                f"        {name}_init();",
-                "    }"]
+        from .state_source import invoke_prologue
+
+        return invoke_prologue(name)
 
 
 # -- the model --------------------------------------------------------------------------------
@@ -350,11 +212,9 @@ def split_state(model) -> tuple:
     graph = model.graph
     handles, events, nodes = {}, [], []
     for node in graph.nodes:
-        if not _resource(node):
+        if not is_resource_op(node):
             nodes.append(node)
         elif node.op == "VAR_HANDLE":
-            from qconvert.executor.streaming import variable_key
-
             handles[node.outputs[0]] = variable_key(node)
         elif node.op in _VAR_OPS:
             if node.inputs[0] not in handles:
@@ -366,7 +226,7 @@ def split_state(model) -> tuple:
             raise QConvertError("cannot export C: a CALL_ONCE after a READ_VARIABLE or "
                                 "ASSIGN_VARIABLE of the main graph")
     stateless = Graph(graph.name, graph.tensors, nodes, list(graph.inputs), list(graph.outputs))
-    counts = structure_problems(model)
+    counts = streaming_problems(model)
     for label, n in unsupported_ops(stateless).items():
         counts[label] = counts.get(label, 0) + n
     for event in events:
@@ -432,10 +292,9 @@ def initial_values(model) -> dict:
     the last assignment winning: constants as they are, computed values from qconvert's
     integer executor (bit-exact with TFLite Micro's kernels) under each rounding."""
     from qconvert.executor.int_executor import run_int8
-    from qconvert.executor.streaming import _assigned, _strip
 
     values: dict = {}
-    for index in _init_indices(model):
+    for index in init_subgraph_indices(model):
         if not 0 < index < len(model.graphs):
             raise QConvertError(f"cannot export C: CALL_ONCE names subgraph {index}, which "
                                 "does not exist")
