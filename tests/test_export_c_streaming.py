@@ -300,7 +300,8 @@ def test_two_variables_read_after_assign_and_computed_init(tmp_path, variant, ke
 
 
 def test_export_is_deterministic_and_documents_the_state(tmp_path):
-    export(MODEL, tmp_path / "a")
+    printed = export(MODEL, tmp_path / "a")
+    assert "net: a streaming model: 80 bytes of state" in printed
     export(MODEL, tmp_path / "b")
     for f in (tmp_path / "a").iterdir():
         assert f.read_bytes() == (tmp_path / "b" / f.name).read_bytes(), f.name

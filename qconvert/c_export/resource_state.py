@@ -358,7 +358,7 @@ def _decide(state: StateProgram, steps: list, marks: list) -> dict:
                  pos[id(r)] < k and root.get(e.tensor, e.tensor) == root.get(r.tensor, r.tensor)]
         if reads:
             same[id(e)] = reads[-1]
-        elif _direct_ok(state, e, k, steps, pos, root, producer, group, last_use, ends):
+        elif _direct_ok(state, e, k, pos, root, producer, group, ends):
             how[id(e)] = "direct"
             for m in group(e.tensor):
                 state.placed[m] = state.var(e.var)
@@ -391,7 +391,7 @@ def _decide(state: StateProgram, steps: list, marks: list) -> dict:
     return how
 
 
-def _direct_ok(state, e, k, steps, pos, root, producer, group, last_use, ends) -> bool:
+def _direct_ok(state, e, k, pos, root, producer, group, ends) -> bool:
     """Whether the layer producing ASSIGN `e`'s value may write it into the state itself."""
     graph = state.graph
     if graph.tensors[e.tensor].data is not None:
