@@ -66,7 +66,7 @@ def source_lines(state, name: str) -> list:
     upper = name.upper()
     out = ["#include <string.h>", "",
            "/* the variables (4-byte aligned regions); they outlive each call */",
-           f"static int32_t {name}_state[({upper}_STATE_SIZE + 3) / 4];",
+           f"static int32_t {name}_state[{max(state.size // 4, 1)}]; /* {upper}_STATE_SIZE */",
            f"static int {name}_state_set; /* nonzero once {name}_init has run */", ""]
     body = []
     for i, v in enumerate(state.variables):
@@ -98,13 +98,16 @@ def source_lines(state, name: str) -> list:
                 body.append("#endif")
     cases = [f"    case {i}: return state_s8 + {v.offset};"
              for i, v in enumerate(state.variables)]
+    body = body or ["    (void)state_s8; /* no variable: the main graph uses none */"]
     out += ["", f"void {name}_init(void)", "{",
             f"    int8_t *const state_s8 = (int8_t *)(void *){name}_state;", *body,
             f"    {name}_state_set = 1;", "}", "",
             f"void {name}_reset(void)", "{", f"    {name}_init();", "}", "",
             f"const void *{name}_variable(int index)", "{",
             f"    const int8_t *const state_s8 = (const int8_t *)(const void *){name}_state;",
-            "    switch (index) {", *cases, "    default: return NULL;", "    }", "}", ""]
+            *(["    switch (index) {", *cases, "    default: return NULL;", "    }"]
+              if state.variables else ["    (void)state_s8;", "    (void)index;",
+                                       "    return NULL;"]), "}", ""]
     return out
 
 
