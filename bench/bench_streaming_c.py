@@ -74,7 +74,6 @@ def tflm_outputs(path: Path, frames: list, count: int) -> list:
 
 
 def measure(path: Path, kernels: str, frames: list, work: Path) -> dict:
-    from qconvert.c_export.model_steps import tensor_dims  # noqa: F401 (import check)
     from qconvert.model_io import load_model
 
     folder = work / f"{path.stem}_{kernels}"
@@ -129,7 +128,8 @@ def main() -> None:
                       f"(min {r['min']}, max {r['max']}; first frame with NAME_init "
                       f"{r['first']}), firmware .text {r['text']} bytes; bit-exact with TFLite "
                       f"Micro on every frame")
-                print(f"            {r['summary'].splitlines()[-1]}")
+                for line in r["summary"].splitlines()[1:]:  # after "wrote N files"
+                    print(f"            {line}")
 
 
 if __name__ == "__main__":
