@@ -23,7 +23,8 @@ def header_lines(state, name: str) -> list:
             f"the model's CALL_ONCE init subgraph assigns); {name}_invoke calls it itself on its "
             f"first call if you did not. {name}_reset() writes them again to start a new "
             "stream: the state a new TFLite Micro interpreter starts from (TFLite Micro's "
-            "ResetVariableTensors instead fills each variable with its zero point's byte). "
+            "MicroInterpreter::Reset instead fills each variable with one byte, 0 or its zero "
+            "point by version). "
             f"{name}_variable(i) points at variable i's current value "
             f"({upper}_VARIABLE<i>_SIZE elements; NULL for an index out of range).")
     wrapped = textwrap.wrap(text, 92)
