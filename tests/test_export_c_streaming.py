@@ -406,3 +406,37 @@ def test_cortex_m4_frame_by_frame(tmp_path, variant, kernels, which):
     path = MODEL if which == "shipped" else variant
     got, want_out, want_vars, _ = run_stream(path, tmp_path, kernels, board="m4")
     assert_stream(got, want_out, want_vars, f"{which} ({kernels}, Cortex-M4)")
+
+
+def test_single_rounding_build_matches_the_integer_executor(tmp_path):
+    """-DQCONVERT_SINGLE_ROUNDING (CMSIS-NN's rounding): every output and the state of every
+    frame equal qconvert's integer executor run frame by frame with single rounding (TFLite
+    Micro has no such build), a new stream from RESET_AT."""
+    from qconvert.executor.int_executor import run_int8
+    from qconvert.executor.streaming import run_frames
+    from qconvert.ir import Graph
+
+    model = load_model(MODEL)
+    folder = tmp_path / "c"
+    export(MODEL, folder)
+    frames = stream_frames([1, 10], np.int8, FRAMES)
+    ios = io_layout(model.graph)
+    exe = build_host(folder, stream_main("net", ios, frames, [80]),
+                     defines=["-DQCONVERT_SINGLE_ROUNDING"])
+    got = parse_stream(subprocess.run([exe], capture_output=True, text=True, check=True).stdout,
+                       1, 1)
+
+    def runner(g, feeds, observe, keep):
+        outs = list(g.outputs) + [k for k in keep if k not in g.outputs]
+        return run_int8(Graph(g.name, g.tensors, g.nodes, g.inputs, outs), feeds,
+                        rounding="single", observe=observe)
+
+    name = model.graph.inputs[0]
+    want = []
+    for part in (frames[:RESET_AT], frames[RESET_AT:]):
+        want += run_frames(model, [{name: f} for f in part], runner, keep=["concat"])
+    output = model.graph.outputs[0]
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert np.array_equal(g[0], w[output].reshape(-1)), f"frame {k} output"
+        assert np.array_equal(g[1], w["concat"].reshape(-1)), f"frame {k} state"
+    assert len({g[0].tobytes() for g in got}) > 5
