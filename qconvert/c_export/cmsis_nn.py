@@ -173,25 +173,24 @@ def _fits(size_call: str) -> list:
 
 
 def _banded_fits(size_fn, x, y, kh, p, depthwise) -> list:
-    """The scratch checks of the banded call: one per distinct band shape (input rows and top
-    padding; the first and last rows differ from the middle ones)."""
+    """The scratch checks of the banded call: every band's shape (input rows, top padding), in
+    a loop as compact as the call's own (run once, so its cost does not matter; its flash
+    does)."""
     _, h, w, c = x
     _, oh, ow, oc = y
     extent = (kh - 1) * p["dilations"][0] + 1
-    y0 = np.arange(oh) * p["strides"][0] - p["pads"][0]
-    first = np.maximum(y0, 0)
-    rows = np.minimum(y0 + extent, h) - first
-    shapes = sorted(set(zip(rows.tolist(), (first - y0).tolist())))
     params = "cmsis_nn_dw_conv_params" if depthwise else "cmsis_nn_conv_params"
-    out = []
-    for band_h, pad_h in shapes:
-        out += ["{", f"    {params} conv = @L_conv;",
-                f"    const cmsis_nn_dims in_dims = {{1, {band_h}, {w}, {c}}};",
-                f"    const cmsis_nn_dims out_dims = {{1, 1, {ow}, {oc}}};",
-                f"    conv.padding.h = {pad_h};",
-                *("    " + f for f in _fits(
-                    f"{size_fn}(&conv, &in_dims, &@L_filter_dims, &out_dims)")), "}"]
-    return out
+    body = [f"const int32_t y0 = oy * {p['strides'][0]} - {p['pads'][0]};",
+            "const int32_t first = y0 > 0 ? y0 : 0;",
+            f"const int32_t last = y0 + {extent} < {h} ? y0 + {extent} : {h};",
+            f"{params} conv = @L_conv;",
+            f"cmsis_nn_dims in_dims = {{1, 0, {w}, {c}}};",
+            f"const cmsis_nn_dims out_dims = {{1, 1, {ow}, {oc}}};",
+            "in_dims.h = last - first;",
+            "conv.padding.h = first - y0;",
+            *_fits(f"{size_fn}(&conv, &in_dims, &@L_filter_dims, &out_dims)")]
+    return ["{", "    int32_t oy;", f"    for (oy = 0; oy < {oh}; ++oy) {{",
+            *("        " + b for b in body), "    }", "}"]
 
 
 def row_bands(x, y, kh, p):
