@@ -7,7 +7,8 @@ FullyConnected -> arm_fully_connected_s8 (per-tensor) / arm_fully_connected_per_
 row-major weights and the per-row kernel sums the Helium (MVE) kernels read instead of the bias
 (`bias[r] + input_offset * sum_k(w[r][k] + weights_offset)`, a const array given as the
 context buffer in Helium builds only: the other builds never read it, so it is not linked
-there and the context is NULL), Add and Mul of equal shapes -> arm_elementwise_add_s8 / arm_elementwise_mul_s8,
+there and the context is NULL), Add and Mul of equal shapes -> arm_elementwise_add_s8 /
+arm_elementwise_mul_s8,
 AveragePool / MaxPool -> arm_avgpool_s8 / arm_max_pool_s8, Softmax -> arm_softmax_s8. Every
 other op keeps qconvert's portable kernel.
 

@@ -4,7 +4,10 @@
 
 `NAME.c` holds every layer's weights and parameters as `static const` data (flash), one static
 arena, and `NAME_invoke`: the graph inputs are copied into the arena, the layers run in graph
-order on the offsets of the memory plan (`memory_plan`), the outputs are copied out.
+order on the offsets of the memory plan (`memory_plan`), the outputs are copied out (memcpy).
+The first invoke runs `NAME_check` (CMSIS-NN's scratch sizes against the plan, once); built with
+-DQCONVERT_PROFILE a user hook is called around each layer (`_hook_macro`). The summary carries
+the per-layer figures of the export report (`export_report`).
 `NAME.h` is the contract (see `_header`). The text is a pure function of the graph and the
 options, so the same model and options give byte-identical files.
 """
@@ -21,7 +24,7 @@ from qconvert import __version__
 from qconvert.errors import QConvertError
 
 from .c_text import c_array_body, c_comment, c_float, c_int
-from .export_report import CTYPE_BYTES, array_bytes, layer_rows  # noqa: F401
+from .export_report import CTYPE_BYTES, array_bytes, layer_rows  # noqa: F401 (CTYPE_BYTES)
 from .header import ARRAY_ATTR_BLOCK
 from .memory_plan import plan_memory
 from .model_steps import DTYPES, KernelOptions, lower_graph, tensor_bytes, tensor_dims
@@ -95,7 +98,8 @@ def render_model(graph, options: ModelOptions) -> tuple:
     files = sorted(set().union(*[s.files for s in steps]) if steps else set())
     const_bytes = sum(array_bytes(s) for s in steps)
     source = _source(graph, steps, plans, options)
-    out = {f"{name}.h": _header(graph, steps, plans, options).encode(), f"{name}.c": source.encode()}
+    out = {f"{name}.h": _header(graph, steps, plans, options).encode(),
+           f"{name}.c": source.encode()}
     for f in files:
         out[f] = kernel_source(f)
     main = plans.get("all") or plans["other"]
@@ -104,8 +108,6 @@ def render_model(graph, options: ModelOptions) -> tuple:
                             list(out), helium, layer_rows(graph, steps, plans),
                             sum(array_bytes(s, "helium") for s in steps))
     return out, summary
-
-
 
 
 def _builds(steps) -> list:
@@ -200,12 +202,13 @@ def _header(graph, steps, plans, options) -> str:
         f" * {name}_invoke runs it once, before its first layer, and returns 2 (every call, no",
         " * layer run) if it fails. Call it at start-up to fail early.",
         " *",
-        f" * Per-layer profiling: built with -DQCONVERT_PROFILE (every model) or -D{upper}_PROFILE,",
-        f" * {name}_invoke calls {name}_layer_hook, which the application defines, before",
-        f" * (phase {upper}_LAYER_BEGIN) and after (phase {upper}_LAYER_END) every layer that runs",
-        " * code: index is the layer's number (NAME.c's `layer N` comments, the export report),",
-        " * op its operator (\"Conv2D\"...). Read the cycle counter there (DWT->CYCCNT on",
-        " * Cortex-M). Not built with it: no call, no code. A layer that fails gets no END call.",
+        " * Per-layer profiling: built with -DQCONVERT_PROFILE (every model) or",
+        f" * -D{upper}_PROFILE, {name}_invoke calls {name}_layer_hook, which the application",
+        f" * defines, before (phase {upper}_LAYER_BEGIN) and after (phase {upper}_LAYER_END) every",
+        " * layer that runs code: index is the layer's number (the `layer N` comments of",
+        f" * {name}.c, the export report; below {upper}_NUM_LAYERS), op its operator",
+        " * (\"Conv2D\"...). Read the cycle counter there (DWT->CYCCNT on Cortex-M). Not built",
+        " * with it: no call, no code. A layer that fails gets no END call.",
         " */",
         f"#ifndef {upper}_H",
         f"#define {upper}_H",
