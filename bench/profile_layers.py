@@ -34,8 +34,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from export_c_harness import (CTYPE_BYTES, build_cortex_m, cmsis_nn_available,  # noqa: E402
-                              io_layout)
+from export_c_harness import build_cortex_m, cmsis_nn_available, io_layout  # noqa: E402
 
 COUNTER = "0x40028018u"  # MPS2 FPGAIO COUNTER, 25 MHz
 PER_TICK = 40            # instructions per tick under -icount shift=0 (1 ns each)
@@ -44,13 +43,15 @@ QEMU = ["qemu-system-arm", "-M", "mps2-an386", "-icount", "shift=0", "-nographic
 
 
 def _inputs(ios: dict) -> list:
-    """C lines: one aligned static array per input, a deterministic ramp of bytes."""
+    """C lines: one static array per input, a deterministic ramp (int8: every value; float:
+    -1 to 1)."""
     lines = []
     for i, (ctype, size) in enumerate(ios["inputs"]):
-        nbytes = size * CTYPE_BYTES[ctype]
-        values = ",".join(str((k * 37) % 256 - 128) for k in range(nbytes))
-        lines.append(f"static const int8_t in{i}[{nbytes}] __attribute__((aligned(4))) = "
-                     f"{{{values}}};")
+        if ctype == "float":
+            values = ",".join(f"{2 * k / max(size - 1, 1) - 1:.6f}f" for k in range(size))
+        else:
+            values = ",".join(str((k * 37) % 256 - 128) for k in range(size))
+        lines.append(f"static const {ctype} in{i}[{size}] = {{{values}}};")
     for i, (ctype, size) in enumerate(ios["outputs"]):
         lines.append(f"static {ctype} out{i}[{size}];")
     return lines
@@ -59,7 +60,7 @@ def _inputs(ios: dict) -> list:
 def main_source(name: str, ios: dict, profile: bool) -> str:
     """main.c: one invoke between two counter reads; with `profile`, a layer hook that records
     the counter at each layer's start and end and prints one line per layer."""
-    args = [f"(const {c} *)(const void *)in{i}" for i, (c, _) in enumerate(ios["inputs"])]
+    args = [f"in{i}" for i in range(len(ios["inputs"]))]
     args += [f"out{i}" for i in range(len(ios["outputs"]))]
     lines = ["#include <stdio.h>", "#include <stdint.h>", f'#include "{name}.h"', "",
              f"#define COUNTER (*(volatile uint32_t *){COUNTER})", *_inputs(ios), ""]
