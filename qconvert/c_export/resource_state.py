@@ -128,17 +128,17 @@ class StateProgram:
         if event.node.op == "READ_VARIABLE":
             outputs = [event.tensor]
             if how == "alias":
-                call = f"/* no copy: its readers read variable {label} in the state */"
+                call = ""  # no code (NAME.c's opening comment says why)
             else:
                 call = f"memcpy($out0, {where}, {v.nbytes});"
         else:
             data = self.graph.tensors[event.tensor].data
             if how == "direct":
                 inputs = [event.tensor]
-                call = f"/* no copy: the layer computing the value wrote variable {label} */"
+                call = ""  # no code (NAME.c's opening comment says why)
             elif how == "same":
                 inputs = [event.tensor]
-                call = f"/* no copy: the value is variable {label} itself */"
+                call = ""  # no code (NAME.c's opening comment says why)
             elif data is not None:
                 arrays = [("value", "int8_t", np.ascontiguousarray(data).view(np.int8))]
                 call = f"memcpy({where}, @L_value, {v.nbytes});"

@@ -65,8 +65,7 @@ def source_lines(state, name: str) -> list:
     """NAME.c: the state buffer, the initial values, NAME_init / NAME_reset /
     NAME_variable."""
     upper = name.upper()
-    out = ["#include <string.h>", "",
-           "/* the variables (4-byte aligned regions); they outlive each call */",
+    out = ["/* the variables (4-byte aligned regions); they outlive each call */",
            f"static int32_t {name}_state[{max(state.size // 4, 1)}]; /* {upper}_STATE_SIZE */",
            f"static int {name}_state_set; /* nonzero once {name}_init has run */", ""]
     body = []
