@@ -128,8 +128,9 @@ def main() -> None:
                       f"(min {r['min']}, max {r['max']}; first frame with NAME_init "
                       f"{r['first']}), firmware .text {r['text']} bytes; bit-exact with TFLite "
                       f"Micro on every frame")
-                for line in r["summary"].splitlines()[1:]:  # after "wrote N files"
-                    print(f"            {line}")
+                for line in r["summary"].splitlines():  # the summary, not the table
+                    if line.startswith("net: "):
+                        print(f"            {line}")
 
 
 if __name__ == "__main__":
