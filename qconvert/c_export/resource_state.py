@@ -22,12 +22,16 @@ The export keeps that meaning with no interpreter:
   the last reader of its tensor (or of a Reshape of it);
 - ASSIGN_VARIABLE is a copy into the state at its place, or no code when the layer producing
   the value writes it straight into the state buffer: allowed when the variable is assigned once
-  per call, the value is no graph input or output, and every READ of the variable comes after
-  the ASSIGN or has its last reader before the producing layer (so no reader can see the new
-  value early); an ASSIGN of a variable's own aliased READ is no code either.
+  per call, the value is no graph input or output, and no READ of the variable runs between
+  that layer and the ASSIGN (it would see the new value early; a READ before the layer whose
+  tensor is still read after it is then a copy); an ASSIGN of a variable's own aliased READ is
+  no code either.
 
 The tensors that live in the state buffer take 0 bytes in the arena plan (`plan_sizes`) and
-their pointers are the state's (`pointer`).
+their pointers are the state's (`pointer`). These decisions hold for the step order of
+`splice` (the graph's): whatever reorders steps afterwards must keep every READ / ASSIGN and
+every layer reading or writing a state tensor in that order. The C text is `state_source`'s;
+which multi-graph models are streaming models, `executor.streaming`'s.
 """
 
 from __future__ import annotations
