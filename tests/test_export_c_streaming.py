@@ -442,3 +442,17 @@ def test_single_rounding_build_matches_the_integer_executor(tmp_path):
         assert np.array_equal(g[0], w[output].reshape(-1)), f"frame {k} output"
         assert np.array_equal(g[1], w["concat"].reshape(-1)), f"frame {k} state"
     assert len({g[0].tobytes() for g in got}) > 5
+
+
+def test_a_read_after_assign_that_is_a_graph_output_is_a_copy(tmp_path):
+    """Must not alias: a READ whose tensor is a graph output is a copy into the arena (the
+    outputs are copied out of it at the end of the call). The model with the probes (a READ of
+    each variable at the end of the main graph, as graph outputs) exported itself, bit-exact
+    with TFLite Micro frame by frame."""
+    path = tmp_path / "probed.tflite"
+    path.write_bytes(serialize(with_state_probes(two_variable_model())))
+    got, want_out, want_vars, source = run_stream(path, tmp_path, "portable")
+    assert_stream(got, want_out, want_vars, "probed (portable, host)")
+    how = notes(source)
+    assert how[("READ_VARIABLE", "state")] == ["alias", "alias", "copy"]
+    assert how[("READ_VARIABLE", "prev")] == ["copy", "copy"]
