@@ -408,6 +408,10 @@ def export_c(model, outdir, name, kernels, fc_layout, report, calibration, calib
                f"{summary.arena_size} bytes (RAM{helium}), constant data "
                f"{summary.constant_bytes} bytes (flash{helium_flash}), {summary.overlapped} "
                "tensors placed over their inputs")
+    if summary.state_size:
+        click.echo(f"{exported.c_name}: a streaming model: {summary.state_size} bytes of state "
+                   f"(its resource variables, static RAM outside the arena; "
+                   f"{exported.c_name}_init / _reset)")
     if report is not None:
         click.echo(f"wrote {report}")
 
