@@ -353,12 +353,16 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
               help="Fully connected weight order (default: 1x4 for portable, rowmajor for "
               "cmsis-nn). 1x4 is for qconvert's kernel (and CMSIS-NN's legacy "
               "arm_fully_connected_q7_opt); arm_fully_connected_s8 needs rowmajor.")
+@click.option("--report", type=click.Path(), metavar="FILE.json",
+              help="Also write the per-layer figures as JSON: index, name, op, the C functions "
+              "called, MACs, weight and constant bytes (flash), input, output and scratch "
+              "bytes, and the totals (arena, flash constants).")
 @calibration_options
 @input_layout_option
 @input_shape_option
 @_names_model
-def export_c(model, outdir, name, kernels, fc_layout, calibration, calibration_random, mean,
-             std, scale, method, percentile, fc_per_channel, no_fuse, no_bias_correction,
+def export_c(model, outdir, name, kernels, fc_layout, report, calibration, calibration_random,
+             mean, std, scale, method, percentile, fc_per_channel, no_fuse, no_bias_correction,
              equalize, engine, batch_size, max_memory, input_layout, input_shapes):
     """Write the whole int8 (or 16x8) model as interpreter-free C with a static memory plan.
 
@@ -369,12 +373,15 @@ def export_c(model, outdir, name, kernels, fc_layout, calibration, calibration_r
     gcc -std=c99 -Wall -Wextra -Werror -pedantic. The arena is planned ahead of time (tensor
     lifetimes, greedy by size, reshapes as aliases, element-wise ops and depthwise
     convolutions in place). Takes an int8 TFLite model, or a float TFLite or ONNX model with
-    --calibration (as export-c-header does).
+    --calibration (as export-c-header does). Prints one line per layer (the C function
+    called, MACs, flash, activation and scratch bytes); --report writes them as JSON. Built
+    with -DQCONVERT_PROFILE, NAME_invoke calls the application's NAME_layer_hook(index, op,
+    phase) before and after each layer (see NAME.h).
 
     \b
     Example:
       qconvert export-c model_int8.tflite -o model_c --name kws
-      qconvert export-c model_int8.tflite -o model_c --kernels cmsis-nn
+      qconvert export-c model_int8.tflite -o model_c --kernels cmsis-nn --report layers.json
       qconvert export-c model.onnx --calibration calib.npy -o model_c
     """
     from .c_export.command import export_c_command
@@ -385,16 +392,28 @@ def export_c(model, outdir, name, kernels, fc_layout, calibration, calibration_r
     norm = normalization(mean, std, scale)
     exported = export_c_command(model, outdir, name, kernels, fc_layout, calibration,
                                 calibration_random, lambda: norm, options, input_layout,
-                                input_shapes)
+                                input_shapes, report)
     summary = exported.summary
     click.echo(f"wrote {len(exported.files)} files to {exported.folder}: "
                f"{', '.join(exported.names)}")
+    from .c_export.export_report import render_table
+
+    for line in render_table(summary):
+        click.echo(line)
     helium = (f"; {summary.arena_helium} bytes for CMSIS-NN's Helium (MVE) builds"
               if summary.arena_helium is not None else "")
+    helium_flash = (f"; {summary.helium_constant_bytes} more in Helium builds"
+                    if summary.helium_constant_bytes else "")
     click.echo(f"{exported.c_name}: {summary.layers} layers ({kernels} kernels), arena "
                f"{summary.arena_size} bytes (RAM{helium}), constant data "
-               f"{summary.constant_bytes} bytes (flash), {summary.overlapped} tensors placed "
-               "over their inputs")
+               f"{summary.constant_bytes} bytes (flash{helium_flash}), {summary.overlapped} "
+               "tensors placed over their inputs")
+    if summary.state_size:
+        click.echo(f"{exported.c_name}: a streaming model: {summary.state_size} bytes of state "
+                   f"(its resource variables, static RAM outside the arena; "
+                   f"{exported.c_name}_init / _reset)")
+    if report is not None:
+        click.echo(f"wrote {report}")
 
 
 def as_program() -> None:

@@ -4,7 +4,10 @@
 
 `NAME.c` holds every layer's weights and parameters as `static const` data (flash), one static
 arena, and `NAME_invoke`: the graph inputs are copied into the arena, the layers run in graph
-order on the offsets of the memory plan (`memory_plan`), the outputs are copied out.
+order on the offsets of the memory plan (`memory_plan`), the outputs are copied out (memcpy).
+The first invoke runs `NAME_check` (CMSIS-NN's scratch sizes against the plan, once); built with
+-DQCONVERT_PROFILE a user hook is called around each layer (`_hook_macro`). The summary carries
+the per-layer figures of the export report (`export_report`).
 `NAME.h` is the contract (see `_header`). The text is a pure function of the graph and the
 options, so the same model and options give byte-identical files.
 """
@@ -21,6 +24,7 @@ from qconvert import __version__
 from qconvert.errors import QConvertError
 
 from .c_text import c_array_body, c_comment, c_float, c_int
+from .export_report import CTYPE_BYTES, array_bytes, layer_rows  # noqa: F401 (CTYPE_BYTES)
 from .header import ARRAY_ATTR_BLOCK
 from .memory_plan import plan_memory
 from .model_steps import DTYPES, KernelOptions, lower_graph, tensor_bytes, tensor_dims
@@ -51,17 +55,24 @@ class ExportSummary:
     overlapped: int
     files: list
     arena_helium: int | None = None  # CMSIS-NN Helium (MVE) builds, when it differs
+    rows: list | None = None  # per layer (export_report.layer_rows), in the order of NAME.c
+    helium_constant_bytes: int = 0  # flash of the arrays only Helium (MVE) builds link
+    state_size: int = 0  # a streaming model's static state (resource variables), bytes
 
 
 def render_model(graph, options: ModelOptions) -> tuple:
     """({file name: bytes}, ExportSummary) of `graph` (an int8 TFLite Graph or Model; a Model
     gets its dynamic batch fixed to 1 and its shape arithmetic folded first)."""
+    state = None  # a streaming model's variables (`resource_state`)
     if hasattr(graph, "graphs"):
+        from qconvert.executor.streaming import is_streaming_model
+
+        from .resource_state import split_state
         from .source import static_int8_shapes
 
         if len(graph.graphs) == 1:
             static_int8_shapes(graph)
-        graph = graph.graph
+        graph, state = split_state(graph) if is_streaming_model(graph) else (graph.graph, None)
     if options.kernels not in KERNEL_SETS:
         raise QConvertError(f"unknown --kernels {options.kernels!r}; one of {KERNEL_SETS}")
     _check_io(graph)
@@ -75,12 +86,16 @@ def render_model(graph, options: ModelOptions) -> tuple:
         from .cmsis_nn import lower_cmsis
 
         steps = [lower_cmsis(graph, step, kernel_options) for step in steps]
+    if state is not None:
+        steps = state.splice(steps)
     sizes = {}
     for name in list(graph.inputs) + list(graph.outputs):
         sizes[name] = tensor_bytes(graph, name)
     for step in steps:
         for name in step.plan.inputs + step.plan.outputs:
             sizes[name] = tensor_bytes(graph, name)
+    if state is not None:
+        state.plan_sizes(sizes)
     plans = {}
     for build in _builds(steps):
         for step in steps:
@@ -88,23 +103,23 @@ def render_model(graph, options: ModelOptions) -> tuple:
                 step.plan.scratch = int(step.scratch_builds[build] if build != "all"
                                         else max(step.scratch_builds.values()))
         plans[build] = plan_memory(sizes, [s.plan for s in steps], graph.inputs, graph.outputs)
+        if state is not None:
+            state.after_plan(plans[build])
     name = options.name
     files = sorted(set().union(*[s.files for s in steps]) if steps else set())
-    const_bytes = sum(np.asarray(v).size * CTYPE_BYTES[t.partition("#")[0]]
-                      for s in steps for _, t, v in s.arrays if not t.endswith("#single"))
-    source = _source(graph, steps, plans, options)
-    out = {f"{name}.h": _header(graph, plans, options).encode(), f"{name}.c": source.encode()}
+    const_bytes = sum(array_bytes(s) for s in steps)
+    source = _source(graph, steps, plans, options, state)
+    out = {f"{name}.h": _header(graph, steps, plans, options, state).encode(),
+           f"{name}.c": source.encode()}
     for f in files:
         out[f] = kernel_source(f)
     main = plans.get("all") or plans["other"]
     helium = plans["helium"].arena_size if "helium" in plans else None
     summary = ExportSummary(main.arena_size, int(const_bytes), len(steps), len(main.overlapped),
-                            list(out), helium)
+                            list(out), helium, layer_rows(graph, steps, plans),
+                            sum(array_bytes(s, "helium") for s in steps),
+                            state.size if state is not None else 0)
     return out, summary
-
-
-# bytes of one element of each array type the steps emit (flash)
-CTYPE_BYTES = {"int8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4, "int64_t": 8}
 
 
 def _builds(steps) -> list:
@@ -176,7 +191,7 @@ def _arena_macros(plans, upper) -> list:
             "#endif"]
 
 
-def _header(graph, plans, options) -> str:
+def _header(graph, steps, plans, options, state=None) -> str:
     name, upper = options.name, options.name.upper()
     lines = [
         f"/* {name}.h: the int8 model {c_comment(options.source_name)} as C, generated by "
@@ -193,6 +208,19 @@ def _header(graph, plans, options) -> str:
         " * output, in the model's order (input0, input1, ..., output0, ...), with",
         f" * {upper}_INPUT<i>_SIZE... macros; single-input, single-output models also get",
         f" * {upper}_INPUT_SIZE, {upper}_OUTPUT_SIZE... .",
+        " *",
+        f" * {name}_check returns 0 when the kernels linked in fit the scratch the arena plan",
+        " * reserved (CMSIS-NN's own *_get_buffer_size answers for this build), 2 if not;",
+        f" * {name}_invoke runs it once, before its first layer, and returns 2 (every call, no",
+        " * layer run) if it fails. Call it at start-up to fail early.",
+        " *",
+        " * Per-layer profiling: built with -DQCONVERT_PROFILE (every model) or",
+        f" * -D{upper}_PROFILE, {name}_invoke calls {name}_layer_hook, which the application",
+        f" * defines, before (phase {upper}_LAYER_BEGIN) and after (phase {upper}_LAYER_END) every",
+        " * layer that runs code: index is the layer's number (the `layer N` comments of",
+        f" * {name}.c, the export report; below {upper}_NUM_LAYERS), op its operator",
+        " * (\"Conv2D\"...). Read the cycle counter there (DWT->CYCCNT on Cortex-M). Not built",
+        " * with it: no call, no code. A layer that fails gets no END call.",
         " */",
         f"#ifndef {upper}_H",
         f"#define {upper}_H",
@@ -204,13 +232,20 @@ def _header(graph, plans, options) -> str:
         "#endif",
         "",
         *_arena_macros(plans, upper),
+        *(state.header_lines(name) if state is not None else []),
         f"#define {upper}_NUM_INPUTS {len(graph.inputs)}",
         f"#define {upper}_NUM_OUTPUTS {len(graph.outputs)}",
     ]
     lines += _io_macros(graph, "INPUT", graph.inputs, upper)
     lines += _io_macros(graph, "OUTPUT", graph.outputs, upper)
-    lines += ["", _signature(graph, name, False) + ";",
-              _signature(graph, name, True) + ";", "",
+    lines += [f"#define {upper}_NUM_LAYERS {max((s.index for s in steps), default=-1) + 1}",
+              f"#define {upper}_LAYER_BEGIN 0", f"#define {upper}_LAYER_END 1",
+              "", _signature(graph, name, False) + ";",
+              _signature(graph, name, True) + ";", f"int {name}_check(void);",
+              *(state.prototypes(name) if state is not None else []), "",
+              f"#if defined(QCONVERT_PROFILE) || defined({upper}_PROFILE)",
+              f"void {name}_layer_hook(int index, const char *op, int phase);",
+              "#endif", "",
               "#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {upper}_H */", ""]
     return "\n".join(lines)
 
@@ -226,10 +261,15 @@ def _array_lines(prefix, suffix, ctype, values) -> list:
         return ["#ifndef QCONVERT_SINGLE_ROUNDING"] + lines + ["#endif"]
     if rounding == "single":
         return ["#ifdef QCONVERT_SINGLE_ROUNDING"] + lines + ["#endif"]
+    if rounding == "helium":  # read by CMSIS-NN's MVE kernels only: not linked elsewhere
+        return [f"#if {HELIUM_TEST}"] + lines + ["#endif"]
     return lines
 
 
-def _pointer(graph, plan, tensor) -> str:
+def _pointer(graph, plan, tensor, state=None) -> str:
+    placed = state.pointer(graph, tensor) if state is not None else None
+    if placed is not None:
+        return placed
     ctype = DTYPES[graph.tensors[tensor].dtype][0]
     off = plan.offset[tensor]
     if ctype == "int8_t":
@@ -247,8 +287,22 @@ def _plan_comment(graph, steps, plan, label) -> list:
     return out
 
 
-def _body(graph, steps, plan, build) -> list:
-    """The layer calls of `invoke` on the offsets of `plan`."""
+def _scratch_bytes(step, build) -> int:
+    """Scratch bytes of a CMSIS-NN call in `build` ("all": the largest of the builds)."""
+    if not step.scratch_builds:
+        return 0
+    return int(step.scratch_builds[build] if build != "all"
+               else max(step.scratch_builds.values()))
+
+
+def _op_label(step) -> str:
+    """The op as the layer hook's C string: letters, digits and `_` only."""
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in step.node.op)
+
+
+def _body(graph, steps, plan, build, state=None) -> list:
+    """The layer calls of `invoke` on the offsets of `plan`, each between two calls of the
+    profiling hook (nothing unless NAME.c is built with it, see `_hook_macro`)."""
     body = []
     banded = {index for index, _, _, _ in plan.overlapped}
     for step in steps:
@@ -257,20 +311,46 @@ def _body(graph, steps, plan, build) -> list:
         prefix = f"l{step.index}"
         mapping = {"L": prefix}
         for k, t in enumerate(step.plan.inputs):
-            mapping[f"in{k}"] = _pointer(graph, plan, t)
+            mapping[f"in{k}"] = _pointer(graph, plan, t, state)
         for k, t in enumerate(step.plan.outputs):
-            mapping[f"out{k}"] = _pointer(graph, plan, t)
-        scratch = 0
-        if step.scratch_builds:
-            scratch = int(step.scratch_builds[build] if build != "all"
-                          else max(step.scratch_builds.values()))
+            mapping[f"out{k}"] = _pointer(graph, plan, t, state)
+        scratch = _scratch_bytes(step, build)
         mapping["scratch"] = f"(arena_s8 + {plan.scratch[step.index]})" if scratch else "NULL"
         mapping["scratch_size"] = str(scratch)
         chosen = step.banded if step.banded is not None and step.index in banded else step.call
         text = chosen.template.replace("@L", prefix)
         body.append(f"    /* layer {step.index}: {step.node.op} */")
+        body.append(f'    QCONVERT_LAYER_HOOK({step.index}, "{_op_label(step)}", 0);')
         body += ["    " + line for line in Template(text).substitute(mapping).split("\n")]
+        body.append(f'    QCONVERT_LAYER_HOOK({step.index}, "{_op_label(step)}", 1);')
     return body
+
+
+def _checks(steps, plan, build) -> list:
+    """The body of NAME_check for `build`: each layer's run-once check (`Step.check`, or
+    `Step.banded_check` where the plan runs it band by band) against its reservation."""
+    out = []
+    banded = {index for index, _, _, _ in plan.overlapped}
+    for step in steps:
+        check = step.banded_check if step.banded is not None and step.index in banded \
+            else step.check
+        if not step.call.template or check is None:
+            continue
+        text = check.template.replace("@L", f"l{step.index}")
+        out.append(f"    /* layer {step.index}: {step.node.op} */")
+        out += ["    " + line for line in Template(text).substitute(
+            {"scratch_size": str(_scratch_bytes(step, build))}).split("\n")]
+    return out
+
+
+def _hook_macro(name, upper) -> list:
+    """QCONVERT_LAYER_HOOK: the user's NAME_layer_hook when built with -DQCONVERT_PROFILE or
+    -DNAME_PROFILE, else nothing (no code, no data)."""
+    return [f"#if defined(QCONVERT_PROFILE) || defined({upper}_PROFILE)",
+            f"#define QCONVERT_LAYER_HOOK(index, op, phase) {name}_layer_hook(index, op, phase)",
+            "#else",
+            "#define QCONVERT_LAYER_HOOK(index, op, phase) ((void)0)",
+            "#endif"]
 
 
 def _copies(graph, names, plan, inward) -> list:
@@ -279,11 +359,30 @@ def _copies(graph, names, plan, inward) -> list:
         arg = ("input" if inward else "output") + ("" if len(names) == 1 else str(i))
         where = f"arena_s8 + {plan.offset[t]}"
         pair = f"{where}, {arg}" if inward else f"{arg}, {where}"
-        out.append(f"    copy_bytes({pair}, {tensor_bytes(graph, t)});")
+        out.append(f"    memcpy({pair}, {tensor_bytes(graph, t)});")
     return out
 
 
-def _source(graph, steps, plans, options) -> str:
+def _check_function(name, upper, checks) -> list:
+    """NAME_check (and the flag that makes the first invoke run it) from {build: lines}."""
+    out = []
+    if any(checks.values()):
+        out += [f"static int {name}_checked; /* nonzero once {name}_check passed */", ""]
+    out += [f"int {name}_check(void)", "{"]
+    if any(checks.values()):
+        for build, lines in checks.items():
+            if build == "helium":
+                out.append(f"#if {upper}_HELIUM_BUILD")
+            elif build == "other":
+                out.append("#else")
+            out += lines
+        if "helium" in checks:
+            out.append(f"#endif /* {upper}_HELIUM_BUILD */")
+    out += ["    return 0;", "}", ""]
+    return out
+
+
+def _source(graph, steps, plans, options, state=None) -> str:
     name, upper = options.name, options.name.upper()
     kernels = "CMSIS-NN (and qconvert's portable kernels for the other ops)" \
         if options.kernels == "cmsis-nn" else "qconvert's portable C99 kernels"
@@ -300,13 +399,15 @@ def _source(graph, steps, plans, options) -> str:
     labels = {"all": "", "helium": " (Helium builds)", "other": " (other builds)"}
     for build, plan in plans.items():
         out += _plan_comment(graph, steps, plan, labels[build])
-    out += [" */", f'#include "{name}.h"', "", "#include <stddef.h>", "",
+    if state is not None:
+        out += state.comment_lines()
+    out += [" */", f'#include "{name}.h"', "", "#include <stddef.h>", "#include <string.h>", "",
             '#include "qconvert_nn.h"']
     if any("qconvert_nn_fast.h" in s.files for s in steps):
         out.append('#include "qconvert_nn_fast.h"')
     if options.kernels == "cmsis-nn":
         out.append('#include "arm_nnfunctions.h"')
-    out += ["", ARRAY_ATTR_BLOCK]
+    out += ["", ARRAY_ATTR_BLOCK, *_hook_macro(name, upper), ""]
     for step in steps:
         prefix = f"l{step.index}"
         node = step.node
@@ -317,30 +418,28 @@ def _source(graph, steps, plans, options) -> str:
         out.append("")
     ins, outs = list(graph.inputs), list(graph.outputs)
     out += [f"static int32_t {name}_arena[{upper}_ARENA_SIZE / 4 + 1]; /* 4-byte aligned */",
-            "",
-            "static void copy_bytes(void *to, const void *from, int32_t size)",
-            "{",
-            "    int8_t *dst = (int8_t *)to;",
-            "    const int8_t *src = (const int8_t *)from;",
-            "    int32_t i;",
-            "    for (i = 0; i < size; ++i) {",
-            "        dst[i] = src[i];",
-            "    }",
-            "}",
-            "",
-            _signature(graph, name, True),
+            "", *(state.source_lines(name) if state is not None else [])]
+    checks = {build: _checks(steps, plan, build) for build, plan in plans.items()}
+    out += _check_function(name, upper, checks)
+    out += [_signature(graph, name, True),
             "{",
             "    int8_t *const arena_s8 = (int8_t *)arena;",
             "    if (arena == NULL || ((uintptr_t)arena & 3u) != 0) {",
             "        return -1;",
             "    }"]
+    if any(checks.values()):
+        out += [f"    if (!{name}_checked) {{ /* once: the scratch checks of {name}_check */",
+                f"        if ({name}_check() != 0) {{", "            return 2;", "        }",
+                f"        {name}_checked = 1;", "    }"]
+    if state is not None:
+        out += state.invoke_prologue(name)
     for build, plan in plans.items():
         if build == "helium":
             out.append(f"#if {upper}_HELIUM_BUILD")
         elif build == "other":
             out.append("#else")
         out += _copies(graph, ins, plan, True)
-        out += _body(graph, steps, plan, build)
+        out += _body(graph, steps, plan, build, state)
         out += _copies(graph, outs, plan, False)
     if "helium" in plans:
         out.append(f"#endif /* {upper}_HELIUM_BUILD */")
