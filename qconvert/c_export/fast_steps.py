@@ -48,7 +48,8 @@ def keep_on_dsp(fast, cmsis):
     and `cmsis` (its CMSIS-NN step): CMSIS-NN's call on Helium builds, the qconvert kernel
     elsewhere, when the op is in KEEP_ON_DSP; else `cmsis`. Arrays of the same name are the
     same values (the depthwise steps share TFLite's weights, multipliers and shifts) and are
-    written once. The output overlaps its input only where both kernels allow it: CMSIS-NN's
+    written once; CMSIS-NN's scratch checks run on Helium builds only. The output overlaps its
+    input only where both kernels allow it: CMSIS-NN's
     per-row "bands" (each row written below everything it and later rows read) also bound the
     qconvert kernels, which write each element after reading its taps, so a banded plan stays,
     CMSIS-NN called per row and the qconvert kernel once. The scratch is CMSIS-NN's Helium one
@@ -69,8 +70,17 @@ def keep_on_dsp(fast, cmsis):
     arrays = cmsis.arrays + [a for a in fast.arrays if a[0] not in names]
     return replace(cmsis, call=Template(call), banded=banded, arrays=arrays,
                    decls=cmsis.decls + fast.decls, files=cmsis.files | fast.files, plan=plan,
-                   scratch_builds=scratch)
+                   scratch_builds=scratch, check=_helium_only(cmsis.check),
+                   banded_check=_helium_only(cmsis.banded_check))
 
 
 def _per_build(helium: str, other: str) -> str:
     return "\n".join(["#if defined(__ARM_FEATURE_MVE)", helium, "#else", other, "#endif"])
+
+
+def _helium_only(check):
+    """CMSIS-NN's scratch check (NAME_check) for Helium builds only: the other builds call the
+    qconvert kernel, which has no scratch."""
+    if check is None:
+        return None
+    return Template("\n".join(["#if defined(__ARM_FEATURE_MVE)", check.template, "#endif"]))
