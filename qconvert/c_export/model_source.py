@@ -3,8 +3,9 @@
     files, summary = render_model(graph, ModelOptions(name="kws"))   # {file name: bytes}
 
 `NAME.c` holds every layer's weights and parameters as `static const` data (flash), one static
-arena, and `NAME_invoke`: the graph inputs are copied into the arena, the layers run in graph
-order on the offsets of the memory plan (`memory_plan`), the outputs are copied out.
+arena, and `NAME_invoke`: the graph inputs are copied into the arena, the layers run in the
+order `op_order` chooses (a topological order of the graph that lowers the arena) on the offsets
+of the memory plan (`memory_plan`), the outputs are copied out.
 `NAME.h` is the contract (see `_header`). The text is a pure function of the graph and the
 options, so the same model and options give byte-identical files.
 """
@@ -23,6 +24,7 @@ from qconvert.errors import QConvertError
 from .c_text import c_array_body, c_comment, c_float, c_int
 from .header import ARRAY_ATTR_BLOCK
 from .memory_plan import plan_memory
+from .op_order import plan_in_best_order
 from .model_steps import DTYPES, KernelOptions, lower_graph, tensor_bytes, tensor_dims
 from .shipped_kernels import KERNEL_FILES, MODEL_KERNEL_FILES, kernel_source
 
@@ -51,6 +53,7 @@ class ExportSummary:
     overlapped: int
     files: list
     arena_helium: int | None = None  # CMSIS-NN Helium (MVE) builds, when it differs
+    banded: int = 0  # CMSIS-NN convolutions called row by row to overlap their input
 
 
 def render_model(graph, options: ModelOptions) -> tuple:
@@ -87,7 +90,13 @@ def render_model(graph, options: ModelOptions) -> tuple:
             if step.scratch_builds:
                 step.plan.scratch = int(step.scratch_builds[build] if build != "all"
                                         else max(step.scratch_builds.values()))
-        plans[build] = plan_memory(sizes, [s.plan for s in steps], graph.inputs, graph.outputs)
+        if not plans:  # the execution order (op_order), chosen once for every build
+            order, plans[build] = plan_in_best_order(sizes, [s.plan for s in steps],
+                                                     graph.inputs, graph.outputs)
+            steps = [steps[i] for i in order]
+        else:
+            plans[build] = plan_memory(sizes, [s.plan for s in steps], graph.inputs,
+                                       graph.outputs)
     name = options.name
     files = sorted(set().union(*[s.files for s in steps]) if steps else set())
     const_bytes = sum(np.asarray(v).size * CTYPE_BYTES[t.partition("#")[0]]
@@ -99,7 +108,7 @@ def render_model(graph, options: ModelOptions) -> tuple:
     main = plans.get("all") or plans["other"]
     helium = plans["helium"].arena_size if "helium" in plans else None
     summary = ExportSummary(main.arena_size, int(const_bytes), len(steps), len(main.overlapped),
-                            list(out), helium)
+                            list(out), helium, len(main.banded))
     return out, summary
 
 
@@ -242,16 +251,16 @@ def _plan_comment(graph, steps, plan, label) -> list:
            "(offset, bytes, tensor):"]
     for t in sorted(plan.offset, key=lambda n: (plan.offset[n], n)):
         out.append(f" *   {plan.offset[t]:7d} {tensor_bytes(graph, t):7d}  {c_comment(t[:70])}")
-    for index, off in sorted(plan.scratch.items()):
-        out.append(f" *   {off:7d} {steps[index].plan.scratch:7d}  (scratch of layer {index})")
+    for position, off in sorted(plan.scratch.items()):
+        step = steps[position]
+        out.append(f" *   {off:7d} {step.plan.scratch:7d}  (scratch of layer {step.index})")
     return out
 
 
 def _body(graph, steps, plan, build) -> list:
     """The layer calls of `invoke` on the offsets of `plan`."""
     body = []
-    banded = {index for index, _, _, _ in plan.overlapped}
-    for step in steps:
+    for position, step in enumerate(steps):
         if not step.call.template:
             continue
         prefix = f"l{step.index}"
@@ -264,9 +273,10 @@ def _body(graph, steps, plan, build) -> list:
         if step.scratch_builds:
             scratch = int(step.scratch_builds[build] if build != "all"
                           else max(step.scratch_builds.values()))
-        mapping["scratch"] = f"(arena_s8 + {plan.scratch[step.index]})" if scratch else "NULL"
+        mapping["scratch"] = f"(arena_s8 + {plan.scratch[position]})" if scratch else "NULL"
         mapping["scratch_size"] = str(scratch)
-        chosen = step.banded if step.banded is not None and step.index in banded else step.call
+        chosen = step.banded if step.banded is not None and position in plan.banded \
+            else step.call
         text = chosen.template.replace("@L", prefix)
         body.append(f"    /* layer {step.index}: {step.node.op} */")
         body += ["    " + line for line in Template(text).substitute(mapping).split("\n")]
