@@ -1,6 +1,6 @@
 """`export-c`'s static arena against TensorFlow Lite Micro's, per model and kernel set.
 
-    python bench/bench_arena.py [--cache DIR] [--models a,b] [--patches]
+    python bench/bench_arena.py [--cache DIR] [--models a,b] [--patches N]
 
 Models: tests/models (kws_ref_model, ad01_int8, pretrainedResnet_quant, digits TFLite and ONNX
 quantized by qconvert) and every model of the corpus manifest (tests/corpus/manifest.py) that
@@ -74,7 +74,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", default=str(ROOT / "bench" / "out" / "arena_models"))
     parser.add_argument("--models", default="")
-    parser.add_argument("--patches", action="store_true", help="also export with --patches")
+    parser.add_argument("--patches", type=int, default=0, help="also export with --patches N")
     args = parser.parse_args()
     models = _models(Path(args.cache))
     wanted = [m for m in args.models.split(",") if m]
@@ -93,8 +93,8 @@ def main() -> None:
         line = (f"{name:34s} {tflm:9d} {p:9d} {p / tflm:6.3f} {c:9d} {c / tflm:6.3f} "
                 f"{banded:6d}")
         if args.patches:
-            pp, _ = measure(path, "portable", patches=True)
-            pc, _ = measure(path, "cmsis-nn", patches=True)
+            pp, _ = measure(path, "portable", patches=args.patches)
+            pc, _ = measure(path, "cmsis-nn", patches=args.patches)
             line += f"  {pp:9d} {pc:9d}"
         print(line, flush=True)
 

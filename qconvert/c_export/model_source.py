@@ -41,6 +41,7 @@ class ModelOptions:
     source_name: str = "model.tflite"
     source_sha256: str = ""
     provenance: str | None = None
+    patches: int = 0  # --patches N: the first stage in N x N tiles (patches.py); 0: off
 
 
 @dataclass
@@ -54,6 +55,7 @@ class ExportSummary:
     files: list
     arena_helium: int | None = None  # CMSIS-NN Helium (MVE) builds, when it differs
     banded: int = 0  # CMSIS-NN convolutions called row by row to overlap their input
+    patches: str = ""  # what --patches did (or why not)
 
 
 def render_model(graph, options: ModelOptions) -> tuple:
@@ -74,29 +76,14 @@ def render_model(graph, options: ModelOptions) -> tuple:
                             "writes beside it; choose another")
     kernel_options = KernelOptions(options.kernels, options.fc_layout)
     steps = lower_graph(graph, kernel_options)
-    if options.kernels == "cmsis-nn":
-        from .cmsis_nn import lower_cmsis
+    note = ""
+    if options.patches:
+        from .patches import patch_stage
 
-        steps = [lower_cmsis(graph, step, kernel_options) for step in steps]
-    sizes = {}
-    for name in list(graph.inputs) + list(graph.outputs):
-        sizes[name] = tensor_bytes(graph, name)
-    for step in steps:
-        for name in step.plan.inputs + step.plan.outputs:
-            sizes[name] = tensor_bytes(graph, name)
-    plans = {}
-    for build in _builds(steps):
-        for step in steps:
-            if step.scratch_builds:
-                step.plan.scratch = int(step.scratch_builds[build] if build != "all"
-                                        else max(step.scratch_builds.values()))
-        if not plans:  # the execution order (op_order), chosen once for every build
-            order, plans[build] = plan_in_best_order(sizes, [s.plan for s in steps],
-                                                     graph.inputs, graph.outputs)
-            steps = [steps[i] for i in order]
-        else:
-            plans[build] = plan_memory(sizes, [s.plan for s in steps], graph.inputs,
-                                       graph.outputs)
+        steps, note = patch_stage(graph, steps, options.patches, lambda candidate: _planned(
+            graph, candidate, kernel_options)[1][-1].arena_size)
+    steps, plans = _planned(graph, steps, kernel_options)
+    plans = dict(zip(_builds(steps), plans))
     name = options.name
     files = sorted(set().union(*[s.files for s in steps]) if steps else set())
     const_bytes = sum(np.asarray(v).size * CTYPE_BYTES[t.partition("#")[0]]
@@ -108,8 +95,37 @@ def render_model(graph, options: ModelOptions) -> tuple:
     main = plans.get("all") or plans["other"]
     helium = plans["helium"].arena_size if "helium" in plans else None
     summary = ExportSummary(main.arena_size, int(const_bytes), len(steps), len(main.overlapped),
-                            list(out), helium, len(main.banded))
+                            list(out), helium, len(main.banded), note)
     return out, summary
+
+
+def _planned(graph, steps, kernel_options) -> tuple:
+    """(the steps lowered for the kernel set in the chosen execution order, [the plan of each
+    build of `_builds`])."""
+    if kernel_options.kernels == "cmsis-nn":
+        from .cmsis_nn import lower_cmsis
+
+        steps = [lower_cmsis(graph, step, kernel_options) for step in steps]
+    sizes = {}
+    for name in list(graph.inputs) + list(graph.outputs):
+        sizes[name] = tensor_bytes(graph, name)
+    for step in steps:
+        for name in step.plan.inputs + step.plan.outputs:
+            sizes[name] = tensor_bytes(graph, name)
+    plans = []
+    for build in _builds(steps):
+        for step in steps:
+            if step.scratch_builds:
+                step.plan.scratch = int(step.scratch_builds[build] if build != "all"
+                                        else max(step.scratch_builds.values()))
+        if not plans:  # the execution order (op_order), chosen once for every build
+            order, plan = plan_in_best_order(sizes, [s.plan for s in steps], graph.inputs,
+                                             graph.outputs)
+            steps = [steps[i] for i in order]
+        else:
+            plan = plan_memory(sizes, [s.plan for s in steps], graph.inputs, graph.outputs)
+        plans.append(plan)
+    return steps, plans
 
 
 # bytes of one element of each array type the steps emit (flash)
