@@ -83,9 +83,10 @@ def _samples(graph, name, count=4) -> list:
     return samples
 
 
-def _export(path: Path, folder: Path, kernels="portable", name="net") -> dict:
+def _export(path: Path, folder: Path, kernels="portable", name="net", patches=0) -> dict:
     files, summary = render_model(load_model(path), ModelOptions(
-        name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor"))
+        name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor",
+        patches=patches))
     folder.mkdir(parents=True, exist_ok=True)
     for f, data in files.items():
         (folder / f).write_bytes(data)
@@ -106,10 +107,10 @@ def _assert_bit_exact(got, expected, label):
                 f"{label}: sample {k} output {j}: {np.count_nonzero(o != r)} of {r.size} differ")
 
 
-def _check_host(path, folder, kernels, name):
+def _check_host(path, folder, kernels, name, patches=0):
     graph = load_model(path).graph
     samples = _samples(graph, name)
-    _export(path, folder, kernels)
+    _export(path, folder, kernels, patches=patches)
     exe = build_host(folder, harness_source("net", io_layout(graph), samples),
                      cmsis=kernels == "cmsis-nn")
     out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
@@ -150,10 +151,10 @@ def test_single_rounding_build_matches_the_executor(models, tmp_path, name):
 
 
 # -- emulated Cortex-M ------------------------------------------------------------------------
-def _check_board(path, folder, kernels, board, name):
+def _check_board(path, folder, kernels, board, name, patches=0):
     graph = load_model(path).graph
     samples = _samples(graph, name, count=3)
-    _export(path, folder, kernels)
+    _export(path, folder, kernels, patches=patches)
     elf = build_cortex_m(folder, harness_source("net", io_layout(graph), samples), board,
                          cmsis=kernels == "cmsis-nn")
     got = parse(run_qemu(elf, board), [np.dtype(graph.tensors[n].dtype) for n in graph.outputs],
@@ -418,6 +419,55 @@ def test_best_fit_plan_beats_greedy_and_overlaps_only_what_kernels_allow(models,
                 assert any(_rule_allows(c, d, sizes[x]) for c in cands), (name, x, y, d)
                 if kernels == "cmsis-nn" and all(c[0] == "bands" for c in cands):
                     assert k in plan.banded
+
+
+# -- patch-based execution (--patches) ------------------------------------------------------
+VWW = MODELS / "corpus" / "vww_mobilenet_v1_int8_tflc.tflite"
+
+
+def _patched(path, kernels="portable", n=4):
+    return render_model(load_model(path), ModelOptions(
+        "net", kernels, "1x4" if kernels == "portable" else "rowmajor", patches=n))
+
+
+@pytest.mark.parametrize("kernels", ("portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)))
+@pytest.mark.parametrize("n", (3, 4))
+def test_patches_host_bit_exact_with_tflite_micro(tmp_path, kernels, n):
+    """VWW's first four layers (96x96 input, 48x48 maps) in n x n tiles: a smaller arena, the
+    same bits as TFLite Micro (3 x 3 tiles of 24x24 split unevenly: 8 rows each, halos
+    crossing tile borders; 4 x 4: 6 rows)."""
+    _, plain = render_model(load_model(VWW), ModelOptions(
+        "net", kernels, "1x4" if kernels == "portable" else "rowmajor"))
+    _, summary = _patched(VWW, kernels, n)
+    assert summary.patches.startswith("patches: layers") and \
+        summary.arena_size < plain.arena_size, summary.patches
+    _check_host(VWW, tmp_path / "c", kernels, "vww", patches=n)
+
+
+@NEEDS_CROSS
+def test_patches_cortex_m4_bit_exact(tmp_path):
+    _check_board(VWW, tmp_path / "c", "portable", "m4", "vww", patches=4)
+
+
+def test_patches_are_not_used_where_they_cannot_cover_the_stage(models):
+    """Must not: a model whose first layers mix every pixel (ad01: fully connected), or whose
+    first convolution's output feeds a residual branch (ResNet-8: read by two layers), is
+    exported exactly as without --patches, with a note saying why."""
+    for name, why in (("ad01_int8", "no convolution or pool"),
+                      ("pretrainedResnet_quant", "is read by 2 layers")):
+        files, summary = _patched(models[name])
+        plain, _ = render_model(load_model(models[name]), ModelOptions("net"))
+        assert summary.patches.startswith("patches: not used") and why in summary.patches
+        assert files == plain
+
+
+def test_patches_option_on_the_command_line(tmp_path):
+    out = tmp_path / "c"
+    result = _invoke(["export-c", VWW, "-o", out, "--patches", "4"])
+    assert result.exit_code == 0 and "run in 4 x 4 tiles" in result.output, result.output
+    bad = _invoke(["export-c", VWW, "-o", tmp_path / "bad", "--patches", "1"])
+    assert bad.exit_code != 0 and "--patches 1" in bad.output
+    assert len(bad.output.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()
 
 
 # -- command line, files, refusals ------------------------------------------------------------
