@@ -16,10 +16,11 @@ Scratch buffers: CMSIS-NN sizes them per build (scalar, DSP or MVE) with its
 of CMSIS-NN 7, computed here; `model_source` plans each build when they differ), and the
 generated code checks the library's own answer against the reservation at run time: `invoke`
 returns 2 rather than write past it. CMSIS-NN kernels are never run over their own input
-except element for element (element-wise ones) and band by band: a convolution whose output
-overlaps its input is called once per output row on the input rows that row reads, so the plan
-needs only the kernel's contract (it reads its input and writes its output), never its inner
-order.
+except element for element (element-wise ones) and band by band: a convolution offers the plan
+a "bands" overlap (`row_bands`), and where the plan uses it (only where it lowers the arena:
+memory_plan's step 5; `MemoryPlan.banded`) the layer is called once per output row on the input
+rows that row reads (`_banded_call`), so the plan needs only the kernel's contract (it reads its
+input and writes its output), never its inner order. Every other layer is one whole-layer call.
 """
 
 from __future__ import annotations
