@@ -421,6 +421,84 @@ def test_best_fit_plan_beats_greedy_and_overlaps_only_what_kernels_allow(models,
                     assert k in plan.banded
 
 
+# -- Pad folded into the convolution reading it ------------------------------------------------
+@pytest.fixture(scope="module")
+def padded_mobilenet(tmp_path_factory) -> Path:
+    """The corpus's Paddle-style MobileNetV2 (explicit Pad before each stride-2 depthwise conv
+    and before the first conv) quantized by qconvert."""
+    corpus = MODELS / "corpus"
+    target = tmp_path_factory.mktemp("pads") / "mobilenet_v2_paddle.tflite"
+    result = _invoke(["quantize", corpus / "mobilenet_v2_paddle.onnx", "--calibration",
+                      corpus / "mobilenet_v2_paddle_calib.npy", "-o", target])
+    assert result.exit_code == 0, result.output
+    return target
+
+
+@pytest.mark.parametrize("kernels", ("portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)))
+def test_pads_folded_into_convolutions_bit_exact(padded_mobilenet, tmp_path, kernels):
+    """Every Pad of the model pads with its convolution's zero point: folded (no Pad left, the
+    padded copies gone from the arena), and the outputs are TFLite Micro's bit for bit."""
+    from qconvert.c_export.pad_fold import fold_pads
+
+    graph = load_model(padded_mobilenet).graph
+    pads = [n for n in graph.nodes if n.op in ("Pad", "PadV2")]
+    assert len(pads) >= 2
+    folded = fold_pads(graph)
+    assert not [n for n in folded.nodes if n.op in ("Pad", "PadV2")]
+    assert len(folded.nodes) == len(graph.nodes) - len(pads)
+    _check_host(padded_mobilenet, tmp_path / "c", kernels, "mobilenet_v2_paddle")
+
+
+@NEEDS_CROSS
+def test_pads_folded_cortex_m4_bit_exact(padded_mobilenet, tmp_path):
+    _check_board(padded_mobilenet, tmp_path / "c", "portable", "m4", "mobilenet_v2_paddle")
+
+
+def test_pads_are_not_folded_where_the_result_would_differ(padded_mobilenet):
+    """Must not fold: a PadV2 whose constant is not the convolution's zero point (its padded
+    taps are not zero), a Pad feeding a pool (an average pool counts padded taps), a Pad read
+    by two layers (the other one needs the padded copy)."""
+    from qconvert.c_export.pad_fold import fold_pads
+    from qconvert.ir.tensor import Tensor
+
+    graph = load_model(padded_mobilenet).graph
+    index = next(k for k, n in enumerate(graph.nodes) if n.op == "Pad" and
+                 graph.tensors[n.inputs[0]].quant.zero_point[0] != 0)
+    pad = graph.nodes[index]
+    zero_point = int(graph.tensors[pad.outputs[0]].quant.zero_point[0])
+
+    def variant(edit):
+        g = load_model(padded_mobilenet).graph
+        edit(g, g.nodes[index])
+        return g
+
+    def pad_v2(g, node):
+        g.tensors["pad_value"] = Tensor("pad_value", (), "int8",
+                                        np.array(zero_point + 5, dtype=np.int8))
+        node.op = "PadV2"
+        node.inputs = [*node.inputs[:2], "pad_value"]
+
+    def two_readers(g, node):
+        reader = next(n for n in g.nodes if node.outputs[0] in n.inputs)
+        twin = reader.copy()
+        twin.outputs = [o + "_twin" for o in reader.outputs]
+        for o, t in zip(reader.outputs, twin.outputs):
+            g.tensors[t] = g.tensors[o].copy()
+            g.tensors[t].name = t
+        g.nodes.insert(g.nodes.index(reader) + 1, twin)
+
+    def into_pool(g, node):
+        reader = next(n for n in g.nodes if node.outputs[0] in n.inputs)
+        reader.op = "AveragePool"
+
+    for edit in (pad_v2, two_readers, into_pool):
+        g = variant(edit)
+        kept = [n for n in fold_pads(g).nodes if n.outputs == pad.outputs]
+        assert len(kept) == 1 and kept[0].op in ("Pad", "PadV2"), edit.__name__
+    # and the unedited Pad is folded (the variants differ from it only by the edit)
+    assert not [n for n in fold_pads(graph).nodes if n.outputs == pad.outputs]
+
+
 # -- patch-based execution (--patches) ------------------------------------------------------
 VWW = MODELS / "corpus" / "vww_mobilenet_v1_int8_tflc.tflite"
 

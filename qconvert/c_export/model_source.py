@@ -25,6 +25,7 @@ from .c_text import c_array_body, c_comment, c_float, c_int
 from .header import ARRAY_ATTR_BLOCK
 from .memory_plan import plan_memory
 from .op_order import plan_in_best_order
+from .pad_fold import fold_pads
 from .model_steps import DTYPES, KernelOptions, lower_graph, tensor_bytes, tensor_dims
 from .shipped_kernels import KERNEL_FILES, MODEL_KERNEL_FILES, kernel_source
 
@@ -75,6 +76,7 @@ def render_model(graph, options: ModelOptions) -> tuple:
         raise QConvertError(f"--name {options.name!r} is the name of a kernel file qconvert "
                             "writes beside it; choose another")
     kernel_options = KernelOptions(options.kernels, options.fc_layout)
+    graph = fold_pads(graph)
     steps = lower_graph(graph, kernel_options)
     note = ""
     if options.patches:
