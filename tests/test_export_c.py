@@ -277,7 +277,7 @@ def test_plan_order_finishes_one_branch_before_the_other():
         assert all(position[j] < position[k] for j in producers)
 
 
-def test_plan_order_keeps_pinned_steps_in_the_graphs_order():
+def test_plan_order_keeps_the_graphs_order_where_steps_have_effects():
     from qconvert.c_export.op_order import plan_in_best_order
 
     sizes = {"x": 12, "a1": 100, "b1": 100, "a2": 12, "b2": 12, "y": 12}
@@ -285,6 +285,11 @@ def test_plan_order_keeps_pinned_steps_in_the_graphs_order():
              PlanStep(["a1"], ["a2"]), PlanStep(["b1"], ["b2"]), PlanStep(["a2", "b2"], ["y"])]
     order, plan = plan_in_best_order(sizes, steps, ["x"], ["y"])
     assert order == [0, 1, 2, 3, 4] and plan.arena_size == 212
+    # a tensor written twice (a state buffer updated in place) pins the order too
+    steps[1] = PlanStep(["x"], ["b1"])
+    steps.append(PlanStep(["y"], ["a1"]))
+    order, _ = plan_in_best_order(sizes, steps, ["x"], ["y"])
+    assert order == [0, 1, 2, 3, 4, 5]
 
 
 def _bands_step(inp, out, rows, row_bytes):

@@ -8,8 +8,9 @@ multi-output layers) the order decides which tensors are alive together. Candida
 graph's own order, a greedy order that runs next the ready step growing the live bytes least
 (freeing the most), and a depth-first one that finishes the branch it is in before starting
 another. Each is planned (`memory_plan.plan_memory`, whole-layer calls) and the smallest arena
-wins; the graph's order on ties, so a model without branches keeps its order. A step marked
-`pinned` (effects beyond its tensors, e.g. resource variables) keeps the graph's order.
+wins; the graph's order on ties, so a model without branches keeps its order. A graph with a
+step marked `pinned` (effects beyond its tensors, e.g. resource variables), a step writing no
+tensor or a tensor written by two steps keeps the graph's order.
 """
 
 from __future__ import annotations
@@ -34,8 +35,12 @@ def plan_in_best_order(sizes, steps, graph_inputs, graph_outputs, bands=None) ->
 def candidate_orders(sizes, steps, graph_inputs, graph_outputs) -> list:
     """Distinct topological orders to try, the graph's own first."""
     original = list(range(len(steps)))
-    if any(getattr(s, "pinned", False) for s in steps):
-        return [original]
+    if any(getattr(s, "pinned", False) or not s.outputs for s in steps):
+        return [original]  # effects beyond the tensors: the graph's order only
+    written = [t for s in steps for t in s.outputs]
+    if len(written) != len(set(written)):
+        return [original]  # a tensor written twice (state): its order is not the tensors'
+
     deps, readers = _dependencies(steps)
     out = [original]
     for order in (_greedy(sizes, steps, deps, readers, graph_outputs),
