@@ -7,7 +7,8 @@ quantized by qconvert) and every model of the corpus manifest (tests/corpus/mani
 export-c accepts; float ones are quantized once with `qconvert quantize MODEL --calibration
 MODEL_calib -o X.tflite` into the cache folder (kept between runs). Prints, per model: TFLM's
 arena ('Arena allocation total' of its Python interpreter), export-c's arena with both kernel
-sets, the ratio, and how many CMSIS-NN convolutions run band by band (output overlapping input).
+sets, the ratio, and the CMSIS-NN convolutions run band by band (output overlapping input): the
+output rows per band of each (0: none, every layer one whole call).
 """
 
 from __future__ import annotations
@@ -59,13 +60,18 @@ def _models(cache: Path) -> dict:
 
 
 def measure(path: Path, kernels: str, **extra) -> tuple:
-    """(arena bytes, banded layer count) of export-c with `kernels`."""
+    """(arena bytes, rows per band of each banded layer, "0" for none) of export-c with
+    `kernels`."""
     from qconvert.c_export.model_source import ModelOptions, render_model
     from qconvert.model_io import load_model
 
-    _, summary = render_model(load_model(path), ModelOptions(
+    import re
+
+    files, summary = render_model(load_model(path), ModelOptions(
         "net", kernels, "1x4" if kernels == "portable" else "rowmajor", **extra))
-    return summary.arena_size, getattr(summary, "banded", 0)
+    source = files["net.c"].decode().split("#else\n")[-1]  # the non-Helium builds' body
+    rows = re.findall(r"oy \+= (\d+)\)", source)
+    return summary.arena_size, ",".join(rows) if rows else "0"
 
 
 def main() -> None:
@@ -79,7 +85,7 @@ def main() -> None:
     models = _models(Path(args.cache))
     wanted = [m for m in args.models.split(",") if m]
     print(f"{'model':34s} {'TFLM':>9s} {'portable':>9s} {'ratio':>6s} {'cmsis-nn':>9s} "
-          f"{'ratio':>6s} {'banded':>6s}" + ("  patched(p / c)" if args.patches else ""))
+          f"{'ratio':>6s} {'band rows':>16s}" + ("  patched(p / c)" if args.patches else ""))
     for name, path in models.items():
         if wanted and name not in wanted:
             continue
@@ -91,7 +97,7 @@ def main() -> None:
             print(f"{name:34s} refused: {str(exc)[:80]}")
             continue
         line = (f"{name:34s} {tflm:9d} {p:9d} {p / tflm:6.3f} {c:9d} {c / tflm:6.3f} "
-                f"{banded:6d}")
+                f"{banded:>16s}")
         if args.patches:
             pp, _ = measure(path, "portable", patches=args.patches)
             pc, _ = measure(path, "cmsis-nn", patches=args.patches)

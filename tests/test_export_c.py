@@ -292,10 +292,15 @@ def test_plan_order_keeps_the_graphs_order_where_steps_have_effects():
     assert order == [0, 1, 2, 3, 4, 5]
 
 
-def _bands_step(inp, out, rows, row_bytes):
-    """A 1x1 convolution called row by row: band b writes output row b, reads input row b on."""
-    ends = np.arange(1, rows + 1) * row_bytes
-    return PlanStep([inp], [out], overlap=[("bands", 0, ends, ends - row_bytes)])
+def _bands_step(inp, out, rows, row_bytes, heights=(1,)):
+    """A 1x1 convolution called band by band (bands of k rows for k in `heights`): a band
+    writes its output rows and reads its input rows on."""
+    overlap = []
+    for k in heights:
+        top = np.arange(0, rows, k)
+        ends = np.minimum(top + k, rows) * row_bytes
+        overlap.append(("bands", 0, ends, top * row_bytes, k))
+    return PlanStep([inp], [out], overlap=overlap)
 
 
 def test_plan_bands_a_layer_only_where_it_lowers_the_arena():
@@ -303,11 +308,11 @@ def test_plan_bands_a_layer_only_where_it_lowers_the_arena():
     sizes = {"x": 40, "a": 100, "y": 100}
     steps = [PlanStep(["x"], ["a"]), _bands_step("a", "y", 10, 10)]
     plan = _plan(sizes, steps)
-    assert plan.banded == {1} and plan.arena_size == 140
+    assert plan.banded == {1: 1} and plan.arena_size == 140
     # must not: the peak is elsewhere (x 300 + a 100 at step 0), so the whole-layer call
     sizes = {"x": 300, "a": 100, "y": 100}
     plan = _plan(sizes, steps)
-    assert plan.banded == set() and plan.arena_size == 400
+    assert plan.banded == {} and plan.arena_size == 400
     assert not (plan.offset["a"] < plan.offset["y"] + 100
                 and plan.offset["y"] < plan.offset["a"] + 100)
 
@@ -319,8 +324,20 @@ def test_plan_bands_only_the_layers_the_peak_needs():
     steps = [PlanStep(["x"], ["p"]), PlanStep(["x"], ["a"]), _bands_step("a", "b", 10, 10),
              PlanStep(["b", "p"], ["c"]), _bands_step("c", "y", 4, 10)]
     plan = _plan(sizes, steps)
-    assert plan.banded == {2}
+    assert plan.banded == {2: 1}
     assert plan.arena_size == 200
+
+
+def test_plan_keeps_the_tallest_bands_that_keep_the_arena():
+    """Bands of 1, 5 or 8 rows of 10 bytes: the output over its input needs 110, 150 or 180
+    bytes; the peak is x + a = 160 at step 0, so 5-row bands (fewer calls) cost nothing and
+    8-row ones would grow the arena: the plan takes 5 (must not: 1, 8 or whole layer)."""
+    sizes = {"x": 60, "a": 100, "y": 100}
+    steps = [PlanStep(["x"], ["a"]), _bands_step("a", "y", 10, 10, heights=(1, 5, 8))]
+    plan = _plan(sizes, steps)
+    assert plan.banded == {1: 5} and plan.arena_size == 160
+    (_, _, _, d), = plan.overlapped
+    assert -60 <= d <= -50  # within the 160 bytes, below what 5-row bands still read
 
 
 def _greedy_by_size(sizes, steps, inputs, outputs) -> int:

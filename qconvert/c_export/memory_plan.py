@@ -21,7 +21,8 @@ overlap and how, its scratch bytes). What it does, in order:
    one row before its input). `("bands", slot, ends, reads)`: the kernel is called once per
    band of output rows (CMSIS-NN's kernels, whose inner order is the library's): band b writes
    output bytes up to `ends[b]` (exclusive) in any order while reading input bytes from
-   `reads[b]` on, so `D + ends[b] <= min(reads[b:])`. Every rule holds for any smaller D too,
+   `reads[b]` on, so `D + ends[b] <= min(reads[b:])` (a layer may offer several band heights,
+   the fifth field: output rows per band). Every rule holds for any smaller D too,
    so an overlap is a pairwise relaxation (not a fixed offset): each buffer keeps its own
    offset and a chain of overlaps never grows a rigid block.
 4. Offsets: buffers and per-step scratch buffers (alive for their step only) are placed one by
@@ -29,9 +30,10 @@ overlap and how, its scratch bytes). What it does, in order:
    the smallest hole it fits), in several orders (largest first as TFLite Micro's
    GreedyMemoryPlanner, largest lifetime x size first, by birth, longest-lived first);
    the smallest arena wins, the first heuristic on ties (deterministic).
-5. Bands: a banded overlap costs speed (one kernel call per output row), so the plan decides
-   per layer: whole-layer calls unless banding lowers the arena, and then only the layers
-   whose banding the arena needs (each dropped in turn when the arena does not grow).
+5. Bands: a banded overlap costs speed (one kernel call per band of output rows), so the plan
+   decides per layer: whole-layer calls unless banding lowers the arena, and then, layer by
+   layer, the coarsest choice that keeps the arena as small as the finest bands make it: a
+   whole-layer call, else the tallest bands offered (`MemoryPlan.banded`: rows per band).
 6. Check: no two tensors alive at the same step share a byte unless step 3 allowed exactly that
    overlap at that displacement; a violation is an internal error, never a silently wrong model.
 
@@ -55,7 +57,7 @@ class PlanStep:
     outputs: list           # tensor names it writes
     alias: bool = False     # outputs[0] is the same bytes as inputs[0] (no code)
     overlap: list | None = None    # candidates: ("same", slot), ("reads", slot, minread) or
-    #                                ("bands", slot, ends, reads)
+    #                                ("bands", slot, ends, reads[, rows per band])
     scratch: int = 0        # scratch bytes the kernel needs during this step
     pinned: bool = False    # has effects beyond its tensors: never moved by `op_order`
 
@@ -68,7 +70,8 @@ class MemoryPlan:
     offset: dict                    # tensor name -> byte offset in the arena
     scratch: dict                   # step index -> byte offset of its scratch buffer
     overlapped: list = field(default_factory=list)  # (step, input, output, displacement)
-    banded: set = field(default_factory=set)        # steps whose output overlaps by bands
+    banded: dict = field(default_factory=dict)      # step -> output rows per band, for the
+    #                                                 steps whose output overlaps by bands
 
 
 def _align(n: int) -> int:
@@ -84,6 +87,7 @@ class _Relax:
     y: str
     dmax: int
     bands: bool
+    rows: int = 0    # output rows per band (a banded candidate)
 
 
 def plan_memory(sizes: dict, steps: list, graph_inputs, graph_outputs, bands=None,
@@ -103,27 +107,57 @@ def plan_memory(sizes: dict, steps: list, graph_inputs, graph_outputs, bands=Non
     if bands is None:
         return _decide_bands(sizes, steps, root, start, end, buffer_size, relax, search)
     allowed = [r for r in relax if not r.bands or r.step in bands]
-    return _plan(sizes, steps, root, start, end, buffer_size, allowed, search)
+    return _plan(sizes, steps, root, start, end, buffer_size, _finest(allowed), search)
+
+
+def _finest(relax) -> list:
+    """The relaxations with, per banded step, only its most permissive band height."""
+    best = {}
+    for r in relax:
+        if r.bands and (r.step not in best or r.dmax > best[r.step].dmax):
+            best[r.step] = r
+    return [r for r in relax if not r.bands or best[r.step] is r]
 
 
 def _decide_bands(sizes, steps, root, start, end, buffer_size, relax, search) -> MemoryPlan:
-    """Step 5: whole-layer calls unless bands lower the arena; then the fewest bands that keep
-    the arena as small."""
+    """Step 5: whole-layer calls unless bands lower the arena; then, layer by layer, the
+    coarsest choice (a whole-layer call, else the tallest bands) that keeps the arena as small
+    as the finest bands make it."""
     whole = [r for r in relax if not r.bands]
     best = _plan(sizes, steps, root, start, end, buffer_size, whole, search)
     if len(whole) == len(relax):
         return best
-    banded = _plan(sizes, steps, root, start, end, buffer_size, relax, search)
+    finest = _finest(relax)
+    banded = _plan(sizes, steps, root, start, end, buffer_size, finest, search)
     if banded.arena_size >= best.arena_size:
         return best
-    keep = set(banded.banded)
-    best = banded
-    for step in sorted(banded.banded):
-        trial = [r for r in relax if not r.bands or (r.step in keep and r.step != step)]
-        plan = _plan(sizes, steps, root, start, end, buffer_size, trial, search)
-        if plan.arena_size <= best.arena_size:
-            keep.discard(step)
-            best = plan
+    start_choice = {r.step: r for r in finest if r.bands and r.step in banded.banded}
+    plans = [_coarsen(sizes, steps, root, start, end, buffer_size, relax, search, banded,
+                      dict(start_choice), heights) for heights in (True, False)]
+    return min(plans, key=lambda plan: plan.arena_size)  # the first (taller bands) on ties
+
+
+def _coarsen(sizes, steps, root, start, end, buffer_size, relax, search, best, choice,
+             heights) -> MemoryPlan:
+    """Layer by layer, the coarsest band choice (whole layer, then the tallest bands when
+    `heights`) whose arena is no larger than the best so far."""
+    whole = [r for r in relax if not r.bands]
+    for step in sorted(choice):
+        options = sorted((r for r in relax if r.bands and r.step == step),
+                         key=lambda r: (-r.rows, r.dmax)) if heights else []
+        for option in [None, *options]:
+            if option is choice[step]:
+                break
+            trial = whole + [r for s, r in choice.items() if s != step] + \
+                ([option] if option is not None else [])
+            plan = _plan(sizes, steps, root, start, end, buffer_size, trial, search)
+            if plan.arena_size <= best.arena_size:
+                best = plan
+                if option is None:
+                    del choice[step]
+                else:
+                    choice[step] = option
+                break
     return best
 
 
@@ -142,7 +176,9 @@ def _relaxations(steps, root, start, end, buffer_size) -> list:
                 continue  # the input lives on, or the step reads it twice (x + x)
             d = _displacement(candidate, buffer_size[x], buffer_size[y])
             if d is not None:
-                out.append(_Relax(index, x, y, d, candidate[0] == "bands"))
+                bands = candidate[0] == "bands"
+                rows = int(candidate[4]) if bands and len(candidate) > 4 else int(bands)
+                out.append(_Relax(index, x, y, d, bands, rows))
     return out
 
 
@@ -176,7 +212,7 @@ def _plan(sizes, steps, root, start, end, buffer_size, relax, search) -> MemoryP
     arena, placed = best
     offset = {name: placed.get(root[name], 0) for name in sizes}
     scratch = {k[0]: o for k, o in placed.items() if isinstance(k, tuple)}
-    overlapped, banded = [], set()
+    overlapped, banded = [], {}
     for (x, y), r in sorted(pairs.items(), key=lambda kv: (kv[1].step, kv[0])):
         ox, oy = placed.get(x, 0), placed.get(y, 0)
         if ox < oy + buffer_size[y] and oy < ox + buffer_size[x]:
@@ -184,7 +220,7 @@ def _plan(sizes, steps, root, start, end, buffer_size, relax, search) -> MemoryP
             name_x = next(n for n in step.inputs if root[n] == x)
             overlapped.append((r.step, name_x, step.outputs[0], oy - ox))
             if r.bands:
-                banded.add(r.step)
+                banded[r.step] = r.rows
     plan = MemoryPlan(arena, offset, scratch, overlapped, banded)
     _check(plan, sizes, root, start, end, steps, pairs)
     return plan

@@ -55,7 +55,7 @@ class ExportSummary:
     overlapped: int
     files: list
     arena_helium: int | None = None  # CMSIS-NN Helium (MVE) builds, when it differs
-    banded: int = 0  # CMSIS-NN convolutions called row by row to overlap their input
+    banded: int = 0  # CMSIS-NN convolutions called band by band to overlap their input
     patches: str = ""  # what --patches did (or why not)
 
 
@@ -293,6 +293,7 @@ def _body(graph, steps, plan, build) -> list:
                           else max(step.scratch_builds.values()))
         mapping["scratch"] = f"(arena_s8 + {plan.scratch[position]})" if scratch else "NULL"
         mapping["scratch_size"] = str(scratch)
+        mapping["band_rows"] = str(plan.banded.get(position, 1))  # a banded call's rows
         chosen = step.banded if step.banded is not None and position in plan.banded \
             else step.call
         text = chosen.template.replace("@L", prefix)
