@@ -22,13 +22,16 @@ overlap and how, its scratch bytes). What it does, in order:
    band of output rows (CMSIS-NN's kernels, whose inner order is the library's): band b writes
    output bytes up to `ends[b]` (exclusive) in any order while reading input bytes from
    `reads[b]` on, so `D + ends[b] <= min(reads[b:])` (a layer may offer several band heights,
-   the fifth field: output rows per band). Every rule holds for any smaller D too,
+   the fifth field: output rows per band). `("tiles", slot, ends, reads)`: the same rule for
+   a step whose one call already works band by band (`patches`: rows of tiles), so it costs
+   no speed. Every rule holds for any smaller D too,
    so an overlap is a pairwise relaxation (not a fixed offset): each buffer keeps its own
    offset and a chain of overlaps never grows a rigid block.
 4. Offsets: buffers and per-step scratch buffers (alive for their step only) are placed one by
    one, each at a free 4-byte-aligned offset for its lifetime (first fit: the lowest; best fit:
    the smallest hole it fits), in several orders (largest first as TFLite Micro's
-   GreedyMemoryPlanner, largest lifetime x size first, by birth, longest-lived first);
+   GreedyMemoryPlanner, largest lifetime x size first, by birth, longest-lived first, by
+   death from the last: an output placed before the input it may start below);
    the smallest arena wins, the first heuristic on ties (deterministic).
 5. Bands: a banded overlap costs speed (one kernel call per band of output rows), so the plan
    decides per layer: whole-layer calls unless banding lowers the arena, and then, layer by
@@ -57,7 +60,8 @@ class PlanStep:
     outputs: list           # tensor names it writes
     alias: bool = False     # outputs[0] is the same bytes as inputs[0] (no code)
     overlap: list | None = None    # candidates: ("same", slot), ("reads", slot, minread) or
-    #                                ("bands", slot, ends, reads[, rows per band])
+    #                                ("bands", slot, ends, reads[, rows per band]) or
+    #                                ("tiles", slot, ends, reads): bands in one call
     scratch: int = 0        # scratch bytes the kernel needs during this step
     pinned: bool = False    # has effects beyond its tensors: never moved by `op_order`
 
@@ -263,6 +267,8 @@ _HEURISTICS = (
     (lambda it: (it[2], -it[1]), True),
     (lambda it: (-(it[3] - it[2]), -it[1]), False),             # longest-lived first
     (lambda it: (-(it[3] - it[2]), -it[1]), True),
+    (lambda it: (-it[3], -it[1]), False),                       # by death, the last first
+    (lambda it: (-it[3], -it[1]), True),
 )
 
 
@@ -330,7 +336,7 @@ def _displacement(overlap, in_size: int, out_size: int):
     overlap the input, or None (no overlap can save a byte)."""
     if overlap[0] == "same":
         return 0 if out_size <= in_size else None
-    if overlap[0] == "bands":
+    if overlap[0] in ("bands", "tiles"):
         ends = np.asarray(overlap[2], dtype=np.int64)
         reads = np.asarray(overlap[3], dtype=np.int64)
         if ends.size == 0 or int(ends[-1]) != out_size:

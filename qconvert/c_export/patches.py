@@ -12,7 +12,8 @@ neighbouring tiles). Per tile, the generated C copies the stage input's region i
 buffer and runs every layer of the chain on patch buffers (two, used in turn) as a sub-image:
 the same portable kernel with in_h / in_w / out_h / out_w of the patch and pad_top / pad_left
 of the rows and columns outside the real image only (inside it, the patch holds real pixels),
-then copies the tile into the stage output. Every output pixel is computed by the same kernel
+then copies the tile into the stage output (which may start over the stage input: a row of
+tiles writes only output rows no later row of tiles' input region reaches). Every output pixel is computed by the same kernel
 from the same input values as the whole layer computes it, so the result is bit-exact. The
 stage runs qconvert's portable kernels under both kernel sets.
 
@@ -163,8 +164,13 @@ def _stage(graph, members, n) -> Step:
     first, end = members[0], members[-1]
     node = SimpleNamespace(op="PatchStage", name=f"{len(members)} layers from {first.node.name}",
                            inputs=list(first.node.inputs[:1]), outputs=list(end.node.outputs))
+    # a row of tiles reads the input from its first row on and writes output rows above the
+    # next row of tiles: the stage output may start below the input (memory_plan "tiles")
+    w0, c0 = geos[0][1], geos[0][2]
+    ends = np.array([b * last[4] * last[5] for _, b in tile_rows], dtype=np.int64)
+    reads = np.array([r[0] * w0 * c0 for r in rows[0]], dtype=np.int64)
     plan = PlanStep(inputs=list(first.plan.inputs), outputs=list(end.plan.outputs),
-                    scratch=second + buffers[1])
+                    overlap=[("tiles", 0, ends, reads)], scratch=second + buffers[1])
     return Step(first.index, node, plan, Template(call), arrays, decls, files,
                 scratch_builds={"helium": plan.scratch, "other": plan.scratch})
 
