@@ -359,13 +359,18 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
               "recomputed (MCUNetV2's patch-based inference): its large activations never "
               "exist whole, bit-exact, some recomputation. Not used (with a note) when the "
               "model has no such chain or patching does not lower the arena. Default 0: off.")
+@click.option("--report", type=click.Path(), metavar="FILE.json",
+              help="Also write the per-layer figures as JSON: index, name, op, the C functions "
+              "called, MACs, weight and constant bytes (flash), input, output and scratch "
+              "bytes, and the totals (arena, flash constants).")
 @calibration_options
 @input_layout_option
 @input_shape_option
 @_names_model
-def export_c(model, outdir, name, kernels, fc_layout, patches, calibration, calibration_random,
-             mean, std, scale, method, percentile, fc_per_channel, no_fuse, no_bias_correction,
-             equalize, engine, batch_size, max_memory, input_layout, input_shapes):
+def export_c(model, outdir, name, kernels, fc_layout, patches, report, calibration,
+             calibration_random, mean, std, scale, method, percentile, fc_per_channel, no_fuse,
+             no_bias_correction, equalize, engine, batch_size, max_memory, input_layout,
+             input_shapes):
     """Write the whole int8 (or 16x8) model as interpreter-free C with a static memory plan.
 
     DIR/NAME.h declares NAME_invoke(input, output) (0 on success), NAME_ARENA_SIZE,
@@ -374,13 +379,17 @@ def export_c(model, outdir, name, kernels, fc_layout, patches, calibration, cali
     kernel sources it needs are written beside them. Every .c in DIR compiles together with
     gcc -std=c99 -Wall -Wextra -Werror -pedantic. The arena is planned ahead of time (tensor
     lifetimes, best fit, the execution order chosen where branches allow, reshapes as
-    aliases, element-wise ops and convolutions in place where their read order allows). Takes an int8 TFLite model, or a float TFLite or ONNX model with
-    --calibration (as export-c-header does).
+    aliases, element-wise ops and convolutions in place where their read order allows). Takes
+    an int8 TFLite model, or a float TFLite or ONNX model with
+    --calibration (as export-c-header does). Prints one line per layer (the C function
+    called, MACs, flash, activation and scratch bytes); --report writes them as JSON. Built
+    with -DQCONVERT_PROFILE, NAME_invoke calls the application's NAME_layer_hook(index, op,
+    phase) before and after each layer (see NAME.h).
 
     \b
     Example:
       qconvert export-c model_int8.tflite -o model_c --name kws
-      qconvert export-c model_int8.tflite -o model_c --kernels cmsis-nn
+      qconvert export-c model_int8.tflite -o model_c --kernels cmsis-nn --report layers.json
       qconvert export-c model.onnx --calibration calib.npy -o model_c
     """
     from .c_export.command import export_c_command
@@ -391,19 +400,28 @@ def export_c(model, outdir, name, kernels, fc_layout, patches, calibration, cali
     norm = normalization(mean, std, scale)
     exported = export_c_command(model, outdir, name, kernels, fc_layout, calibration,
                                 calibration_random, lambda: norm, options, input_layout,
-                                input_shapes, patches=patches)
+                                input_shapes, report, patches=patches)
     summary = exported.summary
     click.echo(f"wrote {len(exported.files)} files to {exported.folder}: "
                f"{', '.join(exported.names)}")
+    from .c_export.export_report import render_table
+
+    for line in render_table(summary):
+        click.echo(line)
     helium = (f"; {summary.arena_helium} bytes for CMSIS-NN's Helium (MVE) builds"
               if summary.arena_helium is not None else "")
+    helium_flash = (f"; {summary.helium_constant_bytes} more in Helium builds"
+                    if summary.helium_constant_bytes else "")
     click.echo(f"{exported.c_name}: {summary.layers} layers ({kernels} kernels), arena "
                f"{summary.arena_size} bytes (RAM{helium}), constant data "
-               f"{summary.constant_bytes} bytes (flash), {summary.overlapped} tensors placed "
-               "over their inputs" + (f" ({summary.banded} CMSIS-NN layers called row by row)"
-                                      if summary.banded else ""))
+               f"{summary.constant_bytes} bytes (flash{helium_flash}), {summary.overlapped} "
+               "tensors placed over their inputs" + (
+                   f" ({summary.banded} CMSIS-NN layers called band by band)"
+                   if summary.banded else ""))
     if summary.patches:
         click.echo(summary.patches)
+    if report is not None:
+        click.echo(f"wrote {report}")
 
 
 def as_program() -> None:

@@ -588,7 +588,9 @@ def test_cli_writes_a_folder_that_compiles_strictly_and_is_deterministic(tmp_pat
                   "KWS_REF_MODEL_INPUT_ZERO_POINT", "KWS_REF_MODEL_OUTPUT_SCALE",
                   "int kws_ref_model_invoke(const int8_t *input, int8_t *output);",
                   "int kws_ref_model_invoke_with_arena(const int8_t *input, int8_t *output, "
-                  "void *arena);"):
+                  "void *arena);", "int kws_ref_model_check(void);",
+                  "void kws_ref_model_layer_hook(int index, const char *op, int phase);",
+                  "#define KWS_REF_MODEL_NUM_LAYERS 13"):
         assert macro in header, macro
     source = (first / "kws_ref_model.c").read_text()
     assert "static const int8_t l0_weights" in source

@@ -6,7 +6,9 @@ Conv2D -> arm_convolve_wrapper_s8, DepthwiseConv2D -> arm_depthwise_conv_wrapper
 FullyConnected -> arm_fully_connected_s8 (per-tensor) / arm_fully_connected_per_channel_s8, with
 row-major weights and the per-row kernel sums the Helium (MVE) kernels read instead of the bias
 (`bias[r] + input_offset * sum_k(w[r][k] + weights_offset)`, a const array given as the
-context buffer), Add and Mul of equal shapes -> arm_elementwise_add_s8 / arm_elementwise_mul_s8,
+context buffer in Helium builds only: the other builds never read it, so it is not linked
+there and the context is NULL), Add and Mul of equal shapes -> arm_elementwise_add_s8 /
+arm_elementwise_mul_s8,
 AveragePool / MaxPool -> arm_avgpool_s8 / arm_max_pool_s8, Softmax -> arm_softmax_s8. Every
 other op keeps qconvert's portable kernel.
 
@@ -14,13 +16,16 @@ Scratch buffers: CMSIS-NN sizes them per build (scalar, DSP or MVE) with its
 `*_get_buffer_size` functions, which exist only in the library. The plan reserves, for Helium
 (MVE) builds and for the others, the largest size any path of that build asks for (the formulas
 of CMSIS-NN 7, computed here; `model_source` plans each build when they differ), and the
-generated code checks the library's own answer against the reservation at run time: `invoke`
-returns 2 rather than write past it. CMSIS-NN kernels are never run over their own input
+generated code checks the library's own answer against the reservation once, in NAME_check,
+which the first `invoke` runs before any layer (`Step.check`; the sizes depend only on the
+build and the constant layer parameters): `invoke` returns 2, every time, rather than write
+past it, and no call pays for the check. CMSIS-NN kernels are never run over their own input
 except element for element (element-wise ones) and band by band: a convolution offers the plan
-a "bands" overlap (`row_bands`), and where the plan uses it (only where it lowers the arena:
-memory_plan's step 5; `MemoryPlan.banded`) the layer is called once per output row on the input
-rows that row reads (`_banded_call`), so the plan needs only the kernel's contract (it reads its
-input and writes its output), never its inner order. Every other layer is one whole-layer call.
+"bands" overlaps of 1 to 16 output rows (`row_bands`), and where the plan uses one (only where
+it lowers the arena: memory_plan's step 5; `MemoryPlan.banded`, the rows per band) the layer is
+called once per band on the input rows that band reads (`_banded_call`), so the plan needs only
+the kernel's contract (it reads its input and writes its output), never its inner order. Every
+other layer is one whole-layer call.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from qconvert.errors import QConvertError
 from qconvert.int8.fixed_point import wrap32
 from qconvert.int8.prepare import is_int16_node, layer_params
 
+from .model_source import HELIUM_TEST
 from .model_steps import Step, _acts, fc_geometry, tensor_dims
 from .memory_plan import PlanStep
 
@@ -116,7 +122,8 @@ S8_CONV = ConvKernels(
 
 def conv_step(graph, node, step, kernels: ConvKernels) -> Step:
     """Conv2D / DepthwiseConv2D `step` as arm_convolve_wrapper_<suffix> /
-    arm_depthwise_conv_wrapper_<suffix>, checking the library's scratch size at run time."""
+    arm_depthwise_conv_wrapper_<suffix>; the library's scratch size is checked once
+    (`Step.check`, run by NAME_check), not at every call."""
     p = layer_params(graph, node)
     x, y = tensor_dims(graph, node.inputs[0]), tensor_dims(graph, node.outputs[0])
     w = graph.tensors[node.inputs[1]].data
@@ -148,20 +155,25 @@ def conv_step(graph, node, step, kernels: ConvKernels) -> Step:
               f"static const cmsis_nn_dims @L_output_dims = {_dims(y)};"]
     dims = "&@L_input_dims, &@L_filter_dims, &@L_output_dims"
     call = ["{", *("    " + c for c in _ctx(scratch)),
-            f"    if ({size_fn}(&@L_conv, {dims}) > $scratch_size) {{", "        return 2;",
-            "    }",
             *("    " + c for c in _check(
                 f"{fn}(&ctx, &@L_conv, &@L_quant, &@L_input_dims, $in0, &@L_filter_dims, "
                 f"@L_weights, &@L_bias_dims, {bias_arg}, &@L_output_dims, $out0)")), "}"]
     made = _step(graph, node, step.index, call, arrays, decls, scratch)
+    made.check = Template("\n".join(_fits(f"{size_fn}(&@L_conv, {dims})")))
     heights = [k for k in BAND_ROWS if k < y[1]] if kernels.banded else []
     bands = [(k, row_bands(x, y, kh, p, k)) for k in heights]
     bands = [(k, b) for k, b in bands if b is not None]
     if bands:
         made.plan.overlap = [("bands", 0, *b, k) for k, b in bands]
-        made.banded = Template("\n".join(_banded_call(fn, size_fn, x, y, kh, p, scratch,
-                                                        depthwise)))
+        made.banded = Template("\n".join(_banded_call(fn, x, y, kh, p, scratch, depthwise)))
+        made.banded_check = Template("\n".join(_banded_fits(size_fn, x, y, kh, p,
+                                                              depthwise)))
     return made
+
+
+def _fits(size_call: str) -> list:
+    """C lines: `return 2;` when the library asks for more scratch than the plan reserved."""
+    return [f"if ({size_call} > $scratch_size) {{", "    return 2;", "}"]
 
 
 BAND_ROWS = (1, 2, 4, 8, 16)  # band heights offered to the plan (it keeps the tallest it can)
@@ -184,15 +196,15 @@ def row_bands(x, y, kh, p, rows=1):
     return (bottom * ow * oc, first * w * c)
 
 
-def _banded_call(fn, size_fn, x, y, kh, p, scratch, depthwise) -> list:
-    """The kernel called once per band of `$band_rows` output rows (the plan's choice), on the
-    input rows that band reads."""
+def _band_shape(x, y, kh, p, depthwise) -> list:
+    """C lines: the band from output row `oy` of `$band_rows` rows (the plan's choice) as
+    `conv`, `in_dims`, `out_dims` and its `first` input row."""
     _, h, w, c = x
     _, oh, ow, oc = y
     extent = (kh - 1) * p["dilations"][0] + 1
     stride, pad = p["strides"][0], p["pads"][0]
     params = "cmsis_nn_dw_conv_params" if depthwise else "cmsis_nn_conv_params"
-    body = [f"const int32_t rows = {oh} - oy < $band_rows ? {oh} - oy : $band_rows;",
+    return [f"const int32_t rows = {oh} - oy < $band_rows ? {oh} - oy : $band_rows;",
             f"const int32_t y0 = oy * {stride} - {pad};",
             f"const int32_t y1 = (oy + rows - 1) * {stride} - {pad} + {extent};",
             "const int32_t first = y0 > 0 ? y0 : 0;",
@@ -202,9 +214,26 @@ def _banded_call(fn, size_fn, x, y, kh, p, scratch, depthwise) -> list:
             f"cmsis_nn_dims out_dims = {{1, 0, {ow}, {oc}}};",
             "in_dims.h = last - first;",
             "out_dims.h = rows;",
-            "conv.padding.h = first - y0;",
-            f"if ({size_fn}(&conv, &in_dims, &@L_filter_dims, &out_dims) > $scratch_size) {{",
-            "    return 2;", "}",
+            "conv.padding.h = first - y0;"]
+
+
+def _banded_fits(size_fn, x, y, kh, p, depthwise) -> list:
+    """The scratch checks of the banded call: every band's shape (input rows, top padding), in
+    a loop as compact as the call's own (run once, so its cost does not matter; its flash
+    does)."""
+    oh = y[1]
+    body = [*_band_shape(x, y, kh, p, depthwise),
+            *_fits(f"{size_fn}(&conv, &in_dims, &@L_filter_dims, &out_dims)")]
+    return ["{", "    int32_t oy;", f"    for (oy = 0; oy < {oh}; oy += $band_rows) {{",
+            *("        " + b for b in body), "    }", "}"]
+
+
+def _banded_call(fn, x, y, kh, p, scratch, depthwise) -> list:
+    """The kernel called once per band of `$band_rows` output rows, on the input rows that
+    band reads."""
+    _, h, w, c = x
+    _, oh, ow, oc = y
+    body = [*_band_shape(x, y, kh, p, depthwise),
             *_check(f"{fn}(&ctx, &conv, &@L_quant, &in_dims, $in0 + first * {w * c}, "
                     "&@L_filter_dims, @L_weights, &@L_bias_dims, @L_bias, &out_dims, "
                     f"$out0 + oy * {ow * oc})")]
@@ -231,7 +260,7 @@ def _fc(graph, node, step, options):
     w = graph.tensors[node.inputs[1]].data
     batches, depth, rows = fc_geometry(graph, node)
     arrays = list(step.arrays)
-    arrays.append(("kernel_sums", "int32_t",
+    arrays.append(("kernel_sums", "int32_t#helium",  # read by the MVE kernel only
                    kernel_sums(w, p["bias"], p["input_offset"], p["weights_offset"])))
     act = f"{{{p['activation_min']}, {p['activation_max']}}}"
     decls = [f"static const cmsis_nn_fc_params @L_fc = {{{p['input_offset']}, "
@@ -250,8 +279,13 @@ def _fc(graph, node, step, options):
         fn = "arm_fully_connected_s8"
     bias = "@L_bias" if p["bias"] is not None else "NULL"
     call = ["{", "    cmsis_nn_context ctx;",
-            "    ctx.buf = (void *)@L_kernel_sums; /* read by the Helium (MVE) kernel */",
+            f"#if {HELIUM_TEST}",
+            "    ctx.buf = (void *)@L_kernel_sums; /* read by the Helium (MVE) kernel only */",
             f"    ctx.size = {4 * rows};",
+            "#else",
+            "    ctx.buf = NULL;",
+            "    ctx.size = 0;",
+            "#endif",
             *("    " + c for c in _check(
                 f"{fn}(&ctx, &@L_fc, &@L_quant, &@L_input_dims, $in0, &@L_filter_dims, "
                 f"@L_weights, &@L_bias_dims, {bias}, &@L_output_dims, $out0)")), "}"]
@@ -275,13 +309,15 @@ def pool_step(graph, node, step, suffix="s8"):
              f"static const cmsis_nn_dims @L_filter_dims = {{1, {kh}, {kw}, 1}};",
              f"static const cmsis_nn_dims @L_output_dims = {_dims(y)};"]
     fn = f"arm_avgpool_{suffix}" if avg else f"arm_max_pool_{suffix}"
-    check = ([f"    if (arm_avgpool_{suffix}_get_buffer_size({y[2]}, {x[3]}) > $scratch_size) {{",
-              "        return 2;", "    }"] if avg else [])
-    call = ["{", *("    " + c for c in _ctx(scratch)), *check,
+    call = ["{", *("    " + c for c in _ctx(scratch)),
             *("    " + c for c in _check(
                 f"{fn}(&ctx, &@L_pool, &@L_input_dims, $in0, &@L_filter_dims, "
                 "&@L_output_dims, $out0)")), "}"]
-    return _step(graph, node, step.index, call, [], decls, scratch)
+    made = _step(graph, node, step.index, call, [], decls, scratch)
+    if avg:
+        made.check = Template("\n".join(_fits(f"arm_avgpool_{suffix}_get_buffer_size("
+                                               f"{y[2]}, {x[3]})")))
+    return made
 
 
 def elementwise_step(graph, node, step, suffix="s8"):

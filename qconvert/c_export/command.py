@@ -103,10 +103,12 @@ def export_header_command(model, output, name, fc_layout, with_kernels, rounding
 
 
 def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calibration_random,
-                     norm, options, input_layout, input_shapes, patches=0) -> Exported:
+                     norm, options, input_layout, input_shapes, report=None,
+                     patches=0) -> Exported:
     """Run `qconvert export-c` (see its --help); `norm()` parses the normalization options,
-    `options` are the `QuantizeOptions` a float model is quantized with; raises QConvertError
-    to refuse."""
+    `options` are the `QuantizeOptions` a float model is quantized with; `report` the path of
+    the JSON report (`export_report`), written with the C files or not at all; raises
+    QConvertError to refuse."""
     import hashlib
     from pathlib import Path
 
@@ -133,6 +135,10 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
     if not parent.is_dir():
         raise QConvertError("output directory's parent does not exist", str(folder))
     outputs = OutputFiles([model, *data_files(calibration)])
+    # a report inside the output folder is checked once the folder exists, any other now
+    report_in_folder = report is not None and Path(report).parent.resolve() == folder.resolve()
+    if report is not None and not report_in_folder:
+        outputs.add(report)
     sha256 = hashlib.sha256(read_bytes(model)).hexdigest()
     m, note = _int8_model(model, input_shapes, outputs, "c", input_layout, calibration,
                           calibration_random, norm, options)
@@ -144,7 +150,16 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
         paths = {folder / f: data for f, data in files.items()}
         for path in paths:
             outputs.add(path)
-        outputs.commit(paths)
+        contents = dict(paths)
+        if report is not None:
+            from .export_report import report_json
+
+            if report_in_folder:
+                outputs.add(report)
+            contents[report] = report_json(summary, {
+                "model": Path(model).name, "model_sha256": sha256, "name": c_name,
+                "kernels": kernels, "fc_layout": fc_layout}).encode()
+        outputs.commit(contents)
     except BaseException:
         if created and not any(folder.iterdir()):
             folder.rmdir()

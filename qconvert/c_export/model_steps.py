@@ -135,6 +135,8 @@ class Step:
     files: set = field(default_factory=set)
     banded: Template | None = None  # the call used instead when the output overlaps the input
     scratch_builds: dict | None = None  # {"helium": bytes, "other": bytes} (CMSIS-NN calls)
+    check: Template | None = None   # C run once (NAME_check): `return 2;` if scratch is short
+    banded_check: Template | None = None  # the same for the banded call
 
 
 def tensor_dims(graph, name) -> tuple:

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import re
 from string import Template
-from types import SimpleNamespace
 
 import numpy as np
+
+from qconvert.ir.node import Node
 
 from .memory_plan import PlanStep
 from .model_steps import Step, tensor_dims
@@ -162,8 +163,8 @@ def _stage(graph, members, n) -> Step:
         files |= s.files
     call = _tile_loop(members, geos, len(rows[0]), len(cols[0]), second)
     first, end = members[0], members[-1]
-    node = SimpleNamespace(op="PatchStage", name=f"{len(members)} layers from {first.node.name}",
-                           inputs=list(first.node.inputs[:1]), outputs=list(end.node.outputs))
+    node = Node("PatchStage", list(first.node.inputs[:1]), list(end.node.outputs),
+                name=f"{len(members)} layers from {first.node.name}")
     # a row of tiles reads the input from its first row on and writes output rows above the
     # next row of tiles: the stage output may start below the input (memory_plan "tiles")
     w0, c0 = geos[0][1], geos[0][2]
@@ -171,8 +172,10 @@ def _stage(graph, members, n) -> Step:
     reads = np.array([r[0] * w0 * c0 for r in rows[0]], dtype=np.int64)
     plan = PlanStep(inputs=list(first.plan.inputs), outputs=list(end.plan.outputs),
                     overlap=[("tiles", 0, ends, reads)], scratch=second + buffers[1])
-    return Step(first.index, node, plan, Template(call), arrays, decls, files,
+    made = Step(first.index, node, plan, Template(call), arrays, decls, files,
                 scratch_builds={"helium": plan.scratch, "other": plan.scratch})
+    made.members = list(members)  # the layers it runs (export_report's MACs)
+    return made
 
 
 def _tile_loop(members, geos, n_rows, n_cols, second) -> str:
