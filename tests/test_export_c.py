@@ -549,6 +549,13 @@ def test_patches_cortex_m4_bit_exact(tmp_path):
     _check_board(VWW, tmp_path / "c", "portable", "m4", "vww", patches=4)
 
 
+@NEEDS_CROSS
+@NEEDS_CMSIS
+def test_patches_cortex_m55_cmsis_nn_helium_bit_exact(tmp_path):
+    """The patched stage (portable kernels) beside CMSIS-NN's Helium kernels and their bands."""
+    _check_board(VWW, tmp_path / "c", "cmsis-nn", "m55", "vww", patches=3)
+
+
 def test_patches_are_not_used_where_they_cannot_cover_the_stage(models):
     """Must not: a model whose first layers mix every pixel (ad01: fully connected), or whose
     first convolution's output feeds a residual branch (ResNet-8: read by two layers), is
