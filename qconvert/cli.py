@@ -420,6 +420,10 @@ def export_c(model, outdir, name, kernels, fc_layout, patches, report, calibrati
                    if summary.banded else ""))
     if summary.patches:
         click.echo(summary.patches)
+    if summary.state_size:
+        click.echo(f"{exported.c_name}: a streaming model: {summary.state_size} bytes of state "
+                   f"(its resource variables, static RAM outside the arena; "
+                   f"{exported.c_name}_init / _reset)")
     if report is not None:
         click.echo(f"wrote {report}")
 

@@ -74,6 +74,18 @@ def _known_ops(route: Route, job: Job) -> None:
     require_known_ops(job.model, route.purpose)
 
 
+def _one_graph_or_state(route: Route, job: Job) -> None:
+    from .executor.streaming import require_one_graph_or_state
+
+    require_one_graph_or_state(job.model, route.purpose)
+
+
+def _known_ops_or_state(route: Route, job: Job) -> None:
+    from .executor.streaming import require_known_ops_or_state
+
+    require_known_ops_or_state(job.model, route.purpose)
+
+
 def _no_calibration(route: Route, job: Job) -> None:
     if job.load_data is not None:
         raise QConvertError("the model is already int8; --calibration and "
@@ -137,6 +149,7 @@ def _quantize(route: Route, job: Job) -> None:
 
 
 STEPS = {"no-input-layout": _no_input_layout, "one-graph": _one_graph, "known-ops": _known_ops,
+         "one-graph-or-state": _one_graph_or_state, "known-ops-or-state": _known_ops_or_state,
          "no-calibration": _no_calibration, "need-calibration": _need_calibration,
          "onnx-to-tflite": _onnx_to_tflite, "fuse": _fuse, "check-engine": _check_engine,
          "load-data": _load_data, "quantize": _quantize}

@@ -16,6 +16,8 @@ The steps (implemented in `route_steps.STEPS`):
 - `no-input-layout`: refuse `--input-layout` (it applies only to routes from ONNX to TFLite);
 - `one-graph`, `known-ops`: refuse a model with several subgraphs / with ops unknown to
   qconvert (`model_io.require_one_graph`, `require_known_ops`), naming every such op;
+- `one-graph-or-state`, `known-ops-or-state` (export-c): the same, but a streaming model
+  (resource variables, CALL_ONCE init subgraphs) passes (`executor.streaming`);
 - `no-calibration`, `need-calibration`: refuse calibration data for an int8 model / its absence
   for a float one;
 - `onnx-to-tflite`: the ONNX -> TFLite conversion (`passes.onnx_to_tflite`), calibration data
@@ -72,6 +74,15 @@ _FLOAT_TFLITE_EXPORT = ("no-input-layout", "one-graph", "known-ops", "need-calib
                         *_QUANTIZE)
 _FLOAT_ONNX_EXPORT = ("one-graph", "onnx-to-tflite", "need-calibration", *_QUANTIZE)
 
+
+
+def _c_steps(steps: tuple, target: str) -> tuple:
+    """`export-c` takes streaming TFLite models (state in resource variables, a CALL_ONCE init
+    subgraph: `executor.streaming`, `c_export.resource_state`); `export-c-header` does not."""
+    swap = {"one-graph": "one-graph-or-state", "known-ops": "known-ops-or-state"}
+    return tuple(swap.get(s, s) for s in steps) if target == "c" else steps
+
+
 ROUTES = (
     #     source    precision target    intent      steps
     Route("onnx",   ANY,      "onnx",   "convert",  ("no-input-layout",)),
@@ -92,9 +103,9 @@ ROUTES = (
     Route("tflite", ANY,      "onnx",   "quantize", (),
           "quantizing tflite to onnx is not supported yet"),
     *(row for target in C_TARGETS for row in (
-        Route("tflite", "int8",  target, "export", _INT8_EXPORT),
+        Route("tflite", "int8",  target, "export", _c_steps(_INT8_EXPORT, target)),
         Route("onnx",   "int8",  target, "export", ("one-graph",), ONNX_QDQ_REFUSAL),
-        Route("tflite", "float", target, "export", _FLOAT_TFLITE_EXPORT),
+        Route("tflite", "float", target, "export", _c_steps(_FLOAT_TFLITE_EXPORT, target)),
         Route("onnx",   "float", target, "export", _FLOAT_ONNX_EXPORT))),
 )
 

@@ -61,6 +61,7 @@ class ExportSummary:
     arena_helium: int | None = None  # CMSIS-NN Helium (MVE) builds, when it differs
     rows: list | None = None  # per layer (export_report.layer_rows), in the order of NAME.c
     helium_constant_bytes: int = 0  # flash of the arrays only Helium (MVE) builds link
+    state_size: int = 0  # a streaming model's static state (resource variables), bytes
     banded: int = 0  # CMSIS-NN convolutions called band by band to overlap their input
     patches: str = ""  # what --patches did (or why not)
 
@@ -68,12 +69,16 @@ class ExportSummary:
 def render_model(graph, options: ModelOptions) -> tuple:
     """({file name: bytes}, ExportSummary) of `graph` (an int8 TFLite Graph or Model; a Model
     gets its dynamic batch fixed to 1 and its shape arithmetic folded first)."""
+    state = None  # a streaming model's variables (`resource_state`)
     if hasattr(graph, "graphs"):
+        from qconvert.executor.streaming import is_streaming_model
+
+        from .resource_state import split_state
         from .source import static_int8_shapes
 
         if len(graph.graphs) == 1:
             static_int8_shapes(graph)
-        graph = graph.graph
+        graph, state = split_state(graph) if is_streaming_model(graph) else (graph.graph, None)
     if options.kernels not in KERNEL_SETS:
         raise QConvertError(f"unknown --kernels {options.kernels!r}; one of {KERNEL_SETS}")
     _check_io(graph)
@@ -82,21 +87,24 @@ def render_model(graph, options: ModelOptions) -> tuple:
         raise QConvertError(f"--name {options.name!r} is the name of a kernel file qconvert "
                             "writes beside it; choose another")
     kernel_options = KernelOptions(options.kernels, options.fc_layout)
-    graph = fold_pads(graph)
+    if state is None:  # a streaming model's steps keep the graph's nodes and order (splice)
+        graph = fold_pads(graph)
     steps = lower_graph(graph, kernel_options)
     note = ""
-    if options.patches:
+    if options.patches and state is not None:
+        note = "patches: not used: a streaming model (its state ops keep the graph's steps)"
+    elif options.patches:
         from .patches import patch_stage
 
         steps, note = patch_stage(graph, steps, options.patches, lambda candidate: _planned(
             graph, candidate, kernel_options)[1][-1].arena_size)
-    steps, plans = _planned(graph, steps, kernel_options)
+    steps, plans = _planned(graph, steps, kernel_options, state)
     plans = dict(zip(_builds(steps), plans))
     name = options.name
     files = sorted(set().union(*[s.files for s in steps]) if steps else set())
     const_bytes = sum(array_bytes(s) for s in steps)
-    source = _source(graph, steps, plans, options)
-    out = {f"{name}.h": _header(graph, steps, plans, options).encode(),
+    source = _source(graph, steps, plans, options, state)
+    out = {f"{name}.h": _header(graph, steps, plans, options, state).encode(),
            f"{name}.c": source.encode()}
     for f in files:
         out[f] = kernel_source(f)
@@ -104,23 +112,31 @@ def render_model(graph, options: ModelOptions) -> tuple:
     helium = plans["helium"].arena_size if "helium" in plans else None
     summary = ExportSummary(main.arena_size, int(const_bytes), len(steps), len(main.overlapped),
                             list(out), helium, layer_rows(graph, steps, plans),
-                            sum(array_bytes(s, "helium") for s in steps), len(main.banded), note)
+                            sum(array_bytes(s, "helium") for s in steps),
+                            state.size if state is not None else 0, len(main.banded), note)
     return out, summary
 
 
-def _planned(graph, steps, kernel_options) -> tuple:
+def _planned(graph, steps, kernel_options, state=None) -> tuple:
     """(the steps lowered for the kernel set in the chosen execution order, [the plan of each
-    build of `_builds`])."""
+    build of `_builds`]); a streaming model's `state` (`resource_state`) splices its READ /
+    ASSIGN steps in and pins the graph's order."""
     if kernel_options.kernels == "cmsis-nn":
         from .cmsis_nn import lower_cmsis
 
         steps = [lower_cmsis(graph, step, kernel_options) for step in steps]
+    if state is not None:
+        steps = state.splice(steps)
+        for step in steps:  # READ / ASSIGN decisions hold for this order only
+            step.plan.pinned = True
     sizes = {}
     for name in list(graph.inputs) + list(graph.outputs):
         sizes[name] = tensor_bytes(graph, name)
     for step in steps:
         for name in step.plan.inputs + step.plan.outputs:
             sizes[name] = tensor_bytes(graph, name)
+    if state is not None:
+        state.plan_sizes(sizes)
     plans = []
     for build in _builds(steps):
         for step in steps:
@@ -133,6 +149,8 @@ def _planned(graph, steps, kernel_options) -> tuple:
             steps = [steps[i] for i in order]
         else:
             plan = plan_memory(sizes, [s.plan for s in steps], graph.inputs, graph.outputs)
+        if state is not None:
+            state.after_plan(plan)
         plans.append(plan)
     return steps, plans
 
@@ -206,7 +224,7 @@ def _arena_macros(plans, upper) -> list:
             "#endif"]
 
 
-def _header(graph, steps, plans, options) -> str:
+def _header(graph, steps, plans, options, state=None) -> str:
     name, upper = options.name, options.name.upper()
     lines = [
         f"/* {name}.h: the int8 model {c_comment(options.source_name)} as C, generated by "
@@ -247,6 +265,7 @@ def _header(graph, steps, plans, options) -> str:
         "#endif",
         "",
         *_arena_macros(plans, upper),
+        *(state.header_lines(name) if state is not None else []),
         f"#define {upper}_NUM_INPUTS {len(graph.inputs)}",
         f"#define {upper}_NUM_OUTPUTS {len(graph.outputs)}",
     ]
@@ -255,7 +274,8 @@ def _header(graph, steps, plans, options) -> str:
     lines += [f"#define {upper}_NUM_LAYERS {max((s.index for s in steps), default=-1) + 1}",
               f"#define {upper}_LAYER_BEGIN 0", f"#define {upper}_LAYER_END 1",
               "", _signature(graph, name, False) + ";",
-              _signature(graph, name, True) + ";", f"int {name}_check(void);", "",
+              _signature(graph, name, True) + ";", f"int {name}_check(void);",
+              *(state.prototypes(name) if state is not None else []), "",
               f"#if defined(QCONVERT_PROFILE) || defined({upper}_PROFILE)",
               f"void {name}_layer_hook(int index, const char *op, int phase);",
               "#endif", "",
@@ -279,7 +299,10 @@ def _array_lines(prefix, suffix, ctype, values) -> list:
     return lines
 
 
-def _pointer(graph, plan, tensor) -> str:
+def _pointer(graph, plan, tensor, state=None) -> str:
+    placed = state.pointer(graph, tensor) if state is not None else None
+    if placed is not None:
+        return placed
     ctype = DTYPES[graph.tensors[tensor].dtype][0]
     off = plan.offset[tensor]
     if ctype == "int8_t":
@@ -311,7 +334,7 @@ def _op_label(step) -> str:
     return "".join(c if c.isalnum() or c == "_" else "_" for c in step.node.op)
 
 
-def _body(graph, steps, plan, build) -> list:
+def _body(graph, steps, plan, build, state=None) -> list:
     """The layer calls of `invoke` on the offsets of `plan`, each between two calls of the
     profiling hook (nothing unless NAME.c is built with it, see `_hook_macro`)."""
     body = []
@@ -321,9 +344,9 @@ def _body(graph, steps, plan, build) -> list:
         prefix = f"l{step.index}"
         mapping = {"L": prefix}
         for k, t in enumerate(step.plan.inputs):
-            mapping[f"in{k}"] = _pointer(graph, plan, t)
+            mapping[f"in{k}"] = _pointer(graph, plan, t, state)
         for k, t in enumerate(step.plan.outputs):
-            mapping[f"out{k}"] = _pointer(graph, plan, t)
+            mapping[f"out{k}"] = _pointer(graph, plan, t, state)
         scratch = _scratch_bytes(step, build)
         mapping["scratch"] = f"(arena_s8 + {plan.scratch[position]})" if scratch else "NULL"
         mapping["scratch_size"] = str(scratch)
@@ -394,7 +417,7 @@ def _check_function(name, upper, checks) -> list:
     return out
 
 
-def _source(graph, steps, plans, options) -> str:
+def _source(graph, steps, plans, options, state=None) -> str:
     name, upper = options.name, options.name.upper()
     kernels = "CMSIS-NN (and qconvert's portable kernels for the other ops)" \
         if options.kernels == "cmsis-nn" else "qconvert's portable C99 kernels"
@@ -411,6 +434,8 @@ def _source(graph, steps, plans, options) -> str:
     labels = {"all": "", "helium": " (Helium builds)", "other": " (other builds)"}
     for build, plan in plans.items():
         out += _plan_comment(graph, steps, plan, labels[build])
+    if state is not None:
+        out += state.comment_lines()
     out += [" */", f'#include "{name}.h"', "", "#include <stddef.h>", "#include <string.h>", "",
             '#include "qconvert_nn.h"']
     if options.kernels == "cmsis-nn":
@@ -426,7 +451,7 @@ def _source(graph, steps, plans, options) -> str:
         out.append("")
     ins, outs = list(graph.inputs), list(graph.outputs)
     out += [f"static int32_t {name}_arena[{upper}_ARENA_SIZE / 4 + 1]; /* 4-byte aligned */",
-            ""]
+            "", *(state.source_lines(name) if state is not None else [])]
     checks = {build: _checks(steps, plan, build) for build, plan in plans.items()}
     out += _check_function(name, upper, checks)
     out += [_signature(graph, name, True),
@@ -439,13 +464,15 @@ def _source(graph, steps, plans, options) -> str:
         out += [f"    if (!{name}_checked) {{ /* once: the scratch checks of {name}_check */",
                 f"        if ({name}_check() != 0) {{", "            return 2;", "        }",
                 f"        {name}_checked = 1;", "    }"]
+    if state is not None:
+        out += state.invoke_prologue(name)
     for build, plan in plans.items():
         if build == "helium":
             out.append(f"#if {upper}_HELIUM_BUILD")
         elif build == "other":
             out.append("#else")
         out += _copies(graph, ins, plan, True)
-        out += _body(graph, steps, plan, build)
+        out += _body(graph, steps, plan, build, state)
         out += _copies(graph, outs, plan, False)
     if "helium" in plans:
         out.append(f"#endif /* {upper}_HELIUM_BUILD */")

@@ -169,3 +169,60 @@ def run_frames(model: Model, frames: list, runner: Callable, observe: Callable |
         results.append({k: v for k, v in out.items()
                          if k in model.graph.outputs or k in keep})
     return results
+
+
+# -- which multi-graph models are streaming models (export-c takes them) -----------------------
+_CALLING_OPS = ("CALL_ONCE", "CALL", "WHILE", "IF", "If", "Loop", "Scan")
+
+
+def init_subgraph_indices(model: Model) -> list:
+    """The subgraph indices the main graph's CALL_ONCE nodes run, in node order."""
+    return [int((n.origin.get("options") or {}).get("InitSubgraphIndex", -1))
+            for n in model.graph.nodes if is_resource_op(n) and n.op == "CALL_ONCE"]
+
+
+def streaming_problems(model: Model) -> dict:
+    """{op label: count} of what makes `model` more than a main graph with resource variables
+    and CALL_ONCE init subgraphs: ops that run a subgraph other than CALL_ONCE, the ops of a
+    subgraph no CALL_ONCE runs, ops in an init subgraph that run subgraphs or read variables
+    (empty for a plain streaming model)."""
+    inits = set(init_subgraph_indices(model))
+    counts = model.graph.op_counts(lambda n: n.op in _CALLING_OPS and not (
+        is_resource_op(n) and n.op == "CALL_ONCE"))
+    for index, g in enumerate(model.graphs[1:], start=1):
+        bad = (lambda n: True) if index not in inits else (
+            lambda n: n.op in _CALLING_OPS or (is_resource_op(n) and n.op == "READ_VARIABLE"))
+        for label, n in g.op_counts(bad).items():
+            counts[label] = counts.get(label, 0) + n
+    return counts
+
+
+def is_streaming_model(model: Model) -> bool:
+    """True for a streaming model: resource variables, and subgraphs that only the main
+    graph's CALL_ONCE runs, as init subgraphs (what `qconvert export-c` exports)."""
+    return len(model.graphs) > 1 and has_state(model) and not streaming_problems(model)
+
+
+def require_one_graph_or_state(model: Model, purpose: str) -> None:
+    """export-c's route check: a one-graph model or a streaming model passes; any other
+    multi-graph model is refused in one line naming its ops (`model_io.require_one_graph`)."""
+    from qconvert.model_io import require_one_graph
+
+    if not is_streaming_model(model):
+        require_one_graph(model, purpose)
+
+
+def require_known_ops_or_state(model: Model, purpose: str) -> None:
+    """`model_io.require_known_ops`, the resource-variable ops of a streaming model aside."""
+    from qconvert.ir.graph import list_ops
+    from qconvert.model_io import require_known_ops
+
+    if not is_streaming_model(model):
+        require_known_ops(model, purpose)
+        return
+    counts: dict = {}
+    for node in model.opaque_nodes():
+        if not is_resource_op(node):
+            counts[node.op] = counts.get(node.op, 0) + 1
+    if counts:
+        raise QConvertError(f"cannot {purpose}: ops unknown to qconvert: {list_ops(counts)}")
