@@ -69,8 +69,13 @@ def measure(path: Path, kernels: str, **extra) -> tuple:
 
     files, summary = render_model(load_model(path), ModelOptions(
         "net", kernels, "1x4" if kernels == "portable" else "rowmajor", **extra))
-    source = files["net.c"].decode().split("#else\n")[-1]  # the non-Helium builds' body
-    rows = re.findall(r"oy \+= (\d+)\)", source)
+    source = files["net.c"].decode()
+    invoke = source[source.rindex("int net_invoke_with_arena("):]
+    if "#if NET_HELIUM_BUILD" in invoke:  # the other (non-Helium) builds' body
+        invoke = invoke[invoke.index("#else\n"):]
+    rows = re.findall(r"band by band: the output overlaps.*\n\s*for \(oy = 0; oy < \d+; "
+                      r"oy \+= (\d+)\)", invoke)
+    assert len(rows) == summary.banded, (rows, summary.banded)
     return summary.arena_size, ",".join(rows) if rows else "0"
 
 
