@@ -13,9 +13,9 @@ buffer and runs every layer of the chain on patch buffers (two, used in turn) as
 the same portable kernel with in_h / in_w / out_h / out_w of the patch and pad_top / pad_left
 of the rows and columns outside the real image only (inside it, the patch holds real pixels),
 then copies the tile into the stage output (which may start over the stage input: a row of
-tiles writes only output rows no later row of tiles' input region reaches). Every output pixel is computed by the same kernel
-from the same input values as the whole layer computes it, so the result is bit-exact. The
-stage runs qconvert's portable kernels under both kernel sets.
+tiles writes only output rows no later row of tiles' input region reaches). Every output pixel
+is computed by the same kernel from the same input values as the whole layer computes it, so
+the result is bit-exact. The stage runs qconvert's portable kernels under both kernel sets.
 
 Refused with a note (the export goes on without patches): no such chain of two layers or more,
 or patching does not lower the arena.
