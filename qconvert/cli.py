@@ -353,6 +353,12 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
               help="Fully connected weight order (default: 1x4 for portable, rowmajor for "
               "cmsis-nn). 1x4 is for qconvert's kernel (and CMSIS-NN's legacy "
               "arm_fully_connected_q7_opt); arm_fully_connected_s8 needs rowmajor.")
+@click.option("--patches", type=click.IntRange(min=0), default=0, metavar="N",
+              help="Run the first high-resolution stage (the chain of convolutions, depthwise "
+              "convolutions and pools from the input) in N x N spatial tiles with their halo "
+              "recomputed (MCUNetV2's patch-based inference): its large activations never "
+              "exist whole, bit-exact, some recomputation. Not used (with a note) when the "
+              "model has no such chain or patching does not lower the arena. Default 0: off.")
 @click.option("--report", type=click.Path(), metavar="FILE.json",
               help="Also write the per-layer figures as JSON: index, name, op, the C functions "
               "called, MACs, weight and constant bytes (flash), input, output and scratch "
@@ -361,9 +367,10 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
 @input_layout_option
 @input_shape_option
 @_names_model
-def export_c(model, outdir, name, kernels, fc_layout, report, calibration, calibration_random,
-             mean, std, scale, method, percentile, fc_per_channel, no_fuse, no_bias_correction,
-             equalize, engine, batch_size, max_memory, input_layout, input_shapes):
+def export_c(model, outdir, name, kernels, fc_layout, patches, report, calibration,
+             calibration_random, mean, std, scale, method, percentile, fc_per_channel, no_fuse,
+             no_bias_correction, equalize, engine, batch_size, max_memory, input_layout,
+             input_shapes):
     """Write the whole int8 (or 16x8) model as interpreter-free C with a static memory plan.
 
     DIR/NAME.h declares NAME_invoke(input, output) (0 on success), NAME_ARENA_SIZE,
@@ -371,8 +378,9 @@ def export_c(model, outdir, name, kernels, fc_layout, report, calibration, calib
     DIR/NAME.c holds the weights (static const, flash), the arena and the layer calls; the
     kernel sources it needs are written beside them. Every .c in DIR compiles together with
     gcc -std=c99 -Wall -Wextra -Werror -pedantic. The arena is planned ahead of time (tensor
-    lifetimes, greedy by size, reshapes as aliases, element-wise ops and depthwise
-    convolutions in place). Takes an int8 TFLite model, or a float TFLite or ONNX model with
+    lifetimes, best fit, the execution order chosen where branches allow, reshapes as
+    aliases, element-wise ops and convolutions in place where their read order allows). Takes
+    an int8 TFLite model, or a float TFLite or ONNX model with
     --calibration (as export-c-header does). Prints one line per layer (the C function
     called, MACs, flash, activation and scratch bytes); --report writes them as JSON. Built
     with -DQCONVERT_PROFILE, NAME_invoke calls the application's NAME_layer_hook(index, op,
@@ -392,7 +400,7 @@ def export_c(model, outdir, name, kernels, fc_layout, report, calibration, calib
     norm = normalization(mean, std, scale)
     exported = export_c_command(model, outdir, name, kernels, fc_layout, calibration,
                                 calibration_random, lambda: norm, options, input_layout,
-                                input_shapes, report)
+                                input_shapes, report, patches=patches)
     summary = exported.summary
     click.echo(f"wrote {len(exported.files)} files to {exported.folder}: "
                f"{', '.join(exported.names)}")
@@ -407,7 +415,11 @@ def export_c(model, outdir, name, kernels, fc_layout, report, calibration, calib
     click.echo(f"{exported.c_name}: {summary.layers} layers ({kernels} kernels), arena "
                f"{summary.arena_size} bytes (RAM{helium}), constant data "
                f"{summary.constant_bytes} bytes (flash{helium_flash}), {summary.overlapped} "
-               "tensors placed over their inputs")
+               "tensors placed over their inputs" + (
+                   f" ({summary.banded} CMSIS-NN layers called band by band)"
+                   if summary.banded else ""))
+    if summary.patches:
+        click.echo(summary.patches)
     if summary.state_size:
         click.echo(f"{exported.c_name}: a streaming model: {summary.state_size} bytes of state "
                    f"(its resource variables, static RAM outside the arena; "

@@ -56,6 +56,41 @@ def test_known_failures_are_cells():
     assert set(KNOWN_FAILURES) <= set(cells())
 
 
+# -- export-c's arena against TFLite Micro's -------------------------------------------------------
+# Models whose export-c arena is above 0.7x TFLite Micro's today, each with the reason; the test
+# fails when the set changes (a model crossing either way), so a fix removes its entry.
+ARENA_ABOVE_0_7: dict = {
+    "unet_small": "the peak is a channel Concat (inputs and output alive together: 49,152 bytes, "
+                  "TFLM 55,200); needs producers writing into the concat's slices",
+}
+
+
+@pytest.mark.parametrize("kernels", ("portable", "cmsis-nn"))
+def test_export_c_arena_is_at_most_0_7_of_tflite_micros(corpus, kernels):
+    """Every corpus model export-c accepts (the int8 model of its export-c cell, made once per
+    session): export-c's static arena is at most 0.7x TensorFlow Lite Micro's whole arena,
+    except the models of ARENA_ABOVE_0_7."""
+    from export_c_harness import tflm_arena_bytes
+
+    from qconvert.c_export.model_source import ModelOptions, render_model
+    from qconvert.model_io import load_model
+
+    exportable = [m for m, c in cells() if c == "export-c" and corpus.cell(m, c).status == "ok"]
+    assert exportable
+    above = {}
+    for model in exportable:
+        path = corpus.export_c_models[model][0]
+        _, summary = render_model(load_model(path), ModelOptions(
+            "net", kernels, "1x4" if kernels == "portable" else "rowmajor"))
+        tflm = _TFLM_ARENA.get(path) or _TFLM_ARENA.setdefault(path, tflm_arena_bytes(path))
+        if summary.arena_size > 0.7 * tflm:
+            above[model] = (summary.arena_size, tflm)
+    assert set(above) == set(ARENA_ABOVE_0_7), above
+
+
+_TFLM_ARENA: dict = {}
+
+
 # -- export-c on Cortex-M4 ------------------------------------------------------------------------
 @pytest.mark.parametrize("kernels", ("portable", "cmsis-nn"))
 def test_export_c_cortex_m4_firmware_is_bit_exact_with_tflite_micro(corpus, tmp_path, kernels):

@@ -83,9 +83,10 @@ def _samples(graph, name, count=4) -> list:
     return samples
 
 
-def _export(path: Path, folder: Path, kernels="portable", name="net") -> dict:
+def _export(path: Path, folder: Path, kernels="portable", name="net", patches=0) -> dict:
     files, summary = render_model(load_model(path), ModelOptions(
-        name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor"))
+        name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor",
+        patches=patches))
     folder.mkdir(parents=True, exist_ok=True)
     for f, data in files.items():
         (folder / f).write_bytes(data)
@@ -106,10 +107,10 @@ def _assert_bit_exact(got, expected, label):
                 f"{label}: sample {k} output {j}: {np.count_nonzero(o != r)} of {r.size} differ")
 
 
-def _check_host(path, folder, kernels, name):
+def _check_host(path, folder, kernels, name, patches=0):
     graph = load_model(path).graph
     samples = _samples(graph, name)
-    _export(path, folder, kernels)
+    _export(path, folder, kernels, patches=patches)
     exe = build_host(folder, harness_source("net", io_layout(graph), samples),
                      cmsis=kernels == "cmsis-nn")
     out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
@@ -150,10 +151,10 @@ def test_single_rounding_build_matches_the_executor(models, tmp_path, name):
 
 
 # -- emulated Cortex-M ------------------------------------------------------------------------
-def _check_board(path, folder, kernels, board, name):
+def _check_board(path, folder, kernels, board, name, patches=0):
     graph = load_model(path).graph
     samples = _samples(graph, name, count=3)
-    _export(path, folder, kernels)
+    _export(path, folder, kernels, patches=patches)
     elf = build_cortex_m(folder, harness_source("net", io_layout(graph), samples), board,
                          cmsis=kernels == "cmsis-nn")
     got = parse(run_qemu(elf, board), [np.dtype(graph.tensors[n].dtype) for n in graph.outputs],
@@ -203,9 +204,10 @@ def test_plan_overlaps_element_wise_output_only_when_the_input_dies():
     steps = [PlanStep(["x"], ["a"]), PlanStep(["a"], ["b"], overlap=[("same", 0)]),
              PlanStep(["a", "b"], ["y"], overlap=[("same", 0), ("same", 1)])]
     plan = _plan(sizes, steps)
-    assert {(s, i, o) for s, i, o, _ in plan.overlapped} == {(2, "a", "y")}
-    assert plan.offset["b"] != plan.offset["a"]
-    assert plan.offset["y"] == plan.offset["a"]
+    done = {(s, i, o) for s, i, o, _ in plan.overlapped}
+    assert done and done <= {(2, "a", "y"), (2, "b", "y")}
+    assert abs(plan.offset["b"] - plan.offset["a"]) >= 100
+    assert plan.arena_size == 200  # a and b alive at step 1; y over a dying input
 
 
 def test_plan_never_overlaps_graph_outputs_or_a_buffer_read_twice():
@@ -252,9 +254,327 @@ def test_plan_check_catches_overlapping_live_tensors(monkeypatch):
 
     sizes = {"x": 16, "a": 16, "y": 16}
     steps = [PlanStep(["x"], ["a"]), PlanStep(["x", "a"], ["y"])]
-    monkeypatch.setattr(mp, "_lowest_free", lambda placed, size, s, e: 0)
+    monkeypatch.setattr(mp, "_lowest_free", lambda *args: 0)
     with pytest.raises(RuntimeError, match="overlaps"):
         _plan(sizes, steps)
+
+
+def test_plan_order_finishes_one_branch_before_the_other():
+    """Two branches x -> a1 (100) -> a2 (10) and x -> b1 (100) -> b2 (10) joined by y: the
+    graph's interleaved order keeps a1 and b1 alive together (x + a1 + b1 = 212 bytes); the
+    chosen order runs one branch first, peak x + a1 + a2 = a2 + b1 + b2 = 124 bytes."""
+    from qconvert.c_export.op_order import plan_in_best_order
+
+    sizes = {"x": 12, "a1": 100, "b1": 100, "a2": 12, "b2": 12, "y": 12}
+    steps = [PlanStep(["x"], ["a1"]), PlanStep(["x"], ["b1"]), PlanStep(["a1"], ["a2"]),
+             PlanStep(["b1"], ["b2"]), PlanStep(["a2", "b2"], ["y"])]
+    assert _plan(sizes, steps).arena_size == 212  # the graph's order
+    order, plan = plan_in_best_order(sizes, steps, ["x"], ["y"])
+    assert plan.arena_size == 124
+    position = {step: k for k, step in enumerate(order)}
+    for k, step in enumerate(steps):  # every step after the producers of what it reads
+        producers = [j for j, s in enumerate(steps) if set(s.outputs) & set(step.inputs)]
+        assert all(position[j] < position[k] for j in producers)
+
+
+def test_plan_order_keeps_the_graphs_order_where_steps_have_effects():
+    from qconvert.c_export.op_order import plan_in_best_order
+
+    sizes = {"x": 12, "a1": 100, "b1": 100, "a2": 12, "b2": 12, "y": 12}
+    steps = [PlanStep(["x"], ["a1"]), PlanStep(["x"], ["b1"], pinned=True),
+             PlanStep(["a1"], ["a2"]), PlanStep(["b1"], ["b2"]), PlanStep(["a2", "b2"], ["y"])]
+    order, plan = plan_in_best_order(sizes, steps, ["x"], ["y"])
+    assert order == [0, 1, 2, 3, 4] and plan.arena_size == 212
+    # a tensor written twice (a state buffer updated in place) pins the order too
+    steps[1] = PlanStep(["x"], ["b1"])
+    steps.append(PlanStep(["y"], ["a1"]))
+    order, _ = plan_in_best_order(sizes, steps, ["x"], ["y"])
+    assert order == [0, 1, 2, 3, 4, 5]
+
+
+def _bands_step(inp, out, rows, row_bytes, heights=(1,)):
+    """A 1x1 convolution called band by band (bands of k rows for k in `heights`): a band
+    writes its output rows and reads its input rows on."""
+    overlap = []
+    for k in heights:
+        top = np.arange(0, rows, k)
+        ends = np.minimum(top + k, rows) * row_bytes
+        overlap.append(("bands", 0, ends, top * row_bytes, k))
+    return PlanStep([inp], [out], overlap=overlap)
+
+
+def test_plan_bands_a_layer_only_where_it_lowers_the_arena():
+    # the banded layer holds the peak (a and y, 100 bytes each): overlapping saves 100 bytes
+    sizes = {"x": 40, "a": 100, "y": 100}
+    steps = [PlanStep(["x"], ["a"]), _bands_step("a", "y", 10, 10)]
+    plan = _plan(sizes, steps)
+    assert plan.banded == {1: 1} and plan.arena_size == 140
+    # must not: the peak is elsewhere (x 300 + a 100 at step 0), so the whole-layer call
+    sizes = {"x": 300, "a": 100, "y": 100}
+    plan = _plan(sizes, steps)
+    assert plan.banded == {} and plan.arena_size == 400
+    assert not (plan.offset["a"] < plan.offset["y"] + 100
+                and plan.offset["y"] < plan.offset["a"] + 100)
+
+
+def test_plan_bands_only_the_layers_the_peak_needs():
+    """Two banded candidates; only the first sits on the peak (p + a + b = 260 bytes at step 2,
+    b + p + c = 200 at step 3, c + y = 80 at step 4), so only that one is banded."""
+    sizes = {"x": 12, "p": 60, "a": 100, "b": 100, "c": 40, "y": 40}
+    steps = [PlanStep(["x"], ["p"]), PlanStep(["x"], ["a"]), _bands_step("a", "b", 10, 10),
+             PlanStep(["b", "p"], ["c"]), _bands_step("c", "y", 4, 10)]
+    plan = _plan(sizes, steps)
+    assert plan.banded == {2: 1}
+    assert plan.arena_size == 200
+
+
+def test_plan_keeps_the_tallest_bands_that_keep_the_arena():
+    """Bands of 1, 5 or 8 rows of 10 bytes: the output over its input needs 110, 150 or 180
+    bytes; the peak is x + a = 160 at step 0, so 5-row bands (fewer calls) cost nothing and
+    8-row ones would grow the arena: the plan takes 5 (must not: 1, 8 or whole layer)."""
+    sizes = {"x": 60, "a": 100, "y": 100}
+    steps = [PlanStep(["x"], ["a"]), _bands_step("a", "y", 10, 10, heights=(1, 5, 8))]
+    plan = _plan(sizes, steps)
+    assert plan.banded == {1: 5} and plan.arena_size == 160
+    (_, _, _, d), = plan.overlapped
+    assert -60 <= d <= -50  # within the 160 bytes, below what 5-row bands still read
+
+
+def _greedy_by_size(sizes, steps, inputs, outputs) -> int:
+    """TFLite Micro's GreedyMemoryPlanner over the graph's order, no overlaps (the oracle)."""
+    root = {n: n for n in sizes}
+    for s in steps:
+        if s.alias:
+            root[s.outputs[0]] = root[s.inputs[0]]
+    life = {}
+    for k, s in enumerate(steps):
+        for n in s.outputs + s.inputs:
+            lo, hi = life.get(root[n], (k, k))
+            life[root[n]] = (min(lo, k), max(hi, k))
+    for n in inputs:
+        life[root[n]] = (-1, life.get(root[n], (-1, -1))[1])
+    for n in outputs:
+        life[root[n]] = (life.get(root[n], (len(steps), 0))[0], len(steps))
+    buffers = {}
+    for n, r in root.items():
+        buffers[r] = max(buffers.get(r, 0), sizes[n])
+    items = sorted(((sz, *life[r]) for r, sz in buffers.items() if sz), key=lambda t: -t[0])
+    items += [(s.scratch, k, k) for k, s in enumerate(steps) if s.scratch]
+    items.sort(key=lambda t: -t[0])
+    placed, top = [], 0
+    for size, s, e in items:
+        at = 0
+        for lo, hi in sorted((o, o + z) for o, z, ps, pe in placed if ps <= e and s <= pe):
+            if at + size <= lo:
+                break
+            at = max(at, (hi + 3) // 4 * 4)
+        placed.append((at, size, s, e))
+        top = max(top, at + size)
+    return (top + 3) // 4 * 4
+
+
+def _rule_allows(candidate, d, in_size):
+    """Whether the kernel's overlap rule allows the output `d` bytes from its input (recomputed
+    here from the candidate: every write lands below every later read)."""
+    kind = candidate[0]
+    if kind == "same":
+        return d <= 0
+    if kind == "bands":
+        ends, reads = np.asarray(candidate[2]), np.asarray(candidate[3])
+        return all(d + ends[b] <= reads[b:].min() for b in range(len(ends)))
+    minread = np.asarray(candidate[2], dtype=np.int64)
+    later = np.append(np.minimum.accumulate(minread[::-1])[::-1][1:], np.iinfo(np.int64).max)
+    return bool(np.all(d + np.arange(minread.size) < later))
+
+
+@pytest.mark.parametrize("kernels", ("portable", "cmsis-nn"))
+def test_best_fit_plan_beats_greedy_and_overlaps_only_what_kernels_allow(models, kernels):
+    """On the models: the chosen order's plan is never larger than TFLite Micro's greedy plan
+    over the graph's order, and two tensors alive at the same step share bytes only as an output
+    over the input its kernel reads, at a displacement the kernel's read order allows."""
+    from qconvert.c_export.cmsis_nn import lower_cmsis
+    from qconvert.c_export.model_steps import KernelOptions, lower_graph, tensor_bytes
+    from qconvert.c_export.op_order import plan_in_best_order
+
+    for name in ("kws_ref_model", "pretrainedResnet_quant", "digits_onnx", "every_op"):
+        graph = load_model(models[name]).graph
+        options = KernelOptions(kernels, "1x4" if kernels == "portable" else "rowmajor")
+        steps = lower_graph(graph, options)
+        if kernels == "cmsis-nn":
+            steps = [lower_cmsis(graph, s, options) for s in steps]
+        for s in steps:
+            if s.scratch_builds:
+                s.plan.scratch = int(s.scratch_builds["other"])
+        plans = [s.plan for s in steps]
+        sizes = {n: tensor_bytes(graph, n) for s in plans for n in s.inputs + s.outputs}
+        sizes.update({n: tensor_bytes(graph, n) for n in graph.inputs + graph.outputs})
+        order, plan = plan_in_best_order(sizes, plans, graph.inputs, graph.outputs)
+        assert plan.arena_size <= _greedy_by_size(sizes, plans, graph.inputs, graph.outputs)
+        ordered = [plans[k] for k in order]
+        live = {}  # name -> (first step, last step) in the chosen order, aliases as one buffer
+        for k, s in enumerate(ordered):
+            for n in s.inputs + s.outputs:
+                lo, hi = live.get(n, (k, k))
+                live[n] = (min(lo, k), max(hi, k))
+        for n in graph.inputs:
+            live[n] = (-1, live[n][1])
+        for n in graph.outputs:
+            live[n] = (live[n][0], len(ordered))
+        aliased = {frozenset((s.inputs[0], s.outputs[0])) for s in ordered if s.alias}
+        spans = [(n, plan.offset[n], plan.offset[n] + sizes[n], *live[n]) for n in live
+                 if sizes[n]]
+        spans += [(("scratch", k), o, o + ordered[k].scratch, k, k)
+                  for k, o in plan.scratch.items()]
+        for i, (a, a0, a1, as_, ae) in enumerate(spans):
+            for b, b0, b1, bs, be in spans[i + 1:]:
+                if not (as_ <= be and bs <= ae and a0 < b1 and b0 < a1):
+                    continue
+                if frozenset((a, b)) in aliased:
+                    continue
+                k = max(as_, bs)  # the step writing the later-born one, over the dying one
+                s = ordered[k] if k >= 0 else None
+                x, y = (a, b) if bs > as_ else (b, a)
+                assert s is not None and x in s.inputs and s.outputs[0] == y and \
+                    min(ae, be) == k, (name, a, b)
+                cands = [c for c in s.overlap or [] if s.inputs[c[1]] == x]
+                d = plan.offset[y] - plan.offset[x]
+                assert any(_rule_allows(c, d, sizes[x]) for c in cands), (name, x, y, d)
+                if kernels == "cmsis-nn" and all(c[0] == "bands" for c in cands):
+                    assert k in plan.banded
+
+
+# -- Pad folded into the convolution reading it ------------------------------------------------
+@pytest.fixture(scope="module")
+def padded_mobilenet(tmp_path_factory) -> Path:
+    """The corpus's Paddle-style MobileNetV2 (explicit Pad before each stride-2 depthwise conv
+    and before the first conv) quantized by qconvert."""
+    corpus = MODELS / "corpus"
+    target = tmp_path_factory.mktemp("pads") / "mobilenet_v2_paddle.tflite"
+    result = _invoke(["quantize", corpus / "mobilenet_v2_paddle.onnx", "--calibration",
+                      corpus / "mobilenet_v2_paddle_calib.npy", "-o", target])
+    assert result.exit_code == 0, result.output
+    return target
+
+
+@pytest.mark.parametrize("kernels", ("portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)))
+def test_pads_folded_into_convolutions_bit_exact(padded_mobilenet, tmp_path, kernels):
+    """Every Pad of the model pads with its convolution's zero point: folded (no Pad left, the
+    padded copies gone from the arena), and the outputs are TFLite Micro's bit for bit."""
+    from qconvert.c_export.pad_fold import fold_pads
+
+    graph = load_model(padded_mobilenet).graph
+    pads = [n for n in graph.nodes if n.op in ("Pad", "PadV2")]
+    assert len(pads) >= 2
+    folded = fold_pads(graph)
+    assert not [n for n in folded.nodes if n.op in ("Pad", "PadV2")]
+    assert len(folded.nodes) == len(graph.nodes) - len(pads)
+    _check_host(padded_mobilenet, tmp_path / "c", kernels, "mobilenet_v2_paddle")
+
+
+@NEEDS_CROSS
+def test_pads_folded_cortex_m4_bit_exact(padded_mobilenet, tmp_path):
+    _check_board(padded_mobilenet, tmp_path / "c", "portable", "m4", "mobilenet_v2_paddle")
+
+
+def test_pads_are_not_folded_where_the_result_would_differ(padded_mobilenet):
+    """Must not fold: a PadV2 whose constant is not the convolution's zero point (its padded
+    taps are not zero), a Pad feeding a pool (an average pool counts padded taps), a Pad read
+    by two layers (the other one needs the padded copy)."""
+    from qconvert.c_export.pad_fold import fold_pads
+    from qconvert.ir.tensor import Tensor
+
+    graph = load_model(padded_mobilenet).graph
+    index = next(k for k, n in enumerate(graph.nodes) if n.op == "Pad" and
+                 graph.tensors[n.inputs[0]].quant.zero_point[0] != 0)
+    pad = graph.nodes[index]
+    zero_point = int(graph.tensors[pad.outputs[0]].quant.zero_point[0])
+
+    def variant(edit):
+        g = load_model(padded_mobilenet).graph
+        edit(g, g.nodes[index])
+        return g
+
+    def pad_v2(g, node):
+        g.tensors["pad_value"] = Tensor("pad_value", (), "int8",
+                                        np.array(zero_point + 5, dtype=np.int8))
+        node.op = "PadV2"
+        node.inputs = [*node.inputs[:2], "pad_value"]
+
+    def two_readers(g, node):
+        reader = next(n for n in g.nodes if node.outputs[0] in n.inputs)
+        twin = reader.copy()
+        twin.outputs = [o + "_twin" for o in reader.outputs]
+        for o, t in zip(reader.outputs, twin.outputs):
+            g.tensors[t] = g.tensors[o].copy()
+            g.tensors[t].name = t
+        g.nodes.insert(g.nodes.index(reader) + 1, twin)
+
+    def into_pool(g, node):
+        reader = next(n for n in g.nodes if node.outputs[0] in n.inputs)
+        reader.op = "AveragePool"
+
+    for edit in (pad_v2, two_readers, into_pool):
+        g = variant(edit)
+        kept = [n for n in fold_pads(g).nodes if n.outputs == pad.outputs]
+        assert len(kept) == 1 and kept[0].op in ("Pad", "PadV2"), edit.__name__
+    # and the unedited Pad is folded (the variants differ from it only by the edit)
+    assert not [n for n in fold_pads(graph).nodes if n.outputs == pad.outputs]
+
+
+# -- patch-based execution (--patches) ------------------------------------------------------
+VWW = MODELS / "corpus" / "vww_mobilenet_v1_int8_tflc.tflite"
+
+
+def _patched(path, kernels="portable", n=4):
+    return render_model(load_model(path), ModelOptions(
+        "net", kernels, "1x4" if kernels == "portable" else "rowmajor", patches=n))
+
+
+@pytest.mark.parametrize("kernels", ("portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)))
+@pytest.mark.parametrize("n", (3, 4))
+def test_patches_host_bit_exact_with_tflite_micro(tmp_path, kernels, n):
+    """VWW's first four layers (96x96 input, 48x48 maps) in n x n tiles: a smaller arena, the
+    same bits as TFLite Micro (3 x 3 tiles of 24x24 split unevenly: 8 rows each, halos
+    crossing tile borders; 4 x 4: 6 rows)."""
+    _, plain = render_model(load_model(VWW), ModelOptions(
+        "net", kernels, "1x4" if kernels == "portable" else "rowmajor"))
+    _, summary = _patched(VWW, kernels, n)
+    assert summary.patches.startswith("patches: layers") and \
+        summary.arena_size < plain.arena_size, summary.patches
+    _check_host(VWW, tmp_path / "c", kernels, "vww", patches=n)
+
+
+@NEEDS_CROSS
+def test_patches_cortex_m4_bit_exact(tmp_path):
+    _check_board(VWW, tmp_path / "c", "portable", "m4", "vww", patches=4)
+
+
+@NEEDS_CROSS
+@NEEDS_CMSIS
+def test_patches_cortex_m55_cmsis_nn_helium_bit_exact(tmp_path):
+    """The patched stage (portable kernels) beside CMSIS-NN's Helium kernels and their bands."""
+    _check_board(VWW, tmp_path / "c", "cmsis-nn", "m55", "vww", patches=3)
+
+
+def test_patches_are_not_used_where_they_cannot_cover_the_stage(models):
+    """Must not: a model whose first layers mix every pixel (ad01: fully connected), or whose
+    first convolution's output feeds a residual branch (ResNet-8: read by two layers), is
+    exported exactly as without --patches, with a note saying why."""
+    for name, why in (("ad01_int8", "no convolution or pool"),
+                      ("pretrainedResnet_quant", "is read by 2 layers")):
+        files, summary = _patched(models[name])
+        plain, _ = render_model(load_model(models[name]), ModelOptions("net"))
+        assert summary.patches.startswith("patches: not used") and why in summary.patches
+        assert files == plain
+
+
+def test_patches_option_on_the_command_line(tmp_path):
+    out = tmp_path / "c"
+    result = _invoke(["export-c", VWW, "-o", out, "--patches", "4"])
+    assert result.exit_code == 0 and "run in 4 x 4 tiles" in result.output, result.output
+    bad = _invoke(["export-c", VWW, "-o", tmp_path / "bad", "--patches", "1"])
+    assert bad.exit_code != 0 and "--patches 1" in bad.output
+    assert len(bad.output.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()
 
 
 # -- command line, files, refusals ------------------------------------------------------------

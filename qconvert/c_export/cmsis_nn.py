@@ -20,10 +20,12 @@ generated code checks the library's own answer against the reservation once, in 
 which the first `invoke` runs before any layer (`Step.check`; the sizes depend only on the
 build and the constant layer parameters): `invoke` returns 2, every time, rather than write
 past it, and no call pays for the check. CMSIS-NN kernels are never run over their own input
-except element for element (element-wise ones) and band by band: a convolution whose output
-overlaps its input is called once per output row on the input rows that row reads, so the plan
-needs only the kernel's contract (it reads its input and writes its output), never its inner
-order.
+except element for element (element-wise ones) and band by band: a convolution offers the plan
+"bands" overlaps of 1 to 16 output rows (`row_bands`), and where the plan uses one (only where
+it lowers the arena: memory_plan's step 5; `MemoryPlan.banded`, the rows per band) the layer is
+called once per band on the input rows that band reads (`_banded_call`), so the plan needs only
+the kernel's contract (it reads its input and writes its output), never its inner order. Every
+other layer is one whole-layer call.
 """
 
 from __future__ import annotations
@@ -158,11 +160,12 @@ def conv_step(graph, node, step, kernels: ConvKernels) -> Step:
                 f"@L_weights, &@L_bias_dims, {bias_arg}, &@L_output_dims, $out0)")), "}"]
     made = _step(graph, node, step.index, call, arrays, decls, scratch)
     made.check = Template("\n".join(_fits(f"{size_fn}(&@L_conv, {dims})")))
-    bands = row_bands(x, y, kh, p) if kernels.banded else None
-    if bands is not None:
-        made.plan.overlap = [("bands", 0, *bands)]
-        made.banded = Template("\n".join(_banded_call(fn, size_fn, x, y, kh, p, scratch,
-                                                        depthwise)))
+    heights = [k for k in BAND_ROWS if k < y[1]] if kernels.banded else []
+    bands = [(k, row_bands(x, y, kh, p, k)) for k in heights]
+    bands = [(k, b) for k, b in bands if b is not None]
+    if bands:
+        made.plan.overlap = [("bands", 0, *b, k) for k, b in bands]
+        made.banded = Template("\n".join(_banded_call(fn, x, y, kh, p, scratch, depthwise)))
         made.banded_check = Template("\n".join(_banded_fits(size_fn, x, y, kh, p,
                                                               depthwise)))
     return made
@@ -173,64 +176,71 @@ def _fits(size_call: str) -> list:
     return [f"if ({size_call} > $scratch_size) {{", "    return 2;", "}"]
 
 
-def _banded_fits(size_fn, x, y, kh, p, depthwise) -> list:
-    """The scratch checks of the banded call: every band's shape (input rows, top padding), in
-    a loop as compact as the call's own (run once, so its cost does not matter; its flash
-    does)."""
-    _, h, w, c = x
-    _, oh, ow, oc = y
-    extent = (kh - 1) * p["dilations"][0] + 1
-    params = "cmsis_nn_dw_conv_params" if depthwise else "cmsis_nn_conv_params"
-    body = [f"const int32_t y0 = oy * {p['strides'][0]} - {p['pads'][0]};",
-            "const int32_t first = y0 > 0 ? y0 : 0;",
-            f"const int32_t last = y0 + {extent} < {h} ? y0 + {extent} : {h};",
-            f"{params} conv = @L_conv;",
-            f"cmsis_nn_dims in_dims = {{1, 0, {w}, {c}}};",
-            f"const cmsis_nn_dims out_dims = {{1, 1, {ow}, {oc}}};",
-            "in_dims.h = last - first;",
-            "conv.padding.h = first - y0;",
-            *_fits(f"{size_fn}(&conv, &in_dims, &@L_filter_dims, &out_dims)")]
-    return ["{", "    int32_t oy;", f"    for (oy = 0; oy < {oh}; ++oy) {{",
-            *("        " + b for b in body), "    }", "}"]
+BAND_ROWS = (1, 2, 4, 8, 16)  # band heights offered to the plan (it keeps the tallest it can)
 
 
-def row_bands(x, y, kh, p):
-    """(ends, reads) of one band per output row (see memory_plan), or None when a band would
-    read no input row or the batch is not 1."""
+def row_bands(x, y, kh, p, rows=1):
+    """(ends, reads) of bands of `rows` output rows (see memory_plan), or None when a band
+    would read no input row or the batch is not 1."""
     n, h, w, c = x
     _, oh, ow, oc = y
     if n != 1:
         return None
     extent = (kh - 1) * p["dilations"][0] + 1
-    y0 = np.arange(oh) * p["strides"][0] - p["pads"][0]
-    first = np.maximum(y0, 0)
-    last = np.minimum(y0 + extent, h)
+    top = np.arange(0, oh, rows)
+    bottom = np.minimum(top + rows, oh)
+    first = np.maximum(top * p["strides"][0] - p["pads"][0], 0)
+    last = np.minimum((bottom - 1) * p["strides"][0] - p["pads"][0] + extent, h)
     if np.any(last <= first):
         return None
-    return (np.arange(1, oh + 1) * ow * oc, first * w * c)
+    return (bottom * ow * oc, first * w * c)
 
 
-def _banded_call(fn, size_fn, x, y, kh, p, scratch, depthwise) -> list:
-    """The kernel called once per output row, on the input rows that row reads."""
+def _band_shape(x, y, kh, p, depthwise) -> list:
+    """C lines: the band from output row `oy` of `$band_rows` rows (the plan's choice) as
+    `conv`, `in_dims`, `out_dims` and its `first` input row."""
     _, h, w, c = x
     _, oh, ow, oc = y
     extent = (kh - 1) * p["dilations"][0] + 1
+    stride, pad = p["strides"][0], p["pads"][0]
     params = "cmsis_nn_dw_conv_params" if depthwise else "cmsis_nn_conv_params"
-    body = [f"const int32_t y0 = oy * {p['strides'][0]} - {p['pads'][0]};",
+    return [f"const int32_t rows = {oh} - oy < $band_rows ? {oh} - oy : $band_rows;",
+            f"const int32_t y0 = oy * {stride} - {pad};",
+            f"const int32_t y1 = (oy + rows - 1) * {stride} - {pad} + {extent};",
             "const int32_t first = y0 > 0 ? y0 : 0;",
-            f"const int32_t last = y0 + {extent} < {h} ? y0 + {extent} : {h};",
+            f"const int32_t last = y1 < {h} ? y1 : {h};",
             f"{params} conv = @L_conv;",
             f"cmsis_nn_dims in_dims = {{1, 0, {w}, {c}}};",
-            f"const cmsis_nn_dims out_dims = {{1, 1, {ow}, {oc}}};",
+            f"cmsis_nn_dims out_dims = {{1, 0, {ow}, {oc}}};",
             "in_dims.h = last - first;",
-            "conv.padding.h = first - y0;",
+            "out_dims.h = rows;",
+            "conv.padding.h = first - y0;"]
+
+
+def _banded_fits(size_fn, x, y, kh, p, depthwise) -> list:
+    """The scratch checks of the banded call: every band's shape (input rows, top padding), in
+    a loop as compact as the call's own (run once, so its cost does not matter; its flash
+    does)."""
+    oh = y[1]
+    body = [*_band_shape(x, y, kh, p, depthwise),
+            *_fits(f"{size_fn}(&conv, &in_dims, &@L_filter_dims, &out_dims)")]
+    return ["{", "    int32_t oy;", f"    for (oy = 0; oy < {oh}; oy += $band_rows) {{",
+            *("        " + b for b in body), "    }", "}"]
+
+
+def _banded_call(fn, x, y, kh, p, scratch, depthwise) -> list:
+    """The kernel called once per band of `$band_rows` output rows, on the input rows that
+    band reads."""
+    _, h, w, c = x
+    _, oh, ow, oc = y
+    body = [*_band_shape(x, y, kh, p, depthwise),
             *_check(f"{fn}(&ctx, &conv, &@L_quant, &in_dims, $in0 + first * {w * c}, "
                     "&@L_filter_dims, @L_weights, &@L_bias_dims, @L_bias, &out_dims, "
                     f"$out0 + oy * {ow * oc})")]
     return ["{", "    int32_t oy;", *("    " + c for c in _ctx(scratch)),
-            f"    /* one output row at a time: the output overlaps the input (memory plan) */",
-            f"    for (oy = 0; oy < {oh}; ++oy) {{", *("        " + b for b in body), "    }",
-            "}"]
+            "    /* band by band: the output overlaps the input (memory plan) */",
+            f"    for (oy = 0; oy < {oh}; oy += $band_rows) {{", *("        " + b for b in body),
+            "    }", "}"]
 
 
 def kernel_sums(weights, bias, input_offset, weights_offset) -> np.ndarray:

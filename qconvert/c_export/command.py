@@ -103,7 +103,8 @@ def export_header_command(model, output, name, fc_layout, with_kernels, rounding
 
 
 def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calibration_random,
-                     norm, options, input_layout, input_shapes, report=None) -> Exported:
+                     norm, options, input_layout, input_shapes, report=None,
+                     patches=0) -> Exported:
     """Run `qconvert export-c` (see its --help); `norm()` parses the normalization options,
     `options` are the `QuantizeOptions` a float model is quantized with; `report` the path of
     the JSON report (`export_report`), written with the C files or not at all; raises
@@ -120,6 +121,8 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
 
     if calibration is not None and calibration_random is not None:
         raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
+    if patches == 1 or patches < 0:
+        raise QConvertError(f"--patches {patches}: give N >= 2 tiles per side (0: off)")
     if fc_layout == "1x4" and kernels == "cmsis-nn":
         raise QConvertError("--kernels cmsis-nn calls arm_fully_connected_s8, which reads "
                             "row-major weights: use --fc-layout rowmajor (the default there)")
@@ -140,7 +143,7 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
     m, note = _int8_model(model, input_shapes, outputs, "c", input_layout, calibration,
                           calibration_random, norm, options)
     files, summary = render_model(m, ModelOptions(c_name, kernels, fc_layout, Path(model).name,
-                                                  sha256, note))
+                                                  sha256, note, patches=patches))
     created = not folder.exists()
     folder.mkdir(exist_ok=True)
     try:

@@ -67,18 +67,19 @@ def layer_rows(graph, steps, plans) -> list:
     """One dict per step (see the module docstring); `plans` {build: MemoryPlan} as
     model_source plans them ("all", or "helium" and "other")."""
     main = "all" if "all" in plans else "other"
-    banded = {index for index, _, _, _ in plans[main].overlapped}
+    banded = plans[main].banded  # step positions (the plan's order) run band by band
     rows = []
-    for step in steps:
+    for position, step in enumerate(steps):
         runs = bool(step.call.template)
-        chosen = step.banded if step.banded is not None and step.index in banded else step.call
+        chosen = step.banded if step.banded is not None and position in banded else step.call
         helium = _scratch(step, "helium") if "helium" in plans else None
         rows.append({
             "index": int(step.index),
             "name": step.node.name,
             "op": step.node.op,
             "kernel": kernel_functions(chosen.template) if runs else [],
-            "macs": int(layer_macs(step.node, graph)),
+            "macs": int(sum(layer_macs(m.node, graph)  # a patched stage: its layers'
+                            for m in getattr(step, "members", None) or [step])),
             "weight_bytes": int(sum(np.asarray(v).size * CTYPE_BYTES[t.partition("#")[0]]
                                     for s, t, v in step.arrays if s == "weights")),
             "constant_bytes": array_bytes(step),
@@ -87,7 +88,7 @@ def layer_rows(graph, steps, plans) -> list:
             "output_bytes": int(sum(tensor_bytes(graph, t) for t in step.plan.outputs)),
             "scratch_bytes": _scratch(step, main),
             "scratch_bytes_helium": helium,
-            "banded": runs and step.banded is not None and step.index in banded,
+            "banded": runs and step.banded is not None and position in banded,
         })
     return rows
 

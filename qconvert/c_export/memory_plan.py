@@ -11,24 +11,36 @@ overlap and how, its scratch bytes). What it does, in order:
 2. Lifetimes: a buffer lives from the step that writes it (graph inputs: step -1, copied in)
    to the last step that reads it (graph outputs: to the end, copied out).
 3. Overlap: a step whose input buffer dies at that step may put its output over it when the
-   kernel allows. `("same", slot)`: output element i is written after input element i is
-   read and nothing later reads elements before i (element-wise kernels): output at the input's
-   offset. `("reads", slot, minread)`: `minread[i]` is the lowest input byte that output element
-   i reads (the kernel walks its output in memory order; see kernels/qconvert_nn.h): writing
-   element i may only overwrite input bytes no later element reads, which bounds the output's
-   displacement D from the input (`D + i < min(minread[i + 1:])`); the largest such D <= 0
-   gives the smallest footprint (in-place depthwise convolution: the output starts about one
-   row before its input). `("bands", slot, ends, reads)`: the kernel is called once per band
-   of output rows (CMSIS-NN's kernels, whose inner order is the library's): band b writes
+   kernel allows, at any displacement D (output offset minus input offset) up to a largest one
+   `dmax` the kernel's read order gives. `("same", slot)`: output element i is written after
+   input element i is read and nothing later reads elements before i (element-wise kernels):
+   D <= 0. `("reads", slot, minread)`: `minread[i]` is the lowest input byte that output
+   element i reads (the kernel walks its output in memory order; see kernels/qconvert_nn.h):
+   writing element i may only overwrite input bytes no later element reads
+   (`D + i < min(minread[i + 1:])`; in-place depthwise convolution: the output may start about
+   one row before its input). `("bands", slot, ends, reads)`: the kernel is called once per
+   band of output rows (CMSIS-NN's kernels, whose inner order is the library's): band b writes
    output bytes up to `ends[b]` (exclusive) in any order while reading input bytes from
-   `reads[b]` on, so its writes must stay below what it and later bands read
-   (`D + ends[b] <= min(reads[b:])`). Overlapped buffers become one block with fixed relative
-   offsets.
-4. Offsets: blocks (and per-step scratch buffers, alive for their step only) are placed greedy
-   by size, largest first, each at the lowest 4-byte-aligned offset free for its lifetime: the
-   baseline TFLite Micro's GreedyMemoryPlanner uses.
-5. Check: no two tensors alive at the same step share a byte unless step 3 allowed exactly that
-   overlap; a violation is an internal error, never a silently wrong model.
+   `reads[b]` on, so `D + ends[b] <= min(reads[b:])` (a layer may offer several band heights,
+   the fifth field: output rows per band). `("tiles", slot, ends, reads)`: the same rule for
+   a step whose one call already works band by band (`patches`: rows of tiles), so it costs
+   no speed. Every rule holds for any smaller D too,
+   so an overlap is a pairwise relaxation (not a fixed offset): each buffer keeps its own
+   offset and a chain of overlaps never grows a rigid block.
+4. Offsets: buffers and per-step scratch buffers (alive for their step only) are placed one by
+   one, each at a free 4-byte-aligned offset for its lifetime (first fit: the lowest; best fit:
+   the smallest hole it fits), in several orders (largest first as TFLite Micro's
+   GreedyMemoryPlanner, largest lifetime x size first, by birth, longest-lived first, by
+   death from the last: an output placed before the input it may start below);
+   the smallest arena wins, the first heuristic on ties (deterministic).
+5. Bands: a banded overlap costs speed (one kernel call per band of output rows), so the plan
+   decides per layer: whole-layer calls unless banding lowers the arena, and then, layer by
+   layer, the coarsest choice that keeps the arena as small as the finest bands make it: a
+   whole-layer call, else the tallest bands offered (`MemoryPlan.banded`: rows per band).
+6. Check: no two tensors alive at the same step share a byte unless step 3 allowed exactly that
+   overlap at that displacement; a violation is an internal error, never a silently wrong model.
+
+`op_order` chooses the execution order of the steps (where branches allow) with this plan.
 """
 
 from __future__ import annotations
@@ -48,8 +60,10 @@ class PlanStep:
     outputs: list           # tensor names it writes
     alias: bool = False     # outputs[0] is the same bytes as inputs[0] (no code)
     overlap: list | None = None    # candidates: ("same", slot), ("reads", slot, minread) or
-    #                                ("bands", slot, ends, reads)
+    #                                ("bands", slot, ends, reads[, rows per band]) or
+    #                                ("tiles", slot, ends, reads): bands in one call
     scratch: int = 0        # scratch bytes the kernel needs during this step
+    pinned: bool = False    # has effects beyond its tensors: never moved by `op_order`
 
 
 @dataclass
@@ -60,24 +74,31 @@ class MemoryPlan:
     offset: dict                    # tensor name -> byte offset in the arena
     scratch: dict                   # step index -> byte offset of its scratch buffer
     overlapped: list = field(default_factory=list)  # (step, input, output, displacement)
+    banded: dict = field(default_factory=dict)      # step -> output rows per band, for the
+    #                                                 steps whose output overlaps by bands
 
 
 def _align(n: int) -> int:
     return (int(n) + ALIGN - 1) // ALIGN * ALIGN
 
 
-class _Block:
-    """Buffers with fixed offsets relative to each other, placed as one."""
+@dataclass
+class _Relax:
+    """Output buffer `y` of step `step` may sit at displacement <= `dmax` over input `x`."""
 
-    def __init__(self, members, size, start, end):
-        self.members = members      # {buffer root: relative offset}
-        self.size = size
-        self.start, self.end = start, end
-        self.offset = None
+    step: int
+    x: str
+    y: str
+    dmax: int
+    bands: bool
+    rows: int = 0    # output rows per band (a banded candidate)
 
 
-def plan_memory(sizes: dict, steps: list, graph_inputs, graph_outputs) -> MemoryPlan:
-    """The plan for `steps` over tensors of `sizes` bytes (see the module docstring)."""
+def plan_memory(sizes: dict, steps: list, graph_inputs, graph_outputs, bands=None,
+                search: bool = True) -> MemoryPlan:
+    """The plan for `steps` over tensors of `sizes` bytes (see the module docstring).
+    `bands`: the steps allowed to run band by band (None: the plan decides, step 5);
+    `search=False`: greedy by size, first fit only (TFLite Micro's placement)."""
     root = {name: name for name in sizes}
     for step in steps:
         if step.alias:
@@ -86,63 +107,208 @@ def plan_memory(sizes: dict, steps: list, graph_inputs, graph_outputs) -> Memory
     buffer_size = {}
     for name, r in root.items():
         buffer_size[r] = max(buffer_size.get(r, 0), int(sizes[name]))
-    blocks = {r: _Block({r: 0}, buffer_size[r], start[r], end[r]) for r in buffer_size}
-    overlapped = []
-    for index, step in enumerate(steps):
-        for candidate in ([] if step.alias else step.overlap or []):
-            done = _merge(candidate, index, step, root, start, end, blocks, buffer_size)
-            if done is not None:
-                overlapped.append(done)
+    relax = _relaxations(steps, root, start, end, buffer_size)
+    if bands is None:
+        return _decide_bands(sizes, steps, root, start, end, buffer_size, relax, search)
+    allowed = [r for r in relax if not r.bands or r.step in bands]
+    return _plan(sizes, steps, root, start, end, buffer_size, _finest(allowed), search)
+
+
+def _finest(relax) -> list:
+    """The relaxations with, per banded step, only its most permissive band height."""
+    best = {}
+    for r in relax:
+        if r.bands and (r.step not in best or r.dmax > best[r.step].dmax):
+            best[r.step] = r
+    return [r for r in relax if not r.bands or best[r.step] is r]
+
+
+def _decide_bands(sizes, steps, root, start, end, buffer_size, relax, search) -> MemoryPlan:
+    """Step 5: whole-layer calls unless bands lower the arena; then, layer by layer, the
+    coarsest choice (a whole-layer call, else the tallest bands) that keeps the arena as small
+    as the finest bands make it."""
+    whole = [r for r in relax if not r.bands]
+    best = _plan(sizes, steps, root, start, end, buffer_size, whole, search)
+    if len(whole) == len(relax):
+        return best
+    finest = _finest(relax)
+    banded = _plan(sizes, steps, root, start, end, buffer_size, finest, search)
+    if banded.arena_size >= best.arena_size:
+        return best
+    start_choice = {r.step: r for r in finest if r.bands and r.step in banded.banded}
+    plans = [_coarsen(sizes, steps, root, start, end, buffer_size, relax, search, banded,
+                      dict(start_choice), heights) for heights in (True, False)]
+    return min(plans, key=lambda plan: plan.arena_size)  # the first (taller bands) on ties
+
+
+def _coarsen(sizes, steps, root, start, end, buffer_size, relax, search, best, choice,
+             heights) -> MemoryPlan:
+    """Layer by layer, the coarsest band choice (whole layer, then the tallest bands when
+    `heights`) whose arena is no larger than the best so far."""
+    whole = [r for r in relax if not r.bands]
+    for step in sorted(choice):
+        options = sorted((r for r in relax if r.bands and r.step == step),
+                         key=lambda r: (-r.rows, r.dmax)) if heights else []
+        for option in [None, *options]:
+            if option is choice[step]:
                 break
-    unique = list({id(b): b for b in blocks.values()}.values())
-    items = [(b.size, b.start, b.end, b) for b in unique]
-    scratch_blocks = {}
+            trial = whole + [r for s, r in choice.items() if s != step] + \
+                ([option] if option is not None else [])
+            plan = _plan(sizes, steps, root, start, end, buffer_size, trial, search)
+            if plan.arena_size <= best.arena_size:
+                best = plan
+                if option is None:
+                    del choice[step]
+                else:
+                    choice[step] = option
+                break
+    return best
+
+
+def _relaxations(steps, root, start, end, buffer_size) -> list:
+    """Every overlap a step's kernel allows between a dying input and its new output."""
+    out = []
     for index, step in enumerate(steps):
-        if step.scratch > 0:
-            b = _Block({}, int(step.scratch), index, index)
-            scratch_blocks[index] = b
-            items.append((b.size, index, index, b))
-    order = sorted(range(len(items)), key=lambda i: (-items[i][0], items[i][1], i))
-    placed = []
-    for i in order:
-        size, s, e, block = items[i]
-        block.offset = _lowest_free(placed, size, s, e)
-        placed.append((block.offset, size, s, e))
-    arena = _align(max([o + sz for o, sz, _, _ in placed] + [0]))
-    offset = {name: blocks[root[name]].offset + blocks[root[name]].members[root[name]]
-              for name in sizes}
-    scratch = {i: b.offset for i, b in scratch_blocks.items()}
-    plan = MemoryPlan(arena, offset, scratch, overlapped)
-    _check(plan, sizes, root, start, end, steps)
+        if step.alias or not step.overlap or not step.outputs:
+            continue
+        y = root[step.outputs[0]]
+        if start[y] != index:
+            continue
+        for candidate in step.overlap:
+            x = root[step.inputs[candidate[1]]]
+            if x == y or end[x] != index or sum(root[n] == x for n in step.inputs) != 1:
+                continue  # the input lives on, or the step reads it twice (x + x)
+            d = _displacement(candidate, buffer_size[x], buffer_size[y])
+            if d is not None:
+                bands = candidate[0] == "bands"
+                rows = int(candidate[4]) if bands and len(candidate) > 4 else int(bands)
+                out.append(_Relax(index, x, y, d, bands, rows))
+    return out
+
+
+def _plan(sizes, steps, root, start, end, buffer_size, relax, search) -> MemoryPlan:
+    """Place every buffer and scratch (step 4) with the relaxations `relax`: the smallest of
+    the heuristics, each over single buffers (every relaxation free) and over blocks (chains of
+    overlapped buffers at their largest displacement, placed as one)."""
+    scratch_items = [((index,), int(step.scratch), index, index)
+                     for index, step in enumerate(steps) if step.scratch > 0]
+    pairs = {}
+    for r in relax:  # the most permissive rule per pair; a whole-layer one before a band one
+        key = (r.x, r.y)
+        old = pairs.get(key)
+        if old is None or (r.dmax, not r.bands) > (old.dmax, not old.bands):
+            pairs[key] = r
+    singles = [(r, buffer_size[r], start[r], end[r]) for r in sorted(buffer_size)
+               if buffer_size[r] > 0]
+    members, blocks = _blocks(pairs, start, end, buffer_size)
+    modes = ((singles + scratch_items, pairs, None), (blocks + scratch_items, {}, members))
+    best = None
+    for items, item_pairs, within in (modes if search else modes[1:]):
+        for order_key, best_fit in (_HEURISTICS if search else _HEURISTICS[:1]):
+            order = sorted(range(len(items)), key=lambda i: order_key(items[i]) + (i,))
+            placed = _place(items, order, item_pairs, best_fit)
+            arena = _align(max([placed[it[0]] + it[1] for it in items] + [0]))
+            if best is None or arena < best[0]:
+                if within is not None:
+                    placed = {**{m: placed[b] + rel for m, (b, rel) in within.items()},
+                              **{k: o for k, o in placed.items() if isinstance(k, tuple)}}
+                best = (arena, placed)
+    arena, placed = best
+    offset = {name: placed.get(root[name], 0) for name in sizes}
+    scratch = {k[0]: o for k, o in placed.items() if isinstance(k, tuple)}
+    overlapped, banded = [], {}
+    for (x, y), r in sorted(pairs.items(), key=lambda kv: (kv[1].step, kv[0])):
+        ox, oy = placed.get(x, 0), placed.get(y, 0)
+        if ox < oy + buffer_size[y] and oy < ox + buffer_size[x]:
+            step = steps[r.step]
+            name_x = next(n for n in step.inputs if root[n] == x)
+            overlapped.append((r.step, name_x, step.outputs[0], oy - ox))
+            if r.bands:
+                banded[r.step] = r.rows
+    plan = MemoryPlan(arena, offset, scratch, overlapped, banded)
+    _check(plan, sizes, root, start, end, steps, pairs)
     return plan
 
 
-def _merge(candidate, index, step, root, start, end, blocks, buffer_size):
-    """Put the step's output over input `candidate[1]` when allowed: (step, input, output,
-    displacement), else None."""
-    slot = candidate[1]
-    x, y = root[step.inputs[slot]], root[step.outputs[0]]
-    if x == y or end[x] != index or start[y] != index:
-        return None
-    if sum(root[n] == x for n in step.inputs) != 1:
-        return None  # the same buffer read twice by the step (x + x)
-    block = blocks[x]
-    if any(blocks[m] is block and m != x and end[m] >= index for m in block.members):
-        return None
-    if len(blocks[y].members) != 1:
-        return None
-    d = _displacement(candidate, buffer_size[x], buffer_size[y])
-    if d is None:
-        return None
-    base = block.members[x] + d
-    shift = max(0, -base)
-    for m in block.members:
-        block.members[m] += shift
-    block.members[y] = base + shift
-    block.size = max(block.size + shift, base + shift + buffer_size[y])
-    block.start, block.end = min(block.start, start[y]), max(block.end, end[y])
-    blocks[y] = block
-    return (index, step.inputs[slot], step.outputs[0], d)
+def _blocks(pairs, start, end, buffer_size) -> tuple:
+    """({buffer: (block key, relative offset)}, block items): each relaxation in step order
+    joins its output to its input's block at the largest displacement, when no other member
+    of that block is still alive (a chain of in-place layers is one block)."""
+    where = {r: (r, 0) for r in buffer_size}
+    info = {r: [buffer_size[r], start[r], end[r], [r]] for r in buffer_size}  # key -> block
+    for (x, y), r in sorted(pairs.items(), key=lambda kv: (kv[1].step, kv[0])):
+        bx, rel_x = where[x]
+        by, _ = where[y]
+        if bx == by or len(info[by][3]) != 1:
+            continue
+        if any(m != x and end[m] >= r.step for m in info[bx][3]):
+            continue
+        base = rel_x + r.dmax
+        shift = max(0, -base)
+        block = info[bx]
+        for m in block[3]:
+            where[m] = (bx, where[m][1] + shift)
+        where[y] = (bx, base + shift)
+        block[0] = max(block[0] + shift, base + shift + buffer_size[y])
+        block[1], block[2] = min(block[1], start[y]), max(block[2], end[y])
+        block[3].append(y)
+        del info[by]
+    items = [(k, v[0], v[1], v[2]) for k, v in sorted(info.items()) if v[0] > 0]
+    return where, items
+
+
+# (sort key of an item (key, size, start, end), best fit?): tried in this order
+_HEURISTICS = (
+    (lambda it: (-it[1], it[2]), False),                       # TFLite Micro's greedy
+    (lambda it: (-it[1], it[2]), True),
+    (lambda it: (-it[1] * (it[3] - it[2] + 1), -it[1]), False),  # area first
+    (lambda it: (-it[1] * (it[3] - it[2] + 1), -it[1]), True),
+    (lambda it: (it[2], -it[1]), False),                        # by birth
+    (lambda it: (it[2], -it[1]), True),
+    (lambda it: (-(it[3] - it[2]), -it[1]), False),             # longest-lived first
+    (lambda it: (-(it[3] - it[2]), -it[1]), True),
+    (lambda it: (-it[3], -it[1]), False),                       # by death, the last first
+    (lambda it: (-it[3], -it[1]), True),
+)
+
+
+def _place(items, order, pairs, best_fit) -> dict:
+    """{item key: offset}, items placed in `order`."""
+    placed = {}
+    spans = []  # (key, offset, size, start, end)
+    for i in order:
+        key, size, s, e = items[i]
+        busy = []
+        for k2, o2, sz2, s2, e2 in spans:
+            if s2 > e or s > e2:
+                continue
+            r = pairs.get((k2, key))
+            if r is not None:      # key is the output over k2: k2 shrinks to its unsafe part
+                lo, hi = o2 + max(r.dmax, -size) + size, o2 + sz2
+            else:
+                r = pairs.get((key, k2))
+                lo, hi = (o2, o2 - max(r.dmax, -sz2)) if r is not None else (o2, o2 + sz2)
+            if lo - size < hi:  # forbidden offsets: (lo - size, hi)
+                busy.append((lo, hi))
+        offset = _lowest_free(busy, size, best_fit)
+        placed[key] = offset
+        spans.append((key, offset, size, s, e))
+    return placed
+
+
+def _lowest_free(busy, size, best_fit=False) -> int:
+    """An aligned offset where `size` bytes miss every [lo, hi) of `busy`: the lowest, or with
+    `best_fit` the one leaving the smallest hole (the top when none fits)."""
+    candidate, best = 0, None
+    for lo, hi in sorted(busy):
+        if candidate + size <= lo:
+            if not best_fit:
+                return candidate
+            hole = lo - candidate
+            if best is None or hole < best[0]:
+                best = (hole, candidate)
+        candidate = max(candidate, _align(hi))
+    return best[1] if best is not None else candidate
 
 
 def _lifetimes(root, steps, graph_inputs, graph_outputs) -> tuple:
@@ -166,10 +332,11 @@ def _lifetimes(root, steps, graph_inputs, graph_outputs) -> tuple:
 
 
 def _displacement(overlap, in_size: int, out_size: int):
-    """The output's offset relative to the input's when they overlap, or None (no gain)."""
+    """The largest displacement (output offset minus input offset) at which the output may
+    overlap the input, or None (no overlap can save a byte)."""
     if overlap[0] == "same":
         return 0 if out_size <= in_size else None
-    if overlap[0] == "bands":
+    if overlap[0] in ("bands", "tiles"):
         ends = np.asarray(overlap[2], dtype=np.int64)
         reads = np.asarray(overlap[3], dtype=np.int64)
         if ends.size == 0 or int(ends[-1]) != out_size:
@@ -189,19 +356,9 @@ def _displacement(overlap, in_size: int, out_size: int):
     return d if footprint < in_size + out_size else None
 
 
-def _lowest_free(placed, size, s, e) -> int:
-    """Lowest aligned offset where `size` bytes are free during steps [s, e]."""
-    busy = sorted((o, o + sz) for o, sz, ps, pe in placed if ps <= e and s <= pe)
-    candidate = 0
-    for lo, hi in busy:
-        if candidate + size <= lo:
-            break
-        candidate = max(candidate, _align(hi))
-    return candidate
-
-
-def _check(plan, sizes, root, start, end, steps) -> None:
-    allowed = {(root[x], root[y]) for _, x, y, _ in plan.overlapped}
+def _check(plan, sizes, root, start, end, steps, pairs=None) -> None:
+    """Step 6: live tensors share bytes only as a relaxation allows; all inside the arena."""
+    pairs = pairs or {}
     spans = []
     for name, size in sizes.items():
         if root[name] != name or size == 0:
@@ -212,11 +369,19 @@ def _check(plan, sizes, root, start, end, steps) -> None:
         if step.scratch > 0:
             o = plan.scratch[index]
             spans.append((f"<scratch {index}>", o, o + int(step.scratch), index, index))
+    spans.sort(key=lambda sp: sp[1])
     for i, (a, a0, a1, as_, ae) in enumerate(spans):
         for b, b0, b1, bs, be in spans[i + 1:]:
-            if as_ <= be and bs <= ae and a0 < b1 and b0 < a1:
-                if (a, b) not in allowed and (b, a) not in allowed:
+            if b0 >= a1:
+                break
+            if as_ <= be and bs <= ae:
+                if not (_allowed(pairs.get((a, b)), a0, b0)
+                        or _allowed(pairs.get((b, a)), b0, a0)):
                     raise RuntimeError(f"internal: memory plan overlaps {a!r} and {b!r}")
     if any(o < 0 for o in plan.offset.values()) or any(
             plan.offset[n] + int(s) > plan.arena_size for n, s in sizes.items()):
         raise RuntimeError("internal: memory plan outside the arena")
+
+
+def _allowed(relax, x_offset, y_offset) -> bool:
+    return relax is not None and y_offset - x_offset <= relax.dmax

@@ -3,8 +3,9 @@
     files, summary = render_model(graph, ModelOptions(name="kws"))   # {file name: bytes}
 
 `NAME.c` holds every layer's weights and parameters as `static const` data (flash), one static
-arena, and `NAME_invoke`: the graph inputs are copied into the arena, the layers run in graph
-order on the offsets of the memory plan (`memory_plan`), the outputs are copied out (memcpy).
+arena, and `NAME_invoke`: the graph inputs are copied into the arena, the layers run in the
+order `op_order` chooses (a topological order of the graph that lowers the arena) on the offsets
+of the memory plan (`memory_plan`), the outputs are copied out (memcpy).
 The first invoke runs `NAME_check` (CMSIS-NN's scratch sizes against the plan, once); built with
 -DQCONVERT_PROFILE a user hook is called around each layer (`_hook_macro`). The summary carries
 the per-layer figures of the export report (`export_report`).
@@ -27,6 +28,8 @@ from .c_text import c_array_body, c_comment, c_float, c_int
 from .export_report import CTYPE_BYTES, array_bytes, layer_rows  # noqa: F401 (CTYPE_BYTES)
 from .header import ARRAY_ATTR_BLOCK
 from .memory_plan import plan_memory
+from .op_order import plan_in_best_order
+from .pad_fold import fold_pads
 from .model_steps import DTYPES, KernelOptions, lower_graph, tensor_bytes, tensor_dims
 from .shipped_kernels import KERNEL_FILES, MODEL_KERNEL_FILES, kernel_source
 
@@ -43,6 +46,7 @@ class ModelOptions:
     source_name: str = "model.tflite"
     source_sha256: str = ""
     provenance: str | None = None
+    patches: int = 0  # --patches N: the first stage in N x N tiles (patches.py); 0: off
 
 
 @dataclass
@@ -58,6 +62,8 @@ class ExportSummary:
     rows: list | None = None  # per layer (export_report.layer_rows), in the order of NAME.c
     helium_constant_bytes: int = 0  # flash of the arrays only Helium (MVE) builds link
     state_size: int = 0  # a streaming model's static state (resource variables), bytes
+    banded: int = 0  # CMSIS-NN convolutions called band by band to overlap their input
+    patches: str = ""  # what --patches did (or why not)
 
 
 def render_model(graph, options: ModelOptions) -> tuple:
@@ -81,30 +87,19 @@ def render_model(graph, options: ModelOptions) -> tuple:
         raise QConvertError(f"--name {options.name!r} is the name of a kernel file qconvert "
                             "writes beside it; choose another")
     kernel_options = KernelOptions(options.kernels, options.fc_layout)
+    if state is None:  # a streaming model's steps keep the graph's nodes and order (splice)
+        graph = fold_pads(graph)
     steps = lower_graph(graph, kernel_options)
-    if options.kernels == "cmsis-nn":
-        from .cmsis_nn import lower_cmsis
+    note = ""
+    if options.patches and state is not None:
+        note = "patches: not used: a streaming model (its state ops keep the graph's steps)"
+    elif options.patches:
+        from .patches import patch_stage
 
-        steps = [lower_cmsis(graph, step, kernel_options) for step in steps]
-    if state is not None:
-        steps = state.splice(steps)
-    sizes = {}
-    for name in list(graph.inputs) + list(graph.outputs):
-        sizes[name] = tensor_bytes(graph, name)
-    for step in steps:
-        for name in step.plan.inputs + step.plan.outputs:
-            sizes[name] = tensor_bytes(graph, name)
-    if state is not None:
-        state.plan_sizes(sizes)
-    plans = {}
-    for build in _builds(steps):
-        for step in steps:
-            if step.scratch_builds:
-                step.plan.scratch = int(step.scratch_builds[build] if build != "all"
-                                        else max(step.scratch_builds.values()))
-        plans[build] = plan_memory(sizes, [s.plan for s in steps], graph.inputs, graph.outputs)
-        if state is not None:
-            state.after_plan(plans[build])
+        steps, note = patch_stage(graph, steps, options.patches, lambda candidate: _planned(
+            graph, candidate, kernel_options)[1][-1].arena_size)
+    steps, plans = _planned(graph, steps, kernel_options, state)
+    plans = dict(zip(_builds(steps), plans))
     name = options.name
     files = sorted(set().union(*[s.files for s in steps]) if steps else set())
     const_bytes = sum(array_bytes(s) for s in steps)
@@ -118,8 +113,46 @@ def render_model(graph, options: ModelOptions) -> tuple:
     summary = ExportSummary(main.arena_size, int(const_bytes), len(steps), len(main.overlapped),
                             list(out), helium, layer_rows(graph, steps, plans),
                             sum(array_bytes(s, "helium") for s in steps),
-                            state.size if state is not None else 0)
+                            state.size if state is not None else 0, len(main.banded), note)
     return out, summary
+
+
+def _planned(graph, steps, kernel_options, state=None) -> tuple:
+    """(the steps lowered for the kernel set in the chosen execution order, [the plan of each
+    build of `_builds`]); a streaming model's `state` (`resource_state`) splices its READ /
+    ASSIGN steps in and pins the graph's order."""
+    if kernel_options.kernels == "cmsis-nn":
+        from .cmsis_nn import lower_cmsis
+
+        steps = [lower_cmsis(graph, step, kernel_options) for step in steps]
+    if state is not None:
+        steps = state.splice(steps)
+        for step in steps:  # READ / ASSIGN decisions hold for this order only
+            step.plan.pinned = True
+    sizes = {}
+    for name in list(graph.inputs) + list(graph.outputs):
+        sizes[name] = tensor_bytes(graph, name)
+    for step in steps:
+        for name in step.plan.inputs + step.plan.outputs:
+            sizes[name] = tensor_bytes(graph, name)
+    if state is not None:
+        state.plan_sizes(sizes)
+    plans = []
+    for build in _builds(steps):
+        for step in steps:
+            if step.scratch_builds:
+                step.plan.scratch = int(step.scratch_builds[build] if build != "all"
+                                        else max(step.scratch_builds.values()))
+        if not plans:  # the execution order (op_order), chosen once for every build
+            order, plan = plan_in_best_order(sizes, [s.plan for s in steps], graph.inputs,
+                                             graph.outputs)
+            steps = [steps[i] for i in order]
+        else:
+            plan = plan_memory(sizes, [s.plan for s in steps], graph.inputs, graph.outputs)
+        if state is not None:
+            state.after_plan(plan)
+        plans.append(plan)
+    return steps, plans
 
 
 def _builds(steps) -> list:
@@ -282,8 +315,9 @@ def _plan_comment(graph, steps, plan, label) -> list:
            "(offset, bytes, tensor):"]
     for t in sorted(plan.offset, key=lambda n: (plan.offset[n], n)):
         out.append(f" *   {plan.offset[t]:7d} {tensor_bytes(graph, t):7d}  {c_comment(t[:70])}")
-    for index, off in sorted(plan.scratch.items()):
-        out.append(f" *   {off:7d} {steps[index].plan.scratch:7d}  (scratch of layer {index})")
+    for position, off in sorted(plan.scratch.items()):
+        step = steps[position]
+        out.append(f" *   {off:7d} {step.plan.scratch:7d}  (scratch of layer {step.index})")
     return out
 
 
@@ -304,8 +338,7 @@ def _body(graph, steps, plan, build, state=None) -> list:
     """The layer calls of `invoke` on the offsets of `plan`, each between two calls of the
     profiling hook (nothing unless NAME.c is built with it, see `_hook_macro`)."""
     body = []
-    banded = {index for index, _, _, _ in plan.overlapped}
-    for step in steps:
+    for position, step in enumerate(steps):
         if not step.call.template:
             continue
         prefix = f"l{step.index}"
@@ -315,9 +348,11 @@ def _body(graph, steps, plan, build, state=None) -> list:
         for k, t in enumerate(step.plan.outputs):
             mapping[f"out{k}"] = _pointer(graph, plan, t, state)
         scratch = _scratch_bytes(step, build)
-        mapping["scratch"] = f"(arena_s8 + {plan.scratch[step.index]})" if scratch else "NULL"
+        mapping["scratch"] = f"(arena_s8 + {plan.scratch[position]})" if scratch else "NULL"
         mapping["scratch_size"] = str(scratch)
-        chosen = step.banded if step.banded is not None and step.index in banded else step.call
+        mapping["band_rows"] = str(plan.banded.get(position, 1))  # a banded call's rows
+        chosen = step.banded if step.banded is not None and position in plan.banded \
+            else step.call
         text = chosen.template.replace("@L", prefix)
         body.append(f"    /* layer {step.index}: {step.node.op} */")
         body.append(f'    QCONVERT_LAYER_HOOK({step.index}, "{_op_label(step)}", 0);')
@@ -330,16 +365,16 @@ def _checks(steps, plan, build) -> list:
     """The body of NAME_check for `build`: each layer's run-once check (`Step.check`, or
     `Step.banded_check` where the plan runs it band by band) against its reservation."""
     out = []
-    banded = {index for index, _, _, _ in plan.overlapped}
-    for step in steps:
-        check = step.banded_check if step.banded is not None and step.index in banded \
+    for position, step in enumerate(steps):
+        check = step.banded_check if step.banded is not None and position in plan.banded \
             else step.check
         if not step.call.template or check is None:
             continue
         text = check.template.replace("@L", f"l{step.index}")
         out.append(f"    /* layer {step.index}: {step.node.op} */")
         out += ["    " + line for line in Template(text).substitute(
-            {"scratch_size": str(_scratch_bytes(step, build))}).split("\n")]
+            {"scratch_size": str(_scratch_bytes(step, build)),
+             "band_rows": str(plan.banded.get(position, 1))}).split("\n")]
     return out
 
 
