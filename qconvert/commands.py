@@ -152,7 +152,7 @@ def quantize_command(model, output, calibration, calibration_random, eval_data, 
         specs = cd.input_specs(source.graph, source.format)
         norm = normalization(mean, std, scale)
         options.max_memory = limit = memory_limit(max_memory)
-        data = calibration_data(specs, calibration, calibration_random, norm, limit)
+        data = calibration_data(specs, calibration, calibration_random, norm, limit, verify)
         evaluation = (cd.load_calibration(eval_data, specs, **norm, max_bytes=limit)
                       if eval_data else None)
         return data, evaluation

