@@ -7,7 +7,6 @@ atomically, after all work succeeded.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -130,8 +129,22 @@ def inspect(model, as_json):
     from .layer_table import render, summary
     from .model_io import load_model
 
+    from .json_text import dumps
+
     report = summary(load_model(model), model)
-    click.echo(json.dumps(report, indent=2) if as_json else render(report))
+    if as_json:
+        click.echo(dumps(report))
+    else:
+        _echo_text(render(report))
+
+
+def _echo_text(text: str, err: bool = False) -> None:
+    """Print `text` line by line with control characters escaped (`errors.one_line`): layer,
+    tensor and file names are the model's, and an ESC, BEL, BS or CR in one must reach the
+    terminal as text, never as a command."""
+    from .errors import one_line
+
+    click.echo("\n".join(one_line(line) for line in text.split("\n")), err=err)
 
 
 def _echo_conversion(conversion) -> None:
@@ -141,7 +154,7 @@ def _echo_conversion(conversion) -> None:
     from .passes.onnx_to_tflite import describe_conversion
 
     for line in describe_conversion(conversion):
-        click.echo(line)
+        _echo_text(line)
 
 
 @main.command()
@@ -276,11 +289,11 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     written = quantize_command(model, output, calibration, calibration_random, eval_data, mean,
                                std, scale, options, max_memory, report, report_html,
                                input_layout, input_shapes, verify)
-    click.echo(render_text(written.report))
-    click.echo(f"wrote {written.path} ({written.fmt}, {written.size} bytes)")
+    _echo_text(render_text(written.report))
+    _echo_text(f"wrote {written.path} ({written.fmt}, {written.size} bytes)")
     warning = low_sqnr_warning(model, written.report["output_sqnr_db"], method, MIN_SQNR_DB)
     if warning:
-        click.echo(f"qconvert: warning: {warning}", err=True)
+        _echo_text(f"qconvert: warning: {warning}", err=True)
     _echo_conversion(written.conversion)
 
 

@@ -150,3 +150,109 @@ def test_scale_signature(n, top, seed):
     ranges = {}
     cd._note_range(ranges, "x", (pixels + 0.5).astype(np.float32), "f")
     assert cd.scale_warning(ranges) is None
+
+
+# -- items 3 and 4: hostile names in the HTML, JSON and terminal; infinite SQNR -----------------
+HOSTILE = "r\x00\x1b[31m\x07\x08\r\x9b2J\u202e\ufffe<&\">"
+
+
+def relu_onnx(path: Path, node_name="r", input_name="x") -> Path:
+    """x -> Relu -> y, the layer and tensors named as given."""
+    import onnx
+    from onnx import TensorProto as TP, helper as h
+
+    graph = h.make_graph([h.make_node("Relu", [input_name], ["y"], name=node_name)], "g",
+                         [h.make_tensor_value_info(input_name, TP.FLOAT, [1, 4])],
+                         [h.make_tensor_value_info("y", TP.FLOAT, [1, 4])])
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]), path)
+    return path
+
+
+def _no_constants(name):
+    raise AssertionError(f"the JSON holds {name}, which is not JSON")
+
+
+@pytest.mark.parametrize("suffix", [".onnx", ".tflite"])
+def test_json_report_of_an_infinite_sqnr_is_strict_json(tmp_path, suffix):
+    """A Relu of negative data: the int8 output is exactly the float one, SQNR infinite; the
+    JSON report writes null where Python's json would write Infinity."""
+    import json
+
+    model = relu_onnx(tmp_path / "relu.onnx")
+    calib = tmp_path / "neg.npy"
+    np.save(calib, -np.random.default_rng(0).random((8, 1, 4)).astype(np.float32) - 0.1)
+    report = tmp_path / "q.json"
+    result = run(["quantize", model, "--calibration", calib, "-o", tmp_path / f"q{suffix}",
+                  "--report", report])
+    assert result.exit_code == 0, result.output
+    assert "SQNR inf dB" in result.stdout  # the text still says what the figure is
+    doc = json.loads(report.read_text(), parse_constant=_no_constants)
+    assert list(doc["output_sqnr_db"].values()) == [None]
+    assert [row["sqnr_db"] for row in doc["layers"]] == [None]
+
+
+def test_inspect_json_is_strict_json():
+    import json
+
+    result = run(["inspect", DIGITS, "--json"])
+    assert result.exit_code == 0
+    json.loads(result.stdout, parse_constant=_no_constants)
+
+
+def test_json_text_nulls_every_non_finite_float():
+    import json
+    from qconvert.json_text import dumps
+
+    doc = {"a": float("inf"), "b": [float("-inf"), (float("nan"), 1.5)], "c": {"d": 2}}
+    assert json.loads(dumps(doc), parse_constant=_no_constants) == {
+        "a": None, "b": [None, [None, 1.5]], "c": {"d": 2}}
+
+
+_ANY_TEXT = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF), min_size=1,
+                    max_size=40)
+
+
+@SETTINGS
+@given(_ANY_TEXT, _ANY_TEXT, _ANY_TEXT)
+def test_html_report_is_well_formed_xml_for_any_names(layer, output, model_name):
+    """Every character a name can hold (NUL, controls, lone surrogates, U+FFFE...) leaves the
+    page well-formed XML (expat, a strict parser), and encodable as UTF-8."""
+    import xml.etree.ElementTree as ET
+    from qconvert.quant.report_html import render_html
+
+    result = {"layers": [{"layer": layer, "op": output, "sqnr_db": 12.0,
+                          "output": {"tensor": layer, "scale": 0.1, "zero_point": 0}}],
+              "samples": 1, "method": "minmax", "output_sqnr_db": {output: float("inf")}}
+    text = render_html(result, model_name)
+    ET.fromstring(text.encode("utf-8"))
+
+
+def test_html_report_of_a_hostile_layer_name_parses(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    model = relu_onnx(tmp_path / "relu.onnx", node_name=HOSTILE)
+    calib = tmp_path / "c.npy"
+    np.save(calib, np.random.default_rng(0).standard_normal((8, 1, 4)).astype(np.float32))
+    html = tmp_path / "q.html"
+    result = run(["quantize", model, "--calibration", calib, "-o", tmp_path / "q.onnx",
+                  "--report-html", html])
+    assert result.exit_code == 0, result.output
+    ET.fromstring(html.read_bytes())
+    assert "\\x1b[31m" in html.read_text()  # the name is still there, as visible text
+
+
+def _has_control(text: str) -> bool:
+    return any(not c.isprintable() and c not in " \n" for c in text)
+
+
+@pytest.mark.parametrize("command", ["quantize", "inspect"])
+def test_control_characters_in_names_reach_the_terminal_escaped(tmp_path, command):
+    model = relu_onnx(tmp_path / "relu.onnx", node_name=HOSTILE, input_name="x\x1b]0;t\x07")
+    calib = tmp_path / "c.npy"
+    np.save(calib, np.random.default_rng(0).standard_normal((8, 1, 4)).astype(np.float32))
+    args = ([command, model] if command == "inspect" else
+            [command, model, "--calibration", calib, "-o", tmp_path / "q.onnx"])
+    result = run(args)
+    assert result.exit_code == 0, result.output
+    assert not _has_control(result.stdout) and not _has_control(result.stderr), result.output
+    assert "r\\x00\\x1b[31m" in result.stdout, result.stdout  # the layer is listed, escaped

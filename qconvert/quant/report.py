@@ -358,15 +358,16 @@ def render_text(result: dict) -> str:
              + (f" {'added dB':>8}" if added else "")]
     for row in result["layers"]:
         out = row["output"]
-        line = (f"{row['layer'][:32]:32} {row['op']:16} {out['scale']:10.4g} "
+        layer, op = one_line(row["layer"])[:32], one_line(row["op"])
+        line = (f"{layer:32} {op:16} {out['scale']:10.4g} "
                 f"{out['zero_point']:5d} {db(row['sqnr_db']):>8}")
         if added:
             line += f" {db(row.get('added_sqnr_db')):>8}"
         lines.append(line)
     for row in result["layers"]:
         if row.get("widened_channels"):
-            lines.append(f"widened weight scales (int32 bias guard): {row['layer']} channels "
-                         f"{channel_ranges(row['widened_channels'])}")
+            lines.append(f"widened weight scales (int32 bias guard): {one_line(row['layer'])} "
+                         f"channels {channel_ranges(row['widened_channels'])}")
     if "layer_sample_fraction" in result:
         lines.append(f"(layer SQNR over the first {100 * result['layer_sample_fraction']:.0f} % "
                      "of each tensor's values in the first sample)")
@@ -377,7 +378,8 @@ def render_text(result: dict) -> str:
         lines.append(f"input {one_line(name)}: data {q['min']:.6g}..{q['max']:.6g}, scale "
                      f"{q['scale']:.6g}, zero point {q['zero_point']}")
     for name, value in result["output_sqnr_db"].items():
-        lines.append(f"output {name}: SQNR {db(value)} dB over {result['samples']} samples")
+        lines.append(f"output {one_line(name)}: SQNR {db(value)} dB over {result['samples']} "
+                     "samples")
     if "top1_agreement" in result:
         lines.append(f"top-1 agreement with float: {100 * result['top1_agreement']:.1f}%")
     if "report_run" in result:
