@@ -407,6 +407,12 @@ def export_c(model, outdir, name, kernels, fc_layout, report, calibration, calib
                                 calibration_random, lambda: norm, options, input_layout,
                                 input_shapes, report)
     summary = exported.summary
+    from .c_export.c_names import shadowed
+
+    if name is None and exported.c_name.startswith("m_") and shadowed(exported.c_name[2:]):
+        click.echo(f"{exported.c_name}: named {exported.c_name}, not {exported.c_name[2:]} "
+                   f"after the model file, which would shadow {shadowed(exported.c_name[2:])} "
+                   "(--name chooses another)")
     click.echo(f"wrote {len(exported.files)} files to {exported.folder}: "
                f"{', '.join(exported.names)}")
     from .c_export.export_report import render_table

@@ -256,3 +256,79 @@ def test_control_characters_in_names_reach_the_terminal_escaped(tmp_path, comman
     assert result.exit_code == 0, result.output
     assert not _has_control(result.stdout) and not _has_control(result.stderr), result.output
     assert "r\\x00\\x1b[31m" in result.stdout, result.stdout  # the layer is listed, escaped
+
+
+# -- item 2: generated file names that shadow headers -----------------------------------------
+AD01 = TEST_MODELS / "ad01_int8.tflite"
+
+
+@pytest.mark.parametrize("name", ["stdint", "STDINT", "Math", "stdatomic", "arm_nnfunctions",
+                                  "arm_nn_types", "ARM_NN_MATH_TYPES", "arm_convolve_s8",
+                                  "qconvert_nn", "qconvert_fc_1x4", "qconvert_nn_s16"])
+def test_name_that_shadows_a_header_is_refused(tmp_path, name):
+    out = tmp_path / "c"
+    assert_refused(run(["export-c", AD01, "-o", out, "--name", name]), out, repr(name), "shadow")
+
+
+@SETTINGS
+@given(st.data())
+def test_every_reserved_name_in_any_case_is_refused(data):
+    from qconvert.c_export import c_names
+    from qconvert.errors import QConvertError
+
+    pool = sorted(c_names.C_STANDARD_HEADERS | c_names.CMSIS_NN_FILES
+                  | c_names.kernel_file_stems())
+    name = data.draw(st.sampled_from(pool))
+    cased = "".join(c.upper() if data.draw(st.booleans()) else c for c in name)
+    assert c_names.shadowed(cased) is not None
+    with pytest.raises(QConvertError, match="shadow"):
+        c_names.check_file_prefix(cased)
+    assert c_names.shadowed(cased + "_model") is None  # must not: a longer name is free
+
+
+def test_model_file_named_like_a_header_gets_a_prefix_and_compiles(tmp_path):
+    """A model file `stdint.tflite`: its C is m_stdint.h / .c (said on stdout), and the folder
+    builds with -I DIR, the system <stdint.h> still the one included."""
+    import shutil
+    import subprocess
+
+    model = tmp_path / "stdint.tflite"
+    shutil.copy(AD01, model)
+    out = tmp_path / "c"
+    result = run(["export-c", model, "-o", out])
+    assert result.exit_code == 0, result.output
+    assert "named m_stdint, not stdint" in result.stdout
+    assert not (out / "stdint.h").exists() and (out / "m_stdint.h").exists()
+    for source in sorted(out.glob("*.c")):
+        subprocess.run(["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I",
+                        str(out), "-c", str(source), "-o", str(tmp_path / "x.o")], check=True)
+
+
+def test_names_that_shadow_nothing_are_kept(tmp_path):
+    """Must not: a name beside a header's (stdint2, my_math) is used as it is, and
+    export-c-header, whose --name names no file, takes even `stdint`."""
+    result = run(["export-c", AD01, "-o", tmp_path / "c", "--name", "stdint2"])
+    assert result.exit_code == 0 and (tmp_path / "c" / "stdint2.h").exists(), result.output
+    assert "named m_" not in result.stdout
+    result = run(["export-c-header", AD01, "-o", tmp_path / "w.h", "--name", "stdint"])
+    assert result.exit_code == 0, result.output
+
+
+def test_reserved_table_covers_the_cmsis_nn_copy():
+    """The table in c_names holds every header and source of the CMSIS-NN copy beside the
+    repository, and every include guard there is a table name + _H (so NAME.h's guard NAME_H
+    cannot hide one)."""
+    import re
+
+    from export_c_harness import CMSIS_NN, cmsis_nn_available
+    from qconvert.c_export import c_names
+
+    if not cmsis_nn_available():
+        pytest.skip("CMSIS-NN is not at ../shared/third_party/CMSIS-NN")
+    files = [*CMSIS_NN.joinpath("Include").rglob("*.h"), *CMSIS_NN.joinpath("Source").rglob(
+        "*.c"), *CMSIS_NN.joinpath("Source").rglob("*.h")]
+    stems = {f.name.rsplit(".", 1)[0].lower() for f in files}
+    assert len(stems) > 100 and stems <= c_names.CMSIS_NN_FILES, stems - c_names.CMSIS_NN_FILES
+    for header in CMSIS_NN.joinpath("Include").rglob("*.h"):
+        for guard in re.findall(r"^#define (\w+_H)\s*$", header.read_text(), re.M):
+            assert guard[:-2].lower() in c_names.CMSIS_NN_FILES, (header.name, guard)

@@ -115,7 +115,7 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
     from qconvert.output_files import OutputFiles
     from qconvert.quant.calibration_data import data_files
 
-    from .c_names import check_prefix, prefix_from_stem
+    from .c_names import check_file_prefix, prefix_from_stem
     from .model_source import ModelOptions, render_model
 
     if calibration is not None and calibration_random is not None:
@@ -124,7 +124,7 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
         raise QConvertError("--kernels cmsis-nn calls arm_fully_connected_s8, which reads "
                             "row-major weights: use --fc-layout rowmajor (the default there)")
     fc_layout = fc_layout or ("rowmajor" if kernels == "cmsis-nn" else "1x4")
-    c_name = check_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
+    c_name = check_file_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
     folder = Path(outdir)
     if folder.exists() and not folder.is_dir():
         raise QConvertError("output path exists and is not a directory", str(folder))
