@@ -332,3 +332,125 @@ def test_reserved_table_covers_the_cmsis_nn_copy():
     for header in CMSIS_NN.joinpath("Include").rglob("*.h"):
         for guard in re.findall(r"^#define (\w+_H)\s*$", header.read_text(), re.M):
             assert guard[:-2].lower() in c_names.CMSIS_NN_FILES, (header.name, guard)
+
+
+# -- item 5: tracebacks that are now one line ---------------------------------------------------
+DIGITS_ONNX = TEST_MODELS / "digits_cnn.onnx"
+HUGE_MEMORY = ["99999999999999999999T", "9" * 400, "2000T"]
+
+
+def onnx_file(path: Path, nodes, inputs, outputs, inits=()) -> Path:
+    import onnx
+    from onnx import helper as h
+
+    graph = h.make_graph(nodes, "g", inputs, outputs, list(inits))
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]), path)
+    return path
+
+
+@pytest.mark.parametrize("size", HUGE_MEMORY)
+@pytest.mark.parametrize("command", ["quantize", "export-c-header", "export-c"])
+def test_huge_max_memory_is_one_line(tmp_path, command, size):
+    out = tmp_path / ("out" if command == "export-c" else "out.h" if command != "quantize"
+                      else "out.tflite")
+    result = run([command, DIGITS, "--calibration", DIGITS_CALIB, "-o", out, "--max-memory",
+                  size])
+    assert_refused(result, out, "--max-memory", "beyond any machine")
+
+
+def test_large_but_sane_max_memory_is_taken(tmp_path):
+    """Must not: a limit above the machine's memory but below 1024T is a valid choice."""
+    out = tmp_path / "q.tflite"
+    result = run(["quantize", DIGITS, "--calibration", DIGITS_CALIB, "-o", out,
+                  "--max-memory", "1000T"])
+    assert result.exit_code == 0 and out.exists(), result.output
+
+
+@SETTINGS
+@given(st.sampled_from(["convert", "quantize", "export-c"]),
+       st.sampled_from([(DIGITS_ONNX, "input", (1, 1)), (DIGITS, "serving_default_keras_tensor:0",
+                                                         (1,))]),
+       st.integers(0, 2), st.one_of(st.integers(2**31, 2**70), st.integers(70000, 2**31 - 1)))
+def test_huge_input_shapes_are_one_line(tmp_path_factory, command, model_input, axis, big):
+    """Dimensions beyond int32, or inputs beyond the memory limit, on every command that takes
+    --input-shape: one line, nothing written."""
+    model, name, lead = model_input
+    dims = [16, 16, 1] if model == DIGITS else [16, 16]
+    dims[axis % len(dims)] = big
+    dims[(axis + 1) % len(dims)] = max(dims[(axis + 1) % len(dims)], 70000)
+    shape = ",".join(map(str, (*lead, *dims)))
+    tmp = tmp_path_factory.mktemp("shape")
+    out = tmp / ("c" if command == "export-c" else "m.tflite")
+    extra = [] if command == "convert" else ["--calibration-random", 1]
+    result = run([command, model, "-o", out, "--input-shape", f"{name}:{shape}", *extra])
+    assert_refused(result, out, "--input-shape")
+
+
+def test_float_io_of_an_input_that_is_an_output_is_one_line(tmp_path):
+    from onnx import TensorProto as TP, helper as h
+
+    x = h.make_tensor_value_info("x", TP.FLOAT, [1, 4])
+    model = onnx_file(tmp_path / "through.onnx", [h.make_node("Relu", ["x"], ["y"], name="r")],
+                      [x], [h.make_tensor_value_info("y", TP.FLOAT, [1, 4]), x])
+    calib = tmp_path / "c.npy"
+    np.save(calib, np.random.default_rng(0).standard_normal((8, 1, 4)).astype(np.float32))
+    out = tmp_path / "q.tflite"
+    result = run(["quantize", model, "--calibration", calib, "-o", out, "--io-type", "float32"])
+    assert_refused(result, out, "'x' is also an output", "--io-type int8")
+    # must not: int8 edges of the same model are written, and run in TFLite Micro
+    result = run(["quantize", model, "--calibration", calib, "-o", out])
+    assert result.exit_code == 0 and out.exists(), result.output
+
+
+@pytest.mark.parametrize("command,suffix", [("quantize", ".tflite"), ("export-c", ""),
+                                            ("export-c-header", ".h")])
+def test_scalar_input_to_tflite_is_one_line(tmp_path, command, suffix):
+    from onnx import TensorProto as TP, helper as h, numpy_helper as nh
+
+    model = onnx_file(tmp_path / "scalar.onnx", [h.make_node("Mul", ["x", "c"], ["y"], name="m")],
+                      [h.make_tensor_value_info("x", TP.FLOAT, [])],
+                      [h.make_tensor_value_info("y", TP.FLOAT, [])],
+                      [nh.from_array(np.array(2.0, np.float32), "c")])
+    calib = tmp_path / "c.npy"
+    np.save(calib, np.random.default_rng(0).standard_normal(8).astype(np.float32))
+    out = tmp_path / f"out{suffix}"
+    assert_refused(run([command, model, "--calibration", calib, "-o", out]), out,
+                   "'x' is a scalar (rank 0)")
+
+
+# -- item 6: unbounded work, absurd normalization ------------------------------------------------
+@pytest.mark.parametrize("n", ["1001", "1000000", str(2**63), "0", "-3"])
+@pytest.mark.parametrize("command", ["convert", "fuse"])
+def test_verify_n_is_bounded(tmp_path, command, n):
+    out = tmp_path / "m.onnx"
+    assert_refused(run([command, DIGITS_ONNX, "-o", out, "--verify", n]), out, "--verify",
+                   "1<=x<=1000")
+
+
+def test_verify_bound_is_in_help():
+    assert "(1..1000)" in " ".join(run(["fuse", "--help"]).stdout.split())
+
+
+@pytest.mark.parametrize("options,words", [
+    (["--std", "1e-30"], "magnitudes of 1e+30"), (["--scale", "1e30"], "magnitudes of 1e+30"),
+    (["--scale", "1e-30"], "magnitudes of 1e-30"), (["--mean", "1e30"], "magnitudes of 1e+30"),
+    (["--std", "0"], "--std must be positive"), (["--std", "-1"], "--std must be positive"),
+    (["--scale", "-0.5"], "--scale must be positive"),
+    (["--std", "1,0,1"], "--std must be positive"),
+    (["--percentile", "nan", "--method", "percentile"], "nan is not a number")])
+def test_absurd_normalization_is_refused(tmp_path, options, words):
+    out = tmp_path / "q.tflite"
+    assert_refused(run(["quantize", DIGITS, "--calibration", DIGITS_CALIB, "-o", out,
+                        *options]), out, words)
+
+
+@SETTINGS
+@given(st.floats(1e-3, 1e3), st.floats(-1, 1))
+def test_sane_normalization_is_taken(tmp_path_factory, std, mean):
+    """Must not: any std within 1e-3..1e3 and mean within -1..1 on 0..1 data is accepted."""
+    spec = cd.InputSpec("x", (1, 16, 16, 1), "float32", "NHWC")
+    path = tmp_path_factory.mktemp("norm") / "c.npy"
+    np.save(path, np.load(DIGITS_CALIB)[:4])
+    data = cd.load_calibration(path, [spec], mean=mean, std=std)
+    expected = (np.load(DIGITS_CALIB)[:4].astype(np.float64) - mean) / std
+    np.testing.assert_allclose(data["x"], expected.astype(np.float32), rtol=1e-6)

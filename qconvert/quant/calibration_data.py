@@ -445,8 +445,9 @@ class _Normalization:
         self.mean = self._vector(mean, "--mean")
         self.std = self._vector(std, "--std")
         self.scale = self._vector(scale, "--scale")
-        if self.std is not None and (np.any(self.std == 0)):
-            raise QConvertError("--std must not be 0")
+        for option, v in (("--std", self.std), ("--scale", self.scale)):
+            if v is not None and np.any(v <= 0):
+                raise QConvertError(f"{option} must be positive, not {_num(v[v <= 0][0])}")
 
     @staticmethod
     def _vector(value, option):
@@ -521,6 +522,7 @@ def _prepare(arr: np.ndarray, spec: InputSpec, norm: _Normalization, where, limi
             raise QConvertError(f"--mean/--std/--scale cannot apply to the bool input "
                                 f"{spec.name!r}", where)
         arr = norm.apply(arr, spec, where)
+        _check_normalized(arr, spec, where)
         if target.kind in "iu" and not np.array_equal(arr, np.round(arr)):
             raise QConvertError(f"normalized values are not integers, but input {spec.name!r} "
                                 f"is {target} (quantized)", where)
@@ -590,6 +592,22 @@ def scale_warning(ranges: dict) -> str | None:
             "poor (qconvert cannot tell from the model which range it expects, only from the "
             "data); pass --scale 0.00392156862745098 (1/255) for 0..1 inputs, --mean/--std for "
             "a normalization, or --scale 1 to confirm the raw values")
+
+
+# Normalized data whose largest magnitude falls outside this range is refused: no model is
+# trained on inputs of 1e30 or 1e-30 (`--std 1e-30`), and int8 scales that follow would be
+# denormal or overflow.
+NORMALIZED_RANGE = (1e-6, 1e6)
+
+
+def _check_normalized(arr: np.ndarray, spec: InputSpec, where) -> None:
+    """Refuse `--mean` / `--std` / `--scale` that take the data to absurd magnitudes."""
+    top = float(np.max(np.abs(arr))) if arr.size else 0.0
+    low, high = NORMALIZED_RANGE
+    if top > high or 0 < top < low:
+        raise QConvertError(f"--mean/--std/--scale take the data for input {spec.name!r} to "
+                            f"magnitudes of {top:.3g}, outside {low:g}..{high:g}: check the "
+                            "normalization options", where)
 
 
 def _target_dtype(spec: InputSpec, where) -> np.dtype:
