@@ -195,7 +195,8 @@ class _Check:
             bad = int(np.sum(a != b))
             return f"{bad} of {a.size} values differ" if bad else None
         finite = np.isfinite(a)
-        if not np.array_equal(np.isfinite(b), finite) or not np.array_equal(a[~finite], b[~finite]):
+        if not np.array_equal(np.isfinite(b), finite) or not np.array_equal(
+                a[~finite], b[~finite], equal_nan=True):  # NaN where the input has NaN: equal
             return "inf / NaN where the input model had none (or the reverse)"
         a, b = a[finite], b[finite]
         if self.mode == "float":

@@ -454,3 +454,79 @@ def test_sane_normalization_is_taken(tmp_path_factory, std, mean):
     data = cd.load_calibration(path, [spec], mean=mean, std=std)
     expected = (np.load(DIGITS_CALIB)[:4].astype(np.float64) - mean) / std
     np.testing.assert_allclose(data["x"], expected.astype(np.float32), rtol=1e-6)
+
+
+# -- item 8: export-c's output folder, --engine's line, NaN outputs under --verify ---------------
+@pytest.mark.parametrize("kind", ["dangling", "loop"])
+def test_export_c_into_a_broken_symlink_is_one_line(tmp_path, kind):
+    link = tmp_path / "out"
+    link.symlink_to(tmp_path / ("nowhere" if kind == "dangling" else "out"))
+    result = run(["export-c", AD01, "-o", link])
+    assert_refused_keeps(result, link, "symbolic link to nothing")
+    assert not (tmp_path / "nowhere").exists()
+
+
+def assert_refused_keeps(result, path: Path, *words):
+    """`assert_refused` for an output that existed before (a link): it is still what it was."""
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("qconvert: error: "), result.stderr
+    for word in words:
+        assert word in lines[0]
+    assert path.is_symlink()
+
+
+def test_export_c_folder_that_cannot_be_created_is_one_line(tmp_path, monkeypatch):
+    """A folder under a read-only parent (simulated: the tests may run as root)."""
+    def refuse(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    out = tmp_path / "c"
+    assert_refused(run(["export-c", AD01, "-o", out]), out, "cannot create the output folder",
+                   "Permission denied")
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_export_c_into_the_calibration_folder_is_refused(tmp_path, inside):
+    from PIL import Image
+
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for i, sample in enumerate(np.load(DIGITS_CALIB)[:2]):
+        Image.fromarray(np.round(sample[:, :, 0] * 255).astype(np.uint8)).save(folder / f"{i}.png")
+    before = sorted(os.listdir(folder))
+    out = folder / "c" if inside else folder
+    result = run(["export-c", DIGITS, "--calibration", folder, "--scale", 1 / 255, "-o", out])
+    assert result.exit_code == 1 and "calibration data folder" in result.stderr, result.output
+    assert sorted(os.listdir(folder)) == before
+    # must not: a folder beside it is fine
+    result = run(["export-c", DIGITS, "--calibration", folder, "--scale", 1 / 255, "-o",
+                  tmp_path / "images_c"])
+    assert result.exit_code == 0, result.output
+
+
+def test_engine_onnxruntime_on_export_c_says_why(tmp_path):
+    out = tmp_path / "c"
+    assert_refused(run(["export-c", DIGITS_ONNX, "--calibration",
+                        ROOT / "sample_models" / "digits_calib_nchw.npy", "--engine",
+                        "onnxruntime", "-o", out]), out, "calibrated as a TFLite graph",
+                   "export-c")
+
+
+def test_verify_takes_nan_where_the_input_model_has_nan(tmp_path):
+    """Sqrt of the random (normal) inputs: NaN in both models at the same places is equal;
+    NaN against a number still fails."""
+    from onnx import TensorProto as TP, helper as h
+    from qconvert.verify import _Check
+
+    model = onnx_file(tmp_path / "sqrt.onnx", [h.make_node("Sqrt", ["x"], ["y"], name="s")],
+                      [h.make_tensor_value_info("x", TP.FLOAT, [1, 8])],
+                      [h.make_tensor_value_info("y", TP.FLOAT, [1, 8])])
+    for command, out in (("fuse", "f.onnx"), ("convert", "c.tflite")):
+        result = run([command, model, "-o", tmp_path / out, "--verify", 3])
+        assert result.exit_code == 0, result.output
+    nan = np.array([np.nan, 1.0])
+    assert _Check("float").fails([nan], [nan.copy()]) is None
+    assert _Check("float").fails([nan], [np.array([0.0, 1.0])]) is not None
+    assert _Check("float").fails([np.array([0.0, 1.0])], [nan]) is not None

@@ -102,6 +102,21 @@ def export_header_command(model, output, name, fc_layout, with_kernels, rounding
     return Exported(files, len(m.graph.nodes))
 
 
+def _check_not_in_data(folder, data: list) -> None:
+    """Refuse an output folder that is a calibration data folder or inside one: export-c would
+    write its files among the inputs."""
+    import os
+
+    out = os.path.realpath(folder)
+    for path in data:
+        if os.path.isdir(path):
+            src = os.path.realpath(path)
+            if out == src or out.startswith(src.rstrip(os.sep) + os.sep):
+                raise QConvertError(f"is the calibration data folder {path} or inside it: "
+                                    "export-c would write among its inputs; choose another "
+                                    "-o", str(folder))
+
+
 def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calibration_random,
                      norm, options, input_layout, input_shapes, report=None) -> Exported:
     """Run `qconvert export-c` (see its --help); `norm()` parses the normalization options,
@@ -126,11 +141,15 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
     fc_layout = fc_layout or ("rowmajor" if kernels == "cmsis-nn" else "1x4")
     c_name = check_file_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
     folder = Path(outdir)
+    if folder.is_symlink() and not folder.exists():
+        raise QConvertError("output path is a symbolic link to nothing (dangling, or a loop)",
+                            str(folder))
     if folder.exists() and not folder.is_dir():
         raise QConvertError("output path exists and is not a directory", str(folder))
     parent = folder.parent if str(folder.parent) else Path(".")
     if not parent.is_dir():
         raise QConvertError("output directory's parent does not exist", str(folder))
+    _check_not_in_data(folder, data_files(calibration))
     outputs = OutputFiles([model, *data_files(calibration)])
     # a report inside the output folder is checked once the folder exists, any other now
     report_in_folder = report is not None and Path(report).parent.resolve() == folder.resolve()
@@ -142,7 +161,11 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
     files, summary = render_model(m, ModelOptions(c_name, kernels, fc_layout, Path(model).name,
                                                   sha256, note))
     created = not folder.exists()
-    folder.mkdir(exist_ok=True)
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise QConvertError(f"cannot create the output folder: {exc.strerror}",
+                            str(folder)) from None
     try:
         paths = {folder / f: data for f, data in files.items()}
         for path in paths:
