@@ -530,3 +530,28 @@ def test_verify_takes_nan_where_the_input_model_has_nan(tmp_path):
     assert _Check("float").fails([nan], [nan.copy()]) is None
     assert _Check("float").fails([nan], [np.array([0.0, 1.0])]) is not None
     assert _Check("float").fails([np.array([0.0, 1.0])], [nan]) is not None
+
+
+# -- item 9: export-c-header of tensor types no runtime takes ---------------------------------
+KWS = TEST_MODELS / "kws_ref_model.tflite"  # int8
+
+
+@pytest.mark.parametrize("which", ["input", "middle"])
+def test_export_c_header_refuses_a_string_tensor_feeding_conv(tmp_path, which):
+    """A STRING tensor read by a CONV_2D: LiteRT refuses the model (the oracle), and so does
+    export-c-header, in one line, writing nothing; the model as it was exports (must not)."""
+    from ai_edge_litert.interpreter import Interpreter
+    from qconvert.model_io import load_model, serialize
+
+    m = load_model(KWS)
+    convs = [n for n in m.graph.nodes if n.op == "Conv2D"]
+    name = convs[0].inputs[0] if which == "input" else convs[1].inputs[0]
+    m.graph.tensors[name].dtype = "string"
+    bad = tmp_path / "bad.tflite"
+    bad.write_bytes(serialize(m, "tflite"))
+    with pytest.raises(RuntimeError, match="CONV_2D|DEPTHWISE_CONV_2D"):
+        Interpreter(model_path=str(bad)).allocate_tensors()
+    out = tmp_path / "w.h"
+    assert_refused(run(["export-c-header", bad, "-o", out]), out, repr(name), "is string")
+    result = run(["export-c-header", KWS, "-o", out])
+    assert result.exit_code == 0 and out.exists(), result.output

@@ -59,6 +59,21 @@ def _int8_model(model_path, input_shapes, outputs, target, input_layout, calibra
     return job.model, note
 
 
+# The tensor types a layer's activations may have in a model LiteRT and TFLite Micro load;
+# a STRING (or complex, resource...) tensor feeding CONV_2D is refused by both.
+_ACTIVATION_TYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "float32", "bool"})
+
+
+def _check_tensor_types(graph) -> None:
+    """Refuse a model whose layers read or write a tensor of a type no runtime takes there."""
+    for node in graph.nodes:
+        for name in [*node.present_inputs(), *node.outputs]:
+            t = graph.tensors.get(name)
+            if t is not None and t.data is None and t.dtype not in _ACTIVATION_TYPES:
+                raise QConvertError(f"tensor {name!r} of {node.op} {node.name!r} is {t.dtype}, "
+                                    "which neither LiteRT nor TFLite Micro accepts there")
+
+
 def export_header_command(model, output, name, fc_layout, with_kernels, rounding, calibration,
                           calibration_random, norm, options, input_layout,
                           input_shapes) -> Exported:
@@ -93,6 +108,7 @@ def export_header_command(model, output, name, fc_layout, with_kernels, rounding
     try:
         m, note = _int8_model(model, input_shapes, outputs, "c-header", input_layout,
                               calibration, calibration_random, norm, options)
+        _check_tensor_types(m.graph)
         text = render_header(m, HeaderOptions(prefix, fc_layout, rounding, Path(model).name,
                                               sha256, note))
     except QConvertError as exc:
