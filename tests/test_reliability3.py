@@ -555,3 +555,19 @@ def test_export_c_header_refuses_a_string_tensor_feeding_conv(tmp_path, which):
     assert_refused(run(["export-c-header", bad, "-o", out]), out, repr(name), "is string")
     result = run(["export-c-header", KWS, "-o", out])
     assert result.exit_code == 0 and out.exists(), result.output
+
+
+@pytest.mark.parametrize("text,what", [(b"serving_default", "signature def's key"),
+                                       (b"output_0", "signature output's name")])
+@pytest.mark.parametrize("command", ["inspect", "convert"])
+def test_non_utf8_signature_name_says_so(tmp_path, text, what, command):
+    data = bytearray(DIGITS.read_bytes())
+    at = bytes(data).index(text)
+    data[at] = 0xFF
+    model = tmp_path / "bad.tflite"
+    model.write_bytes(bytes(data))
+    out = tmp_path / "o.tflite"
+    args = [command, model] + ([] if command == "inspect" else ["-o", out])
+    result = run(args)
+    assert_refused(result, out, what, "not valid UTF-8")
+    assert "corrupt or truncated" not in result.stderr
