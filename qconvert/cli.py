@@ -31,6 +31,7 @@ class _Cli(click.Group):
         raw = [*(getattr(ctx, "_protected_args", None) or ()), *ctx.args]  # invoke clears them
         try:
             with handle_termination(_PROGRAM["exits_after"]):
+                _import_heavy_modules()
                 return super().invoke(ctx)
         except QConvertError as exc:
             click.echo(f"qconvert: error: {exc}", err=True)
@@ -48,6 +49,17 @@ class _Cli(click.Group):
         except KeyboardInterrupt:
             click.echo("qconvert: interrupted; nothing written", err=True)
             sys.exit(130)
+
+
+def _import_heavy_modules() -> None:
+    """Import onnx (with protobuf and numpy) with signals deferred: a SIGINT or SIGTERM that
+    interrupted their C++ initialization aborted the process (SIGABRT / SIGSEGV) instead of
+    ending it with the one line; deferred, it ends the command as soon as they are loaded.
+    Every command loads them anyway (the model readers and writers)."""
+    from .output_files import deferred_signals
+
+    with deferred_signals():
+        import onnx  # noqa: F401
 
 
 def _model_argument(sub_ctx, args: list):

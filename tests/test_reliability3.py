@@ -571,3 +571,68 @@ def test_non_utf8_signature_name_says_so(tmp_path, text, what, command):
     result = run(args)
     assert_refused(result, out, what, "not valid UTF-8")
     assert "corrupt or truncated" not in result.stderr
+
+
+# -- item 8: signals during the heavy imports and during temp-file creation ---------------------
+def test_a_signal_inside_deferred_signals_is_raised_when_the_block_ends():
+    import signal
+
+    from qconvert import output_files
+
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with output_files.handle_termination():
+            with output_files.deferred_signals():
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(1000):  # the handler runs between bytecodes: here, deferred
+                    pass
+                reached.append(True)
+    assert reached == [True]
+
+
+def test_a_signal_as_a_temp_file_is_created_leaves_no_file(tmp_path, monkeypatch):
+    """SIGTERM arriving right after the temporary file is created (before it was recorded for
+    removal, which left a 0-byte file): the command ends, nothing is left."""
+    import signal
+
+    from qconvert import output_files
+
+    real_open = os.open
+
+    def open_then_signal(path, *args, **kwargs):
+        fd = real_open(path, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):
+            pass
+        return fd
+
+    monkeypatch.setattr(output_files.os, "open", open_then_signal)
+    with pytest.raises(output_files.Terminated):
+        with output_files.handle_termination():
+            output_files.write_outputs({tmp_path / "a.bin": b"x" * 10})
+    assert os.listdir(tmp_path) == []
+
+
+def test_signals_during_startup_never_crash_the_process(tmp_path):
+    """SIGINT / SIGTERM at staggered moments of a quantize run's first second (the onnx /
+    protobuf imports among them): the process ends by exit status (0, 1, 130, 143) or by the
+    default action before qconvert's handlers exist, never by SIGABRT / SIGSEGV, and leaves no
+    temporary file."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = "from qconvert.cli import run; run()"
+    for i, delay in enumerate([0.05, 0.1, 0.15, 0.2, 0.3, 0.45]):
+        out = tmp_path / f"o{i}.onnx"
+        proc = subprocess.Popen([sys.executable, "-c", code, "quantize", str(DIGITS_ONNX),
+                                 "--calibration-random", "2", "-o", str(out)], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT if i % 2 else signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode in (0, 1, 130, 143, -signal.SIGTERM, -signal.SIGINT), (
+            proc.returncode, err[-500:])
+        assert b"Fatal Python error" not in err and b"Segmentation" not in err
+        assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
