@@ -636,3 +636,43 @@ def test_signals_during_startup_never_crash_the_process(tmp_path):
             proc.returncode, err[-500:])
         assert b"Fatal Python error" not in err and b"Segmentation" not in err
         assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+# -- item 8: a fixed batch above 1 ----------------------------------------------------------------
+def _batch_model(tmp_path, batch: int) -> Path:
+    from onnx import TensorProto as TP, helper as h, numpy_helper as nh
+
+    w = np.random.default_rng(0).standard_normal((2, 1, 3, 3)).astype(np.float32)
+    return onnx_file(tmp_path / f"b{batch}.onnx",
+                     [h.make_node("Conv", ["x", "w"], ["y"], name="c", kernel_shape=[3, 3]),
+                      h.make_node("Relu", ["y"], ["z"], name="r")],
+                     [h.make_tensor_value_info("x", TP.FLOAT, [batch, 1, 8, 8])],
+                     [h.make_tensor_value_info("z", TP.FLOAT, [batch, 2, 6, 6])],
+                     [nh.from_array(w, "w")])
+
+
+@pytest.mark.parametrize("args", [
+    ["convert", "-o", "{t}/o.tflite", "--verify", "2"],
+    ["fuse", "-o", "{t}/o.onnx", "--verify", "2"],
+    ["quantize", "-o", "{t}/o.onnx", "--calibration", "{t}/c8.npy"],
+    ["quantize", "-o", "{t}/o.tflite", "--calibration", "{t}/c4.npy"],
+    ["export-c", "-o", "{t}/o", "--calibration-random", "3"]])
+def test_fixed_batch_above_one_gets_one_consistent_line(tmp_path, args):
+    model = _batch_model(tmp_path, 4)
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "c8.npy", rng.random((8, 1, 8, 8)).astype(np.float32))
+    np.save(tmp_path / "c4.npy", rng.random((4, 1, 8, 8)).astype(np.float32))
+    args = [a.format(t=tmp_path) for a in args]
+    out = Path(args[2])
+    assert_refused(run([args[0], model, *args[1:]]), out, "'x' has a fixed batch of 4",
+                   "batch 1 or a dynamic batch")
+
+
+def test_fixed_batch_model_still_converts_and_batch_one_verifies(tmp_path):
+    """Must not: convert without --verify takes the batch-4 model; batch 1 verifies."""
+    out = tmp_path / "o.tflite"
+    result = run(["convert", _batch_model(tmp_path, 4), "-o", out])
+    assert result.exit_code == 0 and out.exists(), result.output
+    result = run(["convert", _batch_model(tmp_path, 1), "-o", tmp_path / "one.tflite",
+                  "--verify", 2])
+    assert result.exit_code == 0, result.output

@@ -114,6 +114,19 @@ def input_specs(graph, fmt: str | None = None) -> list:
     return specs
 
 
+def check_batch_of_one(specs, what: str) -> None:
+    """Refuse a model input with a fixed batch above 1 (rank 2 or more, first dimension a
+    number > 1) for `what` (calibration, --verify), which run the model one sample, or a few
+    stacked on a dynamic batch, at a time: one message instead of the executor's several."""
+    for spec in specs:
+        shape = spec.shape
+        if shape is not None and len(shape) >= 2 and _is_static(shape[0]) and shape[0] > 1:
+            raise QConvertError(
+                f"input {spec.name!r} has a fixed batch of {shape[0]} (shape {_fmt(shape)}): "
+                f"{what} runs the model on single samples; export it with batch 1 or a dynamic "
+                "batch dimension")
+
+
 # -- loading --------------------------------------------------------------------------------------
 def load_calibration(path, specs, mean=None, std=None, scale=None, limit=None,
                      max_bytes=None, ranges: dict | None = None) -> dict:
