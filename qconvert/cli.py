@@ -193,7 +193,8 @@ def convert(model, output, input_layout, input_shapes, verify):
     from .commands import convert_command
 
     written = convert_command(model, output, input_layout, input_shapes, verify)
-    click.echo(f"wrote {written.path} ({written.fmt}, {written.nodes} nodes, {written.size} bytes)")
+    _echo_text(f"wrote {written.path} ({written.fmt}, {written.nodes} nodes, {written.size} "
+               "bytes)")
     _echo_conversion(written.conversion)
 
 
@@ -241,7 +242,7 @@ def fuse(model, output, pass_list, report, input_shapes, verify):
     for name, count in written.counts.items():
         click.echo(f"{name:22} {count:5d}")
     click.echo(f"nodes: {written.nodes_before} -> {written.nodes}")
-    click.echo(f"wrote {written.path} ({written.fmt}, {written.size} bytes)")
+    _echo_text(f"wrote {written.path} ({written.fmt}, {written.size} bytes)")
 
 
 @main.command()
@@ -358,9 +359,9 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
                                      lambda: normalization(mean, std, scale), options,
                                      input_layout, input_shapes)
     *kernel_paths, out = exported.files
-    click.echo(f"wrote {out} ({exported.layers} layers, {len(exported.files[out])} bytes)")
+    _echo_text(f"wrote {out} ({exported.layers} layers, {len(exported.files[out])} bytes)")
     for path in kernel_paths:
-        click.echo(f"wrote {path}")
+        _echo_text(f"wrote {path}")
 
 
 @main.command("export-c")
@@ -425,7 +426,7 @@ def export_c(model, outdir, name, kernels, fc_layout, report, calibration, calib
         click.echo(f"{exported.c_name}: named {exported.c_name}, not {exported.c_name[2:]} "
                    f"after the model file, which would shadow {shadowed(exported.c_name[2:])} "
                    "(--name chooses another)")
-    click.echo(f"wrote {len(exported.files)} files to {exported.folder}: "
+    _echo_text(f"wrote {len(exported.files)} files to {exported.folder}: "
                f"{', '.join(exported.names)}")
     from .c_export.export_report import render_table
 
@@ -444,7 +445,7 @@ def export_c(model, outdir, name, kernels, fc_layout, report, calibration, calib
                    f"(its resource variables, static RAM outside the arena; "
                    f"{exported.c_name}_init / _reset)")
     if report is not None:
-        click.echo(f"wrote {report}")
+        _echo_text(f"wrote {report}")
 
 
 def as_program() -> None:

@@ -59,7 +59,6 @@ def calibration_data(specs, calibration, calibration_random, norm: dict,
     from .executor.memory_limit import check_input_memory, default_limit
 
     limit = max_memory or default_limit()
-    cd.check_batch_of_one(specs, "calibration")
     if calibration is not None:
         ranges: dict = {}
         data = cd.load_calibration(calibration, specs, **norm, max_bytes=limit, ranges=ranges)

@@ -141,7 +141,10 @@ def _load_data(route: Route, job: Job) -> None:
 
 
 def _quantize(route: Route, job: Job) -> None:
+    from .quant.calibration_data import check_batch_of_one, input_specs
     from .quant.quantize import quantize_model
+
+    check_batch_of_one(input_specs(job.model), "calibration")
 
     if not job.progress:
         job.report = quantize_model(job.model, job.data, job.options, job.evaluation)

@@ -656,7 +656,7 @@ def _batch_model(tmp_path, batch: int) -> Path:
     ["fuse", "-o", "{t}/o.onnx", "--verify", "2"],
     ["quantize", "-o", "{t}/o.onnx", "--calibration", "{t}/c8.npy"],
     ["quantize", "-o", "{t}/o.tflite", "--calibration", "{t}/c4.npy"],
-    ["export-c", "-o", "{t}/o", "--calibration-random", "3"]])
+    ["export-c", "-o", "{t}/o", "--calibration", "{t}/c8.npy"]])
 def test_fixed_batch_above_one_gets_one_consistent_line(tmp_path, args):
     model = _batch_model(tmp_path, 4)
     rng = np.random.default_rng(0)
@@ -676,3 +676,14 @@ def test_fixed_batch_model_still_converts_and_batch_one_verifies(tmp_path):
     result = run(["convert", _batch_model(tmp_path, 1), "-o", tmp_path / "one.tflite",
                   "--verify", 2])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("command", ["convert", "fuse", "export-c-header", "export-c"])
+def test_written_paths_reach_the_terminal_escaped(tmp_path, command):
+    folder = tmp_path / "a\x1b[2Jb\x07"
+    folder.mkdir()
+    out = folder / {"convert": "m.tflite", "fuse": "m.tflite", "export-c-header": "m.h",
+                    "export-c": "c"}[command]
+    result = run([command, AD01, "-o", out])
+    assert result.exit_code == 0, result.output
+    assert not _has_control(result.stdout) and "a\\x1b[2Jb\\x07" in result.stdout
