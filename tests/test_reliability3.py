@@ -687,3 +687,23 @@ def test_written_paths_reach_the_terminal_escaped(tmp_path, command):
     result = run([command, AD01, "-o", out])
     assert result.exit_code == 0, result.output
     assert not _has_control(result.stdout) and "a\\x1b[2Jb\\x07" in result.stdout
+
+
+_NAME_TEXT = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF,
+                                   blacklist_categories=("Cs",)), min_size=1, max_size=24)
+
+
+@SETTINGS
+@given(_NAME_TEXT, _NAME_TEXT)
+def test_any_layer_name_reaches_the_terminal_escaped(tmp_path_factory, layer, op_input):
+    """Generated layer and input names (any code point an ONNX string can hold): `inspect`
+    prints no control character, and the layer is still named (escaped)."""
+    from qconvert.errors import one_line
+
+    tmp = tmp_path_factory.mktemp("names")
+    model = relu_onnx(tmp / "m.onnx", node_name=layer,
+                      input_name=op_input if op_input != "y" else "y0")
+    result = run(["inspect", model])
+    assert result.exit_code == 0, result.output
+    assert not _has_control(result.stdout)
+    assert one_line(layer)[:32] in result.stdout
