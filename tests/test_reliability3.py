@@ -62,6 +62,7 @@ def test_pixels_0_255_for_a_float_model_warn_with_range_and_fix(tmp_path, dtype)
     assert len(warned) == 1, result.stderr
     line = warned[0]
     assert line.startswith("qconvert: warning: ") and f"{dtype} data 0..255" in line
+    assert "(float32 [?, 16, 16, 1])" in line or "(float32 [1, 16, 16, 1])" in line
     assert "--scale 0.00392156862745098" in line and "--mean/--std" in line
     # the report shows the range and the scale chosen for the input: 255 / 255 steps
     shown = [x for x in result.stdout.splitlines() if x.startswith("input ")]
@@ -139,16 +140,17 @@ def test_scale_signature(n, top, seed):
     rng = np.random.default_rng(seed)
     unit = rng.random((n, 8)) * top
     ranges: dict = {}
-    cd._note_range(ranges, "x", unit.astype(np.float32), "f")
+    spec = cd.InputSpec("x", (1, 8), "float32")
+    cd._note_range(ranges, spec, unit.astype(np.float32), "f")
     assert cd.scale_warning(ranges) is None
     pixels = rng.integers(0, 256, (n, 8))
     pixels[0, 0] = 2 + seed % 254
     for dtype in (np.uint8, np.int16, np.int32, np.float32, np.float64):
         ranges = {}
-        cd._note_range(ranges, "x", pixels.astype(dtype), "f")
+        cd._note_range(ranges, spec, pixels.astype(dtype), "f")
         assert cd.scale_warning(ranges) is not None, dtype
     ranges = {}
-    cd._note_range(ranges, "x", (pixels + 0.5).astype(np.float32), "f")
+    cd._note_range(ranges, spec, (pixels + 0.5).astype(np.float32), "f")
     assert cd.scale_warning(ranges) is None
 
 

@@ -529,7 +529,7 @@ def _prepare(arr: np.ndarray, spec: InputSpec, norm: _Normalization, where, limi
     if src.kind == "f":
         _check_finite(arr, where)
     if target.kind == "f" and not norm.active:
-        _note_range(norm.ranges, spec.name, arr, str(where))
+        _note_range(norm.ranges, spec, arr, str(where))
     if norm.active:
         if target.kind == "b":
             raise QConvertError(f"--mean/--std/--scale cannot apply to the bool input "
@@ -558,14 +558,15 @@ def _prepare(arr: np.ndarray, spec: InputSpec, norm: _Normalization, where, limi
 @dataclass(frozen=True)
 class DataRange:
     """What the data fed, unnormalized, to one float input looks like: its dtype as given, its
-    smallest and largest values, whether every value is a whole number, and where it came
-    from (the first file)."""
+    smallest and largest values, whether every value is a whole number, where it came from
+    (the first file), and the input it feeds (its dtype and shape, as text)."""
 
     dtype: str
     lo: float
     hi: float
     whole: bool
     where: str
+    input: str = ""
 
     @property
     def looks_unscaled(self) -> bool:
@@ -579,14 +580,15 @@ class DataRange:
         return self.whole and self.lo >= 0 and self.hi <= 255
 
 
-def _note_range(ranges: dict, name: str, arr: np.ndarray, where: str) -> None:
-    """Record (or widen) the `DataRange` of input `name` from `arr` (one file's samples)."""
+def _note_range(ranges: dict, spec: InputSpec, arr: np.ndarray, where: str) -> None:
+    """Record (or widen) the `DataRange` of input `spec` from `arr` (one file's samples)."""
     lo, hi = float(arr.min()), float(arr.max())
     whole = arr.dtype.kind in "iu" or bool(np.array_equal(arr, np.round(arr)))
-    old = ranges.get(name)
+    old = ranges.get(spec.name)
     if old is not None:
         lo, hi, whole, where = min(lo, old.lo), max(hi, old.hi), whole and old.whole, old.where
-    ranges[name] = DataRange(str(arr.dtype), lo, hi, whole, where)
+    ranges[spec.name] = DataRange(str(arr.dtype), lo, hi, whole, where,
+                                  f"{spec.dtype} {_fmt(spec.shape)}")
 
 
 def scale_warning(ranges: dict) -> str | None:
@@ -597,7 +599,7 @@ def scale_warning(ranges: dict) -> str | None:
     odd = {name: r for name, r in ranges.items() if r.looks_unscaled}
     if not odd:
         return None
-    parts = [f"input {name!r} gets {r.dtype} data {_num(r.lo)}..{_num(r.hi)}"
+    parts = [f"float input {name!r} ({r.input}) gets {r.dtype} data {_num(r.lo)}..{_num(r.hi)}"
              + ("" if np.dtype(r.dtype).kind in "iu" else " (whole numbers)")
              for name, r in odd.items()]
     return (f"{'; '.join(parts)}, unnormalized, for a float model: a model trained on 0..1 or "
