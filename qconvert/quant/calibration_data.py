@@ -583,12 +583,20 @@ class DataRange:
 def _note_range(ranges: dict, spec: InputSpec, arr: np.ndarray, where: str) -> None:
     """Record (or widen) the `DataRange` of input `spec` from `arr` (one file's samples)."""
     lo, hi = float(arr.min()), float(arr.max())
-    whole = arr.dtype.kind in "iu" or bool(np.array_equal(arr, np.round(arr)))
+    whole = arr.dtype.kind in "iu" or (lo >= 0 and hi <= 255 and _all_whole(arr))
     old = ranges.get(spec.name)
     if old is not None:
         lo, hi, whole, where = min(lo, old.lo), max(hi, old.hi), whole and old.whole, old.where
     ranges[spec.name] = DataRange(str(arr.dtype), lo, hi, whole, where,
                                   f"{spec.dtype} {_fmt(spec.shape)}")
+
+
+def _all_whole(arr: np.ndarray, chunk: int = 1 << 20) -> bool:
+    """Every value of the float array `arr` a whole number; read in chunks (no copy of a large
+    memory-mapped array), stopping at the first fraction."""
+    flat = arr.reshape(-1)
+    return all(np.array_equal(part, np.floor(part))
+               for part in (flat[i:i + chunk] for i in range(0, flat.size, chunk)))
 
 
 def scale_warning(ranges: dict) -> str | None:
