@@ -558,7 +558,8 @@ def _prepare(arr: np.ndarray, spec: InputSpec, norm: _Normalization, where, limi
 @dataclass(frozen=True)
 class DataRange:
     """What the data fed, unnormalized, to one float input looks like: its dtype as given, its
-    smallest and largest values, whether every value is a whole number, where it came from
+    smallest and largest values, whether every value is a whole number (integer-typed data, or
+    float data within 0..255 that holds no fraction), where it came from
     (the first file), and the input it feeds (its dtype and shape, as text)."""
 
     dtype: str
