@@ -105,8 +105,10 @@ def bench_model(name: str, source, boards: list, kinds: list, args, rates: dict)
             except exc.Refused as e:
                 rec.update(status="refused", reason=str(e))
             except (ValueError, RuntimeError) as e:
-                rec.update(status="missing" if "prebuilt" in str(e) else "failed",
-                           reason=str(e).strip().splitlines()[-1][:300])
+                reason = _reason(str(e))
+                status = "missing" if "prebuilt" in reason else \
+                    "too big" if "overflowed" in reason else "failed"
+                rec.update(status=status, reason=reason)
             else:
                 rec.update(figures, status="ok" if figures["rc"] == 0 else "failed",
                            bit_exact=outputs == reference)
@@ -115,6 +117,17 @@ def bench_model(name: str, source, boards: list, kinds: list, args, rates: dict)
             records.append(rec)
             print(_line(rec), flush=True)
     return records
+
+
+def _reason(text: str) -> str:
+    """The telling line of a failure: a region overflow, else the first error, else the last
+    line."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()] or ["no message"]
+    for key in ("overflowed", "error:", "Error"):
+        hit = next((ln for ln in lines if key in ln), None)
+        if hit:
+            return hit[-300:]
+    return lines[-1][-300:]
 
 
 def _line(rec: dict) -> str:

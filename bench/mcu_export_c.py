@@ -36,7 +36,7 @@ def export(model: Path, folder: Path, kernels: str) -> Path:
                           capture_output=True, text=True, cwd=ROOT, check=False)
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines() or ["no message"]
-        raise Refused(lines[-1])
+        raise Refused(lines[-1].replace(f"qconvert: error: {model}: ", ""))
     return src
 
 
