@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -207,9 +206,14 @@ def main() -> None:
         kinds = [k for k in kinds if not k.startswith("tflm")]
     args.work.mkdir(parents=True, exist_ok=True)
     rates = {b: fw.calibrate(fw.BOARDS[b], args.work) for b in boards}
+    runtime = {b: size.image_sizes(args.work / f"calibrate_{b}" / "image.elf",
+                                   args.work / f"calibrate_{b}" / "image.map", set())
+               for b in boards}
     for b, r in rates.items():
         print(f"{b} ({fw.BOARDS[b].machine}): {r:.4f} instructions per FPGAIO counter tick "
-              f"(loop of {2 * fw.CALIBRATE_LOOP + 1:,} instructions)")
+              f"(loop of {2 * fw.CALIBRATE_LOOP + 1:,} instructions); the bench runtime alone "
+              f"(startup, printf, semihosting): flash {runtime[b]['flash']:,}, .data "
+              f"{runtime[b]['data']:,}, .bss {runtime[b]['bss']:,} bytes")
     started = time.time()
     records = []
     for name in names:
@@ -219,9 +223,21 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({
             "date": time.strftime("%Y-%m-%d"), "seconds": round(time.time() - started),
-            "rates": rates, "qemu": os.popen("qemu-system-arm --version").readline().strip(),
-            "gcc": os.popen("arm-none-eabi-gcc --version").readline().strip(),
-            "cmsis_nn": str(args.cmsis_nn), "records": records}, indent=1))
+            "rates": rates, "runtime_sizes": runtime, "qemu": _first_line("qemu-system-arm",
+                                                                         "--version"),
+            "gcc": _first_line("arm-none-eabi-gcc", "--version"),
+            "qconvert_commit": _first_line("git", "-C", str(ROOT), "rev-parse", "HEAD"),
+            "cmsis_nn": str(args.cmsis_nn), "cmsis_nn_version": _first_line(
+                "head", "-1", str(args.cmsis_nn / "VERSION")),
+            "command": " ".join(sys.argv), "records": records}, indent=1))
+
+
+def _first_line(*cmd) -> str:
+    """The first line a command prints (versions, commits), or '' if it fails."""
+    import subprocess
+
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    return (done.stdout.strip().splitlines() or [""])[0]
 
 
 if __name__ == "__main__":

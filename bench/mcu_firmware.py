@@ -212,7 +212,8 @@ def write_support(folder: Path, board: Board) -> list:
 
 def runtime_defines(board: Board) -> list:
     """-D flags the runtime needs for `board`."""
-    return [f"-DBENCH_COUNTER_ADDR={board.counter:#x}u", f"-DBENCH_INPUT_ADDR={board.input_addr:#x}u"]
+    return [f"-DBENCH_COUNTER_ADDR={board.counter:#x}u",
+            f"-DBENCH_INPUT_ADDR={board.input_addr:#x}u"]
 
 
 def run(cmd, cwd=None, timeout=600) -> str:
