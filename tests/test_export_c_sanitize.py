@@ -31,6 +31,7 @@ from test_export_c_s16 import _built_models
 from test_export_c_s16 import _samples as s16_samples
 from test_export_c_streaming import FRAMES, tflm_frames
 from test_export_c_streaming import MODEL as STREAMING_MODEL
+from test_int16_executor import tflm as tflm16
 from test_int_executor import tflm
 
 import qconvert.c_export.memory_plan as memory_plan
@@ -77,7 +78,7 @@ def _every_model(models, digits16, tmp_path) -> dict:  # noqa: F811
     for path in [*S16_MODELS, *digits16.values(), *built]:
         graph = load_model(path).graph
         samples = built.get(path) or s16_samples(graph, 2)
-        out[path.stem] = (path, samples, [tflm(path.read_bytes(), s) for s in samples])
+        out[path.stem] = (path, samples, [tflm16(path.read_bytes(), s) for s in samples])
     graph = load_model(STREAMING_MODEL).graph
     from conftest import stream_frames
 
