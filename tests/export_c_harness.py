@@ -168,8 +168,9 @@ def cmsis_sources() -> list:
     return sorted(p for f in folders for p in (CMSIS_NN / "Source" / f).glob("*.c") if wanted(p))
 
 
-def build_host(folder: Path, main_c: str, defines=(), cmsis=False) -> Path:
-    """Compile every .c of the export folder plus main.c with gcc (strict C99); the binary."""
+def build_host(folder: Path, main_c: str, defines=(), cmsis=False, cmsis_extra=()) -> Path:
+    """Compile every .c of the export folder plus main.c with gcc (strict C99); the binary.
+    `defines` (any flags) apply to CMSIS-NN too, `cmsis_extra` to CMSIS-NN only."""
     (folder / "main.c").write_text(main_c)
     sources = sorted(str(p) for p in folder.glob("*.c"))
     flags = [*STRICT, "-O1", *defines]
@@ -177,7 +178,7 @@ def build_host(folder: Path, main_c: str, defines=(), cmsis=False) -> Path:
     build.mkdir(exist_ok=True)
     libs = []
     if cmsis:
-        libs.append(cmsis_library("gcc", ["-O1", *defines]))
+        libs.append(cmsis_library("gcc", ["-O1", *defines, *cmsis_extra]))
         flags.append(f"-I{CMSIS_NN / 'Include'}")
     exe = build / "model"
     _run(["gcc", *flags, *sources, *libs, "-o", exe])

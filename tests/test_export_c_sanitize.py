@@ -41,6 +41,10 @@ from qconvert.model_io import load_model
 
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-g",
             "-fno-omit-frame-pointer"]
+# CMSIS-NN's own code (never changed here) left-shifts negative values, which C99 leaves
+# undefined and gcc defines as arithmetic (arm_nnsupportfunctions.h: arm_nn_exp_on_negative_values
+# from arm_softmax_s8): that one check, shift-base, is off for CMSIS-NN's objects only
+CMSIS_EXCLUDED = ["-fno-sanitize=shift-base"]
 KERNELS = ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)]
 DIGITS_16X8 = {"digits_int16": ["--activations", "int16"],
                "digits_auto": ["--int16-layers", "auto"], "digits_int16_1": ["--int16-layers", "1"]}
@@ -112,7 +116,8 @@ def test_every_export_runs_clean_under_asan_and_ubsan(models, digits16, tmp_path
         graph = load_model(path).graph
         entries.append((name, io_layout(graph), samples))
         expected[name] = (graph, samples, refs)
-    exe = build_host(folder, image_source(entries), defines=SANITIZE, cmsis=kernels == "cmsis-nn")
+    exe = build_host(folder, image_source(entries), defines=SANITIZE, cmsis=kernels == "cmsis-nn",
+                     cmsis_extra=CMSIS_EXCLUDED)
     env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0",
            "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
     done = subprocess.run([exe], capture_output=True, text=True, env=env, timeout=600,
