@@ -20,8 +20,8 @@ import subprocess
 
 import numpy as np
 import pytest
-from export_c_harness import (NEEDS_CMSIS, build_host, image_source, io_layout, parse,
-                              split_image_output)
+from export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, build_host,
+                              image_source, io_layout, parse, run_qemu, split_image_output)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_export_c import _samples as int8_samples
@@ -96,11 +96,9 @@ def _every_model(models, digits16, tmp_path) -> dict:  # noqa: F811
     return out
 
 
-@pytest.mark.parametrize("kernels", KERNELS)
-def test_every_export_runs_clean_under_asan_and_ubsan(models, digits16, tmp_path,  # noqa: F811
-                                                      kernels):
-    """Every export-c test model in one binary per kernel set, built with ASan + UBSan (gcc,
-    strict C99, -O1; CMSIS-NN too): no sanitizer finding, and TFLite Micro's outputs."""
+def _image(models, digits16, tmp_path, kernels) -> tuple:  # noqa: F811
+    """(folder holding every test model's export, named m_<model>, image_source entries,
+    {name: (graph, samples, TFLite Micro's outputs)})."""
     folder = tmp_path / "image"
     folder.mkdir()
     entries, expected = [], {}
@@ -116,15 +114,11 @@ def test_every_export_runs_clean_under_asan_and_ubsan(models, digits16, tmp_path
         graph = load_model(path).graph
         entries.append((name, io_layout(graph), samples))
         expected[name] = (graph, samples, refs)
-    exe = build_host(folder, image_source(entries), defines=SANITIZE, cmsis=kernels == "cmsis-nn",
-                     cmsis_extra=CMSIS_EXCLUDED)
-    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0",
-           "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
-    done = subprocess.run([exe], capture_output=True, text=True, env=env, timeout=600,
-                          check=False)
-    assert done.returncode == 0 and "runtime error" not in done.stderr \
-        and "Sanitizer" not in done.stderr, done.stderr[-4000:]
-    blocks = split_image_output(done.stdout)
+    return folder, entries, expected
+
+
+def _assert_image_output(text, expected, label) -> None:
+    blocks = split_image_output(text)
     assert sorted(blocks) == sorted(expected)
     for name, (graph, samples, refs) in expected.items():
         got = parse(blocks[name], [np.dtype(graph.tensors[n].dtype) for n in graph.outputs],
@@ -133,8 +127,68 @@ def test_every_export_runs_clean_under_asan_and_ubsan(models, digits16, tmp_path
             for j, (o, r) in enumerate(zip(outs, ref)):
                 r = np.asarray(r).reshape(-1)
                 assert np.array_equal(o.view(np.uint8), r.view(np.uint8)), (
-                    f"{name} ({kernels}): sample {k} output {j}: "
+                    f"{name} ({label}): sample {k} output {j}: "
                     f"{np.count_nonzero(o != r)} of {r.size} differ from TFLite Micro")
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_every_export_runs_clean_under_asan_and_ubsan(models, digits16, tmp_path,  # noqa: F811
+                                                      kernels):
+    """Every export-c test model in one binary per kernel set, built with ASan + UBSan (gcc,
+    strict C99, -O1; CMSIS-NN too): no sanitizer finding, and TFLite Micro's outputs."""
+    folder, entries, expected = _image(models, digits16, tmp_path, kernels)
+    exe = build_host(folder, image_source(entries), defines=SANITIZE, cmsis=kernels == "cmsis-nn",
+                     cmsis_extra=CMSIS_EXCLUDED)
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0",
+           "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
+    done = subprocess.run([exe], capture_output=True, text=True, env=env, timeout=600,
+                          check=False)
+    assert done.returncode == 0 and "runtime error" not in done.stderr \
+        and "Sanitizer" not in done.stderr, done.stderr[-4000:]
+    _assert_image_output(done.stdout, expected, f"{kernels}, ASan + UBSan")
+
+
+@NEEDS_CROSS
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_every_export_runs_on_a_cortex_m_that_traps_unaligned_accesses(
+        models, digits16, tmp_path, kernels):  # noqa: F811
+    """A Cortex-M0's rule on the emulated Cortex-M4 (mps2-an386): CCR.UNALIGN_TRP on, gcc
+    -mno-unaligned-access, a HardFault handler that reports and exits 1 (QEMU's micro:bit,
+    the one Cortex-M0 board, has 16 KB of RAM: too small for these models). Every test model,
+    one firmware per kernel set: no fault, TFLite Micro's outputs."""
+    folder, entries, expected = _image(models, digits16, tmp_path, kernels)
+    elf = build_cortex_m(folder, image_source(entries), "m4", cmsis=kernels == "cmsis-nn",
+                         trap_unaligned=True)
+    _assert_image_output(run_qemu(elf, "m4", timeout=600), expected, f"{kernels}, trapping m4")
+
+
+@NEEDS_CROSS
+def test_the_trapping_firmware_faults_on_a_misaligned_int16_load(tmp_path):
+    """Must not pass silently: an int16 load from an odd address ends the run with the
+    handler's line and status 1 (the trap works), the same load from an even one runs."""
+    main_c = "\n".join([
+        "#include <stdio.h>", "#include <stdint.h>",
+        "static const uint8_t bytes[8] __attribute__((aligned(4))) = {1, 2, 3, 4, 5, 6, 7, 8};",
+        "volatile int where = WHERE; /* unknown to the compiler: a real LDRH */",
+        "static int load(const int16_t *p) __attribute__((noinline));",
+        "static int load(const int16_t *p) { return *p; }",
+        "int main(void)", "{",
+        '    printf("value %d\\n", load((const int16_t *)(const void *)(bytes + where)));',
+        "    return 0;", "}", ""])
+    for where in (2, 1):
+        folder = tmp_path / f"at{where}"
+        folder.mkdir()
+        elf = build_cortex_m(folder, main_c, "m4", defines=[f"-DWHERE={where}"],
+                             trap_unaligned=True)
+        done = subprocess.run(["qemu-system-arm", "-M", "mps2-an386", "-nographic",
+                               "-semihosting", "-monitor", "none", "-serial", "none",
+                               "-kernel", str(elf)], capture_output=True, text=True,
+                              timeout=60, check=False)
+        text = done.stdout + done.stderr
+        if where == 2:
+            assert done.returncode == 0 and "value 1027" in text, text  # 0x0403
+        else:
+            assert done.returncode == 1 and "HardFault" in text and "value" not in text, text
 
 
 # -- alignment of the plan --------------------------------------------------------------------
