@@ -148,6 +148,26 @@ def test_every_export_runs_clean_under_asan_and_ubsan(models, digits16, tmp_path
     _assert_image_output(done.stdout, expected, f"{kernels}, ASan + UBSan")
 
 
+def test_the_sanitizer_build_reports_a_misaligned_int16_load(tmp_path):
+    """Must not pass silently: the same flags on a misaligned int16 load end the run with
+    UBSan's "misaligned address" line and a non-zero status (an aligned one runs)."""
+    (tmp_path / "main.c").write_text("\n".join([
+        "#include <stdio.h>", "#include <stdint.h>",
+        "static const uint8_t bytes[8] = {1, 2, 3, 4, 5, 6, 7, 8};",
+        "int main(int argc, char **argv)", "{",
+        "    const int16_t *p = (const int16_t *)(const void *)(bytes + 2 * (argc > 1));",
+        "    (void)argv;",
+        "    p = (const int16_t *)(const void *)((const uint8_t *)p + (argc > 2));",
+        '    printf("%d\\n", *p);', "    return 0;", "}", ""]))
+    exe = tmp_path / "t"
+    subprocess.run(["gcc", "-std=c99", "-O1", *SANITIZE, str(tmp_path / "main.c"), "-o",
+                    str(exe)], check=True)
+    ok = subprocess.run([exe, "a"], capture_output=True, text=True, check=False)
+    bad = subprocess.run([exe, "a", "b"], capture_output=True, text=True, check=False)
+    assert ok.returncode == 0 and "runtime error" not in ok.stderr, ok.stderr
+    assert bad.returncode != 0 and "misaligned address" in bad.stderr, bad.stderr
+
+
 @NEEDS_CROSS
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_every_export_runs_on_a_cortex_m_that_traps_unaligned_accesses(
@@ -308,20 +328,29 @@ def test_const_arrays_keep_at_least_their_natural_alignment(tmp_path, kernels):
         name="net", kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor"))
     for f, data in files.items():
         (tmp_path / f).write_bytes(data)
-    source = files["net.c"].decode()
-    found = re.findall(r"^QCONVERT_\w+ static const (\w+) (\w+)(\[|\s*=)", source, re.MULTILINE)
-    assert any(t == "int64_t" for t, _, _ in found), "no int64 bias: the model changed"
-    assert any(not t.endswith("_t") or t.startswith("cmsis_nn") for t, _, _ in found) \
-        or kernels == "portable"
-    checks = [f'_Static_assert(__alignof__({name}) >= __alignof__({ctype}), "{name}");'
-              for ctype, name, _ in found]
-    checks += [f'_Static_assert(__alignof__({name}) >= 4, "{name} 4");'
-               for ctype, name, _ in found if ctype in ("int8_t", "int16_t", "uint8_t")]
-    (tmp_path / "net.c").write_text(source + "\n" + "\n".join(checks) + "\n")
+    # and export-c-header's arrays of the same model
+    from click.testing import CliRunner
+
+    from qconvert.cli import main
+
+    result = CliRunner().invoke(main, ["export-c-header", str(path), "-o",
+                                       str(tmp_path / "w.h"), "--name", "w"])
+    assert result.exit_code == 0, result.output
     from export_c_harness import CMSIS_NN
 
     flags = [f"-I{CMSIS_NN / 'Include'}"] if kernels == "cmsis-nn" else []
-    done = subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Werror", "-c", *flags,
-                           str(tmp_path / "net.c"), "-o", str(tmp_path / "net.o")],
-                          capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
+    for c_file, text in (("net.c", files["net.c"].decode()), ("w.c", (tmp_path / "w.h")
+                                                            .read_text())):
+        found = re.findall(r"^QCONVERT_\w+ static const (\w+) (\w+)(\[|\s*=)", text,
+                           re.MULTILINE)
+        assert any(t == "int64_t" for t, _, _ in found), f"{c_file}: no int64 bias"
+        assert c_file != "net.c" or any(not t.endswith("_t") for t, _, _ in found)  # structs
+        checks = [f'_Static_assert(__alignof__({name}) >= __alignof__({ctype}), "{name}");'
+                  for ctype, name, _ in found]
+        checks += [f'_Static_assert(__alignof__({name}) >= 4, "{name} 4");'
+                   for ctype, name, _ in found if ctype in ("int8_t", "int16_t", "uint8_t")]
+        (tmp_path / c_file).write_text(text + "\n" + "\n".join(checks) + "\n")
+        done = subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Werror", "-c", *flags,
+                               str(tmp_path / c_file), "-o", str(tmp_path / "x.o")],
+                              capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]

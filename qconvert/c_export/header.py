@@ -411,8 +411,9 @@ def _preamble(layers, options) -> list:
         " *   (QuantizeMultiplier of double(s_in) * double(s_w[c]) / double(s_out)), so firmware",
         " *   built on this header and firmware running TFLite Micro agree bit for bit.",
         " *",
-        " * Arrays (static const: they stay in flash; aligned to 4 bytes; include this header",
-        " * in one .c file), <prefix>_<layer>_<what>, each with a <PREFIX>_<LAYER>_<WHAT>_LEN:",
+        " * Arrays (static const: they stay in flash; aligned to 4 bytes, int64_t ones to their",
+        " * own alignment; include this header in one .c file), <prefix>_<layer>_<what>, each",
+        " * with a <PREFIX>_<LAYER>_<WHAT>_LEN:",
         " *   _weights     int8_t   Conv2D: OHWI [OUTPUT_C][KERNEL_H][KERNEL_W][INPUT_C]",
         " *                         DepthwiseConv2D: [1][KERNEL_H][KERNEL_W][OUTPUT_C]",
         " *                         FullyConnected: " + (
