@@ -46,27 +46,38 @@ SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-g",
 # from arm_softmax_s8): that one check, shift-base, is off for CMSIS-NN's objects only
 CMSIS_EXCLUDED = ["-fno-sanitize=shift-base"]
 KERNELS = ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)]
-DIGITS_16X8 = {"digits_int16": ["--activations", "int16"],
-               "digits_auto": ["--int16-layers", "auto"], "digits_int16_1": ["--int16-layers", "1"]}
+# (model, calibration, options) quantized by qconvert: the README's 16x8 digits example, and
+# the corpus models whose 16x8 / mixed exports the plan before 4-byte displacements put int16
+# tensors at odd offsets (keras_resnet8: 7 and 2 tensors, kws_conv1d: 3; portable kernels)
+QUANTIZED_16X8 = {
+    "digits_int16": ("digits_cnn.tflite", "digits_calib_nhwc.npy", ["--activations", "int16"]),
+    "digits_auto": ("digits_cnn.tflite", "digits_calib_nhwc.npy", ["--int16-layers", "auto"]),
+    "digits_int16_1": ("digits_cnn.tflite", "digits_calib_nhwc.npy", ["--int16-layers", "1"]),
+    "resnet8_int16": ("corpus/keras_resnet8.tflite", "corpus/keras_resnet8_calib.npy",
+                      ["--activations", "int16"]),
+    "resnet8_auto": ("corpus/keras_resnet8.tflite", "corpus/keras_resnet8_calib.npy",
+                     ["--int16-layers", "auto"]),
+    "kws_conv1d_int16": ("corpus/kws_conv1d.onnx", "corpus/kws_conv1d_calib.npy",
+                         ["--activations", "int16"]),
+}
 
 
 @pytest.fixture(scope="module")
 def digits16(tmp_path_factory) -> dict:
-    """{name: path}: the digits CNN quantized by qconvert all 16x8 and mixed (the README's
-    16x8 example)."""
+    """{name: path}: the models of QUANTIZED_16X8 quantized by qconvert, 16x8 and mixed."""
     from click.testing import CliRunner
     from conftest import SAMPLE_MODELS, TEST_MODELS
 
     from qconvert.cli import main
 
-    folder = tmp_path_factory.mktemp("digits16")
+    folder = tmp_path_factory.mktemp("quantized16")
     out = {}
-    for name, option in DIGITS_16X8.items():
+    for name, (model, calib, option) in QUANTIZED_16X8.items():
         out[name] = folder / f"{name}.tflite"
-        result = CliRunner().invoke(main, ["quantize", str(TEST_MODELS / "digits_cnn.tflite"),
-                                           "--calibration",
-                                           str(SAMPLE_MODELS / "digits_calib_nhwc.npy"),
-                                           *option, "-o", str(out[name])])
+        data = (TEST_MODELS if "/" in calib else SAMPLE_MODELS) / calib
+        result = CliRunner().invoke(main, ["quantize", str(TEST_MODELS / model),
+                                           "--calibration", str(data), *option, "-o",
+                                           str(out[name])])
         assert result.exit_code == 0, result.output
     return out
 
