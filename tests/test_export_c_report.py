@@ -337,11 +337,13 @@ def test_report_names_the_cmsis_nn_calls_and_their_scratch(tmp_path):
     doc = json.loads(report.read_text(), parse_constant=_no_nan)
     rows = {r["index"]: r for r in doc["layers"]}
     assert rows[0]["kernel"] == ["arm_convolve_wrapper_s8"]
-    assert rows[1]["kernel"] == ["arm_depthwise_conv_wrapper_s8"]
+    # the depthwise layer: CMSIS-NN's call on Helium builds, qconvert's kernel (no scratch) on
+    # the others (fast_steps.KEEP_ON_DSP)
+    assert rows[1]["kernel"] == ["arm_depthwise_conv_wrapper_s8", "qconvert_dw_hwc_s8"]
     assert rows[11]["kernel"] == ["arm_fully_connected_s8"]
-    # scratch: CMSIS-NN 7's own formulas, 2 im2col columns of int16 (non-Helium builds) for a
-    # 10x4 kernel on one channel, 2 * channels * 3 * 3 for the 3x3 depthwise (DSP)
-    assert rows[0]["scratch_bytes"] == 2 * 2 * 40 and rows[1]["scratch_bytes"] == 2 * 64 * 9
+    # scratch: CMSIS-NN 7's own formula, 2 im2col columns of int16 (non-Helium builds) for a
+    # 10x4 kernel on one channel
+    assert rows[0]["scratch_bytes"] == 2 * 2 * 40 and rows[1]["scratch_bytes"] == 0
     assert rows[11]["helium_constant_bytes"] == 4 * 12  # one int32 kernel sum per output
     assert doc["totals"]["helium_constant_bytes"] == 48
 
