@@ -4,10 +4,12 @@ Oracles: gcc's AddressSanitizer and UndefinedBehaviorSanitizer (`-fsanitize=addr
 -fno-sanitize-recover=all`: any out-of-bounds access, misaligned typed load or store, signed
 overflow or bad shift aborts the run) on ONE binary per kernel set holding every export-c test
 model (the int8 models of test_export_c.py, the 16x8 and mixed models of
-test_export_c_s16.py, digits quantized 16x8 and mixed by qconvert, the streaming model of
-test_export_c_streaming.py frame by frame), CMSIS-NN compiled with the same sanitizers; the
-outputs stay TFLite Micro's bit for bit. Models and kernel files are picked up from what the
-export writes, so new kernels are covered without listing them here. The element sizes of the
+test_export_c_s16.py, digits, ResNet-8 and a 1-D KWS CNN quantized 16x8 and mixed by qconvert,
+the streaming model of test_export_c_streaming.py frame by frame), CMSIS-NN compiled with the
+same sanitizers; the same image on an emulated Cortex-M4 that faults on every unaligned access
+as a Cortex-M0 does (qemu-system-arm); the outputs stay TFLite Micro's bit for bit. Models and
+kernel files are picked up from what the export writes, so new kernels are covered without
+listing them here. The element sizes of the
 graph's dtypes for the memory plan's offsets (every one a multiple of its element size), on
 the test models and on hypothesis-generated plans; gcc's `__alignof__` for the const arrays.
 """
@@ -42,8 +44,9 @@ from qconvert.model_io import load_model
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-g",
             "-fno-omit-frame-pointer"]
 # CMSIS-NN's own code (never changed here) left-shifts negative values, which C99 leaves
-# undefined and gcc defines as arithmetic (arm_nnsupportfunctions.h: arm_nn_exp_on_negative_values
-# from arm_softmax_s8): that one check, shift-base, is off for CMSIS-NN's objects only
+# undefined and gcc defines as arithmetic (arm_nnsupportfunctions.h:
+# arm_nn_exp_on_negative_values, from arm_softmax_s8): that one check, shift-base, is off for
+# CMSIS-NN's objects only
 CMSIS_EXCLUDED = ["-fno-sanitize=shift-base"]
 KERNELS = ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)]
 # (model, calibration, options) quantized by qconvert: the README's 16x8 digits example, and
@@ -63,7 +66,7 @@ QUANTIZED_16X8 = {
 
 
 @pytest.fixture(scope="module")
-def digits16(tmp_path_factory) -> dict:
+def quantized16(tmp_path_factory) -> dict:
     """{name: path}: the models of QUANTIZED_16X8 quantized by qconvert, 16x8 and mixed."""
     from click.testing import CliRunner
     from conftest import SAMPLE_MODELS, TEST_MODELS
@@ -82,7 +85,7 @@ def digits16(tmp_path_factory) -> dict:
     return out
 
 
-def _every_model(models, digits16, tmp_path) -> dict:  # noqa: F811
+def _every_model(models, quantized16, tmp_path) -> dict:  # noqa: F811
     """{C name: (path, samples, expected outputs per sample)} of every export-c test model."""
     out = {}
     for name, path in models.items():
@@ -90,7 +93,7 @@ def _every_model(models, digits16, tmp_path) -> dict:  # noqa: F811
         samples = int8_samples(graph, name, 2)
         out[name] = (path, samples, [tflm(path.read_bytes(), s) for s in samples])
     built = _built_models(tmp_path / "built")
-    for path in [*S16_MODELS, *digits16.values(), *built]:
+    for path in [*S16_MODELS, *quantized16.values(), *built]:
         graph = load_model(path).graph
         samples = built.get(path) or s16_samples(graph, 2)
         out[path.stem] = (path, samples, [tflm16(path.read_bytes(), s) for s in samples])
@@ -107,13 +110,13 @@ def _every_model(models, digits16, tmp_path) -> dict:  # noqa: F811
     return out
 
 
-def _image(models, digits16, tmp_path, kernels) -> tuple:  # noqa: F811
+def _image(models, quantized16, tmp_path, kernels) -> tuple:  # noqa: F811
     """(folder holding every test model's export, named m_<model>, image_source entries,
     {name: (graph, samples, TFLite Micro's outputs)})."""
     folder = tmp_path / "image"
     folder.mkdir()
     entries, expected = [], {}
-    for stem, (path, samples, refs) in _every_model(models, digits16, tmp_path).items():
+    for stem, (path, samples, refs) in _every_model(models, quantized16, tmp_path).items():
         name = "m_" + re.sub(r"\W", "_", stem)
         files, _ = render_model(load_model(path), ModelOptions(
             name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor"))
@@ -143,11 +146,11 @@ def _assert_image_output(text, expected, label) -> None:
 
 
 @pytest.mark.parametrize("kernels", KERNELS)
-def test_every_export_runs_clean_under_asan_and_ubsan(models, digits16, tmp_path,  # noqa: F811
+def test_every_export_runs_clean_under_asan_and_ubsan(models, quantized16, tmp_path,  # noqa: F811
                                                       kernels):
     """Every export-c test model in one binary per kernel set, built with ASan + UBSan (gcc,
     strict C99, -O1; CMSIS-NN too): no sanitizer finding, and TFLite Micro's outputs."""
-    folder, entries, expected = _image(models, digits16, tmp_path, kernels)
+    folder, entries, expected = _image(models, quantized16, tmp_path, kernels)
     exe = build_host(folder, image_source(entries), defines=SANITIZE, cmsis=kernels == "cmsis-nn",
                      cmsis_extra=CMSIS_EXCLUDED)
     env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0",
@@ -182,12 +185,12 @@ def test_the_sanitizer_build_reports_a_misaligned_int16_load(tmp_path):
 @NEEDS_CROSS
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_every_export_runs_on_a_cortex_m_that_traps_unaligned_accesses(
-        models, digits16, tmp_path, kernels):  # noqa: F811
+        models, quantized16, tmp_path, kernels):  # noqa: F811
     """A Cortex-M0's rule on the emulated Cortex-M4 (mps2-an386): CCR.UNALIGN_TRP on, gcc
     -mno-unaligned-access, a HardFault handler that reports and exits 1 (QEMU's micro:bit,
     the one Cortex-M0 board, has 16 KB of RAM: too small for these models). Every test model,
     one firmware per kernel set: no fault, TFLite Micro's outputs."""
-    folder, entries, expected = _image(models, digits16, tmp_path, kernels)
+    folder, entries, expected = _image(models, quantized16, tmp_path, kernels)
     elf = build_cortex_m(folder, image_source(entries), "m4", cmsis=kernels == "cmsis-nn",
                          trap_unaligned=True)
     _assert_image_output(run_qemu(elf, "m4", timeout=600), expected, f"{kernels}, trapping m4")
@@ -238,11 +241,11 @@ def _recorded_plans(monkeypatch) -> list:
 
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_every_16x8_plan_puts_tensors_at_multiples_of_their_element_size(
-        digits16, tmp_path, monkeypatch, kernels):
+        quantized16, tmp_path, monkeypatch, kernels):
     """int16 tensors at even offsets, int32 / float at multiples of 4 (a Cortex-M0 faults on
     a misaligned halfword or word), scratch at multiples of 4, on every 16x8 / mixed model and
     the streaming model (its state variables too)."""
-    paths = [*S16_MODELS, *digits16.values(), *_built_models(tmp_path / "built"),
+    paths = [*S16_MODELS, *quantized16.values(), *_built_models(tmp_path / "built"),
              STREAMING_MODEL]
     for path in paths:
         seen = _recorded_plans(monkeypatch)
