@@ -518,7 +518,11 @@ def _lower_movement(graph, node, index, options):
             src = ptrs.setdefault(slot, _ptr(graph, node, slot, arrays, f"input{slot + 1}", bits))
             decls.append(f"static const qconvert_box @L_box{k}_{n} = {_box_literal(box)};")
             lines.append(f"qconvert_copy_box_{s}({src}, $out{k}, &@L_box{k}_{n});")
-    return _plain(graph, node, index, "\n".join(lines), arrays, decls, act.ops_files)
+    overlap = None
+    if len(lines) == 1:  # one call: it may overlap its input (movement_overlap)
+        from .movement_overlap import movement_overlap
+        overlap = movement_overlap(graph, node, index_map, boxes, fill, act, _acts(graph, node))
+    return _plain(graph, node, index, "\n".join(lines), arrays, decls, act.ops_files, overlap)
 
 
 def _lower_alias(graph, node, index, options):
@@ -543,5 +547,9 @@ LOWERINGS.update(EXTRA_LOWERINGS)
 from .fast_steps import FAST_LOWERINGS  # noqa: E402  (layer-specialised int8 kernels)
 
 LOWERINGS.update(FAST_LOWERINGS)
+
+from .concat_steps import CONCAT_LOWERINGS  # noqa: E402  (row copies the plan may overlap)
+
+LOWERINGS.update(CONCAT_LOWERINGS)
 
 from .model_steps_s16 import LOWERINGS16  # noqa: E402  (16x8 layers; they use the helpers)
