@@ -178,3 +178,37 @@ def test_unet_arena_is_at_most_0_7_of_tflite_micros(concat_models, kernels):
     _, summary = render_model(load_model(path), ModelOptions(
         "net", kernels, "1x4" if kernels == "portable" else "rowmajor"))
     assert summary.arena_size <= 0.7 * tflm_arena_bytes(path)
+
+
+def test_movement_overlaps_only_one_call_walking_its_output_in_order():
+    """Data movement offers the plan an overlap only for one gather or one box copy walking the
+    output in memory order: never with a padding fill (Pad, PadV2: written before the copies)
+    or several box copies (Pack, Unpack, Split)."""
+    from test_export_c_header import _every_op_model
+
+    graph = _every_op_model().graph
+    kinds = {}
+    for step in lower_graph(graph, KernelOptions()):
+        kinds.setdefault(step.node.op, {c[0] for c in step.plan.overlap or []})
+    for op in ("Pad", "PadV2", "Pack", "Unpack", "SplitEqual", "SplitSizes"):
+        assert kinds[op] == set(), op
+    for op in ("ResizeNearest", "Gather", "Transpose", "StridedSlice"):
+        assert kinds[op] == {"reads"}, op
+
+
+@pytest.mark.parametrize("kernels", ("portable", "cmsis-nn"))
+def test_unet_upsampling_writes_over_its_input(concat_models, kernels):
+    """The U-Net's last ResizeNearest (x2, four times its input's bytes) writes over its input
+    (the plan overlaps them), and the larger Concat (the old peak) holds a part inside its
+    output."""
+    path = concat_models["unet_small"]
+    graph = load_model(path).graph
+    steps, plans = _planned(graph, lower_graph(graph, KernelOptions(kernels)),
+                            KernelOptions(kernels))
+    overlapped = {(steps[k].node.op, x) for k, x, _, _ in plans[-1].overlapped}
+    resize = next(n for n in graph.nodes if n.op == "ResizeNearest")
+    assert ("ResizeNearest", resize.inputs[0]) in overlapped
+    _, pairs = _concat_overlaps(path, kernels)
+    sizes = {n.outputs[0]: int(np.prod(graph.tensors[n.outputs[0]].shape))
+             for n in graph.nodes if n.op == "Concat"}
+    assert max(sizes, key=sizes.get) in {y for _, y in pairs}  # the old peak

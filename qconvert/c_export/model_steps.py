@@ -519,7 +519,7 @@ def _lower_movement(graph, node, index, options):
             decls.append(f"static const qconvert_box @L_box{k}_{n} = {_box_literal(box)};")
             lines.append(f"qconvert_copy_box_{s}({src}, $out{k}, &@L_box{k}_{n});")
     overlap = None
-    if len(lines) == 1:  # one call: it may overlap its input (movement_overlap)
+    if len(lines) == 1 and len(node.outputs) == 1:  # one call: may overlap (movement_overlap)
         from .movement_overlap import movement_overlap
         overlap = movement_overlap(graph, node, index_map, boxes, fill, act, _acts(graph, node))
     return _plain(graph, node, index, "\n".join(lines), arrays, decls, act.ops_files, overlap)
