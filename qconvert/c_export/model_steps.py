@@ -13,7 +13,8 @@ same numbers `export-c-header` writes). Element-wise functions of one int8 value
 Sigmoid, Tanh, HardSwish, int8 Quantize) become 256-entry tables computed by qconvert's integer
 kernels (bit-exact with TFLite Micro), one per rounding when they differ; data movement
 (Transpose, StridedSlice, Gather, Pad) becomes strided box copies computed by running
-the integer kernel on index arrays (`index_maps`); Concat is `concat_steps`' row copies. Reshape and Squeeze are aliases (no code).
+the integer kernel on index arrays (`index_maps`); Concat is `concat_steps`' row copies.
+Reshape and Squeeze are aliases (no code).
 `cmsis_nn.lower_cmsis` replaces the calls CMSIS-NN has kernels for.
 
 The layers whose arithmetic is the same for int8 and 16x8 (int16 activations, int8 weights):
