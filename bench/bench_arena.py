@@ -72,7 +72,7 @@ def measure(path: Path, kernels: str, **extra) -> tuple:
     source = files["net.c"].decode()
     invoke = source[source.rindex("int net_invoke_with_arena("):]
     if "#if NET_HELIUM_BUILD" in invoke:  # the other (non-Helium) builds' body
-        invoke = invoke[invoke.index("#else\n"):]
+        invoke = invoke[invoke.index("\n#else\n"):]  # the build switch, not a step's
     rows = re.findall(r"band by band: the output overlaps.*\n\s*for \(oy = 0; oy < \d+; "
                       r"oy \+= (\d+)\)", invoke)
     assert len(rows) == summary.banded, (rows, summary.banded)

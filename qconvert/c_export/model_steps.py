@@ -12,8 +12,9 @@ Every number is TFLite Micro's Prepare-time value from `qconvert.int8.prepare.la
 same numbers `export-c-header` writes). Element-wise functions of one int8 value (Relu, Relu6,
 Sigmoid, Tanh, HardSwish, int8 Quantize) become 256-entry tables computed by qconvert's integer
 kernels (bit-exact with TFLite Micro), one per rounding when they differ; data movement
-(Transpose, StridedSlice, Gather, Pad, Concat) becomes strided box copies computed by running
-the integer kernel on index arrays (`index_maps`). Reshape and Squeeze are aliases (no code).
+(Transpose, StridedSlice, Gather, Pad) becomes strided box copies computed by running
+the integer kernel on index arrays (`index_maps`); Concat is `concat_steps`' row copies.
+Reshape and Squeeze are aliases (no code).
 `cmsis_nn.lower_cmsis` replaces the calls CMSIS-NN has kernels for.
 
 The layers whose arithmetic is the same for int8 and 16x8 (int16 activations, int8 weights):
@@ -518,7 +519,11 @@ def _lower_movement(graph, node, index, options):
             src = ptrs.setdefault(slot, _ptr(graph, node, slot, arrays, f"input{slot + 1}", bits))
             decls.append(f"static const qconvert_box @L_box{k}_{n} = {_box_literal(box)};")
             lines.append(f"qconvert_copy_box_{s}({src}, $out{k}, &@L_box{k}_{n});")
-    return _plain(graph, node, index, "\n".join(lines), arrays, decls, act.ops_files)
+    overlap = None
+    if len(lines) == 1 and len(node.outputs) == 1:  # one call: may overlap (movement_overlap)
+        from .movement_overlap import movement_overlap
+        overlap = movement_overlap(graph, node, index_map, boxes, fill, act, _acts(graph, node))
+    return _plain(graph, node, index, "\n".join(lines), arrays, decls, act.ops_files, overlap)
 
 
 def _lower_alias(graph, node, index, options):
@@ -543,5 +548,9 @@ LOWERINGS.update(EXTRA_LOWERINGS)
 from .fast_steps import FAST_LOWERINGS  # noqa: E402  (layer-specialised int8 kernels)
 
 LOWERINGS.update(FAST_LOWERINGS)
+
+from .concat_steps import CONCAT_LOWERINGS  # noqa: E402  (row copies the plan may overlap)
+
+LOWERINGS.update(CONCAT_LOWERINGS)
 
 from .model_steps_s16 import LOWERINGS16  # noqa: E402  (16x8 layers; they use the helpers)

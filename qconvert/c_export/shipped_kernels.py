@@ -15,7 +15,8 @@ MODEL_KERNEL_FILES = ("qconvert_nn.h", "qconvert_nn_loops.h", "qconvert_nn_conv.
                       "qconvert_nn_ops.c", "qconvert_nn_softmax.c", "qconvert_nn_extra.c",
                       "qconvert_nn_s16.c", "qconvert_nn_s16_math.c", "qconvert_nn_fast.h",
                       "qconvert_nn_simd.h", "qconvert_nn_depthwise.c",
-                      "qconvert_nn_depthwise_hwc.c", "qconvert_nn_pool.c", "qconvert_nn_add.c")
+                      "qconvert_nn_depthwise_hwc.c", "qconvert_nn_pool.c", "qconvert_nn_add.c",
+                      "qconvert_nn_concat.h", "qconvert_nn_concat.c")
 
 
 def kernel_source(name: str) -> bytes:
