@@ -41,6 +41,7 @@ from .fc_layout import fc_weights_in_layout
 from .index_maps import (MAX_RANK, NEVER, boxes_of, broadcast_strides, conv_minread,
                          contiguous_strides, merged, tagged)
 from .memory_plan import PlanStep
+from . import model_steps_fast as fast
 
 DTYPES = {"int8": ("int8_t", 1), "int16": ("int16_t", 2), "float32": ("float", 4)}
 PORTABLE_FILES = ("qconvert_fc_1x4.h", "qconvert_fc_1x4.c", "qconvert_nn.h",
@@ -264,6 +265,8 @@ def _lower_conv(graph, node, index, options):
               ("shift", "int32_t", p["output_shift"]), *bias_arrays]
     decls = [f"static const qconvert_conv_params @L_params = "
              f"{conv_struct(graph, node, p, kernel_hw, mult)};"]
+    if not depthwise and mult == 1 and act.bits == 8 and fast.nonnegative(p["output_multiplier"]):
+        return _fast_conv(graph, node, index, p, w, kernel_hw, arrays, decls, bias)
     fn = f"qconvert_{'depthwise_conv' if depthwise else 'conv'}_{act.suffix}"
     per_group = int(w.shape[0]) // mult if not depthwise else 1
     chan = (lambda oc, m=mult: oc // m) if depthwise else \
@@ -271,6 +274,21 @@ def _lower_conv(graph, node, index, options):
     return _plain(graph, node, index, f"{fn}($in0, @L_weights, {bias}, $out0, &@L_params);",
                   arrays, decls, act.conv_files,
                   _conv_overlap(graph, node, p, kernel_hw, chan, act))
+
+
+def _fast_conv(graph, node, index, p, w, kernel_hw, arrays, decls, bias):
+    """An int8 one-group Conv2D as qconvert_conv_fast_s8 (`model_steps_fast`)."""
+    in_shape, out_shape = tensor_dims(graph, node.inputs[0]), tensor_dims(graph, node.outputs[0])
+    arrays = [("weights", "int8_t", fast.conv_weights(w)), *arrays[1:]]
+    ends, reads = fast.conv_bands(in_shape, out_shape, kernel_hw, p["strides"],
+                                  p.get("dilations", [1, 1]), p["pads"])
+    step = _plain(graph, node, index,
+                  f"qconvert_conv_fast_s8($in0, @L_weights, {bias}, $out0, $scratch, &@L_params);",
+                  arrays, decls, fast.FAST_FILES, [("bands", 0, ends, reads)])
+    scratch = fast.conv_scratch_bytes(kernel_hw, in_shape[3])
+    step.plan.scratch = scratch
+    step.scratch_builds = {"helium": scratch, "other": scratch}
+    return step
 
 
 def fc_geometry(graph, node) -> tuple:
@@ -298,6 +316,13 @@ def _lower_fc(graph, node, index, options):
                      p["activation_min"], p["activation_max"], "@L_multiplier", "@L_shift",
                      1 if p["per_channel"] else 0])
     decls = [f"static const qconvert_fc_quant @L_quant = {quant};"]
+    if layout == "1x4" and fast.nonnegative(p["output_multiplier"]):
+        step = _plain(graph, node, index,
+                      f"qconvert_fc_fast_s8($in0, @L_weights, {bias}, $out0, $scratch, "
+                      f"{batches}, {depth}, {rows}, &@L_quant);", arrays, decls, fast.FAST_FILES)
+        step.plan.scratch = fast.fc_scratch_bytes(depth)
+        step.scratch_builds = {"helium": step.plan.scratch, "other": step.plan.scratch}
+        return step
     fn = "qconvert_fc_1x4_s8" if layout == "1x4" else f"qconvert_fc_{act.suffix}"
     files = act.conv_files if layout != "1x4" else set()
     return _plain(graph, node, index,

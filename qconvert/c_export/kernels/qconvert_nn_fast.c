@@ -1,0 +1,423 @@
+/* qconvert_nn_fast.c: the fast int8 convolution and fully connected kernels of
+ * qconvert_nn_fast.h. Shipped with qconvert (Apache-2.0).
+ *
+ * int16 pairs. A 32-bit word holds two int16 values, the low half first. SXTB16(w) gives the
+ * int8 bytes 0 and 2 of w sign-extended to int16, SXTB16(w rotated right by 8) bytes 1 and 3.
+ * An im2col column is int16: depth values (the input offset added, padded taps 0) padded with
+ * zeros to a multiple of 4 and stored per group of four as (x0, x2), (x1, x3): exactly the two
+ * SXTB16 results of the group's four bytes. The weights stay int8 in their natural order and are
+ * expanded the same way inside the loop, so SMLAD(weight pair, column pair) adds
+ * w0 * x0 + w2 * x2, then w1 * x1 + w3 * x3.
+ *
+ * Without __ARM_FEATURE_DSP (or on a big-endian core) the four intrinsics are plain C on the
+ * same words; the accumulators wrap mod 2^32 as the device's int32 does, without signed
+ * overflow in C. Only implementation-defined behaviour every two's-complement target shares is
+ * relied on (right shift of negative values, narrowing conversions).
+ */
+#include "qconvert_nn_fast.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#if defined(__ARM_FEATURE_DSP) && !defined(__ARM_BIG_ENDIAN)
+#include <arm_acle.h>
+#define QC_DSP 1
+#else
+#define QC_DSP 0
+#endif
+
+#if defined(__GNUC__)
+#define QC_ALIGNED(p) __builtin_assume_aligned((p), 4)
+#else
+#define QC_ALIGNED(p) (p)
+#endif
+
+#if QC_DSP
+static inline uint32_t qc_load32(const int8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline uint32_t qc_sxtb16(uint32_t x)
+{
+    return (uint32_t)__sxtb16((int32_t)x);
+}
+
+static inline uint32_t qc_sxtb16_ror8(uint32_t x)
+{
+#if defined(__GNUC__)
+    uint32_t r; /* one instruction: gcc does not fold the rotation into SXTB16 */
+    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
+    return r;
+#else
+    return (uint32_t)__sxtb16((int32_t)__ror(x, 8));
+#endif
+}
+
+static inline uint32_t qc_sadd16(uint32_t a, uint32_t b)
+{
+    return (uint32_t)__sadd16((int32_t)a, (int32_t)b);
+}
+
+static inline int32_t qc_smlad(uint32_t a, uint32_t b, int32_t acc)
+{
+    return __smlad((int32_t)a, (int32_t)b, acc);
+}
+#else
+/* the bytes of p as a little-endian word, whatever the host's byte order */
+static inline uint32_t qc_load32(const int8_t *p)
+{
+    const uint8_t *u = (const uint8_t *)p;
+    return (uint32_t)u[0] | ((uint32_t)u[1] << 8) | ((uint32_t)u[2] << 16)
+           | ((uint32_t)u[3] << 24);
+}
+
+/* the low byte of b sign-extended, as the bits of a uint32_t */
+static inline uint32_t qc_sext8(uint32_t b)
+{
+    return ((b & 0xffu) ^ 0x80u) - 0x80u;
+}
+
+static inline uint32_t qc_sxtb16(uint32_t x)
+{
+    return (qc_sext8(x) & 0xffffu) | (qc_sext8(x >> 16) << 16);
+}
+
+static inline uint32_t qc_sxtb16_ror8(uint32_t x)
+{
+    return (qc_sext8(x >> 8) & 0xffffu) | (qc_sext8(x >> 24) << 16);
+}
+
+static inline uint32_t qc_sadd16(uint32_t a, uint32_t b)
+{
+    return ((a + b) & 0xffffu) | (((a >> 16) + (b >> 16)) << 16);
+}
+
+static inline int32_t qc_half(uint32_t h)
+{
+    return (int32_t)((h & 0xffffu) ^ 0x8000u) - 0x8000;
+}
+
+static inline int32_t qc_smlad(uint32_t a, uint32_t b, int32_t acc)
+{
+    const uint32_t lo = (uint32_t)(qc_half(a) * qc_half(b));
+    const uint32_t hi = (uint32_t)(qc_half(a >> 16) * qc_half(b >> 16));
+    return (int32_t)((uint32_t)acc + lo + hi);
+}
+#endif
+
+/* acc + x (mod 2^32, no signed overflow) */
+static inline int32_t qc_add(int32_t acc, int32_t x)
+{
+    return (int32_t)((uint32_t)acc + (uint32_t)x);
+}
+
+/* two int16 copies of v (|v| < 2^15) in one word */
+static inline uint32_t qc_pair(int32_t v)
+{
+    return ((uint32_t)v & 0xffffu) | ((uint32_t)v << 16);
+}
+
+/* TFLite's MultiplyByQuantizedMultiplier (multiplier >= 0, so the doubling high multiply never
+ * saturates), or CMSIS-NN's single rounding with QCONVERT_SINGLE_ROUNDING; then the output
+ * offset and the clamp. */
+static inline int8_t qc_output(int32_t acc, int32_t multiplier, int32_t shift, int32_t offset,
+                               int32_t lo, int32_t hi)
+{
+    int32_t v;
+#ifdef QCONVERT_SINGLE_ROUNDING
+    const int64_t product = (int64_t)acc * multiplier;
+    v = (int32_t)(((product >> (30 - shift)) + 1) >> 1);
+#else
+    const int32_t left = shift > 0 ? shift : 0;
+    const int32_t right = shift > 0 ? 0 : -shift;
+    const int32_t x = (int32_t)((uint32_t)acc << left);
+    const int32_t high = (int32_t)(((int64_t)x * multiplier + ((int64_t)1 << 30)) >> 31);
+    const int32_t mask = (int32_t)(((uint32_t)1 << right) - 1u);
+    const int32_t threshold = (mask >> 1) + (high < 0 ? 1 : 0);
+    v = (high >> right) + ((high & mask) > threshold ? 1 : 0);
+#endif
+    v = qc_add(v, offset);
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    return (int8_t)v;
+}
+
+/* -- convolution ----------------------------------------------------------------------------- */
+
+/* `groups` groups of four int8 values at src, + offset (both halves of off2), as column words
+ * (two words per group, `step` words from one group to the next) */
+static void qc_expand(uint32_t *col, const int8_t *src, int32_t groups, uint32_t off2,
+                      int32_t step)
+{
+    int32_t g;
+    for (g = 0; g < groups; ++g) {
+        const uint32_t w = qc_load32(src);
+        col[0] = qc_sadd16(qc_sxtb16(w), off2);
+        col[1] = qc_sadd16(qc_sxtb16_ror8(w), off2);
+        col += step;
+        src += 4;
+    }
+}
+
+/* the column of output pixel (oy, ox) of image `in` (see the file comment): group g at words
+ * step * g and step * g + 1 */
+static void qc_column(uint32_t *col, const int8_t *in, int32_t oy, int32_t ox, int32_t step,
+                      const qconvert_conv_params *p)
+{
+    const int32_t y0 = oy * p->stride_h - p->pad_top;
+    const int32_t x0 = ox * p->stride_w - p->pad_left;
+    const int32_t in_c = p->in_c;
+    int32_t ky, kx;
+    if ((in_c & 3) == 0) { /* every tap is whole groups of four */
+        const int32_t groups = in_c >> 2;
+        const uint32_t off2 = qc_pair(p->input_offset);
+        for (ky = 0; ky < p->kernel_h; ++ky) {
+            const int32_t y = y0 + ky * p->dilation_h;
+            const int row_in = y >= 0 && y < p->in_h;
+            for (kx = 0; kx < p->kernel_w; ++kx) {
+                const int32_t x = x0 + kx * p->dilation_w;
+                if (row_in && x >= 0 && x < p->in_w) {
+                    qc_expand(col, in + ((ptrdiff_t)y * p->in_w + x) * in_c, groups, off2, step);
+                    col += step * groups;
+                } else {
+                    int32_t g;
+                    for (g = 0; g < groups; ++g) {
+                        col[0] = 0;
+                        col[1] = 0;
+                        col += step;
+                    }
+                }
+            }
+        }
+    } else { /* value by value, four at a time into two words */
+        int32_t group[4] = {0, 0, 0, 0};
+        int32_t n = 0, c;
+        for (ky = 0; ky < p->kernel_h; ++ky) {
+            const int32_t y = y0 + ky * p->dilation_h;
+            const int row_in = y >= 0 && y < p->in_h;
+            for (kx = 0; kx < p->kernel_w; ++kx) {
+                const int32_t x = x0 + kx * p->dilation_w;
+                const int inside = row_in && x >= 0 && x < p->in_w;
+                const int8_t *src = inside ? in + ((ptrdiff_t)y * p->in_w + x) * in_c : in;
+                for (c = 0; c < in_c; ++c) {
+                    group[n++] = inside ? src[c] + p->input_offset : 0;
+                    if (n == 4) {
+                        col[0] = (qc_pair(group[0]) & 0xffffu) | ((uint32_t)group[2] << 16);
+                        col[1] = (qc_pair(group[1]) & 0xffffu) | ((uint32_t)group[3] << 16);
+                        col += step;
+                        n = 0;
+                    }
+                }
+            }
+        }
+        if (n > 0) {
+            for (; n < 4; ++n) {
+                group[n] = 0;
+            }
+            col[0] = (qc_pair(group[0]) & 0xffffu) | ((uint32_t)group[2] << 16);
+            col[1] = (qc_pair(group[1]) & 0xffffu) | ((uint32_t)group[3] << 16);
+        }
+    }
+}
+
+/* One group of four values (weights at w + WO, columns at c + CO) into the 2x2 block. */
+#define QC_GROUP_2X2(WO, CO)                                                                    \
+    do {                                                                                        \
+        const uint32_t va = qc_load32(w + (WO)), vb = qc_load32(w + (WO) + 4);                  \
+        const uint32_t ae = qc_sxtb16(va), ao = qc_sxtb16_ror8(va);                             \
+        const uint32_t be = qc_sxtb16(vb), bo = qc_sxtb16_ror8(vb);                             \
+        a0 = qc_smlad(ae, c[(CO)], a0);                                                         \
+        a0 = qc_smlad(ao, c[(CO) + 1], a0);                                                     \
+        b0 = qc_smlad(be, c[(CO)], b0);                                                         \
+        b0 = qc_smlad(bo, c[(CO) + 1], b0);                                                     \
+        a1 = qc_smlad(ae, c[(CO) + 2], a1);                                                     \
+        a1 = qc_smlad(ao, c[(CO) + 3], a1);                                                     \
+        b1 = qc_smlad(be, c[(CO) + 2], b1);                                                     \
+        b1 = qc_smlad(bo, c[(CO) + 3], b1);                                                     \
+    } while (0)
+
+/* The outputs of two pixels for every output channel. `cols`: their columns interleaved by
+ * group (four words per group: pixel 0's pair, pixel 1's pair); out1 NULL: only out0 is
+ * written. Weights: the rows of each pair of channels interleaved by group of four values
+ * (eight bytes per group), then the last row of an odd count. */
+static void qc_conv_pair(const int8_t *weights, const int32_t *bias, const uint32_t *cols,
+                         int8_t *out0, int8_t *out1, int32_t groups,
+                         const qconvert_conv_params *p)
+{
+    const int32_t out_c = p->out_c, off = p->output_offset;
+    const int32_t lo = p->activation_min, hi = p->activation_max;
+    const uint32_t *const end = cols + 4 * groups;
+    const int8_t *w = QC_ALIGNED(weights);
+    int32_t oc;
+    for (oc = 0; oc + 1 < out_c; oc += 2) {
+        const uint32_t *c = cols;
+        int32_t a0 = bias != NULL ? bias[oc] : 0;
+        int32_t b0 = bias != NULL ? bias[oc + 1] : 0;
+        int32_t a1 = a0, b1 = b0;
+        int32_t m, s;
+        if (groups & 1) {
+            QC_GROUP_2X2(0, 0);
+            w += 8;
+            c += 4;
+        }
+        while (c < end) { /* two groups per pass */
+            QC_GROUP_2X2(0, 0);
+            QC_GROUP_2X2(8, 4);
+            w += 16;
+            c += 8;
+        }
+        m = p->multiplier[oc];
+        s = p->shift[oc];
+        out0[oc] = qc_output(a0, m, s, off, lo, hi);
+        if (out1 != NULL) {
+            out1[oc] = qc_output(a1, m, s, off, lo, hi);
+        }
+        m = p->multiplier[oc + 1];
+        s = p->shift[oc + 1];
+        out0[oc + 1] = qc_output(b0, m, s, off, lo, hi);
+        if (out1 != NULL) {
+            out1[oc + 1] = qc_output(b1, m, s, off, lo, hi);
+        }
+    }
+    if (oc < out_c) { /* the last channel of an odd count */
+        const uint32_t *c = cols;
+        int32_t a0 = bias != NULL ? bias[oc] : 0;
+        int32_t a1 = a0;
+        do {
+            const uint32_t va = qc_load32(w);
+            const uint32_t ae = qc_sxtb16(va), ao = qc_sxtb16_ror8(va);
+            a0 = qc_smlad(ae, c[0], a0);
+            a0 = qc_smlad(ao, c[1], a0);
+            a1 = qc_smlad(ae, c[2], a1);
+            a1 = qc_smlad(ao, c[3], a1);
+            w += 4;
+            c += 4;
+        } while (c < end);
+        out0[oc] = qc_output(a0, p->multiplier[oc], p->shift[oc], off, lo, hi);
+        if (out1 != NULL) {
+            out1[oc] = qc_output(a1, p->multiplier[oc], p->shift[oc], off, lo, hi);
+        }
+    }
+}
+
+void qconvert_conv_fast_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
+                           int8_t *output, void *scratch, const qconvert_conv_params *p)
+{
+    const int32_t depth = p->kernel_h * p->kernel_w * p->in_c;
+    const int32_t groups = (depth + 3) / 4;
+    const int32_t pixels = p->out_h * p->out_w;
+    const ptrdiff_t in_image = (ptrdiff_t)p->in_h * p->in_w * p->in_c;
+    const ptrdiff_t out_image = (ptrdiff_t)pixels * p->out_c;
+    uint32_t *const cols = (uint32_t *)scratch;
+    int32_t n, i;
+    for (n = 0; n < p->batches; ++n) {
+        const int8_t *in = input + n * in_image;
+        int8_t *out = output + n * out_image;
+        for (i = 0; i + 1 < pixels; i += 2) {
+            qc_column(cols, in, i / p->out_w, i % p->out_w, 4, p);
+            qc_column(cols + 2, in, (i + 1) / p->out_w, (i + 1) % p->out_w, 4, p);
+            qc_conv_pair(weights, bias, cols, out + (ptrdiff_t)i * p->out_c,
+                         out + (ptrdiff_t)(i + 1) * p->out_c, groups, p);
+        }
+        if (i < pixels) { /* the last pixel of an odd count, in both halves */
+            qc_column(cols, in, i / p->out_w, i % p->out_w, 4, p);
+            qc_column(cols + 2, in, i / p->out_w, i % p->out_w, 4, p);
+            qc_conv_pair(weights, bias, cols, out + (ptrdiff_t)i * p->out_c, NULL, groups, p);
+        }
+    }
+}
+
+/* -- fully connected ------------------------------------------------------------------------- */
+
+void qconvert_fc_fast_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
+                         int8_t *output, void *scratch, int32_t batches, int32_t accum_depth,
+                         int32_t output_depth, const qconvert_fc_quant *quant)
+{
+    const int32_t rows4 = output_depth - output_depth % 4;
+    const int32_t groups = accum_depth / 4;
+    const int32_t in_off = quant->input_offset, w_off = quant->weights_offset;
+    const uint32_t woff2 = qc_pair(w_off);
+    const int32_t off = quant->output_offset;
+    const int32_t lo = quant->activation_min, hi = quant->activation_max;
+    uint32_t *const xs = (uint32_t *)scratch;
+    int32_t b;
+    for (b = 0; b < batches; ++b) {
+        const int8_t *x = input + (ptrdiff_t)b * accum_depth;
+        int8_t *y = output + (ptrdiff_t)b * output_depth;
+        const int8_t *w = QC_ALIGNED(weights);
+        int32_t r;
+        qc_expand(xs, x, groups, qc_pair(in_off), 2);
+        for (r = 0; r < rows4; r += 4) {
+            int32_t acc[4] = {0, 0, 0, 0};
+            int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+            int32_t c, k;
+            const uint32_t *xp = xs;
+            const uint32_t *const end = xs + 2 * groups;
+            if (w_off == 0) {
+                while (xp < end) {
+                    const uint32_t w0 = qc_load32(w), w1 = qc_load32(w + 4);
+                    const uint32_t w2 = qc_load32(w + 8), w3 = qc_load32(w + 12);
+                    const uint32_t xe = xp[0], xo = xp[1];
+                    a0 = qc_smlad(qc_sxtb16(w0), xe, a0);
+                    a1 = qc_smlad(qc_sxtb16_ror8(w0), xe, a1);
+                    a2 = qc_smlad(qc_sxtb16(w1), xe, a2);
+                    a3 = qc_smlad(qc_sxtb16_ror8(w1), xe, a3);
+                    a0 = qc_smlad(qc_sxtb16(w2), xo, a0);
+                    a1 = qc_smlad(qc_sxtb16_ror8(w2), xo, a1);
+                    a2 = qc_smlad(qc_sxtb16(w3), xo, a2);
+                    a3 = qc_smlad(qc_sxtb16_ror8(w3), xo, a3);
+                    w += 16;
+                    xp += 2;
+                }
+            } else {
+                while (xp < end) {
+                    const uint32_t w0 = qc_load32(w), w1 = qc_load32(w + 4);
+                    const uint32_t w2 = qc_load32(w + 8), w3 = qc_load32(w + 12);
+                    const uint32_t xe = xp[0], xo = xp[1];
+                    a0 = qc_smlad(qc_sadd16(qc_sxtb16(w0), woff2), xe, a0);
+                    a1 = qc_smlad(qc_sadd16(qc_sxtb16_ror8(w0), woff2), xe, a1);
+                    a2 = qc_smlad(qc_sadd16(qc_sxtb16(w1), woff2), xe, a2);
+                    a3 = qc_smlad(qc_sadd16(qc_sxtb16_ror8(w1), woff2), xe, a3);
+                    a0 = qc_smlad(qc_sadd16(qc_sxtb16(w2), woff2), xo, a0);
+                    a1 = qc_smlad(qc_sadd16(qc_sxtb16_ror8(w2), woff2), xo, a1);
+                    a2 = qc_smlad(qc_sadd16(qc_sxtb16(w3), woff2), xo, a2);
+                    a3 = qc_smlad(qc_sadd16(qc_sxtb16_ror8(w3), woff2), xo, a3);
+                    w += 16;
+                    xp += 2;
+                }
+            }
+            acc[0] = a0;
+            acc[1] = a1;
+            acc[2] = a2;
+            acc[3] = a3;
+            for (c = 4 * groups; c < accum_depth; ++c) { /* leftover columns: four rows each */
+                const int32_t xc = x[c] + in_off;
+                for (k = 0; k < 4; ++k) {
+                    acc[k] = qc_add(acc[k], (w[k] + w_off) * xc);
+                }
+                w += 4;
+            }
+            for (k = 0; k < 4; ++k) {
+                const int32_t ch = quant->per_channel ? r + k : 0;
+                if (bias != NULL) {
+                    acc[k] = qc_add(acc[k], bias[r + k]);
+                }
+                y[r + k] = qc_output(acc[k], quant->multiplier[ch], quant->shift[ch], off, lo,
+                                     hi);
+            }
+        }
+        for (; r < output_depth; ++r) { /* leftover rows, row-major */
+            const int32_t ch = quant->per_channel ? r : 0;
+            int32_t acc = bias != NULL ? bias[r] : 0;
+            int32_t c;
+            for (c = 0; c < accum_depth; ++c) {
+                acc = qc_add(acc, (w[c] + w_off) * (x[c] + in_off));
+            }
+            w += accum_depth;
+            y[r] = qc_output(acc, quant->multiplier[ch], quant->shift[ch], off, lo, hi);
+        }
+    }
+}

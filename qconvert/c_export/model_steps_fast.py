@@ -1,0 +1,75 @@
+"""The fast int8 Conv2D and FullyConnected steps of `export-c --kernels portable`.
+
+    step = fast_conv_step(graph, node, index, p, act)      # or None: keep qconvert_conv_s8
+    step = fast_fc_step(graph, node, index, p, ...)         # or None: keep qconvert_fc_1x4_s8
+
+`kernels/qconvert_nn_fast.c` (the CMSIS-NN paper's techniques in C99 with the ACLE intrinsics,
+plain C elsewhere) computes two output pixels x two output channels per pass from int16 im2col
+columns, and fully connected layers four rows per pass over the 1x4 weight order. What the code
+generator does for it, at export time:
+
+- convolution weights: each output channel's OHWI row padded with zeros to a multiple of four
+  values, the rows of each pair of channels interleaved by group of four (one pointer, one
+  8-byte load per group), the last row of an odd count after them;
+- scratch: the two int16 columns (`QCONVERT_CONV_FAST_SCRATCH`), the fully connected input row
+  as int16 (`QCONVERT_FC_FAST_SCRATCH`), reserved in the memory plan for the step only;
+- the overlap the kernel allows: it builds the columns of pixels 2j and 2j + 1 of an image
+  before it writes their outputs, pair after pair, so each pair is a band
+  (`memory_plan`: ("bands", 0, ends, reads)).
+
+Grouped convolutions, 16x8 layers and (never seen from TFLite) negative multipliers keep the
+generic kernels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .index_maps import NEVER, conv_minread
+
+FAST_FILES = frozenset({"qconvert_nn_fast.c", "qconvert_nn_fast.h"})
+
+
+def conv_weights(w: np.ndarray) -> np.ndarray:
+    """Flat int8 weights in the order qconvert_conv_fast_s8 reads (see the module docstring)
+    from OHWI weights `w`."""
+    rows = np.asarray(w, np.int8).reshape(w.shape[0], -1)
+    depth = rows.shape[1]
+    padded = np.zeros((rows.shape[0], -(-depth // 4) * 4), np.int8)
+    padded[:, :depth] = rows
+    pairs = padded.shape[0] // 2
+    head = padded[:2 * pairs].reshape(pairs, 2, -1, 4).transpose(0, 2, 1, 3).reshape(-1)
+    return np.concatenate([head, padded[2 * pairs:].reshape(-1)])
+
+
+def conv_scratch_bytes(kernel_hw, in_c) -> int:
+    """Bytes of the two int16 columns (QCONVERT_CONV_FAST_SCRATCH)."""
+    depth = int(kernel_hw[0]) * int(kernel_hw[1]) * int(in_c)
+    return 4 * (-(-depth // 4) * 4)
+
+
+def fc_scratch_bytes(accum_depth) -> int:
+    """Bytes of the int16 input row (QCONVERT_FC_FAST_SCRATCH)."""
+    return 2 * (int(accum_depth) // 4 * 4) + 4
+
+
+def conv_bands(in_shape, out_shape, kernel_hw, strides, dilations, pads) -> tuple:
+    """(ends, reads) of the pairs of output pixels qconvert_conv_fast_s8 handles together:
+    pair b writes the output bytes below ends[b] (after those of the earlier pairs) and reads
+    input bytes from reads[b] on (NEVER: none)."""
+    minread = conv_minread(in_shape, out_shape, kernel_hw, strides, dilations, pads,
+                           lambda oc: np.zeros_like(oc))
+    n, oh, ow, oc = (int(d) for d in out_shape)
+    pixels = oh * ow
+    per_pixel = minread.reshape(n, pixels, oc).min(axis=2)
+    if pixels % 2:
+        per_pixel = np.concatenate([per_pixel, np.full((n, 1), NEVER, np.int64)], axis=1)
+    reads = per_pixel.reshape(n, -1, 2).min(axis=2).reshape(-1)
+    last = np.minimum(np.arange(2, pixels + 2, 2), pixels)       # pixels done after pair j
+    ends = ((np.arange(n)[:, None] * pixels + last[None, :]) * oc).reshape(-1)
+    return ends.astype(np.int64), reads
+
+
+def nonnegative(multipliers) -> bool:
+    """The fast kernels' requantization assumes multipliers >= 0 (TFLite's always are)."""
+    return bool((np.asarray(multipliers, np.int64) >= 0).all())
