@@ -14,8 +14,8 @@ generator does for it, at export time:
 - scratch: the two int16 columns (`QCONVERT_CONV_FAST_SCRATCH`), the fully connected input row
   as int16 (`QCONVERT_FC_FAST_SCRATCH`), reserved in the memory plan for the step only;
 - the overlap the kernel allows: it builds the columns of pixels 2j and 2j + 1 of an image
-  before it writes their outputs, pair after pair, so each pair is a band
-  (`memory_plan`: ("bands", 0, ends, reads)).
+  before it writes their outputs, pair after pair (`memory_plan`'s ("bands", 0, ends, reads),
+  see `conv_bands`).
 
 Grouped convolutions, 16x8 layers and (never seen from TFLite) negative multipliers keep the
 generic kernels.
@@ -37,8 +37,8 @@ def conv_weights(w: np.ndarray) -> np.ndarray:
     depth = rows.shape[1]
     padded = np.zeros((rows.shape[0], -(-depth // 4) * 4), np.int8)
     padded[:, :depth] = rows
-    pairs = padded.shape[0] // 2
-    head = padded[:2 * pairs].reshape(pairs, 2, -1, 4).transpose(0, 2, 1, 3).reshape(-1)
+    pairs, groups = padded.shape[0] // 2, padded.shape[1] // 4
+    head = padded[:2 * pairs].reshape(pairs, 2, groups, 4).transpose(0, 2, 1, 3).reshape(-1)
     return np.concatenate([head, padded[2 * pairs:].reshape(-1)])
 
 
@@ -54,9 +54,12 @@ def fc_scratch_bytes(accum_depth) -> int:
 
 
 def conv_bands(in_shape, out_shape, kernel_hw, strides, dilations, pads) -> tuple:
-    """(ends, reads) of the pairs of output pixels qconvert_conv_fast_s8 handles together:
-    pair b writes the output bytes below ends[b] (after those of the earlier pairs) and reads
-    input bytes from reads[b] on (NEVER: none)."""
+    """(ends, reads) of qconvert_conv_fast_s8 as `memory_plan` bands. The kernel handles the
+    output pixels in pairs (2j, 2j + 1 of each image): it reads their windows (building the
+    columns), then writes their outputs. Band b is "write the outputs of pair b - 1, then read
+    the inputs of pair b": it writes the output bytes below ends[b] = the end of pair b - 1 and
+    reads input bytes from reads[b] = the lowest byte pair b reads (NEVER: none) on; a last band
+    writes the last pair and reads nothing."""
     minread = conv_minread(in_shape, out_shape, kernel_hw, strides, dilations, pads,
                            lambda oc: np.zeros_like(oc))
     n, oh, ow, oc = (int(d) for d in out_shape)
@@ -67,7 +70,8 @@ def conv_bands(in_shape, out_shape, kernel_hw, strides, dilations, pads) -> tupl
     reads = per_pixel.reshape(n, -1, 2).min(axis=2).reshape(-1)
     last = np.minimum(np.arange(2, pixels + 2, 2), pixels)       # pixels done after pair j
     ends = ((np.arange(n)[:, None] * pixels + last[None, :]) * oc).reshape(-1)
-    return ends.astype(np.int64), reads
+    ends = np.concatenate([[0], ends]).astype(np.int64)
+    return ends, np.concatenate([reads, [NEVER]]).astype(np.int64)
 
 
 def nonnegative(multipliers) -> bool:
