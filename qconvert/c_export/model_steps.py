@@ -265,7 +265,8 @@ def _lower_conv(graph, node, index, options):
               ("shift", "int32_t", p["output_shift"]), *bias_arrays]
     decls = [f"static const qconvert_conv_params @L_params = "
              f"{conv_struct(graph, node, p, kernel_hw, mult)};"]
-    if not depthwise and mult == 1 and act.bits == 8 and fast.nonnegative(p["output_multiplier"]):
+    if (options.kernels == "portable" and not depthwise and mult == 1 and act.bits == 8
+            and fast.nonnegative(p["output_multiplier"])):  # cmsis_nn reads OHWI step weights
         return _fast_conv(graph, node, index, p, w, kernel_hw, arrays, decls, bias)
     fn = f"qconvert_{'depthwise_conv' if depthwise else 'conv'}_{act.suffix}"
     per_group = int(w.shape[0]) // mult if not depthwise else 1
@@ -282,10 +283,11 @@ def _fast_conv(graph, node, index, p, w, kernel_hw, arrays, decls, bias):
     arrays = [("weights", "int8_t", fast.conv_weights(w)), *arrays[1:]]
     ends, reads = fast.conv_bands(in_shape, out_shape, kernel_hw, p["strides"],
                                   p.get("dilations", [1, 1]), p["pads"])
+    small = fast.small_accumulators(w, p["bias"], p["input_offset"], 0, p["output_shift"])
     step = _plain(graph, node, index,
-                  f"qconvert_conv_fast_s8($in0, @L_weights, {bias}, $out0, $scratch, &@L_params);",
-                  arrays, decls, fast.FAST_FILES, [("bands", 0, ends, reads)])
-    scratch = fast.conv_scratch_bytes(kernel_hw, in_shape[3])
+                  f"qconvert_conv_fast_s8($in0, @L_weights, {bias}, $out0, $scratch, &@L_params, "
+                  f"{small});", arrays, decls, fast.FAST_FILES, [("bands", 0, ends, reads)])
+    scratch = fast.conv_scratch_bytes(kernel_hw, in_shape[3], out_shape[3])
     step.plan.scratch = scratch
     step.scratch_builds = {"helium": scratch, "other": scratch}
     return step
@@ -317,9 +319,12 @@ def _lower_fc(graph, node, index, options):
                      1 if p["per_channel"] else 0])
     decls = [f"static const qconvert_fc_quant @L_quant = {quant};"]
     if layout == "1x4" and fast.nonnegative(p["output_multiplier"]):
+        small = fast.small_accumulators(w, p["bias"], p["input_offset"], p["weights_offset"],
+                                        p["output_shift"])
         step = _plain(graph, node, index,
                       f"qconvert_fc_fast_s8($in0, @L_weights, {bias}, $out0, $scratch, "
-                      f"{batches}, {depth}, {rows}, &@L_quant);", arrays, decls, fast.FAST_FILES)
+                      f"{batches}, {depth}, {rows}, &@L_quant, {small});", arrays, decls,
+                      fast.FAST_FILES)
         step.plan.scratch = fast.fc_scratch_bytes(depth)
         step.scratch_builds = {"helium": step.plan.scratch, "other": step.plan.scratch}
         return step

@@ -11,8 +11,11 @@ generator does for it, at export time:
 - convolution weights: each output channel's OHWI row padded with zeros to a multiple of four
   values, the rows of each pair of channels interleaved by group of four (one pointer, one
   8-byte load per group), the last row of an odd count after them;
-- scratch: the two int16 columns (`QCONVERT_CONV_FAST_SCRATCH`), the fully connected input row
-  as int16 (`QCONVERT_FC_FAST_SCRATCH`), reserved in the memory plan for the step only;
+- scratch: the two int16 columns and their accumulators (`QCONVERT_CONV_FAST_SCRATCH`), the
+  fully connected input row as int16 (`QCONVERT_FC_FAST_SCRATCH`), reserved in the memory plan
+  for the step only;
+- `small`: whether every accumulator provably stays below 2^30 and no shift is a left shift, so
+  the requantization can take its short exact form (`small_accumulators`);
 - the overlap the kernel allows: it builds the columns of pixels 2j and 2j + 1 of an image
   before it writes their outputs, pair after pair (`memory_plan`'s ("bands", 0, ends, reads),
   see `conv_bands`).
@@ -42,10 +45,24 @@ def conv_weights(w: np.ndarray) -> np.ndarray:
     return np.concatenate([head, padded[2 * pairs:].reshape(-1)])
 
 
-def conv_scratch_bytes(kernel_hw, in_c) -> int:
-    """Bytes of the two int16 columns (QCONVERT_CONV_FAST_SCRATCH)."""
+def conv_scratch_bytes(kernel_hw, in_c, out_c) -> int:
+    """Bytes of the two int16 columns and two int32 accumulators per output channel
+    (QCONVERT_CONV_FAST_SCRATCH)."""
     depth = int(kernel_hw[0]) * int(kernel_hw[1]) * int(in_c)
-    return 4 * (-(-depth // 4) * 4)
+    return 4 * (-(-depth // 4) * 4) + 8 * int(out_c)
+
+
+def small_accumulators(weights, bias, input_offset, weights_offset, shifts) -> int:
+    """1 when the kernels' short requantization is exact for every input (the `small` argument):
+    every shift <= 0 and every accumulator, bias + sum_k (x_k + input_offset) * (w_k +
+    weights_offset) over int8 inputs x_k, below 2^30 in magnitude; else 0. `weights`: one row
+    per output channel."""
+    rows = np.asarray(weights, np.int64).reshape(np.asarray(weights).shape[0], -1)
+    x_max = max(abs(-128 + int(input_offset)), abs(127 + int(input_offset)))
+    bound = np.abs(rows + int(weights_offset)).sum(axis=1) * x_max
+    if bias is not None:
+        bound = bound + np.abs(np.asarray(bias, np.int64))
+    return int(bool((np.asarray(shifts, np.int64) <= 0).all() and bound.max() < 2**30))
 
 
 def fc_scratch_bytes(accum_depth) -> int:

@@ -145,6 +145,50 @@ static inline int8_t qc_output(int32_t acc, int32_t multiplier, int32_t shift, i
     return (int8_t)v;
 }
 
+/* round(2 * x * m / 2^32): TFLite's doubling high multiply when |x| < 2^30 (one SMMULR) */
+static inline int32_t qc_high_mul(int32_t x, int32_t m)
+{
+#if QC_DSP && defined(__GNUC__)
+    int32_t r;
+    __asm__("smmulr %0, %1, %2" : "=r"(r) : "r"(x * 2), "r"(m));
+    return r;
+#else
+    return (int32_t)(((int64_t)x * m + ((int64_t)1 << 30)) >> 31);
+#endif
+}
+
+/* out[c] for c < count from the accumulators acc[c] with channel c's multiplier[c * step],
+ * shift[c * step] (step 0: one for all). `small`: every shift is <= 0 and |acc| < 2^30 (the
+ * code generator proves it from the weights and bias), so the doubling high multiply is one
+ * SMMULR and TFLite's rounding divide by 2^r is (x + 2^(r-1) - (x < 0)) >> r without overflow
+ * (r > 0; r = 0 leaves x). Double rounding only: a QCONVERT_SINGLE_ROUNDING build takes
+ * qc_output. */
+static void qc_requantize_row(const int32_t *acc, int8_t *out, int32_t count,
+                              const int32_t *multiplier, const int32_t *shift, int32_t step,
+                              int32_t offset, int32_t lo, int32_t hi, int small)
+{
+    int32_t c;
+#ifndef QCONVERT_SINGLE_ROUNDING
+    if (small) {
+        for (c = 0; c < count; ++c) {
+            const int32_t r = -shift[c * step];
+            const int32_t x = qc_high_mul(acc[c], multiplier[c * step]);
+            int32_t v = r > 0 ? (x + ((int32_t)1 << (r - 1)) + (x >> 31)) >> r : x;
+            v += offset;
+            v = v < lo ? lo : v;
+            v = v > hi ? hi : v;
+            out[c] = (int8_t)v;
+        }
+        return;
+    }
+#else
+    (void)small;
+#endif
+    for (c = 0; c < count; ++c) {
+        out[c] = qc_output(acc[c], multiplier[c * step], shift[c * step], offset, lo, hi);
+    }
+}
+
 /* -- convolution ----------------------------------------------------------------------------- */
 
 /* `groups` groups of four int8 values at src, + offset (both halves of off2), as column words
@@ -239,16 +283,13 @@ static void qc_column(uint32_t *col, const int8_t *in, int32_t oy, int32_t ox, i
         b1 = qc_smlad(bo, c[(CO) + 3], b1);                                                     \
     } while (0)
 
-/* The outputs of two pixels for every output channel. `cols`: their columns interleaved by
- * group (four words per group: pixel 0's pair, pixel 1's pair); out1 NULL: only out0 is
- * written. Weights: the rows of each pair of channels interleaved by group of four values
- * (eight bytes per group), then the last row of an odd count. */
+/* The accumulators of two pixels for every output channel into acc0[], acc1[]. `cols`: their
+ * columns interleaved by group (four words per group: pixel 0's pair, pixel 1's pair).
+ * Weights: the rows of each pair of channels interleaved by group of four values (eight bytes
+ * per group), then the last row of an odd count. */
 static void qc_conv_pair(const int8_t *weights, const int32_t *bias, const uint32_t *cols,
-                         int8_t *out0, int8_t *out1, int32_t groups,
-                         const qconvert_conv_params *p)
+                         int32_t *acc0, int32_t *acc1, int32_t groups, int32_t out_c)
 {
-    const int32_t out_c = p->out_c, off = p->output_offset;
-    const int32_t lo = p->activation_min, hi = p->activation_max;
     const uint32_t *const end = cols + 4 * groups;
     const int8_t *w = QC_ALIGNED(weights);
     int32_t oc;
@@ -257,7 +298,6 @@ static void qc_conv_pair(const int8_t *weights, const int32_t *bias, const uint3
         int32_t a0 = bias != NULL ? bias[oc] : 0;
         int32_t b0 = bias != NULL ? bias[oc + 1] : 0;
         int32_t a1 = a0, b1 = b0;
-        int32_t m, s;
         if (groups & 1) {
             QC_GROUP_2X2(0, 0);
             w += 8;
@@ -269,18 +309,10 @@ static void qc_conv_pair(const int8_t *weights, const int32_t *bias, const uint3
             w += 16;
             c += 8;
         }
-        m = p->multiplier[oc];
-        s = p->shift[oc];
-        out0[oc] = qc_output(a0, m, s, off, lo, hi);
-        if (out1 != NULL) {
-            out1[oc] = qc_output(a1, m, s, off, lo, hi);
-        }
-        m = p->multiplier[oc + 1];
-        s = p->shift[oc + 1];
-        out0[oc + 1] = qc_output(b0, m, s, off, lo, hi);
-        if (out1 != NULL) {
-            out1[oc + 1] = qc_output(b1, m, s, off, lo, hi);
-        }
+        acc0[oc] = a0;
+        acc0[oc + 1] = b0;
+        acc1[oc] = a1;
+        acc1[oc + 1] = b1;
     }
     if (oc < out_c) { /* the last channel of an odd count */
         const uint32_t *c = cols;
@@ -296,36 +328,40 @@ static void qc_conv_pair(const int8_t *weights, const int32_t *bias, const uint3
             w += 4;
             c += 4;
         } while (c < end);
-        out0[oc] = qc_output(a0, p->multiplier[oc], p->shift[oc], off, lo, hi);
-        if (out1 != NULL) {
-            out1[oc] = qc_output(a1, p->multiplier[oc], p->shift[oc], off, lo, hi);
-        }
+        acc0[oc] = a0;
+        acc1[oc] = a1;
     }
 }
 
 void qconvert_conv_fast_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
-                           int8_t *output, void *scratch, const qconvert_conv_params *p)
+                           int8_t *output, void *scratch, const qconvert_conv_params *p,
+                           int32_t small)
 {
     const int32_t depth = p->kernel_h * p->kernel_w * p->in_c;
     const int32_t groups = (depth + 3) / 4;
-    const int32_t pixels = p->out_h * p->out_w;
+    const int32_t pixels = p->out_h * p->out_w, out_c = p->out_c;
     const ptrdiff_t in_image = (ptrdiff_t)p->in_h * p->in_w * p->in_c;
-    const ptrdiff_t out_image = (ptrdiff_t)pixels * p->out_c;
+    const ptrdiff_t out_image = (ptrdiff_t)pixels * out_c;
     uint32_t *const cols = (uint32_t *)scratch;
+    int32_t *const acc0 = (int32_t *)(void *)(cols + 4 * groups);
+    int32_t *const acc1 = acc0 + out_c;
     int32_t n, i;
     for (n = 0; n < p->batches; ++n) {
         const int8_t *in = input + n * in_image;
         int8_t *out = output + n * out_image;
-        for (i = 0; i + 1 < pixels; i += 2) {
+        for (i = 0; i < pixels; i += 2) {
+            const int32_t second = i + 1 < pixels ? i + 1 : i; /* odd count: the last twice */
             qc_column(cols, in, i / p->out_w, i % p->out_w, 4, p);
-            qc_column(cols + 2, in, (i + 1) / p->out_w, (i + 1) % p->out_w, 4, p);
-            qc_conv_pair(weights, bias, cols, out + (ptrdiff_t)i * p->out_c,
-                         out + (ptrdiff_t)(i + 1) * p->out_c, groups, p);
-        }
-        if (i < pixels) { /* the last pixel of an odd count, in both halves */
-            qc_column(cols, in, i / p->out_w, i % p->out_w, 4, p);
-            qc_column(cols + 2, in, i / p->out_w, i % p->out_w, 4, p);
-            qc_conv_pair(weights, bias, cols, out + (ptrdiff_t)i * p->out_c, NULL, groups, p);
+            qc_column(cols + 2, in, second / p->out_w, second % p->out_w, 4, p);
+            qc_conv_pair(weights, bias, cols, acc0, acc1, groups, out_c);
+            qc_requantize_row(acc0, out + (ptrdiff_t)i * out_c, out_c, p->multiplier, p->shift,
+                              1, p->output_offset, p->activation_min, p->activation_max,
+                              small);
+            if (second != i) {
+                qc_requantize_row(acc1, out + (ptrdiff_t)second * out_c, out_c, p->multiplier,
+                                  p->shift, 1, p->output_offset, p->activation_min,
+                                  p->activation_max, small);
+            }
         }
     }
 }
@@ -334,15 +370,14 @@ void qconvert_conv_fast_s8(const int8_t *input, const int8_t *weights, const int
 
 void qconvert_fc_fast_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
                          int8_t *output, void *scratch, int32_t batches, int32_t accum_depth,
-                         int32_t output_depth, const qconvert_fc_quant *quant)
+                         int32_t output_depth, const qconvert_fc_quant *quant, int32_t small)
 {
     const int32_t rows4 = output_depth - output_depth % 4;
     const int32_t groups = accum_depth / 4;
     const int32_t in_off = quant->input_offset, w_off = quant->weights_offset;
     const uint32_t woff2 = qc_pair(w_off);
-    const int32_t off = quant->output_offset;
-    const int32_t lo = quant->activation_min, hi = quant->activation_max;
     uint32_t *const xs = (uint32_t *)scratch;
+    const int32_t step = quant->per_channel ? 1 : 0;
     int32_t b;
     for (b = 0; b < batches; ++b) {
         const int8_t *x = input + (ptrdiff_t)b * accum_depth;
@@ -401,23 +436,22 @@ void qconvert_fc_fast_s8(const int8_t *input, const int8_t *weights, const int32
                 w += 4;
             }
             for (k = 0; k < 4; ++k) {
-                const int32_t ch = quant->per_channel ? r + k : 0;
-                if (bias != NULL) {
-                    acc[k] = qc_add(acc[k], bias[r + k]);
-                }
-                y[r + k] = qc_output(acc[k], quant->multiplier[ch], quant->shift[ch], off, lo,
-                                     hi);
+                acc[k] = bias != NULL ? qc_add(acc[k], bias[r + k]) : acc[k];
             }
+            qc_requantize_row(acc, y + r, 4, quant->multiplier + step * r,
+                              quant->shift + step * r, step, quant->output_offset,
+                              quant->activation_min, quant->activation_max, small);
         }
         for (; r < output_depth; ++r) { /* leftover rows, row-major */
-            const int32_t ch = quant->per_channel ? r : 0;
             int32_t acc = bias != NULL ? bias[r] : 0;
             int32_t c;
             for (c = 0; c < accum_depth; ++c) {
                 acc = qc_add(acc, (w[c] + w_off) * (x[c] + in_off));
             }
             w += accum_depth;
-            y[r] = qc_output(acc, quant->multiplier[ch], quant->shift[ch], off, lo, hi);
+            qc_requantize_row(&acc, y + r, 1, quant->multiplier + step * r,
+                              quant->shift + step * r, step, quant->output_offset,
+                              quant->activation_min, quant->activation_max, small);
         }
     }
 }

@@ -28,24 +28,29 @@ extern "C" {
 #endif
 
 /* Bytes of qconvert_conv_fast_s8's scratch: two int16 columns of depth rounded up to 4, where
- * depth = kernel_h * kernel_w * in_c. */
-#define QCONVERT_CONV_FAST_SCRATCH(depth) (4 * (((depth) + 3) / 4 * 4))
+ * depth = kernel_h * kernel_w * in_c, and two int32 accumulators per output channel. */
+#define QCONVERT_CONV_FAST_SCRATCH(depth, out_c) (4 * (((depth) + 3) / 4 * 4) + 8 * (out_c))
 
 /* Conv2D (one group), int8. Weights: out_c rows of depth = kernel_h * kernel_w * in_c values
- * in OHWI order, each row padded with zeros to a multiple of 4 values; bias out_c values or
- * NULL; scratch QCONVERT_CONV_FAST_SCRATCH(depth) bytes, 4-byte aligned; the multipliers must
- * be >= 0 (TFLite's always are). */
+ * in OHWI order, each row padded with zeros to a multiple of 4 values, the rows of each pair of
+ * channels interleaved by group of four values (8 bytes per group: 4 of channel 2j, 4 of 2j + 1),
+ * the last row of an odd count after them; bias out_c values or NULL; scratch
+ * QCONVERT_CONV_FAST_SCRATCH bytes, 4-byte aligned; the multipliers must be >= 0 (TFLite's
+ * always are). `small` nonzero promises every shift <= 0 and every accumulator (bias included)
+ * below 2^30 in magnitude, for every input: a shorter requantization, the same results. */
 void qconvert_conv_fast_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
-                           int8_t *output, void *scratch, const qconvert_conv_params *p);
+                           int8_t *output, void *scratch, const qconvert_conv_params *p,
+                           int32_t small);
 
 /* Bytes of qconvert_fc_fast_s8's scratch: the input row as int16. */
 #define QCONVERT_FC_FAST_SCRATCH(accum_depth) (2 * ((accum_depth) / 4 * 4) + 4)
 
 /* FullyConnected, int8, the 1x4 weight order and the contract of qconvert_fc_1x4_s8; scratch
- * QCONVERT_FC_FAST_SCRATCH(accum_depth) bytes, 4-byte aligned; multipliers >= 0. */
+ * QCONVERT_FC_FAST_SCRATCH bytes, 4-byte aligned; multipliers >= 0; `small` as for the
+ * convolution. */
 void qconvert_fc_fast_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
                          int8_t *output, void *scratch, int32_t batches, int32_t accum_depth,
-                         int32_t output_depth, const qconvert_fc_quant *quant);
+                         int32_t output_depth, const qconvert_fc_quant *quant, int32_t small);
 
 #ifdef __cplusplus
 }
