@@ -7,7 +7,9 @@ generated `invoke` between layers, builds it with arm-none-eabi-gcc -O2 for Cort
 tests/export_c_harness.py does, and runs it under `qemu-system-arm -M mps2-an386 -icount
 shift=0`: time advances one ns per instruction and the MPS2 FPGAIO counter (0x40028018) ticks
 at 25 MHz, so one tick is 40 instructions (checked by `--calibrate` on a loop of known length).
-Prints, per layer, the instructions of each kernel set, and the totals.
+Prints, per layer, the instructions of each kernel set, and the totals; "cmsis-whole" is
+CMSIS-NN called once per layer as TFLite Micro calls it (the export's plan without per-row
+convolution bands), the reference the portable kernels are held to.
 
     python bench/bench_mcu_layers.py [--before /work/main] [--calibrate] [MODEL.tflite ...]
 
@@ -26,6 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # this checkout's qconvert, not an installed one
 
 from export_c_harness import build_cortex_m  # noqa: E402
 
@@ -36,8 +39,25 @@ PER_TICK = 40
 
 
 def export(model: Path, folder: Path, kernels: str, root: Path) -> None:
-    """`qconvert export-c` run from `root` (its qconvert package)."""
+    """`qconvert export-c` run from `root` (its qconvert package). kernels "cmsis-whole":
+    CMSIS-NN with one call per layer, as TFLite Micro makes them (no per-row bands: the plan
+    never overlaps a convolution's output with its input)."""
     folder.mkdir(parents=True, exist_ok=True)
+    if kernels == "cmsis-whole":
+        from qconvert.c_export import cmsis_nn
+        from qconvert.c_export.model_source import ModelOptions, render_model
+        from qconvert.model_io import load_model
+
+        saved = cmsis_nn.row_bands
+        cmsis_nn.row_bands = lambda *args: None
+        try:
+            files, _ = render_model(load_model(model), ModelOptions(
+                name="net", kernels="cmsis-nn", fc_layout="rowmajor"))
+        finally:
+            cmsis_nn.row_bands = saved
+        for name, data in files.items():
+            (folder / name).write_bytes(data)
+        return
     done = subprocess.run([sys.executable, "-m", "qconvert.cli", "export-c", str(model), "-o",
                            str(folder), "--name", "net", "--kernels", kernels],
                           cwd=root, capture_output=True, text=True, check=False)
@@ -105,7 +125,7 @@ def measure(model: Path, kernels: str, root: Path, work: Path) -> tuple:
     sizes = {k: v for k, v in re.findall(r"#define NET_(INPUT|OUTPUT)_SIZE (\d+)", header)}
     if len(sizes) < 2:
         raise SystemExit("net.h: no NET_INPUT_SIZE / NET_OUTPUT_SIZE (one int8 input, output)")
-    elf = build_cortex_m(folder, main_source(marks, ops), "m4", cmsis=kernels == "cmsis-nn")
+    elf = build_cortex_m(folder, main_source(marks, ops), "m4", cmsis=kernels != "portable")
     text = run_icount(elf)
     total = int(re.search(r"total (\d+)", text).group(1)) * PER_TICK
     layers = [int(v) * PER_TICK for v in re.findall(r"layer \d+ (\d+)", text)]
@@ -144,6 +164,7 @@ def main() -> None:
                 runs["before"] = measure(model, "portable", args.before.resolve(), work)
             runs["portable"] = measure(model, "portable", ROOT, work)
             runs["cmsis-nn"] = measure(model, "cmsis-nn", ROOT, work)
+            runs["cmsis-whole"] = measure(model, "cmsis-whole", ROOT, work)
             names = list(runs)
             print(f"\n{model.stem}: instructions per inference (Cortex-M4, QEMU -icount)")
             print(f"{'layer':>5} {'op':<16}" + "".join(f"{n:>12}" for n in names))

@@ -306,3 +306,22 @@ def test_fast_conv_overlaps_in_a_real_model_and_stays_bit_exact(tmp_path):
     assert summary.overlapped > 0
     samples = {"r": _samples(graph, "pretrainedResnet_quant", count=2)}
     _run_image(tmp_path / "r", {"r": path}, None, samples)
+
+
+# -- the short requantization: only where it is exact -----------------------------------------
+def test_small_accumulators_only_below_2_pow_30_and_without_left_shifts():
+    """`small` (the SMMULR requantization) must not be promised when an accumulator can reach
+    2^30 (bias included, weights offset included) or when a shift is a left shift."""
+    from qconvert.c_export.model_steps_fast import small_accumulators
+
+    w = np.full((2, 1000), -127, np.int8)  # |sum| <= 1000 * 127 * 128 = 16,256,000
+    assert small_accumulators(w, None, 0, 0, [0, -3]) == 1
+    assert small_accumulators(w, None, 0, 0, [1, -3]) == 0  # a left shift
+    assert small_accumulators(w, np.array([2**30 - 16_256_001, 0]), 0, 0, [0, 0]) == 1
+    assert small_accumulators(w, np.array([2**30 - 16_256_000, 0]), 0, 0, [0, 0]) == 0
+    assert small_accumulators(w, np.array([0, -(2**30)]), 0, 0, [0, 0]) == 0
+    # x + input_offset up to 256 in magnitude; weights + offset up to 255
+    big = np.full((1, 16_500), -128, np.int8)
+    assert small_accumulators(big, None, 0, 0, [0]) == 1       # 16500 * 128 * 128 < 2^30
+    assert small_accumulators(big, None, -128, 0, [0]) == 1    # * 256: 540,672,000 < 2^30
+    assert small_accumulators(big, None, -128, -127, [0]) == 0  # * 255 * 256 > 2^30
