@@ -116,7 +116,7 @@ def run_icount(elf: Path) -> str:
 
 
 def measure(model: Path, kernels: str, root: Path, work: Path) -> tuple:
-    """(total instructions, [instructions per layer], [op per layer])."""
+    """(total instructions, [instructions per layer], [op per layer], .text bytes)."""
     folder = work / f"{model.stem}_{kernels}_{root.name}"
     export(model, folder, kernels, root)
     ops = re.findall(r"    /\* layer \d+: (\w+) \*/", (folder / "net.c").read_text())
@@ -129,7 +129,14 @@ def measure(model: Path, kernels: str, root: Path, work: Path) -> tuple:
     text = run_icount(elf)
     total = int(re.search(r"total (\d+)", text).group(1)) * PER_TICK
     layers = [int(v) * PER_TICK for v in re.findall(r"layer \d+ (\d+)", text)]
-    return total, layers, ops
+    return total, layers, ops, text_bytes(elf)
+
+
+def text_bytes(elf: Path) -> int:
+    """.text of the image (code, constants and weights; the harness and newlib included)."""
+    done = subprocess.run(["arm-none-eabi-size", "-A", str(elf)], capture_output=True,
+                          text=True, check=True)
+    return int(re.search(r"^\.text\s+(\d+)", done.stdout, re.MULTILINE).group(1))
 
 
 def calibrate(work: Path) -> None:
@@ -174,6 +181,7 @@ def main() -> None:
                               for n in names)
                 print(f"{i:>5} {op:<16}{row}")
             print(f"{'total':>5} {'':<16}" + "".join(f"{runs[n][0]:>12,}" for n in names))
+            print(f"{'.text':>5} {'(image)':<16}" + "".join(f"{runs[n][3]:>12,}" for n in names))
             base = runs["cmsis-nn"][0]
             print(f"{'':>5} {'/ cmsis-nn':<16}" + "".join(f"{runs[n][0] / base:>12.2f}"
                                                           for n in names))
