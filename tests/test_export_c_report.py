@@ -364,7 +364,7 @@ def test_printed_table_has_a_line_per_layer_with_escaped_names(tmp_path):
     assert "\x1b" not in result.output
     lines = result.output.splitlines()
     row = next(line for line in lines if line.lstrip().startswith("0 "))
-    assert "evil\\nname\\x1b[31m" in row and "qconvert_conv_s8" in row
+    assert "evil\\nname\\x1b[31m" in row and "qconvert_conv_fast_s8" in row
     for k, op in _layers_with_code(KWS):
         assert any(re.match(rf"\s*{k}\s.*\b{op}\b", line) for line in lines), (k, op)
 
