@@ -79,7 +79,7 @@ def instrument(folder: Path) -> int:
             out.append(f"    qc_bench_mark({marks});")
             marks += 1
             seen_body = True
-        elif seen_body and line.startswith("    copy_bytes(output"):
+        elif seen_body and line.startswith(("    copy_bytes(output", "    memcpy(output")):
             out.append(f"    qc_bench_mark({marks});")
             marks += 1
             seen_body = False
