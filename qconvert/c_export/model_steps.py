@@ -318,16 +318,16 @@ def _lower_fc(graph, node, index, options):
                      p["activation_min"], p["activation_max"], "@L_multiplier", "@L_shift",
                      1 if p["per_channel"] else 0])
     decls = [f"static const qconvert_fc_quant @L_quant = {quant};"]
-    if layout == "1x4" and fast.nonnegative(p["output_multiplier"]):
+    if (options.kernels == "portable" and layout == "1x4"
+            and fast.nonnegative(p["output_multiplier"])):  # cmsis_nn reads the step's bias
         small = fast.small_accumulators(w, p["bias"], p["input_offset"], p["weights_offset"],
                                         p["output_shift"])
-        step = _plain(graph, node, index,
-                      f"qconvert_fc_fast_s8($in0, @L_weights, {bias}, $out0, $scratch, "
-                      f"{batches}, {depth}, {rows}, &@L_quant, {small});", arrays, decls,
+        sums = fast.fc_sums(w, p["bias"], p["input_offset"], p["weights_offset"])
+        arrays = arrays[:3] + ([("sums", "int32_t", sums)] if sums is not None else [])
+        return _plain(graph, node, index,
+                      f"qconvert_fc_fast_s8($in0, @L_weights, {'NULL' if sums is None else '@L_sums'}"
+                      f", $out0, {batches}, {depth}, {rows}, &@L_quant, {small});", arrays, decls,
                       fast.FAST_FILES)
-        step.plan.scratch = fast.fc_scratch_bytes(depth)
-        step.scratch_builds = {"helium": step.plan.scratch, "other": step.plan.scratch}
-        return step
     fn = "qconvert_fc_1x4_s8" if layout == "1x4" else f"qconvert_fc_{act.suffix}"
     files = act.conv_files if layout != "1x4" else set()
     return _plain(graph, node, index,

@@ -1,7 +1,7 @@
 """The fast int8 Conv2D and FullyConnected steps of `export-c --kernels portable`.
 
-    step = fast_conv_step(graph, node, index, p, act)      # or None: keep qconvert_conv_s8
-    step = fast_fc_step(graph, node, index, p, ...)         # or None: keep qconvert_fc_1x4_s8
+    weights = conv_weights(w)                  # the order qconvert_conv_fast_s8 reads
+    sums = fc_sums(w, bias, input_offset, weights_offset)   # qconvert_fc_fast_s8's start values
 
 `kernels/qconvert_nn_fast.c` (the CMSIS-NN paper's techniques in C99 with the ACLE intrinsics,
 plain C elsewhere) computes two output pixels x two output channels per pass from int16 im2col
@@ -11,9 +11,10 @@ generator does for it, at export time:
 - convolution weights: each output channel's OHWI row padded with zeros to a multiple of four
   values, the rows of each pair of channels interleaved by group of four (one pointer, one
   8-byte load per group), the last row of an odd count after them;
-- scratch: the two int16 columns and their accumulators (`QCONVERT_CONV_FAST_SCRATCH`), the
-  fully connected input row as int16 (`QCONVERT_FC_FAST_SCRATCH`), reserved in the memory plan
-  for the step only;
+- scratch of the convolution: the two int16 columns and their accumulators
+  (`QCONVERT_CONV_FAST_SCRATCH`), reserved in the memory plan for the step only;
+- fully connected: the input offset folded into the bias (`fc_sums`), so the kernel needs no
+  scratch (the input is expanded to int16 inside the loop);
 - `small`: whether every accumulator provably stays below 2^30 and no shift is a left shift, so
   the requantization can take its short exact form (`small_accumulators`);
 - the overlap the kernel allows: it builds the columns of pixels 2j and 2j + 1 of an image
@@ -27,6 +28,8 @@ generic kernels.
 from __future__ import annotations
 
 import numpy as np
+
+from qconvert.int8.fixed_point import wrap32
 
 from .index_maps import NEVER, conv_minread
 
@@ -65,9 +68,16 @@ def small_accumulators(weights, bias, input_offset, weights_offset, shifts) -> i
     return int(bool((np.asarray(shifts, np.int64) <= 0).all() and bound.max() < 2**30))
 
 
-def fc_scratch_bytes(accum_depth) -> int:
-    """Bytes of the int16 input row (QCONVERT_FC_FAST_SCRATCH)."""
-    return 2 * (int(accum_depth) // 4 * 4) + 4
+def fc_sums(weights, bias, input_offset, weights_offset):
+    """What qconvert_fc_fast_s8 starts each row from: bias[r] + input_offset * sum_k
+    (w[r][k] + weights_offset), wrapped to int32 (int64 values), or None when every one is 0.
+    Folding the input offset gives the same int32 accumulator mod 2^32, so the same outputs."""
+    rows = np.asarray(weights, np.int64).reshape(np.asarray(weights).shape[0], -1)
+    total = (rows + int(weights_offset)).sum(axis=1) * int(input_offset)
+    if bias is not None:
+        total = total + np.asarray(bias, np.int64)
+    sums = wrap32(total)
+    return None if bias is None and not sums.any() else sums
 
 
 def conv_bands(in_shape, out_shape, kernel_hw, strides, dilations, pads) -> tuple:

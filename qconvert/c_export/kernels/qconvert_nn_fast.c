@@ -368,34 +368,33 @@ void qconvert_conv_fast_s8(const int8_t *input, const int8_t *weights, const int
 
 /* -- fully connected ------------------------------------------------------------------------- */
 
-void qconvert_fc_fast_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
-                         int8_t *output, void *scratch, int32_t batches, int32_t accum_depth,
+void qconvert_fc_fast_s8(const int8_t *input, const int8_t *weights, const int32_t *sums,
+                         int8_t *output, int32_t batches, int32_t accum_depth,
                          int32_t output_depth, const qconvert_fc_quant *quant, int32_t small)
 {
     const int32_t rows4 = output_depth - output_depth % 4;
     const int32_t groups = accum_depth / 4;
-    const int32_t in_off = quant->input_offset, w_off = quant->weights_offset;
+    const int32_t w_off = quant->weights_offset;
     const uint32_t woff2 = qc_pair(w_off);
-    uint32_t *const xs = (uint32_t *)scratch;
     const int32_t step = quant->per_channel ? 1 : 0;
     int32_t b;
     for (b = 0; b < batches; ++b) {
         const int8_t *x = input + (ptrdiff_t)b * accum_depth;
+        const int8_t *const end = x + 4 * groups;
         int8_t *y = output + (ptrdiff_t)b * output_depth;
         const int8_t *w = QC_ALIGNED(weights);
         int32_t r;
-        qc_expand(xs, x, groups, qc_pair(in_off), 2);
         for (r = 0; r < rows4; r += 4) {
-            int32_t acc[4] = {0, 0, 0, 0};
+            int32_t acc[4];
             int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
             int32_t c, k;
-            const uint32_t *xp = xs;
-            const uint32_t *const end = xs + 2 * groups;
+            const int8_t *xp = x;
             if (w_off == 0) {
                 while (xp < end) {
+                    const uint32_t xw = qc_load32(xp);
+                    const uint32_t xe = qc_sxtb16(xw), xo = qc_sxtb16_ror8(xw);
                     const uint32_t w0 = qc_load32(w), w1 = qc_load32(w + 4);
                     const uint32_t w2 = qc_load32(w + 8), w3 = qc_load32(w + 12);
-                    const uint32_t xe = xp[0], xo = xp[1];
                     a0 = qc_smlad(qc_sxtb16(w0), xe, a0);
                     a1 = qc_smlad(qc_sxtb16_ror8(w0), xe, a1);
                     a2 = qc_smlad(qc_sxtb16(w1), xe, a2);
@@ -405,13 +404,14 @@ void qconvert_fc_fast_s8(const int8_t *input, const int8_t *weights, const int32
                     a2 = qc_smlad(qc_sxtb16(w3), xo, a2);
                     a3 = qc_smlad(qc_sxtb16_ror8(w3), xo, a3);
                     w += 16;
-                    xp += 2;
+                    xp += 4;
                 }
             } else {
                 while (xp < end) {
+                    const uint32_t xw = qc_load32(xp);
+                    const uint32_t xe = qc_sxtb16(xw), xo = qc_sxtb16_ror8(xw);
                     const uint32_t w0 = qc_load32(w), w1 = qc_load32(w + 4);
                     const uint32_t w2 = qc_load32(w + 8), w3 = qc_load32(w + 12);
-                    const uint32_t xe = xp[0], xo = xp[1];
                     a0 = qc_smlad(qc_sadd16(qc_sxtb16(w0), woff2), xe, a0);
                     a1 = qc_smlad(qc_sadd16(qc_sxtb16_ror8(w0), woff2), xe, a1);
                     a2 = qc_smlad(qc_sadd16(qc_sxtb16(w1), woff2), xe, a2);
@@ -421,7 +421,7 @@ void qconvert_fc_fast_s8(const int8_t *input, const int8_t *weights, const int32
                     a2 = qc_smlad(qc_sadd16(qc_sxtb16(w3), woff2), xo, a2);
                     a3 = qc_smlad(qc_sadd16(qc_sxtb16_ror8(w3), woff2), xo, a3);
                     w += 16;
-                    xp += 2;
+                    xp += 4;
                 }
             }
             acc[0] = a0;
@@ -429,24 +429,25 @@ void qconvert_fc_fast_s8(const int8_t *input, const int8_t *weights, const int32
             acc[2] = a2;
             acc[3] = a3;
             for (c = 4 * groups; c < accum_depth; ++c) { /* leftover columns: four rows each */
-                const int32_t xc = x[c] + in_off;
                 for (k = 0; k < 4; ++k) {
-                    acc[k] = qc_add(acc[k], (w[k] + w_off) * xc);
+                    acc[k] = qc_add(acc[k], (w[k] + w_off) * x[c]);
                 }
                 w += 4;
             }
-            for (k = 0; k < 4; ++k) {
-                acc[k] = bias != NULL ? qc_add(acc[k], bias[r + k]) : acc[k];
+            if (sums != NULL) {
+                for (k = 0; k < 4; ++k) {
+                    acc[k] = qc_add(acc[k], sums[r + k]);
+                }
             }
             qc_requantize_row(acc, y + r, 4, quant->multiplier + step * r,
                               quant->shift + step * r, step, quant->output_offset,
                               quant->activation_min, quant->activation_max, small);
         }
         for (; r < output_depth; ++r) { /* leftover rows, row-major */
-            int32_t acc = bias != NULL ? bias[r] : 0;
+            int32_t acc = sums != NULL ? sums[r] : 0;
             int32_t c;
             for (c = 0; c < accum_depth; ++c) {
-                acc = qc_add(acc, (w[c] + w_off) * (x[c] + in_off));
+                acc = qc_add(acc, (w[c] + w_off) * x[c]);
             }
             w += accum_depth;
             qc_requantize_row(&acc, y + r, 1, quant->multiplier + step * r,

@@ -7,7 +7,8 @@
  * alike, so the pairs match and a dual 16-bit multiply-accumulate, SMLAD, sums two products),
  * im2col two output pixels at a time into int16 columns (the input offset added there, padded
  * taps 0), 2x2 output blocking (two pixels x two output channels), and the four-row fully
- * connected kernel over the 1x4 weight order (qconvert_fc_1x4.h).
+ * connected kernel over the 1x4 weight order (qconvert_fc_1x4.h; the input offset folded into
+ * the bias at export time).
  * With __ARM_FEATURE_DSP (Cortex-M4, M7, M33, M55) the ACLE intrinsics of <arm_acle.h>;
  * elsewhere the same steps in plain C. Every target gives TFLite Micro's reference results,
  * bit for bit (the sums are the same integers, added mod 2^32 in another order).
@@ -42,14 +43,14 @@ void qconvert_conv_fast_s8(const int8_t *input, const int8_t *weights, const int
                            int8_t *output, void *scratch, const qconvert_conv_params *p,
                            int32_t small);
 
-/* Bytes of qconvert_fc_fast_s8's scratch: the input row as int16. */
-#define QCONVERT_FC_FAST_SCRATCH(accum_depth) (2 * ((accum_depth) / 4 * 4) + 4)
-
-/* FullyConnected, int8, the 1x4 weight order and the contract of qconvert_fc_1x4_s8; scratch
- * QCONVERT_FC_FAST_SCRATCH bytes, 4-byte aligned; multipliers >= 0; `small` as for the
- * convolution. */
-void qconvert_fc_fast_s8(const int8_t *input, const int8_t *weights, const int32_t *bias,
-                         int8_t *output, void *scratch, int32_t batches, int32_t accum_depth,
+/* FullyConnected, int8, the 1x4 weight order and the contract of qconvert_fc_1x4_s8, except
+ * that the input offset is folded into `sums` (output_depth values, or NULL for zeros):
+ * sums[r] = bias[r] + input_offset * sum_k (weights[r][k] + weights_offset), wrapped to int32
+ * (the same int32 result: sum_k (x_k + input_offset) * v_k = sum_k x_k * v_k + input_offset *
+ * sum_k v_k mod 2^32); multipliers >= 0; `small` as for the convolution (it bounds the
+ * accumulator with the offset, TFLite's). quant->input_offset is not read. */
+void qconvert_fc_fast_s8(const int8_t *input, const int8_t *weights, const int32_t *sums,
+                         int8_t *output, int32_t batches, int32_t accum_depth,
                          int32_t output_depth, const qconvert_fc_quant *quant, int32_t small);
 
 #ifdef __cplusplus
