@@ -5,9 +5,10 @@
  * int8 bytes 0 and 2 of w sign-extended to int16, SXTB16(w rotated right by 8) bytes 1 and 3.
  * An im2col column is int16: depth values (the input offset added, padded taps 0) padded with
  * zeros to a multiple of 4 and stored per group of four as (x0, x2), (x1, x3): exactly the two
- * SXTB16 results of the group's four bytes. The weights stay int8 in their natural order and are
- * expanded the same way inside the loop, so SMLAD(weight pair, column pair) adds
- * w0 * x0 + w2 * x2, then w1 * x1 + w3 * x3.
+ * SXTB16 results of the group's four bytes. The weights stay int8 (each group of four in its
+ * natural order) and are expanded the same way inside the loop, so SMLAD(weight pair, column
+ * pair) adds w0 * x0 + w2 * x2, then w1 * x1 + w3 * x3. The fully connected kernel expands its
+ * input the same way inside the loop (its input offset is in the bias it starts from).
  *
  * Without __ARM_FEATURE_DSP (or on a big-endian core) the four intrinsics are plain C on the
  * same words; the accumulators wrap mod 2^32 as the device's int32 does, without signed
