@@ -190,6 +190,39 @@ static void qc_requantize_row(const int32_t *acc, int8_t *out, int32_t count,
     }
 }
 
+/* qc_requantize_row for two pixels of the same channels (out0 and out1 may be the same pixel,
+ * then acc0 and acc1 hold the same values): the per-channel work is done once for both. */
+static void qc_requantize_pair(const int32_t *acc0, const int32_t *acc1, int8_t *out0,
+                               int8_t *out1, int32_t count, const int32_t *multiplier,
+                               const int32_t *shift, int32_t offset, int32_t lo, int32_t hi,
+                               int small)
+{
+#ifndef QCONVERT_SINGLE_ROUNDING
+    if (small) {
+        int32_t c;
+        for (c = 0; c < count; ++c) {
+            const int32_t r = -shift[c], m = multiplier[c];
+            const int32_t x0 = qc_high_mul(acc0[c], m), x1 = qc_high_mul(acc1[c], m);
+            int32_t v0 = x0, v1 = x1;
+            if (r > 0) {
+                const int32_t nudge = (int32_t)1 << (r - 1);
+                v0 = (x0 + nudge + (x0 >> 31)) >> r;
+                v1 = (x1 + nudge + (x1 >> 31)) >> r;
+            }
+            v0 += offset;
+            v1 += offset;
+            v0 = v0 < lo ? lo : v0;
+            v1 = v1 < lo ? lo : v1;
+            out0[c] = (int8_t)(v0 > hi ? hi : v0);
+            out1[c] = (int8_t)(v1 > hi ? hi : v1);
+        }
+        return;
+    }
+#endif
+    qc_requantize_row(acc0, out0, count, multiplier, shift, 1, offset, lo, hi, small);
+    qc_requantize_row(acc1, out1, count, multiplier, shift, 1, offset, lo, hi, small);
+}
+
 /* -- convolution ----------------------------------------------------------------------------- */
 
 /* `groups` groups of four int8 values at src, + offset (both halves of off2), as column words
@@ -355,14 +388,9 @@ void qconvert_conv_fast_s8(const int8_t *input, const int8_t *weights, const int
             qc_column(cols, in, i / p->out_w, i % p->out_w, 4, p);
             qc_column(cols + 2, in, second / p->out_w, second % p->out_w, 4, p);
             qc_conv_pair(weights, bias, cols, acc0, acc1, groups, out_c);
-            qc_requantize_row(acc0, out + (ptrdiff_t)i * out_c, out_c, p->multiplier, p->shift,
-                              1, p->output_offset, p->activation_min, p->activation_max,
-                              small);
-            if (second != i) {
-                qc_requantize_row(acc1, out + (ptrdiff_t)second * out_c, out_c, p->multiplier,
-                                  p->shift, 1, p->output_offset, p->activation_min,
-                                  p->activation_max, small);
-            }
+            qc_requantize_pair(acc0, acc1, out + (ptrdiff_t)i * out_c,
+                               out + (ptrdiff_t)second * out_c, out_c, p->multiplier, p->shift,
+                               p->output_offset, p->activation_min, p->activation_max, small);
         }
     }
 }
