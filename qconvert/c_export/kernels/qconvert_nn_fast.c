@@ -225,80 +225,88 @@ static void qc_requantize_pair(const int32_t *acc0, const int32_t *acc1, int8_t 
 
 /* -- convolution ----------------------------------------------------------------------------- */
 
-/* `groups` groups of four int8 values at src, + offset (both halves of off2), as column words
- * (two words per group, `step` words from one group to the next) */
-static void qc_expand(uint32_t *col, const int8_t *src, int32_t groups, uint32_t off2,
-                      int32_t step)
+/* Column position k (of the file comment's order) set to v: group k / 4 at words step * g
+ * (x0, x2) and step * g + 1 (x1, x3). */
+static inline void qc_put16(uint32_t *col, int32_t step, int32_t k, int32_t v)
 {
-    int32_t g;
-    for (g = 0; g < groups; ++g) {
-        const uint32_t w = qc_load32(src);
-        col[0] = qc_sadd16(qc_sxtb16(w), off2);
-        col[1] = qc_sadd16(qc_sxtb16_ror8(w), off2);
-        col += step;
-        src += 4;
-    }
+    uint32_t *word = col + step * (k >> 2) + (k & 1);
+    const int32_t shift = (k & 2) ? 16 : 0;
+    *word = (*word & ~(0xffffu << shift)) | (((uint32_t)v & 0xffffu) << shift);
 }
 
-/* the column of output pixel (oy, ox) of image `in` (see the file comment): group g at words
- * step * g and step * g + 1 */
+/* Column positions k .. k + n - 1 set to src[0 .. n - 1] + offset (both halves of off2), or to
+ * 0 when src is NULL (padding); whole groups of four one word pair at a time. Returns k + n. */
+static int32_t qc_append(uint32_t *col, int32_t step, int32_t k, const int8_t *src, int32_t n,
+                         int32_t offset, uint32_t off2)
+{
+    for (; n > 0 && (k & 3) != 0; --n, ++k) {
+        qc_put16(col, step, k, src != NULL ? *src++ + offset : 0);
+    }
+    if (n >= 4) {
+        const int32_t groups = n >> 2;
+        uint32_t *word = col + step * (k >> 2);
+        int32_t g;
+        if (src != NULL) {
+            for (g = 0; g < groups; ++g) {
+                const uint32_t w = qc_load32(src);
+                word[0] = qc_sadd16(qc_sxtb16(w), off2);
+                word[1] = qc_sadd16(qc_sxtb16_ror8(w), off2);
+                word += step;
+                src += 4;
+            }
+        } else {
+            for (g = 0; g < groups; ++g) {
+                word[0] = 0;
+                word[1] = 0;
+                word += step;
+            }
+        }
+        k += 4 * groups;
+        n -= 4 * groups;
+    }
+    for (; n > 0; --n, ++k) {
+        qc_put16(col, step, k, src != NULL ? *src++ + offset : 0);
+    }
+    return k;
+}
+
+/* The column of output pixel (oy, ox) of image `in` (see the file comment): group g at words
+ * step * g and step * g + 1. Each kernel row is appended as runs: padding, the taps inside
+ * the image (one run when the dilation is 1: they are contiguous in NHWC), padding. */
 static void qc_column(uint32_t *col, const int8_t *in, int32_t oy, int32_t ox, int32_t step,
                       const qconvert_conv_params *p)
 {
     const int32_t y0 = oy * p->stride_h - p->pad_top;
     const int32_t x0 = ox * p->stride_w - p->pad_left;
-    const int32_t in_c = p->in_c;
-    int32_t ky, kx;
-    if ((in_c & 3) == 0) { /* every tap is whole groups of four */
-        const int32_t groups = in_c >> 2;
-        const uint32_t off2 = qc_pair(p->input_offset);
-        for (ky = 0; ky < p->kernel_h; ++ky) {
-            const int32_t y = y0 + ky * p->dilation_h;
-            const int row_in = y >= 0 && y < p->in_h;
-            for (kx = 0; kx < p->kernel_w; ++kx) {
+    const int32_t in_c = p->in_c, kw = p->kernel_w, off = p->input_offset;
+    const uint32_t off2 = qc_pair(off);
+    int32_t ky, kx, k = 0;
+    for (ky = 0; ky < p->kernel_h; ++ky) {
+        const int32_t y = y0 + ky * p->dilation_h;
+        if (y < 0 || y >= p->in_h) {
+            k = qc_append(col, step, k, NULL, kw * in_c, off, off2);
+        } else if (p->dilation_w == 1) {
+            const int32_t lo = x0 > 0 ? x0 : 0;
+            const int32_t hi = x0 + kw < p->in_w ? x0 + kw : p->in_w;
+            if (hi <= lo) {
+                k = qc_append(col, step, k, NULL, kw * in_c, off, off2);
+            } else {
+                k = qc_append(col, step, k, NULL, (lo - x0) * in_c, off, off2);
+                k = qc_append(col, step, k, in + ((ptrdiff_t)y * p->in_w + lo) * in_c,
+                              (hi - lo) * in_c, off, off2);
+                k = qc_append(col, step, k, NULL, (x0 + kw - hi) * in_c, off, off2);
+            }
+        } else {
+            for (kx = 0; kx < kw; ++kx) {
                 const int32_t x = x0 + kx * p->dilation_w;
-                if (row_in && x >= 0 && x < p->in_w) {
-                    qc_expand(col, in + ((ptrdiff_t)y * p->in_w + x) * in_c, groups, off2, step);
-                    col += step * groups;
-                } else {
-                    int32_t g;
-                    for (g = 0; g < groups; ++g) {
-                        col[0] = 0;
-                        col[1] = 0;
-                        col += step;
-                    }
-                }
+                const int inside = x >= 0 && x < p->in_w;
+                k = qc_append(col, step, k,
+                              inside ? in + ((ptrdiff_t)y * p->in_w + x) * in_c : NULL, in_c,
+                              off, off2);
             }
-        }
-    } else { /* value by value, four at a time into two words */
-        int32_t group[4] = {0, 0, 0, 0};
-        int32_t n = 0, c;
-        for (ky = 0; ky < p->kernel_h; ++ky) {
-            const int32_t y = y0 + ky * p->dilation_h;
-            const int row_in = y >= 0 && y < p->in_h;
-            for (kx = 0; kx < p->kernel_w; ++kx) {
-                const int32_t x = x0 + kx * p->dilation_w;
-                const int inside = row_in && x >= 0 && x < p->in_w;
-                const int8_t *src = inside ? in + ((ptrdiff_t)y * p->in_w + x) * in_c : in;
-                for (c = 0; c < in_c; ++c) {
-                    group[n++] = inside ? src[c] + p->input_offset : 0;
-                    if (n == 4) {
-                        col[0] = (qc_pair(group[0]) & 0xffffu) | ((uint32_t)group[2] << 16);
-                        col[1] = (qc_pair(group[1]) & 0xffffu) | ((uint32_t)group[3] << 16);
-                        col += step;
-                        n = 0;
-                    }
-                }
-            }
-        }
-        if (n > 0) {
-            for (; n < 4; ++n) {
-                group[n] = 0;
-            }
-            col[0] = (qc_pair(group[0]) & 0xffffu) | ((uint32_t)group[2] << 16);
-            col[1] = (qc_pair(group[1]) & 0xffffu) | ((uint32_t)group[3] << 16);
         }
     }
+    qc_append(col, step, k, NULL, (4 - (k & 3)) & 3, off, off2); /* the last group's zeros */
 }
 
 /* One group of four values (weights at w + WO, columns at c + CO) into the 2x2 block. */
