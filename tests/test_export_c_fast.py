@@ -222,6 +222,34 @@ def test_grouped_depthwise_16x8_and_rowmajor_layers_keep_the_generic_kernels(tmp
                             ModelOptions(name="ad", kernels="portable", fc_layout="rowmajor"))
     text = files["ad.c"].decode()
     assert "qconvert_fc_s8(" in text and "qconvert_fc_fast_s8(" not in text
+    # --kernels cmsis-nn keeps CMSIS-NN's convolution and fully connected (on Helium they are
+    # faster than these DSP kernels)
+    files, _ = render_model(load_model(kws), ModelOptions(name="kc", kernels="cmsis-nn",
+                                                          fc_layout="rowmajor"))
+    text = files["kc.c"].decode()
+    assert "arm_convolve_wrapper_s8(" in text and "arm_fully_connected_s8(" in text
+    assert "_fast_s8(" not in text and "qconvert_nn_fast.c" not in files
+
+
+def test_negative_multipliers_keep_the_generic_kernels(tmp_path, monkeypatch):
+    """The fast kernels' requantization assumes multipliers >= 0 (TFLite's always are): a
+    layer with a negative one must keep qconvert_conv_s8 / qconvert_fc_1x4_s8."""
+    from qconvert.c_export import model_steps
+
+    real = model_steps.layer_params
+
+    def negative(graph, node):
+        p = dict(real(graph, node))
+        if node.op in ("Conv2D", "FullyConnected"):
+            p["output_multiplier"] = -np.abs(np.asarray(p["output_multiplier"]))
+        return p
+
+    monkeypatch.setattr(model_steps, "layer_params", negative)
+    files, _ = render_model(load_model(ROOT / "tests" / "models" / "kws_ref_model.tflite"),
+                            ModelOptions(name="neg", kernels="portable", fc_layout="1x4"))
+    text = files["neg.c"].decode()
+    assert "qconvert_conv_s8(" in text and "qconvert_fc_1x4_s8(" in text
+    assert "_fast_s8(" not in text
 
 
 # -- the weight order ------------------------------------------------------------------------
