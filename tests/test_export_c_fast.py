@@ -222,13 +222,18 @@ def test_grouped_depthwise_16x8_and_rowmajor_layers_keep_the_generic_kernels(tmp
                             ModelOptions(name="ad", kernels="portable", fc_layout="rowmajor"))
     text = files["ad.c"].decode()
     assert "qconvert_fc_s8(" in text and "qconvert_fc_fast_s8(" not in text
-    # --kernels cmsis-nn keeps CMSIS-NN's convolution and fully connected (on Helium they are
-    # faster than these DSP kernels)
+    # --kernels cmsis-nn: Helium builds keep CMSIS-NN's convolution and fully connected (faster
+    # there than these DSP kernels), the others take the fast ones; depthwise stays CMSIS-NN's
     files, _ = render_model(load_model(kws), ModelOptions(name="kc", kernels="cmsis-nn",
                                                           fc_layout="rowmajor"))
     text = files["kc.c"].decode()
-    assert "arm_convolve_wrapper_s8(" in text and "arm_fully_connected_s8(" in text
-    assert "_fast_s8(" not in text and "qconvert_nn_fast.c" not in files
+    for cmsis, fast in (("arm_convolve_wrapper_s8(", "qconvert_conv_fast_s8("),
+                        ("arm_fully_connected_s8(", "qconvert_fc_fast_s8(")):
+        at = text.index(fast)
+        before = text[:at]
+        assert cmsis in before[before.rindex("#if (defined(__ARM_FEATURE_MVE)"):]
+        assert before.rstrip().endswith("#else")
+    assert text.count("arm_depthwise_conv_wrapper_s8(") >= 4
 
 
 def test_negative_multipliers_keep_the_generic_kernels(tmp_path, monkeypatch):

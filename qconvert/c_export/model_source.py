@@ -296,6 +296,8 @@ def _array_lines(prefix, suffix, ctype, values) -> list:
         return ["#ifdef QCONVERT_SINGLE_ROUNDING"] + lines + ["#endif"]
     if rounding == "helium":  # read by CMSIS-NN's MVE kernels only: not linked elsewhere
         return [f"#if {HELIUM_TEST}"] + lines + ["#endif"]
+    if rounding == "other":  # read only by builds without Helium (cmsis_fast)
+        return [f"#if !({HELIUM_TEST})"] + lines + ["#endif"]
     return lines
 
 
