@@ -7,9 +7,10 @@ generated `invoke` between layers, builds it with arm-none-eabi-gcc -O2 for Cort
 tests/export_c_harness.py does, and runs it under `qemu-system-arm -M mps2-an386 -icount
 shift=0`: time advances one ns per instruction and the MPS2 FPGAIO counter (0x40028018) ticks
 at 25 MHz, so one tick is 40 instructions (checked by `--calibrate` on a loop of known length).
-Prints, per layer, the instructions of each kernel set, and the totals; "cmsis-whole" is
-CMSIS-NN called once per layer as TFLite Micro calls it (the export's plan without per-row
-convolution bands), the reference the portable kernels are held to.
+Prints, per layer, the instructions of each kernel set, and the totals; "cmsis-nn" is the
+export's CMSIS-NN set (qconvert's fast conv / fully connected kernels on builds without
+Helium, `cmsis_fast`), "cmsis-whole" CMSIS-NN alone called once per layer as TFLite Micro calls
+it (no per-row convolution bands), the reference the kernels are held to.
 
     python bench/bench_mcu_layers.py [--before /work/main] [--calibrate] [MODEL.tflite ...]
 
@@ -40,21 +41,23 @@ PER_TICK = 40
 
 def export(model: Path, folder: Path, kernels: str, root: Path) -> None:
     """`qconvert export-c` run from `root` (its qconvert package). kernels "cmsis-whole":
-    CMSIS-NN with one call per layer, as TFLite Micro makes them (no per-row bands: the plan
-    never overlaps a convolution's output with its input)."""
+    CMSIS-NN alone (no fast qconvert kernels on non-Helium builds) with one call per layer, as
+    TFLite Micro makes them (no per-row bands: the plan never overlaps a convolution's output
+    with its input)."""
     folder.mkdir(parents=True, exist_ok=True)
     if kernels == "cmsis-whole":
         from qconvert.c_export import cmsis_nn
         from qconvert.c_export.model_source import ModelOptions, render_model
         from qconvert.model_io import load_model
 
-        saved = cmsis_nn.row_bands
-        cmsis_nn.row_bands = lambda *args: None
+        saved = (cmsis_nn.row_bands, cmsis_nn.fast_conv_step, cmsis_nn.fast_fc_step)
+        cmsis_nn.row_bands = cmsis_nn.fast_conv_step = cmsis_nn.fast_fc_step = \
+            lambda *args: None
         try:
             files, _ = render_model(load_model(model), ModelOptions(
                 name="net", kernels="cmsis-nn", fc_layout="rowmajor"))
         finally:
-            cmsis_nn.row_bands = saved
+            cmsis_nn.row_bands, cmsis_nn.fast_conv_step, cmsis_nn.fast_fc_step = saved
         for name, data in files.items():
             (folder / name).write_bytes(data)
         return

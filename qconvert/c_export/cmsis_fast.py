@@ -8,7 +8,9 @@ Measured (bench/bench_mcu_layers.py, Cortex-M4, QEMU -icount): `qconvert_conv_fa
 `arm_fully_connected_s8` called once per layer on every conv and fully connected layer of
 kws_ref_model, ResNet-8 and ad01 (kws 1x1 convs 0.88 M against 1.05 M, ResNet-8 3x3 convs
 3.88 M against 5.49 M, ad01 640 -> 128 0.13 M against 0.16 M; one 8 -> 128 layer ties), and
-CMSIS-NN's per-row calls on an overlapped output cost more still. On Cortex-M55 with Helium
+CMSIS-NN's per-row calls on an overlapped output cost more still; except a fully connected
+layer whose row count is not a multiple of 4 (ResNet-8's 64 -> 10: 1,960 against 1,840), which
+`cmsis_nn.lower_cmsis` leaves to CMSIS-NN. On Cortex-M55 with Helium
 CMSIS-NN's kernels are faster (its fully connected about 3x), so the C chooses when it is
 compiled: `#if` Helium, CMSIS-NN's call (and its banded call, its scratch check), `#else` the
 fast kernel's. An array only one side reads is tagged "#helium" or "#other" (`model_source`

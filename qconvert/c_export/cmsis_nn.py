@@ -375,7 +375,8 @@ def lower_cmsis(graph, step: Step, options) -> Step:
         return made if fast is None else on_dsp_builds(made, fast)  # cmsis_fast: measured
     if node.op == "FullyConnected":
         made = _fc(graph, node, step, options)
-        fast = fast_fc_step(graph, node, step.index, "@L_kernel_sums")
+        rows = fc_geometry(graph, node)[2]  # leftover rows: CMSIS-NN measured faster
+        fast = fast_fc_step(graph, node, step.index, "@L_kernel_sums") if rows % 4 == 0 else None
         return made if fast is None else on_dsp_builds(made, fast)
     if node.op in ("AveragePool", "MaxPool"):
         return pool_step(graph, node, step)

@@ -480,10 +480,20 @@ void qconvert_fc_fast_s8(const int8_t *input, const int8_t *weights, const int32
                               quant->shift + step * r, step, quant->output_offset,
                               quant->activation_min, quant->activation_max, small);
         }
-        for (; r < output_depth; ++r) { /* leftover rows, row-major */
+        for (; r < output_depth; ++r) { /* leftover rows, row-major: four columns a pass */
             int32_t acc = sums != NULL ? sums[r] : 0;
             int32_t c;
-            for (c = 0; c < accum_depth; ++c) {
+            for (c = 0; c + 4 <= accum_depth; c += 4) {
+                const uint32_t xw = qc_load32(x + c), ww = qc_load32(w + c);
+                uint32_t we = qc_sxtb16(ww), wo = qc_sxtb16_ror8(ww);
+                if (w_off != 0) {
+                    we = qc_sadd16(we, woff2);
+                    wo = qc_sadd16(wo, woff2);
+                }
+                acc = qc_smlad(we, qc_sxtb16(xw), acc);
+                acc = qc_smlad(wo, qc_sxtb16_ror8(xw), acc);
+            }
+            for (; c < accum_depth; ++c) {
                 acc = qc_add(acc, (w[c] + w_off) * x[c]);
             }
             w += accum_depth;
