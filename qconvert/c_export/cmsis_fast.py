@@ -16,8 +16,10 @@ compiled: `#if` Helium, CMSIS-NN's call (and its banded call, its scratch check)
 fast kernel's. An array only one side reads is tagged "#helium" or "#other" (`model_source`
 links it only in those builds); the multipliers and shifts, and a fully connected layer's
 kernel sums (the fast kernel's start values: `model_steps_fast.fc_sums`), are shared. The plan
-takes, per build, that build's scratch; its overlap must suit both kernels: the two band lists
-merged (every band of each keeps its own constraint and gains only later bands' reads).
+takes, per build, that build's scratch; its overlap must suit both kernels: each band height
+CMSIS-NN offers with the fast kernel's bands merged in (every band of each keeps its own
+constraint and gains only later bands' reads); where the plan bands the layer, Helium builds
+call CMSIS-NN band by band and the others the fast kernel once.
 """
 
 from __future__ import annotations
@@ -48,18 +50,24 @@ def _only_helium(text: str) -> str:
     return "\n".join([f"#if {HELIUM_TEST}", text, "#endif"])
 
 
-def merged_bands(a, b):
-    """One ("bands", 0, ends, reads) overlap safe for two kernels, or None when either allows
-    none: both band lists in order of their ends."""
-    if not a or not b:
+def merged_bands(cmsis, fast):
+    """The overlap candidates of the combined step, safe for both kernels, or None when either
+    allows none: each of CMSIS-NN's "bands" candidates (one per band height, its fifth field)
+    with the fast kernel's "tiles" merged in, both band lists in order of their ends (the same
+    rule, `memory_plan`)."""
+    if not cmsis or not fast or fast[0][0] != "tiles":
         return None
-    (kind_a, slot_a, ends_a, reads_a), (kind_b, slot_b, ends_b, reads_b) = a[0], b[0]
-    if kind_a != "bands" or kind_b != "bands" or slot_a != slot_b:
-        return None
-    ends = np.concatenate([np.asarray(ends_a, np.int64), np.asarray(ends_b, np.int64)])
-    reads = np.concatenate([np.asarray(reads_a, np.int64), np.asarray(reads_b, np.int64)])
-    order = np.argsort(ends, kind="stable")
-    return [("bands", slot_a, ends[order], reads[order])]
+    _, slot, ends_f, reads_f = fast[0]
+    out = []
+    for candidate in cmsis:
+        if candidate[0] != "bands" or candidate[1] != slot:
+            continue
+        ends = np.concatenate([np.asarray(candidate[2], np.int64), np.asarray(ends_f, np.int64)])
+        reads = np.concatenate([np.asarray(candidate[3], np.int64),
+                                np.asarray(reads_f, np.int64)])
+        order = np.argsort(ends, kind="stable")
+        out.append(("bands", slot, ends[order], reads[order], *candidate[4:]))
+    return out or None
 
 
 def on_dsp_builds(cmsis: Step, fast: Step) -> Step:

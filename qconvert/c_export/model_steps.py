@@ -300,7 +300,7 @@ def fast_conv_step(graph, node, index):
     small = fast.small_accumulators(w, p["bias"], p["input_offset"], 0, p["output_shift"])
     step = _plain(graph, node, index,
                   f"qconvert_conv_fast_s8($in0, @L_weights, {bias}, $out0, $scratch, &@L_params, "
-                  f"{small});", arrays, decls, fast.FAST_FILES, [("bands", 0, ends, reads)])
+                  f"{small});", arrays, decls, fast.FAST_FILES, [("tiles", 0, ends, reads)])
     scratch = fast.conv_scratch_bytes(kernel_hw, in_shape[3], out_shape[3])
     step.plan.scratch = scratch
     step.scratch_builds = {"helium": scratch, "other": scratch}

@@ -18,8 +18,8 @@ generator does for it, at export time:
 - `small`: whether every accumulator provably stays below 2^30 and no shift is a left shift, so
   the requantization can take its short exact form (`small_accumulators`);
 - the overlap the kernel allows: it builds the columns of pixels 2j and 2j + 1 of an image
-  before it writes their outputs, pair after pair (`memory_plan`'s ("bands", 0, ends, reads),
-  see `conv_bands`).
+  before it writes their outputs, pair after pair, in one call (`memory_plan`'s
+  ("tiles", 0, ends, reads), see `conv_bands`).
 
 Grouped convolutions, 16x8 layers and (never seen from TFLite) negative multipliers keep the
 generic kernels.
@@ -81,7 +81,8 @@ def fc_sums(weights, bias, input_offset, weights_offset):
 
 
 def conv_bands(in_shape, out_shape, kernel_hw, strides, dilations, pads) -> tuple:
-    """(ends, reads) of qconvert_conv_fast_s8 as `memory_plan` bands. The kernel handles the
+    """(ends, reads) of qconvert_conv_fast_s8 as `memory_plan` bands ("tiles": one call works
+    band by band). The kernel handles the
     output pixels in pairs (2j, 2j + 1 of each image): it reads their windows (building the
     columns), then writes their outputs. Band b is "write the outputs of pair b - 1, then read
     the inputs of pair b": it writes the output bytes below ends[b] = the end of pair b - 1 and
