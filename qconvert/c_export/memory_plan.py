@@ -23,8 +23,8 @@ overlap and how, its scratch bytes). What it does, in order:
    output bytes up to `ends[b]` (exclusive) in any order while reading input bytes from
    `reads[b]` on, so `D + ends[b] <= min(reads[b:])` (a layer may offer several band heights,
    the fifth field: output rows per band). `("tiles", slot, ends, reads)`: the same rule for
-   a step whose one call already works band by band (`patches`: rows of tiles), so it costs
-   no speed. Every rule holds for any smaller D too,
+   a step whose one call already works band by band (`patches`: rows of tiles; the fast int8
+   convolution: pairs of output pixels, `model_steps_fast.conv_bands`), so it costs no speed. Every rule holds for any smaller D too,
    so an overlap is a pairwise relaxation (not a fixed offset): each buffer keeps its own
    offset and a chain of overlaps never grows a rigid block.
 4. Offsets: buffers and per-step scratch buffers (alive for their step only) are placed one by
