@@ -3,7 +3,7 @@
     weights = conv_weights(w)                  # the order qconvert_conv_fast_s8 reads
     sums = fc_sums(w, bias, input_offset, weights_offset)   # qconvert_fc_fast_s8's start values
 
-`kernels/qconvert_nn_fast.c` (the CMSIS-NN paper's techniques in C99 with the ACLE intrinsics,
+`kernels/qconvert_nn_convfc.c` (the CMSIS-NN paper's techniques in C99 with the ACLE intrinsics,
 plain C elsewhere) computes two output pixels x two output channels per pass from int16 im2col
 columns, and fully connected layers four rows per pass over the 1x4 weight order. What the code
 generator does for it, at export time:
@@ -33,7 +33,7 @@ from qconvert.int8.fixed_point import wrap32
 
 from .index_maps import NEVER, conv_minread
 
-FAST_FILES = frozenset({"qconvert_nn_fast.c", "qconvert_nn_fast.h"})
+FAST_FILES = frozenset({"qconvert_nn_convfc.c", "qconvert_nn_convfc.h"})
 
 
 def conv_weights(w: np.ndarray) -> np.ndarray:

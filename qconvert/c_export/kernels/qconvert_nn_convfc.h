@@ -1,4 +1,4 @@
-/* qconvert_nn_fast.h: qconvert's fast int8 convolution and fully connected kernels for
+/* qconvert_nn_convfc.h: qconvert's fast int8 convolution and fully connected kernels for
  * whole-model C (`qconvert export-c --kernels portable`). Shipped with qconvert (Apache-2.0).
  *
  * The techniques of the CMSIS-NN paper (Lai et al. 2018), written anew in C99: int8 -> int16
@@ -17,8 +17,8 @@
  * of an image (into `scratch`) before it writes any of their outputs, and handles the pairs in
  * memory order; nothing more is promised (qconvert's planner overlaps it band by band).
  */
-#ifndef QCONVERT_NN_FAST_H
-#define QCONVERT_NN_FAST_H
+#ifndef QCONVERT_NN_CONVFC_H
+#define QCONVERT_NN_CONVFC_H
 
 #include <stdint.h>
 
@@ -57,4 +57,4 @@ void qconvert_fc_fast_s8(const int8_t *input, const int8_t *weights, const int32
 }
 #endif
 
-#endif /* QCONVERT_NN_FAST_H */
+#endif /* QCONVERT_NN_CONVFC_H */

@@ -1,5 +1,5 @@
-/* qconvert_nn_fast.c: the fast int8 convolution and fully connected kernels of
- * qconvert_nn_fast.h. Shipped with qconvert (Apache-2.0).
+/* qconvert_nn_convfc.c: the fast int8 convolution and fully connected kernels of
+ * qconvert_nn_convfc.h. Shipped with qconvert (Apache-2.0).
  *
  * int16 pairs. A 32-bit word holds two int16 values, the low half first. SXTB16(w) gives the
  * int8 bytes 0 and 2 of w sign-extended to int16, SXTB16(w rotated right by 8) bytes 1 and 3.
@@ -15,7 +15,7 @@
  * overflow in C. Only implementation-defined behaviour every two's-complement target shares is
  * relied on (right shift of negative values, narrowing conversions).
  */
-#include "qconvert_nn_fast.h"
+#include "qconvert_nn_convfc.h"
 
 #include <stddef.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 """The fast int8 Conv2D and FullyConnected kernels of `export-c --kernels portable`
-(kernels/qconvert_nn_fast.c: int16 im2col of two pixels, 2x2 output blocking with SMLAD, the
+(kernels/qconvert_nn_convfc.c: int16 im2col of two pixels, 2x2 output blocking with SMLAD, the
 four-row fully connected kernel) against TFLite Micro.
 
 Oracles: the TFLite Micro interpreter (reference kernels) for every output of one-layer models
