@@ -347,15 +347,14 @@ def test_report_names_the_cmsis_nn_calls_and_their_scratch(tmp_path):
     doc = json.loads(report.read_text(), parse_constant=_no_nan)
     rows = {r["index"]: r for r in doc["layers"]}
     # conv and fully connected: CMSIS-NN's call on Helium builds, qconvert's fast kernel on
-    # the others (cmsis_fast)
+    # the others (cmsis_fast); the depthwise layer likewise (fast_steps.KEEP_ON_DSP)
     assert rows[0]["kernel"] == ["arm_convolve_wrapper_s8", "qconvert_conv_fast_s8"]
-    assert rows[1]["kernel"] == ["arm_depthwise_conv_wrapper_s8"]
+    assert rows[1]["kernel"] == ["arm_depthwise_conv_wrapper_s8", "qconvert_dw_hwc_s8"]
     assert rows[11]["kernel"] == ["arm_fully_connected_s8", "qconvert_fc_fast_s8"]
     # scratch of the non-Helium builds: the fast conv's two int16 columns of the 10x4 kernel on
-    # one channel and two int32 accumulators per output channel; CMSIS-NN 7's own formula,
-    # 2 * channels * 3 * 3, for the 3x3 depthwise (DSP)
+    # one channel and two int32 accumulators per output channel; none for the depthwise kernel
     assert rows[0]["scratch_bytes"] == 2 * 2 * 40 + 2 * 4 * 64
-    assert rows[1]["scratch_bytes"] == 2 * 64 * 9
+    assert rows[1]["scratch_bytes"] == 0
     # only Helium builds link CMSIS-NN's row-major weights and bias (the kernel sums are the
     # fast kernel's start values too)
     assert rows[11]["helium_constant_bytes"] == 64 * 12 + 4 * 12

@@ -360,11 +360,15 @@ def softmax_step(graph, node, step, fn="arm_softmax_s8"):
 
 
 def lower_cmsis(graph, step: Step, options) -> Step:
+    from .fast_steps import keep_on_dsp  # qconvert kernels measured faster on cores without MVE
+
     """`step` as a CMSIS-NN call when CMSIS-NN has the kernel, else unchanged."""
     node = step.node
     if is_int16_node(graph, node):  # 16x8 layers: CMSIS-NN's s16 kernels (cmsis_nn_s16)
         from .cmsis_nn_s16 import lower_cmsis_s16
         return lower_cmsis_s16(graph, step, options)
+    if node.op == "DepthwiseConv2D":
+        return keep_on_dsp(step, conv_step(graph, node, step, S8_CONV))
     if node.op in ("Conv2D", "DepthwiseConv2D"):
         grouped = node.op == "Conv2D" and graph.tensors[node.inputs[1]].data.shape[3] != \
             tensor_dims(graph, node.inputs[0])[3]
@@ -379,9 +383,9 @@ def lower_cmsis(graph, step: Step, options) -> Step:
         fast = fast_fc_step(graph, node, step.index, "@L_kernel_sums") if rows % 4 == 0 else None
         return made if fast is None else on_dsp_builds(made, fast)
     if node.op in ("AveragePool", "MaxPool"):
-        return pool_step(graph, node, step)
+        return keep_on_dsp(step, pool_step(graph, node, step))
     if node.op in ("Add", "Mul"):
-        return elementwise_step(graph, node, step)
+        return keep_on_dsp(step, elementwise_step(graph, node, step))
     if node.op == "Softmax":
         return softmax_step(graph, node, step)
     return step

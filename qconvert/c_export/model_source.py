@@ -440,6 +440,8 @@ def _source(graph, steps, plans, options, state=None) -> str:
         out += state.comment_lines()
     out += [" */", f'#include "{name}.h"', "", "#include <stddef.h>", "#include <string.h>", "",
             '#include "qconvert_nn.h"']
+    if any("qconvert_nn_fast.h" in s.files for s in steps):
+        out.append('#include "qconvert_nn_fast.h"')
     if any("qconvert_nn_convfc.h" in s.files for s in steps):
         out.append('#include "qconvert_nn_convfc.h"')
     if options.kernels == "cmsis-nn":

@@ -606,4 +606,8 @@ from .model_steps_extra import EXTRA_LOWERINGS  # noqa: E402  (they use the help
 
 LOWERINGS.update(EXTRA_LOWERINGS)
 
+from .fast_steps import FAST_LOWERINGS  # noqa: E402  (layer-specialised int8 kernels)
+
+LOWERINGS.update(FAST_LOWERINGS)
+
 from .model_steps_s16 import LOWERINGS16  # noqa: E402  (16x8 layers; they use the helpers)

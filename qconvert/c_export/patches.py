@@ -10,7 +10,8 @@ Its last output is split into N x N tiles; each tile's input region is found bac
 the chain (every layer's kernel extent, stride, dilation and padding: the halo, recomputed by
 neighbouring tiles). Per tile, the generated C copies the stage input's region into a patch
 buffer and runs every layer of the chain on patch buffers (two, used in turn) as a sub-image:
-the same portable kernel with in_h / in_w / out_h / out_w of the patch and pad_top / pad_left
+the same portable kernel (its geometry struct, qconvert_conv_params or qconvert_dw_params)
+with in_h / in_w / out_h / out_w of the patch and pad_top / pad_left
 of the rows and columns outside the real image only (inside it, the patch holds real pixels),
 then copies the tile into the stage output (which may start over the stage input: a row of
 tiles writes only output rows no later row of tiles' input region reaches). Every output pixel
@@ -33,7 +34,10 @@ from qconvert.ir.node import Node
 from .memory_plan import PlanStep
 from .model_steps import Step, tensor_dims
 
-_KERNELS = re.compile(r"^qconvert_(conv|conv_fast|depthwise_conv|avgpool|maxpool)_s8\(")
+_KERNELS = re.compile(
+    r"^qconvert_(conv|conv_fast|depthwise_conv|dw|dw_hwc|avgpool|maxpool|avgpool_fast|"
+    r"maxpool_fast)_s8\(")
+_PARAMS = re.compile(r"static const (\w+) @L_params = ")  # the geometry struct's type
 _OPS = ("Conv2D", "DepthwiseConv2D", "AveragePool", "MaxPool")
 
 
@@ -209,8 +213,9 @@ def _tile_loop(members, geos, n_rows, n_cols, second, third) -> str:
         text = Template(text).safe_substitute({"in0": f"patch[{j % 2}]",
                                                "out0": f"patch[{(j + 1) % 2}]"})
         text = text.replace("@L_", f"@L_k{j}_")
+        struct = next(m.group(1) for m in map(_PARAMS.search, s.decls) if m)
         lines += ["            {",
-                  f"                qconvert_conv_params p = @L_k{j}_params;",
+                  f"                {struct} p = @L_k{j}_params;",
                   f"                p.in_h = @L_k{j}_rows[4 * ty + 1];",
                   f"                p.pad_top = @L_k{j}_rows[4 * ty + 2];",
                   f"                p.out_h = @L_k{j}_rows[4 * ty + 3];",

@@ -13,8 +13,10 @@ KERNEL_FILES = ("qconvert_fc_1x4.h", "qconvert_fc_1x4.c")
 # (qconvert_nn_loops.h: the loops and helpers the int8 and 16x8 sources share, private to them)
 MODEL_KERNEL_FILES = ("qconvert_nn.h", "qconvert_nn_loops.h", "qconvert_nn_conv.c",
                       "qconvert_nn_ops.c", "qconvert_nn_softmax.c", "qconvert_nn_extra.c",
-                      "qconvert_nn_s16.c", "qconvert_nn_s16_math.c", "qconvert_nn_convfc.h",
-                      "qconvert_nn_convfc.c")
+                      "qconvert_nn_s16.c", "qconvert_nn_s16_math.c", "qconvert_nn_fast.h",
+                      "qconvert_nn_simd.h", "qconvert_nn_depthwise.c",
+                      "qconvert_nn_depthwise_hwc.c", "qconvert_nn_pool.c", "qconvert_nn_add.c",
+                      "qconvert_nn_convfc.h", "qconvert_nn_convfc.c")
 
 
 def kernel_source(name: str) -> bytes:
