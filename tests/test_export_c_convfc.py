@@ -214,7 +214,7 @@ def test_grouped_depthwise_16x8_and_rowmajor_layers_keep_the_generic_kernels(tmp
     _run_image(tmp_path / "gh", {"grouped": grouped}, None, samples)
     kws = ROOT / "tests" / "models" / "kws_ref_model.tflite"
     text = _export_into(tmp_path / "k", kws, "kws")
-    assert text.count("qconvert_depthwise_conv_s8(") == 4  # depthwise: not the conv kernel
+    assert text.count("qconvert_conv_fast_s8(") == 5  # the convolutions; not the 4 depthwise
     conv16 = ROOT / "tests" / "models" / "int16" / "conv_16x8.tflite"
     text = _export_into(tmp_path / "c16", conv16, "c16")
     assert "qconvert_conv_s16(" in text and "_fast_s8(" not in text
@@ -254,7 +254,7 @@ def test_negative_multipliers_keep_the_generic_kernels(tmp_path, monkeypatch):
                             ModelOptions(name="neg", kernels="portable", fc_layout="1x4"))
     text = files["neg.c"].decode()
     assert "qconvert_conv_s8(" in text and "qconvert_fc_1x4_s8(" in text
-    assert "_fast_s8(" not in text
+    assert "qconvert_conv_fast_s8(" not in text and "qconvert_fc_fast_s8(" not in text
 
 
 # -- the weight order ------------------------------------------------------------------------
