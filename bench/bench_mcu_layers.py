@@ -50,14 +50,19 @@ def export(model: Path, folder: Path, kernels: str, root: Path) -> None:
         from qconvert.c_export.model_source import ModelOptions, render_model
         from qconvert.model_io import load_model
 
-        saved = (cmsis_nn.row_bands, cmsis_nn.fast_conv_step, cmsis_nn.fast_fc_step)
+        from qconvert.c_export import fast_steps
+
+        saved = (cmsis_nn.row_bands, cmsis_nn.fast_conv_step, cmsis_nn.fast_fc_step,
+                 fast_steps.keep_on_dsp)
         cmsis_nn.row_bands = cmsis_nn.fast_conv_step = cmsis_nn.fast_fc_step = \
             lambda *args: None
+        fast_steps.keep_on_dsp = lambda fast, cmsis: cmsis
         try:
             files, _ = render_model(load_model(model), ModelOptions(
                 name="net", kernels="cmsis-nn", fc_layout="rowmajor"))
         finally:
-            cmsis_nn.row_bands, cmsis_nn.fast_conv_step, cmsis_nn.fast_fc_step = saved
+            (cmsis_nn.row_bands, cmsis_nn.fast_conv_step, cmsis_nn.fast_fc_step,
+             fast_steps.keep_on_dsp) = saved
         for name, data in files.items():
             (folder / name).write_bytes(data)
         return
