@@ -1,4 +1,4 @@
-"""The adversarial sweep of issue 12, at scale: runs the reliability tests' generators with many
+"""The adversarial sweeps of issues 12 and 29, at scale: runs the reliability tests' generators with many
 more examples than the suite does and prints, per class, how many cases were tried and whether
 all ended the promised way (one line, exit 1, nothing written, inputs unchanged) or worked.
 
@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FILES = ["tests/test_reliability_outputs.py", "tests/test_reliability_inputs.py"]
+FILES = ["tests/test_reliability_outputs.py", "tests/test_reliability_inputs.py",
+         "tests/test_reliability3.py"]
 CLASSES = {
     "1 data loss (outputs onto inputs, FIFOs, devices)": [
         "test_no_output_resolves_to_an_input", "test_other_commands_refuse_inputs_too",
@@ -41,6 +42,25 @@ CLASSES = {
                                                        "test_weights_that_cancel"],
     "7 paths and names": ["test_long_output_names", "test_strange_file_names",
                           "test_header_name_is_checked", "test_usage_errors"],
+    # issue 29 (tests/test_reliability3.py)
+    "8 calibration data at the wrong scale": [
+        "test_pixels_0_255", "test_image_folder_without", "test_correctly_scaled",
+        "test_data_with_normalization", "test_an_int8_inputs", "test_export_c_warns",
+        "test_scale_signature"],
+    "9 names in reports and the terminal": [
+        "test_json_", "test_inspect_json", "test_html_report", "test_control_characters",
+        "test_any_layer_name", "test_written_paths"],
+    "10 generated files that shadow headers": [
+        "test_name_that_shadows", "test_every_reserved_name", "test_model_file_named",
+        "test_names_that_shadow_nothing", "test_reserved_table"],
+    "11 option bounds and tracebacks": [
+        "test_huge_max_memory", "test_large_but_sane", "test_huge_input_shapes",
+        "test_float_io_of", "test_scalar_input", "test_verify_n", "test_verify_bound",
+        "test_absurd_normalization", "test_sane_normalization"],
+    "12 folders, signals, batches, types": [
+        "test_export_c_into", "test_export_c_folder", "test_engine_onnxruntime",
+        "test_verify_takes_nan", "test_export_c_header_refuses", "test_non_utf8",
+        "test_a_signal", "test_signals_during", "test_fixed_batch"],
 }
 
 

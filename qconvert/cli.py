@@ -7,7 +7,6 @@ atomically, after all work succeeded.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -32,6 +31,7 @@ class _Cli(click.Group):
         raw = [*(getattr(ctx, "_protected_args", None) or ()), *ctx.args]  # invoke clears them
         try:
             with handle_termination(_PROGRAM["exits_after"]):
+                _import_heavy_modules()
                 return super().invoke(ctx)
         except QConvertError as exc:
             click.echo(f"qconvert: error: {exc}", err=True)
@@ -49,6 +49,17 @@ class _Cli(click.Group):
         except KeyboardInterrupt:
             click.echo("qconvert: interrupted; nothing written", err=True)
             sys.exit(130)
+
+
+def _import_heavy_modules() -> None:
+    """Import onnx (with protobuf and numpy) with signals deferred: a SIGINT or SIGTERM that
+    interrupted their C++ initialization aborted the process (SIGABRT / SIGSEGV) instead of
+    ending it with the one line; deferred, it ends the command as soon as they are loaded.
+    Every command loads them anyway (the model readers and writers)."""
+    from .output_files import deferred_signals
+
+    with deferred_signals():
+        import onnx  # noqa: F401
 
 
 def _model_argument(sub_ctx, args: list):
@@ -130,8 +141,22 @@ def inspect(model, as_json):
     from .layer_table import render, summary
     from .model_io import load_model
 
+    from .json_text import dumps
+
     report = summary(load_model(model), model)
-    click.echo(json.dumps(report, indent=2) if as_json else render(report))
+    if as_json:
+        click.echo(dumps(report))
+    else:
+        _echo_text(render(report))
+
+
+def _echo_text(text: str, err: bool = False) -> None:
+    """Print `text` line by line with control characters escaped (`errors.one_line`): layer,
+    tensor and file names are the model's, and an ESC, BEL, BS or CR in one must reach the
+    terminal as text, never as a command."""
+    from .errors import one_line
+
+    click.echo("\n".join(one_line(line) for line in text.split("\n")), err=err)
 
 
 def _echo_conversion(conversion) -> None:
@@ -141,7 +166,7 @@ def _echo_conversion(conversion) -> None:
     from .passes.onnx_to_tflite import describe_conversion
 
     for line in describe_conversion(conversion):
-        click.echo(line)
+        _echo_text(line)
 
 
 @main.command()
@@ -168,7 +193,8 @@ def convert(model, output, input_layout, input_shapes, verify):
     from .commands import convert_command
 
     written = convert_command(model, output, input_layout, input_shapes, verify)
-    click.echo(f"wrote {written.path} ({written.fmt}, {written.nodes} nodes, {written.size} bytes)")
+    _echo_text(f"wrote {written.path} ({written.fmt}, {written.nodes} nodes, {written.size} "
+               "bytes)")
     _echo_conversion(written.conversion)
 
 
@@ -216,7 +242,7 @@ def fuse(model, output, pass_list, report, input_shapes, verify):
     for name, count in written.counts.items():
         click.echo(f"{name:22} {count:5d}")
     click.echo(f"nodes: {written.nodes_before} -> {written.nodes}")
-    click.echo(f"wrote {written.path} ({written.fmt}, {written.size} bytes)")
+    _echo_text(f"wrote {written.path} ({written.fmt}, {written.size} bytes)")
 
 
 @main.command()
@@ -276,11 +302,11 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     written = quantize_command(model, output, calibration, calibration_random, eval_data, mean,
                                std, scale, options, max_memory, report, report_html,
                                input_layout, input_shapes, verify)
-    click.echo(render_text(written.report))
-    click.echo(f"wrote {written.path} ({written.fmt}, {written.size} bytes)")
+    _echo_text(render_text(written.report))
+    _echo_text(f"wrote {written.path} ({written.fmt}, {written.size} bytes)")
     warning = low_sqnr_warning(model, written.report["output_sqnr_db"], method, MIN_SQNR_DB)
     if warning:
-        click.echo(f"qconvert: warning: {warning}", err=True)
+        _echo_text(f"qconvert: warning: {warning}", err=True)
     _echo_conversion(written.conversion)
 
 
@@ -333,9 +359,9 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
                                      lambda: normalization(mean, std, scale), options,
                                      input_layout, input_shapes)
     *kernel_paths, out = exported.files
-    click.echo(f"wrote {out} ({exported.layers} layers, {len(exported.files[out])} bytes)")
+    _echo_text(f"wrote {out} ({exported.layers} layers, {len(exported.files[out])} bytes)")
     for path in kernel_paths:
-        click.echo(f"wrote {path}")
+        _echo_text(f"wrote {path}")
 
 
 @main.command("export-c")
@@ -402,7 +428,13 @@ def export_c(model, outdir, name, kernels, fc_layout, patches, report, calibrati
                                 calibration_random, lambda: norm, options, input_layout,
                                 input_shapes, report, patches=patches)
     summary = exported.summary
-    click.echo(f"wrote {len(exported.files)} files to {exported.folder}: "
+    from .c_export.c_names import shadowed
+
+    if name is None and exported.c_name.startswith("m_") and shadowed(exported.c_name[2:]):
+        click.echo(f"{exported.c_name}: named {exported.c_name}, not {exported.c_name[2:]} "
+                   f"after the model file, which would shadow {shadowed(exported.c_name[2:])} "
+                   "(--name chooses another)")
+    _echo_text(f"wrote {len(exported.files)} files to {exported.folder}: "
                f"{', '.join(exported.names)}")
     from .c_export.export_report import render_table
 
@@ -425,7 +457,7 @@ def export_c(model, outdir, name, kernels, fc_layout, patches, report, calibrati
                    f"(its resource variables, static RAM outside the arena; "
                    f"{exported.c_name}_init / _reset)")
     if report is not None:
-        click.echo(f"wrote {report}")
+        _echo_text(f"wrote {report}")
 
 
 def as_program() -> None:

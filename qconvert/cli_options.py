@@ -13,9 +13,13 @@ input_layout_option = click.option(
     "follows them). Data (calibration, evaluation) is always in the ONNX model's layout.")
 
 
+MAX_VERIFY_SAMPLES = 1000  # --verify N runs each model N times, one sample a call
+
+
 verify_option = click.option(
-    "--verify", type=click.IntRange(1), metavar="N",
-    help="Run the input and the written model on N inputs in the reference executors and "
+    "--verify", type=click.IntRange(1, MAX_VERIFY_SAMPLES), metavar="N",
+    help=f"Run the input and the written model on N inputs (1..{MAX_VERIFY_SAMPLES}) in the "
+    "reference executors and "
     "refuse to write (naming the pass or layer) when they diverge: float outputs within 1e-4 "
     "of each output's largest magnitude, int8 models bit for bit; quantize: N calibration "
     "samples, output SQNR at least 10 dB.")
@@ -25,6 +29,13 @@ input_shape_option = click.option(
     "--input-shape", "input_shapes", multiple=True, metavar="NAME:d0,d1,...",
     help="Fix an input's shape (repeatable), e.g. input:1,3,224,224; every other shape is then "
     "inferred and constant shape arithmetic folded (as onnxsim --overwrite-input-shape).")
+
+
+def _a_number(param, value):
+    """Refuse NaN, which passes click's FloatRange (every comparison with it is false)."""
+    if value is not None and value != value:
+        raise click.BadParameter("nan is not a number in the range", param=param)
+    return value
 
 
 _CALIBRATION_OPTIONS = (
@@ -41,7 +52,8 @@ _CALIBRATION_OPTIONS = (
                  help="How activation ranges are taken from calibration: mse (the clipping "
                  "range of least int8 error), minmax, percentile, entropy (TensorRT's KL)."),
     click.option("--percentile", type=click.FloatRange(50, 100), default=99.99,
-                 show_default=True, help="Kept share of values for --method percentile."),
+                 show_default=True, callback=lambda ctx, param, value: _a_number(param, value),
+                 help="Kept share of values for --method percentile."),
     click.option("--fc-per-channel", is_flag=True,
                  help="Fully connected weights per channel too (default: per tensor, as every "
                  "TFLite Micro build runs)."),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from .errors import QConvertError
+from .errors import QConvertError, one_line
 
 
 def load_with_shapes(model: str, input_shapes):
@@ -47,15 +47,28 @@ def memory_limit(text) -> int:
 
 
 def calibration_data(specs, calibration, calibration_random, norm: dict,
-                     max_memory: int | None = None) -> dict:
+                     max_memory: int | None = None, verify=None) -> dict:
     """Calibration samples {input name: array} from --calibration DATA (normalized with `norm`)
-    or --calibration-random N (with the warning, on stderr, that it is a smoke run)."""
+    or --calibration-random N (with the warning, on stderr, that it is a smoke run).
+
+    Data that looks unscaled for a float input (raw pixels or counts without --mean / --std /
+    --scale, `calibration_data.scale_warning`) gets a warning on stderr, or is refused when
+    `verify` is set: --verify promises a checked model, and an int8 model calibrated at the
+    wrong scale is one its SQNR check against the same data would pass."""
     from .quant import calibration_data as cd
     from .executor.memory_limit import check_input_memory, default_limit
 
     limit = max_memory or default_limit()
     if calibration is not None:
-        return cd.load_calibration(calibration, specs, **norm, max_bytes=limit)
+        ranges: dict = {}
+        data = cd.load_calibration(calibration, specs, **norm, max_bytes=limit, ranges=ranges)
+        message = cd.scale_warning(ranges)
+        if message and verify:
+            raise QConvertError(f"{message} (--verify refuses data at a doubtful scale)",
+                                str(calibration))
+        if message:
+            click.echo(f"qconvert: warning: {one_line(str(calibration))}: {message}", err=True)
+        return data
     check_input_memory(specs, calibration_random, limit)
     click.echo(f"qconvert: warning: {cd.RANDOM_CALIBRATION_WARNING}", err=True)
     return cd.random_calibration(specs, calibration_random)

@@ -9,10 +9,10 @@ exports.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 
+from . import json_text
 from .command_inputs import calibration_data, load_with_shapes, memory_limit, normalization
 from .errors import QConvertError
 from .pads_spelling import model_nodes
@@ -117,8 +117,8 @@ def fuse_command(model, output, pass_list, report, input_shapes, verify) -> Writ
     after = sum(model_nodes(g) for g in m.graphs)
     contents = {out: data}
     if report is not None:
-        contents[report] = (json.dumps({"passes": counts, "nodes_before": before,
-                                        "nodes_after": after}, indent=2) + "\n").encode()
+        contents[report] = (json_text.dumps({"passes": counts, "nodes_before": before,
+                                             "nodes_after": after}) + "\n").encode()
     outputs.commit(contents)
     return Written(out, fmt, len(data), after, counts=counts, nodes_before=before)
 
@@ -152,7 +152,7 @@ def quantize_command(model, output, calibration, calibration_random, eval_data, 
         specs = cd.input_specs(source.graph, source.format)
         norm = normalization(mean, std, scale)
         options.max_memory = limit = memory_limit(max_memory)
-        data = calibration_data(specs, calibration, calibration_random, norm, limit)
+        data = calibration_data(specs, calibration, calibration_random, norm, limit, verify)
         evaluation = (cd.load_calibration(eval_data, specs, **norm, max_bytes=limit)
                       if eval_data else None)
         return data, evaluation
@@ -179,7 +179,7 @@ def quantize_command(model, output, calibration, calibration_random, eval_data, 
     pairs = result.pop("_output_pairs", None)
     contents = {out: blob}
     if report is not None:
-        contents[report] = (json.dumps(result, indent=2) + "\n").encode()
+        contents[report] = (json_text.dumps(result) + "\n").encode()
     if report_html is not None:
         from .quant.report_html import render_html
 

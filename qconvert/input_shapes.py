@@ -33,6 +33,9 @@ def _describe(graph) -> str:
     return "; ".join(parts)
 
 
+MAX_DIM = 2**31 - 1
+
+
 def parse_input_shapes(specs) -> dict:
     """{input name: tuple of ints} from `NAME:d0,d1,...` strings (the name may contain ':')."""
     shapes: dict = {}
@@ -45,6 +48,9 @@ def parse_input_shapes(specs) -> dict:
         if not sep or not name or not shape or any(d < 1 for d in shape):
             raise QConvertError(f"--input-shape {spec!r}: expected NAME:d0,d1,... with positive "
                                 "integers, e.g. input:1,3,224,224")
+        if max(shape) > MAX_DIM:
+            raise QConvertError(f"--input-shape {spec!r}: dimension {max(shape)} exceeds "
+                                f"{MAX_DIM} (TFLite shapes are int32)")
         if name in shapes:
             raise QConvertError(f"--input-shape: input {name!r} given twice")
         shapes[name] = shape
@@ -79,11 +85,15 @@ def apply_input_shapes(model: Model, shapes: dict) -> int:
     if missing:  # other inputs dynamic: their shapes stay as declared, nothing to infer yet
         return len(shapes)
     opset = model.meta.get("opset") if model.format == "onnx" else None
+    _check_input_bytes(graph, given)
     feeds = {n: np.zeros(graph.tensors[n].shape, np.dtype(graph.tensors[n].dtype))
              for n in graph.inputs}
     seen: dict = {}
     try:
         run_float(graph, feeds, observe=lambda n, a: seen.__setitem__(n, a.shape), opset=opset)
+    except (ValueError, MemoryError) as exc:  # numpy: array too big, dimension too large
+        raise QConvertError(f"--input-shape {given}: the model cannot run with these shapes "
+                            f"(declared: {valid}): {exc}") from None
     except UnsupportedOpsError as exc:
         raise QConvertError(f"--input-shape: cannot infer the other shapes: {exc}") from None
     except QConvertError as exc:
@@ -97,6 +107,18 @@ def apply_input_shapes(model: Model, shapes: dict) -> int:
     run_passes(model, ["fold-constants", "eliminate"],
                PassContext(model.format, {"opset": opset}))
     return changed
+
+
+def _check_input_bytes(graph, given: str) -> None:
+    """Refuse shapes whose inputs alone exceed the default memory limit, before the run on
+    zeros that infers the other shapes allocates them."""
+    from .executor.memory_limit import default_limit, format_size
+
+    need = sum(int(np.prod([int(d) for d in graph.tensors[n].shape], dtype=object))
+               * np.dtype(graph.tensors[n].dtype).itemsize for n in graph.inputs)
+    if need > default_limit():
+        raise QConvertError(f"--input-shape {given}: the inputs alone take {format_size(need)}, "
+                            f"more than the memory limit of {format_size(default_limit())}")
 
 
 def _set_shape(t, shape: tuple) -> bool:

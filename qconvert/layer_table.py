@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import schemas
+from .errors import one_line
 from .ir import Graph, Model
 
 
@@ -160,14 +161,15 @@ def render(report: dict) -> str:
         op = r["op"] if r["known"] else f"{r['op']} (unknown)"
         if r["activation"] != "NONE":
             op += f"+{r['activation']}"
-        lines.append((str(i), r["name"][:32], op, _fmt_shapes(r["inputs"]),
-                      _fmt_shapes(r["outputs"]), _fmt_count(r["weight_bytes"]) + "B",
+        lines.append((str(i), one_line(r["name"])[:32], one_line(op),
+                      one_line(_fmt_shapes(r["inputs"])), one_line(_fmt_shapes(r["outputs"])),
+                      _fmt_count(r["weight_bytes"]) + "B",
                       _fmt_count(r["activation_bytes"]) + "B", _fmt_count(r["macs"]),
                       _fmt_quant(r["quantization"])))
     widths = [max(len(h), *(len(row[c]) for row in lines)) if lines else len(h)
               for c, h in enumerate(header)]
     fmt = "  ".join(f"{{:{'>' if c in (0, 5, 6, 7) else '<'}{w}}}" for c, w in enumerate(widths))
-    out = [f"{report['model']} ({report['format']})", fmt.format(*header),
+    out = [one_line(f"{report['model']} ({report['format']})"), fmt.format(*header),
            "  ".join("-" * w for w in widths)]
     out += [fmt.format(*row) for row in lines]
     t = report["totals"]
@@ -176,5 +178,6 @@ def render(report: dict) -> str:
                f"weights {t['weight_bytes']} bytes, activations {t['activation_bytes']} bytes "
                f"(largest {t['peak_activation_bytes']})")
     if report["unknown_ops"]:
-        out.append("unknown ops (carried through unchanged): " + ", ".join(report["unknown_ops"]))
+        out.append("unknown ops (carried through unchanged): "
+                   + one_line(", ".join(report["unknown_ops"])))
     return "\n".join(out)

@@ -35,7 +35,7 @@ from pathlib import Path
 from .errors import QConvertError
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_STATE = {"committed": False, "pending": None}
+_STATE = {"committed": False, "pending": None, "deferred": 0}
 
 
 class Terminated(KeyboardInterrupt):
@@ -52,7 +52,25 @@ def _on_signal(signum, _frame):
     if _STATE["committed"]:
         return
     _STATE["pending"] = signum
+    if _STATE["deferred"]:  # inside `deferred_signals`: raised when the block ends
+        return
     _raise_for(signum)
+
+
+@contextlib.contextmanager
+def deferred_signals(raise_after: bool = True):
+    """A block no signal interrupts: one that arrives is recorded and raised when the block
+    ends. For what an exception must not cut in two: importing onnx / protobuf (their C++
+    initialization, interrupted, aborted the process with SIGABRT or SIGSEGV) and creating a
+    temporary file and recording it for removal (a 0-byte file was left behind). With
+    `raise_after` False the signal stays pending for the caller's next `raise_pending_signal`."""
+    _STATE["deferred"] += 1
+    try:
+        yield
+    finally:
+        _STATE["deferred"] -= 1
+    if raise_after:
+        raise_pending_signal()
 
 
 def _raise_for(signum: int):
@@ -261,7 +279,9 @@ class OutputFiles:
         for _ in range(100):
             tmp = target.parent / f".qc{os.urandom(4).hex()}.tmp"  # secrets: +5 ms of imports
             try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                with deferred_signals(raise_after=False):  # created and recorded, or neither
+                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                    temps.append(tmp)
                 break
             except FileExistsError:
                 continue
@@ -269,7 +289,6 @@ class OutputFiles:
                 raise QConvertError(f"cannot write: {exc.strerror}", shown) from exc
         if fd is None:
             raise QConvertError("cannot create a temporary file", shown)
-        temps.append(tmp)
         try:
             _write_all(fd, data)
             os.fsync(fd)

@@ -112,6 +112,11 @@ def _data_follows_model(job: Job) -> None:
         from .passes.onnx_to_tflite import data_to_tflite_layout
 
         perms = job.conversion.input_perms
+        scalars = [name for name, perm in perms.items() if len(perm) == 0]
+        if scalars:
+            raise QConvertError(f"input {scalars[0]!r} is a scalar (rank 0): calibration stacks "
+                                "samples on a batch axis, which it has not; give the input a "
+                                "shape such as [1]")
         job.data, job.evaluation = (data_to_tflite_layout(d, perms)
                                     for d in (job.data, job.evaluation))
 
@@ -136,7 +141,10 @@ def _load_data(route: Route, job: Job) -> None:
 
 
 def _quantize(route: Route, job: Job) -> None:
+    from .quant.calibration_data import check_batch_of_one, input_specs
     from .quant.quantize import quantize_model
+
+    check_batch_of_one(input_specs(job.model), "calibration")
 
     if not job.progress:
         job.report = quantize_model(job.model, job.data, job.options, job.evaluation)

@@ -55,6 +55,17 @@ def read_tflite(data: bytes) -> Model:
         raise QConvertError(f"corrupt or truncated TFLite file ({type(exc).__name__}: {exc})") from exc
 
 
+def _utf8(raw, what: str) -> str:
+    """A FlatBuffers string the model's API depends on (a signature key or name, a custom op's
+    name), which must be UTF-8: decoded, or refused naming what and the bytes (a name cannot
+    be replaced silently: LiteRT's users call the model by it)."""
+    try:
+        return (raw or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        raise QConvertError(f"{what} is not valid UTF-8 ({bytes(raw)[:40]!r}); FlatBuffers "
+                            "strings must be") from None
+
+
 class _Reader:
     def __init__(self, data: bytes):
         self.data = data
@@ -77,7 +88,8 @@ class _Reader:
             oc = fb.OperatorCodes(i)
             code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
             custom = oc.CustomCode()
-            opcodes.append((code, custom.decode() if custom is not None else None, oc.Version()))
+            opcodes.append((code, _utf8(custom, "a custom op's name") if custom is not None
+                            else None, oc.Version()))
         graphs = [self.subgraph(fb.Subgraphs(i), opcodes)
                   for i in range(self.count(fb.SubgraphsLength(), "subgraphs"))]
         if not graphs:
@@ -99,11 +111,13 @@ class _Reader:
             index = sd.SubgraphIndex()
             names = self.tensor_names[index]
             meta["signature_defs"].append({
-                "key": (sd.SignatureKey() or b"").decode(),
+                "key": _utf8(sd.SignatureKey(), "a signature def's key"),
                 "subgraph": index,
-                "inputs": [((sd.Inputs(j).Name() or b"").decode(), names[sd.Inputs(j).TensorIndex()])
+                "inputs": [(_utf8(sd.Inputs(j).Name(), "a signature input's name"),
+                            names[sd.Inputs(j).TensorIndex()])
                            for j in range(self.count(sd.InputsLength(), "signature inputs"))],
-                "outputs": [((sd.Outputs(j).Name() or b"").decode(), names[sd.Outputs(j).TensorIndex()])
+                "outputs": [(_utf8(sd.Outputs(j).Name(), "a signature output's name"),
+                             names[sd.Outputs(j).TensorIndex()])
                             for j in range(self.count(sd.OutputsLength(), "signature outputs"))],
             })
         for sd in meta["signature_defs"]:  # a tensor a signature names must survive the passes

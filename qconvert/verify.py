@@ -135,9 +135,11 @@ def random_samples(model: Model, n: int, seed: int = 0) -> list:
     """N random single-sample feeds for `model`'s inputs: standard normal floats, full-range
     int8 / uint8 for quantized inputs, and 0 or 1 for other integer inputs (token ids,
     indices: any table has rows 0 and 1 more often than it has row 2**31)."""
-    from .quant.calibration_data import input_specs, random_calibration
+    from .quant.calibration_data import check_batch_of_one, input_specs, random_calibration
 
-    data = random_calibration(input_specs(model), n, seed)
+    specs = input_specs(model)
+    check_batch_of_one(specs, "--verify")
+    data = random_calibration(specs, n, seed)
     rng = np.random.default_rng(seed + 1)
     for name, array in data.items():
         t = model.graph.tensors[name]
@@ -195,7 +197,8 @@ class _Check:
             bad = int(np.sum(a != b))
             return f"{bad} of {a.size} values differ" if bad else None
         finite = np.isfinite(a)
-        if not np.array_equal(np.isfinite(b), finite) or not np.array_equal(a[~finite], b[~finite]):
+        if not np.array_equal(np.isfinite(b), finite) or not np.array_equal(
+                a[~finite], b[~finite], equal_nan=True):  # NaN where the input has NaN: equal
             return "inf / NaN where the input model had none (or the reverse)"
         a, b = a[finite], b[finite]
         if self.mode == "float":

@@ -172,8 +172,9 @@ def cmsis_sources() -> list:
     return sorted(p for f in folders for p in (CMSIS_NN / "Source" / f).glob("*.c") if wanted(p))
 
 
-def build_host(folder: Path, main_c: str, defines=(), cmsis=False) -> Path:
-    """Compile every .c of the export folder plus main.c with gcc (strict C99); the binary."""
+def build_host(folder: Path, main_c: str, defines=(), cmsis=False, cmsis_extra=()) -> Path:
+    """Compile every .c of the export folder plus main.c with gcc (strict C99); the binary.
+    `defines` (any flags) apply to CMSIS-NN too, `cmsis_extra` to CMSIS-NN only."""
     (folder / "main.c").write_text(main_c)
     sources = sorted(str(p) for p in folder.glob("*.c"))
     flags = [*STRICT, "-O1", *defines]
@@ -181,7 +182,7 @@ def build_host(folder: Path, main_c: str, defines=(), cmsis=False) -> Path:
     build.mkdir(exist_ok=True)
     libs = []
     if cmsis:
-        libs.append(cmsis_library("gcc", ["-O1", *defines]))
+        libs.append(cmsis_library("gcc", ["-O1", *defines, *cmsis_extra]))
         flags.append(f"-I{CMSIS_NN / 'Include'}")
     exe = build / "model"
     _run(["gcc", *flags, *sources, *libs, "-o", exe])
@@ -278,18 +279,43 @@ void reset_handler(void)
 """
 
 
-def build_cortex_m(folder: Path, main_c: str, board: str, defines=(), cmsis=False) -> Path:
-    """Cross-compile the export folder plus main.c for `board` ("m3", "m4" or "m55"); the
-    ELF."""
+# A Cortex-M0's alignment rule on a larger core: CCR.UNALIGN_TRP (0xE000ED14 bit 3) makes
+# every unaligned LDR / LDRH / STR / STRH fault (qemu-system-arm enforces it, as it enforces
+# ARMv6-M's), -mno-unaligned-access keeps gcc's own code (memcpy word loads) to aligned or
+# byte accesses, and the fault handler says so through semihosting and exits with status 1.
+TRAPPING_STARTUP = STARTUP.replace(
+    "static void fault_handler(void) { for (;;) { } }", """\
+static void semihost(int op, const void *arg)
+{
+    register int r0 __asm("r0") = op;
+    register const void *r1 __asm("r1") = arg;
+    __asm volatile("bkpt 0xab" : "+r"(r0) : "r"(r1) : "memory");
+}
+static void fault_handler(void)
+{
+    semihost(0x04, "HardFault (unaligned access trapped, or another fault)\\n");
+    semihost(0x18, (const void *)0x20023); /* SYS_EXIT, run-time error: status 1 */
+    for (;;) { }
+}""").replace("    initialise_monitor_handles();",
+              "    *(volatile uint32_t *)0xE000ED14u |= 1u << 3; /* CCR.UNALIGN_TRP */\n"
+              "    initialise_monitor_handles();")
+
+
+def build_cortex_m(folder: Path, main_c: str, board: str, defines=(), cmsis=False,
+                   trap_unaligned=False) -> Path:
+    """Cross-compile the export folder plus main.c for `board` ("m3", "m4" or "m55"); the ELF.
+    `trap_unaligned`: every unaligned word or halfword access faults, as on a Cortex-M0
+    (`TRAPPING_STARTUP`; CMSIS-NN built likewise)."""
     machine, cpu, ram, ram_len, flash, flash_len = BOARDS[board]
     (folder / "main.c").write_text(main_c)
     build = folder / f"build_{board}"
     build.mkdir(exist_ok=True)
     (build / "link.ld").write_text(LINKER_SCRIPT.format(flash=flash, flash_len=flash_len,
                                                         ram=ram, ram_len=ram_len))
-    (build / "startup.c").write_text(STARTUP)
+    (build / "startup.c").write_text(TRAPPING_STARTUP if trap_unaligned else STARTUP)
     cc = "arm-none-eabi-gcc"
-    flags = [*cpu, "-O2", "-ffunction-sections", "-fdata-sections", *defines]
+    flags = [*cpu, "-O2", "-ffunction-sections", "-fdata-sections", *defines,
+             *(["-mno-unaligned-access"] if trap_unaligned else [])]
     libs = []
     if cmsis:
         libs.append(cmsis_library(cc, flags))
@@ -299,7 +325,10 @@ def build_cortex_m(folder: Path, main_c: str, board: str, defines=(), cmsis=Fals
     _run([cc, *flags, *STRICT, "-c", *sources], cwd=build)
     own = [build / (Path(s).stem + ".o") for s in sources]
     _run([cc, *cpu, "-O2", "-c", build / "startup.c", "-o", build / "startup.o"])
-    _run([cc, *cpu, "--specs=rdimon.specs", "-nostartfiles", "-Wl,--gc-sections",
+    # trapping: newlib and libgcc of ARMv6-M (Cortex-M0), whose memcpy never reads unaligned
+    # words (the v7E-M one does, by design: it would trap before any of the export's code)
+    link_cpu = ["-mcpu=cortex-m0", "-mthumb"] if trap_unaligned else cpu
+    _run([cc, *link_cpu, "--specs=rdimon.specs", "-nostartfiles", "-Wl,--gc-sections",
           "-T", build / "link.ld", build / "startup.o", *own, *libs, "-o", elf])
     return elf
 

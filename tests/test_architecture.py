@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = [
     ("foundation", {"qconvert", "qconvert.errors", "qconvert.dtypes", "qconvert.padding",
                     "qconvert.schemas", "qconvert.routes", "qconvert.allocator",
-                    "qconvert.blas_idle"}),
+                    "qconvert.blas_idle", "qconvert.json_text"}),
     ("ir", {"qconvert.ir"}),
     ("int8", {"qconvert.int8"}),
     ("formats", {"qconvert.tflite_options", "qconvert.onnx_wire", "qconvert.pads_spelling",

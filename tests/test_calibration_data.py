@@ -334,7 +334,7 @@ def test_npy_for_a_multi_input_model(tmp_path):
 def test_bad_normalization_options(tmp_path):
     np.save(tmp_path / "x.npy", np.zeros((1, 6)))
     assert "not both" in _err(tmp_path / "x.npy", [FLAT], mean=1, scale=2).cause
-    assert "must not be 0" in _err(tmp_path / "x.npy", [FLAT], std=0).cause
+    assert "--std must be positive" in _err(tmp_path / "x.npy", [FLAT], std=0).cause
     assert "no channel axis" in _err(tmp_path / "x.npy", [FLAT], mean=[1, 2, 3]).cause
 
 

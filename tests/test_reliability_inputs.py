@@ -374,7 +374,8 @@ def test_huge_weights_overflow_cleanly(tmp_path):
     calib = tmp_path / "c.npy"
     np.save(calib, np.full((2, 1, 1, 8, 8), 100.0, np.float32))
     for out in ("o.onnx", "o.tflite"):
-        result = run(["quantize", model, "--calibration", calib, "-o", tmp_path / out])
+        result = run(["quantize", model, "--calibration", calib, "-o", tmp_path / out,
+                      "--scale", "1"])  # raw whole numbers, as meant (no scale warning)
         assert_clean(result, model, tmp_path, "NaN or infinite value during calibration")
 
 

@@ -59,6 +59,21 @@ def _int8_model(model_path, input_shapes, outputs, target, input_layout, calibra
     return job.model, note
 
 
+# The tensor types a layer's activations may have in a model LiteRT and TFLite Micro load;
+# a STRING (or complex, resource...) tensor feeding CONV_2D is refused by both.
+_ACTIVATION_TYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "float32", "bool"})
+
+
+def _check_tensor_types(graph) -> None:
+    """Refuse a model whose layers read or write a tensor of a type no runtime takes there."""
+    for node in graph.nodes:
+        for name in [*node.present_inputs(), *node.outputs]:
+            t = graph.tensors.get(name)
+            if t is not None and t.data is None and t.dtype not in _ACTIVATION_TYPES:
+                raise QConvertError(f"tensor {name!r} of {node.op} {node.name!r} is {t.dtype}, "
+                                    "which neither LiteRT nor TFLite Micro accepts there")
+
+
 def export_header_command(model, output, name, fc_layout, with_kernels, rounding, calibration,
                           calibration_random, norm, options, input_layout,
                           input_shapes) -> Exported:
@@ -93,6 +108,7 @@ def export_header_command(model, output, name, fc_layout, with_kernels, rounding
     try:
         m, note = _int8_model(model, input_shapes, outputs, "c-header", input_layout,
                               calibration, calibration_random, norm, options)
+        _check_tensor_types(m.graph)
         text = render_header(m, HeaderOptions(prefix, fc_layout, rounding, Path(model).name,
                                               sha256, note))
     except QConvertError as exc:
@@ -100,6 +116,21 @@ def export_header_command(model, output, name, fc_layout, with_kernels, rounding
     files = {**dict(zip(kernel_paths, kernels.values())), out: text.encode("ascii")}
     outputs.commit(files)
     return Exported(files, len(m.graph.nodes))
+
+
+def _check_not_in_data(folder, data: list) -> None:
+    """Refuse an output folder that is a calibration data folder or inside one: export-c would
+    write its files among the inputs."""
+    import os
+
+    out = os.path.realpath(folder)
+    for path in data:
+        if os.path.isdir(path):
+            src = os.path.realpath(path)
+            if out == src or out.startswith(src.rstrip(os.sep) + os.sep):
+                raise QConvertError(f"is the calibration data folder {path} or inside it: "
+                                    "export-c would write among its inputs; choose another "
+                                    "-o", str(folder))
 
 
 def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calibration_random,
@@ -116,7 +147,7 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
     from qconvert.output_files import OutputFiles
     from qconvert.quant.calibration_data import data_files
 
-    from .c_names import check_prefix, prefix_from_stem
+    from .c_names import check_file_prefix, prefix_from_stem
     from .model_source import ModelOptions, render_model
 
     if calibration is not None and calibration_random is not None:
@@ -127,13 +158,17 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
         raise QConvertError("--kernels cmsis-nn calls arm_fully_connected_s8, which reads "
                             "row-major weights: use --fc-layout rowmajor (the default there)")
     fc_layout = fc_layout or ("rowmajor" if kernels == "cmsis-nn" else "1x4")
-    c_name = check_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
+    c_name = check_file_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
     folder = Path(outdir)
+    if folder.is_symlink() and not folder.exists():
+        raise QConvertError("output path is a symbolic link to nothing (dangling, or a loop)",
+                            str(folder))
     if folder.exists() and not folder.is_dir():
         raise QConvertError("output path exists and is not a directory", str(folder))
     parent = folder.parent if str(folder.parent) else Path(".")
     if not parent.is_dir():
         raise QConvertError("output directory's parent does not exist", str(folder))
+    _check_not_in_data(folder, data_files(calibration))
     outputs = OutputFiles([model, *data_files(calibration)])
     # a report inside the output folder is checked once the folder exists, any other now
     report_in_folder = report is not None and Path(report).parent.resolve() == folder.resolve()
@@ -145,7 +180,11 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
     files, summary = render_model(m, ModelOptions(c_name, kernels, fc_layout, Path(model).name,
                                                   sha256, note, patches=patches))
     created = not folder.exists()
-    folder.mkdir(exist_ok=True)
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise QConvertError(f"cannot create the output folder: {exc.strerror}",
+                            str(folder)) from None
     try:
         paths = {folder / f: data for f, data in files.items()}
         for path in paths:

@@ -14,7 +14,8 @@ Per layer (identifier `<prefix>_<layer>_<suffix>`, arrays lower case, macros upp
 - the op's parameters (see `layer_spec`), arrays with a `_LEN` macro;
 - weights (`const int8_t`), constant int8 operands of other ops (`input2`...), constant
   integer operands the op reads (paddings, permutation, indices) as `const int32_t`.
-Arrays are `static const` (flash), aligned to 4 bytes by `QCONVERT_ARRAY_ATTR`.
+Arrays are `static const` (flash), aligned to 4 bytes by `QCONVERT_ARRAY_ATTR` (int64 arrays:
+naturally aligned, `QCONVERT_CONST_ATTR`).
 """
 
 from __future__ import annotations
@@ -56,7 +57,24 @@ ARRAY_ATTR_BLOCK = """\
 #error "define QCONVERT_ARRAY_ATTR to align arrays to 4 bytes with this compiler"
 #endif
 #endif
+#ifndef QCONVERT_CONST_ATTR /* int64 arrays and structs: their own alignment, never lowered */
+#if defined(__GNUC__) || defined(__clang__) || defined(__ARMCC_VERSION) || defined(__CC_ARM)
+#define QCONVERT_CONST_ATTR __attribute__((unused))
+#else
+#define QCONVERT_CONST_ATTR
+#endif
+#endif
 """
+# aligned(4) on an int64_t array or a struct holding pointers would LOWER its alignment on a
+# host whose int64_t / pointers are 8-byte aligned (GCC honours it; C11 forbids it): those
+# get QCONVERT_CONST_ATTR (their natural alignment, which is at least what their loads need)
+WIDE_CTYPES = frozenset({"int64_t", "uint64_t", "double"})
+
+
+def const_attr(ctype: str) -> str:
+    """The attribute macro of a static const array of `ctype`: 4-byte aligned for the narrow
+    types the kernels read as words, natural alignment for the wider ones."""
+    return "QCONVERT_CONST_ATTR" if ctype in WIDE_CTYPES else "QCONVERT_ARRAY_ATTR"
 
 
 @dataclass
@@ -362,7 +380,7 @@ def _items_text(stem: str, items: list) -> list:
             name = f"{stem}_{it.suffix}".lower()
             length = f"{stem}_{it.suffix}_LEN".upper()
             body = c_array_body(it.data, it.ctype)
-            lines.append(f"QCONVERT_ARRAY_ATTR static const {it.ctype} {name}[{length}] = {{")
+            lines.append(f"{const_attr(it.ctype)} static const {it.ctype} {name}[{length}] = {{")
             lines += ([body] if body else []) + ["};"]
     return lines
 
@@ -393,8 +411,9 @@ def _preamble(layers, options) -> list:
         " *   (QuantizeMultiplier of double(s_in) * double(s_w[c]) / double(s_out)), so firmware",
         " *   built on this header and firmware running TFLite Micro agree bit for bit.",
         " *",
-        " * Arrays (static const: they stay in flash; aligned to 4 bytes; include this header",
-        " * in one .c file), <prefix>_<layer>_<what>, each with a <PREFIX>_<LAYER>_<WHAT>_LEN:",
+        " * Arrays (static const: they stay in flash; aligned to 4 bytes, int64_t ones to their",
+        " * own alignment; include this header in one .c file), <prefix>_<layer>_<what>, each",
+        " * with a <PREFIX>_<LAYER>_<WHAT>_LEN:",
         " *   _weights     int8_t   Conv2D: OHWI [OUTPUT_C][KERNEL_H][KERNEL_W][INPUT_C]",
         " *                         DepthwiseConv2D: [1][KERNEL_H][KERNEL_W][OUTPUT_C]",
         " *                         FullyConnected: " + (

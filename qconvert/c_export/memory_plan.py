@@ -24,9 +24,12 @@ overlap and how, its scratch bytes). What it does, in order:
    `reads[b]` on, so `D + ends[b] <= min(reads[b:])` (a layer may offer several band heights,
    the fifth field: output rows per band). `("tiles", slot, ends, reads)`: the same rule for
    a step whose one call already works band by band (`patches`: rows of tiles; the fast int8
-   convolution: pairs of output pixels, `model_steps_fast.conv_bands`), so it costs no speed. Every rule holds for any smaller D too,
-   so an overlap is a pairwise relaxation (not a fixed offset): each buffer keeps its own
-   offset and a chain of overlaps never grows a rigid block.
+   convolution: pairs of output pixels, `model_steps_fast.conv_bands`), so it costs no speed. Every rule holds for any smaller D too, so D is rounded down to a multiple of
+   `ALIGN` (4 bytes): every offset stays a multiple of 4, hence of every element size (int16
+   at even offsets, int32 / float at multiples of 4: a Cortex-M0 faults on a misaligned
+   halfword or word, and C forbids such typed accesses anywhere). An overlap is a pairwise
+   relaxation (not a fixed offset): each buffer keeps its own offset and a chain of overlaps
+   never grows a rigid block.
 4. Offsets: buffers and per-step scratch buffers (alive for their step only) are placed one by
    one, each at a free 4-byte-aligned offset for its lifetime (first fit: the lowest; best fit:
    the smallest hole it fits), in several orders (largest first as TFLite Micro's
@@ -38,7 +41,8 @@ overlap and how, its scratch bytes). What it does, in order:
    layer, the coarsest choice that keeps the arena as small as the finest bands make it: a
    whole-layer call, else the tallest bands offered (`MemoryPlan.banded`: rows per band).
 6. Check: no two tensors alive at the same step share a byte unless step 3 allowed exactly that
-   overlap at that displacement; a violation is an internal error, never a silently wrong model.
+   overlap at that displacement, and every offset is a multiple of `ALIGN`; a violation is an
+   internal error, never a silently wrong model.
 
 `op_order` chooses the execution order of the steps (where branches allow) with this plan.
 """
@@ -80,6 +84,12 @@ class MemoryPlan:
 
 def _align(n: int) -> int:
     return (int(n) + ALIGN - 1) // ALIGN * ALIGN
+
+
+def _align_down(n: int) -> int:
+    """The largest multiple of ALIGN <= n (negative n too): a displacement every element
+    type keeps aligned on."""
+    return int(n) // ALIGN * ALIGN
 
 
 @dataclass
@@ -342,7 +352,7 @@ def _displacement(overlap, in_size: int, out_size: int):
         if ends.size == 0 or int(ends[-1]) != out_size:
             return None
         future = np.minimum.accumulate(reads[::-1])[::-1]  # min over bands >= b
-        d = int(min(0, (future - ends).min()))
+        d = _align_down(min(0, (future - ends).min()))
         footprint = max(in_size, d + out_size) - d
         return d if footprint < in_size + out_size else None
     minread = np.asarray(overlap[2], dtype=np.int64)
@@ -351,14 +361,19 @@ def _displacement(overlap, in_size: int, out_size: int):
     future = np.minimum.accumulate(minread[::-1])[::-1]  # min over elements >= i
     later = np.append(future[1:], np.iinfo(np.int64).max)  # min over elements > i
     limit = later - np.arange(out_size) - 1
-    d = int(min(0, limit.min()))
+    d = _align_down(min(0, limit.min()))
     footprint = max(in_size, d + out_size) - d
     return d if footprint < in_size + out_size else None
 
 
 def _check(plan, sizes, root, start, end, steps, pairs=None) -> None:
-    """Step 6: live tensors share bytes only as a relaxation allows; all inside the arena."""
+    """Step 6: live tensors share bytes only as a relaxation allows; all inside the arena, all
+    at multiples of ALIGN."""
     pairs = pairs or {}
+    misaligned = [str(n) for n, o in [*plan.offset.items(), *plan.scratch.items()] if o % ALIGN]
+    if misaligned:
+        raise RuntimeError(f"internal: memory plan puts {misaligned[0]!r} at a misaligned "
+                           "offset")
     spans = []
     for name, size in sizes.items():
         if root[name] != name or size == 0:

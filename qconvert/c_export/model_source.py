@@ -26,7 +26,7 @@ from qconvert.errors import QConvertError
 
 from .c_text import c_array_body, c_comment, c_float, c_int
 from .export_report import CTYPE_BYTES, array_bytes, layer_rows  # noqa: F401 (CTYPE_BYTES)
-from .header import ARRAY_ATTR_BLOCK
+from .header import ARRAY_ATTR_BLOCK, const_attr
 from .memory_plan import plan_memory
 from .op_order import plan_in_best_order
 from .pad_fold import fold_pads
@@ -288,7 +288,7 @@ def _array_lines(prefix, suffix, ctype, values) -> list:
     base, _, rounding = ctype.partition("#")
     data = np.asarray(values).reshape(-1)
     body = c_array_body(data, base)
-    lines = [f"QCONVERT_ARRAY_ATTR static const {base} {prefix}_{suffix}[{max(data.size, 1)}] = {{",
+    lines = [f"{const_attr(base)} static const {base} {prefix}_{suffix}[{max(data.size, 1)}] = {{",
              body if body else "    0", "};"]
     if rounding == "double":
         return ["#ifndef QCONVERT_SINGLE_ROUNDING"] + lines + ["#endif"]
@@ -453,7 +453,8 @@ def _source(graph, steps, plans, options, state=None) -> str:
         out.append(f"/* layer {step.index}: {node.op} {c_comment(node.name[:80])} */")
         for suffix, ctype, values in step.arrays:
             out += _array_lines(prefix, suffix, ctype, values)
-        out += ["QCONVERT_ARRAY_ATTR " + line.replace("@L", prefix) for line in step.decls]
+        # structs (pointers inside): their natural alignment, never lowered to 4
+        out += ["QCONVERT_CONST_ATTR " + line.replace("@L", prefix) for line in step.decls]
         out.append("")
     ins, outs = list(graph.inputs), list(graph.outputs)
     out += [f"static int32_t {name}_arena[{upper}_ARENA_SIZE / 4 + 1]; /* 4-byte aligned */",

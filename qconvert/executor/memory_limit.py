@@ -24,14 +24,22 @@ _UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
 def parse_size(text: str) -> int:
-    """'512M', '4G', '4GiB', '1000000' -> bytes; QConvertError for anything else."""
+    """'512M', '4G', '4GiB', '1000000' -> bytes (at most `MAX_SIZE`); QConvertError for
+    anything else."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", str(text), re.IGNORECASE)
     if not m:
         raise QConvertError(f"--max-memory {text!r} is not a size (e.g. 512M, 4G)")
-    value = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    from fractions import Fraction
+
+    value = int(Fraction(m.group(1)) * _UNITS[m.group(2).upper()])  # exact, any length
     if value <= 0:
         raise QConvertError(f"--max-memory {text!r} must be positive")
+    if value > MAX_SIZE:
+        raise QConvertError(f"--max-memory {text!r} is beyond any machine (at most 1024T)")
     return value
+
+
+MAX_SIZE = 2**50  # 1 PiB: --max-memory above it is a typo, and beyond int64 arithmetic a crash
 
 
 DEFAULT_CAP = 8 * 2**30

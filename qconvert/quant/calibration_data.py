@@ -114,9 +114,22 @@ def input_specs(graph, fmt: str | None = None) -> list:
     return specs
 
 
+def check_batch_of_one(specs, what: str) -> None:
+    """Refuse a model input with a fixed batch above 1 (rank 2 or more, first dimension a
+    number > 1) for `what` (calibration, --verify), which run the model one sample, or a few
+    stacked on a dynamic batch, at a time: one message instead of the executor's several."""
+    for spec in specs:
+        shape = spec.shape
+        if shape is not None and len(shape) >= 2 and _is_static(shape[0]) and shape[0] > 1:
+            raise QConvertError(
+                f"input {spec.name!r} has a fixed batch of {shape[0]} (shape {_fmt(shape)}): "
+                f"{what} runs the model on single samples; export it with batch 1 or a dynamic "
+                "batch dimension")
+
+
 # -- loading --------------------------------------------------------------------------------------
 def load_calibration(path, specs, mean=None, std=None, scale=None, limit=None,
-                     max_bytes=None) -> dict:
+                     max_bytes=None, ranges: dict | None = None) -> dict:
     """Load calibration data from `path` for the model inputs `specs` (see the module docstring).
 
     Returns ``{input name: array (N, *sample shape)}`` in each input's dtype, with the same N for
@@ -124,6 +137,8 @@ def load_calibration(path, specs, mean=None, std=None, scale=None, limit=None,
     `scale` normalize the data. Raises `QConvertError` naming the file at fault. Every array's
     size is checked from its header against the file (and a .npz member's against its stored
     size) before anything is read or decompressed; arrays over `max_bytes` are refused.
+    `ranges`, when given, receives a `DataRange` per float input fed without normalization
+    (for `scale_warning`).
     """
     global _MAX_BYTES
     _MAX_BYTES = DEFAULT_MAX_BYTES if max_bytes is None else int(max_bytes)
@@ -134,6 +149,8 @@ def load_calibration(path, specs, mean=None, std=None, scale=None, limit=None,
     if limit is not None and int(limit) < 1:
         raise QConvertError(f"the sample limit must be at least 1, not {limit}", path_str)
     norm = _Normalization(mean, std, scale)
+    if ranges is not None:
+        norm.ranges = ranges
     file_path, key = _split_npz_key(path_str)
     p = Path(file_path)
     if not p.exists():
@@ -435,13 +452,15 @@ class _Normalization:
     """``(x - mean) / std`` or ``x * scale``, per tensor or per channel."""
 
     def __init__(self, mean, std, scale):
+        self.ranges = {}  # input name -> DataRange of data fed to a float input unnormalized
         if scale is not None and (mean is not None or std is not None):
             raise QConvertError("give either --mean/--std or --scale, not both")
         self.mean = self._vector(mean, "--mean")
         self.std = self._vector(std, "--std")
         self.scale = self._vector(scale, "--scale")
-        if self.std is not None and (np.any(self.std == 0)):
-            raise QConvertError("--std must not be 0")
+        for option, v in (("--std", self.std), ("--scale", self.scale)):
+            if v is not None and np.any(v <= 0):
+                raise QConvertError(f"{option} must be positive, not {_num(v[v <= 0][0])}")
 
     @staticmethod
     def _vector(value, option):
@@ -509,11 +528,14 @@ def _prepare(arr: np.ndarray, spec: InputSpec, norm: _Normalization, where, limi
     arr = np.asarray(arr)  # a view; of a memory-mapped .npy only `limit` samples are read
     if src.kind == "f":
         _check_finite(arr, where)
+    if target.kind == "f" and not norm.active:
+        _note_range(norm.ranges, spec, arr, str(where))
     if norm.active:
         if target.kind == "b":
             raise QConvertError(f"--mean/--std/--scale cannot apply to the bool input "
                                 f"{spec.name!r}", where)
         arr = norm.apply(arr, spec, where)
+        _check_normalized(arr, spec, where)
         if target.kind in "iu" and not np.array_equal(arr, np.round(arr)):
             raise QConvertError(f"normalized values are not integers, but input {spec.name!r} "
                                 f"is {target} (quantized)", where)
@@ -531,6 +553,85 @@ def _prepare(arr: np.ndarray, spec: InputSpec, norm: _Normalization, where, limi
                                 where)
         return np.ascontiguousarray(out)
     return np.ascontiguousarray(arr.astype(target))
+
+
+@dataclass(frozen=True)
+class DataRange:
+    """What the data fed, unnormalized, to one float input looks like: its dtype as given, its
+    smallest and largest values, whether every value is a whole number (integer-typed data, or
+    float data within 0..255 that holds no fraction), where it came from
+    (the first file), and the input it feeds (its dtype and shape, as text)."""
+
+    dtype: str
+    lo: float
+    hi: float
+    whole: bool
+    where: str
+    input: str = ""
+
+    @property
+    def looks_unscaled(self) -> bool:
+        """The signature of raw pixels or counts: integer-typed data reaching above 1, or whole
+        numbers in 0..255 reaching above 1 (a float model is most often trained on 0..1 or
+        normalized inputs; the model itself cannot say which, so this is a guess)."""
+        if self.hi <= 1:
+            return False
+        if np.dtype(self.dtype).kind in "iu":
+            return True
+        return self.whole and self.lo >= 0 and self.hi <= 255
+
+
+def _note_range(ranges: dict, spec: InputSpec, arr: np.ndarray, where: str) -> None:
+    """Record (or widen) the `DataRange` of input `spec` from `arr` (one file's samples)."""
+    lo, hi = float(arr.min()), float(arr.max())
+    whole = arr.dtype.kind in "iu" or (lo >= 0 and hi <= 255 and _all_whole(arr))
+    old = ranges.get(spec.name)
+    if old is not None:
+        lo, hi, whole, where = min(lo, old.lo), max(hi, old.hi), whole and old.whole, old.where
+    ranges[spec.name] = DataRange(str(arr.dtype), lo, hi, whole, where,
+                                  f"{spec.dtype} {_fmt(spec.shape)}")
+
+
+def _all_whole(arr: np.ndarray, chunk: int = 1 << 20) -> bool:
+    """Every value of the float array `arr` a whole number; read in chunks (no copy of a large
+    memory-mapped array), stopping at the first fraction."""
+    flat = arr.reshape(-1)
+    return all(np.array_equal(part, np.floor(part))
+               for part in (flat[i:i + chunk] for i in range(0, flat.size, chunk)))
+
+
+def scale_warning(ranges: dict) -> str | None:
+    """One line (without a `qconvert: warning:` prefix) when data fed unnormalized to a float
+    input looks like raw pixels or counts (`DataRange.looks_unscaled`): it names the data's
+    dtype and range, what the model's inputs most often expect and the options that fix it;
+    None when no input's data looks so."""
+    odd = {name: r for name, r in ranges.items() if r.looks_unscaled}
+    if not odd:
+        return None
+    parts = [f"float input {name!r} ({r.input}) gets {r.dtype} data {_num(r.lo)}..{_num(r.hi)}"
+             + ("" if np.dtype(r.dtype).kind in "iu" else " (whole numbers)")
+             for name, r in odd.items()]
+    return (f"{'; '.join(parts)}, unnormalized, for a float model: a model trained on 0..1 or "
+            "normalized inputs would be calibrated at the wrong scale and its int8 model be "
+            "poor (qconvert cannot tell from the model which range it expects, only from the "
+            "data); pass --scale 0.00392156862745098 (1/255) for 0..1 inputs, --mean/--std for "
+            "a normalization, or --scale 1 to confirm the raw values")
+
+
+# Normalized data whose largest magnitude falls outside this range is refused: no model is
+# trained on inputs of 1e30 or 1e-30 (`--std 1e-30`), and int8 scales that follow would be
+# denormal or overflow.
+NORMALIZED_RANGE = (1e-6, 1e6)
+
+
+def _check_normalized(arr: np.ndarray, spec: InputSpec, where) -> None:
+    """Refuse `--mean` / `--std` / `--scale` that take the data to absurd magnitudes."""
+    top = float(np.max(np.abs(arr))) if arr.size else 0.0
+    low, high = NORMALIZED_RANGE
+    if top > high or 0 < top < low:
+        raise QConvertError(f"--mean/--std/--scale take the data for input {spec.name!r} to "
+                            f"magnitudes of {top:.3g}, outside {low:g}..{high:g}: check the "
+                            "normalization options", where)
 
 
 def _target_dtype(spec: InputSpec, where) -> np.dtype:

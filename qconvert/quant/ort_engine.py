@@ -30,8 +30,10 @@ def check_engine(engine: str, fmt: str) -> None:
     if engine == "numpy":
         return
     if fmt != "onnx":
-        raise QConvertError("--engine onnxruntime calibrates ONNX models only (TFLite output "
-                            "is calibrated on the TFLite graph: use --engine numpy)")
+        raise QConvertError("--engine onnxruntime runs ONNX graphs only, and this model is "
+                            "calibrated as a TFLite graph (a TFLite model, or an ONNX model "
+                            "converted for .tflite output, export-c or export-c-header): use "
+                            "--engine numpy")
     if importlib.util.find_spec("onnxruntime") is None:
         raise QConvertError("--engine onnxruntime needs onnxruntime (pip install onnxruntime)")
 

@@ -14,6 +14,7 @@ import itertools
 
 import numpy as np
 
+from qconvert.errors import one_line
 from qconvert.ir import Model
 
 from .calibrate import float_reference, frames
@@ -291,7 +292,8 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
               **({"layer_sample_fraction": round(fraction, 3)} if fraction < 1 else {}),
               "method": options.method, "rounding": options.rounding,
               "bias_correction": getattr(options, "bias_correction", False),
-              "equalize": getattr(options, "equalize", False), "output_sqnr_db": out_db}
+              "equalize": getattr(options, "equalize", False), "output_sqnr_db": out_db,
+              "inputs": _input_ranges(float_graph, qplan, data)}
     if run is not None:
         report["report_run"] = run
     if first in ref_out and first in got_out and ref_out[first].dtype.kind == "f":
@@ -300,6 +302,19 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
     if total:
         report["top1_agreement"] = agree / total
     return report
+
+
+def _input_ranges(graph, qplan, data: dict) -> dict:
+    """Per float input the data's range (all samples) and the scale and zero point chosen
+    for it: the line that shows raw 0..255 pixels calibrated as they are."""
+    ranges = {}
+    for name in graph.inputs:
+        values = data.get(name)
+        if name in qplan.activations and values is not None and values.size \
+                and values.dtype.kind == "f":
+            ranges[name] = {"min": float(values.min()), "max": float(values.max()),
+                            **_qp(qplan, name)}
+    return ranges
 
 
 def _kept_fraction(graph, layer_reference: dict) -> float:
@@ -343,23 +358,28 @@ def render_text(result: dict) -> str:
              + (f" {'added dB':>8}" if added else "")]
     for row in result["layers"]:
         out = row["output"]
-        line = (f"{row['layer'][:32]:32} {row['op']:16} {out['scale']:10.4g} "
+        layer, op = one_line(row["layer"])[:32], one_line(row["op"])
+        line = (f"{layer:32} {op:16} {out['scale']:10.4g} "
                 f"{out['zero_point']:5d} {db(row['sqnr_db']):>8}")
         if added:
             line += f" {db(row.get('added_sqnr_db')):>8}"
         lines.append(line)
     for row in result["layers"]:
         if row.get("widened_channels"):
-            lines.append(f"widened weight scales (int32 bias guard): {row['layer']} channels "
-                         f"{channel_ranges(row['widened_channels'])}")
+            lines.append(f"widened weight scales (int32 bias guard): {one_line(row['layer'])} "
+                         f"channels {channel_ranges(row['widened_channels'])}")
     if "layer_sample_fraction" in result:
         lines.append(f"(layer SQNR over the first {100 * result['layer_sample_fraction']:.0f} % "
                      "of each tensor's values in the first sample)")
     elif result.get("layer_samples", result["samples"]) != result["samples"]:
         k = result["layer_samples"]
         lines.append(f"(layer SQNR over the first {k} sample{'s' if k > 1 else ''})")
+    for name, q in result.get("inputs", {}).items():
+        lines.append(f"input {one_line(name)}: data {q['min']:.6g}..{q['max']:.6g}, scale "
+                     f"{q['scale']:.6g}, zero point {q['zero_point']}")
     for name, value in result["output_sqnr_db"].items():
-        lines.append(f"output {name}: SQNR {db(value)} dB over {result['samples']} samples")
+        lines.append(f"output {one_line(name)}: SQNR {db(value)} dB over {result['samples']} "
+                     "samples")
     if "top1_agreement" in result:
         lines.append(f"top-1 agreement with float: {100 * result['top1_agreement']:.1f}%")
     if "report_run" in result:

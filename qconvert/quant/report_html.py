@@ -34,8 +34,24 @@ table { border-collapse: collapse; } td, th { padding: 2px 10px; text-align: lef
 """
 
 
+def _xml_char(c: str) -> str:
+    """A character XML 1.0 forbids (controls other than tab / newline / CR, surrogates, U+FFFE,
+    U+FFFF) written as its Python escape, visible text; any other character as it is."""
+    o = ord(c)
+    if (o >= 0x20 and o < 0xD800) or o in (0x9, 0xA, 0xD) or 0xE000 <= o <= 0xFFFD \
+            or o >= 0x10000:
+        return c
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+
 def _e(text) -> str:
-    return html.escape(str(text), quote=True)
+    """`text` escaped for the page: markup characters as entities, characters XML 1.0 forbids
+    (NUL, ESC, lone surrogates of undecodable file names...) as visible escapes, so the page
+    stays well-formed XML whatever a model names its layers."""
+    text = str(text)
+    if not text.isprintable():
+        text = "".join(_xml_char(c) for c in text)
+    return html.escape(text, quote=True)
 
 
 def _grade(db: float) -> str:

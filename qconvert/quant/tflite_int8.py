@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from qconvert import schemas
+from qconvert.errors import QConvertError
 from qconvert.ir import Graph, Node, QuantParams, Tensor
 from qconvert.schemas.ops import HALF_AWAY
 
@@ -117,7 +118,13 @@ def _set_input(graph: Graph, node: Node, slot: int, name: str) -> None:
 
 
 def _float_edges(graph: Graph) -> None:
-    """QUANTIZE after each float input, DEQUANTIZE before each output; names stay float."""
+    """QUANTIZE after each float input, DEQUANTIZE before each output; names stay float. An
+    input that is also an output (a pass-through) is refused: it would need both at once."""
+    through = [name for name in graph.inputs if name in graph.outputs]
+    if through:
+        raise QConvertError(f"input {through[0]!r} is also an output of the model: --io-type "
+                            "float32 cannot put QUANTIZE after it and DEQUANTIZE before it; "
+                            "use --io-type int8, or give the output its own node")
     front, back = [], []
     for name in list(graph.inputs):
         t = graph.tensors[name]

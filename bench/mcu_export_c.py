@@ -1,0 +1,152 @@
+"""export-c firmware images for bench_mcu: run `qconvert export-c` on the int8 model, write a
+main.c that follows mcu_firmware's protocol around NAME_invoke, and link it (with CMSIS-NN for
+`--kernels cmsis-nn`).
+
+The export is compiled with the same flags as every image (-O2, -ffunction-sections
+-fdata-sections, --gc-sections). The main.c copies the loader's input bytes into its own static
+input buffers (what an application holds besides the model's arena), then paints the stack,
+reads the counter, calls NAME_invoke, reads the counter, scans the stack.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import mcu_firmware as fw
+
+ROOT = Path(__file__).resolve().parent.parent
+NAME = "m"
+
+
+class Refused(Exception):
+    """export-c refused the model (its one-line message is the reason)."""
+
+
+def export(model: Path, folder: Path, kernels: str) -> Path:
+    """`qconvert export-c MODEL -o folder/src --name m --kernels K`; the source folder."""
+    src = folder / "src"
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in src.glob("*") if src.is_dir() else ():
+        old.unlink()
+    done = subprocess.run([sys.executable, "-m", "qconvert.cli", "export-c", str(model), "-o",
+                           str(src), "--name", NAME, "--kernels", kernels],
+                          capture_output=True, text=True, cwd=ROOT, check=False)
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines() or ["no message"]
+        raise Refused(lines[-1].replace(f"qconvert: error: {model}: ", ""))
+    return src
+
+
+def _io(header: str) -> tuple:
+    """([(ctype, elements)] inputs, [...] outputs) read from NAME.h's macros and comments."""
+    count = {k: int(re.search(rf"#define M_NUM_{k}S (\d+)", header).group(1))
+             for k in ("INPUT", "OUTPUT")}
+    dtypes = {(t, int(i)): d for t, i, d in re.findall(
+        r"/\* (input|output) (\d+): .*\] (\w+) \*/", header)}
+    ctype = {"int8": "int8_t", "int16": "int16_t", "float": "float", "float32": "float"}
+    out = []
+    for kind in ("INPUT", "OUTPUT"):
+        rows = []
+        for i in range(count[kind]):
+            size = int(re.search(rf"#define M_{kind}{i}_SIZE (\d+)", header).group(1))
+            rows.append((ctype[dtypes.get((kind.lower(), i), "int8")], size))
+        out.append(rows)
+    return out[0], out[1]
+
+
+_BYTES = {"int8_t": 1, "int16_t": 2, "float": 4}
+
+
+def main_source(header: str) -> str:
+    """main.c for the export whose NAME.h is `header`."""
+    ins, outs = _io(header)
+    lines = ["#include <stdio.h>", "#include <string.h>", '#include "bench_rt.h"',
+             f'#include "{NAME}.h"', ""]
+    for i, (c, n) in enumerate(ins):
+        lines.append(f"static {c} in{i}[{n}] __attribute__((aligned(4)));")
+    for i, (c, n) in enumerate(outs):
+        lines.append(f"static {c} out{i}[{n}] __attribute__((aligned(4)));")
+    args = [f"in{i}" for i in range(len(ins))] + [f"out{i}" for i in range(len(outs))]
+    lines += ["", "int main(void)", "{", "    uint32_t t0, t1, offset = 0;", "    int rc;",
+              "    bench_start();"]
+    for i, (c, n) in enumerate(ins):
+        lines += [f"    memcpy(in{i}, bench_input() + offset, sizeof in{i});",
+                  f"    offset += sizeof in{i};"]
+    if re.search(rf"\b{NAME}_init\s*\(\s*void\s*\)", header):
+        lines += [f"    bench_paint();", "    t0 = bench_counter();", f"    {NAME}_init();",
+                  "    t1 = bench_counter();", '    bench_print("setup_ticks", t1 - t0);',
+                  '    bench_print("setup_stack", bench_stack_used());']
+    lines += ["    (void)offset;", "    bench_paint();", "    t0 = bench_counter();",
+              f"    rc = {NAME}_invoke({', '.join(args)});", "    t1 = bench_counter();",
+              '    bench_print("invoke_ticks", t1 - t0);',
+              '    bench_print("invoke_stack", bench_stack_used());',
+              '    bench_print("rc", (uint32_t)rc);']
+    lines += [f"    bench_print_hex({i}, out{i}, sizeof out{i});" for i in range(len(outs))]
+    lines += ['    printf("bench done\\n");', "    return 0;", "}", ""]
+    return "\n".join(lines)
+
+
+def build(model: Path, folder: Path, board: fw.Board, kernels: str, cmsis_nn: Path) -> dict:
+    """Export and link one image; {"elf", "map", "weights_objects", "arena", "io_bytes"}."""
+    src = export(model, folder, kernels)
+    build_dir = folder / f"build_{board.name}"
+    if build_dir.is_dir():
+        for old in build_dir.glob("*"):
+            old.unlink()
+    support = fw.write_support(build_dir, board)
+    header = (src / f"{NAME}.h").read_text()
+    (build_dir / "main.c").write_text(main_source(header))
+    flags = [f"-I{src}"]
+    libs = []
+    if kernels == "cmsis-nn":
+        flags.append(f"-I{cmsis_nn / 'Include'}")
+        libs.append(cmsis_library(board, cmsis_nn, folder.parent.parent / "cmsis-nn-lib"))
+    sources = [*support, build_dir / "main.c", *sorted(src.glob("*.c"))]
+    elf, mapfile = fw.compile_and_link(build_dir, board, sources, flags, libs)
+    ins, outs = _io(header)
+    arena = int(re.search(rf"#define {NAME.upper()}_ARENA_SIZE (\d+)", header).group(1))
+    return {"elf": elf, "map": mapfile, "weights_objects": {f"{NAME}.o"}, "arena": arena,
+            "io_bytes": sum(_BYTES[c] * n for c, n in ins + outs)}
+
+
+def cmsis_sources(cmsis_nn: Path) -> list:
+    """CMSIS-NN's sources but its float, LSTM and SVDF ones (--gc-sections keeps what is
+    called)."""
+    skip = ("f16", "f32", "lstm", "svdf")
+    return sorted(p for p in (cmsis_nn / "Source").glob("*/*.c")
+                  if not any(k in p.name for k in skip))
+
+
+def cmsis_library(board: fw.Board, cmsis_nn: Path, cache: Path) -> Path:
+    """CMSIS-NN compiled for `board` with the images' flags, as a static library cached in
+    `cache` (rebuilt when its sources change)."""
+    import hashlib
+
+    sources = cmsis_sources(cmsis_nn)
+    key = hashlib.sha256(repr((board, fw.COMMON_FLAGS, [(str(p), p.stat().st_size,
+                                                         p.stat().st_mtime_ns)
+                                                        for p in sources])).encode()).hexdigest()
+    folder = cache / f"{board.name}_{key[:12]}"
+    lib = folder / "libcmsisnn.a"
+    if lib.is_file():
+        return lib
+    folder.mkdir(parents=True, exist_ok=True)
+    objects = []
+    procs = []
+    for i, src in enumerate(sources):
+        obj = folder / f"{i:03d}_{src.stem}.o"
+        objects.append(obj)
+        procs.append(subprocess.Popen(["arm-none-eabi-gcc", *board.cpu_flags, *fw.COMMON_FLAGS,
+                                       "-std=c99", "-w", f"-I{cmsis_nn / 'Include'}", "-c",
+                                       str(src), "-o", str(obj)]))
+        if len(procs) >= 2:  # at most two compilers at once
+            if procs.pop(0).wait() != 0:
+                raise RuntimeError(f"CMSIS-NN compile failed: {src}")
+    for p in procs:
+        if p.wait() != 0:
+            raise RuntimeError("CMSIS-NN compile failed")
+    fw.run(["arm-none-eabi-ar", "rcs", lib, *objects])
+    return lib
