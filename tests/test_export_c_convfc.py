@@ -307,7 +307,7 @@ def test_plan_overlaps_the_fast_conv_only_as_its_pairs_allow(case):
     in_shape, out_shape, kernel, strides, dilations, pads = case
     ends, reads = conv_bands(in_shape, out_shape, kernel, strides, dilations, pads)
     sizes = {"x": int(np.prod(in_shape)), "y": int(np.prod(out_shape)), "z": 4}
-    steps = [PlanStep(["x"], ["y"], overlap=[("bands", 0, ends, reads)], scratch=64),
+    steps = [PlanStep(["x"], ["y"], overlap=[("tiles", 0, ends, reads)], scratch=64),
              PlanStep(["y"], ["z"])]
     plan = plan_memory(sizes, steps, ["x"], ["z"])
     if plan.overlapped:
@@ -322,7 +322,7 @@ def test_plan_of_a_larger_displacement_fails_the_replay():
     in_shape, out_shape, kernel, strides, dilations, pads = case
     ends, reads = conv_bands(in_shape, out_shape, kernel, strides, dilations, pads)
     sizes = {"x": int(np.prod(in_shape)), "y": int(np.prod(out_shape)), "z": 4}
-    plan = plan_memory(sizes, [PlanStep(["x"], ["y"], overlap=[("bands", 0, ends, reads)]),
+    plan = plan_memory(sizes, [PlanStep(["x"], ["y"], overlap=[("tiles", 0, ends, reads)]),
                                PlanStep(["y"], ["z"])], ["x"], ["z"])
     (_, _, _, d), = plan.overlapped
     with pytest.raises(AssertionError):
