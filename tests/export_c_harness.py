@@ -31,6 +31,10 @@ CTYPE_BYTES = {"int8_t": 1, "int16_t": 2, "float": 4}
 STRICT = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 BOARDS = {
     # machine, -mcpu flags, RAM origin and length
+    # Cortex-M3 (no DSP extension: the kernels' plain C path): AN385's memory map is AN386's
+    # (4 MB ZBT SSRAM1 for code at 0, 4 MB SSRAM2/3 at 0x20000000); an M4 image hangs there on
+    # its first DSP instruction (a UsageFault into the startup's fault loop)
+    "m3": ("mps2-an385", ["-mcpu=cortex-m3", "-mthumb"], 0x20000000, 0x400000, 0x0, 0x400000),
     "m4": ("mps2-an386", ["-mcpu=cortex-m4", "-mthumb"], 0x20000000, 0x400000, 0x0, 0x400000),
     "m55": ("mps3-an547", ["-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard"],
             0x60000000, 0x1000000, 0x0, 0x80000),
@@ -299,7 +303,7 @@ static void fault_handler(void)
 
 def build_cortex_m(folder: Path, main_c: str, board: str, defines=(), cmsis=False,
                    trap_unaligned=False) -> Path:
-    """Cross-compile the export folder plus main.c for `board` ("m4" or "m55"); the ELF.
+    """Cross-compile the export folder plus main.c for `board` ("m3", "m4" or "m55"); the ELF.
     `trap_unaligned`: every unaligned word or halfword access faults, as on a Cortex-M0
     (`TRAPPING_STARTUP`; CMSIS-NN built likewise)."""
     machine, cpu, ram, ram_len, flash, flash_len = BOARDS[board]

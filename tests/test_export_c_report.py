@@ -93,9 +93,12 @@ def _counting_main(name, ios, samples):
 
 
 @NEEDS_CMSIS
-def test_cmsis_nn_size_queries_run_once_not_per_invoke(tmp_path):
+def test_cmsis_nn_size_queries_run_once_not_per_invoke(tmp_path, monkeypatch):
     """kws: banded convolutions, depthwise and an average pool. The first invoke runs the size
     queries (every band shape), the next ones none; every output stays bit-exact."""
+    # CMSIS-NN's conv on every build (builds without Helium, as the host, would run qconvert's
+    # fast conv and ask CMSIS-NN for no scratch size)
+    monkeypatch.setattr(cmsis_nn, "fast_conv_step", lambda *a: None)
     folder = tmp_path / "c"
     _export(KWS, folder, "cmsis-nn")
     graph = load_model(KWS).graph
@@ -122,6 +125,9 @@ def test_scratch_reserved_too_small_makes_every_invoke_return_2_untouched(tmp_pa
     """A plan whose conv scratch is smaller than the library asks for: invoke returns 2 every
     time, before any layer runs (the output keeps its bytes, the arena stays zero)."""
     monkeypatch.setattr(cmsis_nn, "conv_scratch", lambda *a: {"helium": 4, "other": 4})
+    # CMSIS-NN's conv on every build (builds without Helium would run qconvert's fast conv,
+    # and on the host the other layers' CMSIS-NN kernels ask for no scratch)
+    monkeypatch.setattr(cmsis_nn, "fast_conv_step", lambda *a: None)
     folder = tmp_path / "c"
     _export(KWS, folder, "cmsis-nn")
     main_c = "\n".join([
@@ -167,8 +173,10 @@ def _symbols(obj) -> dict:
 @NEEDS_ARM_GCC
 @NEEDS_CMSIS
 def test_kernel_sums_are_linked_into_helium_builds_only(tmp_path):
-    """ad01 (ten fully connected layers): the Cortex-M4 object has no kernel_sums array, the
-    Cortex-M55 (MVE) object has one per layer, as many bytes as the summary says."""
+    """ad01 (ten fully connected layers): the Cortex-M4 object has none of the arrays only
+    CMSIS-NN's Helium kernels read (its fully connected layers run qconvert's fast kernel, which
+    starts from the kernel sums), the Cortex-M55 (MVE) object has them, as many bytes as the
+    summary says, and not the fast kernel's 1x4 weights."""
     folder = tmp_path / "c"
     _, summary = _export(AD01, folder, "cmsis-nn")
     assert summary.helium_constant_bytes > 0
@@ -178,10 +186,15 @@ def test_kernel_sums_are_linked_into_helium_builds_only(tmp_path):
         obj = tmp_path / f"net_{board}.o"
         subprocess.run(["arm-none-eabi-gcc", *cpu, "-O2", *STRICT, f"-I{CMSIS_NN / 'Include'}",
                         "-c", str(folder / "net.c"), "-o", str(obj)], check=True)
-        found[board] = {k: v for k, v in _symbols(obj).items() if k.endswith("_kernel_sums")}
-    assert found["m4"] == {}
-    assert len(found["m55"]) == 10
-    assert sum(found["m55"].values()) == summary.helium_constant_bytes
+        found[board] = _symbols(obj)
+    def named(board, tail):
+        return {k: v for k, v in found[board].items() if k.endswith(tail)}
+    assert len(named("m4", "_kernel_sums")) == 10 and len(named("m55", "_kernel_sums")) == 10
+    assert named("m4", "_weights") == {} and named("m4", "_bias") == {}
+    assert len(named("m4", "_fweights")) == 10 and named("m55", "_fweights") == {}
+    assert len(named("m55", "_weights")) == 10
+    assert sum(named("m55", "_weights").values()) + sum(named("m55", "_bias").values()) == \
+        summary.helium_constant_bytes
 
 
 # -- the profiling hook -----------------------------------------------------------------------
@@ -336,16 +349,20 @@ def test_report_names_the_cmsis_nn_calls_and_their_scratch(tmp_path):
     assert result.exit_code == 0, result.output
     doc = json.loads(report.read_text(), parse_constant=_no_nan)
     rows = {r["index"]: r for r in doc["layers"]}
-    assert rows[0]["kernel"] == ["arm_convolve_wrapper_s8"]
-    # the depthwise layer: CMSIS-NN's call on Helium builds, qconvert's kernel (no scratch) on
-    # the others (fast_steps.KEEP_ON_DSP)
+    # conv and fully connected: CMSIS-NN's call on Helium builds, qconvert's fast kernel on
+    # the others (cmsis_fast); the depthwise layer likewise (fast_steps.KEEP_ON_DSP)
+    assert rows[0]["kernel"] == ["arm_convolve_wrapper_s8", "qconvert_conv_fast_s8"]
     assert rows[1]["kernel"] == ["arm_depthwise_conv_wrapper_s8", "qconvert_dw_hwc_s8"]
-    assert rows[11]["kernel"] == ["arm_fully_connected_s8"]
-    # scratch: CMSIS-NN 7's own formula, 2 im2col columns of int16 (non-Helium builds) for a
-    # 10x4 kernel on one channel
-    assert rows[0]["scratch_bytes"] == 2 * 2 * 40 and rows[1]["scratch_bytes"] == 0
-    assert rows[11]["helium_constant_bytes"] == 4 * 12  # one int32 kernel sum per output
-    assert doc["totals"]["helium_constant_bytes"] == 48
+    assert rows[11]["kernel"] == ["arm_fully_connected_s8", "qconvert_fc_fast_s8"]
+    # scratch of the non-Helium builds: the fast conv's two int16 columns of the 10x4 kernel on
+    # one channel and two int32 accumulators per output channel; none for the depthwise kernel
+    assert rows[0]["scratch_bytes"] == 2 * 2 * 40 + 2 * 4 * 64
+    assert rows[1]["scratch_bytes"] == 0
+    # only Helium builds link CMSIS-NN's row-major weights and bias (the kernel sums are the
+    # fast kernel's start values too)
+    assert rows[11]["helium_constant_bytes"] == 64 * 12 + 4 * 12
+    assert doc["totals"]["helium_constant_bytes"] == sum(r["helium_constant_bytes"]
+                                                          for r in doc["layers"])
 
 
 def test_printed_table_has_a_line_per_layer_with_escaped_names(tmp_path):
@@ -366,7 +383,7 @@ def test_printed_table_has_a_line_per_layer_with_escaped_names(tmp_path):
     assert "\x1b" not in result.output
     lines = result.output.splitlines()
     row = next(line for line in lines if line.lstrip().startswith("0 "))
-    assert "evil\\nname\\x1b[31m" in row and "qconvert_conv_s8" in row
+    assert "evil\\nname\\x1b[31m" in row and "qconvert_conv_fast_s8" in row
     for k, op in _layers_with_code(KWS):
         assert any(re.match(rf"\s*{k}\s.*\b{op}\b", line) for line in lines), (k, op)
 

@@ -41,8 +41,9 @@ from qconvert.int8.fixed_point import wrap32
 from qconvert.int8.prepare import is_int16_node, layer_params
 
 from .model_source import HELIUM_TEST
-from .model_steps import Step, _acts, fc_geometry, tensor_dims
+from .model_steps import Step, _acts, fast_conv_step, fast_fc_step, fc_geometry, tensor_dims
 from .memory_plan import PlanStep
+from .cmsis_fast import on_dsp_builds
 
 _CH_IN_BLOCK_MVE = 124
 
@@ -371,9 +372,16 @@ def lower_cmsis(graph, step: Step, options) -> Step:
     if node.op in ("Conv2D", "DepthwiseConv2D"):
         grouped = node.op == "Conv2D" and graph.tensors[node.inputs[1]].data.shape[3] != \
             tensor_dims(graph, node.inputs[0])[3]
-        return step if grouped else conv_step(graph, node, step, S8_CONV)  # grouped: portable
+        if grouped:
+            return step  # grouped: portable
+        made = conv_step(graph, node, step, S8_CONV)
+        fast = fast_conv_step(graph, node, step.index) if node.op == "Conv2D" else None
+        return made if fast is None else on_dsp_builds(made, fast)  # cmsis_fast: measured
     if node.op == "FullyConnected":
-        return _fc(graph, node, step, options)
+        made = _fc(graph, node, step, options)
+        rows = fc_geometry(graph, node)[2]  # leftover rows: CMSIS-NN measured faster
+        fast = fast_fc_step(graph, node, step.index, "@L_kernel_sums") if rows % 4 == 0 else None
+        return made if fast is None else on_dsp_builds(made, fast)
     if node.op in ("AveragePool", "MaxPool"):
         return keep_on_dsp(step, pool_step(graph, node, step))
     if node.op in ("Add", "Mul"):

@@ -39,10 +39,10 @@ _NOT_FUNCTIONS = {"if", "for", "while", "switch", "return", "sizeof"}
 
 def array_bytes(step, variant: str = "") -> int:
     """Flash bytes of `step`'s constant arrays in the default build (`variant` ""): TFLite's
-    double rounding, no Helium (MVE) extras; or of the arrays only `variant` ("single",
-    "helium") builds add."""
+    double rounding, no Helium (MVE) (its "other" arrays included); or of the arrays only
+    `variant` ("single", "helium") builds add."""
     def counted(tag):
-        return tag == variant if variant else tag in ("", "double")
+        return tag == variant if variant else tag in ("", "double", "other")
 
     return int(sum(np.asarray(v).size * CTYPE_BYTES[t.partition("#")[0]]
                    for _, t, v in step.arrays if counted(t.partition("#")[2])))

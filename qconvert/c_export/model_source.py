@@ -31,7 +31,7 @@ from .memory_plan import plan_memory
 from .op_order import plan_in_best_order
 from .pad_fold import fold_pads
 from .model_steps import DTYPES, KernelOptions, lower_graph, tensor_bytes, tensor_dims
-from .shipped_kernels import KERNEL_FILES, MODEL_KERNEL_FILES, kernel_source
+from .shipped_kernels import KERNEL_FILES, MODEL_KERNEL_FILES, OPTIONAL_HEADERS, kernel_source
 
 KERNEL_SETS = ("portable", "cmsis-nn")
 
@@ -296,6 +296,8 @@ def _array_lines(prefix, suffix, ctype, values) -> list:
         return ["#ifdef QCONVERT_SINGLE_ROUNDING"] + lines + ["#endif"]
     if rounding == "helium":  # read by CMSIS-NN's MVE kernels only: not linked elsewhere
         return [f"#if {HELIUM_TEST}"] + lines + ["#endif"]
+    if rounding == "other":  # read only by builds without Helium (cmsis_fast)
+        return [f"#if !({HELIUM_TEST})"] + lines + ["#endif"]
     return lines
 
 
@@ -438,10 +440,9 @@ def _source(graph, steps, plans, options, state=None) -> str:
         out += state.comment_lines()
     out += [" */", f'#include "{name}.h"', "", "#include <stddef.h>", "#include <string.h>", "",
             '#include "qconvert_nn.h"']
-    if any("qconvert_nn_fast.h" in s.files for s in steps):
-        out.append('#include "qconvert_nn_fast.h"')
-    if any("qconvert_nn_concat.h" in s.files for s in steps):
-        out.append('#include "qconvert_nn_concat.h"')
+    for header in OPTIONAL_HEADERS:  # the layer-specialised kernels' headers, when called
+        if any(header in s.files for s in steps):
+            out.append(f'#include "{header}"')
     if options.kernels == "cmsis-nn":
         out.append('#include "arm_nnfunctions.h"')
     out += ["", ARRAY_ATTR_BLOCK, *_hook_macro(name, upper), ""]

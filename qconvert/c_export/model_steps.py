@@ -42,6 +42,7 @@ from .fc_layout import fc_weights_in_layout
 from .index_maps import (MAX_RANK, NEVER, boxes_of, broadcast_strides, conv_minread,
                          contiguous_strides, merged, tagged)
 from .memory_plan import PlanStep
+from . import model_steps_fast as fast
 
 DTYPES = {"int8": ("int8_t", 1), "int16": ("int16_t", 2), "float32": ("float", 4)}
 PORTABLE_FILES = ("qconvert_fc_1x4.h", "qconvert_fc_1x4.c", "qconvert_nn.h",
@@ -265,6 +266,10 @@ def _lower_conv(graph, node, index, options):
               ("shift", "int32_t", p["output_shift"]), *bias_arrays]
     decls = [f"static const qconvert_conv_params @L_params = "
              f"{conv_struct(graph, node, p, kernel_hw, mult)};"]
+    if options.kernels == "portable":  # cmsis_nn reads the OHWI weights of this step
+        made = fast_conv_step(graph, node, index)
+        if made is not None:
+            return made
     fn = f"qconvert_{'depthwise_conv' if depthwise else 'conv'}_{act.suffix}"
     per_group = int(w.shape[0]) // mult if not depthwise else 1
     chan = (lambda oc, m=mult: oc // m) if depthwise else \
@@ -272,6 +277,35 @@ def _lower_conv(graph, node, index, options):
     return _plain(graph, node, index, f"{fn}($in0, @L_weights, {bias}, $out0, &@L_params);",
                   arrays, decls, act.conv_files,
                   _conv_overlap(graph, node, p, kernel_hw, chan, act))
+
+
+def fast_conv_step(graph, node, index):
+    """An int8 one-group Conv2D as qconvert_conv_fast_s8 (`model_steps_fast`), or None for the
+    layers it does not take (depthwise, grouped, 16x8, a negative multiplier)."""
+    act = activation_of(graph, node)
+    p = layer_params(graph, node)
+    w = graph.tensors[node.inputs[1]].data
+    in_shape, out_shape = tensor_dims(graph, node.inputs[0]), tensor_dims(graph, node.outputs[0])
+    if (node.op != "Conv2D" or act.bits != 8 or int(w.shape[3]) != in_shape[3]
+            or not fast.nonnegative(p["output_multiplier"])):
+        return None
+    kernel_hw = (w.shape[1], w.shape[2])
+    bias_arrays, bias = act.bias_arguments(p, int(w.shape[0]))
+    arrays = [("weights", "int8_t", fast.conv_weights(w)),
+              ("multiplier", "int32_t", p["output_multiplier"]),
+              ("shift", "int32_t", p["output_shift"]), *bias_arrays]
+    decls = [f"static const qconvert_conv_params @L_params = "
+             f"{conv_struct(graph, node, p, kernel_hw, 1)};"]
+    ends, reads = fast.conv_bands(in_shape, out_shape, kernel_hw, p["strides"],
+                                  p.get("dilations", [1, 1]), p["pads"])
+    small = fast.small_accumulators(w, p["bias"], p["input_offset"], 0, p["output_shift"])
+    step = _plain(graph, node, index,
+                  f"qconvert_conv_fast_s8($in0, @L_weights, {bias}, $out0, $scratch, &@L_params, "
+                  f"{small});", arrays, decls, fast.FAST_FILES, [("tiles", 0, ends, reads)])
+    scratch = fast.conv_scratch_bytes(kernel_hw, in_shape[3], out_shape[3])
+    step.plan.scratch = scratch
+    step.scratch_builds = {"helium": scratch, "other": scratch}
+    return step
 
 
 def fc_geometry(graph, node) -> tuple:
@@ -299,11 +333,43 @@ def _lower_fc(graph, node, index, options):
                      p["activation_min"], p["activation_max"], "@L_multiplier", "@L_shift",
                      1 if p["per_channel"] else 0])
     decls = [f"static const qconvert_fc_quant @L_quant = {quant};"]
+    if options.kernels == "portable" and layout == "1x4":  # cmsis_nn reads this step's bias
+        made = fast_fc_step(graph, node, index)
+        if made is not None:
+            return made
     fn = "qconvert_fc_1x4_s8" if layout == "1x4" else f"qconvert_fc_{act.suffix}"
     files = act.conv_files if layout != "1x4" else set()
     return _plain(graph, node, index,
                   f"{fn}($in0, @L_weights, {bias}, $out0, {batches}, {depth}, {rows}, &@L_quant);",
                   arrays, decls, files)
+
+
+def fast_fc_step(graph, node, index, sums_name=None):
+    """An int8 FullyConnected as qconvert_fc_fast_s8 over the 1x4 weight order, starting from
+    `model_steps_fast.fc_sums` (its own array, or the array `sums_name` names, e.g.
+    "@L_kernel_sums" beside a CMSIS-NN call, which holds the same values), or None for a layer
+    it does not take (16x8, a negative multiplier)."""
+    p = layer_params(graph, node)
+    w = graph.tensors[node.inputs[1]].data
+    if activation_of(graph, node).bits != 8 or not fast.nonnegative(p["output_multiplier"]):
+        return None
+    batches, depth, rows = fc_geometry(graph, node)
+    arrays = [("weights", "int8_t", fc_weights_in_layout(w, "1x4")),
+              ("multiplier", "int32_t", p["output_multiplier"]),
+              ("shift", "int32_t", p["output_shift"])]
+    quant = _struct([p["input_offset"], p["weights_offset"], p["output_offset"],
+                     p["activation_min"], p["activation_max"], "@L_multiplier", "@L_shift",
+                     1 if p["per_channel"] else 0])
+    decls = [f"static const qconvert_fc_quant @L_quant = {quant};"]
+    small = fast.small_accumulators(w, p["bias"], p["input_offset"], p["weights_offset"],
+                                    p["output_shift"])
+    if sums_name is None:
+        sums = fast.fc_sums(w, p["bias"], p["input_offset"], p["weights_offset"])
+        arrays += [("sums", "int32_t", sums)] if sums is not None else []
+        sums_name = "NULL" if sums is None else "@L_sums"
+    return _plain(graph, node, index,
+                  f"qconvert_fc_fast_s8($in0, @L_weights, {sums_name}, $out0, {batches}, {depth}, "
+                  f"{rows}, &@L_quant, {small});", arrays, decls, fast.FAST_FILES)
 
 
 def _lower_pool(graph, node, index, options):

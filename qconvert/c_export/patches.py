@@ -35,7 +35,8 @@ from .memory_plan import PlanStep
 from .model_steps import Step, tensor_dims
 
 _KERNELS = re.compile(
-    r"^qconvert_(conv|depthwise_conv|dw|dw_hwc|avgpool|maxpool|avgpool_fast|maxpool_fast)_s8\(")
+    r"^qconvert_(conv|conv_fast|depthwise_conv|dw|dw_hwc|avgpool|maxpool|avgpool_fast|"
+    r"maxpool_fast)_s8\(")
 _PARAMS = re.compile(r"static const (\w+) @L_params = ")  # the geometry struct's type
 _OPS = ("Conv2D", "DepthwiseConv2D", "AveragePool", "MaxPool")
 
@@ -67,7 +68,8 @@ def _eligible(graph, step) -> str:
     node = step.node
     if node.op not in _OPS:
         return f"{node.op} {node.name!r} mixes pixels a tile does not hold"
-    if not _KERNELS.match(step.call.template) or "&@L_params)" not in step.call.template:
+    if not _KERNELS.match(step.call.template) or not re.search(r"&@L_params[,)]",
+                                                               step.call.template):
         return f"{node.op} {node.name!r} has no portable int8 kernel call to patch"
     if tensor_dims(graph, node.inputs[0])[0] != 1:
         return f"{node.op} {node.name!r} has a batch of more than one"
@@ -154,6 +156,9 @@ def _stage(graph, members, n) -> Step:
         buffers[j % 2] = max(buffers[j % 2], in_bytes)
         buffers[(j + 1) % 2] = max(buffers[(j + 1) % 2], out_bytes)
     second = (buffers[0] + 3) // 4 * 4
+    # a member's own scratch (qconvert_conv_fast_s8's columns) after the two patch buffers
+    third = (second + buffers[1] + 3) // 4 * 4
+    own = max([int(s.plan.scratch) for s in members if "$scratch" in s.call.template] or [0])
     arrays = [(f"tile_{axis}", "int32_t", np.asarray([(a, b - a) for a, b in t], np.int64)
                .reshape(-1))
               for axis, t in (("rows", tile_rows), ("cols", tile_cols))]
@@ -164,7 +169,7 @@ def _stage(graph, members, n) -> Step:
                    (f"k{j}_cols", "int32_t", np.asarray(cols[j], np.int64).reshape(-1))]
         decls += [d.replace("@L_", f"@L_k{j}_") for d in s.decls]
         files |= s.files
-    call = _tile_loop(members, geos, len(rows[0]), len(cols[0]), second)
+    call = _tile_loop(members, geos, len(rows[0]), len(cols[0]), second, third)
     first, end = members[0], members[-1]
     node = Node("PatchStage", list(first.node.inputs[:1]), list(end.node.outputs),
                 name=f"{len(members)} layers from {first.node.name}")
@@ -174,15 +179,17 @@ def _stage(graph, members, n) -> Step:
     ends = np.array([b * last[4] * last[5] for _, b in tile_rows], dtype=np.int64)
     reads = np.array([r[0] * w0 * c0 for r in rows[0]], dtype=np.int64)
     plan = PlanStep(inputs=list(first.plan.inputs), outputs=list(end.plan.outputs),
-                    overlap=[("tiles", 0, ends, reads)], scratch=second + buffers[1])
+                    overlap=[("tiles", 0, ends, reads)],
+                    scratch=third + own if own else second + buffers[1])
     made = Step(first.index, node, plan, Template(call), arrays, decls, files,
                 scratch_builds={"helium": plan.scratch, "other": plan.scratch})
     made.members = list(members)  # the layers it runs (export_report's MACs)
     return made
 
 
-def _tile_loop(members, geos, n_rows, n_cols, second) -> str:
-    """The C of the stage: per tile, copy in, every layer on patch buffers, copy out."""
+def _tile_loop(members, geos, n_rows, n_cols, second, third) -> str:
+    """The C of the stage: per tile, copy in, every layer on patch buffers, copy out (a layer's
+    own scratch at byte `third` of the stage's)."""
     c0, oc = geos[0][2], geos[-1][5]
     w0, ow = geos[0][1], geos[-1][4]
     lines = ["{", "    int32_t ty, tx, r, i;",
@@ -201,7 +208,8 @@ def _tile_loop(members, geos, n_rows, n_cols, second) -> str:
              f"                for (i = 0; i < cols0[1] * {c0}; ++i) {{",
              "                    dst[i] = src[i];", "                }", "            }"]
     for j, s in enumerate(members):
-        text = s.call.template.replace("&@L_params)", "&p)")
+        text = s.call.template.replace("&@L_params", "&p")
+        text = text.replace("$scratch", f"($scratch + {third})")
         text = Template(text).safe_substitute({"in0": f"patch[{j % 2}]",
                                                "out0": f"patch[{(j + 1) % 2}]"})
         text = text.replace("@L_", f"@L_k{j}_")
