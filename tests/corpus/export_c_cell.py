@@ -55,7 +55,7 @@ def export_c_cell(runner, model, fail):
     else:
         args = ["export-c", model.path, "-o", folder, "--name", "corpus"]
         if model.precision == "float":
-            args += ["--calibration", model.calibration]
+            args += model.calibration_args
         refused, stdout = runner._invoke(model, "export-c", args, [folder])
         if refused:
             return refused

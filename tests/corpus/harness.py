@@ -294,7 +294,7 @@ class CorpusRunner:
     def _quantize(self, model: CorpusModel):
         out = self._out(model, "quantize", "tflite")
         refused, stdout = self._invoke(
-            model, "quantize", ["quantize", model.path, "--calibration", model.calibration,
+            model, "quantize", ["quantize", model.path, *model.calibration_args,
                                 "-o", out, *self._verify_args(),
                                 *self._shape_args(model, "quantize")], [out])
         if refused:
@@ -345,7 +345,7 @@ class CorpusRunner:
     def _quantize_qdq(self, model: CorpusModel):
         out = self._out(model, "quantize-qdq", "onnx")
         refused, _ = self._invoke(
-            model, "quantize-qdq", ["quantize", model.path, "--calibration", model.calibration,
+            model, "quantize-qdq", ["quantize", model.path, *model.calibration_args,
                                     "-o", out, *self._verify_args(),
                                     *self._shape_args(model, "quantize")], [out])
         if refused:
@@ -367,7 +367,7 @@ class CorpusRunner:
         out = self._out(model, "export-c-header", "h")
         args = ["export-c-header", model.path, "-o", out, "--name", "corpus"]
         if model.precision == "float":
-            args += ["--calibration", model.calibration]
+            args += model.calibration_args
         args += self._shape_args(model, "export-c-header")
         refused, stdout = self._invoke(model, "export-c-header", args, [out])
         if refused:

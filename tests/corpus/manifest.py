@@ -39,6 +39,12 @@ class CorpusModel:
     calibration: str
     shapes: dict = field(default_factory=dict)
     frames: int = 0
+    calibration_options: tuple = ()  # e.g. ("--scale", "1"): how its users normalise the data
+
+    @property
+    def calibration_args(self) -> list:
+        """`--calibration FILE` and the model's normalisation options, as its users pass them."""
+        return ["--calibration", self.calibration, *self.calibration_options]
 
     @property
     def commands(self) -> tuple:
@@ -118,8 +124,11 @@ MODELS_TABLE = (
                 _MLPERF, str(CORPUS / "keras_ds_cnn_calib.npy")),
     CorpusModel("mlperf_kws_int8", MODELS / "kws_ref_model.tflite", "tflite", "int8", _MLPERF,
                 str(CORPUS / "keras_ds_cnn_calib.npy")),
+    # MLPerf Tiny's ResNet-8 takes raw 0..255 pixels: its users confirm that with --scale 1
+    # (qconvert warns about whole-number 0..255 data for a float model, and refuses under --verify)
     CorpusModel("mlperf_resnet8_float", MODELS / "pretrainedResnet.tflite", "tflite", "float",
-                _MLPERF, str(CORPUS / "mlperf_resnet8_calib.npy")),
+                _MLPERF, str(CORPUS / "mlperf_resnet8_calib.npy"),
+                calibration_options=("--scale", "1")),
     CorpusModel("mlperf_resnet8_int8", MODELS / "pretrainedResnet_quant.tflite", "tflite", "int8",
                 _MLPERF, str(CORPUS / "mlperf_resnet8_calib.npy")),
     CorpusModel("mlperf_ad01_float", MODELS / "ad01_fp32.tflite", "tflite", "float", _MLPERF,
