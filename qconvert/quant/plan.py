@@ -294,8 +294,7 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
     acts = plan_activations(graph, ranges, int16)
     planned = _plan_layers(graph, acts, fmt, fc_per_channel, input_means or {}, int16)
     layers = {}
-    consts: dict = {}
-    wide_consts: set = set()
+    wanted: dict = {}  # constant -> [(reader, (scale, zero point), int16)] in node order
     for node in graph.nodes:
         if is_resource_op(node) or node.origin.get(BORDER):
             continue
@@ -320,11 +319,40 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
             out = node.outputs[0]
             wide = out in int16 and name not in narrow
             own = int16_activation_params if wide else activation_params
-            consts[name] = (acts[out] if schema.int8 == "same_scale" and out in acts
-                            else own(data.min(initial=0), data.max(initial=0)))
-            if wide:
-                wide_consts.add(name)
+            params = (acts[out] if schema.int8 == "same_scale" and out in acts
+                      else own(data.min(initial=0), data.max(initial=0)))
+            wanted.setdefault(name, []).append((node, params, wide))
+    consts, wide_consts = split_shared_constants(graph, wanted)
     return QuantPlan(acts, layers, consts, frozenset(int16) | frozenset(wide_consts))
+
+
+def split_shared_constants(graph: Graph, wanted: dict) -> tuple:
+    """({constant: (scale, zero point)}, {int16 constants}) with one quantized copy per
+    distinct need: `wanted` lists each float constant's readers with the parameters each needs.
+    Readers needing the same parameters share the constant; every other need gets its own
+    float copy (a fresh name, the same data) that its readers are rewired to read.
+
+    A constant read by several same-scale ops (MAXIMUM, MINIMUM, CONCATENATION, PADV2...)
+    must be stored in each reader's output scale: those kernels compare or copy the int8
+    values as raw integers, so one copy in the last reader's scale would make every other
+    reader clamp at (or copy) the wrong value."""
+    consts: dict = {}
+    wide_consts: set = set()
+    for name, needs in wanted.items():
+        copies: dict = {}  # (scale, zero point, int16) -> constant name
+        for node, (scale, zp), wide in needs:
+            key = (float(scale), int(zp), wide)
+            if key not in copies:
+                copies[key] = name if not copies else graph.add_constant(
+                    f"{name}_requantized", graph.tensors[name].data,
+                    graph.tensors[name].dtype)
+            target = copies[key]
+            if target != name:
+                graph.set_inputs(node, [target if i == name else i for i in node.inputs])
+            consts[target] = (scale, zp)
+            if wide:
+                wide_consts.add(target)
+    return consts, wide_consts
 
 
 def _plan_layers(graph: Graph, acts: dict, fmt: str, fc_per_channel: bool, input_means: dict,
