@@ -42,6 +42,9 @@ INT8_CONSTANTS_16X8 = {"PRelu": (1,)}
 
 # per-op facts of the op schemas, by op
 FIXED_OUTPUT = {s.name: s.fixed_output for s in schemas.all_schemas() if s.fixed_output}
+# same_scale ops whose activation operands all share the output's parameters (TFLite's int8
+# MAXIMUM / MINIMUM compare the raw int8 values)
+SHARED_OPERANDS = frozenset({"Maximum", "Minimum"})
 FC_OPS = frozenset(s.name for s in schemas.all_schemas() if s.fully_connected)
 CLAMPS = clamp_ops()
 # float constant inputs that are parameters, not values, and stay float (ONNX Resize roi, scales)
@@ -209,11 +212,12 @@ def clamped_inputs(graph: Graph) -> set:
     return found
 
 
-def activation_groups(graph: Graph) -> tuple:
+def activation_groups(graph: Graph, apart=frozenset()) -> tuple:
     """The activations that must share one (scale, zero point): ({root: [member names]},
     {tensor: fixed (scale, zero point) of its op}, clamped inputs). Pass-through (`same_scale`)
     ops join their data inputs and outputs, a clamp joins the input it takes over, a resource
-    variable joins its reads and assignments (`plan_activations`)."""
+    variable joins its reads and assignments (`plan_activations`). Concat inputs in `apart`
+    (`concat_inputs_apart`) keep their own parameters: the writer requantizes them."""
     groups = _Groups()
     fixed: dict = {}
     clamped = clamped_inputs(graph)  # inputs whose own range is not needed
@@ -233,7 +237,8 @@ def activation_groups(graph: Graph) -> tuple:
         rule = _int8_rule(node)
         if rule == "same_scale" and outs:
             ins = [i for i in node.present_inputs() if _is_activation(graph, i)]
-            data = ins if node.op == "Concat" else ins[:1]
+            data = ([i for i in ins if i not in apart] if node.op == "Concat"
+                    else ins if node.op in SHARED_OPERANDS else ins[:1])
             for i in data:
                 groups.union(i, outs[0])
             for o in outs[1:]:  # Split: every part keeps the input's parameters
@@ -246,6 +251,42 @@ def activation_groups(graph: Graph) -> tuple:
     for name in names:
         members.setdefault(groups.find(name), []).append(name)
     return members, fixed, clamped
+
+
+def _fixed_source(graph: Graph, name: str):
+    """The fixed (scale, zero point) of the softmax / logistic / tanh whose output `name` is,
+    through single-input pass-through ops (reshape, resize...); None for any other tensor."""
+    node = graph.producer(name)
+    while node is not None and not node.opaque and schemas.get(node.op).int8 == "same_scale" \
+            and node.op not in ("Concat",) + tuple(SHARED_OPERANDS) and node.inputs:
+        node = graph.producer(node.inputs[0])
+    if node is None or node.opaque or node.origin.get(BORDER):
+        return None
+    return FIXED_OUTPUT.get(node.op)
+
+
+def concat_inputs_apart(graph: Graph, ranges: dict) -> frozenset:
+    """Concat inputs with a fixed output range (a Sigmoid's [0, 1), `_fixed_source`) whose
+    concat's calibrated output range reaches more than one int8 step beyond that fixed range.
+    Joined, the concat would take the fixed range and clip every other input (a detector's box
+    branch next to its scores); apart, the concat's output covers all its inputs and the fixed
+    input is requantized into its scale. A concat whose inputs all fit the fixed range is
+    left joined (one scale, no requantization)."""
+    apart = set()
+    for node in graph.nodes:
+        if node.op != "Concat" or node.opaque or not node.outputs \
+                or node.outputs[0] not in ranges:
+            continue
+        lo, hi = (float(v) for v in ranges[node.outputs[0]][:2])
+        for name in node.present_inputs():
+            fixed = _fixed_source(graph, name) if _is_activation(graph, name) else None
+            if fixed is None:
+                continue
+            scale, zp = float(fixed[0]), int(fixed[1])
+            f_lo, f_hi = (-128 - zp) * scale, (127 - zp) * scale
+            if lo < f_lo - scale or hi > f_hi + scale:
+                apart.add(name)
+    return frozenset(apart)
 
 
 def _int8_rule(node) -> str | None:
@@ -264,7 +305,7 @@ def plan_activations(graph: Graph, ranges: dict, int16=frozenset()) -> dict:
     ASSIGN_VARIABLE writes to it share one (scale, zero point), from the union of their ranges,
     so the int8 state means the same number on both sides of a call (TFLite Micro stores the
     bytes assigned and hands them back to the next read)."""
-    members, fixed, clamped = activation_groups(graph)
+    members, fixed, clamped = activation_groups(graph, concat_inputs_apart(graph, ranges))
     params = {}
     for root, group in members.items():
         wide = group[0] in int16
