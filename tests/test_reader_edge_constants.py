@@ -55,3 +55,50 @@ def test_onnx_infinite_constant_read_as_a_value_is_refused(tmp_path):
     assert result.exit_code != 0
     assert "'hi' contains NaN or infinity" in result.output
     assert not out.exists()
+
+
+def _empty_shape_model() -> bytes:
+    """x [1, 1] -> Mul(x, 2) -> Reshape(., shape = int32 [] of shape [0]) -> y, a scalar; the
+    shape constant's buffer is empty (nothing to store), as in a bird-sound model's STFT."""
+    from qconvert.ir import Graph, Model, Node, Tensor
+    from qconvert.model_io import serialize
+
+    g = Graph("main", inputs=["x"], outputs=["y"])
+    g.add_tensor(Tensor("x", (1, 1), "float32"))
+    g.add_tensor(Tensor("m", (1, 1), "float32"))
+    g.add_tensor(Tensor("y", (), "float32"))
+    g.add_tensor(Tensor("two", (), "float32", np.array(2.0, np.float32)))
+    g.add_tensor(Tensor("shape", (0,), "int32", np.zeros(0, np.int32)))
+    g.nodes = [Node("Mul", ["x", "two"], ["m"], {"activation": "NONE"}, "m"),
+               Node("Reshape", ["m", "shape"], ["y"], {}, "y")]
+    model = Model("tflite", [g])
+    model.verify()
+    return serialize(model)
+
+
+def test_tflite_empty_int32_constant_reads_as_an_empty_constant(tmp_path):
+    from qconvert.model_io import load_model
+
+    src, out = tmp_path / "m.tflite", tmp_path / "m_out.tflite"
+    src.write_bytes(_empty_shape_model())
+    graph = load_model(src).graph
+    t = graph.tensors["shape"]
+    assert t.data is not None and t.data.shape == (0,) and t.data.dtype == np.int32
+    result = CliRunner().invoke(main, ["convert", str(src), "-o", str(out), "--verify", "4"])
+    assert result.exit_code == 0, result.output
+    for seed in (0, 1):
+        want = run_litert(src.read_bytes(), seed)[0]
+        got = run_litert(out.read_bytes(), seed)[0]
+        assert want.shape == got.shape == ()
+        np.testing.assert_array_equal(got, want)
+
+
+def test_tflite_empty_activation_buffer_stays_an_activation(tmp_path):
+    """must not: an activation's empty buffer (every TFLite converter output has them) is not
+    a constant."""
+    from qconvert.model_io import load_model
+
+    src = tmp_path / "m.tflite"
+    src.write_bytes(_empty_shape_model())
+    graph = load_model(src).graph
+    assert graph.tensors["m"].data is None and graph.tensors["y"].data is None
