@@ -98,3 +98,36 @@ def test_constant_shared_by_readers_of_one_scale_keeps_one_copy(tmp_path):
     assert len(consts) == 1
     assert not any(t.data is not None and t.dtype.startswith("float")
                    for t in graph.tensors.values())
+
+
+def _two_activations(op: str) -> bytes:
+    """x -> op(x, x * 40) "y": both operands are activations, of very different ranges."""
+    g = Graph("main", inputs=["x"], outputs=["y"])
+    for name in ("x", "m", "y"):
+        g.add_tensor(Tensor(name, SHAPE, "float32"))
+    g.add_tensor(Tensor("k", (), "float32", np.array(40.0, np.float32)))
+    g.nodes = [Node("Mul", ["x", "k"], ["m"], {"activation": "NONE"}, "m"),
+               Node(op, ["x", "m"], ["y"], {}, "y")]
+    model = Model("tflite", [g])
+    model.verify()
+    return serialize(model)
+
+
+@pytest.mark.parametrize("op", ["Maximum", "Minimum"])
+def test_both_activation_operands_share_the_output_scale(tmp_path, op):
+    """TFLite compares MAXIMUM / MINIMUM operands as raw int8: the output takes its own range
+    and both operands reach it in its scale (a QUANTIZE int8 -> int8 where theirs differs)."""
+    src, out = _quantize(tmp_path, _two_activations(op), "int8")
+    graph = load_model(out).graph
+    node = next(n for n in graph.nodes if n.op == op)
+    params = {(float(graph.tensors[t].quant.scale[0]), int(graph.tensors[t].quant.zero_point[0]))
+              for t in node.inputs + node.outputs}
+    assert len(params) == 1
+    _src, out_f = _quantize(tmp_path, _two_activations(op), "float32")
+    for seed in (0, 1):
+        want = run_litert(src.read_bytes(), seed)[0]
+        got = run_tflm(out_f.read_bytes(), seed)[0]
+        assert _sqnr(got, want) > 30, _sqnr(got, want)
+        xq = random_inputs([(SHAPE, np.int8)], seed)[0]
+        np.testing.assert_array_equal(run_tflm(out.read_bytes(), seed)[0],
+                                      run_int8(graph, {"x": xq})["y"])

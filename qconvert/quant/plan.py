@@ -42,8 +42,9 @@ INT8_CONSTANTS_16X8 = {"PRelu": (1,)}
 
 # per-op facts of the op schemas, by op
 FIXED_OUTPUT = {s.name: s.fixed_output for s in schemas.all_schemas() if s.fixed_output}
-# same_scale ops whose activation operands all share the output's parameters (TFLite's int8
-# MAXIMUM / MINIMUM compare the raw int8 values)
+# same_scale ops whose activation operands must all be in the output's parameters (TFLite's
+# int8 MAXIMUM / MINIMUM compare the raw int8 values): one activation operand joins the output;
+# with two, the output takes its own range and the writer requantizes both into it
 SHARED_OPERANDS = frozenset({"Maximum", "Minimum"})
 FC_OPS = frozenset(s.name for s in schemas.all_schemas() if s.fully_connected)
 CLAMPS = clamp_ops()
@@ -237,8 +238,12 @@ def activation_groups(graph: Graph, apart=frozenset()) -> tuple:
         rule = _int8_rule(node)
         if rule == "same_scale" and outs:
             ins = [i for i in node.present_inputs() if _is_activation(graph, i)]
-            data = ([i for i in ins if i not in apart] if node.op == "Concat"
-                    else ins if node.op in SHARED_OPERANDS else ins[:1])
+            if node.op == "Concat":
+                data = [i for i in ins if i not in apart]
+            elif node.op in SHARED_OPERANDS and len(ins) > 1:
+                data = []  # own output range; the writer requantizes the operands into it
+            else:
+                data = ins[:1]
             for i in data:
                 groups.union(i, outs[0])
             for o in outs[1:]:  # Split: every part keeps the input's parameters

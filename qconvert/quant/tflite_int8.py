@@ -24,6 +24,7 @@ from .plan import QuantPlan, layer_slots
 INT8_VERSIONS = {s.name: s.tflite.int8_version for s in schemas.all_schemas()
                  if s.tflite is not None and s.tflite.int8_version is not None}
 FC_PER_CHANNEL_VERSION = 12
+REQUANTIZED_INPUTS = frozenset({"Concat", "Maximum", "Minimum"})
 
 
 def _quant(scale, zero_point, axis=None) -> QuantParams:
@@ -61,7 +62,7 @@ def apply_tflite_int8(graph: Graph, qplan: QuantPlan, io_type: str = "int8") -> 
         t.dtype, t.quant = _width(qplan, name), _quant(scale, zp)
     for node, layer in layers:
         _write_layer(graph, node, layer, qplan, shared)
-    _requantize_concat_inputs(graph, qplan)
+    _requantize_inputs(graph, qplan)
     for node in graph.nodes:
         if node.op in INT8_VERSIONS:
             node.origin["version"] = INT8_VERSIONS[node.op]
@@ -76,14 +77,15 @@ def apply_tflite_int8(graph: Graph, qplan: QuantPlan, io_type: str = "int8") -> 
         _float_edges(graph)
 
 
-def _requantize_concat_inputs(graph: Graph, qplan: QuantPlan) -> None:
-    """A QUANTIZE (int8 -> int8) before each CONCATENATION input planned with parameters other
-    than the concat's output (`plan.concat_inputs_apart`): TFLite Micro's int8 concatenation
-    copies the bytes, so every input must already be in the output's scale."""
+def _requantize_inputs(graph: Graph, qplan: QuantPlan) -> None:
+    """A QUANTIZE (int8 -> int8) before each CONCATENATION / MAXIMUM / MINIMUM input planned
+    with parameters other than the node's output (`plan.concat_inputs_apart`,
+    `plan.SHARED_OPERANDS`): TFLite Micro's int8 concatenation copies the bytes and its
+    MAXIMUM / MINIMUM compare them, so every input must already be in the output's scale."""
     nodes = []
     for node in graph.nodes:
         out = node.outputs[0] if node.outputs else None
-        if node.op == "Concat" and out in qplan.activations:
+        if node.op in REQUANTIZED_INPUTS and out in qplan.activations:
             want = qplan.activations[out]
             inputs = list(node.inputs)
             for slot, name in enumerate(inputs):
