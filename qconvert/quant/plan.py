@@ -224,6 +224,7 @@ def activation_groups(graph: Graph, apart=frozenset()) -> tuple:
     clamped = clamped_inputs(graph)  # inputs whose own range is not needed
     names = [n for n in graph.inputs if _is_activation(graph, n)]
     handles: dict = {}
+    shared_operands: list = []  # (activation operands, output) of SHARED_OPERANDS nodes
     for node in graph.nodes:
         outs = [o for o in node.outputs if o is not None and _is_activation(graph, o)]
         names += outs
@@ -241,7 +242,8 @@ def activation_groups(graph: Graph, apart=frozenset()) -> tuple:
             if node.op == "Concat":
                 data = [i for i in ins if i not in apart]
             elif node.op in SHARED_OPERANDS and len(ins) > 1:
-                data = []  # own output range; the writer requantizes the operands into it
+                shared_operands.append((ins, outs[0]))  # after the other unions (below)
+                data = []
             else:
                 data = ins[:1]
             for i in data:
@@ -252,6 +254,12 @@ def activation_groups(graph: Graph, apart=frozenset()) -> tuple:
             fixed[outs[0]] = FIXED_OUTPUT[node.op]
         elif node.op in CLAMPS and outs and node.inputs[0] in clamped:
             groups.union(node.inputs[0], outs[0])
+    # MAXIMUM / MINIMUM of activations already sharing parameters (two parts of one split)
+    # join their output; otherwise the output keeps its own range and the writer
+    # requantizes the operands into it
+    for ins, out in shared_operands:
+        if len({groups.find(i) for i in ins}) == 1:
+            groups.union(ins[0], out)
     members: dict = {}
     for name in names:
         members.setdefault(groups.find(name), []).append(name)
