@@ -131,3 +131,28 @@ def test_both_activation_operands_share_the_output_scale(tmp_path, op):
         xq = random_inputs([(SHAPE, np.int8)], seed)[0]
         np.testing.assert_array_equal(run_tflm(out.read_bytes(), seed)[0],
                                       run_int8(graph, {"x": xq})["y"])
+
+
+def test_pack_of_two_ranges_requantizes_into_one_scale(tmp_path):
+    """TFLite's int8 PACK copies bytes, like CONCATENATION: the output covers both inputs."""
+    g = Graph("main", inputs=["x"], outputs=["y"])
+    for name in ("x", "a", "m"):
+        g.add_tensor(Tensor(name, SHAPE, "float32"))
+    g.add_tensor(Tensor("y", SHAPE[:3] + (2, 8), "float32"))
+    g.add_tensor(Tensor("k", (), "float32", np.array(40.0, np.float32)))
+    g.add_tensor(Tensor("h", (), "float32", np.array(0.5, np.float32)))
+    g.nodes = [Node("Mul", ["x", "h"], ["a"], {"activation": "NONE"}, "a"),
+               Node("Mul", ["x", "k"], ["m"], {"activation": "NONE"}, "m"),
+               Node("Pack", ["a", "m"], ["y"], {"axis": 3, "values_count": 2}, "y")]
+    model = Model("tflite", [g])
+    model.verify()
+    src, out = _quantize(tmp_path, serialize(model), "float32")
+    _src, out8 = _quantize(tmp_path, serialize(model), "int8")
+    graph = load_model(out8).graph
+    for seed in (0, 1):
+        want = run_litert(src.read_bytes(), seed)[0]
+        got = run_tflm(out.read_bytes(), seed)[0]
+        assert _sqnr(got, want) > 30, _sqnr(got, want)
+        xq = random_inputs([(SHAPE, np.int8)], seed)[0]
+        np.testing.assert_array_equal(run_tflm(out8.read_bytes(), seed)[0],
+                                      run_int8(graph, {"x": xq})["y"])

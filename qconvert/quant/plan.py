@@ -46,6 +46,8 @@ FIXED_OUTPUT = {s.name: s.fixed_output for s in schemas.all_schemas() if s.fixed
 # int8 MAXIMUM / MINIMUM compare the raw int8 values): one activation operand joins the output;
 # with two, the output takes its own range and the writer requantizes both into it
 SHARED_OPERANDS = frozenset({"Maximum", "Minimum"})
+# same_scale ops copying every input's bytes into the output (TFLite CONCATENATION, PACK)
+CONCATS = frozenset({"Concat", "Pack"})
 FC_OPS = frozenset(s.name for s in schemas.all_schemas() if s.fully_connected)
 CLAMPS = clamp_ops()
 # float constant inputs that are parameters, not values, and stay float (ONNX Resize roi, scales)
@@ -239,7 +241,7 @@ def activation_groups(graph: Graph, apart=frozenset()) -> tuple:
         rule = _int8_rule(node)
         if rule == "same_scale" and outs:
             ins = [i for i in node.present_inputs() if _is_activation(graph, i)]
-            if node.op == "Concat":
+            if node.op in CONCATS:
                 data = [i for i in ins if i not in apart]
             elif node.op in SHARED_OPERANDS and len(ins) > 1:
                 shared_operands.append((ins, outs[0]))  # after the other unions (below)
@@ -271,7 +273,7 @@ def _fixed_source(graph: Graph, name: str):
     through single-input pass-through ops (reshape, resize...); None for any other tensor."""
     node = graph.producer(name)
     while node is not None and not node.opaque and schemas.get(node.op).int8 == "same_scale" \
-            and node.op not in ("Concat",) + tuple(SHARED_OPERANDS) and node.inputs:
+            and node.op not in CONCATS | SHARED_OPERANDS and node.inputs:
         node = graph.producer(node.inputs[0])
     if node is None or node.opaque or node.origin.get(BORDER):
         return None
@@ -287,7 +289,7 @@ def concat_inputs_apart(graph: Graph, ranges: dict) -> frozenset:
     left joined (one scale, no requantization)."""
     apart = set()
     for node in graph.nodes:
-        if node.op != "Concat" or node.opaque or not node.outputs \
+        if node.op not in CONCATS or node.opaque or not node.outputs \
                 or node.outputs[0] not in ranges:
             continue
         lo, hi = (float(v) for v in ranges[node.outputs[0]][:2])

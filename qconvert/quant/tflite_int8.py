@@ -24,7 +24,7 @@ from .plan import QuantPlan, layer_slots
 INT8_VERSIONS = {s.name: s.tflite.int8_version for s in schemas.all_schemas()
                  if s.tflite is not None and s.tflite.int8_version is not None}
 FC_PER_CHANNEL_VERSION = 12
-REQUANTIZED_INPUTS = frozenset({"Concat", "Maximum", "Minimum"})
+REQUANTIZED_INPUTS = frozenset({"Concat", "Pack", "Maximum", "Minimum"})
 
 
 def _quant(scale, zero_point, axis=None) -> QuantParams:
@@ -78,7 +78,7 @@ def apply_tflite_int8(graph: Graph, qplan: QuantPlan, io_type: str = "int8") -> 
 
 
 def _requantize_inputs(graph: Graph, qplan: QuantPlan) -> None:
-    """A QUANTIZE (int8 -> int8) before each CONCATENATION / MAXIMUM / MINIMUM input planned
+    """A QUANTIZE (int8 -> int8) before each CONCATENATION / PACK / MAXIMUM / MINIMUM input planned
     with parameters other than the node's output (`plan.concat_inputs_apart`,
     `plan.SHARED_OPERANDS`): TFLite Micro's int8 concatenation copies the bytes and its
     MAXIMUM / MINIMUM compare them, so every input must already be in the output's scale."""
