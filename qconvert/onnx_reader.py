@@ -137,7 +137,7 @@ def _payload_array(buffer, dtype, count: int, offset: int, out=None) -> np.ndarr
     return data
 
 
-def copy_deferred(deferred: list) -> None:
+def copy_deferred(deferred: list, infinite: set | None = None) -> None:
     """Copy each deferred initializer (name, its array, the mapped file, offset) out of the
     file (`_payload_array`) into its array, the constants shared among the CPUs (the copies
     and the page faults of the fresh arrays are most of reading a large model), then check
@@ -170,7 +170,9 @@ def copy_deferred(deferred: list) -> None:
     if failed:
         raise failed[0]
     for (name, data, _, _), ok in zip(deferred, finite):
-        if not ok:
+        if not ok and infinite is not None and _infinite_scalar(data):
+            infinite.add(name)  # a Clip bound, perhaps (`_drop_infinite_clip_bounds`)
+        elif not ok:
             raise QConvertError(f"constant {name!r} contains NaN or infinity")
         data.flags.writeable = False
 
@@ -205,6 +207,7 @@ class _Reader:
         self._types: dict = {}
         self.external_files: set = set()
         self.deferred: list | None = None  # initializers still to copy out of the mapped file
+        self.infinite: set = set()  # scalar constants of +-inf: Clip bounds only
         self.opset = None
         for imp in proto.opset_import:
             if imp.domain in ("", "ai.onnx"):
@@ -228,7 +231,7 @@ class _Reader:
             if payload is not None:
                 payload = (self.buffer, *payload)
             graph.add_tensor(self.constant(t.name, t, payload))
-        copy_deferred(self.deferred)
+        copy_deferred(self.deferred, self.infinite)
         self.deferred = None
         initializer_inputs = []
         for vi in g.input:
@@ -259,6 +262,7 @@ class _Reader:
         for name in graph.outputs:
             if name not in graph.tensors:
                 raise QConvertError(f"graph output {name!r} is produced by no node")
+        _drop_infinite_clip_bounds(graph, self.infinite, initializer_inputs)
         pads_to_rows(graph, initializer_inputs)  # Pad's pads as rows [k, 2] (the IR spelling)
         meta = {
             "ir_version": p.ir_version,
@@ -373,7 +377,9 @@ class _Reader:
         if data.shape != shape:
             raise QConvertError(f"constant {name!r} holds {data.size} values for shape {list(shape)}")
         if data.dtype.kind == "f" and not _all_finite(data):
-            raise QConvertError(f"constant {name!r} contains NaN or infinity")
+            if not _infinite_scalar(data):
+                raise QConvertError(f"constant {name!r} contains NaN or infinity")
+            self.infinite.add(name)  # a Clip bound, perhaps (`_drop_infinite_clip_bounds`)
         data.flags.writeable = False
         return Tensor(name, shape, dtype, data)
 
@@ -504,6 +510,37 @@ def _with_raw_data(t: TensorProto, raw: bytes) -> TensorProto:
     loaded.data_location = TensorProto.DEFAULT
     loaded.raw_data = raw
     return loaded
+
+
+def _infinite_scalar(data: np.ndarray) -> bool:
+    """One value, +inf or -inf (what torch.clamp(min=...) exports as Clip's other bound)."""
+    return data.size == 1 and bool(np.isinf(data).all())
+
+
+def _drop_infinite_clip_bounds(graph: Graph, infinite: set, initializer_inputs: list) -> None:
+    """A Clip's min of -inf or max of +inf bounds nothing: the input becomes absent (ONNX Clip's
+    optional bounds). Any other reader of an infinite constant is refused, as a weight with NaN
+    or infinity is; infinite constants no node reads any more are dropped."""
+    if not infinite:
+        return
+    for node in graph.nodes:
+        if node.op != "Clip" or node.opaque:
+            continue
+        inputs = list(node.inputs)
+        for slot, sign in ((1, -1), (2, 1)):
+            name = inputs[slot] if slot < len(inputs) else None
+            if name in infinite and float(graph.tensors[name].data.reshape(-1)[0]) * sign > 0:
+                inputs[slot] = None
+        while len(inputs) > 1 and inputs[-1] is None:
+            inputs.pop()
+        node.inputs = inputs
+    read = {i for n in graph.nodes for i in n.present_inputs()}
+    for name in sorted(infinite):
+        if name in read or name in graph.outputs:
+            raise QConvertError(f"constant {name!r} contains NaN or infinity")
+        del graph.tensors[name]
+        if name in initializer_inputs:
+            initializer_inputs.remove(name)
 
 
 def _all_finite(data: np.ndarray) -> bool:

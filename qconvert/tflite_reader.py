@@ -157,6 +157,7 @@ class _Reader:
         graph.outputs = [name_of(int(i)) for i in self.ints(sg, "Outputs")]
         for i, pos in enumerate(self.table_vector(sg, 3, "operators")):
             graph.nodes.append(self.operator(pos, i, opcodes, name_of, graph))
+        _empty_constants(graph)
         return graph
 
     # -- lean table access: the per-tensor and per-operator fields, without an accessor object
@@ -423,3 +424,19 @@ def _normalize_spatial(op: str, attrs: dict, inputs: list, graph: Graph) -> None
                                   attrs["dilations"])
     else:  # SAME on a dynamic input: keep it symbolic
         attrs["auto_pad"] = "SAME_UPPER"
+
+
+def _empty_constants(graph: Graph) -> None:
+    """A tensor of static shape with no elements (an int32 shape [0]: "reshape to a scalar"),
+    produced by no node, not a graph input or a variable, is an empty constant: its buffer is
+    empty because there is nothing to store, not because it is computed at run time."""
+    produced = {o for n in graph.nodes for o in n.outputs if o}
+    for name, t in graph.tensors.items():
+        if (t.data is None and name not in produced and name not in graph.inputs
+                and not t.extra.get("is_variable") and t.shape is not None
+                and all(isinstance(d, (int, np.integer)) for d in t.shape)
+                and 0 in t.shape and t.dtype not in RAW_DTYPES):
+            data = np.zeros(tuple(int(d) for d in t.shape), t.dtype)
+            data.flags.writeable = False
+            t.data = data
+

@@ -16,8 +16,10 @@ static, dtype the declared one); the node is removed. Nodes are visited once, in
 order, so whole chains fold in one run. Constants no longer read are left to `eliminate`.
 
 Conditions (otherwise the node is kept; a pass never fails on what it cannot fold):
-- the node is not opaque and is not Quantize / Dequantize (weights kept int8 or float16 behind a
-  Dequantize are stored that way on purpose);
+- the node is not opaque and is not Quantize / Dequantize (int8 weights behind a Dequantize
+  are stored that way on purpose), except a Dequantize of a float16 constant (the TFLite
+  converter's float16 output): that is a float constant stored at half size, and folding it to
+  float32 lets quantize / fuse treat the weights as any float weights;
 - no output is a graph output (a constant graph output is not valid TFLite, and a graph output
   keeps a producer), every output is present;
 - no input (but Shape's) or output carries quantization parameters (a float kernel would compute
@@ -132,9 +134,18 @@ def _fits(arr: np.ndarray, t) -> np.ndarray | None:
     return arr
 
 
+def _float16_weights(node, graph: Graph) -> bool:
+    """True for a Dequantize reading one float16 constant without quantization parameters."""
+    if node.op != "Dequantize" or len(node.present_inputs()) != 1:
+        return False
+    t = graph.tensors[node.inputs[0]]
+    return t.data is not None and t.dtype == "float16" and t.quant is None
+
+
 def _fold(node, graph: Graph, graph_outputs: set) -> list | None:
     """The constants replacing `node`'s outputs, or None when a condition fails."""
-    if node.opaque or node.op in NEVER_FOLD or node.op not in KERNELS:
+    if node.opaque or (node.op in NEVER_FOLD and not _float16_weights(node, graph)) \
+            or node.op not in KERNELS:
         return None
     if not node.present_inputs() or not node.outputs or any(o is None for o in node.outputs):
         return None

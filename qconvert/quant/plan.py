@@ -42,6 +42,12 @@ INT8_CONSTANTS_16X8 = {"PRelu": (1,)}
 
 # per-op facts of the op schemas, by op
 FIXED_OUTPUT = {s.name: s.fixed_output for s in schemas.all_schemas() if s.fixed_output}
+# same_scale ops whose activation operands must all be in the output's parameters (TFLite's
+# int8 MAXIMUM / MINIMUM compare the raw int8 values): one activation operand joins the output;
+# with two, the output takes its own range and the writer requantizes both into it
+SHARED_OPERANDS = frozenset({"Maximum", "Minimum"})
+# same_scale ops copying every input's bytes into the output (TFLite CONCATENATION, PACK)
+CONCATS = frozenset({"Concat", "Pack"})
 FC_OPS = frozenset(s.name for s in schemas.all_schemas() if s.fully_connected)
 CLAMPS = clamp_ops()
 # float constant inputs that are parameters, not values, and stay float (ONNX Resize roi, scales)
@@ -209,16 +215,18 @@ def clamped_inputs(graph: Graph) -> set:
     return found
 
 
-def activation_groups(graph: Graph) -> tuple:
+def activation_groups(graph: Graph, apart=frozenset()) -> tuple:
     """The activations that must share one (scale, zero point): ({root: [member names]},
     {tensor: fixed (scale, zero point) of its op}, clamped inputs). Pass-through (`same_scale`)
     ops join their data inputs and outputs, a clamp joins the input it takes over, a resource
-    variable joins its reads and assignments (`plan_activations`)."""
+    variable joins its reads and assignments (`plan_activations`). Concat inputs in `apart`
+    (`concat_inputs_apart`) keep their own parameters: the writer requantizes them."""
     groups = _Groups()
     fixed: dict = {}
     clamped = clamped_inputs(graph)  # inputs whose own range is not needed
     names = [n for n in graph.inputs if _is_activation(graph, n)]
     handles: dict = {}
+    shared_operands: list = []  # (activation operands, output) of SHARED_OPERANDS nodes
     for node in graph.nodes:
         outs = [o for o in node.outputs if o is not None and _is_activation(graph, o)]
         names += outs
@@ -233,7 +241,13 @@ def activation_groups(graph: Graph) -> tuple:
         rule = _int8_rule(node)
         if rule == "same_scale" and outs:
             ins = [i for i in node.present_inputs() if _is_activation(graph, i)]
-            data = ins if node.op == "Concat" else ins[:1]
+            if node.op in CONCATS:
+                data = [i for i in ins if i not in apart]
+            elif node.op in SHARED_OPERANDS and len(ins) > 1:
+                shared_operands.append((ins, outs[0]))  # after the other unions (below)
+                data = []
+            else:
+                data = ins[:1]
             for i in data:
                 groups.union(i, outs[0])
             for o in outs[1:]:  # Split: every part keeps the input's parameters
@@ -242,10 +256,52 @@ def activation_groups(graph: Graph) -> tuple:
             fixed[outs[0]] = FIXED_OUTPUT[node.op]
         elif node.op in CLAMPS and outs and node.inputs[0] in clamped:
             groups.union(node.inputs[0], outs[0])
+    # MAXIMUM / MINIMUM of activations already sharing parameters (two parts of one split)
+    # join their output; otherwise the output keeps its own range and the writer
+    # requantizes the operands into it
+    for ins, out in shared_operands:
+        if len({groups.find(i) for i in ins}) == 1:
+            groups.union(ins[0], out)
     members: dict = {}
     for name in names:
         members.setdefault(groups.find(name), []).append(name)
     return members, fixed, clamped
+
+
+def _fixed_source(graph: Graph, name: str):
+    """The fixed (scale, zero point) of the softmax / logistic / tanh whose output `name` is,
+    through single-input pass-through ops (reshape, resize...); None for any other tensor."""
+    node = graph.producer(name)
+    while node is not None and not node.opaque and schemas.get(node.op).int8 == "same_scale" \
+            and node.op not in CONCATS | SHARED_OPERANDS and node.inputs:
+        node = graph.producer(node.inputs[0])
+    if node is None or node.opaque or node.origin.get(BORDER):
+        return None
+    return FIXED_OUTPUT.get(node.op)
+
+
+def concat_inputs_apart(graph: Graph, ranges: dict) -> frozenset:
+    """Concat inputs with a fixed output range (a Sigmoid's [0, 1), `_fixed_source`) whose
+    concat's calibrated output range reaches more than one int8 step beyond that fixed range.
+    Joined, the concat would take the fixed range and clip every other input (a detector's box
+    branch next to its scores); apart, the concat's output covers all its inputs and the fixed
+    input is requantized into its scale. A concat whose inputs all fit the fixed range is
+    left joined (one scale, no requantization)."""
+    apart = set()
+    for node in graph.nodes:
+        if node.op not in CONCATS or node.opaque or not node.outputs \
+                or node.outputs[0] not in ranges:
+            continue
+        lo, hi = (float(v) for v in ranges[node.outputs[0]][:2])
+        for name in node.present_inputs():
+            fixed = _fixed_source(graph, name) if _is_activation(graph, name) else None
+            if fixed is None:
+                continue
+            scale, zp = float(fixed[0]), int(fixed[1])
+            f_lo, f_hi = (-128 - zp) * scale, (127 - zp) * scale
+            if lo < f_lo - scale or hi > f_hi + scale:
+                apart.add(name)
+    return frozenset(apart)
 
 
 def _int8_rule(node) -> str | None:
@@ -264,7 +320,7 @@ def plan_activations(graph: Graph, ranges: dict, int16=frozenset()) -> dict:
     ASSIGN_VARIABLE writes to it share one (scale, zero point), from the union of their ranges,
     so the int8 state means the same number on both sides of a call (TFLite Micro stores the
     bytes assigned and hands them back to the next read)."""
-    members, fixed, clamped = activation_groups(graph)
+    members, fixed, clamped = activation_groups(graph, concat_inputs_apart(graph, ranges))
     params = {}
     for root, group in members.items():
         wide = group[0] in int16
@@ -294,8 +350,7 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
     acts = plan_activations(graph, ranges, int16)
     planned = _plan_layers(graph, acts, fmt, fc_per_channel, input_means or {}, int16)
     layers = {}
-    consts: dict = {}
-    wide_consts: set = set()
+    wanted: dict = {}  # constant -> [(reader, (scale, zero point), int16)] in node order
     for node in graph.nodes:
         if is_resource_op(node) or node.origin.get(BORDER):
             continue
@@ -320,11 +375,40 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
             out = node.outputs[0]
             wide = out in int16 and name not in narrow
             own = int16_activation_params if wide else activation_params
-            consts[name] = (acts[out] if schema.int8 == "same_scale" and out in acts
-                            else own(data.min(initial=0), data.max(initial=0)))
-            if wide:
-                wide_consts.add(name)
+            params = (acts[out] if schema.int8 == "same_scale" and out in acts
+                      else own(data.min(initial=0), data.max(initial=0)))
+            wanted.setdefault(name, []).append((node, params, wide))
+    consts, wide_consts = split_shared_constants(graph, wanted)
     return QuantPlan(acts, layers, consts, frozenset(int16) | frozenset(wide_consts))
+
+
+def split_shared_constants(graph: Graph, wanted: dict) -> tuple:
+    """({constant: (scale, zero point)}, {int16 constants}) with one quantized copy per
+    distinct need: `wanted` lists each float constant's readers with the parameters each needs.
+    Readers needing the same parameters share the constant; every other need gets its own
+    float copy (a fresh name, the same data) that its readers are rewired to read.
+
+    A constant read by several same-scale ops (MAXIMUM, MINIMUM, CONCATENATION, PADV2...)
+    must be stored in each reader's output scale: those kernels compare or copy the int8
+    values as raw integers, so one copy in the last reader's scale would make every other
+    reader clamp at (or copy) the wrong value."""
+    consts: dict = {}
+    wide_consts: set = set()
+    for name, needs in wanted.items():
+        copies: dict = {}  # (scale, zero point, int16) -> constant name
+        for node, (scale, zp), wide in needs:
+            key = (float(scale), int(zp), wide)
+            if key not in copies:
+                copies[key] = name if not copies else graph.add_constant(
+                    f"{name}_requantized", graph.tensors[name].data,
+                    graph.tensors[name].dtype)
+            target = copies[key]
+            if target != name:
+                graph.set_inputs(node, [target if i == name else i for i in node.inputs])
+            consts[target] = (scale, zp)
+            if wide:
+                wide_consts.add(target)
+    return consts, wide_consts
 
 
 def _plan_layers(graph: Graph, acts: dict, fmt: str, fc_per_channel: bool, input_means: dict,

@@ -24,6 +24,7 @@ from .plan import QuantPlan, layer_slots
 INT8_VERSIONS = {s.name: s.tflite.int8_version for s in schemas.all_schemas()
                  if s.tflite is not None and s.tflite.int8_version is not None}
 FC_PER_CHANNEL_VERSION = 12
+REQUANTIZED_INPUTS = frozenset({"Concat", "Pack", "Maximum", "Minimum"})
 
 
 def _quant(scale, zero_point, axis=None) -> QuantParams:
@@ -61,6 +62,7 @@ def apply_tflite_int8(graph: Graph, qplan: QuantPlan, io_type: str = "int8") -> 
         t.dtype, t.quant = _width(qplan, name), _quant(scale, zp)
     for node, layer in layers:
         _write_layer(graph, node, layer, qplan, shared)
+    _requantize_inputs(graph, qplan)
     for node in graph.nodes:
         if node.op in INT8_VERSIONS:
             node.origin["version"] = INT8_VERSIONS[node.op]
@@ -73,6 +75,32 @@ def apply_tflite_int8(graph: Graph, qplan: QuantPlan, io_type: str = "int8") -> 
             t.dtype, t.quant = _width(qplan, name), _quant(scale, zp)
     if io_type == "float32":
         _float_edges(graph)
+
+
+def _requantize_inputs(graph: Graph, qplan: QuantPlan) -> None:
+    """A QUANTIZE (int8 -> int8) before each CONCATENATION / PACK / MAXIMUM / MINIMUM input planned
+    with parameters other than the node's output (`plan.concat_inputs_apart`,
+    `plan.SHARED_OPERANDS`): TFLite Micro's int8 concatenation copies the bytes and its
+    MAXIMUM / MINIMUM compare them, so every input must already be in the output's scale."""
+    nodes = []
+    for node in graph.nodes:
+        out = node.outputs[0] if node.outputs else None
+        if node.op in REQUANTIZED_INPUTS and out in qplan.activations:
+            want = qplan.activations[out]
+            inputs = list(node.inputs)
+            for slot, name in enumerate(inputs):
+                if name not in qplan.activations or qplan.activations[name] == want:
+                    continue
+                t = graph.tensors[name]
+                copy = graph.fresh_name(f"{name}_requantized")
+                graph.add_tensor(Tensor(copy, t.shape, t.dtype, quant=_quant(*want)))
+                nodes.append(Node("Quantize", [name], [copy], {"rounding": HALF_AWAY},
+                                  f"{copy}/requantize",
+                                  origin={"version": INT8_VERSIONS["Quantize"]}))
+                inputs[slot] = copy
+            graph.set_inputs(node, inputs)
+        nodes.append(node)
+    graph.nodes = nodes
 
 
 def _width(qplan: QuantPlan, name: str) -> str:
