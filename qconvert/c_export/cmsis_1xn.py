@@ -9,10 +9,12 @@ input columns; the unpadded ones, read from the input; the right-padded ones, re
 scratch row of kernel_w - 1 input columns then the padding. That last row is right only when
 exactly kernel_w - 1 input columns are left from the first right-padded window's start: with a
 wider padding (e.g. kernel 5, stride 2, padding 2 on 49 columns: 3 columns left) it reads input
-columns past the row's end, whatever the memory holds there, instead of the zero point; it
-also returns ARM_CMSIS_NN_FAILURE when the left and right paddings differ by more than one
-column the way TFLite's SAME does not (left > right). TFLite Micro calls the same wrapper, so
-its CMSIS-NN build on Cortex-M55 is off there too (by other garbage).
+columns past the row's end, whatever the memory holds there, instead of the zero point; with
+VALID padding and a column left over it pads where that column is; and it returns
+ARM_CMSIS_NN_FAILURE when the padding it infers from the output width,
+(out - 1) * stride + kernel - width, is not 2 * pad_w (+ 1) (e.g. a PAD of 1 and 1 folded
+into a stride-2 convolution on 10 columns). TFLite Micro calls the same wrapper with the same
+dims, so its CMSIS-NN build on Cortex-M55 is off there too (by other garbage).
 
 `one_by_n_exact` replays the kernel's index arithmetic for one output row (C's truncating
 division and remainder) and compares every tap it reads with the window TFLite's reference
