@@ -302,16 +302,21 @@ static void fault_handler(void)
 
 
 def build_cortex_m(folder: Path, main_c: str, board: str, defines=(), cmsis=False,
-                   trap_unaligned=False) -> Path:
+                   trap_unaligned=False, rodata_in_ram=False) -> Path:
     """Cross-compile the export folder plus main.c for `board` ("m3", "m4" or "m55"); the ELF.
     `trap_unaligned`: every unaligned word or halfword access faults, as on a Cortex-M0
-    (`TRAPPING_STARTUP`; CMSIS-NN built likewise)."""
+    (`TRAPPING_STARTUP`; CMSIS-NN built likewise). `rodata_in_ram`: constants in the RAM
+    region (loaded there by QEMU), for images whose weights outgrow the flash region (the
+    Cortex-M55 board's is its 512 KB ITCM)."""
     machine, cpu, ram, ram_len, flash, flash_len = BOARDS[board]
     (folder / "main.c").write_text(main_c)
     build = folder / f"build_{board}"
     build.mkdir(exist_ok=True)
-    (build / "link.ld").write_text(LINKER_SCRIPT.format(flash=flash, flash_len=flash_len,
-                                                        ram=ram, ram_len=ram_len))
+    script = LINKER_SCRIPT.format(flash=flash, flash_len=flash_len, ram=ram, ram_len=ram_len)
+    if rodata_in_ram:
+        script = script.replace(" *(.rodata*)", "").replace(
+            "  .data :", "  .rodata : { *(.rodata*) . = ALIGN(8); } > RAM\n  .data :")
+    (build / "link.ld").write_text(script)
     (build / "startup.c").write_text(TRAPPING_STARTUP if trap_unaligned else STARTUP)
     cc = "arm-none-eabi-gcc"
     flags = [*cpu, "-O2", "-ffunction-sections", "-fdata-sections", *defines,

@@ -88,22 +88,37 @@ def test_export_c_arena_is_at_most_0_7_of_tflite_micros(corpus, kernels):
 _TFLM_ARENA: dict = {}
 
 
-# -- export-c on Cortex-M4 ------------------------------------------------------------------------
+# -- export-c on Cortex-M4 and Cortex-M55 ---------------------------------------------------------
 @pytest.mark.parametrize("kernels", ("portable", "cmsis-nn"))
 def test_export_c_cortex_m4_firmware_is_bit_exact_with_tflite_micro(corpus, tmp_path, kernels):
     """Every corpus model export-c accepts, exported with a distinct `--name` into ONE firmware
     image per kernel set, cross-compiled for Cortex-M4 and run once in qemu-system-arm
     (mps2-an386, semihosting): each model's outputs on the export-c cell's feeds equal TFLite
     Micro's bit for bit."""
+    _firmware_bit_exact(corpus, tmp_path, kernels, "m4")
+
+
+@pytest.mark.parametrize("kernels", ("portable", "cmsis-nn"))
+def test_export_c_cortex_m55_firmware_is_bit_exact_with_tflite_micro(corpus, tmp_path, kernels):
+    """The same image for Cortex-M55 (mps3-an547; CMSIS-NN's Helium (MVE) kernels with
+    cmsis-nn): kws_conv1d's first convolution (1x5, stride 2, padding 2 on 49 columns) is where
+    arm_convolve_1_x_n_s8's MVE path reads past the row (see qconvert/c_export/cmsis_1xn.py)."""
+    _firmware_bit_exact(corpus, tmp_path, kernels, "m55")
+
+
+def _firmware_bit_exact(corpus, tmp_path, kernels, board):
+    """Build the one image of every exportable corpus model for `board` and compare each
+    model's outputs with TFLite Micro's."""
     if not cross_tools_available():
         pytest.skip("arm-none-eabi-gcc / qemu-system-arm missing (apt-get install "
-                    "gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm): Cortex-M4 "
+                    "gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm): Cortex-M "
                     "corpus image not built")
     if kernels == "cmsis-nn" and not cmsis_nn_available():
         pytest.skip("CMSIS-NN is not beside the repository (../shared/third_party/CMSIS-NN or "
                     "$QCONVERT_CMSIS_NN): the cmsis-nn corpus image is not built")
     exportable = [m for m, c in cells() if c == "export-c" and corpus.cell(m, c).status == "ok"]
     assert exportable
+    assert "kws_conv1d" in exportable
     folder = tmp_path / "image"
     folder.mkdir()
     entries, expected = [], {}
@@ -122,20 +137,21 @@ def test_export_c_cortex_m4_firmware_is_bit_exact_with_tflite_micro(corpus, tmp_
         entries.append((name, io_layout(graph), samples))
         expected[name] = (model, [np.dtype(graph.tensors[n].dtype) for n in graph.outputs],
                           want)
-    elf = build_cortex_m(folder, image_source(entries), "m4", cmsis=kernels == "cmsis-nn")
-    blocks = split_image_output(run_qemu(elf, "m4", timeout=300))
+    elf = build_cortex_m(folder, image_source(entries), board, cmsis=kernels == "cmsis-nn",
+                         rodata_in_ram=board == "m55")  # about 3 MB of weights: not in ITCM
+    blocks = split_image_output(run_qemu(elf, board, timeout=300))
     assert sorted(blocks) == sorted(expected)
+    label = {"m4": "Cortex-M4", "m55": "Cortex-M55"}[board]
     for name, (model, dtypes, want) in expected.items():
         got = parse(blocks[name], dtypes, len(want))
         for k, (g, w) in enumerate(zip(got, want)):
             for j, (a, b) in enumerate(zip(g, w)):
                 b = np.asarray(b).reshape(-1)
                 assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), (
-                    f"{model} ({kernels}, Cortex-M4): feed {k} output {j}: "
+                    f"{model} ({kernels}, {label}): feed {k} output {j}: "
                     f"{np.count_nonzero(a != b)} of {b.size} differ from TFLite Micro")
 
 
-# -- the corpus itself ----------------------------------------------------------------------------
 def test_models_and_calibration_exist_and_are_small():
     total = 0
     for m in MODELS_TABLE:

@@ -146,6 +146,11 @@ def conv_step(graph, node, step, kernels: ConvKernels) -> Step:
                  f"static const cmsis_nn_dims @L_filter_dims = {{{y[3]}, {kh}, {kw}, {x[3]}}};"]
         fn = f"arm_convolve_wrapper_{kernels.suffix}"
     size_fn = f"{fn}_get_buffer_size"
+    generic = not depthwise and kernels.suffix == "s8" and _one_by_n_inexact(x, y, kh, kw, p)
+    size_args = "&@L_conv, &@L_input_dims, &@L_filter_dims, &@L_output_dims"
+    if generic:  # the wrapper's MVE 1 x N path would be wrong: its generic kernel, unbanded
+        fn, size_fn = "arm_convolve_s8", "arm_convolve_s8_get_buffer_size"
+        size_args = "&@L_input_dims, &@L_filter_dims"
     bias, bias_arg, bias_decls = kernels.bias(graph, node, p, y[3], depthwise)
     arrays = [a for a in step.arrays if a[0] != "bias"] + [bias]
     decls += [*bias_decls,
@@ -154,14 +159,14 @@ def conv_step(graph, node, step, kernels: ConvKernels) -> Step:
               f"static const cmsis_nn_dims @L_input_dims = {_dims(x)};",
               f"static const cmsis_nn_dims @L_bias_dims = {{1, 1, 1, {y[3]}}};",
               f"static const cmsis_nn_dims @L_output_dims = {_dims(y)};"]
-    dims = "&@L_input_dims, &@L_filter_dims, &@L_output_dims"
     call = ["{", *("    " + c for c in _ctx(scratch)),
             *("    " + c for c in _check(
                 f"{fn}(&ctx, &@L_conv, &@L_quant, &@L_input_dims, $in0, &@L_filter_dims, "
-                f"@L_weights, &@L_bias_dims, {bias_arg}, &@L_output_dims, $out0)")), "}"]
+                f"@L_weights, &@L_bias_dims, {bias_arg}, {'NULL, ' if generic else ''}"
+                "&@L_output_dims, $out0)")), "}"]
     made = _step(graph, node, step.index, call, arrays, decls, scratch)
-    made.check = Template("\n".join(_fits(f"{size_fn}(&@L_conv, {dims})")))
-    heights = [k for k in BAND_ROWS if k < y[1]] if kernels.banded else []
+    made.check = Template("\n".join(_fits(f"{size_fn}({size_args})")))
+    heights = [k for k in BAND_ROWS if k < y[1]] if kernels.banded and not generic else []
     bands = [(k, row_bands(x, y, kh, p, k)) for k in heights]
     bands = [(k, b) for k, b in bands if b is not None]
     if bands:
@@ -170,6 +175,18 @@ def conv_step(graph, node, step, kernels: ConvKernels) -> Step:
         made.banded_check = Template("\n".join(_banded_fits(size_fn, x, y, kh, p,
                                                               depthwise)))
     return made
+
+
+def _one_by_n_inexact(x, y, kh, kw, p) -> bool:
+    """True when arm_convolve_wrapper_s8, on the whole layer or on a band of one input row,
+    would take the MVE 1 x N path and that path is not exact here (`cmsis_1xn`): such a layer
+    calls arm_convolve_s8 itself, the wrapper's own choice on every other build."""
+    from .cmsis_1xn import one_by_n_exact, takes_one_by_n
+
+    pads = (p["pads"][0], p["pads"][1])
+    if not takes_one_by_n(1, kh, kw, p["strides"][1], p["dilations"], x[3], pads):
+        return False
+    return not one_by_n_exact(x[2], kw, y[2], p["pads"][1], p["strides"][1])
 
 
 def _fits(size_call: str) -> list:
