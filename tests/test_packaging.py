@@ -16,3 +16,88 @@ def test_every_package_is_listed():
                  for p in (ROOT / folder).rglob("__init__.py")}
     expected = dirs
     assert expected == listed
+
+
+def test_license_and_notice_in_the_repository():
+    assert "Apache License" in (ROOT / "LICENSE").read_text()
+    assert "Version 2.0, January 2004" in (ROOT / "LICENSE").read_text()
+    notice = (ROOT / "NOTICE").read_text()
+    assert "TensorFlow Lite Micro" in notice and "CMSIS-NN" in notice
+
+
+def test_wheel_ships_license_and_notice(tmp_path):
+    """`pip wheel` of a copy of the project (the build leaves build/ behind, so not in place):
+    the wheel's dist-info holds LICENSE and NOTICE, the C kernels, and the metadata names them."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE", "NOTICE"):
+        shutil.copy(ROOT / name, src / name)
+    for folder in ("qconvert", "passes", "schemas"):
+        shutil.copytree(ROOT / folder, src / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
+                           str(tmp_path / "dist"), str(src)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("qconvert-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    licenses = {n.rsplit("/", 1)[-1] for n in names if ".dist-info/" in n
+                and n.rsplit("/", 1)[-1] in ("LICENSE", "NOTICE")}
+    assert licenses == {"LICENSE", "NOTICE"}, names
+    assert "qconvert/c_export/kernels/qconvert_nn.h" in names
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA")))
+    assert b"Requires-Python: >=3.10" in metadata
+
+
+def test_shipped_kernels_carry_an_spdx_line():
+    kernels = sorted((ROOT / "qconvert" / "c_export" / "kernels").glob("*.[ch]"))
+    assert kernels
+    for path in kernels:
+        first = path.read_text().splitlines()[0]
+        assert first == "/* SPDX-License-Identifier: Apache-2.0 */", path
+
+
+def test_requires_python_310_and_no_311_only_names():
+    """pyproject says >=3.10, so no 3.11+ module, syntax or name in the package (the package
+    was run on 3.10.13, 3.12 and 3.13 with byte-identical output; this keeps it so)."""
+    import re
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["requires-python"] == ">=3.10"
+    newer = re.compile(r"\bimport tomllib\b|\bfrom tomllib\b|typing\.Self\b|import .*\bSelf\b|"
+                       r"except\*|\bStrEnum\b|datetime\.UTC\b|\bExceptionGroup\b|\bTaskGroup\b|"
+                       r"asyncio\.timeout\b|hashlib\.file_digest|\.add_note\(|sys\.exception\(|"
+                       r"itertools\.batched|contextlib\.chdir|typing\.(Never|LiteralString|"
+                       r"assert_never|reveal_type|Required|NotRequired|TypeVarTuple|Unpack)\b|"
+                       r"enum\.(verify|member|nonmember|global_enum)\b")
+    found = []
+    for folder in ("qconvert", "passes", "schemas"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for i, line in enumerate(path.read_text().splitlines(), 1):
+                if newer.search(line):
+                    found.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
+    assert not found, found
+
+
+def test_shell_completion_script():
+    """The README's `eval "$(_QCONVERT_COMPLETE=bash_source qconvert)"` gives a bash function,
+    and completing `qconvert export` offers both export commands."""
+    from click.testing import CliRunner
+
+    from qconvert.cli import main
+
+    assert '_QCONVERT_COMPLETE=bash_source qconvert' in (ROOT / "README.md").read_text()
+    script = CliRunner().invoke(main, [], prog_name="qconvert",
+                                env={"_QCONVERT_COMPLETE": "bash_source"})
+    assert script.exit_code == 0
+    assert "_qconvert_completion()" in script.output
+    assert "complete -o nosort -F _qconvert_completion qconvert" in script.output
+    words = CliRunner().invoke(main, [], prog_name="qconvert",
+                               env={"_QCONVERT_COMPLETE": "bash_complete",
+                                    "COMP_WORDS": "qconvert export", "COMP_CWORD": "1"})
+    assert words.output.split() == ["plain,export-c", "plain,export-c-header"]
