@@ -113,7 +113,7 @@ def test_degenerate_channels_run_bit_exact_in_tflm(tmp_path, with_bias, fc_per_c
         assert printed[0].startswith("widened weight scales (int32 bias guard): conv channels ")
     else:
         n = sum(map(len, layers))
-        assert f": {n} channel{'s' if n != 1 else ''} in {len(layers)} layers;" in printed[0]
+        assert f": {n} channel{'s' if n != 1 else ''} in {len(layers)} layers (" in printed[0]
 
 
 def test_near_zero_channel_matches_the_tflite_converter_rule():

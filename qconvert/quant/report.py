@@ -411,7 +411,7 @@ def _widened_summary(rows: list) -> str | None:
     n = sum(len(channels) for _, channels in widened)
     layers = len(widened)
     return (f"{head}{n} channel{'s' if n != 1 else ''} in {layers} layer"
-            f"{'s' if layers != 1 else ''}; each layer's in --report (widened_channels)")
+            f"{'s' if layers != 1 else ''} (listed by --report)")
 
 
 def channel_ranges(values: list) -> str:
