@@ -195,7 +195,7 @@ def convert(model, output, input_layout, input_shapes, verify):
     from .commands import convert_command
     from .output_names import check_output_name
 
-    check_output_name(output, "model")
+    check_output_name(output, "model", [model])
     written = convert_command(model, output, input_layout, input_shapes, verify)
     _echo_text(f"wrote {written.path} ({written.fmt}, {written.nodes} nodes, {written.size} "
                "bytes)")
@@ -243,7 +243,7 @@ def fuse(model, output, pass_list, report, input_shapes, verify):
     from .commands import fuse_command
     from .output_names import check_output_name
 
-    check_output_name(output, "model")
+    check_output_name(output, "model", [model])
     written = fuse_command(model, output, pass_list, report, input_shapes, verify)
     for name, count in written.counts.items():
         click.echo(f"{name:22} {count:5d}")
@@ -305,7 +305,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     from .quant.report import low_sqnr_warning, render_text
     from .verify import MIN_SQNR_DB
 
-    check_output_name(output, "model")
+    check_output_name(output, "model", [model, calibration, eval_data])
 
     options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
                                equalize, engine, batch_size, io_type=io_type, rounding=rounding,
@@ -363,7 +363,7 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
     from .command_inputs import memory_limit, normalization
     from .output_names import check_output_name
 
-    check_output_name(output, "header")
+    check_output_name(output, "header", [model, calibration])
 
     options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
                                equalize, engine, batch_size, memory_limit(max_memory),

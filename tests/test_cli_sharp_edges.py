@@ -52,6 +52,7 @@ def test_output_extension_that_does_not_match_is_refused(tmp_path, command, name
     (["export-c-header", KWS], "w.h"),
     (["export-c", KWS], "model_c"),
     (["export-c", KWS], "model.v2"),  # a dot in a folder name is not a file extension
+    (["convert", DIGITS], "copy.bin"),  # an extension qconvert does not know: the input's format
 ])
 def test_matching_or_neutral_output_names_are_taken(tmp_path, command, name):
     """Must not refuse: the expected extensions (any case) and export-c folders whose dot is
