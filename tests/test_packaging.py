@@ -101,3 +101,61 @@ def test_shell_completion_script():
                                env={"_QCONVERT_COMPLETE": "bash_complete",
                                     "COMP_WORDS": "qconvert export", "COMP_CWORD": "1"})
     assert words.output.split() == ["plain,export-c", "plain,export-c-header"]
+
+
+def _other_pythons() -> list:
+    """Interpreters other than this one to check the package on: $QCONVERT_OTHER_PYTHONS
+    (paths, separated by os.pathsep) and python3.10 / 3.12 / 3.13 on PATH, those that have the
+    runtime dependencies installed."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    found = [p for p in os.environ.get("QCONVERT_OTHER_PYTHONS", "").split(os.pathsep) if p]
+    found += [shutil.which(f"python3.{minor}") for minor in (10, 12, 13)]
+    usable = []
+    for exe in dict.fromkeys(p for p in found if p):
+        probe = subprocess.run([exe, "-c", "import sys, numpy, click, onnx, flatbuffers, tflite;"
+                                "print(sys.version_info[:2] != (%d, %d))" % sys.version_info[:2]],
+                               capture_output=True, text=True)
+        if probe.returncode == 0 and probe.stdout.strip() == "True":
+            usable.append(exe)
+    return usable
+
+
+def test_other_pythons_give_the_same_bytes(tmp_path):
+    """On every other installed interpreter with the dependencies (3.10 is the oldest
+    requires-python allows), the package installs and `quantize` + `export-c` give the bytes
+    this interpreter gives."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    pythons = _other_pythons()
+    if not pythons:
+        pytest.skip("no other Python (3.10, 3.12, 3.13) with numpy, click, onnx, flatbuffers and "
+                    "tflite installed; set QCONVERT_OTHER_PYTHONS to check one")
+
+    def outputs(exe, where):
+        where.mkdir()
+        site = where / "site"
+        if exe != sys.executable:
+            subprocess.run([exe, "-m", "pip", "install", "-q", "--no-deps", "--target",
+                            str(site), str(ROOT)], check=True, capture_output=True)
+        env_path = str(site) if exe != sys.executable else str(ROOT)  # this checkout's package
+        script = ("import sys; sys.path.insert(0, sys.argv[1]) if sys.argv[1] else None\n"
+                  "from click.testing import CliRunner\nfrom qconvert.cli import main\n"
+                  "for a in (['quantize', sys.argv[2], '--calibration', sys.argv[3], '-o',"
+                  " sys.argv[4] + '/q.tflite'], ['export-c', sys.argv[4] + '/q.tflite', '-o',"
+                  " sys.argv[4] + '/c', '--name', 'm']):\n"
+                  "    r = CliRunner().invoke(main, a)\n    assert r.exit_code == 0, r.output\n")
+        subprocess.run([exe, "-c", script, env_path, str(ROOT / "sample_models/digits_cnn.onnx"),
+                        str(ROOT / "sample_models/digits_calib_nchw.npy"), str(where)],
+                       check=True, cwd=tmp_path)
+        return [(where / name).read_bytes() for name in ("q.tflite", "c/m.c", "c/m.h")]
+
+    mine = outputs(sys.executable, tmp_path / "this")
+    for i, exe in enumerate(pythons):
+        assert outputs(exe, tmp_path / f"other{i}") == mine, exe
