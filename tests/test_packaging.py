@@ -1,7 +1,12 @@
-"""Every package directory is listed in pyproject.toml, so a non-editable install (the README's
-first command) ships all of it."""
+"""What the installed package is made of: every package directory listed in pyproject.toml (a
+non-editable install, the README's first command, ships all of it); LICENSE and NOTICE in the
+repository and the wheel; SPDX lines in the shipped kernels; Python 3.10+ (no 3.11-only names,
+and the same bytes on the other installed interpreters); shell completion."""
 
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package
+    import tomli as tomllib
 
 from conftest import ROOT
 
