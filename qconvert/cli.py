@@ -40,8 +40,10 @@ class _Cli(click.Group):
             where = f"; see qconvert {exc.ctx.info_name} --help" if exc.ctx else ""
             model = _model_argument(exc.ctx, raw)
             named = f"{model}: " if model else ""
-            click.echo(f"qconvert: error: {one_line(named + exc.format_message())}{where}",
-                       err=True)
+            message = one_line(named + exc.format_message())
+            if where and message.endswith("."):  # "Missing option '-o'.; see" -> "...'-o'; see"
+                message = message[:-1]
+            click.echo(f"qconvert: error: {message}{where}", err=True)
             sys.exit(1)
         except Terminated as exc:
             click.echo(f"qconvert: terminated ({exc.args[0]}); nothing written", err=True)
@@ -191,7 +193,9 @@ def convert(model, output, input_layout, input_shapes, verify):
       qconvert convert model.onnx -o model.tflite --input-layout nhwc
     """
     from .commands import convert_command
+    from .output_names import check_output_name
 
+    check_output_name(output, "model", [model])
     written = convert_command(model, output, input_layout, input_shapes, verify)
     _echo_text(f"wrote {written.path} ({written.fmt}, {written.nodes} nodes, {written.size} "
                "bytes)")
@@ -237,7 +241,9 @@ def fuse(model, output, pass_list, report, input_shapes, verify):
       qconvert fuse model.onnx --passes fuse-conv-batchnorm,eliminate
     """
     from .commands import fuse_command
+    from .output_names import check_output_name
 
+    check_output_name(output, "model", [model])
     written = fuse_command(model, output, pass_list, report, input_shapes, verify)
     for name, count in written.counts.items():
         click.echo(f"{name:22} {count:5d}")
@@ -252,7 +258,9 @@ def fuse(model, output, pass_list, report, input_shapes, verify):
 @calibration_options
 @click.option("--eval", "eval_data", type=click.Path(), metavar="DATA",
               help="Data for the report's SQNR and top-1 (default: the calibration data).")
-@click.option("--per-channel", is_flag=True, help="Per-channel conv weights (the default).")
+@click.option("--per-channel", is_flag=True, help="Accepted for compatibility and changes "
+              "nothing: conv and depthwise weights are always per channel (TFLite Micro's "
+              "int8 scheme); see --fc-per-channel for fully connected layers.")
 @click.option("--io-type", type=click.Choice(["int8", "float32"]), default="int8",
               show_default=True, help="int8 model inputs/outputs, or float32 with QUANTIZE / "
               "DEQUANTIZE at the edges.")
@@ -293,8 +301,11 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
       qconvert quantize model.tflite --calibration images/ --mean 127.5 --std 127.5
     """
     from .commands import quantize_command
+    from .output_names import check_output_name
     from .quant.report import low_sqnr_warning, render_text
     from .verify import MIN_SQNR_DB
+
+    check_output_name(output, "model", [model, calibration, eval_data])
 
     options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
                                equalize, engine, batch_size, io_type=io_type, rounding=rounding,
@@ -350,6 +361,9 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
     """
     from .c_export.command import export_header_command
     from .command_inputs import memory_limit, normalization
+    from .output_names import check_output_name
+
+    check_output_name(output, "header", [model, calibration])
 
     options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
                                equalize, engine, batch_size, memory_limit(max_memory),
@@ -420,6 +434,9 @@ def export_c(model, outdir, name, kernels, fc_layout, patches, report, calibrati
     """
     from .c_export.command import export_c_command
     from .command_inputs import memory_limit, normalization
+    from .output_names import check_output_folder
+
+    check_output_folder(outdir)
 
     options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
                                equalize, engine, batch_size, memory_limit(max_memory))

@@ -67,8 +67,12 @@ _CALIBRATION_OPTIONS = (
     click.option("--engine", type=click.Choice(["numpy", "onnxruntime"]), default="numpy",
                  show_default=True, help="What runs the float model during calibration: "
                  "qconvert's reference executor, or onnxruntime if installed (ONNX models; "
-                 "faster on large networks)."),
-    click.option("--batch-size", type=click.IntRange(1), default=16, show_default=True),
+                 "slower than numpy on fixed-batch models, which it runs one sample at a "
+                 "time: see the README)."),
+    click.option("--batch-size", type=click.IntRange(1), default=16, show_default=True,
+                 metavar="N", help="Calibration samples run through the float model at once: "
+                 "more is faster and takes more memory (see --max-memory); histogram ranges "
+                 "(mse, percentile, entropy) can move slightly with it."),
     click.option("--max-memory", metavar="SIZE", help="Refuse a plan whose largest layer needs "
                  "more than SIZE per batch (e.g. 4G; default: half the physical memory, at most 8G)."),
 )

@@ -128,3 +128,36 @@ def _set_shape(t, shape: tuple) -> bool:
     if "shape_signature" in t.extra:
         t.extra["shape_signature"] = list(shape)
     return True
+
+
+def _is_static(d) -> bool:
+    return isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d > 0
+
+
+def suggest_input_shapes(graph) -> str | None:
+    """The `--input-shape` options that would make `graph`'s inputs static beyond the batch,
+    e.g. ``--input-shape input:1,1,H,W`` (a dynamic batch as 1, the other dynamic dims by their
+    names, or d<i>); None when every input already is. Unknown ranks give ``NAME:d0,d1,...``."""
+    options = []
+    for name in graph.inputs:
+        shape = graph.tensors[name].shape
+        if shape is None:
+            options.append(f"--input-shape {name}:d0,d1,...")
+            continue
+        if all(_is_static(d) for d in shape[1:]):
+            continue
+        dims = ["1" if i == 0 and not _is_static(d) else str(int(d)) if _is_static(d)
+                else (d if isinstance(d, str) and d.isidentifier() else f"d{i}")
+                for i, d in enumerate(shape)]
+        options.append(f"--input-shape {name}:{','.join(dims)}")
+    return " ".join(options) or None
+
+
+def with_shape_hint(exc: QConvertError, graph) -> QConvertError:
+    """`exc` (a dynamic-shape refusal) with the `--input-shape` options that fix it appended,
+    naming the inputs, unless it already mentions --input-shape."""
+    hint = suggest_input_shapes(graph)
+    if hint and "--input-shape" not in exc.cause:
+        exc.cause = f"{exc.cause}; give the sizes it runs at: {hint}"
+        exc.args = (exc.cause,)
+    return exc

@@ -34,7 +34,13 @@ from pathlib import Path
 
 from .errors import QConvertError
 
-_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# SIGHUP and os.pathconf / O_NONBLOCK are POSIX only: on Windows the names are missing, so each
+# is looked up with a fallback (the package must import and run there too); O_BINARY is Windows
+# only, and without it os.write would turn every b"\n" into b"\r\n".
+_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                 if hasattr(signal, name))
+_O_BINARY = getattr(os, "O_BINARY", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _STATE = {"committed": False, "pending": None, "deferred": 0}
 
 
@@ -141,9 +147,10 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _name_max(folder: Path) -> int:
+    """The longest file name `folder`'s file system takes, in bytes (255 where unknown)."""
     try:
         return os.pathconf(folder, "PC_NAME_MAX")
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):  # AttributeError: no os.pathconf (Windows)
         return 255
 
 
@@ -280,7 +287,8 @@ class OutputFiles:
             tmp = target.parent / f".qc{os.urandom(4).hex()}.tmp"  # secrets: +5 ms of imports
             try:
                 with deferred_signals(raise_after=False):  # created and recorded, or neither
-                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY,
+                                 0o644)
                     temps.append(tmp)
                 break
             except FileExistsError:
@@ -301,14 +309,15 @@ class OutputFiles:
     @staticmethod
     def _write_stream(shown: str, target: Path, data) -> None:
         try:
-            fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+            fd = os.open(target, os.O_WRONLY | _O_NONBLOCK | _O_BINARY)
         except OSError as exc:
             if exc.errno == errno.ENXIO:
                 raise QConvertError("output is a FIFO that nobody reads; refusing to wait",
                                     shown) from exc
             raise QConvertError(f"cannot write: {exc.strerror}", shown) from exc
         try:
-            os.set_blocking(fd, True)
+            if _O_NONBLOCK:
+                os.set_blocking(fd, True)
             _write_all(fd, data)
         except OSError as exc:
             raise QConvertError(f"cannot write: {exc.strerror}", shown) from exc

@@ -99,9 +99,13 @@ def _need_calibration(route: Route, job: Job) -> None:
 
 
 def _onnx_to_tflite(route: Route, job: Job) -> None:
+    from .input_shapes import with_shape_hint
     from .passes.onnx_to_tflite import convert_onnx_to_tflite
 
-    job.conversion = convert_onnx_to_tflite(job.model, job.input_layout or "nhwc")
+    try:
+        job.conversion = convert_onnx_to_tflite(job.model, job.input_layout or "nhwc")
+    except QConvertError as exc:
+        raise (with_shape_hint(exc, job.model.graph) if "dynamic" in exc.cause else exc)
     job.model = job.conversion.model
     _data_follows_model(job)
 

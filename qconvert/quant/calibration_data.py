@@ -513,8 +513,10 @@ def _prepare(arr: np.ndarray, spec: InputSpec, norm: _Normalization, where, limi
     if src.kind not in "biuf":
         raise QConvertError(f"holds {src} data, not numbers", where)
     if target.kind in "iu" and src.kind == "f":
-        raise QConvertError(f"holds {src} data but input {spec.name!r} is {target} (quantized); "
-                            "give integer data", where)
+        raise QConvertError(f"holds {src} data but input {spec.name!r} is {target}: give "
+                            f"{target} samples (for a quantized model: the float values divided "
+                            "by the input's scale plus its zero point, as qconvert inspect shows "
+                            "them); to quantize, give the float model instead", where)
     if target.kind == "b" and src.kind != "b":
         raise QConvertError(f"holds {src} data but input {spec.name!r} is bool", where)
     if src.kind == "b" and target.kind != "b":

@@ -107,7 +107,12 @@ def _check_float(run: _Run) -> None:
 def _static_batch(run: _Run) -> None:
     """The batch fixed to 1 and the shape arithmetic folded (TFLite Micro allocates from static
     shapes)."""
-    _pipeline(run.model, STATIC_PIPELINE, {"max_memory": run.options.max_memory})
+    from qconvert.input_shapes import with_shape_hint
+
+    try:
+        _pipeline(run.model, STATIC_PIPELINE, {"max_memory": run.options.max_memory})
+    except QConvertError as exc:
+        raise (with_shape_hint(exc, run.model.graph) if "dynamic" in exc.cause else exc)
 
 
 def _fuse(run: _Run) -> None:

@@ -364,10 +364,9 @@ def render_text(result: dict) -> str:
         if added:
             line += f" {db(row.get('added_sqnr_db')):>8}"
         lines.append(line)
-    for row in result["layers"]:
-        if row.get("widened_channels"):
-            lines.append(f"widened weight scales (int32 bias guard): {one_line(row['layer'])} "
-                         f"channels {channel_ranges(row['widened_channels'])}")
+    widened_line = _widened_summary(result["layers"])
+    if widened_line:
+        lines.append(widened_line)
     if "layer_sample_fraction" in result:
         lines.append(f"(layer SQNR over the first {100 * result['layer_sample_fraction']:.0f} % "
                      "of each tensor's values in the first sample)")
@@ -389,6 +388,30 @@ def render_text(result: dict) -> str:
 
         lines += render_int16(result["int16"])
     return "\n".join(lines)
+
+
+WIDENED_LINE_MAX = 100  # longer than this, the widened channels line becomes counts
+
+
+def _widened_summary(rows: list) -> str | None:
+    """One line for the weight scales the int32 bias guard widened: the layer and its channels
+    when one short line says it, else the counts of channels and layers (each layer's channels
+    are in the JSON report, `widened_channels`). VWW printed nine such lines, 262 to 444
+    characters each."""
+    widened = [(row["layer"], row["widened_channels"]) for row in rows
+               if row.get("widened_channels")]
+    if not widened:
+        return None
+    head = "widened weight scales (int32 bias guard): "
+    if len(widened) == 1:
+        layer, channels = widened[0]
+        line = f"{head}{one_line(layer)} channels {channel_ranges(channels)}"
+        if len(line) <= WIDENED_LINE_MAX:
+            return line
+    n = sum(len(channels) for _, channels in widened)
+    layers = len(widened)
+    return (f"{head}{n} channel{'s' if n != 1 else ''} in {layers} layer"
+            f"{'s' if layers != 1 else ''} (listed by --report)")
 
 
 def channel_ranges(values: list) -> str:

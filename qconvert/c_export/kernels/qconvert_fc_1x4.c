@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_fc_1x4.c: portable int8 fully connected kernel for the 1x4 interleaved weight order.
  * See qconvert_fc_1x4.h for the contract; shipped with qconvert (Apache-2.0).
  *

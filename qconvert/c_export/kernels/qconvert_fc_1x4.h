@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_fc_1x4.h: portable int8 fully connected kernel for the 1x4 interleaved weight order.
  *
  * Shipped with qconvert (`qconvert export-c-header --with-kernels`). It reads the weights

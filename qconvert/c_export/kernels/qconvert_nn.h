@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn.h: qconvert's portable int8 kernels for whole-model C (`qconvert export-c`).
  * Shipped with qconvert (Apache-2.0). Plain C99: no allocation, no library calls.
  *

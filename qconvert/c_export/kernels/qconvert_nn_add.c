@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_add.c: element-wise ADD (int8, same shapes) and MUL (int8, same shapes or one
  * value per channel) of qconvert_nn_fast.h, TFLite Micro's reference kernels bit for bit.
  * Shipped with qconvert (Apache-2.0).

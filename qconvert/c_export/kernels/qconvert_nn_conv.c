@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_conv.c: convolution, depthwise convolution, row-major fully connected and pooling
  * kernels of qconvert_nn.h (TFLite Micro's reference integer kernels, bit for bit).
  * Shipped with qconvert (Apache-2.0).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_depthwise.c: DepthwiseConv2D (int8, depth multiplier 1) of qconvert_nn_fast.h,
  * TFLite Micro's reference kernel bit for bit. Shipped with qconvert (Apache-2.0).
  *

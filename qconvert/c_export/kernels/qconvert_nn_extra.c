@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_extra.c: transposed convolution, batch matmul and bilinear resize kernels of
  * qconvert_nn.h (TFLite Micro's reference integer kernels, bit for bit).
  * Shipped with qconvert (Apache-2.0).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_fast.h: qconvert's layer-specialised int8 kernels for whole-model C
  * (`qconvert export-c`): depthwise convolution, pools and element-wise add, written for
  * Cortex-M (ACLE DSP intrinsics where __ARM_FEATURE_DSP is defined, plain C elsewhere, the same

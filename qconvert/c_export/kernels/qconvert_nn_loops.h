@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_loops.h: what qconvert's int8 (_s8) and 16x8 (_s16) kernels share, written once.
  * Private to the kernel sources of qconvert_nn.h (not an API). Shipped with qconvert (Apache-2.0).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_ops.c: element-wise, data movement and reduction kernels of qconvert_nn.h
  * (TFLite Micro's reference integer kernels, bit for bit). Shipped with qconvert (Apache-2.0).
  */

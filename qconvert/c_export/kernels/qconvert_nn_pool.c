@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_pool.c: AveragePool and MaxPool (int8) of qconvert_nn_fast.h, TFLite Micro's
  * reference kernels bit for bit. Shipped with qconvert (Apache-2.0).
  *

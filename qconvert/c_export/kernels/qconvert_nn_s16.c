@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_s16.c: the 16x8 kernels of qconvert_nn.h (int16 activations, int8 weights),
  * TFLite Micro's reference integer kernels bit for bit. Shipped with qconvert (Apache-2.0).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_s16_math.c: RSQRT, ABS and SQUARED_DIFFERENCE on int16 (16x8 models) of
  * qconvert_nn.h, TFLite Micro's RsqrtEvalQuantized<int16_t>, AbsEvalQuantized<int16_t> and
  * EvalQuantizedSquaredDifference<int16_t> bit for bit (zero points 0).

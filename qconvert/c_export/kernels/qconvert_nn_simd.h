@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_simd.h: what qconvert's layer-specialised int8 kernels (qconvert_nn_fast.h) share.
  * Private to their sources (not an API). Shipped with qconvert (Apache-2.0).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_softmax.c: int8-input softmax of qconvert_nn.h, TFLite Micro's
  * reference_ops::Softmax<int8, int8> and <int8, int16> bit for bit: gemmlowp fixed-point exp
  * of the rescaled differences to the row maximum (Q5.26), a Q12.19 sum, its reciprocal by
