@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_concat.h: Concatenation for whole-model C (`qconvert export-c`), written so the
  * memory plan may put any input inside the output. Shipped with qconvert (Apache-2.0). Plain
  * C99: no allocation.

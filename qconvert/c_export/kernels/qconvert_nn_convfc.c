@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_convfc.c: the fast int8 convolution and fully connected kernels of
  * qconvert_nn_convfc.h. Shipped with qconvert (Apache-2.0).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_convfc.h: qconvert's fast int8 convolution and fully connected kernels for
  * whole-model C (`qconvert export-c --kernels portable`). Shipped with qconvert (Apache-2.0).
  *
