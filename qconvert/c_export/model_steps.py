@@ -619,4 +619,8 @@ from .concat_steps import CONCAT_LOWERINGS  # noqa: E402  (row copies the plan m
 
 LOWERINGS.update(CONCAT_LOWERINGS)
 
+from .resize_steps import RESIZE_LOWERINGS  # noqa: E402  (ResizeNearest: row/column picks)
+
+LOWERINGS.update(RESIZE_LOWERINGS)
+
 from .model_steps_s16 import LOWERINGS16  # noqa: E402  (16x8 layers; they use the helpers)
