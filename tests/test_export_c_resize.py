@@ -85,11 +85,13 @@ def test_resize_nearest_host_bit_exact_with_tflite_micro(resize_models, tmp_path
 
 @NEEDS_CROSS
 def test_resize_nearest_cortex_m4_bit_exact(resize_models, tmp_path):
-    """Every case in one Cortex-M4 firmware image (qemu mps2-an386), portable kernels."""
+    """Every case and a gather of whole rows (runs) in one Cortex-M4 firmware image (qemu
+    mps2-an386), portable kernels."""
     folder = tmp_path / "image"
     folder.mkdir()
     entries, expected = [], {}
-    for case, path in resize_models.items():
+    rows = _gather_model(tmp_path / "rows.tflite", (1, 6, 8, 4), [5, 0, 3, 3], 1, (1, 4, 8, 4))
+    for case, path in [*resize_models.items(), ("gather_rows", rows)]:
         name = f"m_{case}"
         files, _ = _export(path, tmp_path / name, "portable", name=name)
         for f, data in files.items():
@@ -177,3 +179,44 @@ def test_unet_flash_below_its_flatbuffer(tmp_path):
         assert summary.constant_bytes <= path.stat().st_size, kernels
     step = _resize_step(path)
     assert sum(np.asarray(v).size * 4 for _, _, v in step.arrays) == 4 * (64 + 64)
+
+
+def _gather_model(path, shape, indices, axis, out_shape, dtype="int8"):
+    """x -> Relu -> GATHER(indices, axis) -> Relu (the gather's input dies at it)."""
+    from test_int_executor import Q8
+
+    n = Q8()
+    x = n.input("x", shape, 0.05, 0, dtype=dtype)
+    r = n.node("Relu", [x], "r", shape, 0.05, 0, dtype=dtype)
+    g = n.node("Gather", [r, n.const("idx", np.asarray(indices, np.int32))], "g", out_shape,
+               0.05, 0, dtype=dtype, axis=axis, batch_dims=0)
+    n.node("Relu", [g], "z", out_shape, 0.05, 0, dtype=dtype)
+    path.write_bytes(n.build(["z"]))
+    return path
+
+
+@pytest.mark.parametrize("kernels", ("portable", "cmsis-nn"))
+def test_gather_of_whole_rows_is_runs_bit_exact(tmp_path, kernels):
+    """A GATHER of rows (5, 0, 3, 3) of a (1, 6, 8, 4) map is no box copy: it becomes four
+    runs of 32 bytes (8 int32 of flash instead of 128), over its dying input, bit-exact."""
+    path = _gather_model(tmp_path / "rows.tflite", (1, 6, 8, 4), [5, 0, 3, 3], 1, (1, 4, 8, 4))
+    graph = load_model(path).graph
+    steps, plans = _planned(graph, lower_graph(graph, KernelOptions(kernels)),
+                            KernelOptions(kernels))
+    k = next(k for k, s in enumerate(steps) if s.node.op == "Gather")
+    assert "qconvert_gather_runs(" in steps[k].call.template
+    runs = next(v for name, _, v in steps[k].arrays if name == "runs0")
+    np.testing.assert_array_equal(np.asarray(runs).reshape(-1, 2),
+                                  [[5 * 32, 32], [0, 32], [3 * 32, 32], [3 * 32, 32]])
+    assert any(j == k for j, _, _, _ in plans[-1].overlapped)
+    _check_host(path, tmp_path / "c", kernels)
+
+
+def test_gather_with_short_runs_keeps_the_element_gather(tmp_path):
+    """Must not: indices (9, 0, 3, 3, 1, 2, 4, 5) of a (1, 10) tensor make six runs for eight
+    elements (12 int32 against 8): the element gather stays."""
+    path = _gather_model(tmp_path / "short.tflite", (1, 10), [9, 0, 3, 3, 1, 2, 4, 5], 1, (1, 8))
+    step = next(s for s in lower_graph(load_model(path).graph, KernelOptions())
+                if s.node.op == "Gather")
+    assert "qconvert_gather_s8(" in step.call.template and "runs" not in step.call.template
+    _check_host(path, tmp_path / "c", "portable")
