@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_resize.c: see qconvert_nn_resize.h. Shipped with qconvert (Apache-2.0). */
 #include "qconvert_nn_resize.h"
 

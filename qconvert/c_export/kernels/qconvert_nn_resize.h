@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_resize.h: ResizeNearest (TFLite RESIZE_NEAREST_NEIGHBOR) for whole-model C
  * (`qconvert export-c`), int8 and int16 alike (it copies bytes). Shipped with qconvert
  * (Apache-2.0). Plain C99: no allocation.

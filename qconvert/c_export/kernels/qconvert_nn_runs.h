@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_runs.h: a gather as runs of consecutive bytes, for whole-model C
  * (`qconvert export-c`): a data movement that is no set of box copies but copies long stretches
  * of consecutive input (a Gather of whole rows) keeps two int32 per stretch instead of one per
