@@ -41,6 +41,7 @@ from .c_text import c_int
 from .fc_layout import fc_weights_in_layout
 from .index_maps import (MAX_RANK, NEVER, boxes_of, broadcast_strides, conv_minread,
                          contiguous_strides, merged, tagged)
+from .gather_runs import gather_call
 from .memory_plan import PlanStep
 from . import model_steps_fast as fast
 
@@ -565,7 +566,7 @@ def _lower_movement(graph, node, index, options):
     s, bits = act.suffix, act.bits
     arrays: list = []
     lines, decls = [], []
-    ptrs = {}
+    ptrs, files = {}, set(act.ops_files)
     for k, index_map in enumerate(_movement_maps(graph, node)):
         boxes, fill, table = boxes_of(index_map)
         size = int(index_map.size)
@@ -575,8 +576,9 @@ def _lower_movement(graph, node, index, options):
         if boxes is None:
             slot = int(np.asarray(index_map).reshape(-1)[0]) >> 40
             src = ptrs.setdefault(slot, _ptr(graph, node, slot, arrays, f"input{slot + 1}", bits))
-            arrays.append((f"index{k}", "int32_t", table))
-            lines.append(f"qconvert_gather_{s}({src}, $out{k}, {size}, @L_index{k});")
+            line, more_files = gather_call(k, table, act, src, arrays)
+            lines.append(line)
+            files |= more_files
             continue
         if fill:
             value = layer_params(graph, node).get("pad_value", 0)
@@ -589,7 +591,7 @@ def _lower_movement(graph, node, index, options):
     if len(lines) == 1 and len(node.outputs) == 1:  # one call: may overlap (movement_overlap)
         from .movement_overlap import movement_overlap
         overlap = movement_overlap(graph, node, index_map, boxes, fill, act, _acts(graph, node))
-    return _plain(graph, node, index, "\n".join(lines), arrays, decls, act.ops_files, overlap)
+    return _plain(graph, node, index, "\n".join(lines), arrays, decls, files, overlap)
 
 
 def _lower_alias(graph, node, index, options):
@@ -618,5 +620,9 @@ LOWERINGS.update(FAST_LOWERINGS)
 from .concat_steps import CONCAT_LOWERINGS  # noqa: E402  (row copies the plan may overlap)
 
 LOWERINGS.update(CONCAT_LOWERINGS)
+
+from .resize_steps import RESIZE_LOWERINGS  # noqa: E402  (ResizeNearest: row/column picks)
+
+LOWERINGS.update(RESIZE_LOWERINGS)
 
 from .model_steps_s16 import LOWERINGS16  # noqa: E402  (16x8 layers; they use the helpers)
