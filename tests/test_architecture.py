@@ -43,6 +43,7 @@ LAYERS = [
                  "qconvert.onnx_reader",
                  "qconvert.onnx_writer",
                  "qconvert.tflite_reader", "qconvert.tflite_writer", "qconvert.output_files",
+                 "qconvert.output_names",
                  "qconvert.model_io", "qconvert.layer_table"}),
     ("executor", {"qconvert.executor"}),
     ("passes", {"qconvert.passes"}),

@@ -54,5 +54,5 @@ def test_onnxruntime_engine_refused_for_tflite(tmp_path):
                                   "--calibration-random", "4", "-o", str(out),
                                   "--engine", "onnxruntime"])
     assert r.exit_code == 1
-    assert "onnx models only" in r.output.lower() and "Traceback" not in r.output
+    assert "onnx graphs only" in r.output.lower() and "Traceback" not in r.output
     assert not out.exists()
