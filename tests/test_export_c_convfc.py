@@ -56,6 +56,20 @@ CONV_CASES = {
                               True),
 }
 
+# id: (case as CONV_CASES, groups): channels per group odd / not multiples of 4
+GROUPED_CASES = {
+    "g2_cin3_cout5_per_group_stride2_same": ((1, 9, 8, 6, 10, (3, 3), (2, 2), (1, 1), "SAME",
+                                              "RELU", -128, True), 2),
+    "g4_cin5_cout3_per_group_pads_batch2": ((2, 7, 6, 20, 12, (4, 3), (1, 1), (1, 1), "SAME",
+                                             "RELU6", 5, True), 4),
+    "g8_cin3_cout6_per_group_dilation2": ((1, 10, 9, 24, 48, (3, 2), (1, 1), (2, 2), "VALID",
+                                           "NONE", 127, False), 8),
+    "g4_cin6_cout7_per_group_stride2x1": ((2, 6, 7, 24, 28, (3, 3), (2, 1), (1, 1), "SAME",
+                                           "NONE", 0, True), 4),
+    "g2_pointwise_cin7_cout1_per_group_odd_pixels": ((1, 5, 3, 14, 2, (1, 1), (1, 1), (1, 1),
+                                                      "VALID", "RELU", -7, True), 2),
+}
+
 # id: (batches, depth, units, per-channel, weights zero point, activation, z_in)
 FC_CASES = {
     "depth13_units7": (1, 13, 7, False, 0, "RELU", 11),
@@ -133,6 +147,8 @@ def case_models(tmp_path_factory) -> dict:
     """{name: path} of every one-layer model of this file."""
     folder = tmp_path_factory.mktemp("fast_cases")
     built = {f"conv_{k}": conv_model(c, seed=i) for i, (k, c) in enumerate(CONV_CASES.items())}
+    built.update({f"conv_grouped_{k}": conv_model(c, seed=20 + i, group=g)
+                  for i, (k, (c, g)) in enumerate(GROUPED_CASES.items())})
     built["conv_left_shift"] = conv_model(CONV_CASES["cin8_cout7_k4x3_pads_every_side"], 5,
                                           left_shift=True)
     built.update({f"fc_{k}": fc_model(c, seed=i) for i, (k, c) in enumerate(FC_CASES.items())})
@@ -204,17 +220,11 @@ def test_cortex_m_models_and_cases_bit_exact(models, case_models, tmp_path, boar
 
 
 # -- must not: the layers that keep the generic kernels ----------------------------------------
-def test_grouped_depthwise_16x8_and_rowmajor_layers_keep_the_generic_kernels(tmp_path):
-    grouped = tmp_path / "grouped.tflite"
-    grouped.write_bytes(conv_model((1, 6, 5, 4, 6, (3, 3), (1, 1), (1, 1), "SAME", "NONE", 3,
-                                    True), seed=3, group=2))
-    text = _export_into(tmp_path / "g", grouped, "grouped")
-    assert "qconvert_conv_s8(" in text and "qconvert_conv_fast_s8(" not in text
-    samples = {"grouped": _case_samples(grouped)}
-    _run_image(tmp_path / "gh", {"grouped": grouped}, None, samples)
+def test_depthwise_16x8_and_rowmajor_layers_keep_the_generic_kernels(tmp_path):
     kws = ROOT / "tests" / "models" / "kws_ref_model.tflite"
     text = _export_into(tmp_path / "k", kws, "kws")
     assert text.count("qconvert_conv_fast_s8(") == 5  # the convolutions; not the 4 depthwise
+    assert text.count("qconvert_dw_s8(") == 4  # depthwise: its own kernel
     conv16 = ROOT / "tests" / "models" / "int16" / "conv_16x8.tflite"
     text = _export_into(tmp_path / "c16", conv16, "c16")
     assert "qconvert_conv_s16(" in text and "_fast_s8(" not in text
@@ -234,6 +244,26 @@ def test_grouped_depthwise_16x8_and_rowmajor_layers_keep_the_generic_kernels(tmp
         assert cmsis in before[before.rindex("#if (defined(__ARM_FEATURE_MVE)"):]
         assert before.rstrip().endswith("#else")
     assert text.count("arm_depthwise_conv_wrapper_s8(") >= 4
+
+
+def test_grouped_conv_takes_the_fast_kernel_with_cmsis_nn_too(case_models, tmp_path):
+    """A grouped Conv2D: the fast kernel with --kernels cmsis-nn as well (every build), with
+    the group count in the parameters; its weights group after group."""
+    path = case_models["conv_grouped_g4_cin5_cout3_per_group_pads_batch2"]
+    files, _ = render_model(load_model(path), ModelOptions(name="gc", kernels="cmsis-nn",
+                                                           fc_layout="rowmajor"))
+    text = files["gc.c"].decode()
+    assert "qconvert_conv_fast_s8(" in text and "qconvert_conv_s8(" not in text
+    assert "arm_convolve" not in text
+
+
+def test_grouped_conv_weights_are_each_groups_own_order():
+    w = np.arange(6 * 1 * 1 * 3, dtype=np.int64).reshape(6, 1, 1, 3).astype(np.int8)
+    got = conv_weights(w, 2)
+    per_group = [conv_weights(w[:3]), conv_weights(w[3:])]
+    assert got.tolist() == np.concatenate(per_group).tolist()
+    # group 0: channels 0, 1 interleaved (rows padded to 4), then channel 2's row
+    assert per_group[0].tolist() == [0, 1, 2, 0, 3, 4, 5, 0, 6, 7, 8, 0]
 
 
 def test_negative_multipliers_keep_the_generic_kernels(tmp_path, monkeypatch):

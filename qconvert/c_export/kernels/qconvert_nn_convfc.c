@@ -271,11 +271,12 @@ static int32_t qc_append(uint32_t *col, int32_t step, int32_t k, const int8_t *s
     return k;
 }
 
-/* The column of output pixel (oy, ox) of image `in` (see the file comment): group g at words
- * step * g and step * g + 1. Each kernel row is appended as runs: padding, the taps inside
- * the image (one run when the dilation is 1: they are contiguous in NHWC), padding. */
+/* The column of output pixel (oy, ox) over `cin` channels of image `in` (a group's first channel:
+ * pixels are p->in_c apart in NHWC): group g at words step * g and step * g + 1. Each kernel
+ * row is appended as runs: padding, the taps inside the image (one run when the dilation is 1
+ * and cin is every channel: they are contiguous), padding. */
 static void qc_column(uint32_t *col, const int8_t *in, int32_t oy, int32_t ox, int32_t step,
-                      const qconvert_conv_params *p)
+                      int32_t cin, const qconvert_conv_params *p)
 {
     const int32_t y0 = oy * p->stride_h - p->pad_top;
     const int32_t x0 = ox * p->stride_w - p->pad_left;
@@ -285,8 +286,8 @@ static void qc_column(uint32_t *col, const int8_t *in, int32_t oy, int32_t ox, i
     for (ky = 0; ky < p->kernel_h; ++ky) {
         const int32_t y = y0 + ky * p->dilation_h;
         if (y < 0 || y >= p->in_h) {
-            k = qc_append(col, step, k, NULL, kw * in_c, off, off2);
-        } else if (p->dilation_w == 1) {
+            k = qc_append(col, step, k, NULL, kw * cin, off, off2);
+        } else if (p->dilation_w == 1 && cin == in_c) {
             const int32_t lo = x0 > 0 ? x0 : 0;
             const int32_t hi = x0 + kw < p->in_w ? x0 + kw : p->in_w;
             if (hi <= lo) {
@@ -302,7 +303,7 @@ static void qc_column(uint32_t *col, const int8_t *in, int32_t oy, int32_t ox, i
                 const int32_t x = x0 + kx * p->dilation_w;
                 const int inside = x >= 0 && x < p->in_w;
                 k = qc_append(col, step, k,
-                              inside ? in + ((ptrdiff_t)y * p->in_w + x) * in_c : NULL, in_c,
+                              inside ? in + ((ptrdiff_t)y * p->in_w + x) * in_c : NULL, cin,
                               off, off2);
             }
         }
@@ -380,26 +381,37 @@ void qconvert_conv_fast_s8(const int8_t *input, const int8_t *weights, const int
                            int8_t *output, void *scratch, const qconvert_conv_params *p,
                            int32_t small)
 {
-    const int32_t depth = p->kernel_h * p->kernel_w * p->in_c;
+    const int32_t parts = p->depth_multiplier > 1 ? p->depth_multiplier : 1; /* groups */
+    const int32_t cin = p->in_c / parts, cout = p->out_c / parts;
+    const int32_t depth = p->kernel_h * p->kernel_w * cin;
     const int32_t groups = (depth + 3) / 4;
+    const ptrdiff_t part_weights = (ptrdiff_t)4 * groups * cout;
     const int32_t pixels = p->out_h * p->out_w, out_c = p->out_c;
     const ptrdiff_t in_image = (ptrdiff_t)p->in_h * p->in_w * p->in_c;
     const ptrdiff_t out_image = (ptrdiff_t)pixels * out_c;
     uint32_t *const cols = (uint32_t *)scratch;
-    int32_t *const acc0 = (int32_t *)(void *)(cols + 4 * groups);
-    int32_t *const acc1 = acc0 + out_c;
-    int32_t n, i;
+    int32_t *const acc0 = (int32_t *)(void *)(cols + 4 * groups * parts);
+    int32_t *const acc1 = acc0 + cout;
+    int32_t n, i, g;
     for (n = 0; n < p->batches; ++n) {
         const int8_t *in = input + n * in_image;
         int8_t *out = output + n * out_image;
         for (i = 0; i < pixels; i += 2) {
             const int32_t second = i + 1 < pixels ? i + 1 : i; /* odd count: the last twice */
-            qc_column(cols, in, i / p->out_w, i % p->out_w, 4, p);
-            qc_column(cols + 2, in, second / p->out_w, second % p->out_w, 4, p);
-            qc_conv_pair(weights, bias, cols, acc0, acc1, groups, out_c);
-            qc_requantize_pair(acc0, acc1, out + (ptrdiff_t)i * out_c,
-                               out + (ptrdiff_t)second * out_c, out_c, p->multiplier, p->shift,
-                               p->output_offset, p->activation_min, p->activation_max, small);
+            for (g = 0; g < parts; ++g) { /* every column of the pair before any output */
+                uint32_t *const c = cols + 4 * groups * g;
+                qc_column(c, in + g * cin, i / p->out_w, i % p->out_w, 4, cin, p);
+                qc_column(c + 2, in + g * cin, second / p->out_w, second % p->out_w, 4, cin, p);
+            }
+            for (g = 0; g < parts; ++g) {
+                const int32_t oc = g * cout;
+                qc_conv_pair(weights + g * part_weights, bias != NULL ? bias + oc : NULL,
+                             cols + 4 * groups * g, acc0, acc1, groups, cout);
+                qc_requantize_pair(acc0, acc1, out + (ptrdiff_t)i * out_c + oc,
+                                   out + (ptrdiff_t)second * out_c + oc, cout,
+                                   p->multiplier + oc, p->shift + oc, p->output_offset,
+                                   p->activation_min, p->activation_max, small);
+            }
         }
     }
 }
