@@ -15,6 +15,7 @@ order.
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -369,6 +370,26 @@ def test_fast_conv_overlaps_in_a_real_model_and_stays_bit_exact(tmp_path):
     assert summary.overlapped > 0
     samples = {"r": _samples(graph, "pretrainedResnet_quant", count=2)}
     _run_image(tmp_path / "r", {"r": path}, None, samples)
+
+
+def test_grouped_fast_conv_in_a_real_model_stays_bit_exact(tmp_path):
+    """regnet_small (corpus; grouped 3x3 convolutions, groups 2 and 4) quantized, its grouped
+    layers on the fast kernel, the whole firmware (its plan's overlaps included) matching
+    TFLite Micro on the host."""
+    corpus = ROOT / "tests" / "models" / "corpus"
+    path = tmp_path / "regnet_small.tflite"
+    subprocess.run([sys.executable, "-m", "qconvert.cli", "quantize",
+                    str(corpus / "regnet_small.onnx"), "--calibration",
+                    str(corpus / "regnet_small_calib.npy"), "-o", str(path)],
+                   check=True, capture_output=True, cwd=ROOT)
+    text = _export_into(tmp_path / "e", path, "rg")
+    assert "qconvert_conv_s8(" not in text
+    graph = load_model(path).graph
+    grouped = [n for n in graph.nodes if n.op == "Conv2D" and graph.tensors[n.inputs[1]].shape[3]
+               != graph.tensors[n.inputs[0]].shape[3]]
+    assert len(grouped) == 3
+    samples = {"rg": _case_samples(path, 2)}
+    _run_image(tmp_path / "rh", {"rg": path}, None, samples)
 
 
 # -- the short requantization: only where it is exact -----------------------------------------
