@@ -5,7 +5,8 @@ four-row fully connected kernel) against TFLite Micro.
 Oracles: the TFLite Micro interpreter (reference kernels) for every output of one-layer models
 on random shapes (odd channel counts, counts not multiple of 4, pads on every side, strides 2,
 dilation, batches > 1, per-tensor and per-channel quantization, fused clamps, a left shift, zero
-and non-zero offsets) and of the test models; built by gcc on the host (the plain C path) and
+and non-zero offsets; grouped convolutions of 2, 4 and 8 groups with odd channels per group)
+and of the test models; built by gcc on the host (the plain C path) and
 by arm-none-eabi-gcc for Cortex-M3 (mps2-an385, no DSP: plain C), Cortex-M4 (mps2-an386, the
 DSP intrinsics) and Cortex-M55 (mps3-an547) under qemu, one firmware image per board. The memory
 plan's band overlap is checked against an independent replay of the kernel's read and write
