@@ -5,7 +5,8 @@ four-row fully connected kernel) against TFLite Micro.
 Oracles: the TFLite Micro interpreter (reference kernels) for every output of one-layer models
 on random shapes (odd channel counts, counts not multiple of 4, pads on every side, strides 2,
 dilation, batches > 1, per-tensor and per-channel quantization, fused clamps, a left shift, zero
-and non-zero offsets) and of the test models; built by gcc on the host (the plain C path) and
+and non-zero offsets; grouped convolutions of 2, 4 and 8 groups with odd channels per group)
+and of the test models; built by gcc on the host (the plain C path) and
 by arm-none-eabi-gcc for Cortex-M3 (mps2-an385, no DSP: plain C), Cortex-M4 (mps2-an386, the
 DSP intrinsics) and Cortex-M55 (mps3-an547) under qemu, one firmware image per board. The memory
 plan's band overlap is checked against an independent replay of the kernel's read and write
@@ -15,6 +16,7 @@ order.
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +56,20 @@ CONV_CASES = {
                                    -30, True),
     "cin16_cout16_3x3_same": (1, 8, 8, 16, 16, (3, 3), (1, 1), (1, 1), "SAME", "NONE", -128,
                               True),
+}
+
+# id: (case as CONV_CASES, groups): channels per group odd / not multiples of 4
+GROUPED_CASES = {
+    "g2_cin3_cout5_per_group_stride2_same": ((1, 9, 8, 6, 10, (3, 3), (2, 2), (1, 1), "SAME",
+                                              "RELU", -128, True), 2),
+    "g4_cin5_cout3_per_group_pads_batch2": ((2, 7, 6, 20, 12, (4, 3), (1, 1), (1, 1), "SAME",
+                                             "RELU6", 5, True), 4),
+    "g8_cin3_cout6_per_group_dilation2": ((1, 10, 9, 24, 48, (3, 2), (1, 1), (2, 2), "VALID",
+                                           "NONE", 127, False), 8),
+    "g4_cin6_cout7_per_group_stride2x1": ((2, 6, 7, 24, 28, (3, 3), (2, 1), (1, 1), "SAME",
+                                           "NONE", 0, True), 4),
+    "g2_pointwise_cin7_cout1_per_group_odd_pixels": ((1, 5, 3, 14, 2, (1, 1), (1, 1), (1, 1),
+                                                      "VALID", "RELU", -7, True), 2),
 }
 
 # id: (batches, depth, units, per-channel, weights zero point, activation, z_in)
@@ -133,6 +149,8 @@ def case_models(tmp_path_factory) -> dict:
     """{name: path} of every one-layer model of this file."""
     folder = tmp_path_factory.mktemp("fast_cases")
     built = {f"conv_{k}": conv_model(c, seed=i) for i, (k, c) in enumerate(CONV_CASES.items())}
+    built.update({f"conv_grouped_{k}": conv_model(c, seed=20 + i, group=g)
+                  for i, (k, (c, g)) in enumerate(GROUPED_CASES.items())})
     built["conv_left_shift"] = conv_model(CONV_CASES["cin8_cout7_k4x3_pads_every_side"], 5,
                                           left_shift=True)
     built.update({f"fc_{k}": fc_model(c, seed=i) for i, (k, c) in enumerate(FC_CASES.items())})
@@ -204,17 +222,11 @@ def test_cortex_m_models_and_cases_bit_exact(models, case_models, tmp_path, boar
 
 
 # -- must not: the layers that keep the generic kernels ----------------------------------------
-def test_grouped_depthwise_16x8_and_rowmajor_layers_keep_the_generic_kernels(tmp_path):
-    grouped = tmp_path / "grouped.tflite"
-    grouped.write_bytes(conv_model((1, 6, 5, 4, 6, (3, 3), (1, 1), (1, 1), "SAME", "NONE", 3,
-                                    True), seed=3, group=2))
-    text = _export_into(tmp_path / "g", grouped, "grouped")
-    assert "qconvert_conv_s8(" in text and "qconvert_conv_fast_s8(" not in text
-    samples = {"grouped": _case_samples(grouped)}
-    _run_image(tmp_path / "gh", {"grouped": grouped}, None, samples)
+def test_depthwise_16x8_and_rowmajor_layers_keep_the_generic_kernels(tmp_path):
     kws = ROOT / "tests" / "models" / "kws_ref_model.tflite"
     text = _export_into(tmp_path / "k", kws, "kws")
     assert text.count("qconvert_conv_fast_s8(") == 5  # the convolutions; not the 4 depthwise
+    assert text.count("qconvert_dw_s8(") == 4  # depthwise: its own kernel
     conv16 = ROOT / "tests" / "models" / "int16" / "conv_16x8.tflite"
     text = _export_into(tmp_path / "c16", conv16, "c16")
     assert "qconvert_conv_s16(" in text and "_fast_s8(" not in text
@@ -234,6 +246,26 @@ def test_grouped_depthwise_16x8_and_rowmajor_layers_keep_the_generic_kernels(tmp
         assert cmsis in before[before.rindex("#if (defined(__ARM_FEATURE_MVE)"):]
         assert before.rstrip().endswith("#else")
     assert text.count("arm_depthwise_conv_wrapper_s8(") >= 4
+
+
+def test_grouped_conv_takes_the_fast_kernel_with_cmsis_nn_too(case_models, tmp_path):
+    """A grouped Conv2D: the fast kernel with --kernels cmsis-nn as well (every build), with
+    the group count in the parameters; its weights group after group."""
+    path = case_models["conv_grouped_g4_cin5_cout3_per_group_pads_batch2"]
+    files, _ = render_model(load_model(path), ModelOptions(name="gc", kernels="cmsis-nn",
+                                                           fc_layout="rowmajor"))
+    text = files["gc.c"].decode()
+    assert "qconvert_conv_fast_s8(" in text and "qconvert_conv_s8(" not in text
+    assert "arm_convolve" not in text
+
+
+def test_grouped_conv_weights_are_each_groups_own_order():
+    w = np.arange(6 * 1 * 1 * 3, dtype=np.int64).reshape(6, 1, 1, 3).astype(np.int8)
+    got = conv_weights(w, 2)
+    per_group = [conv_weights(w[:3]), conv_weights(w[3:])]
+    assert got.tolist() == np.concatenate(per_group).tolist()
+    # group 0: channels 0, 1 interleaved (rows padded to 4), then channel 2's row
+    assert per_group[0].tolist() == [0, 1, 2, 0, 3, 4, 5, 0, 6, 7, 8, 0]
 
 
 def test_negative_multipliers_keep_the_generic_kernels(tmp_path, monkeypatch):
@@ -339,6 +371,26 @@ def test_fast_conv_overlaps_in_a_real_model_and_stays_bit_exact(tmp_path):
     assert summary.overlapped > 0
     samples = {"r": _samples(graph, "pretrainedResnet_quant", count=2)}
     _run_image(tmp_path / "r", {"r": path}, None, samples)
+
+
+def test_grouped_fast_conv_in_a_real_model_stays_bit_exact(tmp_path):
+    """regnet_small (corpus; grouped 3x3 convolutions, groups 2 and 4) quantized, its grouped
+    layers on the fast kernel, the whole firmware (its plan's overlaps included) matching
+    TFLite Micro on the host."""
+    corpus = ROOT / "tests" / "models" / "corpus"
+    path = tmp_path / "regnet_small.tflite"
+    subprocess.run([sys.executable, "-m", "qconvert.cli", "quantize",
+                    str(corpus / "regnet_small.onnx"), "--calibration",
+                    str(corpus / "regnet_small_calib.npy"), "-o", str(path)],
+                   check=True, capture_output=True, cwd=ROOT)
+    text = _export_into(tmp_path / "e", path, "rg")
+    assert "qconvert_conv_s8(" not in text
+    graph = load_model(path).graph
+    grouped = [n for n in graph.nodes if n.op == "Conv2D" and graph.tensors[n.inputs[1]].shape[3]
+               != graph.tensors[n.inputs[0]].shape[3]]
+    assert len(grouped) == 3
+    samples = {"rg": _case_samples(path, 2)}
+    _run_image(tmp_path / "rh", {"rg": path}, None, samples)
 
 
 # -- the short requantization: only where it is exact -----------------------------------------

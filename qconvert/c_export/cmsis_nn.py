@@ -389,8 +389,9 @@ def lower_cmsis(graph, step: Step, options) -> Step:
     if node.op in ("Conv2D", "DepthwiseConv2D"):
         grouped = node.op == "Conv2D" and graph.tensors[node.inputs[1]].data.shape[3] != \
             tensor_dims(graph, node.inputs[0])[3]
-        if grouped:
-            return step  # grouped: portable
+        if grouped:  # qconvert's fast kernel (CMSIS-NN's grouped path not taken), else portable
+            fast = fast_conv_step(graph, node, step.index)
+            return step if fast is None else fast
         made = conv_step(graph, node, step, S8_CONV)
         fast = fast_conv_step(graph, node, step.index) if node.op == "Conv2D" else None
         return made if fast is None else on_dsp_builds(made, fast)  # cmsis_fast: measured

@@ -281,29 +281,31 @@ def _lower_conv(graph, node, index, options):
 
 
 def fast_conv_step(graph, node, index):
-    """An int8 one-group Conv2D as qconvert_conv_fast_s8 (`model_steps_fast`), or None for the
-    layers it does not take (depthwise, grouped, 16x8, a negative multiplier)."""
+    """An int8 Conv2D (grouped or not) as qconvert_conv_fast_s8 (`model_steps_fast`), or None
+    for the layers it does not take (depthwise, 16x8, a negative multiplier)."""
     act = activation_of(graph, node)
     p = layer_params(graph, node)
     w = graph.tensors[node.inputs[1]].data
     in_shape, out_shape = tensor_dims(graph, node.inputs[0]), tensor_dims(graph, node.outputs[0])
-    if (node.op != "Conv2D" or act.bits != 8 or int(w.shape[3]) != in_shape[3]
+    groups = in_shape[3] // int(w.shape[3]) if int(w.shape[3]) else 0
+    if (node.op != "Conv2D" or act.bits != 8 or groups < 1
+            or groups * int(w.shape[3]) != in_shape[3] or int(w.shape[0]) % groups
             or not fast.nonnegative(p["output_multiplier"])):
         return None
     kernel_hw = (w.shape[1], w.shape[2])
     bias_arrays, bias = act.bias_arguments(p, int(w.shape[0]))
-    arrays = [("weights", "int8_t", fast.conv_weights(w)),
+    arrays = [("weights", "int8_t", fast.conv_weights(w, groups)),
               ("multiplier", "int32_t", p["output_multiplier"]),
               ("shift", "int32_t", p["output_shift"]), *bias_arrays]
     decls = [f"static const qconvert_conv_params @L_params = "
-             f"{conv_struct(graph, node, p, kernel_hw, 1)};"]
+             f"{conv_struct(graph, node, p, kernel_hw, groups)};"]
     ends, reads = fast.conv_bands(in_shape, out_shape, kernel_hw, p["strides"],
                                   p.get("dilations", [1, 1]), p["pads"])
     small = fast.small_accumulators(w, p["bias"], p["input_offset"], 0, p["output_shift"])
     step = _plain(graph, node, index,
                   f"qconvert_conv_fast_s8($in0, @L_weights, {bias}, $out0, $scratch, &@L_params, "
                   f"{small});", arrays, decls, fast.FAST_FILES, [("tiles", 0, ends, reads)])
-    scratch = fast.conv_scratch_bytes(kernel_hw, in_shape[3], out_shape[3])
+    scratch = fast.conv_scratch_bytes(kernel_hw, in_shape[3], out_shape[3], groups)
     step.plan.scratch = scratch
     step.scratch_builds = {"helium": scratch, "other": scratch}
     return step

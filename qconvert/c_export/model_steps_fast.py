@@ -11,7 +11,11 @@ generator does for it, at export time:
 - convolution weights: each output channel's OHWI row padded with zeros to a multiple of four
   values, the rows of each pair of channels interleaved by group of four (one pointer, one
   8-byte load per group), the last row of an odd count after them;
-- scratch of the convolution: the two int16 columns and their accumulators
+- grouped convolutions (not depthwise): each group an ordinary convolution over its slice of
+  the input channels, its weights in the order above, group after group; the kernel builds the
+  columns of every group for a pair of pixels before it writes any of their outputs, so the
+  overlap below holds unchanged;
+- scratch of the convolution: the two int16 columns (per group) and their accumulators
   (`QCONVERT_CONV_FAST_SCRATCH`), reserved in the memory plan for the step only;
 - fully connected: the input offset folded into the bias (`fc_sums`), so the kernel needs no
   scratch (the input is expanded to int16 inside the loop);
@@ -21,8 +25,8 @@ generator does for it, at export time:
   before it writes their outputs, pair after pair, in one call (`memory_plan`'s
   ("tiles", 0, ends, reads), see `conv_bands`).
 
-Grouped convolutions, 16x8 layers and (never seen from TFLite) negative multipliers keep the
-generic kernels.
+Depthwise convolutions, 16x8 layers and (never seen from TFLite) negative multipliers keep
+the generic kernels.
 """
 
 from __future__ import annotations
@@ -36,23 +40,25 @@ from .index_maps import NEVER, conv_minread
 FAST_FILES = frozenset({"qconvert_nn_convfc.c", "qconvert_nn_convfc.h"})
 
 
-def conv_weights(w: np.ndarray) -> np.ndarray:
+def conv_weights(w: np.ndarray, groups: int = 1) -> np.ndarray:
     """Flat int8 weights in the order qconvert_conv_fast_s8 reads (see the module docstring)
-    from OHWI weights `w`."""
-    rows = np.asarray(w, np.int8).reshape(w.shape[0], -1)
-    depth = rows.shape[1]
-    padded = np.zeros((rows.shape[0], -(-depth // 4) * 4), np.int8)
-    padded[:, :depth] = rows
-    pairs, groups = padded.shape[0] // 2, padded.shape[1] // 4
-    head = padded[:2 * pairs].reshape(pairs, 2, groups, 4).transpose(0, 2, 1, 3).reshape(-1)
-    return np.concatenate([head, padded[2 * pairs:].reshape(-1)])
+    from OHWI weights `w` of a convolution of `groups` groups: group after group."""
+    rows = np.asarray(w, np.int8).reshape(groups, w.shape[0] // groups, -1)
+    depth = rows.shape[2]
+    padded = np.zeros((groups, rows.shape[1], -(-depth // 4) * 4), np.int8)
+    padded[:, :, :depth] = rows
+    pairs, quads = padded.shape[1] // 2, padded.shape[2] // 4
+    head = padded[:, :2 * pairs].reshape(groups, pairs, 2, quads, 4).transpose(0, 1, 3, 2, 4)
+    tail = padded[:, 2 * pairs:]
+    flat = np.concatenate([head.reshape(groups, -1), tail.reshape(groups, -1)], axis=1)
+    return flat.reshape(-1)
 
 
-def conv_scratch_bytes(kernel_hw, in_c, out_c) -> int:
-    """Bytes of the two int16 columns and two int32 accumulators per output channel
-    (QCONVERT_CONV_FAST_SCRATCH)."""
-    depth = int(kernel_hw[0]) * int(kernel_hw[1]) * int(in_c)
-    return 4 * (-(-depth // 4) * 4) + 8 * int(out_c)
+def conv_scratch_bytes(kernel_hw, in_c, out_c, groups: int = 1) -> int:
+    """Bytes of each group's two int16 columns and two int32 accumulators per output channel of
+    a group (QCONVERT_CONV_FAST_SCRATCH); in_c, out_c: the layer's, all groups."""
+    depth = int(kernel_hw[0]) * int(kernel_hw[1]) * (int(in_c) // groups)
+    return groups * 4 * (-(-depth // 4) * 4) + 8 * (int(out_c) // groups)
 
 
 def small_accumulators(weights, bias, input_offset, weights_offset, shifts) -> int:

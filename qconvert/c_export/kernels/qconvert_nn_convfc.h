@@ -15,7 +15,8 @@
  * bit for bit (the sums are the same integers, added mod 2^32 in another order).
  *
  * Memory-plan contract: qconvert_conv_fast_s8 builds the columns of output pixels 2j and 2j + 1
- * of an image (into `scratch`) before it writes any of their outputs, and handles the pairs in
+ * of an image (into `scratch`, every group's) before it writes any of their outputs, and
+ * handles the pairs in
  * memory order; nothing more is promised (qconvert's planner overlaps it band by band).
  */
 #ifndef QCONVERT_NN_CONVFC_H
@@ -29,11 +30,15 @@
 extern "C" {
 #endif
 
-/* Bytes of qconvert_conv_fast_s8's scratch: two int16 columns of depth rounded up to 4, where
- * depth = kernel_h * kernel_w * in_c, and two int32 accumulators per output channel. */
-#define QCONVERT_CONV_FAST_SCRATCH(depth, out_c) (4 * (((depth) + 3) / 4 * 4) + 8 * (out_c))
+/* Bytes of qconvert_conv_fast_s8's scratch: per convolution group, two int16 columns of depth
+ * rounded up to 4, where depth = kernel_h * kernel_w * in_c / groups, and two int32
+ * accumulators per output channel of a group (out_c / groups). */
+#define QCONVERT_CONV_FAST_SCRATCH(depth, out_c, groups)                                       \
+    ((groups) * 4 * (((depth) + 3) / 4 * 4) + 8 * ((out_c) / (groups)))
 
-/* Conv2D (one group), int8. Weights: out_c rows of depth = kernel_h * kernel_w * in_c values
+/* Conv2D, int8, p->depth_multiplier groups (<= 1: one; each group an ordinary convolution of
+ * in_c / groups input channels to out_c / groups output channels). Weights, group after group:
+ * the group's rows of depth = kernel_h * kernel_w * in_c / groups values
  * in OHWI order, each row padded with zeros to a multiple of 4 values, the rows of each pair of
  * channels interleaved by group of four values (8 bytes per group: 4 of channel 2j, 4 of 2j + 1),
  * the last row of an odd count after them; bias out_c values or NULL; scratch
