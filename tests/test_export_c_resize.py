@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from export_c_harness import NEEDS_CROSS, build_cortex_m, image_source, io_layout, parse, \
-    run_qemu, split_image_output
+from export_c_harness import NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, image_source, io_layout, \
+    parse, run_qemu, split_image_output
 from test_export_c_s16 import _assert_bit_exact, _check_host, _export, _samples
 
 from qconvert.c_export.model_source import ModelOptions, _planned, render_model
@@ -72,7 +72,7 @@ def _resize_step(path):
     return next(s for s in lower_graph(graph, KernelOptions()) if s.node.op == "ResizeNearest")
 
 
-@pytest.mark.parametrize("kernels", ("portable", "cmsis-nn"))
+@pytest.mark.parametrize("kernels", ("portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)))
 @pytest.mark.parametrize("name", CASES)
 def test_resize_nearest_host_bit_exact_with_tflite_micro(resize_models, tmp_path, name,
                                                           kernels):
@@ -195,7 +195,7 @@ def _gather_model(path, shape, indices, axis, out_shape, dtype="int8"):
     return path
 
 
-@pytest.mark.parametrize("kernels", ("portable", "cmsis-nn"))
+@pytest.mark.parametrize("kernels", ("portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)))
 def test_gather_of_whole_rows_is_runs_bit_exact(tmp_path, kernels):
     """A GATHER of rows (5, 0, 3, 3) of a (1, 6, 8, 4) map is no box copy: it becomes four
     runs of 32 bytes (8 int32 of flash instead of 128), over its dying input, bit-exact."""
