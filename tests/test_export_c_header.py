@@ -27,7 +27,10 @@ import ctypes
 import hashlib
 import re
 import subprocess
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package
+    import tomli as tomllib
 from pathlib import Path
 
 import numpy as np
