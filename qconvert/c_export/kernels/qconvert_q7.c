@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* qconvert_q7.c: the portable power-of-two q7 kernels (qconvert_q7.h). Strict C99: no
+ * signed shift of a negative value (floor shifts are spelled out), 32-bit accumulators. */
+#include "qconvert_q7.h"
+
+/* floor(v / 2^s) for s >= 0 without shifting a negative value */
+static int32_t floor_shift(int32_t v, int s)
+{
+    return v >= 0 ? (int32_t)(v >> s) : (int32_t)(-1 - (int32_t)((-1 - v) >> s));
+}
+
+static int8_t sat8(int32_t v)
+{
+    return (int8_t)(v > 127 ? 127 : (v < -128 ? -128 : v));
+}
+
+/* the accumulator's start: the bias in the accumulator's format plus the rounding half */
+static int32_t start(int8_t bias, int bias_shift, int out_shift)
+{
+    return (int32_t)bias * ((int32_t)1 << bias_shift) + (((int32_t)1 << out_shift) >> 1);
+}
+
+void qconvert_q7_conv(const int8_t *in, const qconvert_q7_geom *g, const int8_t *weights,
+                      const int8_t *bias, int bias_shift, int out_shift, int8_t *out)
+{
+    int oy, ox, o, ky, kx, c;
+    for (oy = 0; oy < g->out_h; oy++) {
+        for (ox = 0; ox < g->out_w; ox++) {
+            for (o = 0; o < g->out_c; o++) {
+                const int8_t *w = weights + (long)o * g->k_h * g->k_w * g->in_c;
+                int32_t acc = start(bias[o], bias_shift, out_shift);
+                for (ky = 0; ky < g->k_h; ky++) {
+                    int y = oy * g->s_h + ky - g->p_h;
+                    for (kx = 0; kx < g->k_w; kx++) {
+                        int x = ox * g->s_w + kx - g->p_w;
+                        const int8_t *px = in + ((long)y * g->in_w + x) * g->in_c;
+                        const int8_t *wk = w + (ky * g->k_w + kx) * g->in_c;
+                        if (y < 0 || y >= g->in_h || x < 0 || x >= g->in_w) {
+                            continue;
+                        }
+                        for (c = 0; c < g->in_c; c++) {
+                            acc += (int32_t)px[c] * wk[c];
+                        }
+                    }
+                }
+                *out++ = sat8(floor_shift(acc, out_shift));
+            }
+        }
+    }
+}
+
+void qconvert_q7_depthwise(const int8_t *in, const qconvert_q7_geom *g, const int8_t *weights,
+                           const int8_t *bias, int bias_shift, int out_shift, int8_t *out)
+{
+    int oy, ox, c, ky, kx;
+    for (oy = 0; oy < g->out_h; oy++) {
+        for (ox = 0; ox < g->out_w; ox++) {
+            for (c = 0; c < g->out_c; c++) {
+                int32_t acc = start(bias[c], bias_shift, out_shift);
+                for (ky = 0; ky < g->k_h; ky++) {
+                    int y = oy * g->s_h + ky - g->p_h;
+                    for (kx = 0; kx < g->k_w; kx++) {
+                        int x = ox * g->s_w + kx - g->p_w;
+                        if (y < 0 || y >= g->in_h || x < 0 || x >= g->in_w) {
+                            continue;
+                        }
+                        acc += (int32_t)in[((long)y * g->in_w + x) * g->in_c + c]
+                               * weights[(ky * g->k_w + kx) * g->out_c + c];
+                    }
+                }
+                *out++ = sat8(floor_shift(acc, out_shift));
+            }
+        }
+    }
+}
+
+/* 1x4 order: per block of 4 rows, per block of 4 columns 16 values (column pairs (0,2), (1,3);
+ * row pairs (0,1), (2,3); within them w[ra][ca], w[rb][ca], w[ra][cb], w[rb][cb]), then each
+ * leftover column's 4 rows; leftover rows row-major. */
+void qconvert_q7_fc_1x4(const int8_t *in, int cols, const int8_t *weights, int rows,
+                        const int8_t *bias, int bias_shift, int out_shift, int8_t *out)
+{
+    const int8_t *w = weights;
+    int r = 0, c, k;
+    for (; r + 4 <= rows; r += 4) {
+        int32_t acc[4];
+        for (k = 0; k < 4; k++) {
+            acc[k] = start(bias[r + k], bias_shift, out_shift);
+        }
+        for (c = 0; c + 4 <= cols; c += 4) {
+            int p;
+            for (p = 0; p < 2; p++) { /* column pair (c + p, c + p + 2) */
+                int32_t xa = in[c + p], xb = in[c + p + 2];
+                int q;
+                for (q = 0; q < 2; q++) { /* row pair (2q, 2q + 1) */
+                    acc[2 * q] += xa * w[0] + xb * w[2];
+                    acc[2 * q + 1] += xa * w[1] + xb * w[3];
+                    w += 4;
+                }
+            }
+        }
+        for (; c < cols; c++) {
+            for (k = 0; k < 4; k++) {
+                acc[k] += (int32_t)in[c] * *w++;
+            }
+        }
+        for (k = 0; k < 4; k++) {
+            out[r + k] = sat8(floor_shift(acc[k], out_shift));
+        }
+    }
+    for (; r < rows; r++) {
+        int32_t acc = start(bias[r], bias_shift, out_shift);
+        for (c = 0; c < cols; c++) {
+            acc += (int32_t)in[c] * *w++;
+        }
+        out[r] = sat8(floor_shift(acc, out_shift));
+    }
+}
+
+void qconvert_q7_maxpool(const int8_t *in, const qconvert_q7_geom *g, int8_t *out)
+{
+    int oy, ox, c, ky, kx;
+    for (oy = 0; oy < g->out_h; oy++) {
+        for (ox = 0; ox < g->out_w; ox++) {
+            for (c = 0; c < g->in_c; c++) {
+                int best = -128;
+                for (ky = 0; ky < g->k_h; ky++) {
+                    for (kx = 0; kx < g->k_w; kx++) {
+                        int v = in[((long)(oy * g->s_h + ky) * g->in_w + ox * g->s_w + kx)
+                                   * g->in_c + c];
+                        best = v > best ? v : best;
+                    }
+                }
+                *out++ = (int8_t)best;
+            }
+        }
+    }
+}
+
+/* the legacy DSP build's average: along x (truncating), then along y (truncating again) */
+void qconvert_q7_avgpool(const int8_t *in, const qconvert_q7_geom *g, int8_t *out)
+{
+    int oy, ox, c, ky, kx;
+    for (oy = 0; oy < g->out_h; oy++) {
+        for (ox = 0; ox < g->out_w; ox++) {
+            for (c = 0; c < g->in_c; c++) {
+                int32_t column = 0;
+                for (ky = 0; ky < g->k_h; ky++) {
+                    int32_t row = 0;
+                    for (kx = 0; kx < g->k_w; kx++) {
+                        row += in[((long)(oy * g->s_h + ky) * g->in_w + ox * g->s_w + kx)
+                                  * g->in_c + c];
+                    }
+                    column += row / g->k_w;
+                }
+                *out++ = (int8_t)(column / g->k_h);
+            }
+        }
+    }
+}
+
+void qconvert_q7_relu(int8_t *data, int size)
+{
+    int i;
+    for (i = 0; i < size; i++) {
+        data[i] = data[i] < 0 ? 0 : data[i];
+    }
+}
+
+/* base-2 softmax: weights 2^clamp(x - max + 8, 0, 7), out = (2^20 / sum) >> clamp(5 + max - x,
+ * 0, 31), saturated */
+void qconvert_q7_softmax(const int8_t *in, int size, int8_t *out)
+{
+    int i, top = -128;
+    int32_t sum = 0, base;
+    for (i = 0; i < size; i++) {
+        top = in[i] > top ? in[i] : top;
+    }
+    for (i = 0; i < size; i++) {
+        int e = in[i] - top + 8;
+        sum += (int32_t)1 << (e < 0 ? 0 : (e > 7 ? 7 : e));
+    }
+    base = ((int32_t)1 << 20) / sum;
+    for (i = 0; i < size; i++) {
+        int s = 5 + top - in[i];
+        s = s < 0 ? 0 : (s > 31 ? 31 : s);
+        out[i] = sat8(base >> s);
+    }
+}
+
+/* table[(uint8)(x >> (in_frac - 4))]: the top 8 bits of a q3.4 view of x */
+void qconvert_q7_table(int8_t *data, int size, int in_frac, const int8_t table[256])
+{
+    int i;
+    for (i = 0; i < size; i++) {
+        data[i] = table[(uint8_t)floor_shift(data[i], in_frac - 4)];
+    }
+}

@@ -1,0 +1,288 @@
+"""`qconvert export-c --scheme q7`: a q7 model (`quant.q7_plan.Q7Model`) as NAME.c / NAME.h.
+
+Two kernel sets: "cmsis-nn-legacy" calls CMSIS_5's legacy q7 API (the CMSIS-NN paper's
+kernels; the application compiles them from its own copy), "portable" calls qconvert's
+`qconvert_q7_*` (kernels/qconvert_q7.c, shipped beside NAME.c), bit-exact with the legacy ones'
+Cortex-M4 build. The header keeps export-c's API: NAME_invoke(input, output),
+NAME_invoke_with_arena, NAME_check, NAME_INPUT0_SCALE = 2^-n, zero points 0.
+
+Memory: the model is a chain, so its activations live in two ping-pong buffers of the largest
+activation each; ReLU, sigmoid / tanh and reshapes work in place; after them, the legacy
+kernels' scratch (`SCRATCH` per layer kind: im2col columns, the fully connected layer's q15
+vector, the average pool's q15 row). One static arena holds all three.
+
+Which legacy convolution runs (`conv_function`): _RGB for a square 3-channel input, _fast
+(and _fast_nonsquare) when the input channels are a multiple of 4 and the output channels even,
+else _basic (_basic_nonsquare): their own argument checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from qconvert.errors import QConvertError
+
+from .fc_layout import to_1x4
+
+KERNEL_SETS = ("cmsis-nn-legacy", "portable")
+PORTABLE_FILES = ("qconvert_q7.h", "qconvert_q7.c")
+LEGACY_FILES = ("ConvolutionFunctions/arm_convolve_HWC_q7_basic.c",
+                "ConvolutionFunctions/arm_convolve_HWC_q7_basic_nonsquare.c",
+                "ConvolutionFunctions/arm_convolve_HWC_q7_fast.c",
+                "ConvolutionFunctions/arm_convolve_HWC_q7_fast_nonsquare.c",
+                "ConvolutionFunctions/arm_convolve_HWC_q7_RGB.c",
+                "ConvolutionFunctions/arm_depthwise_separable_conv_HWC_q7.c",
+                "ConvolutionFunctions/arm_depthwise_separable_conv_HWC_q7_nonsquare.c",
+                "ConvolutionFunctions/arm_nn_mat_mult_kernel_q7_q15.c",
+                "ConvolutionFunctions/arm_nn_mat_mult_kernel_q7_q15_reordered.c",
+                "FullyConnectedFunctions/arm_fully_connected_q7_opt.c",
+                "PoolingFunctions/arm_pool_q7_HWC.c",
+                "ActivationFunctions/arm_relu_q7.c",
+                "ActivationFunctions/arm_nn_activations_q7.c",
+                "SoftmaxFunctions/arm_softmax_q7.c",
+                "NNSupportFunctions/arm_q7_to_q15_no_shift.c",
+                "NNSupportFunctions/arm_q7_to_q15_reordered_no_shift.c",
+                "NNSupportFunctions/arm_nntables.c")
+
+
+def _square(layer) -> bool:
+    (ih, iw, _), (oh, ow, _) = layer.in_shape, layer.out_shape
+    return (ih == iw and oh == ow and layer.kernel[0] == layer.kernel[1]
+            and layer.stride[0] == layer.stride[1] and layer.pad[0] == layer.pad[1])
+
+
+def conv_function(layer) -> str:
+    """The legacy convolution whose argument checks `layer` passes (module docstring)."""
+    cin, cout = layer.in_shape[2], layer.out_shape[2]
+    square = _square(layer)
+    if square and cin == 3:
+        return "arm_convolve_HWC_q7_RGB"
+    fast = cin % 4 == 0 and cout % 2 == 0
+    return "arm_convolve_HWC_q7_" + ("fast" if fast else "basic") + ("" if square else "_nonsquare")
+
+
+def _scratch(layer) -> int:
+    """Bytes of legacy scratch `layer` needs (its q15 / q7 buffers)."""
+    kh, kw = layer.kernel
+    if layer.kind == "conv":
+        return 2 * 2 * layer.in_shape[2] * kh * kw
+    if layer.kind == "depthwise":
+        return layer.in_shape[2] * kh * kw + 4  # + the 4-byte reads past the last channel
+    if layer.kind == "fc":
+        return 2 * layer.in_shape[0]
+    if layer.kind == "avgpool":
+        return 2 * max(layer.out_shape[1], 1) * layer.in_shape[2]
+    return 0
+
+
+IN_PLACE = ("relu", "reshape", "sigmoid", "tanh")
+
+
+@dataclass
+class ArenaPlan:
+    """Offsets of the two activation buffers and the scratch, the arena's size (bytes)."""
+
+    buffer: int
+    scratch: int
+    size: int
+
+
+def plan_arena(model, kernels: str) -> ArenaPlan:
+    """The static arena of `model` (module docstring)."""
+    sizes = [int(np.prod(model.input_shape))] + [int(np.prod(l.out_shape)) for l in model.layers]
+    buffer = (max(sizes) + 3) // 4 * 4
+    scratch = max(_scratch(l) for l in model.layers) if kernels == "cmsis-nn-legacy" else 0
+    scratch = (scratch + 3) // 4 * 4
+    return ArenaPlan(buffer, scratch, 2 * buffer + scratch)
+
+
+def _array(name: str, values: np.ndarray, pad: int = 0) -> list:
+    flat = np.concatenate([np.asarray(values, np.int8).reshape(-1), np.zeros(pad, np.int8)])
+    rows = [", ".join(str(int(v)) for v in flat[i:i + 24]) for i in range(0, flat.size, 24)]
+    return [f"static const int8_t {name}[{flat.size}] = {{", *(f"    {r}," for r in rows), "};"]
+
+
+def _geom(layer) -> str:
+    (ih, iw, ic), (oh, ow, oc) = layer.in_shape, layer.out_shape
+    return (f"{{{ih}, {iw}, {ic}, {oh}, {ow}, {oc}, {layer.kernel[0]}, {layer.kernel[1]}, "
+            f"{layer.stride[0]}, {layer.stride[1]}, {layer.pad[0]}, {layer.pad[1]}}}")
+
+
+def _legacy_call(i, layer, src, dst) -> list:
+    """The legacy q7 API call(s) of layer `i` reading `src`, writing `dst` (C expressions)."""
+    k, s, p = layer.kernel, layer.stride, layer.pad
+    scratch = "(q15_t *)(void *)scratch"
+    if layer.kind == "conv":
+        fn = conv_function(layer)
+        (ih, iw, ic), (oh, ow, oc) = layer.in_shape, layer.out_shape
+        if fn.endswith("nonsquare"):
+            args = (f"{src}, {iw}, {ih}, {ic}, l{i}_w, {oc}, {k[1]}, {k[0]}, {p[1]}, {p[0]}, "
+                    f"{s[1]}, {s[0]}, l{i}_b, {layer.bias_shift}, {layer.out_shift}, {dst}, "
+                    f"{ow}, {oh}, {scratch}, NULL")
+        else:
+            args = (f"{src}, {ih}, {ic}, l{i}_w, {oc}, {k[0]}, {p[0]}, {s[0]}, l{i}_b, "
+                    f"{layer.bias_shift}, {layer.out_shift}, {dst}, {oh}, {scratch}, NULL")
+        return [f"if ({fn}({args}) != ARM_CMSIS_NN_SUCCESS) {{ return 1; }}"]
+    if layer.kind == "depthwise":
+        (ih, iw, ic), (oh, ow, oc) = layer.in_shape, layer.out_shape
+        if _square(layer):
+            fn = "arm_depthwise_separable_conv_HWC_q7"
+            args = (f"{src}, {ih}, {ic}, l{i}_w, {oc}, {k[0]}, {p[0]}, {s[0]}, l{i}_b, "
+                    f"{layer.bias_shift}, {layer.out_shift}, {dst}, {oh}, {scratch}, NULL")
+        else:
+            fn = "arm_depthwise_separable_conv_HWC_q7_nonsquare"
+            args = (f"{src}, {iw}, {ih}, {ic}, l{i}_w, {oc}, {k[1]}, {k[0]}, {p[1]}, {p[0]}, "
+                    f"{s[1]}, {s[0]}, l{i}_b, {layer.bias_shift}, {layer.out_shift}, {dst}, "
+                    f"{ow}, {oh}, {scratch}, NULL")
+        return [f"if ({fn}({args}) != ARM_CMSIS_NN_SUCCESS) {{ return 1; }}"]
+    if layer.kind == "fc":
+        return [f"if (arm_fully_connected_q7_opt({src}, l{i}_w, {layer.in_shape[0]}, "
+                f"{layer.out_shape[0]}, {layer.bias_shift}, {layer.out_shift}, l{i}_b, {dst}, "
+                f"{scratch}) != ARM_CMSIS_NN_SUCCESS) {{ return 1; }}"]
+    if layer.kind in ("maxpool", "avgpool"):
+        fn = "arm_maxpool_q7_HWC" if layer.kind == "maxpool" else "arm_avepool_q7_HWC"
+        buf = "NULL" if layer.kind == "maxpool" else "scratch"
+        return [f"{fn}({src}, {layer.in_shape[0]}, {layer.in_shape[2]}, {k[0]}, 0, {s[0]}, "
+                f"{layer.out_shape[0]}, {buf}, {dst});"]
+    size = int(np.prod(layer.out_shape))
+    if layer.kind == "relu":
+        return [f"arm_relu_q7({dst}, {size});"]
+    if layer.kind == "softmax":
+        return [f"arm_softmax_q7({src}, {size}, {dst});"]
+    if layer.kind in ("sigmoid", "tanh"):
+        kind = "ARM_SIGMOID" if layer.kind == "sigmoid" else "ARM_TANH"
+        return [f"arm_nn_activations_direct_q7({dst}, {size}, {7 - layer.in_frac}, {kind});"]
+    return []
+
+
+def _portable_call(i, layer, src, dst) -> list:
+    """qconvert's portable q7 call(s) of layer `i`."""
+    size = int(np.prod(layer.out_shape))
+    if layer.kind in ("conv", "depthwise"):
+        return [f"qconvert_q7_{layer.kind}({src}, &l{i}_g, l{i}_w, l{i}_b, {layer.bias_shift}, "
+                f"{layer.out_shift}, {dst});"]
+    if layer.kind == "fc":
+        return [f"qconvert_q7_fc_1x4({src}, {layer.in_shape[0]}, l{i}_w, {layer.out_shape[0]}, "
+                f"l{i}_b, {layer.bias_shift}, {layer.out_shift}, {dst});"]
+    if layer.kind in ("maxpool", "avgpool"):
+        return [f"qconvert_q7_{layer.kind}({src}, &l{i}_g, {dst});"]
+    if layer.kind == "relu":
+        return [f"qconvert_q7_relu({dst}, {size});"]
+    if layer.kind == "softmax":
+        return [f"qconvert_q7_softmax({src}, {size}, {dst});"]
+    if layer.kind in ("sigmoid", "tanh"):
+        return [f"qconvert_q7_table({dst}, {size}, {layer.in_frac}, q7_{layer.kind}_table);"]
+    return []
+
+
+CALLS = {"cmsis-nn-legacy": _legacy_call, "portable": _portable_call}
+
+
+def _constants(model, kernels: str) -> list:
+    from qconvert.executor.q7_kernels import activation_table
+
+    lines = []
+    for i, layer in enumerate(model.layers):
+        if layer.weights is not None:
+            w = to_1x4(layer.weights) if layer.kind == "fc" else layer.weights
+            lines += _array(f"l{i}_w", w, 4 if layer.kind == "depthwise" else 0)
+            lines += _array(f"l{i}_b", layer.bias)
+        if kernels == "portable" and layer.kind in ("conv", "depthwise", "maxpool", "avgpool"):
+            lines.append(f"static const qconvert_q7_geom l{i}_g = {_geom(layer)};")
+    if kernels == "portable":
+        for kind in sorted({l.kind for l in model.layers} & {"sigmoid", "tanh"}):
+            lines += _array(f"q7_{kind}_table", activation_table(kind))
+    return lines
+
+
+def _check(model, kernels: str) -> None:
+    if kernels not in KERNEL_SETS:
+        raise QConvertError(f"--scheme q7 takes --kernels {' or '.join(KERNEL_SETS)}, "
+                            f"not {kernels}")
+    for layer in model.layers:
+        if layer.weights is not None and not (0 <= layer.bias_shift <= 31
+                                              and 0 <= layer.out_shift <= 31):
+            raise QConvertError(f"layer {layer.name!r}: shifts {layer.bias_shift}, "
+                                f"{layer.out_shift} out of the legacy kernels' 0..31")
+
+
+def render_q7(model, name: str, kernels: str, provenance: str) -> dict:
+    """{file name: bytes}: NAME.h, NAME.c and, for the portable set, its kernel sources."""
+    from .shipped_kernels import kernel_source
+
+    _check(model, kernels)
+    arena = plan_arena(model, kernels)
+    upper = name.upper()
+    in_size = int(np.prod(model.input_shape))
+    out_size = int(np.prod(model.layers[-1].out_shape))
+    header = [
+        "/* SPDX-License-Identifier: Apache-2.0 */",
+        f"/* {name}.h: {provenance} as C in the CMSIS-NN paper's power-of-two q7 scheme,",
+        f" * generated by qconvert (qconvert export-c --scheme q7 --kernels {kernels}); do not edit.",
+        " *",
+        f" * {name}_invoke runs the model on the static arena inside {name}.c (the input is",
+        " * copied in, the output out); it returns 0, or 1 when a kernel refused its arguments.",
+        f" * {name}_invoke_with_arena takes a 4-byte aligned arena of {upper}_ARENA_SIZE bytes.",
+        " * Real value = scale * q, scale = 2^-FRAC (zero points 0). */",
+        f"#ifndef {upper}_H", f"#define {upper}_H", "", "#include <stdint.h>", "",
+        "#ifdef __cplusplus", 'extern "C" {', "#endif", "",
+        f"#define {upper}_ARENA_SIZE {arena.size}",
+        f"#define {upper}_NUM_INPUTS 1", f"#define {upper}_NUM_OUTPUTS 1",
+        f"#define {upper}_NUM_LAYERS {len(model.layers)}",
+    ]
+    for io, size, frac in (("INPUT", in_size, model.input_frac),
+                           ("OUTPUT", out_size, model.output_frac)):
+        for tag in (f"{io}0", io):
+            header += [f"#define {upper}_{tag}_SIZE {size}",
+                       f"#define {upper}_{tag}_FRAC {frac}",
+                       f"#define {upper}_{tag}_SCALE {float(2.0 ** -frac)!r}f",
+                       f"#define {upper}_{tag}_ZERO_POINT 0"]
+    header += ["", f"int {name}_invoke(const int8_t *input, int8_t *output);",
+               f"int {name}_invoke_with_arena(const int8_t *input, int8_t *output, void *arena);",
+               f"int {name}_check(void);", "",
+               "#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {upper}_H */", ""]
+    include = '#include "arm_nnfunctions.h"' if kernels == "cmsis-nn-legacy" \
+        else '#include "qconvert_q7.h"'
+    source = ["/* SPDX-License-Identifier: Apache-2.0 */",
+              f"/* {name}.c: generated by qconvert (export-c --scheme q7 --kernels {kernels}); "
+              "do not edit. */",
+              f'#include "{name}.h"', "", "#include <stddef.h>", "#include <stdint.h>",
+              "#include <string.h>", "", include, "", *_constants(model, kernels), "",
+              f"static int32_t {name}_arena[{arena.size // 4}];", "",
+              f"int {name}_check(void)", "{", "    return 0;", "}", "",
+              f"int {name}_invoke_with_arena(const int8_t *input, int8_t *output, void *arena)",
+              "{",
+              "    int8_t *buf[2];",
+              "    int8_t *scratch;",
+              "    if (arena == NULL || ((uintptr_t)arena & 3u) != 0u) { return 1; }",
+              "    buf[0] = (int8_t *)arena;",
+              f"    buf[1] = buf[0] + {arena.buffer};",
+              f"    scratch = buf[1] + {arena.buffer};",
+              "    (void)scratch;",
+              f"    memcpy(buf[0], input, {in_size});"]
+    cur = 0
+    for i, layer in enumerate(model.layers):
+        dst = cur if layer.kind in IN_PLACE else 1 - cur
+        source.append(f"    /* layer {i}: {layer.kind} {layer.name[:60].replace('*/', '* /')} */")
+        source += ["    " + c for c in CALLS[kernels](i, layer, f"buf[{cur}]", f"buf[{dst}]")]
+        if layer.relu and layer.kind not in IN_PLACE:
+            relu = _legacy_call if kernels == "cmsis-nn-legacy" else _portable_call
+            source += ["    " + c for c in relu(i, _relu_of(layer), f"buf[{dst}]", f"buf[{dst}]")]
+        cur = dst
+    source += [f"    memcpy(output, buf[{cur}], {out_size});", "    return 0;", "}", "",
+               f"int {name}_invoke(const int8_t *input, int8_t *output)", "{",
+               f"    return {name}_invoke_with_arena(input, output, {name}_arena);", "}", ""]
+    files = {f"{name}.h": "\n".join(header).encode("ascii"),
+             f"{name}.c": "\n".join(source).encode("ascii")}
+    if kernels == "portable":
+        files.update({f: kernel_source(f) for f in PORTABLE_FILES})
+    return files
+
+
+def _relu_of(layer):
+    from qconvert.executor.q7_kernels import Q7Layer
+
+    return Q7Layer("relu", layer.name, layer.out_shape, layer.out_shape, layer.out_frac,
+                   layer.out_frac)
