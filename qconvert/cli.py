@@ -336,11 +336,15 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
 @click.option("--rounding", type=click.Choice(["double", "single"]), default="double",
               show_default=True, help="Requantization rounding the firmware uses, recorded in "
               "the header (single: CMSIS-NN built with CMSIS_NN_USE_SINGLE_ROUNDING).")
+@click.option("--scheme", type=click.Choice(["int8", "q7"]), default="int8", show_default=True,
+              help="int8: TFLite Micro's scheme (scales, zero points, multipliers); q7: the "
+              "CMSIS-NN paper's power-of-two q7 (fraction bits, bias_shift / out_shift) for "
+              "the legacy q7 kernels, from a float model with --calibration (docs/q7.md).")
 @calibration_options
 @input_layout_option
 @input_shape_option
 @_names_model
-def export_c_header(model, output, name, fc_layout, with_kernels, rounding, calibration,
+def export_c_header(model, output, name, fc_layout, with_kernels, rounding, scheme, calibration,
                     calibration_random, mean, std, scale, method, percentile, fc_per_channel,
                     no_fuse, no_bias_correction, equalize, engine, batch_size, max_memory,
                     input_layout, input_shapes):
@@ -368,6 +372,15 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
     options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
                                equalize, engine, batch_size, memory_limit(max_memory),
                                rounding=rounding)
+    if scheme == "q7":
+        from .c_export.q7_command import export_header_q7
+
+        exported = export_header_q7(model, output, name, fc_layout, with_kernels, calibration,
+                                    calibration_random, lambda: normalization(mean, std, scale),
+                                    options, input_layout, input_shapes)
+        (out, data), = exported.files.items()
+        _echo_text(f"wrote {out} ({len(exported.model.layers)} q7 layers, {len(data)} bytes)")
+        return
     exported = export_header_command(model, output, name, fc_layout, with_kernels, rounding,
                                      calibration, calibration_random,
                                      lambda: normalization(mean, std, scale), options,
@@ -384,11 +397,13 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
               help="Directory for NAME.h, NAME.c and the kernel sources (created if missing).")
 @click.option("--name", help="Name of the model in C (NAME_invoke, NAME_ARENA_SIZE...), a C "
               "identifier (default: the model file's name, sanitized).")
-@click.option("--kernels", type=click.Choice(["portable", "cmsis-nn"]), default="portable",
+@click.option("--kernels", type=click.Choice(["portable", "cmsis-nn", "cmsis-nn-legacy"]),
+              default="portable",
               show_default=True, help="portable: qconvert's own C99 kernels (written to DIR); "
               "cmsis-nn: calls into CMSIS-NN (conv, depthwise, fully connected, add, mul, "
               "pools, softmax; their s16 kernels for 16x8 layers except softmax), qconvert's "
-              "kernels for the rest.")
+              "kernels for the rest; cmsis-nn-legacy (with --scheme q7): CMSIS_5's legacy q7 "
+              "kernels (arm_convolve_HWC_q7_*, arm_fully_connected_q7_opt...).")
 @click.option("--fc-layout", type=click.Choice(["1x4", "rowmajor"]), default=None,
               help="Fully connected weight order (default: 1x4 for portable, rowmajor for "
               "cmsis-nn). 1x4 is for qconvert's kernel (and CMSIS-NN's legacy "
@@ -403,11 +418,15 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
               help="Also write the per-layer figures as JSON: index, name, op, the C functions "
               "called, MACs, weight and constant bytes (flash), input, output and scratch "
               "bytes, and the totals (arena, flash constants).")
+@click.option("--scheme", type=click.Choice(["int8", "q7"]), default="int8", show_default=True,
+              help="int8: TFLite Micro's scheme (scales, zero points, multipliers); q7: the "
+              "CMSIS-NN paper's power-of-two q7 (fraction bits, bias_shift / out_shift) for "
+              "the legacy q7 kernels, from a float model with --calibration (docs/q7.md).")
 @calibration_options
 @input_layout_option
 @input_shape_option
 @_names_model
-def export_c(model, outdir, name, kernels, fc_layout, patches, report, calibration,
+def export_c(model, outdir, name, kernels, fc_layout, patches, report, scheme, calibration,
              calibration_random, mean, std, scale, method, percentile, fc_per_channel, no_fuse,
              no_bias_correction, equalize, engine, batch_size, max_memory, input_layout,
              input_shapes):
@@ -441,6 +460,10 @@ def export_c(model, outdir, name, kernels, fc_layout, patches, report, calibrati
     options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
                                equalize, engine, batch_size, memory_limit(max_memory))
     norm = normalization(mean, std, scale)
+    if scheme == "q7" or kernels == "cmsis-nn-legacy":
+        _export_c_q7(model, outdir, name, kernels, fc_layout, patches, report, scheme,
+                     calibration, calibration_random, norm, options, input_layout, input_shapes)
+        return
     exported = export_c_command(model, outdir, name, kernels, fc_layout, calibration,
                                 calibration_random, lambda: norm, options, input_layout,
                                 input_shapes, report, patches=patches)
@@ -473,6 +496,28 @@ def export_c(model, outdir, name, kernels, fc_layout, patches, report, calibrati
         click.echo(f"{exported.c_name}: a streaming model: {summary.state_size} bytes of state "
                    f"(its resource variables, static RAM outside the arena; "
                    f"{exported.c_name}_init / _reset)")
+    if report is not None:
+        _echo_text(f"wrote {report}")
+
+
+def _export_c_q7(model, outdir, name, kernels, fc_layout, patches, report, scheme, calibration,
+                 calibration_random, norm, options, input_layout, input_shapes) -> None:
+    """`export-c --scheme q7`: write the C and print the q7 report."""
+    from .c_export.q7_command import export_c_q7
+    from .errors import QConvertError
+    from .quant.q7_quantize import render_q7_report
+
+    if scheme != "q7":
+        raise QConvertError("--kernels cmsis-nn-legacy calls the legacy q7 kernels: add "
+                            "--scheme q7 (and a float model with --calibration)")
+    exported = export_c_q7(model, outdir, name, kernels, fc_layout, calibration,
+                           calibration_random, lambda: norm, options, input_layout, input_shapes,
+                           report, patches)
+    _echo_text(f"wrote {len(exported.files)} files to {outdir}: "
+               f"{', '.join(p.name for p in exported.files)}")
+    for line in render_q7_report(exported.report):
+        click.echo(line)
+    click.echo(f"{exported.c_name}: {len(exported.model.layers)} q7 layers ({kernels} kernels)")
     if report is not None:
         _echo_text(f"wrote {report}")
 

@@ -1,0 +1,148 @@
+"""`qconvert export-c --scheme q7` and `export-c-header --scheme q7`: the commands' work.
+
+The flow (docs/q7.md): the float TFLite or ONNX model and its calibration data run the C
+export route with its int8 `quantize` step replaced by `quantize-q7` (`routes.q7_route`):
+conversion to NHWC for ONNX, fusion, int8's calibration, then the power-of-two q7 plan and its
+report (`quant.q7_quantize`). The q7 model exists only in memory (no model file has such a
+scheme) and goes to `q7_model.render_q7` (NAME.c / NAME.h) or `q7_header.render_q7_header`;
+every file is written in one all-or-nothing commit (`output_files`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from qconvert.errors import QConvertError
+
+
+@dataclass
+class ExportedQ7:
+    """What a q7 export wrote: `files` {path: bytes}, the q7 model, its report, the C name."""
+
+    files: dict
+    model: object
+    report: dict
+    c_name: str = ""
+
+
+def _q7_model(model_path, input_shapes, outputs, target, input_layout, calibration,
+              calibration_random, norm, options):
+    """(Q7Model, report) of the float model at `model_path` (module docstring)."""
+    from qconvert.command_inputs import calibration_data, load_with_shapes
+    from qconvert.quant.calibration_data import input_specs
+    from qconvert.route_steps import Job, run_route
+    from qconvert.routes import find_route, precision_of, q7_route
+
+    m = load_with_shapes(model_path, input_shapes)
+    outputs.add_inputs(m.meta.get("external_files", ()))
+    load_data = None
+    if calibration is not None or calibration_random is not None:
+        norm = norm()
+
+        def load_data(source):
+            return calibration_data(input_specs(source), calibration, calibration_random, norm,
+                                    options.max_memory), None
+
+    route = q7_route(find_route(m.format, target, "export", precision_of(m)))
+    job = run_route(route, Job(m, input_layout=input_layout, options=options,
+                               load_data=load_data))
+    return job.q7, job.report
+
+
+def _provenance(model_path, options) -> str:
+    from pathlib import Path
+
+    return (f"the float model {Path(model_path).name} quantized by qconvert ({options.method} "
+            "calibration)")
+
+
+def export_c_q7(model, outdir, name, kernels, fc_layout, calibration, calibration_random, norm,
+                options, input_layout, input_shapes, report=None,
+                patches=0) -> ExportedQ7:
+    """Run `qconvert export-c --scheme q7` (module docstring); `report`: the JSON report's
+    path (the q7 report: per layer formats, shifts, SQNR)."""
+    from pathlib import Path
+
+    from qconvert import json_text
+    from qconvert.output_files import OutputFiles
+    from qconvert.quant.calibration_data import data_files
+
+    from .c_names import check_file_prefix, prefix_from_stem
+    from .q7_model import KERNEL_SETS, render_q7
+
+    if kernels not in KERNEL_SETS:
+        raise QConvertError(f"--scheme q7 takes --kernels cmsis-nn-legacy or portable, not "
+                            f"{kernels} (CMSIS-NN's s8 kernels take (multiplier, shift) pairs)")
+    if fc_layout == "rowmajor":
+        raise QConvertError("--scheme q7 writes fully connected weights in the 1x4 order of "
+                            "arm_fully_connected_q7_opt: drop --fc-layout rowmajor")
+    if patches:
+        raise QConvertError("--patches applies to the int8 scheme only")
+    if calibration is not None and calibration_random is not None:
+        raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
+    c_name = check_file_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
+    folder = Path(outdir)
+    if folder.exists() and not folder.is_dir():
+        raise QConvertError("output path exists and is not a directory", str(folder))
+    parent = folder.parent if str(folder.parent) else Path(".")
+    if not parent.is_dir():
+        raise QConvertError("output directory's parent does not exist", str(folder))
+    outputs = OutputFiles([model, *data_files(calibration)])
+    try:
+        q7, q7_report = _q7_model(model, input_shapes, outputs, "c", input_layout, calibration,
+                                  calibration_random, norm, options)
+        files = render_q7(q7, c_name, kernels, _provenance(model, options))
+    except QConvertError as exc:
+        raise exc.with_path(model)
+    created = not folder.exists()
+    folder.mkdir(exist_ok=True)
+    try:
+        paths = {folder / f: data for f, data in files.items()}
+        for path in paths:
+            outputs.add(path)
+        contents = dict(paths)
+        if report is not None:
+            outputs.add(report)
+            contents[Path(report)] = json_text.dumps(
+                {"model": Path(model).name, "name": c_name, "kernels": kernels,
+                 **q7_report}).encode()
+        outputs.commit(contents)
+    except BaseException:
+        if created and not any(folder.iterdir()):
+            folder.rmdir()
+        raise
+    return ExportedQ7(paths, q7, q7_report, c_name)
+
+
+def export_header_q7(model, output, name, fc_layout, with_kernels, calibration,
+                     calibration_random, norm, options, input_layout,
+                     input_shapes) -> ExportedQ7:
+    """Run `qconvert export-c-header --scheme q7`: one header of q7 weights, biases, fraction
+    bits, shifts and dimensions per layer for the legacy kernels."""
+    from pathlib import Path
+
+    from qconvert.output_files import OutputFiles
+    from qconvert.quant.calibration_data import data_files
+
+    from .c_names import check_prefix, prefix_from_stem
+    from .q7_header import render_q7_header
+
+    if with_kernels:
+        raise QConvertError("--with-kernels ships the int8 fully connected kernel; with "
+                            "--scheme q7 use export-c --kernels portable for q7 kernels")
+    if calibration is not None and calibration_random is not None:
+        raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
+    prefix = check_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
+    out = Path(output) if output is not None else Path(model).with_name(
+        f"{Path(model).stem}_weights.h")
+    outputs = OutputFiles([model, *data_files(calibration)])
+    outputs.add(out)
+    try:
+        q7, q7_report = _q7_model(model, input_shapes, outputs, "c-header", input_layout,
+                                  calibration, calibration_random, norm, options)
+        text = render_q7_header(q7, prefix, fc_layout, _provenance(model, options))
+    except QConvertError as exc:
+        raise exc.with_path(model)
+    files = {out: text.encode("ascii")}
+    outputs.commit(files)
+    return ExportedQ7(files, q7, q7_report, prefix)
