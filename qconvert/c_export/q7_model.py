@@ -12,8 +12,9 @@ kernels' scratch (`SCRATCH` per layer kind: im2col columns, the fully connected 
 vector, the average pool's q15 row). One static arena holds all three.
 
 Which legacy convolution runs (`conv_function`): _RGB for a square 3-channel input, _fast
-(and _fast_nonsquare) when the input channels are a multiple of 4 and the output channels even,
-else _basic (_basic_nonsquare): their own argument checks.
+(and _fast_nonsquare) when the input channels are a multiple of 4 and the output channels even
+(their own argument checks) and the padding is as wide after as before (`_fast_regions_fit`:
+their DSP build reads outside the image otherwise), else _basic (_basic_nonsquare).
 """
 
 from __future__ import annotations
@@ -53,13 +54,27 @@ def _square(layer) -> bool:
             and layer.stride[0] == layer.stride[1] and layer.pad[0] == layer.pad[1])
 
 
+def _fast_regions_fit(layer) -> bool:
+    """The _fast kernels' DSP build checks bounds only in the first and last `padding`
+    output rows / columns: the windows between must lie inside the image. True when they do
+    (a padding that is as wide at the bottom / right as at the top / left); TensorFlow's SAME
+    padding of a stride-2 layer (0 before, 1 after) does not, and runs on _basic."""
+    for axis in (0, 1):
+        size, out = layer.in_shape[axis], layer.out_shape[axis]
+        k, s, p = layer.kernel[axis], layer.stride[axis], layer.pad[axis]
+        last_middle = out - p - 1
+        if last_middle >= p and last_middle * s - p + k > size:
+            return False
+    return True
+
+
 def conv_function(layer) -> str:
     """The legacy convolution whose argument checks `layer` passes (module docstring)."""
     cin, cout = layer.in_shape[2], layer.out_shape[2]
     square = _square(layer)
     if square and cin == 3:
         return "arm_convolve_HWC_q7_RGB"
-    fast = cin % 4 == 0 and cout % 2 == 0
+    fast = cin % 4 == 0 and cout % 2 == 0 and _fast_regions_fit(layer)
     return "arm_convolve_HWC_q7_" + ("fast" if fast else "basic") + ("" if square else "_nonsquare")
 
 

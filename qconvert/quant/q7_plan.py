@@ -159,11 +159,27 @@ def _pool(kind):
                   and spatial["stride"][0] == spatial["stride"][1])
         if not square or any(node.attrs.get("pads", [0, 0, 0, 0]) or [0]):
             raise QConvertError(f"layer {node.name!r} ({node.op}) is not a square unpadded pool: "
-                                f"arm_{kind}_q7_HWC takes square images and windows, no padding")
+                                f"{POOL_FUNCTIONS[kind]} takes square images and windows, no "
+                                "padding")
         layer = Q7Layer(kind, node.name, in_shape, out_shape, in_frac, in_frac,
                         relu=_activation(node), **spatial)
         return layer
     return make
+
+
+POOL_FUNCTIONS = {"maxpool": "arm_maxpool_q7_HWC", "avgpool": "arm_avepool_q7_HWC"}
+
+
+def _mean(node, graph, ranges, in_frac):
+    """A Mean over H and W of a square image: arm_avepool_q7_HWC with the image as window."""
+    in_shape = _shape(graph, node.inputs[0])
+    axes = graph.tensors[node.inputs[1]].data if len(node.inputs) > 1 else None
+    axes = None if axes is None else sorted(int(a) % 4 for a in np.ravel(axes))
+    if len(in_shape) != 3 or axes != [1, 2] or in_shape[0] != in_shape[1]:
+        raise QConvertError(f"layer {node.name!r} (Mean) is not a mean over H and W of a square "
+                            "image: the legacy q7 API has no kernel for it")
+    return Q7Layer("avgpool", node.name, in_shape, (1, 1, in_shape[2]), in_frac, in_frac,
+                   kernel=(in_shape[0], in_shape[1]), stride=(1, 1))
 
 
 def _same_format(kind):
@@ -191,7 +207,7 @@ def _table(kind):
 
 # IR op -> the q7 layer it lowers to (the legacy API's kernels; nothing else is reachable)
 LOWERINGS = {"Conv2D": _conv, "DepthwiseConv2D": _depthwise, "FullyConnected": _fc,
-             "MaxPool": _pool("maxpool"), "AveragePool": _pool("avgpool"),
+             "MaxPool": _pool("maxpool"), "AveragePool": _pool("avgpool"), "Mean": _mean,
              "Relu": _same_format("relu"), "Relu6": _same_format("relu"),
              "Reshape": _same_format("reshape"), "Squeeze": _same_format("reshape"),
              "Flatten": _same_format("reshape"), "Softmax": _softmax,
