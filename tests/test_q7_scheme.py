@@ -435,3 +435,12 @@ class _FakeNode:
 
 class _FakeGraph:
     tensors = {"x": _FakeTensor((1, 1, 1, 1)), "y": _FakeTensor((1, 1, 1, 1))}
+
+
+def test_name_of_a_kernel_file_refused(tmp_path):
+    """--name qconvert_q7 would overwrite the portable kernel source: refused, nothing written."""
+    out = tmp_path / "o"
+    result = _cli("export-c", SAMPLES / "digits_cnn.tflite", "--calibration",
+                  SAMPLES / "digits_calib_nhwc.npy", "-o", out, "--scheme", "q7",
+                  "--name", "qconvert_q7")
+    assert result.exit_code == 1 and "kernel file" in result.output and not out.exists()

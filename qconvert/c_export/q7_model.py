@@ -28,7 +28,6 @@ from qconvert.errors import QConvertError
 from .fc_layout import to_1x4
 
 KERNEL_SETS = ("cmsis-nn-legacy", "portable")
-PORTABLE_FILES = ("qconvert_q7.h", "qconvert_q7.c")
 LEGACY_FILES = ("ConvolutionFunctions/arm_convolve_HWC_q7_basic.c",
                 "ConvolutionFunctions/arm_convolve_HWC_q7_basic_nonsquare.c",
                 "ConvolutionFunctions/arm_convolve_HWC_q7_fast.c",
@@ -225,9 +224,12 @@ def _check(model, kernels: str) -> None:
 
 def render_q7(model, name: str, kernels: str, provenance: str) -> dict:
     """{file name: bytes}: NAME.h, NAME.c and, for the portable set, its kernel sources."""
-    from .shipped_kernels import kernel_source
+    from .shipped_kernels import Q7_KERNEL_FILES, kernel_source
 
     _check(model, kernels)
+    if name in {f.rsplit(".", 1)[0] for f in Q7_KERNEL_FILES}:
+        raise QConvertError(f"--name {name!r} is the name of a kernel file qconvert writes "
+                            "beside it; choose another")
     arena = plan_arena(model, kernels)
     upper = name.upper()
     in_size = int(np.prod(model.input_shape))
@@ -292,7 +294,7 @@ def render_q7(model, name: str, kernels: str, provenance: str) -> dict:
     files = {f"{name}.h": "\n".join(header).encode("ascii"),
              f"{name}.c": "\n".join(source).encode("ascii")}
     if kernels == "portable":
-        files.update({f: kernel_source(f) for f in PORTABLE_FILES})
+        files.update({f: kernel_source(f) for f in Q7_KERNEL_FILES})
     return files
 
 
