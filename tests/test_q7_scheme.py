@@ -232,15 +232,11 @@ def _export(tmp_path, model, calib, kernels, *extra):
     return out, json.loads(report.read_text()), result.output
 
 
-def _q7_of(model_path, calib_path, layout="nhwc"):
+def _q7_of(model_path, calib_path):
     """The Q7Model the CLI's route builds (same route, same options)."""
-    from qconvert.c_export.q7_command import _q7_model
-    from qconvert.command_inputs import normalization
-    from qconvert.output_files import OutputFiles
-    from qconvert.quant.quantize import QuantizeOptions
+    from qconvert.c_export.q7_command import plan_q7_for
 
-    return _q7_model(model_path, None, OutputFiles([model_path]), "c", None, calib_path, None,
-                     lambda: normalization(None, None, None), QuantizeOptions())
+    return plan_q7_for(model_path, calib_path)
 
 
 DIGITS = [("keras_tflite", SAMPLES / "digits_cnn.tflite", SAMPLES / "digits_calib_nhwc.npy",
@@ -444,3 +440,22 @@ def test_name_of_a_kernel_file_refused(tmp_path):
                   SAMPLES / "digits_calib_nhwc.npy", "-o", out, "--scheme", "q7",
                   "--name", "qconvert_q7")
     assert result.exit_code == 1 and "kernel file" in result.output and not out.exists()
+
+
+def test_arena_places_each_layers_input_and_output_apart():
+    """A chain's arena: each layer's input and output at opposite ends of one region as large
+    as the largest input + output; in-place layers stay; the legacy scratch after it."""
+    from qconvert.c_export.q7_model import IN_PLACE, plan_arena
+
+    for _, model in CHAINS:
+        plan = plan_arena(model, "cmsis-nn-legacy")
+        sizes = [int(np.prod(model.input_shape))] + [int(np.prod(l.out_shape))
+                                                    for l in model.layers]
+        for i, layer in enumerate(model.layers):
+            lo_in, lo_out = plan.offsets[i], plan.offsets[i + 1]
+            if layer.kind in IN_PLACE:
+                assert lo_in == lo_out
+            else:
+                assert lo_in + sizes[i] <= lo_out or lo_out + sizes[i + 1] <= lo_in
+            assert max(lo_in + sizes[i], lo_out + sizes[i + 1]) <= plan.region == plan.scratch
+        assert plan.size > plan.region and plan_arena(model, "portable").size == plan.region

@@ -49,6 +49,19 @@ def _q7_model(model_path, input_shapes, outputs, target, input_layout, calibrati
     return job.q7, job.report
 
 
+def plan_q7_for(model_path, calibration, options=None, input_layout=None) -> tuple:
+    """(Q7Model, report) `export-c --scheme q7` would export for the float model at
+    `model_path` and the calibration file `calibration` (default options, no normalization):
+    for tests and benchmarks that compare the C with the executor."""
+    from qconvert.command_inputs import normalization
+    from qconvert.output_files import OutputFiles
+    from qconvert.quant.quantize import QuantizeOptions
+
+    return _q7_model(str(model_path), None, OutputFiles([str(model_path)]), "c", input_layout,
+                     str(calibration), None, lambda: normalization(None, None, None),
+                     options or QuantizeOptions())
+
+
 def _provenance(model_path, options) -> str:
     from pathlib import Path
 

@@ -6,10 +6,12 @@ kernels; the application compiles them from its own copy), "portable" calls qcon
 Cortex-M4 build. The header keeps export-c's API: NAME_invoke(input, output),
 NAME_invoke_with_arena, NAME_check, NAME_INPUT0_SCALE = 2^-n, zero points 0.
 
-Memory: the model is a chain, so its activations live in two ping-pong buffers of the largest
-activation each; ReLU, sigmoid / tanh and reshapes work in place; after them, the legacy
-kernels' scratch (`SCRATCH` per layer kind: im2col columns, the fully connected layer's q15
-vector, the average pool's q15 row). One static arena holds all three.
+Memory: the model is a chain, so a layer's input and output are the only live activations;
+they sit at opposite ends of one activation region (a layer's output at the end its input is
+not at), which is as large as the largest input plus output of a layer. ReLU, sigmoid / tanh
+and reshapes work in place. After the region, the legacy kernels' scratch (`_scratch` per
+layer kind: im2col columns, the fully connected layer's q15 vector, the average pool's q15
+row). One static arena holds both.
 
 Which legacy convolution runs (`conv_function`): _RGB for a square 3-channel input, _fast
 (and _fast_nonsquare) when the input channels are a multiple of 4 and the output channels even
@@ -96,20 +98,33 @@ IN_PLACE = ("relu", "reshape", "sigmoid", "tanh")
 
 @dataclass
 class ArenaPlan:
-    """Offsets of the two activation buffers and the scratch, the arena's size (bytes)."""
+    """The activation region's size, each activation's offset in it (the model input's, then
+    every layer output's), the scratch's offset and the arena's size (bytes)."""
 
-    buffer: int
+    region: int
+    offsets: list
     scratch: int
     size: int
 
 
+def _round4(n: int) -> int:
+    return (int(n) + 3) // 4 * 4
+
+
 def plan_arena(model, kernels: str) -> ArenaPlan:
     """The static arena of `model` (module docstring)."""
-    sizes = [int(np.prod(model.input_shape))] + [int(np.prod(l.out_shape)) for l in model.layers]
-    buffer = (max(sizes) + 3) // 4 * 4
-    scratch = max(_scratch(l) for l in model.layers) if kernels == "cmsis-nn-legacy" else 0
-    scratch = (scratch + 3) // 4 * 4
-    return ArenaPlan(buffer, scratch, 2 * buffer + scratch)
+    sizes = [_round4(np.prod(model.input_shape))] + [_round4(np.prod(l.out_shape))
+                                                    for l in model.layers]
+    region = max([sizes[0]] + [sizes[i] + sizes[i + 1] for i, l in enumerate(model.layers)
+                               if l.kind not in IN_PLACE])
+    offsets, low = [0], True
+    for i, layer in enumerate(model.layers):
+        if layer.kind not in IN_PLACE:
+            low = not low
+        offsets.append(0 if low else region - sizes[i + 1])
+    scratch = _round4(max(_scratch(l) for l in model.layers)) if kernels == "cmsis-nn-legacy" \
+        else 0
+    return ArenaPlan(region, offsets, region, region + scratch)
 
 
 def _array(name: str, values: np.ndarray, pad: int = 0) -> list:
@@ -271,24 +286,21 @@ def render_q7(model, name: str, kernels: str, provenance: str) -> dict:
               f"int {name}_check(void)", "{", "    return 0;", "}", "",
               f"int {name}_invoke_with_arena(const int8_t *input, int8_t *output, void *arena)",
               "{",
-              "    int8_t *buf[2];",
+              "    int8_t *a = (int8_t *)arena;",
               "    int8_t *scratch;",
               "    if (arena == NULL || ((uintptr_t)arena & 3u) != 0u) { return 1; }",
-              "    buf[0] = (int8_t *)arena;",
-              f"    buf[1] = buf[0] + {arena.buffer};",
-              f"    scratch = buf[1] + {arena.buffer};",
+              f"    scratch = a + {arena.scratch};",
               "    (void)scratch;",
-              f"    memcpy(buf[0], input, {in_size});"]
-    cur = 0
+              f"    memcpy(a, input, {in_size});"]
+    at = [f"(a + {o})" if o else "a" for o in arena.offsets]
     for i, layer in enumerate(model.layers):
-        dst = cur if layer.kind in IN_PLACE else 1 - cur
+        src, dst = at[i], at[i + 1]
         source.append(f"    /* layer {i}: {layer.kind} {layer.name[:60].replace('*/', '* /')} */")
-        source += ["    " + c for c in CALLS[kernels](i, layer, f"buf[{cur}]", f"buf[{dst}]")]
+        source += ["    " + c for c in CALLS[kernels](i, layer, src, dst)]
         if layer.relu and layer.kind not in IN_PLACE:
             relu = _legacy_call if kernels == "cmsis-nn-legacy" else _portable_call
-            source += ["    " + c for c in relu(i, _relu_of(layer), f"buf[{dst}]", f"buf[{dst}]")]
-        cur = dst
-    source += [f"    memcpy(output, buf[{cur}], {out_size});", "    return 0;", "}", "",
+            source += ["    " + c for c in relu(i, _relu_of(layer), dst, dst)]
+    source += [f"    memcpy(output, {at[-1]}, {out_size});", "    return 0;", "}", "",
                f"int {name}_invoke(const int8_t *input, int8_t *output)", "{",
                f"    return {name}_invoke_with_arena(input, output, {name}_arena);", "}", ""]
     files = {f"{name}.h": "\n".join(header).encode("ascii"),
