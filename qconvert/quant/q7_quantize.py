@@ -17,7 +17,7 @@ from qconvert.executor.q7_kernels import run_q7
 
 from .q7_plan import Q7Model, dequantize, plan_q7, quantize_input
 from .q7_search import search_formats
-from .report import report_samples, sqnr
+from .report import _is_classifier, report_samples, sqnr
 
 SEARCH_SAMPLES = 256  # calibration samples the format search runs (the first ones)
 
@@ -40,7 +40,8 @@ def quantize_q7_model(model, calibration: dict, options, progress=None) -> tuple
 
 def report_q7(model, q7: Q7Model, x: np.ndarray) -> dict:
     """Per layer: kind, formats, shifts and SQNR (dB) of its output against the float model's
-    on the float inputs `x`; the output SQNR and top-1 agreement with the float model."""
+    on the float inputs `x`; the output SQNR and, for a classifier, the top-1 agreement with
+    the float model (None otherwise)."""
     tensors = [layer.extra["tensor"] for layer in q7.layers]
     ref = run_float(model, {q7.input_name: x}, keep=tensors)
     rows = []
@@ -58,11 +59,14 @@ def report_q7(model, q7: Q7Model, x: np.ndarray) -> dict:
     out = run_q7(q7.layers, quantize_input(q7, x), observe=observe)
     float_out = ref[q7.output_name].reshape(out.shape)
     n = len(x)
-    agree = float(np.mean(out.reshape(n, -1).argmax(1) == float_out.reshape(n, -1).argmax(1)))
+    agree = None
+    if _is_classifier(model.graph):
+        agree = round(float(np.mean(out.reshape(n, -1).argmax(1)
+                                    == float_out.reshape(n, -1).argmax(1))), 4)
     return {"scheme": "q7", "samples": n, "input_frac": q7.input_frac,
             "output_frac": q7.output_frac, "layers": rows,
             "output_sqnr_db": round(sqnr(float_out, dequantize(out, q7.output_frac)), 2),
-            "top1_agreement": round(agree, 4)}
+            "top1_agreement": agree}
 
 
 def render_q7_report(report: dict) -> list:
@@ -74,7 +78,8 @@ def render_q7_report(report: dict) -> list:
                      f"{row.get('b_frac', ''):>3} {row['out_frac']:>3} "
                      f"{row.get('bias_shift', ''):>6} {row.get('out_shift', ''):>5} "
                      f"{row['sqnr_db']:>8.2f}  {row['name'][:48]}")
-    lines.append(f"q7 output: SQNR {report['output_sqnr_db']:.2f} dB, top-1 agreement with "
-                 f"float {100 * report['top1_agreement']:.1f}% ({report['samples']} samples; "
-                 "fraction bits n: scale 2^-n)")
+    agree = report["top1_agreement"]
+    top1 = "" if agree is None else f", top-1 agreement with float {100 * agree:.1f}%"
+    lines.append(f"q7 output: SQNR {report['output_sqnr_db']:.2f} dB{top1} "
+                 f"({report['samples']} samples; fraction bits n: scale 2^-n)")
     return lines
