@@ -459,3 +459,58 @@ def test_arena_places_each_layers_input_and_output_apart():
                 assert lo_in + sizes[i] <= lo_out or lo_out + sizes[i + 1] <= lo_in
             assert max(lo_in + sizes[i], lo_out + sizes[i + 1]) <= plan.region == plan.scratch
         assert plan.size > plan.region and plan_arena(model, "portable").size == plan.region
+
+
+def _tables_onnx(path):
+    """A float ONNX CNN ending in the paper's table activations: Conv -> Tanh ->
+    GlobalAveragePool -> Flatten -> Gemm -> Sigmoid (random weights, fixed seed)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.4, (8, 4, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.normal(0, 0.2, 8).astype(np.float32), "b"),
+             numpy_helper.from_array(rng.normal(0, 0.8, (5, 8)).astype(np.float32), "fw"),
+             numpy_helper.from_array(rng.normal(0, 0.2, 5).astype(np.float32), "fb")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Tanh", ["c"], ["t"]),
+             helper.make_node("GlobalAveragePool", ["t"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["z"], transB=1),
+             helper.make_node("Sigmoid", ["z"], ["y"])]
+    graph = helper.make_graph(nodes, "tables", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 4, 6, 6])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 5])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+@NEEDS_LEGACY
+def test_table_activations_from_a_float_model(tmp_path):
+    """Tanh / Sigmoid layers of a float model: their inputs get 4..7 fraction bits (the
+    tables' int_width 0..3), the C calls arm_nn_activations_direct_q7, legacy and portable C
+    equal the executor on the host, and the q7 output follows the float one (SQNR > 20 dB)."""
+    model, calib = tmp_path / "tables.onnx", tmp_path / "calib.npy"
+    _tables_onnx(str(model))
+    np.save(calib, np.random.default_rng(4).normal(0, 1, (64, 4, 6, 6)).astype(np.float32))
+    q7, report = _q7_of(model, calib)
+    kinds = [l.kind for l in q7.layers]
+    assert "tanh" in kinds and kinds[-1] == "sigmoid"
+    for layer in q7.layers:
+        if layer.kind in ("tanh", "sigmoid"):
+            assert 4 <= layer.in_frac <= 7 and layer.out_frac == 7
+    assert report["output_sqnr_db"] > 20
+    x = quantize_input_of(q7, np.load(calib)[:8].transpose(0, 2, 3, 1))
+    for kernels, path in (("cmsis-nn-legacy", "scalar"), ("portable", "dsp")):
+        out, _, _ = _export(tmp_path, model, calib, kernels)
+        files = {p.name: p.read_bytes() for p in out.iterdir()}
+        if kernels == "cmsis-nn-legacy":
+            assert "arm_nn_activations_direct_q7(" in files["net.c"].decode()
+        got = run_host(tmp_path / f"run_{kernels}", files, "net", x, 5,
+                       legacy=kernels == "cmsis-nn-legacy")
+        np.testing.assert_array_equal(got, run_q7(q7.layers, x, path).reshape(len(x), -1))
+
+
+def quantize_input_of(q7, x):
+    from qconvert.quant.q7_plan import quantize_input
+
+    return quantize_input(q7, x)
