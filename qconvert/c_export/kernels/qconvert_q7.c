@@ -51,6 +51,35 @@ static int32_t start(int8_t bias, int bias_shift, int out_shift)
     return (int32_t)bias * ((int32_t)1 << bias_shift) + (((int32_t)1 << out_shift) >> 1);
 }
 
+/* two dot products of `a` with rows `b0` and `b1` (two output channels share each input load) */
+static void dot2(const int8_t *a, const int8_t *b0, const int8_t *b1, int n, int32_t *acc0,
+                 int32_t *acc1)
+{
+    int32_t s0 = *acc0, s1 = *acc1;
+    int i = 0;
+#if QCONVERT_Q7_DSP
+    for (; i + 4 <= n; i += 4) {
+        uint32_t x, y0, y1;
+        int32_t xl, xh;
+        memcpy(&x, a + i, 4);
+        memcpy(&y0, b0 + i, 4);
+        memcpy(&y1, b1 + i, 4);
+        xl = __sxtb16(x);
+        xh = __sxtb16((x >> 8) | (x << 24));
+        s0 = __smlad(xl, __sxtb16(y0), s0);
+        s0 = __smlad(xh, __sxtb16((y0 >> 8) | (y0 << 24)), s0);
+        s1 = __smlad(xl, __sxtb16(y1), s1);
+        s1 = __smlad(xh, __sxtb16((y1 >> 8) | (y1 << 24)), s1);
+    }
+#endif
+    for (; i < n; i++) {
+        s0 += (int32_t)a[i] * b0[i];
+        s1 += (int32_t)a[i] * b1[i];
+    }
+    *acc0 = s0;
+    *acc1 = s1;
+}
+
 void qconvert_q7_conv(const int8_t *in, const qconvert_q7_geom *g, const int8_t *weights,
                       const int8_t *bias, int bias_shift, int out_shift, int8_t *out)
 {
@@ -63,7 +92,21 @@ void qconvert_q7_conv(const int8_t *in, const qconvert_q7_geom *g, const int8_t 
             const int x0 = ox * g->s_w - g->p_w;
             const int inside = y0 >= 0 && x0 >= 0 && y0 + g->k_h <= g->in_h
                                && x0 + g->k_w <= g->in_w;
-            for (o = 0; o < g->out_c; o++) {
+            o = 0;
+            if (inside) { /* output channels in pairs over the window's contiguous rows */
+                for (; o + 2 <= g->out_c; o += 2) {
+                    const int8_t *w0 = weights + (long)o * taps;
+                    int32_t acc0 = start(bias[o], bias_shift, out_shift);
+                    int32_t acc1 = start(bias[o + 1], bias_shift, out_shift);
+                    for (ky = 0; ky < g->k_h; ky++) {
+                        dot2(in + ((long)(y0 + ky) * g->in_w + x0) * g->in_c, w0 + ky * row,
+                             w0 + taps + ky * row, row, &acc0, &acc1);
+                    }
+                    *out++ = sat8(floor_shift(acc0, out_shift));
+                    *out++ = sat8(floor_shift(acc1, out_shift));
+                }
+            }
+            for (; o < g->out_c; o++) {
                 const int8_t *w = weights + (long)o * taps;
                 int32_t acc = start(bias[o], bias_shift, out_shift);
                 for (ky = 0; ky < g->k_h; ky++) {
