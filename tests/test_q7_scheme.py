@@ -314,7 +314,7 @@ def test_digits_cli_c_bit_exact_on_cortex_m4(tmp_path, label, model, calib, data
 def test_legacy_calls_chosen_by_channel_constraints():
     """RGB for a square 3-channel input, _fast when in % 4 == 0 and out even, else _basic;
     the non-square variants for non-square geometry."""
-    from qconvert.c_export.q7_model import conv_function
+    from qconvert.c_export.q7_calls import conv_function
 
     model = square_chain(np.random.default_rng(1))
     assert [conv_function(l) for l in model.layers if l.kind == "conv"] == [

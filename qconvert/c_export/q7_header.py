@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .fc_layout import fc_weights_in_layout
-from .q7_model import conv_function
+from .q7_calls import conv_function, depthwise_function
 
 
 def _array(name: str, values: np.ndarray) -> list:
@@ -24,7 +24,7 @@ def _array(name: str, values: np.ndarray) -> list:
 
 def _function(layer, fc_layout: str) -> str:
     return {"conv": lambda: conv_function(layer),
-            "depthwise": lambda: "arm_depthwise_separable_conv_HWC_q7",
+            "depthwise": lambda: depthwise_function(layer),
             "fc": lambda: "arm_fully_connected_q7" + ("_opt" if fc_layout == "1x4" else ""),
             "maxpool": lambda: "arm_maxpool_q7_HWC", "avgpool": lambda: "arm_avepool_q7_HWC",
             "relu": lambda: "arm_relu_q7", "softmax": lambda: "arm_softmax_q7",

@@ -13,10 +13,7 @@ and reshapes work in place. After the region, the legacy kernels' scratch (`_scr
 layer kind: im2col columns, the fully connected layer's q15 vector, the average pool's q15
 row). One static arena holds both.
 
-Which legacy convolution runs (`conv_function`): _RGB for a square 3-channel input, _fast
-(and _fast_nonsquare) when the input channels are a multiple of 4 and the output channels even
-(their own argument checks) and the padding is as wide after as before (`_fast_regions_fit`:
-their DSP build reads outside the image otherwise), else _basic (_basic_nonsquare).
+The calls themselves, and which legacy convolution runs, are `q7_calls`'.
 """
 
 from __future__ import annotations
@@ -28,6 +25,7 @@ import numpy as np
 from qconvert.errors import QConvertError
 
 from .fc_layout import to_1x4
+from .q7_calls import CALLS, relu_call
 
 KERNEL_SETS = ("cmsis-nn-legacy", "portable")
 LEGACY_FILES = ("ConvolutionFunctions/arm_convolve_HWC_q7_basic.c",
@@ -47,36 +45,6 @@ LEGACY_FILES = ("ConvolutionFunctions/arm_convolve_HWC_q7_basic.c",
                 "NNSupportFunctions/arm_q7_to_q15_no_shift.c",
                 "NNSupportFunctions/arm_q7_to_q15_reordered_no_shift.c",
                 "NNSupportFunctions/arm_nntables.c")
-
-
-def _square(layer) -> bool:
-    (ih, iw, _), (oh, ow, _) = layer.in_shape, layer.out_shape
-    return (ih == iw and oh == ow and layer.kernel[0] == layer.kernel[1]
-            and layer.stride[0] == layer.stride[1] and layer.pad[0] == layer.pad[1])
-
-
-def _fast_regions_fit(layer) -> bool:
-    """The _fast kernels' DSP build checks bounds only in the first and last `padding`
-    output rows / columns: the windows between must lie inside the image. True when they do
-    (a padding that is as wide at the bottom / right as at the top / left); TensorFlow's SAME
-    padding of a stride-2 layer (0 before, 1 after) does not, and runs on _basic."""
-    for axis in (0, 1):
-        size, out = layer.in_shape[axis], layer.out_shape[axis]
-        k, s, p = layer.kernel[axis], layer.stride[axis], layer.pad[axis]
-        last_middle = out - p - 1
-        if last_middle >= p and last_middle * s - p + k > size:
-            return False
-    return True
-
-
-def conv_function(layer) -> str:
-    """The legacy convolution whose argument checks `layer` passes (module docstring)."""
-    cin, cout = layer.in_shape[2], layer.out_shape[2]
-    square = _square(layer)
-    if square and cin == 3:
-        return "arm_convolve_HWC_q7_RGB"
-    fast = cin % 4 == 0 and cout % 2 == 0 and _fast_regions_fit(layer)
-    return "arm_convolve_HWC_q7_" + ("fast" if fast else "basic") + ("" if square else "_nonsquare")
 
 
 def _scratch(layer) -> int:
@@ -139,74 +107,7 @@ def _geom(layer) -> str:
             f"{layer.stride[0]}, {layer.stride[1]}, {layer.pad[0]}, {layer.pad[1]}}}")
 
 
-def _legacy_call(i, layer, src, dst) -> list:
-    """The legacy q7 API call(s) of layer `i` reading `src`, writing `dst` (C expressions)."""
-    k, s, p = layer.kernel, layer.stride, layer.pad
-    scratch = "(q15_t *)(void *)scratch"
-    if layer.kind == "conv":
-        fn = conv_function(layer)
-        (ih, iw, ic), (oh, ow, oc) = layer.in_shape, layer.out_shape
-        if fn.endswith("nonsquare"):
-            args = (f"{src}, {iw}, {ih}, {ic}, l{i}_w, {oc}, {k[1]}, {k[0]}, {p[1]}, {p[0]}, "
-                    f"{s[1]}, {s[0]}, l{i}_b, {layer.bias_shift}, {layer.out_shift}, {dst}, "
-                    f"{ow}, {oh}, {scratch}, NULL")
-        else:
-            args = (f"{src}, {ih}, {ic}, l{i}_w, {oc}, {k[0]}, {p[0]}, {s[0]}, l{i}_b, "
-                    f"{layer.bias_shift}, {layer.out_shift}, {dst}, {oh}, {scratch}, NULL")
-        return [f"if ({fn}({args}) != ARM_CMSIS_NN_SUCCESS) {{ return 1; }}"]
-    if layer.kind == "depthwise":
-        (ih, iw, ic), (oh, ow, oc) = layer.in_shape, layer.out_shape
-        if _square(layer):
-            fn = "arm_depthwise_separable_conv_HWC_q7"
-            args = (f"{src}, {ih}, {ic}, l{i}_w, {oc}, {k[0]}, {p[0]}, {s[0]}, l{i}_b, "
-                    f"{layer.bias_shift}, {layer.out_shift}, {dst}, {oh}, {scratch}, NULL")
-        else:
-            fn = "arm_depthwise_separable_conv_HWC_q7_nonsquare"
-            args = (f"{src}, {iw}, {ih}, {ic}, l{i}_w, {oc}, {k[1]}, {k[0]}, {p[1]}, {p[0]}, "
-                    f"{s[1]}, {s[0]}, l{i}_b, {layer.bias_shift}, {layer.out_shift}, {dst}, "
-                    f"{ow}, {oh}, {scratch}, NULL")
-        return [f"if ({fn}({args}) != ARM_CMSIS_NN_SUCCESS) {{ return 1; }}"]
-    if layer.kind == "fc":
-        return [f"if (arm_fully_connected_q7_opt({src}, l{i}_w, {layer.in_shape[0]}, "
-                f"{layer.out_shape[0]}, {layer.bias_shift}, {layer.out_shift}, l{i}_b, {dst}, "
-                f"{scratch}) != ARM_CMSIS_NN_SUCCESS) {{ return 1; }}"]
-    if layer.kind in ("maxpool", "avgpool"):
-        fn = "arm_maxpool_q7_HWC" if layer.kind == "maxpool" else "arm_avepool_q7_HWC"
-        buf = "NULL" if layer.kind == "maxpool" else "scratch"
-        return [f"{fn}({src}, {layer.in_shape[0]}, {layer.in_shape[2]}, {k[0]}, 0, {s[0]}, "
-                f"{layer.out_shape[0]}, {buf}, {dst});"]
-    size = int(np.prod(layer.out_shape))
-    if layer.kind == "relu":
-        return [f"arm_relu_q7({dst}, {size});"]
-    if layer.kind == "softmax":
-        return [f"arm_softmax_q7({src}, {size}, {dst});"]
-    if layer.kind in ("sigmoid", "tanh"):
-        kind = "ARM_SIGMOID" if layer.kind == "sigmoid" else "ARM_TANH"
-        return [f"arm_nn_activations_direct_q7({dst}, {size}, {7 - layer.in_frac}, {kind});"]
-    return []
 
-
-def _portable_call(i, layer, src, dst) -> list:
-    """qconvert's portable q7 call(s) of layer `i`."""
-    size = int(np.prod(layer.out_shape))
-    if layer.kind in ("conv", "depthwise"):
-        return [f"qconvert_q7_{layer.kind}({src}, &l{i}_g, l{i}_w, l{i}_b, {layer.bias_shift}, "
-                f"{layer.out_shift}, {dst});"]
-    if layer.kind == "fc":
-        return [f"qconvert_q7_fc_1x4({src}, {layer.in_shape[0]}, l{i}_w, {layer.out_shape[0]}, "
-                f"l{i}_b, {layer.bias_shift}, {layer.out_shift}, {dst});"]
-    if layer.kind in ("maxpool", "avgpool"):
-        return [f"qconvert_q7_{layer.kind}({src}, &l{i}_g, {dst});"]
-    if layer.kind == "relu":
-        return [f"qconvert_q7_relu({dst}, {size});"]
-    if layer.kind == "softmax":
-        return [f"qconvert_q7_softmax({src}, {size}, {dst});"]
-    if layer.kind in ("sigmoid", "tanh"):
-        return [f"qconvert_q7_table({dst}, {size}, {layer.in_frac}, q7_{layer.kind}_table);"]
-    return []
-
-
-CALLS = {"cmsis-nn-legacy": _legacy_call, "portable": _portable_call}
 
 
 def _constants(model, kernels: str) -> list:
@@ -252,7 +153,8 @@ def render_q7(model, name: str, kernels: str, provenance: str) -> dict:
     header = [
         "/* SPDX-License-Identifier: Apache-2.0 */",
         f"/* {name}.h: {provenance} as C in the CMSIS-NN paper's power-of-two q7 scheme,",
-        f" * generated by qconvert (qconvert export-c --scheme q7 --kernels {kernels}); do not edit.",
+        f" * generated by qconvert (qconvert export-c --scheme q7 --kernels {kernels});",
+        " * do not edit.",
         " *",
         f" * {name}_invoke runs the model on the static arena inside {name}.c (the input is",
         " * copied in, the output out); it returns 0, or 1 when a kernel refused its arguments.",
@@ -296,10 +198,9 @@ def render_q7(model, name: str, kernels: str, provenance: str) -> dict:
     for i, layer in enumerate(model.layers):
         src, dst = at[i], at[i + 1]
         source.append(f"    /* layer {i}: {layer.kind} {layer.name[:60].replace('*/', '* /')} */")
-        source += ["    " + c for c in CALLS[kernels](i, layer, src, dst)]
+        source.append("    " + CALLS[kernels][layer.kind](i, layer, src, dst))
         if layer.relu and layer.kind not in IN_PLACE:
-            relu = _legacy_call if kernels == "cmsis-nn-legacy" else _portable_call
-            source += ["    " + c for c in relu(i, _relu_of(layer), dst, dst)]
+            source.append("    " + relu_call(kernels, layer, dst))
     source += [f"    memcpy(output, {at[-1]}, {out_size});", "    return 0;", "}", "",
                f"int {name}_invoke(const int8_t *input, int8_t *output)", "{",
                f"    return {name}_invoke_with_arena(input, output, {name}_arena);", "}", ""]
@@ -308,10 +209,3 @@ def render_q7(model, name: str, kernels: str, provenance: str) -> dict:
     if kernels == "portable":
         files.update({f: kernel_source(f) for f in Q7_KERNEL_FILES})
     return files
-
-
-def _relu_of(layer):
-    from qconvert.executor.q7_kernels import Q7Layer
-
-    return Q7Layer("relu", layer.name, layer.out_shape, layer.out_shape, layer.out_frac,
-                   layer.out_frac)

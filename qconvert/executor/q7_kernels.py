@@ -132,10 +132,11 @@ def avgpool(layer: Q7Layer, x: np.ndarray, path: str = "dsp") -> np.ndarray:
 
 
 def softmax(layer: Q7Layer, x: np.ndarray) -> np.ndarray:
-    """arm_softmax_q7: base-2 weights 2^min(x - max + 8, 7)... over the last axis, output
-    (2^20 / sum) >> clamp(13 + max - 8 - x, 0, 31), saturated to q7 (format 2^-7)."""
+    """arm_softmax_q7 over each sample: weights 2^clamp(x - max + 8, 0, 7), output
+    (2^20 / their sum) >> clamp(5 + max - x, 0, 31), saturated to q7 (format 2^-7): a base-2
+    softmax of the q7 integers, small values dropped."""
     v = x.reshape(x.shape[0], -1).astype(np.int32)
-    base = np.maximum(v.max(axis=1, keepdims=True), -128) - 8
+    base = v.max(axis=1, keepdims=True) - 8
     total = (1 << np.clip(v - base, 0, 7)).sum(axis=1, keepdims=True)
     out_base = (1 << 20) // total
     shift = np.clip(13 + base - v, 0, 31)
@@ -156,7 +157,8 @@ def activation_table(kind: str) -> np.ndarray:
 
 
 def table_activation(layer: Q7Layer, x: np.ndarray) -> np.ndarray:
-    """arm_nn_activations_direct_q7: table[(uint8)(x >> (3 - int_width))], int_width = 7 - in_frac."""
+    """arm_nn_activations_direct_q7: table[(uint8)(x >> (3 - int_width))] with
+    int_width = 7 - in_frac."""
     shift = 3 - (7 - layer.in_frac)
     index = (x.astype(np.int32) >> shift).astype(np.uint8)
     return _table(layer.kind)[index]

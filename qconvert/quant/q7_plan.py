@@ -58,7 +58,8 @@ def frac_bits(amax: float) -> int:
 
 def quantize_q7(values: np.ndarray, frac: int) -> np.ndarray:
     """round(values * 2^frac) saturated to q7."""
-    return np.clip(np.round(np.asarray(values, np.float64) * 2.0 ** frac), -128, 127).astype(np.int8)
+    scaled = np.round(np.asarray(values, np.float64) * 2.0 ** frac)
+    return np.clip(scaled, -128, 127).astype(np.int8)
 
 
 def least_error_frac(values: np.ndarray) -> int:
@@ -86,7 +87,7 @@ def _activation(node) -> bool:
     return act != "NONE"
 
 
-def _spatial(node, graph, weights_shape=None) -> dict:
+def _spatial(node, weights_shape=None) -> dict:
     """kernel / stride / pad (top, left) of a 2-D window op; refuse dilations."""
     attrs = node.attrs
     if any(d != 1 for d in attrs.get("dilations", [1, 1]) or [1, 1]):
@@ -127,18 +128,19 @@ def _conv(node, graph, ranges, in_frac):
                             "has no kernel for it")
     b = graph.tensors[node.inputs[2]].data if len(node.inputs) > 2 and node.inputs[2] else None
     layer = _linear("conv", node, graph, ranges, in_frac, w, b)
-    layer.__dict__.update(_spatial(node, graph, w.shape[1:3]))
+    layer.__dict__.update(_spatial(node, w.shape[1:3]))
     return layer
 
 
 def _depthwise(node, graph, ranges, in_frac):
     w = graph.tensors[node.inputs[1]].data
     if w.shape[3] != graph.tensors[node.inputs[0]].shape[-1]:
-        raise QConvertError(f"layer {node.name!r} has depth multiplier {w.shape[3] // graph.tensors[node.inputs[0]].shape[-1]}: "
+        channels = graph.tensors[node.inputs[0]].shape[-1]
+        raise QConvertError(f"layer {node.name!r} has depth multiplier {w.shape[3] // channels}: "
                             "arm_depthwise_separable_conv_HWC_q7 takes 1 only")
     b = graph.tensors[node.inputs[2]].data if len(node.inputs) > 2 and node.inputs[2] else None
     layer = _linear("depthwise", node, graph, ranges, in_frac, w[0], b)
-    layer.__dict__.update(_spatial(node, graph, w.shape[1:3]))
+    layer.__dict__.update(_spatial(node, w.shape[1:3]))
     return layer
 
 
@@ -153,7 +155,7 @@ def _fc(node, graph, ranges, in_frac):
 
 def _pool(kind):
     def make(node, graph, ranges, in_frac):
-        spatial = _spatial(node, graph)
+        spatial = _spatial(node)
         in_shape, out_shape = _shape(graph, node.inputs[0]), _shape(graph, node.outputs[0])
         square = (in_shape[0] == in_shape[1] and spatial["kernel"][0] == spatial["kernel"][1]
                   and spatial["stride"][0] == spatial["stride"][1])
@@ -251,7 +253,7 @@ def _pad_before(graph, node) -> tuple:
     return int(pads[1][0]), int(pads[2][0])
 
 
-def _table_inputs(graph, ranges) -> dict:
+def _table_inputs(graph) -> dict:
     """{tensor: (lo, hi) fraction bits} a tensor read by sigmoid / tanh must keep."""
     return {n.inputs[0]: TABLE_FRAC for n in graph.nodes if n.op in ("Sigmoid", "Tanh")}
 
@@ -259,7 +261,7 @@ def _table_inputs(graph, ranges) -> dict:
 def plan_q7(graph, ranges: dict) -> Q7Model:
     """The q7 model of the fused float NHWC `graph` from calibration `ranges` {tensor: (lo, hi)}."""
     _check_chain(graph)
-    pinned = _table_inputs(graph, ranges)
+    pinned = _table_inputs(graph)
     name = graph.inputs[0]
     in_frac = _range_frac(ranges, name)
     if name in pinned:

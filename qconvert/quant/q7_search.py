@@ -26,12 +26,10 @@ def output_error(model: Q7Model, x: np.ndarray, reference: np.ndarray) -> float:
                          - reference) ** 2))
 
 
-def _allowed(model: Q7Model, index: int) -> bool:
+def _allowed(model: Q7Model) -> bool:
     """False when the formats break a table activation's input constraint."""
-    for i, layer in enumerate(model.layers):
-        if layer.kind in ("sigmoid", "tanh") and not TABLE_FRAC[0] <= layer.in_frac <= TABLE_FRAC[1]:
-            return False
-    return True
+    return all(TABLE_FRAC[0] <= layer.in_frac <= TABLE_FRAC[1] for layer in model.layers
+               if layer.kind in ("sigmoid", "tanh"))
 
 
 def search_formats(model: Q7Model, x: np.ndarray, reference: np.ndarray) -> dict:
@@ -39,14 +37,14 @@ def search_formats(model: Q7Model, x: np.ndarray, reference: np.ndarray) -> dict
     inputs `x` with float outputs `reference`; returns {layer name: (planned, chosen)}."""
     changes = {}
     best = output_error(model, x, reference)
-    for i, layer in enumerate(model.layers):
+    for layer in model.layers:
         if layer.weights is None:
             continue
         planned = chosen = layer.out_frac
         for candidate in (planned - 1, planned + 1):
             layer.out_frac = candidate
             propagate_formats(model)
-            if layer.out_frac != candidate or not _allowed(model, i):
+            if layer.out_frac != candidate or not _allowed(model):
                 continue
             error = output_error(model, x, reference)
             if error < best:
