@@ -529,3 +529,44 @@ def test_q7_route_replaces_quantize_only():
         assert "quantize" not in q7.steps and q7.refusal is None
         assert all(step in STEPS for step in q7.steps)
     assert q7_route(find_route("tflite", "c", "export", "int8")).refusal == Q7_REFUSAL
+
+
+@pytest.mark.parametrize("command,extra,message", [
+    ("export-c", ["--patches", "2"], "--patches applies to the int8 scheme only"),
+    ("export-c-header", ["--with-kernels"], "--with-kernels ships the int8"),
+])
+def test_int8_only_options_refused(tmp_path, command, extra, message):
+    """Options of the int8 exports only: one line, nothing written."""
+    out = tmp_path / ("o" if command == "export-c" else "o.h")
+    result = _cli(command, SAMPLES / "digits_cnn.tflite", "--calibration",
+                  SAMPLES / "digits_calib_nhwc.npy", "-o", out, "--scheme", "q7", *extra)
+    assert result.exit_code == 1 and message in result.output and not out.exists()
+
+
+def _conv_onnx(path, weight_shape, **attrs):
+    """A float ONNX model of one Conv on a [1, 4, 8, 8] input (random weights)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(0).normal(0, 0.3, weight_shape).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], **attrs)
+    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 4, 8, 8])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, None)], [numpy_helper.from_array(w, "w")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+@pytest.mark.parametrize("weights,attrs,message", [
+    ((6, 4, 3, 3), {"dilations": [2, 2]}, "is dilated"),
+    ((6, 2, 3, 3), {"group": 2}, "grouped convolution"),
+    ((8, 1, 3, 3), {"group": 4}, "depth multiplier 2"),
+])
+def test_convolutions_without_legacy_kernel_refused(tmp_path, weights, attrs, message):
+    """Dilated, grouped, depth-multiplier-2 convolutions: no legacy kernel; one line naming the
+    layer, nothing written."""
+    model, calib, out = tmp_path / "m.onnx", tmp_path / "c.npy", tmp_path / "o"
+    _conv_onnx(str(model), weights, **attrs)
+    np.save(calib, np.random.default_rng(1).normal(0, 1, (4, 4, 8, 8)).astype(np.float32))
+    result = _cli("export-c", model, "--calibration", calib, "-o", out, "--scheme", "q7")
+    assert result.exit_code == 1 and message in result.output and "layer '" in result.output
+    assert "Traceback" not in result.output and not out.exists()
