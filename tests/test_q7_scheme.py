@@ -570,3 +570,26 @@ def test_convolutions_without_legacy_kernel_refused(tmp_path, weights, attrs, me
     result = _cli("export-c", model, "--calibration", calib, "-o", out, "--scheme", "q7")
     assert result.exit_code == 1 and message in result.output and "layer '" in result.output
     assert "Traceback" not in result.output and not out.exists()
+
+
+def test_table_input_format_chosen_through_a_pool(tmp_path):
+    """Conv -> MaxPool -> Sigmoid: the pool keeps the convolution's format, so the convolution's
+    output gets the table's 4..7 fraction bits (a wide range would give it fewer), and the
+    executor's sigmoid follows the float one."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(0).normal(0, 3.0, (4, 4, 3, 3)).astype(np.float32)  # wide range
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("MaxPool", ["c"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Sigmoid", ["p"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 4, 8, 8])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, None)], [numpy_helper.from_array(w, "w")])
+    model, calib = tmp_path / "m.onnx", tmp_path / "c.npy"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(model))
+    np.save(calib, np.random.default_rng(1).normal(0, 1, (16, 4, 8, 8)).astype(np.float32))
+    q7, report = _q7_of(model, calib)
+    assert [l.kind for l in q7.layers] == ["conv", "maxpool", "sigmoid"]
+    assert q7.layers[0].out_frac == q7.layers[2].in_frac == 4  # range ~ +-30: clamped to 4
+    assert report["output_sqnr_db"] > 20

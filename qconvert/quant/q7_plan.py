@@ -8,7 +8,8 @@ their own from their largest magnitude. A linear layer then shifts its bias left
 legacy kernels take unsigned shifts, so both are made >= 0 by construction: the bias and output
 fraction bits are capped at in + w (a coarser format, never a refusal). Pools, ReLU and reshape
 keep their input's format, softmax writes 2^-7, sigmoid / tanh read an input with 4..7 fraction
-bits (their producer's output is capped into that range) and write 2^-7.
+bits (the layer choosing that format, back through pools and reshapes, is clamped into that
+range) and write 2^-7.
 
 The model must be a chain (each layer reads the previous one's output) of ops the legacy API
 has kernels for; anything else is refused in one line naming the layer. Fused ReLU6 becomes
@@ -253,9 +254,26 @@ def _pad_before(graph, node) -> tuple:
     return int(pads[1][0]), int(pads[2][0])
 
 
+# ops whose q7 output keeps its input's format (a table activation's input format is chosen
+# where such a run of them starts)
+SAME_FORMAT_OPS = ("MaxPool", "AveragePool", "Mean", "Relu", "Relu6", "Reshape", "Squeeze",
+                   "Flatten", "Pad")
+
+
 def _table_inputs(graph) -> dict:
-    """{tensor: (lo, hi) fraction bits} a tensor read by sigmoid / tanh must keep."""
-    return {n.inputs[0]: TABLE_FRAC for n in graph.nodes if n.op in ("Sigmoid", "Tanh")}
+    """{tensor: (lo, hi) fraction bits} the tensors whose format a sigmoid / tanh input
+    inherits must keep: its input, back through format-keeping layers to the linear layer (or
+    graph input) that chooses the format."""
+    pinned = {}
+    for node in graph.nodes:
+        if node.op in ("Sigmoid", "Tanh"):
+            name = node.inputs[0]
+            producer = graph.producer(name)
+            while producer is not None and producer.op in SAME_FORMAT_OPS:
+                name = producer.inputs[0]
+                producer = graph.producer(name)
+            pinned[name] = TABLE_FRAC
+    return pinned
 
 
 def plan_q7(graph, ranges: dict) -> Q7Model:
