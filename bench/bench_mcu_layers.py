@@ -31,7 +31,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))  # this checkout's qconvert, not an installed one
 
-from export_c_harness import build_cortex_m  # noqa: E402
+from helpers.export_c_harness import build_cortex_m  # noqa: E402
 
 MODELS = ROOT / "tests" / "models"
 DEFAULT = ("kws_ref_model", "pretrainedResnet_quant", "ad01_int8")
@@ -46,11 +46,11 @@ def export(model: Path, folder: Path, kernels: str, root: Path) -> None:
     with its input)."""
     folder.mkdir(parents=True, exist_ok=True)
     if kernels == "cmsis-whole":
-        from qconvert.c_export import cmsis_nn
-        from qconvert.c_export.model_source import ModelOptions, render_model
-        from qconvert.model_io import load_model
+        from qconvert.c_export.model import cmsis_nn
+        from qconvert.c_export.model.render import ModelOptions, render_model
+        from qconvert.formats.model_io import load_model
 
-        from qconvert.c_export import fast_steps
+        from qconvert.c_export.model import fast_steps
 
         saved = (cmsis_nn.row_bands, cmsis_nn.fast_conv_step, cmsis_nn.fast_fc_step,
                  fast_steps.keep_on_dsp)

@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import TEST_MODELS, litert_per_sample, ort_per_sample
-from qconvert.cli import main
+from qconvert.cli.app import main
 from qconvert.executor.int_executor import run_int8
 from qconvert.ir import Node
-from qconvert.model_io import load_model
+from qconvert.formats.model_io import load_model
 from qconvert.quant.bias_correction import weight_error_bias
 from qconvert.quant.params import quantize_layer
 

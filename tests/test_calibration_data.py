@@ -62,7 +62,7 @@ def test_input_specs_layout_from_format():
 
 
 def test_input_specs_of_shared_models():
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
 
     onnx = load_model(TEST_MODELS / "digits_cnn.onnx")
     assert input_specs(onnx.graph, "onnx") == [NCHW]

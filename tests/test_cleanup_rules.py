@@ -13,10 +13,10 @@ from onnx import helper
 
 from conftest import random_inputs, run_litert, run_onnx
 from qconvert.ir import Graph, Model, Node, Tensor
-from qconvert.model_io import serialize
+from qconvert.formats.model_io import serialize
 from qconvert.passes import PassContext, run_passes
 from qconvert.passes.cleanup.eliminate import PASS_THROUGH
-from qconvert.passes.layout.cancel_transposes import COMPOSE_TRANSPOSES
+from qconvert.passes.onnx_to_tflite.cancel_transposes import COMPOSE_TRANSPOSES
 from qconvert.passes.matcher import apply_fusions
 
 F32 = "float32"
@@ -52,7 +52,7 @@ def test_identity_chain_goes_in_one_sweep_and_keeps_the_output_name(tmp_path):
     """Relu -> Identity -> Identity -> Identity (a graph output): the three go in one sweep of
     the rule group, the Relu writes `y`; onnxruntime agrees with the original."""
     from conftest import OnnxNet
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
 
     net = OnnxNet()
     x = net.input("x", [1, 4])
@@ -73,7 +73,7 @@ def test_identity_chain_goes_in_one_sweep_and_keeps_the_output_name(tmp_path):
 
 def test_identity_read_by_a_subgraph_body_stays():
     """Must not fire (`output_not_observed`): an If body reads the Identity's output by name."""
-    from qconvert.onnx_reader import opaque_origin
+    from qconvert.formats.onnx_reader import opaque_origin
 
     body = helper.make_graph([helper.make_node("Relu", ["b"], ["o"])], "body", [],
                              [helper.make_tensor_value_info("o", 1, None)])
@@ -108,7 +108,7 @@ def test_identity_named_by_a_signature_def_stays():
 ])
 def test_identity_to_a_graph_output_must_not_fire(case, reason):
     """Must not fire: the Identity writes a graph output and its input cannot take that name."""
-    from qconvert.onnx_reader import opaque_origin
+    from qconvert.formats.onnx_reader import opaque_origin
 
     g = _graph({"x": (2,), "a": (2,), "y": (2,), "z": (2,)}, ["x"], ["y"],
                [Node("Relu", ["x"], ["a"], {}, "r")])

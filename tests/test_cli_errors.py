@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import SAMPLE_MODELS, TEST_MODELS
-from qconvert.cli import main
+from qconvert.cli.app import main
 from qconvert.errors import QConvertError
-from qconvert.model_io import load_model
+from qconvert.formats.model_io import load_model
 
 TFLITE = TEST_MODELS / "kws_ref_model.tflite"
 ONNX = TEST_MODELS / "digits_cnn.onnx"
@@ -129,8 +129,8 @@ def test_convert_default_output_goes_next_to_input(tmp_copy):
 def test_corrupted_model_never_crashes(tmp_path, data, source):
     """Random byte flips or cuts in a real model either load, inspect and write, or raise
     QConvertError naming the file."""
-    from qconvert.layer_table import render, summary
-    from qconvert.model_io import serialize
+    from qconvert.formats.layer_table import render, summary
+    from qconvert.formats.model_io import serialize
 
     mutated = bytearray(source.read_bytes())
     for _ in range(data.draw(st.integers(1, 8))):

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import TEST_MODELS, assert_close, run_litert, run_onnx
-from qconvert.cli import main
-from qconvert.model_io import load_model
+from qconvert.cli.app import main
+from qconvert.formats.model_io import load_model
 from qconvert.passes.pipeline import FUSE_PIPELINE
 
 ONNX = TEST_MODELS / "digits_cnn.onnx"

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import ROOT, TEST_MODELS, assert_close, litert_per_sample, ort_per_sample
-from qconvert.cli import main
-from qconvert.model_io import load_model
+from qconvert.cli.app import main
+from qconvert.formats.model_io import load_model
 from qconvert.int8.rounding import round_half_away
 
 DIGITS = TEST_MODELS / "digits_cnn.onnx"

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import SAMPLE_MODELS
-from qconvert.cli import main
-from qconvert.model_io import load_model
+from qconvert.cli.app import main
+from qconvert.formats.model_io import load_model
 from qconvert.quant.report import render_text
 
 KWS = SAMPLE_MODELS / "kws_ref_model.tflite"  # int8
@@ -98,7 +98,7 @@ def test_dynamic_shape_error_suggests_input_shape(tmp_path):
 def test_static_model_gets_no_shape_hint():
     """Must not suggest --input-shape when every input is static."""
     from qconvert.errors import QConvertError
-    from qconvert.input_shapes import suggest_input_shapes, with_shape_hint
+    from qconvert.cli.input_shapes import suggest_input_shapes, with_shape_hint
 
     graph = load_model(DIGITS).graph
     assert suggest_input_shapes(graph) is None

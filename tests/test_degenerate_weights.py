@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import TEST_MODELS, random_inputs, run_tflm
-from qconvert.cli import main
+from qconvert.cli.app import main
 from qconvert.executor.int_executor import run_int8
 from qconvert.ir import Graph, Model, Node, Tensor
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 from qconvert.padding import same_pads
 from qconvert.quant.params import INT32_MAX, bias_scale, quantize_layer
 

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from qconvert.executor.float_executor import run_float
-from qconvert.onnx_reader import read_onnx_proto
+from qconvert.formats.onnx_reader import read_onnx_proto
 
 
 def _with_clamp(name, nodes, inits, inputs, shape, clamp, extra_reader, out_is_output):

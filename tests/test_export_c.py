@@ -18,16 +18,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, STRICT, build_cortex_m, build_host,
+from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, STRICT, build_cortex_m, build_host,
                               harness_source, io_layout, parse, run_qemu, tflm_arena_bytes)
 from test_export_c_header import _every_op_model
 from test_int_executor import tflm
 
-from qconvert.c_export.memory_plan import PlanStep, plan_memory
-from qconvert.c_export.model_source import ModelOptions, render_model
-from qconvert.cli import main
+from qconvert.c_export.model.memory_plan import PlanStep, plan_memory
+from qconvert.c_export.model.render import ModelOptions, render_model
+from qconvert.cli.app import main
 from qconvert.executor.int_executor import run_int8
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "models"
@@ -233,7 +233,7 @@ def test_plan_refuses_a_larger_output_in_place_and_aliases_share_bytes():
 def test_in_place_depthwise_output_starts_about_one_row_before_its_input():
     """A 3x3 stride-1 depthwise output of H x W x C may start (W + 1) x C bytes before its
     input: the rows above are no longer read when they are overwritten."""
-    from qconvert.c_export.index_maps import conv_minread
+    from qconvert.c_export.model.index_maps import conv_minread
 
     h, w, c = 6, 5, 8
     minread = conv_minread((1, h, w, c), (1, h, w, c), (3, 3), (1, 1), (1, 1), [1, 1, 1, 1],
@@ -250,7 +250,7 @@ def test_in_place_depthwise_output_starts_about_one_row_before_its_input():
 
 
 def test_plan_check_catches_overlapping_live_tensors(monkeypatch):
-    import qconvert.c_export.memory_plan as mp
+    import qconvert.c_export.model.memory_plan as mp
 
     sizes = {"x": 16, "a": 16, "y": 16}
     steps = [PlanStep(["x"], ["a"]), PlanStep(["x", "a"], ["y"])]
@@ -263,7 +263,7 @@ def test_plan_order_finishes_one_branch_before_the_other():
     """Two branches x -> a1 (100) -> a2 (10) and x -> b1 (100) -> b2 (10) joined by y: the
     graph's interleaved order keeps a1 and b1 alive together (x + a1 + b1 = 212 bytes); the
     chosen order runs one branch first, peak x + a1 + a2 = a2 + b1 + b2 = 124 bytes."""
-    from qconvert.c_export.op_order import plan_in_best_order
+    from qconvert.c_export.model.op_order import plan_in_best_order
 
     sizes = {"x": 12, "a1": 100, "b1": 100, "a2": 12, "b2": 12, "y": 12}
     steps = [PlanStep(["x"], ["a1"]), PlanStep(["x"], ["b1"]), PlanStep(["a1"], ["a2"]),
@@ -278,7 +278,7 @@ def test_plan_order_finishes_one_branch_before_the_other():
 
 
 def test_plan_order_keeps_the_graphs_order_where_steps_have_effects():
-    from qconvert.c_export.op_order import plan_in_best_order
+    from qconvert.c_export.model.op_order import plan_in_best_order
 
     sizes = {"x": 12, "a1": 100, "b1": 100, "a2": 12, "b2": 12, "y": 12}
     steps = [PlanStep(["x"], ["a1"]), PlanStep(["x"], ["b1"], pinned=True),
@@ -392,9 +392,9 @@ def test_best_fit_plan_beats_greedy_and_overlaps_only_what_kernels_allow(models,
     """On the models: the chosen order's plan is never larger than TFLite Micro's greedy plan
     over the graph's order, and two tensors alive at the same step share bytes only as an output
     over the input its kernel reads, at a displacement the kernel's read order allows."""
-    from qconvert.c_export.cmsis_nn import lower_cmsis
-    from qconvert.c_export.model_steps import KernelOptions, lower_graph, tensor_bytes
-    from qconvert.c_export.op_order import plan_in_best_order
+    from qconvert.c_export.model.cmsis_nn import lower_cmsis
+    from qconvert.c_export.model.steps import KernelOptions, lower_graph, tensor_bytes
+    from qconvert.c_export.model.op_order import plan_in_best_order
 
     for name in ("kws_ref_model", "pretrainedResnet_quant", "digits_onnx", "every_op"):
         graph = load_model(models[name]).graph
@@ -460,7 +460,7 @@ def padded_mobilenet(tmp_path_factory) -> Path:
 def test_pads_folded_into_convolutions_bit_exact(padded_mobilenet, tmp_path, kernels):
     """Every Pad of the model pads with its convolution's zero point: folded (no Pad left, the
     padded copies gone from the arena), and the outputs are TFLite Micro's bit for bit."""
-    from qconvert.c_export.pad_fold import fold_pads
+    from qconvert.c_export.model.pad_fold import fold_pads
 
     graph = load_model(padded_mobilenet).graph
     pads = [n for n in graph.nodes if n.op in ("Pad", "PadV2")]
@@ -480,7 +480,7 @@ def test_pads_are_not_folded_where_the_result_would_differ(padded_mobilenet):
     """Must not fold: a PadV2 whose constant is not the convolution's zero point (its padded
     taps are not zero), a Pad feeding a pool (an average pool counts padded taps), a Pad read
     by two layers (the other one needs the padded copy)."""
-    from qconvert.c_export.pad_fold import fold_pads
+    from qconvert.c_export.model.pad_fold import fold_pads
     from qconvert.ir.tensor import Tensor
 
     graph = load_model(padded_mobilenet).graph

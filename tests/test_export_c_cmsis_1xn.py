@@ -1,6 +1,6 @@
 """export-c --kernels cmsis-nn on 1 x N convolutions (one input row, a 1-row kernel): CMSIS-NN's
 wrapper sends them to arm_convolve_1_x_n_s8, whose Helium (MVE) code is wrong for some
-geometries (qconvert/c_export/cmsis_1xn.py); there export-c must not call the wrapper.
+geometries (qconvert/c_export/model/cmsis_1xn.py); there export-c must not call the wrapper.
 
 Oracle: the TFLite Micro interpreter on one-layer models built here, against the export run on
 emulated Cortex-M55 (mps3-an547, the MVE path) and Cortex-M4 (the DSP path) with CMSIS-NN. Each
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from export_c_harness import NEEDS_CMSIS, NEEDS_CROSS
+from helpers.export_c_harness import NEEDS_CMSIS, NEEDS_CROSS
 from test_export_c_fast import run_image
 from test_int_executor import CONV, Q8, int8_feeds
 
-from qconvert.c_export.cmsis_1xn import one_by_n_exact
+from qconvert.c_export.model.cmsis_1xn import one_by_n_exact
 
 CASES = {  # name: (width, channels, kernel, stride, (left, right) pads, MVE 1xN path exact)
     # kws_conv1d's first layer: the last window has 3 input columns, the kernel copies 4

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from export_c_harness import NEEDS_CMSIS, NEEDS_CROSS, tflm_arena_bytes
+from helpers.export_c_harness import NEEDS_CMSIS, NEEDS_CROSS, tflm_arena_bytes
 from onnx import TensorProto, helper, numpy_helper
 from test_export_c import _check_board, _check_host, _invoke
 
-from qconvert.c_export.model_source import _planned
-from qconvert.c_export.model_steps import KernelOptions, lower_graph
-from qconvert.model_io import load_model
+from qconvert.c_export.model.render import _planned
+from qconvert.c_export.model.steps import KernelOptions, lower_graph
+from qconvert.formats.model_io import load_model
 
 CORPUS = Path(__file__).resolve().parent / "models" / "corpus"
 
@@ -172,7 +172,7 @@ def test_concat_part_read_later_is_never_overlapped(concat_models, name):
 def test_unet_arena_is_at_most_0_7_of_tflite_micros(concat_models, kernels):
     """The U-Net whose channel Concat was the peak: now within issue 24's 0.7x of TFLite
     Micro's arena, the ResizeNearest before its head writing over its input too."""
-    from qconvert.c_export.model_source import ModelOptions, render_model
+    from qconvert.c_export.model.render import ModelOptions, render_model
 
     path = concat_models["unet_small"]
     _, summary = render_model(load_model(path), ModelOptions(

@@ -21,15 +21,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from export_c_harness import (NEEDS_CROSS, build_cortex_m, build_host, image_source, io_layout,
+from helpers.export_c_harness import (NEEDS_CROSS, build_cortex_m, build_host, image_source, io_layout,
                               parse, run_qemu, split_image_output)
 from test_export_c import _assert_bit_exact, _expected, _samples, models  # noqa: F401
 from test_int_executor import CONV, Q8, int8_feeds, tflm
 
-from qconvert.c_export.memory_plan import PlanStep, plan_memory
-from qconvert.c_export.model_source import ModelOptions, render_model
-from qconvert.c_export.model_steps_fast import conv_bands, conv_weights
-from qconvert.model_io import load_model
+from qconvert.c_export.model.memory_plan import PlanStep, plan_memory
+from qconvert.c_export.model.render import ModelOptions, render_model
+from qconvert.c_export.model.steps_fast import conv_bands, conv_weights
+from qconvert.formats.model_io import load_model
 from qconvert.padding import same_pads
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -271,7 +271,7 @@ def test_grouped_conv_weights_are_each_groups_own_order():
 def test_negative_multipliers_keep_the_generic_kernels(tmp_path, monkeypatch):
     """The fast kernels' requantization assumes multipliers >= 0 (TFLite's always are): a
     layer with a negative one must keep qconvert_conv_s8 / qconvert_fc_1x4_s8."""
-    from qconvert.c_export import model_steps
+    from qconvert.c_export.model import steps as model_steps
 
     real = model_steps.layer_params
 
@@ -397,7 +397,7 @@ def test_grouped_fast_conv_in_a_real_model_stays_bit_exact(tmp_path):
 def test_small_accumulators_only_below_2_pow_30_and_without_left_shifts():
     """`small` (the SMMULR requantization) must not be promised when an accumulator can reach
     2^30 (bias included, weights offset included) or when a shift is a left shift."""
-    from qconvert.c_export.model_steps_fast import small_accumulators
+    from qconvert.c_export.model.steps_fast import small_accumulators
 
     w = np.full((2, 1000), -127, np.int8)  # |sum| <= 1000 * 127 * 128 = 16,256,000
     assert small_accumulators(w, None, 0, 0, [0, -3]) == 1

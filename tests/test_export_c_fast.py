@@ -18,19 +18,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from export_c_harness import (NEEDS_CROSS, STRICT, build_cortex_m, build_host,
+from helpers.export_c_harness import (NEEDS_CROSS, STRICT, build_cortex_m, build_host,
                               cmsis_nn_available, cross_tools_available, image_source, io_layout,
                               parse, run_qemu, split_image_output)
 from conftest import tflm_invoke
 from test_int_executor import CONV, Q8, int8_feeds
 
-from qconvert.c_export.depthwise_steps import dw_weights_layout, fast_requantize
-from qconvert.c_export.model_source import ModelOptions, render_model
+from qconvert.c_export.model.depthwise_steps import dw_weights_layout, fast_requantize
+from qconvert.c_export.model.render import ModelOptions, render_model
 from qconvert.c_export.shipped_kernels import kernel_source
 from qconvert.executor.int_executor import run_int8
-from qconvert.model_io import load_model
+from qconvert.formats.model_io import load_model
 from qconvert.padding import same_pads
-from qconvert.tflite_reader import read_tflite
+from qconvert.formats.tflite_reader import read_tflite
 
 def _out_size(size, k, stride, dilation, padding):
     eff = (k - 1) * dilation + 1

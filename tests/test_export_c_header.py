@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_header_oracles import (C_TESTS, CFLAGS, INT8_MODELS, KERNEL_DIR, LAYER_OPS, CHeader,
+from helpers.c_header_oracles import (C_TESTS, CFLAGS, INT8_MODELS, KERNEL_DIR, LAYER_OPS, CHeader,
                               Flatbuffer, _compile_header, _export, _gcc, _invoke, _ptr,
                               design_md_1x4, expected_clamps, observed, random_feeds,
                               run_fc_kernel, run_reference, tflite_same_pads, tflm_every_tensor)
@@ -46,14 +46,14 @@ from hypothesis import strategies as st
 from test_int_executor import CONV, Q8, int8_feeds, tflm
 
 from qconvert.c_export.fc_layout import from_1x4, permutation_1x4, to_1x4
-from qconvert.c_export.layer_spec import OP_SPECS
+from qconvert.c_export.header.layer_spec import OP_SPECS
 from qconvert.c_export.shipped_kernels import KERNEL_FILES, MODEL_KERNEL_FILES, kernel_sources
-from qconvert.cli import main
+from qconvert.cli.app import main
 from qconvert.executor.int_executor import run_int8
 from qconvert.int8.prepare import LAYER_PARAMS, layer_params
 from qconvert.ir import Model, Node, Tensor
-from qconvert.model_io import load_model, serialize
-from qconvert.tflite_reader import read_tflite
+from qconvert.formats.model_io import load_model, serialize
+from qconvert.formats.tflite_reader import read_tflite
 
 
 @pytest.fixture(scope="module")

@@ -19,16 +19,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, STRICT, CMSIS_NN, build_cortex_m,
+from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, STRICT, CMSIS_NN, build_cortex_m,
                               build_host, cmsis_library, harness_source, io_layout, parse,
                               run_qemu)
 from test_int_executor import tflm
 
-from qconvert.c_export import cmsis_nn
-from qconvert.c_export.model_source import ModelOptions, render_model
-from qconvert.c_export.model_steps import tensor_dims
-from qconvert.cli import main
-from qconvert.model_io import load_model, serialize
+from qconvert.c_export.model import cmsis_nn
+from qconvert.c_export.model.render import ModelOptions, render_model
+from qconvert.c_export.model.steps import tensor_dims
+from qconvert.cli.app import main
+from qconvert.formats.model_io import load_model, serialize
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "models"

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from export_c_harness import NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, image_source, io_layout, \
+from helpers.export_c_harness import NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, image_source, io_layout, \
     parse, run_qemu, split_image_output
 from test_export_c_s16 import _assert_bit_exact, _check_host, _export, _samples
 
-from qconvert.c_export.model_source import ModelOptions, _planned, render_model
-from qconvert.c_export.model_steps import KernelOptions, lower_graph
-from qconvert.c_export.resize_steps import separable_pick
-from qconvert.model_io import load_model
+from qconvert.c_export.model.render import ModelOptions, _planned, render_model
+from qconvert.c_export.model.steps import KernelOptions, lower_graph
+from qconvert.c_export.model.resize_steps import separable_pick
+from qconvert.formats.model_io import load_model
 
 CORPUS = Path(__file__).resolve().parent / "models" / "corpus"
 
@@ -150,7 +150,7 @@ def test_a_gather_that_no_row_column_pick_expresses_keeps_the_gather(tmp_path):
 def test_separable_pick_refuses_maps_that_are_not_a_row_column_pick():
     """Must not: a map whose pixels are not (b, rows[y], cols[x]) with every channel in order
     (transposed image, reversed channels, a second source) gets no row / column tables."""
-    from qconvert.c_export.index_maps import SOURCE_BITS
+    from qconvert.c_export.model.index_maps import SOURCE_BITS
 
     dims = (1, 3, 4, 2)
     flat = np.arange(24, dtype=np.int64).reshape(dims)

@@ -19,16 +19,16 @@ import subprocess
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, build_host,
+from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, build_host,
                               cmsis_nn_available, harness_source, image_source, io_layout,
                               parse, run_qemu, split_image_output)
 from test_int16_executor import INT16_MODELS, feeds_for, tflm
 
-from qconvert.c_export.layer_spec import OP_SPECS
-from qconvert.c_export.model_source import ModelOptions, render_model
-from qconvert.cli import main
+from qconvert.c_export.header.layer_spec import OP_SPECS
+from qconvert.c_export.model.render import ModelOptions, render_model
+from qconvert.cli.app import main
 from qconvert.int8.prepare import layer_params
-from qconvert.model_io import load_model
+from qconvert.formats.model_io import load_model
 
 # the parts of the mixed model are covered by it
 MODELS = [p for p in INT16_MODELS if p.stem not in ("mixed_head_int8", "mixed_tail_int8")]
@@ -259,10 +259,10 @@ def test_cmsis_nn_softmax_s16_differs_from_tflite_micro(tmp_path):
     sum to 2**18 - 1, whose normalization overflows int32 in arm_softmax_s16; TFLite Micro (and
     qconvert's executor and portable kernel, which the cmsis-nn export keeps for softmax)
     saturate instead."""
-    from export_c_harness import CMSIS_NN, cmsis_library
+    from helpers.export_c_harness import CMSIS_NN, cmsis_library
 
     from qconvert.executor.int_executor import run_int8
-    from qconvert.tflite_reader import read_tflite
+    from qconvert.formats.tflite_reader import read_tflite
 
     path = _single_layer_model(tmp_path, "Softmax", (1, 9), 1e-3, 1.0 / 32768, beta=1.0)
     row = np.array([[0] * 8 + [-6534]], np.int16)
@@ -308,7 +308,7 @@ def test_cmsis_nn_per_tensor_fully_connected_s16(tmp_path, with_bias):
     bits (the converter's models have per-channel FC weights, which keep the portable kernel)."""
     from test_int_executor import Q8
 
-    from qconvert.tflite_reader import read_tflite
+    from qconvert.formats.tflite_reader import read_tflite
 
     n = Q8(3)
     x = n.input("x", (2, 40), 7e-4, 0, dtype="int16")

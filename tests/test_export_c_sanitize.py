@@ -22,7 +22,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, build_host,
+from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, build_host,
                               image_source, io_layout, parse, run_qemu, split_image_output)
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -36,10 +36,10 @@ from test_export_c_streaming import MODEL as STREAMING_MODEL
 from test_int16_executor import tflm as tflm16
 from test_int_executor import tflm
 
-import qconvert.c_export.memory_plan as memory_plan
-from qconvert.c_export.memory_plan import ALIGN, PlanStep, plan_memory
-from qconvert.c_export.model_source import ModelOptions, render_model
-from qconvert.model_io import load_model
+import qconvert.c_export.model.memory_plan as memory_plan
+from qconvert.c_export.model.memory_plan import ALIGN, PlanStep, plan_memory
+from qconvert.c_export.model.render import ModelOptions, render_model
+from qconvert.formats.model_io import load_model
 
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-g",
             "-fno-omit-frame-pointer"]
@@ -71,7 +71,7 @@ def quantized16(tmp_path_factory) -> dict:
     from click.testing import CliRunner
     from conftest import SAMPLE_MODELS, TEST_MODELS
 
-    from qconvert.cli import main
+    from qconvert.cli.app import main
 
     folder = tmp_path_factory.mktemp("quantized16")
     out = {}
@@ -100,7 +100,7 @@ def _every_model(models, quantized16, tmp_path) -> dict:  # noqa: F811
     graph = load_model(STREAMING_MODEL).graph
     from conftest import stream_frames
 
-    from qconvert.c_export.model_steps import tensor_dims
+    from qconvert.c_export.model.steps import tensor_dims
 
     frames = stream_frames(list(tensor_dims(graph, graph.inputs[0])), np.int8, FRAMES // 3)
     # one stream: NAME_invoke frame after frame, one TFLite Micro interpreter likewise
@@ -345,12 +345,12 @@ def test_const_arrays_keep_at_least_their_natural_alignment(tmp_path, kernels):
     # and export-c-header's arrays of the same model
     from click.testing import CliRunner
 
-    from qconvert.cli import main
+    from qconvert.cli.app import main
 
     result = CliRunner().invoke(main, ["export-c-header", str(path), "-o",
                                        str(tmp_path / "w.h"), "--name", "w"])
     assert result.exit_code == 0, result.output
-    from export_c_harness import CMSIS_NN
+    from helpers.export_c_harness import CMSIS_NN
 
     flags = [f"-I{CMSIS_NN / 'Include'}"] if kernels == "cmsis-nn" else []
     for c_file, text in (("net.c", files["net.c"].decode()), ("w.c", (tmp_path / "w.h")

@@ -27,12 +27,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import TEST_MODELS, stream_frames
-from export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, build_host,
+from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, build_host,
                               io_layout, run_qemu)
 
-from qconvert.cli import main
+from qconvert.cli.app import main
 from qconvert.ir import Node, Tensor
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 
 MODEL = TEST_MODELS / "streaming_kws_int8.tflite"
 CORPUS_MODEL = TEST_MODELS / "corpus" / "streaming_kws_tflite.tflite"
@@ -216,7 +216,7 @@ def run_stream(model_path: Path, tmp: Path, kernels: str, board=None) -> tuple:
     export(model_path, folder, kernels)
     graph = model.graph
     ios = io_layout(graph)
-    from qconvert.c_export.model_steps import tensor_dims
+    from qconvert.c_export.model.steps import tensor_dims
 
     frames = stream_frames(list(tensor_dims(graph, graph.inputs[0])), np.int8, FRAMES)
     want_out, want_vars = expected(model, frames)
@@ -370,7 +370,7 @@ def test_unsupported_ops_of_a_streaming_model_are_named_in_one_line(tmp_path):
     soft.op, soft.opaque = "MYSTERY", True
     soft.origin = {"code": 32, "custom_code": "MYSTERY", "version": 1, "options_type": "NONE",
                    "options": {}, "custom_options": None, "custom_options_format": 0}
-    from qconvert.c_export.model_source import ModelOptions, render_model
+    from qconvert.c_export.model.render import ModelOptions, render_model
     from qconvert.errors import QConvertError
 
     with pytest.raises(QConvertError) as err:

@@ -10,9 +10,9 @@ import numpy as np
 from click.testing import CliRunner
 
 from conftest import run_litert, run_tflm
-from qconvert.cli import main
+from qconvert.cli.app import main
 from qconvert.ir import Graph, Model, Node, Tensor
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 
 CONV = {"layout": "NHWC", "strides": [1, 1], "dilations": [1, 1], "pads": [1, 1, 1, 1],
         "activation": "NONE", "group": 1, "kernel_shape": [3, 3]}

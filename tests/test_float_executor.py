@@ -16,14 +16,14 @@ import pytest
 from onnx import helper
 
 from conftest import ROOT, SAMPLE_MODELS, TEST_MODELS, random_inputs
-from float_op_checks import (I8, U8, TfGraph, _w, check_onnx, compare, litert_run, load,
+from helpers.float_op_checks import (I8, U8, TfGraph, _w, check_onnx, compare, litert_run, load,
                              onnx_bytes, ort_run, random_feeds, spatial, vi)
 from qconvert.errors import QConvertError
 from qconvert.executor.float_executor import (ExecutionError, UnsupportedOpsError, run_float,
                                               run_float_batched)
 from qconvert.executor.float_kernels import KERNELS
 from qconvert.ir import Graph, Node, Tensor
-from qconvert.model_io import load_model
+from qconvert.formats.model_io import load_model
 
 FLOAT_MODELS = ["digits_cnn.onnx", "digits_cnn.tflite", "kws_ref_model_float32.tflite",
                 "pretrainedResnet.tflite", "ad01_fp32.tflite"]

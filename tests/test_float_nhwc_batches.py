@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from float_op_checks import TfGraph, check_tflite, out_size, spatial
+from helpers.float_op_checks import TfGraph, check_tflite, out_size, spatial
 from qconvert.executor import parallel
 from qconvert.executor.float_executor import run_float
 from qconvert.executor.float_kernels_base import _fused
@@ -80,7 +80,7 @@ def test_nhwc_depthwise_in_chunks_matches_litert(tmp_path, mult, strides, paddin
 @pytest.mark.parametrize("kind", ["conv", "depthwise"])
 def test_the_pieces_do_not_depend_on_the_cpu_count(tmp_path, monkeypatch, kind):
     """The same bits on one CPU (every piece in the calling thread) as on all of them."""
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
 
     data = (_conv_graph(*CONV_CASES[1])[0] if kind == "conv"
             else _depthwise_graph(4, (48, 48), 120, 1, (1, 1), "SAME", "RELU6"))
@@ -98,7 +98,7 @@ def test_the_pieces_do_not_depend_on_the_cpu_count(tmp_path, monkeypatch, kind):
 def test_a_conv_and_its_relu6_reader_run_together_bit_for_bit(tmp_path):
     """TFLite CONV_2D (no fused activation) read only by a RELU6: with the conv output
     unobserved the convolution clamps its pieces itself; the same bits as the two nodes."""
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
 
     n = TfGraph()
     x = n.input("x", (6, 20, 20, 5))

@@ -3,7 +3,7 @@
 import pytest
 from click.testing import CliRunner
 
-from qconvert.cli import main
+from qconvert.cli.app import main
 
 
 @pytest.mark.parametrize("args", [[]] + [[name] for name in main.commands])

@@ -6,7 +6,7 @@ import json
 from click.testing import CliRunner
 
 from conftest import TEST_MODELS
-from qconvert.cli import main
+from qconvert.cli.app import main
 
 
 def _report(path):

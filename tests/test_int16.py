@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import TEST_MODELS, OnnxNet
-from qconvert.cli import main
-from qconvert.model_io import load_model
+from qconvert.cli.app import main
+from qconvert.formats.model_io import load_model
 
 DIGITS = TEST_MODELS / "digits_cnn.tflite"
 DIGITS_CALIB = f"{TEST_MODELS / 'digits_data_nhwc.npz'}:calib"
@@ -394,7 +394,7 @@ def test_digits_onnx_to_16x8_tflite_beats_int8_in_tflm(tmp_path):
 def test_footprint_arena_is_export_cs_greedy_plan(name):
     """The report's arena estimate equals export-c's planner (an independent implementation of
     the same greedy-by-size placement) when that one is given no in-place kernels."""
-    from qconvert.c_export.memory_plan import PlanStep, plan_memory
+    from qconvert.c_export.model.memory_plan import PlanStep, plan_memory
     from qconvert.quant.footprint import arena_bytes, arena_steps
 
     graph = load_model(TEST_MODELS / "corpus" / f"{name}.tflite").graph
@@ -479,8 +479,8 @@ def test_activations_int16_makes_normalisation_ops_16x8_as_the_converter(tmp_pat
     as the integer executor does, bit for bit."""
     from test_int16_executor import assert_same16, feeds_for
 
-    from qconvert.model_io import serialize
-    from qconvert.tflite_reader import read_tflite
+    from qconvert.formats.model_io import serialize
+    from qconvert.formats.tflite_reader import read_tflite
 
     source = TEST_MODELS / "int16" / "float" / f"{name}.tflite"
     shape = load_model(source).graph.tensors[load_model(source).graph.inputs[0]].shape
@@ -530,8 +530,8 @@ def _all_16x8(tmp_path, source, calib_shape) -> tuple:
     against TFLite Micro bit for bit on moderate and full-range inputs)."""
     from test_int16_executor import assert_same16, feeds_for
 
-    from qconvert.model_io import serialize
-    from qconvert.tflite_reader import read_tflite
+    from qconvert.formats.model_io import serialize
+    from qconvert.formats.tflite_reader import read_tflite
 
     np.save(tmp_path / "calib.npy", np.random.default_rng(0).normal(
         0, 1, (16, *calib_shape)).astype(np.float32))

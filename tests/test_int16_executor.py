@@ -22,8 +22,8 @@ from qconvert.errors import QConvertError
 from qconvert.executor.int_executor import run_int8, supported_ops16
 from qconvert.int8.fixed_point import multiply_by_quantized_multiplier_int64 as requantize_int64
 from qconvert.int8.prepare import layer_params
-from qconvert.model_io import load_model, serialize
-from qconvert.tflite_reader import read_tflite
+from qconvert.formats.model_io import load_model, serialize
+from qconvert.formats.tflite_reader import read_tflite
 from test_int_executor import Q8
 
 INT16_DIR = TEST_MODELS / "int16"

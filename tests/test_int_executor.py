@@ -16,16 +16,16 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLE_MODELS, TEST_MODELS, random_inputs, tflm_invoke
-from float_op_checks import TfGraph
+from helpers.float_op_checks import TfGraph
 from qconvert.errors import QConvertError
 from qconvert.executor.int_executor import run_int8
 from qconvert.executor.int_kernels import INT_KERNELS
 from qconvert.int8.multipliers import mean_multiplier
 from qconvert.ir import Graph, Model, Node, QuantParams, Tensor
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 from qconvert.padding import same_pads
 from qconvert.int8.fixed_point import multiply_by_quantized_multiplier
-from qconvert.tflite_reader import read_tflite
+from qconvert.formats.tflite_reader import read_tflite
 
 INT8_MODELS = [TEST_MODELS / "kws_ref_model.tflite",
                TEST_MODELS / "pretrainedResnet_quant.tflite",

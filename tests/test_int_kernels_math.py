@@ -14,7 +14,7 @@ from qconvert.errors import QConvertError
 from qconvert.executor.int_executor import run_int8
 from qconvert.int8.multipliers import quantize_multiplier
 from qconvert.int8.prepare import layer_params
-from qconvert.tflite_reader import read_tflite
+from qconvert.formats.tflite_reader import read_tflite
 from test_int_executor import Q8, _flip_accs, _requant, all_int8_values, assert_same, tflm
 
 

@@ -18,8 +18,8 @@ from test_int_executor import CONV, INT8_MODELS, Q8, _flip_accs, _requant, tflm
 from qconvert.executor.int_executor import run_int8
 from qconvert.int8.multipliers import quantize_multiplier
 from qconvert.int8.prepare import layer_params
-from qconvert.model_io import load_model
-from qconvert.tflite_reader import read_tflite
+from qconvert.formats.model_io import load_model
+from qconvert.formats.tflite_reader import read_tflite
 
 
 def _frexp_multiplier(real: float) -> tuple:

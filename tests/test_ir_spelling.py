@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import qconvert
 from qconvert.dtypes import ONNX_TO_IR
-from qconvert.model_io import load_model
+from qconvert.formats.model_io import load_model
 
 REPO = Path(qconvert.__file__).resolve().parent.parent
 NO_ONNX = [REPO / "passes", REPO / "schemas", REPO / "qconvert" / "ir"]
@@ -171,7 +171,7 @@ def test_onnx_writer_spells_parameters_as_the_opset_wants(tmp_path):
     import onnx
 
     from conftest import run_onnx
-    from qconvert.model_io import serialize
+    from qconvert.formats.model_io import serialize
 
     for opset in (11, 13):
         source = _spelling_model(opset)
@@ -206,7 +206,7 @@ def _tflite_ops(data: bytes) -> list:
     table the same as none: qconvert writes one for every op that has an options type)."""
     import tflite
 
-    from qconvert.tflite_options import OPTIONS_NAMES, read_options
+    from qconvert.formats.tflite_options import OPTIONS_NAMES, read_options
 
     m = tflite.Model.GetRootAs(data, 0)
     rows = []
@@ -251,7 +251,7 @@ def test_tflite_round_trip_writes_every_operator_as_the_source_had_it(tmp_path):
     source's inputs, outputs and option values (RESHAPE `new_shape`, MEAN `keep_dims`...
     spelled back from the IR), every constant the same bytes; and writing is a fixpoint
     (read -> write of the written file gives the same bytes)."""
-    from qconvert.model_io import serialize
+    from qconvert.formats.model_io import serialize
 
     paths = _models("tflite")
     assert len(paths) >= 10
@@ -275,7 +275,7 @@ def test_onnx_round_trip_writes_every_node_as_the_source_had_it(tmp_path):
     import onnx
     from onnx import numpy_helper as nh
 
-    from qconvert.model_io import serialize
+    from qconvert.formats.model_io import serialize
 
     paths = _models("onnx")
     assert len(paths) >= 8
@@ -314,8 +314,8 @@ def test_both_onnx_spellings_convert_to_one_tflite_with_the_same_ir_spelling(tmp
     from click.testing import CliRunner
 
     from conftest import assert_close, run_litert, run_onnx
-    from qconvert.cli import main
-    from qconvert.model_io import serialize
+    from qconvert.cli.app import main
+    from qconvert.formats.model_io import serialize
 
     converted = {}
     for opset in (11, 13):
@@ -366,8 +366,8 @@ def test_tflite_cast_options_have_no_ir_meaning_and_survive(tmp_path):
     from ai_edge_litert.interpreter import Interpreter
 
     from qconvert.ir import Graph, Model, Node, Tensor
-    from qconvert.model_io import serialize
-    from qconvert.tflite_reader import read_tflite
+    from qconvert.formats.model_io import serialize
+    from qconvert.formats.tflite_reader import read_tflite
 
     g = Graph("main")
     g.add_tensor(Tensor("x", (1, 3), "float32"))
@@ -400,7 +400,7 @@ def test_type_code_attributes_are_dtype_names_in_the_ir(tmp_path):
     import onnxruntime as ort
 
     from qconvert.executor.float_kernels import KERNELS
-    from qconvert.model_io import serialize
+    from qconvert.formats.model_io import serialize
 
     scale = numpy_helper.from_array(np.array(0.05, np.float32), "scale")
     node = helper.make_node("QuantizeLinear", ["x", "scale"], ["y"], output_dtype=TensorProto.INT8)

@@ -30,7 +30,7 @@ from onnx import TensorProto, helper, numpy_helper
 from conftest import litert_invoke, run_litert, run_onnx
 from qconvert.executor.float_executor import run_float
 from qconvert.ir import Graph, Model, Node, QuantParams, Tensor
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 
 F32 = TensorProto.FLOAT
 
@@ -181,12 +181,12 @@ def test_computed_onnx_pads_become_rows_in_the_graph_and_are_written_as_they_wer
     model = load_model(str(path))
     ops = [n.op for n in model.graph.nodes]
     assert ops == ["Concat", "Reshape", "Transpose", "Pad"]
-    from qconvert.layer_table import layers
+    from qconvert.formats.layer_table import layers
 
     assert [row["op"] for row in layers(model)] == ["Concat", "Pad"]  # inspect: the file's
     from click.testing import CliRunner
 
-    from qconvert.cli import main
+    from qconvert.cli.app import main
 
     result = CliRunner().invoke(main, ["fuse", str(path), "-o", str(tmp_path / "f.onnx")])
     assert result.exit_code == 0 and "nodes: 2 -> 2" in result.output, result.output
@@ -204,7 +204,7 @@ def test_computed_rows_without_their_pair_are_refused_by_the_onnx_writer(tmp_pat
     """Must not fire silently: when the Reshape / Transpose pair is gone (here replaced by a
     plain Transpose), the Pad would read rows where ONNX reads flat pads: the writer refuses."""
     from qconvert.errors import QConvertError
-    from qconvert.onnx_writer import write_onnx
+    from qconvert.formats.onnx_writer import write_onnx
 
     path = tmp_path / "computed.onnx"
     path.write_bytes(_computed_pads_model())
@@ -277,7 +277,7 @@ def test_pad_models_convert_to_tflite_that_litert_runs_as_onnxruntime(tmp_path):
     the IR rows in NHWC order; LiteRT runs them as onnxruntime runs the source."""
     from click.testing import CliRunner
 
-    from qconvert.cli import main
+    from qconvert.cli.app import main
 
     converted = 0
     for i, (shape, pads, mode, value, opset, axes, _) in enumerate(PAD_CASES):
@@ -354,7 +354,7 @@ def test_onnx_writer_refuses_a_shape_it_cannot_spell(tmp_path):
     """An IR Shape giving int32 (read from TFLite) has no ONNX spelling: the writer says so
     (the CLI has no TFLite -> ONNX route; the writer still holds the IR's contract)."""
     from qconvert.errors import QConvertError
-    from qconvert.onnx_writer import write_onnx
+    from qconvert.formats.onnx_writer import write_onnx
 
     path = tmp_path / "shape.tflite"
     path.write_bytes(_tflite_shape("int32"))
@@ -484,8 +484,8 @@ def test_per_channel_tflite_dequantize_reads_its_axis(tmp_path):
 
 def test_onnx_writer_refuses_tflite_rounding():
     from qconvert.errors import QConvertError
-    from qconvert.onnx_writer import write_onnx
-    from qconvert.tflite_reader import read_tflite
+    from qconvert.formats.onnx_writer import write_onnx
+    from qconvert.formats.tflite_reader import read_tflite
 
     with pytest.raises(QConvertError, match="rounding half_away_from_zero has no ONNX spelling"):
         write_onnx(read_tflite(_tflite_qdq()))

@@ -12,8 +12,8 @@ from onnx import TensorProto
 
 from conftest import OnnxNet, assert_close, litert_invoke
 from qconvert.errors import QConvertError
-from qconvert.model_io import load_model, serialize
-from qconvert.passes.onnx_to_tflite import convert_onnx_to_tflite
+from qconvert.formats.model_io import load_model, serialize
+from qconvert.passes.onnx_to_tflite.convert import convert_onnx_to_tflite
 
 F = TensorProto.FLOAT
 

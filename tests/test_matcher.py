@@ -15,15 +15,15 @@ import numpy as np
 
 from conftest import OnnxNet, assert_close, run_onnx
 from qconvert.ir import Graph, Node, Tensor
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 from qconvert.passes import PassContext, get_pass
 from qconvert.passes import cleanup as cleanup_package
 from qconvert.passes import fusion as fusion_package
-from qconvert.passes import layout as layout_package
+from qconvert.passes import onnx_to_tflite as layout_package
 from qconvert.passes.fusion.conv_batchnorm import CONV_BATCHNORM
 from qconvert.passes.fusion.conv_mul import CONV_MUL
-from qconvert.passes.fusion.hard_swish import HARD_SWISH
-from qconvert.passes.fusion.rsqrt import DIV_SQRT
+from qconvert.passes.onnx_to_tflite.hard_swish import HARD_SWISH
+from qconvert.passes.onnx_to_tflite.rsqrt import DIV_SQRT
 from qconvert.passes.matcher import (ANY, Const, Fusion, Op, Value, apply_fusion, bindings,
                                      match)
 
@@ -262,7 +262,7 @@ def test_any_slot_is_not_looked_at():
 
 def _declared_fusions() -> list:
     """[(fusion, the module declaring it)] of every fusion of passes/cleanup, passes/fusion and
-    passes/layout."""
+    passes/onnx_to_tflite."""
     found = []
     for package in (cleanup_package, fusion_package, layout_package):
         for info in pkgutil.iter_modules(package.__path__):

@@ -18,13 +18,13 @@ from conftest import OnnxNet, assert_close, litert_invoke
 from test_int_executor import tflm
 from test_layout_nhwc import _ort, _refusal, conversion_of, convert, ops
 
-from qconvert.cli import main
+from qconvert.cli.app import main
 from qconvert.executor.float_executor import run_float
 from qconvert.executor.int_executor import run_int8
-from qconvert.model_io import load_model, serialize
-from qconvert.passes.onnx_to_tflite import convert_onnx_to_tflite, data_to_tflite_layout
+from qconvert.formats.model_io import load_model, serialize
+from qconvert.passes.onnx_to_tflite.convert import convert_onnx_to_tflite, data_to_tflite_layout
 from qconvert.quant.quantize import QuantizeOptions, quantize_model
-from qconvert.tflite_reader import read_tflite
+from qconvert.formats.tflite_reader import read_tflite
 
 
 def int8_bit_exact(tmp_path, data: bytes, samples: int = 2) -> list:

@@ -1,5 +1,5 @@
 """ONNX -> TFLite for the activation, normalization and attention ops of exported models
-(passes/layout/onnx_to_tflite_math.py; int8 kernels in qconvert/executor/int_kernels_math.py).
+(passes/onnx_to_tflite/ops_math.py; int8 kernels in qconvert/executor/int_kernels_math.py).
 
 For each small graph: the converted float TFLite model in LiteRT (reference kernels) equals
 onnxruntime (graph optimizations off) within 1e-4 of each output's largest magnitude; the int8
@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import OnnxNet, assert_close, random_inputs, run_litert, run_tflm
-from qconvert.cli import main
+from qconvert.cli.app import main
 from qconvert.executor.float_executor import run_float
 from qconvert.executor.int_executor import run_int8
-from qconvert.layer_table import layer_macs
-from qconvert.model_io import load_model
+from qconvert.formats.layer_table import layer_macs
+from qconvert.formats.model_io import load_model
 
 
 def _invoke(args):

@@ -21,11 +21,11 @@ from onnx import TensorProto, helper, numpy_helper
 from conftest import SAMPLE_MODELS, TEST_MODELS, run_onnx
 from qconvert.errors import QConvertError
 from qconvert.ir import Node, Tensor
-from qconvert.model_io import load_model, serialize, write_atomic
-from qconvert.onnx_reader import (SMALL_INITIALIZER, parse_onnx, parse_onnx_lean, read_onnx,
+from qconvert.formats.model_io import load_model, serialize, write_atomic
+from qconvert.formats.onnx_reader import (SMALL_INITIALIZER, parse_onnx, parse_onnx_lean, read_onnx,
                                   read_onnx_proto)
-from qconvert.onnx_wire import encode_varint
-from qconvert.onnx_writer import serialized_chunks, to_proto
+from qconvert.formats.onnx_wire import encode_varint
+from qconvert.formats.onnx_writer import serialized_chunks, to_proto
 
 N = 64  # a 64 x 64 float32 weight is 16 KB: over SMALL_INITIALIZER, so it takes the fast path
 

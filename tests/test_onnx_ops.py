@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from conftest import run_onnx
 from qconvert.errors import QConvertError
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 
 IR_VERSION = {11: 6, 13: 7, 17: 8, 21: 10}
 

@@ -10,8 +10,8 @@ import onnx
 from click.testing import CliRunner
 
 from conftest import SAMPLE_MODELS, TEST_MODELS
-from qconvert.cli import main
-from qconvert.model_io import load_model
+from qconvert.cli.app import main
+from qconvert.formats.model_io import load_model
 
 
 def _run(args):

@@ -11,8 +11,8 @@ import numpy as np
 from click.testing import CliRunner
 
 from conftest import TEST_MODELS
-from qconvert.cli import main
-from qconvert.model_io import load_model
+from qconvert.cli.app import main
+from qconvert.formats.model_io import load_model
 
 
 def _quantize(tmp_path, src, out, *extra):

@@ -149,7 +149,7 @@ def test_plan_shares_layers_among_cpus_and_raises_the_first_error_in_node_order(
     """Layers are planned in parallel, largest first; the plan equals one planned layer by
     layer, and an error is the one of the first failing layer in graph order."""
     from qconvert.errors import QConvertError
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
     from qconvert.passes import PassContext
     from qconvert.passes.pipeline import FUSE_PIPELINE, run_pipeline
     from qconvert.quant import plan as plan_module

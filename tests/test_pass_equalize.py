@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from conftest import TEST_MODELS, OnnxNet, assert_close, run_litert, run_onnx
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 from qconvert.passes import PassContext, run_passes
 from qconvert.passes.fusion.equalize import _peaks
 

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from conftest import all_model_paths, run_litert, run_onnx
 from qconvert.executor.float_kernels import KERNELS
 from qconvert.ir import Graph, Model, Node, QuantParams, Tensor
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 from qconvert.passes import PassContext, run_passes
 from qconvert.passes.cleanup.fold_constants import MAX_FOLD_ELEMENTS
 

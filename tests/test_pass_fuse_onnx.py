@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from conftest import TEST_MODELS, OnnxNet, assert_close, run_onnx
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 from qconvert.passes import PassContext
 from qconvert.passes.pipeline import FUSE_PIPELINE, run_pipeline
 

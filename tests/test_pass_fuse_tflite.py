@@ -9,7 +9,7 @@ import pytest
 
 from conftest import TEST_MODELS, assert_close, run_litert
 from qconvert.ir import Graph, Model, Node, Tensor
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 from qconvert.passes import PassContext
 from qconvert.passes.pipeline import FUSE_PIPELINE, run_pipeline
 

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from conftest import TEST_MODELS, assert_close, run_litert, run_onnx
 from qconvert.errors import QConvertError
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 from qconvert.passes import PassContext, run_passes
 
 STATIC = ["static-batch", "fold-constants", "eliminate"]

@@ -23,7 +23,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from conftest import TEST_MODELS, OnnxNet, litert_per_sample, ort_per_sample
-from qconvert.cli import main
+from qconvert.cli.app import main
 from qconvert.quant.propagated_bias import shrunk_mean
 
 
@@ -53,7 +53,7 @@ def _tflm(path, x):
     """Dequantized output of an int8 .tflite in TFLite Micro, sample by sample."""
     from tflite_micro.python.tflite_micro import runtime
 
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
 
     graph = load_model(path).graph
     qi, qo = graph.tensors[graph.inputs[0]].quant, graph.tensors[graph.outputs[0]].quant

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import SAMPLE_MODELS, TEST_MODELS
-from qconvert.cli import main
+from qconvert.cli.app import main
 
 ONNX = TEST_MODELS / "digits_cnn.onnx"
 CAL = SAMPLE_MODELS / "digits_calib_nchw.npy"

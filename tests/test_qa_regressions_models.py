@@ -21,8 +21,8 @@ from onnx import TensorProto as T
 from onnx import helper as H
 from onnx import numpy_helper as NH
 
-from qconvert.cli import main
-from qconvert.model_io import load_model
+from qconvert.cli.app import main
+from qconvert.formats.model_io import load_model
 from qconvert.int8.rounding import round_half_away
 
 

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import TEST_MODELS
-from qconvert.cli import main
+from qconvert.cli.app import main
 
 DIGITS = TEST_MODELS / "digits_cnn.onnx"
 CALIB = f"{TEST_MODELS / 'digits_data_nchw.npz'}:calib"

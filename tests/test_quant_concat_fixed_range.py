@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import random_inputs, run_litert, run_onnx, run_tflm
-from qconvert.cli import main
+from qconvert.cli.app import main
 from qconvert.executor.int_executor import run_int8
 from qconvert.ir import Graph, Model, Node, Tensor
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 
 HW, C = 6, 4
 CONV = {"layout": "NHWC", "strides": [1, 1], "dilations": [1, 1], "pads": [0, 0, 0, 0],

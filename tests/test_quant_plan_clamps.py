@@ -14,10 +14,10 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import random_inputs, run_tflm
-from qconvert.cli import main
+from qconvert.cli.app import main
 from qconvert.executor.int_executor import run_int8
 from qconvert.ir import Graph, Model, Node, Tensor
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 
 F = TensorProto.FLOAT
 SAMPLES = 32

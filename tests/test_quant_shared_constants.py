@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import random_inputs, run_litert, run_tflm
-from qconvert.cli import main
+from qconvert.cli.app import main
 from qconvert.executor.int_executor import run_int8
 from qconvert.ir import Graph, Model, Node, Tensor
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 
 SPATIAL = {"layout": "NHWC", "strides": [1, 1], "dilations": [1, 1], "pads": [0, 0, 0, 0],
            "activation": "NONE", "group": 1, "kernel_shape": [1, 1]}

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 
 from conftest import (SAMPLE_MODELS, TEST_MODELS, litert_per_sample, random_inputs, run_litert,
                       run_tflm)
-from qconvert.cli import main
+from qconvert.cli.app import main
 from qconvert.executor.int_executor import run_int8
 from qconvert.int8.prepare import layer_params
 from qconvert.ir import Tensor
-from qconvert.model_io import load_model
+from qconvert.formats.model_io import load_model
 
 DIGITS = TEST_MODELS / "digits_data_nchw.npz"
 

@@ -142,9 +142,9 @@ def test_methods_end_to_end_bit_exact_in_tflm(tmp_path, method):
     from click.testing import CliRunner
 
     from conftest import TEST_MODELS, random_inputs, run_tflm
-    from qconvert.cli import main
+    from qconvert.cli.app import main
     from qconvert.executor.int_executor import run_int8
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
 
     calib = np.random.default_rng(0).laplace(0, 1, (24, 1, 640)).astype(np.float32)
     np.save(tmp_path / "calib.npy", calib)
@@ -175,7 +175,7 @@ def test_defaults_are_mse_ranges_with_bias_correction(tmp_path):
     from click.testing import CliRunner
 
     from conftest import TEST_MODELS
-    from qconvert.cli import main
+    from qconvert.cli.app import main
 
     r = CliRunner().invoke(main, ["quantize", str(TEST_MODELS / "ad01_fp32.tflite"),
                                   "--calibration-random", "4", "-o", str(tmp_path / "m.tflite"),

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import run_litert, run_onnx
-from qconvert.cli import main
+from qconvert.cli.app import main
 
 
 def _clip_model(lo: float, hi: float, extra_reader: bool = False) -> bytes:
@@ -61,7 +61,7 @@ def _empty_shape_model() -> bytes:
     """x [1, 1] -> Mul(x, 2) -> Reshape(., shape = int32 [] of shape [0]) -> y, a scalar; the
     shape constant's buffer is empty (nothing to store), as in a bird-sound model's STFT."""
     from qconvert.ir import Graph, Model, Node, Tensor
-    from qconvert.model_io import serialize
+    from qconvert.formats.model_io import serialize
 
     g = Graph("main", inputs=["x"], outputs=["y"])
     g.add_tensor(Tensor("x", (1, 1), "float32"))
@@ -77,7 +77,7 @@ def _empty_shape_model() -> bytes:
 
 
 def test_tflite_empty_int32_constant_reads_as_an_empty_constant(tmp_path):
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
 
     src, out = tmp_path / "m.tflite", tmp_path / "m_out.tflite"
     src.write_bytes(_empty_shape_model())
@@ -96,7 +96,7 @@ def test_tflite_empty_int32_constant_reads_as_an_empty_constant(tmp_path):
 def test_tflite_empty_activation_buffer_stays_an_activation(tmp_path):
     """must not: an activation's empty buffer (every TFLite converter output has them) is not
     a constant."""
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
 
     src = tmp_path / "m.tflite"
     src.write_bytes(_empty_shape_model())

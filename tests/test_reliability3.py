@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import ROOT, TEST_MODELS
-from qconvert.cli import main
+from qconvert.cli.app import main
 from qconvert.quant import calibration_data as cd
 
 DIGITS = TEST_MODELS / "digits_cnn.tflite"
@@ -322,7 +322,7 @@ def test_reserved_table_covers_the_cmsis_nn_copy():
     cannot hide one)."""
     import re
 
-    from export_c_harness import CMSIS_NN, cmsis_nn_available
+    from helpers.export_c_harness import CMSIS_NN, cmsis_nn_available
     from qconvert.c_export import c_names
 
     if not cmsis_nn_available():
@@ -520,7 +520,7 @@ def test_verify_takes_nan_where_the_input_model_has_nan(tmp_path):
     """Sqrt of the random (normal) inputs: NaN in both models at the same places is equal;
     NaN against a number still fails."""
     from onnx import TensorProto as TP, helper as h
-    from qconvert.verify import _Check
+    from qconvert.cli.verify import _Check
 
     model = onnx_file(tmp_path / "sqrt.onnx", [h.make_node("Sqrt", ["x"], ["y"], name="s")],
                       [h.make_tensor_value_info("x", TP.FLOAT, [1, 8])],
@@ -543,7 +543,7 @@ def test_export_c_header_refuses_a_string_tensor_feeding_conv(tmp_path, which):
     """A STRING tensor read by a CONV_2D: LiteRT refuses the model (the oracle), and so does
     export-c-header, in one line, writing nothing; the model as it was exports (must not)."""
     from ai_edge_litert.interpreter import Interpreter
-    from qconvert.model_io import load_model, serialize
+    from qconvert.formats.model_io import load_model, serialize
 
     m = load_model(KWS)
     convs = [n for n in m.graph.nodes if n.op == "Conv2D"]
@@ -579,7 +579,7 @@ def test_non_utf8_signature_name_says_so(tmp_path, text, what, command):
 def test_a_signal_inside_deferred_signals_is_raised_when_the_block_ends():
     import signal
 
-    from qconvert import output_files
+    from qconvert.formats import output_files
 
     reached = []
     with pytest.raises(KeyboardInterrupt):
@@ -597,7 +597,7 @@ def test_a_signal_as_a_temp_file_is_created_leaves_no_file(tmp_path, monkeypatch
     removal, which left a 0-byte file): the command ends, nothing is left."""
     import signal
 
-    from qconvert import output_files
+    from qconvert.formats import output_files
 
     real_open = os.open
 

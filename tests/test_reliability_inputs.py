@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 from onnx import TensorProto as TP, helper as h, numpy_helper as nh
 
 from conftest import ROOT, TEST_MODELS, run_litert, run_tflm
-from qconvert.cli import main
+from qconvert.cli.app import main
 
 EXAMPLES = int(os.environ.get("QCONVERT_SWEEP_EXAMPLES", "10"))  # bench/reliability_sweep.py
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None,
@@ -200,7 +200,7 @@ def _tflite_relu_model(signature_tensor: str, activation="NONE") -> bytes:
     model = Model("tflite", [net.g], {"signature_defs": [{
         "key": "serving_default", "subgraph": 0, "inputs": [("x", "x")],
         "outputs": [("out", signature_tensor)]}]})
-    from qconvert.model_io import serialize
+    from qconvert.formats.model_io import serialize
 
     return serialize(model)
 
@@ -219,7 +219,7 @@ def test_relu_named_by_a_signature_def_fuses(tmp_path, signature_tensor):
 
 @pytest.mark.parametrize("code", [7, 77, 127])
 def test_unknown_fused_activation_code_is_refused(tmp_path, monkeypatch, code):
-    from qconvert import tflite_options
+    from qconvert.formats import tflite_options
 
     monkeypatch.setitem(tflite_options.ACTIVATION_CODES, f"CODE{code}", code)
     model = tmp_path / "m.tflite"
@@ -402,7 +402,7 @@ def test_written_int8_models_hold_the_invariants(tmp_path_factory, data_exp, wei
     """Whatever the scale of data and weights: the command refuses in one line naming a layer,
     or writes a model whose scales are normal float32, whose multipliers and shifts are in
     range, and which LiteRT loads and runs."""
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
     from qconvert.quant.invariants import check_int8_tflite
 
     tmp = tmp_path_factory.mktemp("num")
@@ -437,7 +437,7 @@ def test_weights_that_cancel_give_a_working_model(tmp_path, weight_exp):
     multiplier fits, and the model runs in TFLite Micro with the output at its zero point."""
     from tflite_micro.python.tflite_micro import runtime
 
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
     from qconvert.quant.invariants import check_int8_tflite
 
     rng = np.random.default_rng(weight_exp)

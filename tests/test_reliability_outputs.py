@@ -24,8 +24,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import ROOT, TEST_MODELS
-from qconvert import output_files
-from qconvert.cli import main
+from qconvert.formats import output_files
+from qconvert.cli.app import main
 
 ONNX = TEST_MODELS / "digits_cnn.onnx"
 TFLITE_INT8 = TEST_MODELS / "ad01_int8.tflite"
@@ -325,7 +325,7 @@ def test_a_signal_python_drops_still_stops_the_command(tmp_path, monkeypatch, si
 
 def test_a_dropped_signal_ends_a_command_that_writes_nothing(monkeypatch):
     """`inspect` writes no file; a dropped Ctrl-C still ends it as interrupted, not with exit 0."""
-    from qconvert import cli
+    from qconvert.cli import app as cli
 
     real_echo = cli.click.echo
     calls = []

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import TEST_MODELS
-from qconvert.cli import main
+from qconvert.cli.app import main
 from qconvert.quant.report_html import render_html
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -12,7 +12,7 @@ import pytest
 import tflite
 
 from conftest import all_model_paths, run_litert, run_onnx, run_tflm
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 
 MODELS = all_model_paths()
 

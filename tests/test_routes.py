@@ -1,4 +1,4 @@
-"""The route table (`qconvert.routes`): every (source, target, intent) the commands can meet has
+"""The route table (`qconvert.cli.routes`): every (source, target, intent) the commands can meet has
 exactly one row, every step a row names is implemented, each refused combination is refused by
 the CLI in one line with nothing written, and the steps that must not run do not (an int8 model
 is never quantized again, a float one is quantized and converted exactly once)."""
@@ -11,12 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import TEST_MODELS
-from qconvert.cli import main
+from qconvert.cli.app import main
 from qconvert.passes import get_pass
-from qconvert.passes import onnx_to_tflite as conversion_module
+from qconvert.passes.onnx_to_tflite import convert as conversion_module
 from qconvert.quant import quantize as quantize_module
-from qconvert.route_steps import STEPS
-from qconvert.routes import ANY, C_TARGETS, QUANTIZE_STAGES, ROUTES, find_route
+from qconvert.cli.route_steps import STEPS
+from qconvert.cli.routes import ANY, C_TARGETS, QUANTIZE_STAGES, ROUTES, find_route
 
 FORMATS = ("onnx", "tflite")
 DIGITS_ONNX = TEST_MODELS / "digits_cnn.onnx"

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from conftest import (TEST_MODELS, assert_streams_agree, litert_stream, stream_frames,
                       tflm_stream)
-from qconvert.cli import main
-from qconvert.model_io import load_model
+from qconvert.cli.app import main
+from qconvert.formats.model_io import load_model
 
 FRAMES = 48
 MODELS = {"float": TEST_MODELS / "streaming_kws_float.tflite",

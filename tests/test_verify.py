@@ -12,10 +12,10 @@ from click.testing import CliRunner
 
 from conftest import SAMPLE_MODELS, TEST_MODELS, all_model_paths
 from qconvert import passes
-from qconvert.cli import main
+from qconvert.cli.app import main
 from qconvert.executor.streaming import has_state
-from qconvert.model_io import load_model
-from qconvert.verify import FLOAT_RTOL, MIN_SQNR_DB
+from qconvert.formats.model_io import load_model
+from qconvert.cli.verify import FLOAT_RTOL, MIN_SQNR_DB
 
 DIGITS_ONNX = SAMPLE_MODELS / "digits_cnn.onnx"
 RUNNABLE = [p for p in all_model_paths() if not load_model(p).opaque_nodes() or has_state(
@@ -77,7 +77,7 @@ def _conv_mul_add_tflite(path) -> None:
     """A float TFLite Conv2D -> Mul (per-channel constant) -> Add: fuse-conv-mul and
     fuse-conv-add fold both into the conv."""
     from qconvert.ir import Graph, Model, Node, Tensor
-    from qconvert.model_io import serialize
+    from qconvert.formats.model_io import serialize
     from qconvert.padding import valid_pads
 
     rng = np.random.default_rng(3)
@@ -152,7 +152,7 @@ def test_quantize_verify_names_the_first_diverging_layer(tmp_path, monkeypatch):
 
 def test_verify_tolerance_is_the_documented_one():
     assert FLOAT_RTOL == 1e-4 and MIN_SQNR_DB == 10.0
-    from qconvert.verify import _Check
+    from qconvert.cli.verify import _Check
 
     ref = [np.array([1.0, -2.0, 0.5])]
     assert _Check("float").fails(ref, [ref[0] + 1.9e-4]) is None
@@ -191,7 +191,7 @@ def test_verify_refuses_a_model_the_executors_cannot_run(tmp_path):
 def test_fuse_verify_names_the_writer_when_every_pass_checks_out(tmp_path, monkeypatch):
     """The written bytes are what is checked: a writer that scales a conv's weights (every pass
     sound in memory) is caught and named."""
-    import qconvert.tflite_writer as writer
+    import qconvert.formats.tflite_writer as writer
 
     original = writer.write_tflite
 

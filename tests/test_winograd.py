@@ -14,7 +14,7 @@ from qconvert.executor.float_executor import run_float
 from qconvert.executor.float_kernels_conv import conv2d
 from qconvert.executor.float_kernels_winograd import winograd_applies, winograd_conv
 from qconvert.ir import Node
-from qconvert.onnx_reader import read_onnx_proto
+from qconvert.formats.onnx_reader import read_onnx_proto
 
 TOLERANCE = 2e-6  # of the output's largest magnitude; float32 rounding is about 5e-7 here
 

@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from export_c_harness import (build_host, cmsis_nn_available, harness_source,  # noqa: E402
+from helpers.export_c_harness import (build_host, cmsis_nn_available, harness_source,  # noqa: E402
                               io_layout, parse)
 
 
@@ -70,7 +70,7 @@ def export_c_cell(runner, model, fail):
                  for feed in feeds]
     qfeeds = runner._quantized_feeds(int8_model, feeds)
     want = run_tflm(int8_model, qfeeds)
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
 
     graph = load_model(int8_model).graph
     samples = [[np.asarray(a).reshape(_dims(graph, n)).astype(graph.tensors[n].dtype)
@@ -122,6 +122,6 @@ def _nhwc(array, shape):
 
 
 def _dims(graph, name) -> tuple:
-    from qconvert.c_export.model_steps import tensor_dims
+    from qconvert.c_export.model.steps import tensor_dims
 
     return tensor_dims(graph, name)
