@@ -4,7 +4,7 @@ For each model (default: kws_ref_model, pretrainedResnet_quant, ad01_int8 of tes
 each kernel set (qconvert's portable kernels, CMSIS-NN's; and, with --before DIR, the portable
 kernels of another qconvert checkout, e.g. the main branch), exports the model, marks the
 generated `invoke` between layers, builds it with arm-none-eabi-gcc -O2 for Cortex-M4 as
-tests/export_c_harness.py does, and runs it under `qemu-system-arm -M mps2-an386 -icount
+tests/helpers/export_c_harness.py does, and runs it under `qemu-system-arm -M mps2-an386 -icount
 shift=0`: time advances one ns per instruction and the MPS2 FPGAIO counter (0x40028018) ticks
 at 25 MHz, so one tick is 40 instructions (checked by `--calibrate` on a loop of known length).
 Prints, per layer, the instructions of each kernel set, and the totals; "cmsis-nn" is the

@@ -6,7 +6,7 @@
 Default model: tests/models/streaming_kws_int8.tflite (a ring buffer of 8 frames in a resource
 variable, conv, two fully connected layers, softmax). Each model is exported with
 `--kernels portable` and `--kernels cmsis-nn` (CMSIS-NN from ../shared/third_party/CMSIS-NN, as
-the tests find it), built like tests/export_c_harness.py builds Cortex-M4 firmware
+the tests find it), built like tests/helpers/export_c_harness.py builds Cortex-M4 firmware
 (arm-none-eabi-gcc -O2, -mcpu=cortex-m4 -mthumb) and run in qemu-system-arm with
 `-icount shift=0` (one instruction per ns). The firmware reads the MPS2 FPGAIO 25 MHz counter
 (0x40028018) around every NAME_invoke: one tick = 40 instructions (checked on a loop of known
@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from conftest import stream_frames  # noqa: E402
+from helpers.oracles import stream_frames  # noqa: E402
 from helpers.export_c_harness import (build_cortex_m, cmsis_nn_available, io_layout,  # noqa: E402
                               tflm_arena_bytes)
 

@@ -1,7 +1,7 @@
 """Instructions per layer of a `qconvert export-c` model on an emulated Cortex-M4 (QEMU).
 
 Exports MODEL with the chosen kernel set, builds it for the MPS2 AN386 board (Cortex-M4,
-arm-none-eabi-gcc -O2 as tests/export_c_harness.py builds it, CMSIS-NN from
+arm-none-eabi-gcc -O2 as tests/helpers/export_c_harness.py builds it, CMSIS-NN from
 ../shared/third_party/CMSIS-NN for `--kernels cmsis-nn`) and runs it under
 `qemu-system-arm -icount shift=0`, where one instruction takes one nanosecond. The board's
 FPGAIO COUNTER (0x40028018) runs at 25 MHz: one tick = 40 instructions (checked by `--calibrate`

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from helpers.oracles import ROOT
 from qconvert import allocator, blas_idle
 from qconvert.cli import app as cli
 

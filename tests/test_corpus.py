@@ -18,7 +18,7 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from helpers.oracles import ROOT
 from helpers.export_c_harness import (build_cortex_m, cmsis_nn_available, cross_tools_available,
                               image_source, io_layout, parse, run_qemu, split_image_output)
 

@@ -8,7 +8,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package
     import tomli as tomllib
 
-from conftest import ROOT
+from helpers.oracles import ROOT
 
 
 def test_every_package_is_listed():

@@ -26,7 +26,7 @@ from qconvert.formats.model_io import load_model, serialize
 from qconvert.passes import PassContext
 from qconvert.passes.pipeline import run_pipeline
 
-from conftest import ROOT, run_litert, run_onnx
+from helpers.oracles import ROOT, run_litert, run_onnx
 
 _spec = importlib.util.spec_from_file_location("chain_models", ROOT / "bench" / "chain_models.py")
 chain_models = importlib.util.module_from_spec(_spec)

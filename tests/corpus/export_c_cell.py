@@ -38,7 +38,7 @@ def export_c_cell(runner, model, fail):
     quantized = runner.cell(model.name, "quantize") if model.precision == "float" else None
     if quantized is not None and quantized.status == "ok":
         # the quantize cell's int8 model: export-c --calibration quantizes with the same
-        # options (tests/test_export_c.py checks the C is the same), so calibrate once
+        # options (tests/c_export/test_export_c.py checks the C is the same), so calibrate once
         int8_model = runner._out(model, "quantize", "tflite")
         code, stdout, err, crash = run_cli(["export-c", int8_model, "-o", folder, "--name",
                                             "corpus"])

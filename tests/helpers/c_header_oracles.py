@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import numpy as np
 from click.testing import CliRunner
-from conftest import ROOT, random_inputs
+from helpers.oracles import ROOT, random_inputs
 from test_int_executor import tflm
 
 from qconvert.cli.app import main
@@ -24,7 +24,7 @@ from qconvert.executor.int_executor import run_int8
 from qconvert.formats.model_io import load_model, serialize
 
 KERNEL_DIR = ROOT / "qconvert" / "c_export" / "kernels"
-C_TESTS = Path(__file__).resolve().parent / "c"
+C_TESTS = Path(__file__).resolve().parents[1] / "c"
 CFLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 INT8_MODELS = ["ad01_int8.tflite", "kws_ref_model.tflite", "pretrainedResnet_quant.tflite"]
 LAYER_OPS = ("Conv2D", "DepthwiseConv2D", "FullyConnected")

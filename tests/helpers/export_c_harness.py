@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # CMSIS-NN for the cmsis-nn kernel set: $QCONVERT_CMSIS_NN, else ../shared/third_party/CMSIS-NN
 # beside the repository (a worktree one level deeper looks one more level up); never part of
 # the project.

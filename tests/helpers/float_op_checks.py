@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import assert_close, random_inputs
+from helpers.oracles import assert_close, random_inputs
 from qconvert.executor.float_executor import run_float
 from qconvert.ir import Graph, Model, Node, Tensor
 from qconvert.formats.model_io import load_model, serialize
