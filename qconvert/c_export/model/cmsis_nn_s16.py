@@ -21,7 +21,7 @@ where TFLite Micro saturates: the sum of the exponentials is normalized in int32
 saturation (a sum whose top 18 bits are all ones, such as 8 row maxima and one small term,
 overflows to a negative index into the 1 / (1 + x) table) and the result is narrowed to int16
 without TFLite Micro's clamp to [0, 32767]
-(tests/test_export_c_s16.py::test_cmsis_nn_softmax_s16_differs_from_tflite_micro pins it).
+(tests/c_export/test_export_c_s16.py::test_cmsis_nn_softmax_s16_differs_from_tflite_micro pins it).
 
 Scratch: the s16 kernels' buffer sizes of CMSIS-NN 7 per build, checked at run time against
 the library's own `*_get_buffer_size` answer (invoke returns 2 rather than overrun), as for
