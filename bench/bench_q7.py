@@ -46,7 +46,7 @@ def _int8_outputs(model: Path, calib: Path, x_source: np.ndarray, work: Path) ->
     (the source model's layout; the int8 model is NHWC for ONNX: transposed by the caller)."""
     from qconvert.executor.int_executor import run_int8
     from qconvert.int8.rounding import round_half_away
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
 
     target = work / f"{model.stem}_int8.tflite"
     subprocess.run([sys.executable, "-m", "qconvert.cli", "quantize", str(model),
@@ -73,7 +73,7 @@ def run_case(name, model, calib, data, perm, work: Path) -> dict:
     from qconvert.c_export.q7_command import plan_q7_for
     from qconvert.executor.float_executor import run_float
     from qconvert.executor.q7_kernels import run_q7
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
     from qconvert.quant.q7_plan import dequantize, quantize_input
 
     if data is None:

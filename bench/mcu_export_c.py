@@ -145,7 +145,7 @@ def cmsis_sources(cmsis_nn: Path) -> list:
 
 def legacy_sources(legacy: Path) -> list:
     """The legacy CMSIS_5 q7 sources export-c --scheme q7 calls."""
-    from qconvert.c_export.q7_model import LEGACY_FILES
+    from qconvert.c_export.model.q7_source import LEGACY_FILES
 
     return [legacy / "CMSIS" / "NN" / "Source" / f for f in LEGACY_FILES]
 

@@ -4,7 +4,8 @@ The flow (docs/q7.md): the float TFLite or ONNX model and its calibration data r
 export route with its int8 `quantize` step replaced by `quantize-q7` (`routes.q7_route`):
 conversion to NHWC for ONNX, fusion, int8's calibration, then the power-of-two q7 plan and its
 report (`quant.q7_quantize`). The q7 model exists only in memory (no model file has such a
-scheme) and goes to `q7_model.render_q7` (NAME.c / NAME.h) or `q7_header.render_q7_header`;
+scheme) and goes to `model.q7_source.render_q7` (NAME.c / NAME.h) or
+`header.q7_render.render_q7_header`;
 every file is written in one all-or-nothing commit (`output_files`).
 """
 
@@ -28,10 +29,10 @@ class ExportedQ7:
 def _q7_model(model_path, input_shapes, outputs, target, input_layout, calibration,
               calibration_random, norm, options):
     """(Q7Model, report) of the float model at `model_path` (module docstring)."""
-    from qconvert.command_inputs import calibration_data, load_with_shapes
+    from qconvert.cli.command_inputs import calibration_data, load_with_shapes
     from qconvert.quant.calibration_data import input_specs
-    from qconvert.route_steps import Job, run_route
-    from qconvert.routes import find_route, precision_of, q7_route
+    from qconvert.cli.route_steps import Job, run_route
+    from qconvert.cli.routes import find_route, precision_of, q7_route
 
     m = load_with_shapes(model_path, input_shapes)
     outputs.add_inputs(m.meta.get("external_files", ()))
@@ -53,8 +54,8 @@ def plan_q7_for(model_path, calibration, options=None, input_layout=None) -> tup
     """(Q7Model, report) `export-c --scheme q7` would export for the float model at
     `model_path` and the calibration file `calibration` (default options, no normalization):
     for tests and benchmarks that compare the C with the executor."""
-    from qconvert.command_inputs import normalization
-    from qconvert.output_files import OutputFiles
+    from qconvert.cli.command_inputs import normalization
+    from qconvert.formats.output_files import OutputFiles
     from qconvert.quant.quantize import QuantizeOptions
 
     return _q7_model(str(model_path), None, OutputFiles([str(model_path)]), "c", input_layout,
@@ -77,11 +78,11 @@ def export_c_q7(model, outdir, name, kernels, fc_layout, calibration, calibratio
     from pathlib import Path
 
     from qconvert import json_text
-    from qconvert.output_files import OutputFiles
+    from qconvert.formats.output_files import OutputFiles
     from qconvert.quant.calibration_data import data_files
 
     from .c_names import check_file_prefix, prefix_from_stem
-    from .q7_model import KERNEL_SETS, render_q7
+    from .model.q7_source import KERNEL_SETS, render_q7
 
     if kernels not in KERNEL_SETS:
         raise QConvertError(f"--scheme q7 takes --kernels cmsis-nn-legacy or portable, not "
@@ -134,11 +135,11 @@ def export_header_q7(model, output, name, fc_layout, with_kernels, calibration,
     bits, shifts and dimensions per layer for the legacy kernels."""
     from pathlib import Path
 
-    from qconvert.output_files import OutputFiles
+    from qconvert.formats.output_files import OutputFiles
     from qconvert.quant.calibration_data import data_files
 
     from .c_names import check_prefix, prefix_from_stem
-    from .q7_header import render_q7_header
+    from .header.q7_render import render_q7_header
 
     if with_kernels:
         raise QConvertError("--with-kernels ships the int8 fully connected kernel; with "

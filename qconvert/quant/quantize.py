@@ -24,8 +24,8 @@ import numpy as np
 
 from qconvert.errors import QConvertError
 from qconvert.ir import Model
-from qconvert.model_io import require_one_graph
-from qconvert.routes import QUANTIZE_STAGES
+from qconvert.formats.model_io import require_one_graph
+from qconvert.cli.routes import QUANTIZE_STAGES
 
 from .plan import check_float, check_quantizable, dequantize_hybrid_weights, plan
 
@@ -96,7 +96,7 @@ def calibrate_float(model: Model, calibration: dict, options: QuantizeOptions,
     """Run the stages `routes.Q7_STAGES` (checks, static batch, fusion, calibration) on
     `model` in place; its `calibrate.Calibration`. The start of `--scheme q7`, which plans
     power-of-two q7 from it (`q7_quantize`) instead of int8."""
-    from qconvert.routes import Q7_STAGES
+    from qconvert.cli.routes import Q7_STAGES
 
     run = _Run(model, calibration, options, None, progress)
     for stage in Q7_STAGES:
@@ -120,7 +120,7 @@ def _check_float(run: _Run) -> None:
 def _static_batch(run: _Run) -> None:
     """The batch fixed to 1 and the shape arithmetic folded (TFLite Micro allocates from static
     shapes)."""
-    from qconvert.input_shapes import with_shape_hint
+    from qconvert.cli.input_shapes import with_shape_hint
 
     try:
         _pipeline(run.model, STATIC_PIPELINE, {"max_memory": run.options.max_memory})
