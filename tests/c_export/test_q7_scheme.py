@@ -187,6 +187,25 @@ def test_chains_bit_exact_on_cortex_m4(tmp_path, label, model):
     np.testing.assert_array_equal(portable, dsp)
 
 
+@NEEDS_LEGACY
+@NEEDS_CROSS
+def test_avgpool_on_cortex_m3_takes_the_plain_c_path(tmp_path):
+    """Cortex-M3 (no DSP extension, QEMU mps2-an385): the legacy average pool's plain C build
+    truncates once (the executor's scalar path, as on the host); on Cortex-M4 its DSP build
+    truncates per row (the dsp path). Inputs where the two differ."""
+    pool = Q7Layer("avgpool", "avg", (6, 6, 4), (2, 2, 4), 0, 0, kernel=(3, 3), stride=(3, 3))
+    model = Q7Model([pool], "x", "y", (6, 6, 4), 0)
+    x = np.random.default_rng(9).integers(-128, 128, size=(4, 6, 6, 4)).astype(np.int8)
+    scalar = run_q7(model.layers, x, "scalar").reshape(len(x), -1)
+    dsp = run_q7(model.layers, x, "dsp").reshape(len(x), -1)
+    assert not np.array_equal(scalar, dsp)
+    files = _render(model, "cmsis-nn-legacy")
+    np.testing.assert_array_equal(run_m4(tmp_path / "m3", files, "q7net", x, 16, legacy=True,
+                                         board="m3"), scalar)
+    np.testing.assert_array_equal(run_m4(tmp_path / "m4", files, "q7net", x, 16, legacy=True),
+                                  dsp)
+
+
 def test_avgpool_paths_differ_as_documented():
     """The two legacy average pools: along x then y, truncating each time (DSP build) vs once
     over the window (scalar build). Rows 2+2+0, 2+2+0, 2+0+0 -> 4 // 3, 4 // 3, 2 // 3 =

@@ -115,10 +115,11 @@ def build_m4(folder: Path, files: dict, name: str, samples: np.ndarray, out_size
 
 
 def run_m4(folder: Path, files: dict, name: str, samples: np.ndarray, out_size: int,
-           legacy: bool) -> np.ndarray:
-    """Build for Cortex-M4 and run under QEMU (mps2-an386); the outputs (N, out_size)."""
+           legacy: bool, board: str = "m4") -> np.ndarray:
+    """Build for Cortex-M4 (or `board`: "m3", no DSP extension) and run under QEMU; the outputs
+    (N, out_size)."""
     from .export_c_harness import run_qemu
 
-    elf = build_m4(folder, files, name, samples, out_size, legacy)
-    out = run_qemu(elf, "m4")
+    elf = build_m4(folder, files, name, samples, out_size, legacy, board)
+    out = run_qemu(elf, board)
     return np.array([o[0] for o in parse(out, [np.int8], len(samples))]).reshape(len(samples), -1)
