@@ -379,6 +379,17 @@ def test_header_scheme_q7(tmp_path):
         assert get("BIAS_SHIFT") == get("IN_FRAC") + get("W_FRAC") - get("BIAS_FRAC") >= 0
         assert get("OUT_SHIFT") == get("IN_FRAC") + get("W_FRAC") - get("OUT_FRAC") >= 0
     assert "arm_fully_connected_q7_opt" in text
+    # the header compiles as strict C99 and its arrays hold what the defines say
+    import subprocess
+
+    from helpers.export_c_harness import STRICT
+
+    main_c = tmp_path / "main.c"
+    main_c.write_text('#include "w.h"\nint main(void) { return (int)sizeof dg_l0_weights '
+                      '+ DG_L0_BIAS_SHIFT - DG_L0_BIAS_SHIFT - (int)sizeof dg_l0_weights; }\n')
+    subprocess.run(["gcc", *STRICT, "-I", str(tmp_path), str(main_c), "-o",
+                    str(tmp_path / "a.out")], check=True, capture_output=True)
+    assert subprocess.run([str(tmp_path / "a.out")]).returncode == 0
 
 
 REFUSALS = [
