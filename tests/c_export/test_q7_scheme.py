@@ -623,3 +623,15 @@ def test_table_input_format_chosen_through_a_pool(tmp_path):
     assert [l.kind for l in q7.layers] == ["conv", "maxpool", "sigmoid"]
     assert q7.layers[0].out_frac == q7.layers[2].in_frac == 4  # range ~ +-30: clamped to 4
     assert report["output_sqnr_db"] > 20
+
+
+def test_output_folder_inside_the_calibration_folder_refused(tmp_path):
+    """As for int8: export-c would write among its inputs; refused, nothing written."""
+    data = tmp_path / "calib"
+    data.mkdir()
+    np.save(data / "a.npy", np.load(SAMPLES / "digits_calib_nhwc.npy"))
+    out = data / "c"
+    result = _cli("export-c", SAMPLES / "digits_cnn.tflite", "--calibration", data, "-o", out,
+                  "--scheme", "q7")
+    assert result.exit_code == 1 and "calibration data folder" in result.output
+    assert not out.exists()
