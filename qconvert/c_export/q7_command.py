@@ -71,10 +71,11 @@ def _provenance(model_path, options) -> str:
 
 
 def export_c_q7(model, outdir, name, kernels, fc_layout, calibration, calibration_random, norm,
-                options, input_layout, input_shapes, report=None,
-                patches=0) -> ExportedQ7:
+                options, input_layout, input_shapes, report=None, patches=0,
+                scheme="q7") -> ExportedQ7:
     """Run `qconvert export-c --scheme q7` (module docstring); `report`: the JSON report's
-    path (the q7 report: per layer formats, shifts, SQNR)."""
+    path (the q7 report: per layer formats, shifts, SQNR); `scheme` refuses the legacy kernels
+    with the int8 scheme."""
     from pathlib import Path
 
     from qconvert import json_text
@@ -85,6 +86,9 @@ def export_c_q7(model, outdir, name, kernels, fc_layout, calibration, calibratio
     from .command import _check_not_in_data
     from .model.q7_source import KERNEL_SETS, render_q7
 
+    if scheme != "q7":
+        raise QConvertError("--kernels cmsis-nn-legacy calls the legacy q7 kernels: add "
+                            "--scheme q7 (and a float model with --calibration)")
     if kernels not in KERNEL_SETS:
         raise QConvertError(f"--scheme q7 takes --kernels cmsis-nn-legacy or portable, not "
                             f"{kernels} (CMSIS-NN's s8 kernels take (multiplier, shift) pairs)")

@@ -14,7 +14,7 @@ import click
 
 from .. import __version__
 from .options import (calibration_options, input_layout_option, input_shape_option,
-                      quantize_options, verify_option)
+                      quantize_options, scheme_option, verify_option)
 from ..errors import QConvertError
 
 
@@ -336,10 +336,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
 @click.option("--rounding", type=click.Choice(["double", "single"]), default="double",
               show_default=True, help="Requantization rounding the firmware uses, recorded in "
               "the header (single: CMSIS-NN built with CMSIS_NN_USE_SINGLE_ROUNDING).")
-@click.option("--scheme", type=click.Choice(["int8", "q7"]), default="int8", show_default=True,
-              help="int8: TFLite Micro's scheme (scales, zero points, multipliers); q7: the "
-              "CMSIS-NN paper's power-of-two q7 (fraction bits, bias_shift / out_shift) for "
-              "the legacy q7 kernels, from a float model with --calibration (docs/q7.md).")
+@scheme_option
 @calibration_options
 @input_layout_option
 @input_shape_option
@@ -418,10 +415,7 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, sche
               help="Also write the per-layer figures as JSON: index, name, op, the C functions "
               "called, MACs, weight and constant bytes (flash), input, output and scratch "
               "bytes, and the totals (arena, flash constants).")
-@click.option("--scheme", type=click.Choice(["int8", "q7"]), default="int8", show_default=True,
-              help="int8: TFLite Micro's scheme (scales, zero points, multipliers); q7: the "
-              "CMSIS-NN paper's power-of-two q7 (fraction bits, bias_shift / out_shift) for "
-              "the legacy q7 kernels, from a float model with --calibration (docs/q7.md).")
+@scheme_option
 @calibration_options
 @input_layout_option
 @input_shape_option
@@ -504,15 +498,11 @@ def _export_c_q7(model, outdir, name, kernels, fc_layout, patches, report, schem
                  calibration_random, norm, options, input_layout, input_shapes) -> None:
     """`export-c --scheme q7`: write the C and print the q7 report."""
     from qconvert.c_export.q7_command import export_c_q7
-    from qconvert.errors import QConvertError
     from qconvert.quant.q7_quantize import render_q7_report
 
-    if scheme != "q7":
-        raise QConvertError("--kernels cmsis-nn-legacy calls the legacy q7 kernels: add "
-                            "--scheme q7 (and a float model with --calibration)")
     exported = export_c_q7(model, outdir, name, kernels, fc_layout, calibration,
                            calibration_random, lambda: norm, options, input_layout, input_shapes,
-                           report, patches)
+                           report, patches, scheme)
     _echo_text(f"wrote {len(exported.files)} files to {outdir}: "
                f"{', '.join(p.name for p in exported.files)}")
     for line in render_q7_report(exported.report):
