@@ -29,24 +29,10 @@ class ExportedQ7:
 def _q7_model(model_path, input_shapes, outputs, target, input_layout, calibration,
               calibration_random, norm, options):
     """(Q7Model, report) of the float model at `model_path` (module docstring)."""
-    from qconvert.cli.command_inputs import calibration_data, load_with_shapes
-    from qconvert.quant.calibration_data import input_specs
-    from qconvert.cli.route_steps import Job, run_route
-    from qconvert.cli.routes import find_route, precision_of, q7_route
+    from .command import run_export_route
 
-    m = load_with_shapes(model_path, input_shapes)
-    outputs.add_inputs(m.meta.get("external_files", ()))
-    load_data = None
-    if calibration is not None or calibration_random is not None:
-        norm = norm()
-
-        def load_data(source):
-            return calibration_data(input_specs(source), calibration, calibration_random, norm,
-                                    options.max_memory), None
-
-    route = q7_route(find_route(m.format, target, "export", precision_of(m)))
-    job = run_route(route, Job(m, input_layout=input_layout, options=options,
-                               load_data=load_data))
+    job, _ = run_export_route(model_path, input_shapes, outputs, target, input_layout,
+                              calibration, calibration_random, norm, options, scheme="q7")
     return job.q7, job.report
 
 
