@@ -42,9 +42,9 @@ import mcu_size as size  # noqa: E402
 ROOT = HERE.parent
 IMAGES = ("tflm", "tflm-int8", "cmsis-nn", "portable")
 Q7_IMAGES = ("q7-legacy", "q7-portable")
-# the legacy kernels' average pool by board: their DSP path on Cortex-M4, their plain C path on
-# Cortex-M55 (they take it under MVE); qconvert's portable q7 kernel is always the DSP one
-Q7_AVGPOOL = {("q7-legacy", "m4"): "dsp", ("q7-legacy", "m55"): "scalar"}
+# the q7 average pool by board (legacy kernels and qconvert's portable ones alike): the DSP path
+# on Cortex-M4, the plain C path on Cortex-M55 (taken under MVE)
+Q7_AVGPOOL = {"m4": "dsp", "m55": "scalar"}
 DEFAULT_CMSIS_NN = next((p for p in (ROOT.parent / "shared" / "third_party" / "CMSIS-NN",
                                      ROOT.parent.parent / "shared" / "third_party" / "CMSIS-NN")
                          if (p / "Include").is_dir()),
@@ -126,7 +126,7 @@ def bench_model(name: str, source, boards: list, kinds: list, args, rates: dict)
                     "too big" if "overflowed" in reason else "failed"
                 rec.update(status=status, reason=reason)
             else:
-                want = (q7_reference.get(Q7_AVGPOOL.get((kind, board_name), "dsp"))
+                want = (q7_reference.get(Q7_AVGPOOL[board_name])
                         if kind in Q7_IMAGES else reference)
                 rec.update(figures, status="ok" if figures["rc"] == 0 else "failed",
                            bit_exact=outputs == want)

@@ -13,7 +13,7 @@ their description and checked against them by the tests (tests/test_q7_scheme.py
 The one place the legacy kernels differ between builds is the average pool: with the DSP
 extension (Cortex-M4/M7) it averages along x, truncating, then along y, truncating again;
 without it (host, Cortex-M0/M3) it truncates once over the whole window. `avgpool` selects
-("dsp" or "scalar"); qconvert's portable q7 kernel follows "dsp" (the paper's target).
+("dsp" or "scalar"); qconvert's portable q7 kernel follows the build as the legacy one does.
 
 `Q7Layer` is one layer of a q7 model (a chain: each layer reads the previous one's output);
 `run_q7(layers, x)` runs a batch (N, ...) of q7 inputs through them, vectorised over the batch.

@@ -1,6 +1,6 @@
 """`--scheme q7` (issue 26): the CMSIS-NN paper's power-of-two q7 scheme.
 
-Oracles: CMSIS_5's legacy q7 kernels themselves (host gcc: their scalar path; Cortex-M4 under
+Oracles: CMSIS_5's legacy q7 kernels themselves (host gcc: their plain C path; Cortex-M4 under
 QEMU: their DSP path), for the executor (`executor.q7_kernels`) and qconvert's portable q7
 kernels; the float model and the labelled digits data for accuracy. Random chains exercise
 every legacy kernel (RGB / fast / basic convolutions, square and non-square, depthwise, the
@@ -152,8 +152,8 @@ CHAINS = _chains()
 @NEEDS_LEGACY
 @pytest.mark.parametrize("label,model", CHAINS, ids=[c[0] for c in CHAINS])
 def test_chains_bit_exact_on_host(tmp_path, label, model):
-    """Host: the legacy kernels (scalar path) equal the executor's scalar average pool; the
-    portable kernels equal the executor's DSP average pool (their documented semantics)."""
+    """Host: the legacy kernels (their plain C build) and the portable kernels equal each other
+    and the executor's scalar path (the average pool truncating once)."""
     rng = np.random.default_rng(7)
     x = rng.integers(-128, 128, size=(6, *model.input_shape)).astype(np.int8)
     out_size = int(np.prod(model.layers[-1].out_shape))
@@ -162,9 +162,8 @@ def test_chains_bit_exact_on_host(tmp_path, label, model):
     portable = run_host(tmp_path / "portable", _render(model, "portable"), "q7net", x,
                         out_size, legacy=False)
     scalar = run_q7(model.layers, x, "scalar").reshape(len(x), -1)
-    dsp = run_q7(model.layers, x, "dsp").reshape(len(x), -1)
     np.testing.assert_array_equal(legacy, scalar)
-    np.testing.assert_array_equal(portable, dsp)
+    np.testing.assert_array_equal(portable, scalar)
     # the chains are not degenerate: outputs vary across samples
     assert len({bytes(r) for r in legacy}) > 1
 
@@ -192,18 +191,20 @@ def test_chains_bit_exact_on_cortex_m4(tmp_path, label, model):
 def test_avgpool_on_cortex_m3_takes_the_plain_c_path(tmp_path):
     """Cortex-M3 (no DSP extension, QEMU mps2-an385): the legacy average pool's plain C build
     truncates once (the executor's scalar path, as on the host); on Cortex-M4 its DSP build
-    truncates per row (the dsp path). Inputs where the two differ."""
+    truncates per row (the dsp path); the portable kernel follows the build the same way.
+    Inputs where the two differ."""
     pool = Q7Layer("avgpool", "avg", (6, 6, 4), (2, 2, 4), 0, 0, kernel=(3, 3), stride=(3, 3))
     model = Q7Model([pool], "x", "y", (6, 6, 4), 0)
     x = np.random.default_rng(9).integers(-128, 128, size=(4, 6, 6, 4)).astype(np.int8)
     scalar = run_q7(model.layers, x, "scalar").reshape(len(x), -1)
     dsp = run_q7(model.layers, x, "dsp").reshape(len(x), -1)
     assert not np.array_equal(scalar, dsp)
-    files = _render(model, "cmsis-nn-legacy")
-    np.testing.assert_array_equal(run_m4(tmp_path / "m3", files, "q7net", x, 16, legacy=True,
-                                         board="m3"), scalar)
-    np.testing.assert_array_equal(run_m4(tmp_path / "m4", files, "q7net", x, 16, legacy=True),
-                                  dsp)
+    for kernels in ("cmsis-nn-legacy", "portable"):
+        files, legacy = _render(model, kernels), kernels == "cmsis-nn-legacy"
+        np.testing.assert_array_equal(run_m4(tmp_path / f"m3{kernels}", files, "q7net", x, 16,
+                                             legacy=legacy, board="m3"), scalar)
+        np.testing.assert_array_equal(run_m4(tmp_path / f"m4{kernels}", files, "q7net", x, 16,
+                                             legacy=legacy), dsp)
 
 
 def test_avgpool_paths_differ_as_documented():
@@ -291,14 +292,14 @@ def test_digits_top1_within_two_points_of_float(label, model, calib, data, perm)
 def test_digits_cli_c_bit_exact_with_executor_on_host(tmp_path, label, model, calib, data,
                                                       perm):
     """export-c --scheme q7 for both kernel sets compiles (strict C99) and equals the executor
-    on the host: legacy (scalar average pool) and portable (DSP average pool)."""
+    on the host (both the legacy kernels' plain C build: the executor's scalar path)."""
     from qconvert.quant.q7_plan import quantize_input
 
     q7, _ = _q7_of(str(model), str(calib))
     x = np.load(data)["test"][:12]
     x = x if perm is None else x.transpose(perm)
     xq = quantize_input(q7, x)
-    for kernels, path in (("cmsis-nn-legacy", "scalar"), ("portable", "dsp")):
+    for kernels, path in (("cmsis-nn-legacy", "scalar"), ("portable", "scalar")):
         out, report, text = _export(tmp_path, model, calib, kernels)
         files = {p.name: p.read_bytes() for p in out.iterdir()}
         got = run_host(tmp_path / f"run_{kernels}", files, "net", xq, 10,
@@ -530,7 +531,7 @@ def test_table_activations_from_a_float_model(tmp_path):
             assert 4 <= layer.in_frac <= 7 and layer.out_frac == 7
     assert report["output_sqnr_db"] > 20
     x = quantize_input_of(q7, np.load(calib)[:8].transpose(0, 2, 3, 1))
-    for kernels, path in (("cmsis-nn-legacy", "scalar"), ("portable", "dsp")):
+    for kernels, path in (("cmsis-nn-legacy", "scalar"), ("portable", "scalar")):
         out, _, _ = _export(tmp_path, model, calib, kernels)
         files = {p.name: p.read_bytes() for p in out.iterdir()}
         if kernels == "cmsis-nn-legacy":

@@ -15,6 +15,19 @@
 #define QCONVERT_Q7_DSP 0
 #endif
 
+/* The legacy average pool's result depends on its build: with the DSP extension and without
+ * Helium (MVE) it averages along x, truncating, then along y, truncating again; elsewhere (host,
+ * Cortex-M0 / M3, Cortex-M55) it truncates once over the window. qconvert_q7_avgpool follows
+ * the same rule, so on every build it equals the legacy kernel (-DQCONVERT_Q7_AVGPOOL_ROWS=0
+ * or 1 chooses). */
+#ifndef QCONVERT_Q7_AVGPOOL_ROWS
+#if QCONVERT_Q7_DSP && !(defined(__ARM_FEATURE_MVE) && __ARM_FEATURE_MVE)
+#define QCONVERT_Q7_AVGPOOL_ROWS 1
+#else
+#define QCONVERT_Q7_AVGPOOL_ROWS 0
+#endif
+#endif
+
 /* acc + sum(a[i] * b[i]) over n bytes */
 static int32_t dot(const int8_t *a, const int8_t *b, int n, int32_t acc)
 {
@@ -239,7 +252,8 @@ void qconvert_q7_maxpool(const int8_t *in, const qconvert_q7_geom *g, int8_t *ou
     }
 }
 
-/* the legacy DSP build's average: along x (truncating), then along y (truncating again) */
+/* the average of each window (QCONVERT_Q7_AVGPOOL_ROWS: each row's average, truncated, then
+ * their average, truncated again; else the window's sum divided once; C division truncates) */
 void qconvert_q7_avgpool(const int8_t *in, const qconvert_q7_geom *g, int8_t *out)
 {
     int oy, ox, c, ky, kx;
@@ -253,9 +267,10 @@ void qconvert_q7_avgpool(const int8_t *in, const qconvert_q7_geom *g, int8_t *ou
                         row += in[((long)(oy * g->s_h + ky) * g->in_w + ox * g->s_w + kx)
                                   * g->in_c + c];
                     }
-                    column += row / g->k_w;
+                    column += QCONVERT_Q7_AVGPOOL_ROWS ? row / g->k_w : row;
                 }
-                *out++ = (int8_t)(column / g->k_h);
+                *out++ = (int8_t)(QCONVERT_Q7_AVGPOOL_ROWS ? column / g->k_h
+                                                            : column / (g->k_h * g->k_w));
             }
         }
     }

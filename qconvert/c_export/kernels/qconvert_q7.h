@@ -4,8 +4,9 @@
  *
  * Every tensor is q7 (int8) with a power-of-two scale. A linear layer computes
  * acc = bias * 2^bias_shift + 2^out_shift / 2 + sum(w * x) in 32 bits and writes
- * sat8(floor(acc / 2^out_shift)): the results of CMSIS_5's legacy q7 kernels, bit for bit
- * (the average pool: their Cortex-M4 (DSP) build's, averaging along x then y). Images are
+ * sat8(floor(acc / 2^out_shift)): the results of CMSIS_5's legacy q7 kernels, bit for bit,
+ * on every build (the average pool, whose legacy result depends on the build, follows the
+ * same rule: see qconvert_q7.c). Images are
  * HWC; a convolution's weights OHWI, a depthwise one's HWC (multiplier 1), a fully connected
  * layer's in the 1x4-interleaved order of arm_fully_connected_q7_opt. No scratch memory.
  */

@@ -2,8 +2,8 @@
 
 Two kernel sets: "cmsis-nn-legacy" calls CMSIS_5's legacy q7 API (the CMSIS-NN paper's
 kernels; the application compiles them from its own copy), "portable" calls qconvert's
-`qconvert_q7_*` (kernels/qconvert_q7.c, shipped beside NAME.c), bit-exact with the legacy ones'
-Cortex-M4 build. The header keeps export-c's API: NAME_invoke(input, output),
+`qconvert_q7_*` (kernels/qconvert_q7.c, shipped beside NAME.c), bit-exact with the legacy ones
+on every build. The header keeps export-c's API: NAME_invoke(input, output),
 NAME_invoke_with_arena, NAME_check, NAME_INPUT0_SCALE = 2^-n, zero points 0.
 
 Memory: the model is a chain, so a layer's input and output are the only live activations;
