@@ -297,6 +297,7 @@ def plan_q7(graph, ranges: dict) -> Q7Model:
             layer.out_frac = int(np.clip(layer.out_frac, pinned[out][0],
                                          min(pinned[out][1], layer.in_frac + layer.w_frac)))
         layer.extra.setdefault("tensor", out)
+        layer.extra["op"] = node.op
         layers.append(layer)
         frac = layer.out_frac
     return Q7Model(layers, name, graph.outputs[0], _shape(graph, name), in_frac)

@@ -307,7 +307,9 @@ def test_digits_cli_c_bit_exact_with_executor_on_host(tmp_path, label, model, ca
         np.testing.assert_array_equal(got, run_q7(q7.layers, xq, path).reshape(len(xq), -1))
         assert "SQNR" in text and report["kernels"] == kernels
     header = (out / "net.h").read_text()
-    assert f"#define NET_INPUT0_SCALE {float(2.0 ** -q7.input_frac)!r}f" in header
+    scale = re.search(r"#define NET_INPUT0_SCALE \(?([-0-9.e]+)f", header).group(1)
+    assert float(scale) == 2.0 ** -q7.input_frac
+    assert f"#define NET_INPUT0_FRAC {q7.input_frac}" in header
     assert "#define NET_INPUT0_ZERO_POINT 0" in header
 
 
@@ -636,3 +638,33 @@ def test_output_folder_inside_the_calibration_folder_refused(tmp_path):
                   "--scheme", "q7")
     assert result.exit_code == 1 and "calibration data folder" in result.output
     assert not out.exists()
+
+
+def test_profiling_hook_around_every_layer_that_runs_code(tmp_path):
+    """Built with -DQCONVERT_PROFILE, NAME_invoke calls NAME_layer_hook before and after each
+    layer but reshapes (export-c's API); without it, no hook is referenced."""
+    import subprocess
+
+    from helpers.export_c_harness import STRICT
+
+    model = CHAINS[0][1]
+    files = _render(model, "portable")
+    for f, data in files.items():
+        (tmp_path / f).write_bytes(data)
+    (tmp_path / "main.c").write_text(
+        '#include <stdio.h>\n#include "q7net.h"\n'
+        "static int8_t in[Q7NET_INPUT_SIZE], out[Q7NET_OUTPUT_SIZE];\n"
+        "#ifdef QCONVERT_PROFILE\n"
+        'void q7net_layer_hook(int index, const char *op, int phase)\n'
+        '{ printf("%d %s %d\\n", index, op, phase); }\n#endif\n'
+        "int main(void) { return q7net_invoke(in, out); }\n")
+    sources = [str(p) for p in sorted(tmp_path.glob("*.c"))]
+    for defines in (["-DQCONVERT_PROFILE"], []):
+        subprocess.run(["gcc", *STRICT, *defines, *sources, "-o", str(tmp_path / "a")],
+                       check=True, capture_output=True)
+        text = subprocess.run([str(tmp_path / "a")], capture_output=True, text=True,
+                              check=True).stdout
+        expected = [f"{i} {l.extra.get('op', l.kind)} {phase}"
+                    for i, l in enumerate(model.layers) if l.kind != "reshape"
+                    for phase in (0, 1)] if defines else []
+        assert text.splitlines() == expected
