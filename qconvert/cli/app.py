@@ -352,7 +352,8 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, sche
     computes them when it loads the model, input / output offsets, activation clamps,
     dimensions, strides and padding. Takes an int8 TFLite model, or a float TFLite or ONNX
     model with --calibration (an ONNX model is converted to NHWC first, its data staying in the
-    ONNX layout; then quantized).
+    ONNX layout; then quantized). --scheme q7: the q7 weights, biases, fraction bits and
+    bias_shift / out_shift of the legacy q7 kernels instead (docs/q7.md).
 
     \b
     Example:
@@ -437,7 +438,10 @@ def export_c(model, outdir, name, kernels, fc_layout, patches, report, scheme, c
     --calibration (as export-c-header does). Prints one line per layer (the C function
     called, MACs, flash, activation and scratch bytes); --report writes them as JSON. Built
     with -DQCONVERT_PROFILE, NAME_invoke calls the application's NAME_layer_hook(index, op,
-    phase) before and after each layer (see NAME.h).
+    phase) before and after each layer (see NAME.h). With --scheme q7 (a float model and
+    --calibration): the CMSIS-NN paper's power-of-two q7 scheme, calling CMSIS_5's legacy q7
+    kernels (--kernels cmsis-nn-legacy) or qconvert's portable q7 ones; prints per layer the
+    fraction bits, shifts and SQNR (docs/q7.md).
 
     \b
     Example:
