@@ -7,6 +7,7 @@ TFLite Micro runs the int8 result."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from conftest import run_litert, run_tflm
@@ -77,18 +78,72 @@ def test_quantize_of_float16_model_matches_litert(tmp_path):
         assert sqnr > 30, sqnr
 
 
-def test_int8_dequantize_is_not_folded(tmp_path):
-    """must not: int8 weights behind a DEQUANTIZE (quantization parameters) stay as they are."""
+def _hybrid_model(per_channel: bool) -> bytes:
+    """x -> FULLY_CONNECTED (weights: int8 + scale -> DEQUANTIZE, the TFLite converter's
+    weight-only ("dynamic range") output for ops without a hybrid kernel) -> y."""
+    from qconvert.ir import QuantParams
+
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((6, 10)).astype(np.float32)
+    scale = (np.abs(w).max(axis=1) / 127 if per_channel else np.array([np.abs(w).max() / 127]))
+    q = np.clip(np.round(w / (scale[:, None] if per_channel else scale)), -127, 127)
+    g = Graph("main", inputs=["x"], outputs=["y"])
+    g.add_tensor(Tensor("x", (1, 10), "float32"))
+    g.add_tensor(Tensor("y", (1, 6), "float32"))
+    g.add_tensor(Tensor("wq", (6, 10), "int8", q.astype(np.int8),
+                        quant=QuantParams(scale.astype(np.float32), np.zeros(scale.size),
+                                          0 if per_channel else None)))
+    g.add_tensor(Tensor("w", (6, 10), "float32"))
+    g.nodes = [Node("Dequantize", ["wq"], ["w"], {"axis": 0} if per_channel else {}, "w"),
+               Node("FullyConnected", ["x", "w"], ["y"],
+                    {"activation": "NONE", "keep_num_dims": False}, "y")]
+    model = Model("tflite", [g])
+    model.verify()
+    return serialize(model)
+
+
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per_tensor", "per_channel"])
+def test_fold_constants_folds_int8_weight_only_dequantize(tmp_path, per_channel):
+    """The DEQUANTIZE of int8 weights in a float model folds to what LiteRT's DEQUANTIZE
+    computes (outputs equal bit for bit); quantize then works on the model (vs LiteRT)."""
+    src, out = tmp_path / "m.tflite", tmp_path / "m_fused.tflite"
+    src.write_bytes(_hybrid_model(per_channel))
+    result = CliRunner().invoke(main, ["fuse", str(src), "--passes", "fold-constants,eliminate",
+                                       "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    graph = load_model(out).graph
+    assert [n.op for n in graph.nodes] == ["FullyConnected"]
+    assert graph.tensors[graph.nodes[0].inputs[1]].dtype == "float32"
+    for seed in (0, 1, 2):
+        np.testing.assert_array_equal(run_litert(out.read_bytes(), seed)[0],
+                                      run_litert(src.read_bytes(), seed)[0])
+    q8 = tmp_path / "m_int8.tflite"
+    np.save(tmp_path / "calib.npy",
+            np.random.default_rng(6).standard_normal((32, 10)).astype(np.float32))
+    result = CliRunner().invoke(main, ["quantize", str(src), "--calibration",
+                                       str(tmp_path / "calib.npy"), "--io-type", "float32",
+                                       "--verify", "4", "-o", str(q8)])
+    assert result.exit_code == 0, result.output
+    want = run_litert(src.read_bytes(), 0)[0].astype(np.float64)
+    got = run_tflm(q8.read_bytes(), 0)[0]
+    assert 10 * np.log10(np.sum(want ** 2) / np.sum((got - want) ** 2)) > 30
+
+
+def test_int8_dequantize_of_a_quantized_model_is_not_folded():
+    """must not: the DEQUANTIZE of int8 weights in a model whose activations are quantized
+    (an int8 TFLite model; a QDQ ONNX model's DequantizeLinear) stays as it is."""
     from qconvert.ir import QuantParams
     import qconvert.passes.cleanup.fold_constants as fc
 
+    qp = QuantParams(np.array([0.5], np.float32), np.array([0]), None)
     g = Graph("main", inputs=["x"], outputs=["y"])
-    g.add_tensor(Tensor("x", (1, 4), "float32"))
+    g.add_tensor(Tensor("x", (1, 4), "int8", quant=qp.copy()))
+    g.add_tensor(Tensor("xf", (1, 4), "float32"))
     g.add_tensor(Tensor("y", (1, 4), "float32"))
-    g.add_tensor(Tensor("wq", (4,), "int8", np.arange(4, dtype=np.int8),
-                        quant=QuantParams(np.array([0.5], np.float32), np.array([0]), None)))
+    g.add_tensor(Tensor("wq", (4,), "int8", np.arange(4, dtype=np.int8), quant=qp.copy()))
     g.add_tensor(Tensor("w", (4,), "float32"))
-    g.nodes = [Node("Dequantize", ["wq"], ["w"], {}, "w"),
-               Node("Add", ["x", "w"], ["y"], {"activation": "NONE"}, "y")]
+    g.nodes = [Node("Dequantize", ["x"], ["xf"], {}, "xf"),
+               Node("Dequantize", ["wq"], ["w"], {}, "w"),
+               Node("Add", ["xf", "w"], ["y"], {"activation": "NONE"}, "y")]
     assert fc.fold_constants(g, None) == 0
-    assert [n.op for n in g.nodes] == ["Dequantize", "Add"]
+    assert [n.op for n in g.nodes] == ["Dequantize", "Dequantize", "Add"]
