@@ -131,6 +131,7 @@ def fold_densify(graph) -> list:
             continue
         kept.append(node)
     graph.nodes[:] = kept
+    graph.invalidate_uses()
     return names
 
 

@@ -147,3 +147,73 @@ def test_int8_dequantize_of_a_quantized_model_is_not_folded():
                Node("Add", ["xf", "w"], ["y"], {"activation": "NONE"}, "y")]
     assert fc.fold_constants(g, None) == 0
     assert [n.op for n in g.nodes] == ["Dequantize", "Dequantize", "Add"]
+
+
+def _float16_onnx(path) -> np.ndarray:
+    """An ONNX model whose conv weights are float16 initializers behind Cast (what
+    onnxconverter-common's float16 conversion with keep_io_types writes); returns them."""
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    rng = np.random.default_rng(0)
+    w = (0.3 * rng.standard_normal((8, 3, 3, 3))).astype(np.float16)
+    b = (0.1 * rng.standard_normal(8)).astype(np.float16)
+    nodes = [h.make_node("Cast", ["w16"], ["w"], to=T.FLOAT),
+             h.make_node("Cast", ["b16"], ["b"], to=T.FLOAT),
+             h.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             h.make_node("Relu", ["c"], ["y"])]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 8, 8])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, 8, 8, 8])],
+                     [nh.from_array(w, "w16"), nh.from_array(b, "b16")])
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]), str(path))
+    return w
+
+
+def test_convert_keep_float16_writes_float16_weights(tmp_path):
+    """ONNX float16 weights -> TFLite float16 constants behind DEQUANTIZE, the same values bit
+    for bit; LiteRT on the output == onnxruntime on the input; without the option, float32."""
+    import onnxruntime as ort
+
+    src = tmp_path / "m.onnx"
+    w = _float16_onnx(src)
+    outs = {}
+    for flag in ([], ["--keep-float16"]):
+        out = tmp_path / f"m{len(flag)}.tflite"
+        result = CliRunner().invoke(main, ["convert", str(src), "-o", str(out), "--verify", "2",
+                                           *flag])
+        assert result.exit_code == 0, result.output
+        outs[bool(flag)] = out
+    g16 = load_model(outs[True]).graph
+    halves = [t for t in g16.tensors.values() if t.data is not None and t.dtype == "float16"]
+    assert len(halves) == 1 and [n.op for n in g16.nodes].count("Dequantize") == 1
+    np.testing.assert_array_equal(np.sort(halves[0].data.reshape(-1)), np.sort(w.reshape(-1)))
+    assert not any(t.dtype == "float16" for t in load_model(outs[False]).graph.tensors.values())
+    assert outs[True].stat().st_size < outs[False].stat().st_size
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(str(src), opts, providers=["CPUExecutionProvider"])
+    from conftest import litert_invoke
+
+    x = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    want = sess.run(None, {"x": x})[0].transpose(0, 2, 3, 1)
+    got = litert_invoke(outs[True].read_bytes(), [x.transpose(0, 2, 3, 1)])[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_keep_float16_refuses_a_model_without_float16_weights(tmp_path):
+    """must not: --keep-float16 on a float32 model (or with an ONNX output) silently does
+    nothing: one line, nothing written."""
+    src = tmp_path / "m.onnx"
+    _float16_onnx(src)
+    out = tmp_path / "o.onnx"
+    result = CliRunner().invoke(main, ["convert", str(src), "-o", str(out), "--keep-float16"])
+    assert result.exit_code == 1 and "the output is onnx" in result.output
+    assert not out.exists()
+    f32 = tmp_path / "f32.tflite"
+    assert CliRunner().invoke(main, ["convert", str(src), "-o", str(f32)]).exit_code == 0
+    out2 = tmp_path / "o2.tflite"
+    result = CliRunner().invoke(main, ["convert", str(f32), "-o", str(out2), "--keep-float16"])
+    assert result.exit_code == 1 and "has none" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not out2.exists()
