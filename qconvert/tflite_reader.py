@@ -1,7 +1,8 @@
 """Read a `.tflite` flatbuffer into the IR.
 
-Every subgraph becomes a `Graph`; tensors keep their quantization (per-tensor or per-channel),
-constants are numpy views of the file's buffers (no copy). Builtin ops in the schema table get
+Every subgraph becomes a `Graph`; tensors keep their quantization (per-tensor or per-channel;
+a float tensor's min / max hint without scales, as old converters wrote, is dropped: the model is
+float), sparse constants are densified (`tflite_sparsity`), constants are numpy views of the file's buffers (no copy). Builtin ops in the schema table get
 IR attributes (explicit pads, strides, dilations, group, fused activation, layout NHWC); any other
 builtin or custom op is carried opaquely with its opcode, version and raw options. Signature defs,
 description and metadata buffers are kept; `OfflineMemoryAllocation` metadata is dropped on
@@ -32,6 +33,9 @@ from .tflite_sparsity import densified_notice, densify, fold_densify, read_spars
 from .tflite_options import BUILTIN_CODE_NAMES, OPTIONS_NAMES, attrs_from_options, read_options
 
 DROPPED_METADATA = {"OfflineMemoryAllocation"}
+# Float tensors whose quantization entry is only a min / max hint (TOCO-era files): the hint is
+# dropped on read, so the model is the float model it is (quantize calibrates its own ranges).
+_FLOATS = frozenset({"float32", "float16", "float64"})
 
 _I32 = struct.Struct("<i").unpack_from
 _U32 = struct.Struct("<I").unpack_from
@@ -261,6 +265,8 @@ class _Reader:
             q = tflite.QuantizationParameters()
             q.Init(data_bytes, f[_T_QUANT] + _U32(data_bytes, f[_T_QUANT])[0])
             quant = self.quantization(q, name)
+            if quant is not None and not quant.scale.size and dtype in _FLOATS:
+                quant = None  # an old converter's min / max hint on a float tensor: dropped
         return Tensor(unique, shape, dtype, data, quant, extra)
 
     def sparse_constant(self, field_pos: int, raw, name: str, shape: tuple, dtype: str):
