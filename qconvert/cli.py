@@ -318,6 +318,9 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
                                std, scale, options, max_memory, report, report_html,
                                input_layout, input_shapes, verify)
     _echo_text(render_text(written.report))
+    if written.report.get("opset_upgraded"):
+        old, new = written.report["opset_upgraded"]
+        _echo_text(f"ONNX opset raised {old} -> {new} (QDQ needs per-axis DequantizeLinear)")
     _echo_text(f"wrote {written.path} ({written.fmt}, {written.size} bytes)")
     warning = low_sqnr_warning(model, written.report["output_sqnr_db"], method, MIN_SQNR_DB)
     if warning:

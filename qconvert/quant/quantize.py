@@ -76,6 +76,7 @@ class _Run:
     int16_report: dict | None = None
     correction: object = None  # propagated_bias.PropagatedCorrection the report's run applies
     report: dict | None = None
+    opset_from: int | None = None  # the ONNX opset the model had, when QDQ output raised it
 
 
 def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
@@ -212,8 +213,10 @@ def _tflite_int8(run: _Run) -> None:
 def _qdq(run: _Run) -> None:
     """The plan written as QuantizeLinear / DequantizeLinear pairs in the ONNX graph."""
     from .invariants import check_qdq_scales
-    from .qdq import apply_qdq
+    from .opset_upgrade import upgrade_opset
+    from .qdq import MIN_QDQ_OPSET, apply_qdq
 
+    run.opset_from = upgrade_opset(run.model, MIN_QDQ_OPSET)
     run.names = apply_qdq(run.model.graph, run.qplan, run.model.meta.get("opset", 13))
     check_qdq_scales(run.model.graph)
 
@@ -271,6 +274,8 @@ def _report(run: _Run) -> None:
         from .int16_report import add_to_report
 
         add_to_report(run.report, run.int16_report, run.qplan)
+    if run.opset_from is not None:
+        run.report["opset_upgraded"] = [run.opset_from, int(run.model.meta["opset"])]
 
 
 STAGES = {"check-float": _check_float, "static-batch": _static_batch, "fuse": _fuse,
