@@ -14,6 +14,8 @@ IR and TFLite writer (no TensorFlow / PyTorch):
   dynamic-range output for ops without a hybrid kernel).
 - `sparse_cnn.tflite`: a pruned CNN whose conv and FC weights are stored in TFLite's sparsity
   format (blocks of 4 input channels and plain CSR, uint16 / uint8 indices) behind DENSIFY.
+- `kws_logmel.onnx`: a keyword spotter with its own log-mel front end (a DFT as MatMuls,
+  mel filters, Log) and a small CNN.
 - `uint8_classifier.tflite`: an int8 classifier (qconvert's int8 digits CNN) with uint8 inputs
   and outputs as Model Maker / EfficientNet-Lite ship them.
 Weights are random (seeded); each model has a `*_calib.npy` of random data with the ranges its
@@ -294,12 +296,48 @@ def uint8_classifier(out: Path, tmp: Path) -> None:
     (out / "uint8_classifier.tflite").write_bytes(serialize(with_uint8_edges(load_model(q8))))
 
 
+def kws_logmel(out: Path, tmp: Path) -> None:
+    """A keyword spotter with its own log-mel front end: 49 Hann-windowed frames of 128 audio
+    samples -> a real DFT as two MatMuls (cos, sin) -> power -> 40 triangular mel filters (a
+    MatMul) -> log(x + 1e-6) -> a small CNN (two convs, global pooling, FC, softmax over 12
+    words), as wake-word packages ship STFT front ends inside the model."""
+    b = _Onnx(51)
+    n, bins, mels = 128, 65, 40
+    t = np.arange(n)
+    window = 0.5 - 0.5 * np.cos(2 * np.pi * t / n)
+    k = np.arange(bins)
+    cos = (window[:, None] * np.cos(2 * np.pi * np.outer(t, k) / n)).astype(np.float32)
+    sin = (window[:, None] * -np.sin(2 * np.pi * np.outer(t, k) / n)).astype(np.float32)
+    hz = np.linspace(0, 8000, bins)
+    mel = 2595 * np.log10(1 + hz / 700)
+    edges = np.linspace(mel[0], mel[-1], mels + 2)
+    fb = np.maximum(0, 1 - np.abs(mel[:, None] - edges[None, 1:-1]) / (edges[1] - edges[0]))
+    re = b.node("MatMul", ["frames", b.const("dft_cos", cos)])
+    im = b.node("MatMul", ["frames", b.const("dft_sin", sin)])
+    power = b.node("Add", [b.node("Mul", [re, re]), b.node("Mul", [im, im])])
+    melspec = b.node("MatMul", [power, b.const("mel_fb", fb.astype(np.float32))])
+    logmel = b.node("Log", [b.node("Add", [melspec, b.const("eps", np.float32(1e-6))])])
+    x = b.node("Reshape", [logmel, b.const("img", np.array([1, 1, 49, mels], np.int64))])
+    x = b.conv(x, 1, 16, 3, 2)
+    x = b.conv(x, 16, 32, 3, 2)
+    g = b.node("Flatten", [b.node("GlobalAveragePool", [x])])
+    w = (b.rng.standard_normal((12, 32)) * 0.3).astype(np.float32)
+    y = b.node("Gemm", [g, b.const("fc_w", w), b.const("fc_b", np.zeros(12, np.float32))],
+               transB=1)
+    b.node("Softmax", [y], axis=1)
+    b.nodes[-1].output[0] = "words"
+    b.save(out / "kws_logmel.onnx", [("frames", [1, 49, n])], [("words", [1, 12])])
+    rng = np.random.default_rng(52)  # noise-like audio, 0.1 rms, with a louder burst
+    audio = rng.normal(0, 0.1, (8, 49, n)) * (1 + 4 * (np.arange(49) > 20)[None, :, None])
+    np.save(out / "kws_logmel_calib.npy", audio.astype(np.float16))
+
+
 def main(names=None) -> None:
     import tempfile
 
     makers = {"yolo_head": yolo_head, "blazeface_fp16": blazeface_fp16,
               "landmarks_hybrid": landmarks, "sparse_cnn": sparse_cnn,
-              "uint8_classifier": uint8_classifier}
+              "uint8_classifier": uint8_classifier, "kws_logmel": kws_logmel}
     with tempfile.TemporaryDirectory() as tmp:
         for name, make in makers.items():
             if names is None or name in names:

@@ -156,6 +156,8 @@ REAL_MODELS = (
          "(dynamic-range) storage behind DEQUANTIZE"),
     _gen("sparse_cnn", "tflite", _R2 + "; pruned CNN, block-sparse and CSR weights behind "
          "DENSIFY"),
+    _gen("kws_logmel", "onnx", _R2 + "; keyword spotter with its own log-mel front end (DFT "
+         "MatMuls, mel filters, Log)"),
     CorpusModel("uint8_classifier", CORPUS / "uint8_classifier.tflite", "tflite", "int8",
                 _R2 + "; int8 digits CNN with uint8 input and output (Model Maker style)",
                 str(MODELS / "digits_data_nhwc.npz") + ":calib"),
