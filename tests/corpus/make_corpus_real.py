@@ -133,8 +133,8 @@ def _to_tflite(onnx_path: Path):
     """The float TFLite model qconvert's ONNX -> TFLite conversion writes (the architecture's
     TFLite form; the storage of its weights is then set as the converter would write it)."""
     from qconvert.ir import Model
-    from qconvert.model_io import load_model
-    from qconvert.passes.onnx_to_tflite import convert_onnx_to_tflite
+    from qconvert.formats.model_io import load_model
+    from qconvert.passes.onnx_to_tflite.convert import convert_onnx_to_tflite
 
     return convert_onnx_to_tflite(load_model(onnx_path)).model
 
@@ -150,7 +150,7 @@ def blazeface_fp16(out: Path, tmp: Path) -> None:
     """BlazeFace-like: 5x5 stem, BlazeBlocks (depthwise 5x5 + pointwise, residual add), a
     strided block, two heads (16 box regressors, 1 score per anchor, 2 anchors per cell);
     float16 weights behind DEQUANTIZE."""
-    from qconvert.model_io import serialize
+    from qconvert.formats.model_io import serialize
     from qconvert.passes.cleanup.store_float16 import store_float16
 
     b = _Onnx(21)
@@ -209,7 +209,7 @@ def landmarks(out: Path, tmp: Path) -> None:
     """A MediaPipe-style landmark regressor: conv stack with strides, global average pooling,
     a fully connected head of 21 x 3 coordinates (pixels of a 32x32 crop) and a presence
     score (sigmoid); weights int8 behind DEQUANTIZE (dynamic-range storage)."""
-    from qconvert.model_io import serialize
+    from qconvert.formats.model_io import serialize
 
     b = _Onnx(31)
     x = b.conv("crop", 3, 16, 3, 2)
@@ -241,7 +241,7 @@ def sparse_cnn(out: Path, tmp: Path) -> None:
     over the blocks, uint16 indices), the FC weights plain CSR (uint8 indices), each behind
     DENSIFY, as the converter's sparsity option writes them."""
     from qconvert.ir import Model
-    from sparse_tflite import densify_node, make_sparse, write_sparse
+    from helpers.sparse_tflite import densify_node, make_sparse, write_sparse
 
     b = _Onnx(41)
     x = b.conv("image", 3, 16, 3, 2)
@@ -284,8 +284,8 @@ def uint8_classifier(out: Path, tmp: Path) -> None:
     from click.testing import CliRunner
 
     from qconvert.cli import main as cli
-    from qconvert.model_io import load_model, serialize
-    from uint8_edges import with_uint8_edges
+    from qconvert.formats.model_io import load_model, serialize
+    from helpers.uint8_edges import with_uint8_edges
 
     q8 = tmp / "digits_int8.tflite"
     result = CliRunner().invoke(cli, ["quantize", str(ROOT / "tests/models/digits_cnn.tflite"),
