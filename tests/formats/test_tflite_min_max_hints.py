@@ -68,6 +68,8 @@ def test_int8_model_keeps_its_quantization(tmp_path):
     """must not: an int8 tensor's quantization (scales present) is dropped with the hints."""
     from qconvert.formats.model_io import load_model as load
 
-    m = load(__import__("pathlib").Path(__file__).parent / "models" / "kws_ref_model.tflite")
+    from helpers.oracles import ROOT
+
+    m = load(ROOT / "tests" / "models" / "kws_ref_model.tflite")
     q = [t for t in m.graph.tensors.values() if t.quant is not None]
     assert q and all(t.quant.scale.size for t in q)
