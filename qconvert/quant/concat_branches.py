@@ -10,7 +10,8 @@ output swamps that input. `quantize` (TFLite) then quantizes the branches before
 their own scales and keeps the concat, and whatever shares its scale after it, in int16 (16x8:
 each branch requantized int8 -> int16, 256x finer; an int16 graph output where the concat is
 one), and names it in the report (`--int16-layers NAMES` chosen for the user; an explicit
-`--activations` / `--int16-layers` choice is the user's and wins). QDQ ONNX output keeps the
+`--activations` / `--int16-layers` choice is the user's and wins; a concat whose scale group holds
+an op without a 16x8 kernel stays int8 and the report says which op). QDQ ONNX output keeps the
 concat's output in float (no QuantizeLinear pair on it).
 """
 
@@ -51,7 +52,21 @@ def swamped_concats(graph: Graph, ranges: dict) -> list:
         if out / small > MAX_RANGE_RATIO:
             found.append({"layer": node.name or node.outputs[0], "output": node.outputs[0],
                           "input": name, "ratio": round(out / small, 1)})
+    if found:
+        _blockers(graph, found)
     return found
+
+
+def _blockers(graph: Graph, found: list) -> None:
+    """Mark (`blocker`) each concat whose scale group has an op without a 16x8 kernel in
+    TFLite Micro: it cannot go int16 (TFLite keeps it int8 and the report says why)."""
+    from .int16 import scale_groups
+
+    groups = scale_groups(graph)
+    for f in found:
+        group = next((g for g in groups if f["output"] in g.members), None)
+        if group is not None and group.blocker is not None:
+            f["blocker"] = group.blocker
 
 
 def describe(found: list, how: str) -> str:

@@ -179,8 +179,9 @@ def _plan(run: _Run) -> None:
         from .concat_branches import swamped_concats
 
         run.swamped = swamped_concats(model.graph, measured.ranges)
-        if run.swamped:  # the concats in int16, their branches on their own scales
-            options = replace(options, int16_layers=",".join(f["output"] for f in run.swamped),
+        widen = [f for f in run.swamped if not f.get("blocker")]
+        if widen:  # the concats in int16, their branches on their own scales
+            options = replace(options, int16_layers=",".join(f["output"] for f in widen),
                               io_type="float32")  # io_type: only lets a graph output be int16
     if options.wide:
         from .int16_report import plan_int16
@@ -295,10 +296,19 @@ def _report(run: _Run) -> None:
         from .concat_branches import describe
 
         run.report["per_branch_concats"] = run.swamped
-        how = ("kept in int16 (16x8), each branch requantized into it"
-               if run.model.format == "tflite" else
-               "its output left float, each branch on its own int8 scale")
-        run.report.setdefault("notes", []).append(describe(run.swamped, how))
+        notes = run.report.setdefault("notes", [])
+        if run.model.format != "tflite":
+            notes.append(describe(run.swamped, "its output left float, each branch on its own "
+                                               "int8 scale"))
+        else:
+            widened = [f for f in run.swamped if not f.get("blocker")]
+            if widened:
+                notes.append(describe(widened, "kept in int16 (16x8), each branch requantized "
+                                               "into it"))
+            for f in run.swamped:
+                if f.get("blocker"):
+                    notes.append(describe([f], f"left int8 ({f['blocker']} shares its scale "
+                                               "and has no 16x8 kernel in TFLite Micro)"))
     if run.opset_from is not None:
         run.report["opset_upgraded"] = [run.opset_from, int(run.model.meta["opset"])]
 

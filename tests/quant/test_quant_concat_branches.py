@@ -106,3 +106,25 @@ def test_close_ranges_are_left_alone():
     assert swamped_concats(g, {"a": (0.0, 15.0), "b": (0.0, 1.0), "y": (0.0, 15.0)}) == []
     found = swamped_concats(g, {"a": (0.0, 96.0), "b": (0.0, 1.0), "y": (0.0, 96.0)})
     assert [(f["layer"], f["input"]) for f in found] == [("y", "b")]
+
+
+def test_concat_whose_group_has_no_16x8_kernel_is_marked():
+    """must not: a swamped concat sharing its scale with an op TFLite Micro has no 16x8 kernel
+    for (Gather here) is sent to --int16-layers (which would refuse naming an option the user
+    never gave): it is marked with that op and stays int8."""
+    import numpy as np
+
+    from qconvert.ir import Graph, Node, Tensor
+    from qconvert.quant.concat_branches import swamped_concats
+
+    g = Graph("main", inputs=["a", "b"], outputs=["z"])
+    for name in ("a", "b"):
+        g.add_tensor(Tensor(name, (1, 4), "float32"))
+    g.add_tensor(Tensor("y", (1, 8), "float32"))
+    g.add_tensor(Tensor("i", (2,), "int32", np.array([0, 5], np.int32)))
+    g.add_tensor(Tensor("z", (1, 2), "float32"))
+    g.nodes = [Node("Concat", ["a", "b"], ["y"], {"axis": 1}, "y"),
+               Node("Gather", ["y", "i"], ["z"], {"axis": 1, "batch_dims": 0}, "z")]
+    found = swamped_concats(g, {"a": (0.0, 96.0), "b": (0.0, 1.0), "y": (0.0, 96.0),
+                                "z": (0.0, 96.0)})
+    assert len(found) == 1 and "Gather" in found[0].get("blocker", ""), found
