@@ -322,6 +322,25 @@ def propagate_formats(model: Q7Model) -> None:
         frac = layer.out_frac
 
 
+def accumulator_bound(layer) -> int:
+    """The largest magnitude a linear layer's 32-bit accumulator can reach: per output channel
+    |bias| * 2^bias_shift + the rounding half + 128 * sum |w| over its taps."""
+    w = np.abs(layer.weights.astype(np.int64))
+    taps = w.reshape(-1, w.shape[-1]).sum(axis=0) if layer.kind == "depthwise" \
+        else w.reshape(w.shape[0], -1).sum(axis=1)
+    bias = np.abs(layer.bias.astype(np.int64)) << layer.bias_shift
+    return int(np.max(bias + ((1 << layer.out_shift) >> 1) + 128 * taps))
+
+
+def check_accumulators(model: Q7Model) -> None:
+    """Refuse a layer whose accumulator could leave 32 bits (the kernels' int32 sums would
+    overflow), naming it."""
+    for layer in model.layers:
+        if layer.weights is not None and accumulator_bound(layer) >= 2 ** 31:
+            raise QConvertError(f"layer {layer.name!r}: its q7 accumulator could exceed 32 bits "
+                                f"(bias_shift {layer.bias_shift}, {layer.weights.size} weights)")
+
+
 def quantize_input(model: Q7Model, x: np.ndarray) -> np.ndarray:
     """Float input samples in the model's q7 input format."""
     return quantize_q7(x, model.input_frac)

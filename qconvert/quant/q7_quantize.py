@@ -3,7 +3,8 @@
 Calibration is int8's (`quantize.calibrate_float`: the fused float model, ranges as `--method`
 chooses them); then `q7_plan.plan_q7` gives every tensor power-of-two fraction bits,
 `q7_search.search_formats` refines the linear layers' output formats for the least output error
-on the calibration samples, and the report runs the q7 executor and the float model on the
+on the calibration samples (a layer whose 32-bit accumulator could overflow is refused), and the
+report runs the q7 executor and the float model on the
 report's samples: per layer its formats, shifts and SQNR against the float activation, and the
 output SQNR (`report_q7`, printed by `render_q7_report`).
 """
@@ -15,7 +16,7 @@ import numpy as np
 from qconvert.executor.float_executor import run_float
 from qconvert.executor.q7_kernels import run_q7
 
-from .q7_plan import Q7Model, dequantize, plan_q7, quantize_input
+from .q7_plan import Q7Model, check_accumulators, dequantize, plan_q7, quantize_input
 from .q7_search import search_formats
 from .report import _is_classifier, report_samples, sqnr
 
@@ -33,6 +34,7 @@ def quantize_q7_model(model, calibration: dict, options, progress=None) -> tuple
     head = x[:SEARCH_SAMPLES].astype(np.float32)
     reference = run_float(model, {q7.input_name: head})[q7.output_name]
     changes = search_formats(q7, head, reference)
+    check_accumulators(q7)
     report = report_q7(model, q7, x[:report_samples(model.graph, len(x))].astype(np.float32))
     report["searched"] = {name: list(pair) for name, pair in changes.items()}
     return q7, report

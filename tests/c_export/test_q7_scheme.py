@@ -668,3 +668,25 @@ def test_profiling_hook_around_every_layer_that_runs_code(tmp_path):
                     for i, l in enumerate(model.layers) if l.kind != "reshape"
                     for phase in (0, 1)] if defines else []
         assert text.splitlines() == expected
+
+
+def test_accumulator_bound_refuses_32_bit_overflow():
+    """|bias| << bias_shift + rounding + 128 * sum |w| must stay below 2^31: a layer that could
+    overflow the kernels' int32 sums is refused naming it; the chains' layers pass."""
+    from qconvert.errors import QConvertError
+    from qconvert.quant.q7_plan import accumulator_bound, check_accumulators
+
+    model = CHAINS[0][1]
+    check_accumulators(model)
+    fc = next(l for l in model.layers if l.kind == "fc")
+    expected = int(np.max((np.abs(fc.bias.astype(np.int64)) << fc.bias_shift)
+                          + ((1 << fc.out_shift) >> 1)
+                          + 128 * np.abs(fc.weights.astype(np.int64)).sum(axis=1)))
+    assert accumulator_bound(fc) == expected
+    big = Q7Layer("fc", "big", (4,), (1,), 7, 0, np.ones((1, 4), np.int8),
+                  np.array([127], np.int8), 7, -10)   # bias_shift 24: 127 << 24 > 2^31 / 2
+    big.bias = np.array([127], np.int8)
+    assert big.bias_shift == 24 and accumulator_bound(big) < 2 ** 31
+    big.b_frac = -11                                  # bias_shift 25: 127 << 25 >= 2^31
+    with pytest.raises(QConvertError, match="layer 'big'.*32 bits"):
+        check_accumulators(Q7Model([big], "x", "y", (4,), 7))
