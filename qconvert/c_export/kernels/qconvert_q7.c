@@ -58,10 +58,12 @@ static int8_t sat8(int32_t v)
     return (int8_t)(v > 127 ? 127 : (v < -128 ? -128 : v));
 }
 
-/* the accumulator's start: the bias in the accumulator's format plus the rounding half */
+/* the accumulator's start: the bias in the accumulator's format plus the rounding half (in 64
+ * bits: shifts up to 31 are defined; the exporter checks the sum fits 32 bits) */
 static int32_t start(int8_t bias, int bias_shift, int out_shift)
 {
-    return (int32_t)bias * ((int32_t)1 << bias_shift) + (((int32_t)1 << out_shift) >> 1);
+    return (int32_t)((int64_t)bias * ((int64_t)1 << bias_shift)
+                     + (((int64_t)1 << out_shift) >> 1));
 }
 
 /* two dot products of `a` with rows `b0` and `b1` (two output channels share each input load) */
