@@ -690,3 +690,39 @@ def test_accumulator_bound_refuses_32_bit_overflow():
     big.b_frac = -11                                  # bias_shift 25: 127 << 25 >= 2^31
     with pytest.raises(QConvertError, match="layer 'big'.*32 bits"):
         check_accumulators(Q7Model([big], "x", "y", (4,), 7))
+
+
+def _sanitizers_available(tmp_path) -> bool:
+    import subprocess
+
+    src = tmp_path / "probe.c"
+    src.write_text("int main(void) { return 0; }\n")
+    return subprocess.run(["gcc", "-fsanitize=undefined,address", str(src), "-o",
+                           str(tmp_path / "probe")], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("label,model", CHAINS, ids=[c[0] for c in CHAINS])
+def test_portable_kernels_clean_under_sanitizers(tmp_path, label, model):
+    """No undefined behaviour, no out-of-bounds access: the portable q7 kernels and NAME.c
+    under gcc's UndefinedBehaviorSanitizer and AddressSanitizer (any report aborts), and the
+    results still the executor's."""
+    import subprocess
+
+    from helpers.export_c_harness import STRICT, parse
+    from helpers.q7_harness import write_export
+
+    if not _sanitizers_available(tmp_path):
+        pytest.skip("gcc's sanitizer runtimes (libubsan, libasan) are not installed")
+    x = np.random.default_rng(11).integers(-128, 128, size=(3, *model.input_shape)).astype(np.int8)
+    out_size = int(np.prod(model.layers[-1].out_shape))
+    folder = tmp_path / "c"
+    main_c = write_export(folder, _render(model, "portable"), "q7net", x, out_size)
+    (folder / "main.c").write_text(main_c)
+    exe = folder / "model"
+    subprocess.run(["gcc", *STRICT, "-O1", "-g", "-fsanitize=undefined,address",
+                    "-fno-sanitize-recover=all", *map(str, sorted(folder.glob("*.c"))), "-o",
+                    str(exe)], check=True, capture_output=True)
+    run = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    got = np.array([o[0] for o in parse(run.stdout, [np.int8], len(x))]).reshape(len(x), -1)
+    np.testing.assert_array_equal(got, run_q7(model.layers, x, "scalar").reshape(len(x), -1))
