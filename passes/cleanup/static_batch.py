@@ -26,7 +26,7 @@ from qconvert.executor.float_executor import run_float
 from qconvert.executor.memory_limit import check_plan_memory, default_limit
 from qconvert.ir import Graph
 
-from .. import register_pass
+from ..registry import register_pass
 
 
 def _dynamic(d) -> bool:

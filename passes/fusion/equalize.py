@@ -26,7 +26,7 @@ import numpy as np
 
 from qconvert.ir import Graph
 
-from .. import PassContext, register_pass
+from ..registry import PassContext, register_pass
 from .linear_layer import LinearView, _is_float, _rule, fold_affine
 
 MAX_ROUNDS = 50

@@ -33,6 +33,12 @@ def _elements(shape) -> int:
     return n
 
 
+def activation_bytes(graph) -> int:
+    """Bytes of one sample's float activations (dynamic dimensions counted as 1)."""
+    return sum(t.nbytes() for t in graph.tensors.values()
+               if t.data is None and t.dtype.startswith("float") and t.shape is not None)
+
+
 def footprint(graph, int16=frozenset(), fmt: str = "tflite", qplan=None) -> dict:
     """{"arena_bytes", "weight_bytes", "bias_bytes", "other_constant_bytes", "flash_bytes"} of
     `graph` quantized with the activations `int16` at 16 bits and the rest at 8; with `qplan`
