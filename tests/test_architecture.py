@@ -212,6 +212,54 @@ def cycles(modules: dict, pending=PENDING) -> list:
                          if a in c and b in c for site in sites]) for c in components]
 
 
+def module_cycles(modules: dict) -> list:
+    """The import cycles between modules (not only units), imports inside functions counted:
+    [(modules, [(file, line, module), ...])], each a strongly connected component of more than
+    one module with the imports closing it. A package's `__init__` is a module like the others:
+    a package whose submodules import its `__init__` while the `__init__` imports them (to fill
+    a registry) is a cycle; the registry belongs in a module of its own."""
+    graph: dict = {}
+    sites: dict = {}
+    for m in modules.values():
+        graph.setdefault(m.name, set())
+        for line, name in m.imports():
+            if name in modules and name != m.name:
+                graph[m.name].add(name)
+                sites.setdefault((m.name, name), []).append((m.rel, line, name))
+    index: dict = {}
+    low: dict = {}
+    stack: list = []
+    on_stack = set()
+    components = []
+
+    def visit(v):  # Tarjan, recursive: the module graph is a few hundred nodes deep at most
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return [(sorted(c), sorted(s for (a, b), found in sites.items() if a in c and b in c
+                               for s in found)) for c in components]
+
+
 def loose_modules(modules: dict, limit=MAX_LOOSE) -> list:
     """A problem line when more than `limit` modules sit loose at the top of qconvert/ (the
     package's __init__ counted): everything past the foundation belongs in a folder."""
@@ -260,6 +308,17 @@ def test_no_import_cycle_between_units(modules):
         f"cycle between {', '.join(units)}: " + "; ".join(f"{rel}:{line} imports {name}"
                                                           for rel, line, name in sites)
         for units, sites in found)
+
+
+def test_no_import_cycle_between_modules(modules):
+    """No two modules import each other, directly or around a loop, counting imports inside
+    functions (a function-level import delays a dependency, it does not remove it)."""
+    found = module_cycles(modules)
+    assert not found, "\n".join(
+        f"cycle between modules {', '.join(names)}: "
+        + "; ".join(f"{rel}:{line} imports {name}" for rel, line, name in sites)
+        for names, sites in found)
+    assert len(modules) > 100  # the scan saw the tree
 
 
 def test_at_most_ten_modules_loose_at_the_top(modules):
@@ -312,6 +371,8 @@ def test_checks_catch_bad_trees(tmp_path):
     assert "qconvert/quant/plan.py no longer imports qconvert.cli: remove it from PENDING" in stale
     found = cycles(modules, pending=set())
     assert [units for units, _ in found] == [["qconvert.executor", "qconvert.passes"]]
+    assert [names for names, _ in module_cycles(modules)] == [
+        ["qconvert.executor.run", "qconvert.passes.fold"]]
     assert ("passes/fold.py", 1, "qconvert.executor.run") in found[0][1]
     assert primitive_duplicates(modules) == [
         "passes/fold.py:2 defines _rdbpot: the int8 numerics live in qconvert/int8 only; "
@@ -359,4 +420,29 @@ def test_checks_pass_a_clean_tree(tmp_path):
     })
     assert layer_problems(modules, pending=set()) == []
     assert cycles(modules, pending=set()) == []
+    assert module_cycles(modules) == []
     assert primitive_duplicates(modules) == []
+
+
+def test_module_cycle_check_sees_cycles_inside_a_unit(tmp_path):
+    """Cycles the unit check cannot see, all inside qconvert.quant: a package `__init__` filling
+    a registry its submodule imports back, and a loop of three modules closed by an import
+    inside a function. Each is reported with the imports that close it; the modules outside
+    them are not."""
+    modules = _tree(tmp_path, {
+        "qconvert/__init__.py": "",
+        "qconvert/quant/__init__.py": "REGISTRY = {}\nfrom . import entries\n",
+        "qconvert/quant/entries.py": "from . import REGISTRY\n",
+        "qconvert/quant/a.py": "from .b import f\n",
+        "qconvert/quant/b.py": "from .c import g\n",
+        "qconvert/quant/c.py": "def g():\n    from .a import h\n",
+        "qconvert/quant/d.py": "from .a import h\n",  # imports into the loop: not part of it
+    })
+    assert cycles(modules, pending=set()) == []  # one unit: the unit check is blind to these
+    found = dict((tuple(names), sites) for names, sites in module_cycles(modules))
+    assert set(found) == {("qconvert.quant", "qconvert.quant.entries"),
+                          ("qconvert.quant.a", "qconvert.quant.b", "qconvert.quant.c")}
+    assert ("qconvert/quant/c.py", 2, "qconvert.quant.a") in \
+        found[("qconvert.quant.a", "qconvert.quant.b", "qconvert.quant.c")]
+    assert ("qconvert/quant/entries.py", 1, "qconvert.quant") in \
+        found[("qconvert.quant", "qconvert.quant.entries")]

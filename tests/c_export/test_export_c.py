@@ -392,8 +392,9 @@ def test_best_fit_plan_beats_greedy_and_overlaps_only_what_kernels_allow(models,
     """On the models: the chosen order's plan is never larger than TFLite Micro's greedy plan
     over the graph's order, and two tensors alive at the same step share bytes only as an output
     over the input its kernel reads, at a displacement the kernel's read order allows."""
-    from qconvert.c_export.model.cmsis_nn import lower_cmsis
-    from qconvert.c_export.model.steps import KernelOptions, lower_graph, tensor_bytes
+    from qconvert.c_export.model.cmsis_lowering import lower_cmsis
+    from qconvert.c_export.model.lowering import lower_graph
+    from qconvert.c_export.model.steps import KernelOptions, tensor_bytes
     from qconvert.c_export.model.op_order import plan_in_best_order
 
     for name in ("kws_ref_model", "pretrainedResnet_quant", "digits_onnx", "every_op"):

@@ -19,7 +19,8 @@ from onnx import TensorProto, helper, numpy_helper
 from test_export_c import _check_board, _check_host, _invoke
 
 from qconvert.c_export.model.render import _planned
-from qconvert.c_export.model.steps import KernelOptions, lower_graph
+from qconvert.c_export.model.lowering import lower_graph
+from qconvert.c_export.model.steps import KernelOptions
 from qconvert.formats.model_io import load_model
 
 CORPUS = Path(__file__).resolve().parents[1] / "models" / "corpus"

@@ -20,7 +20,8 @@ from helpers.export_c_harness import NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, i
 from test_export_c_s16 import _assert_bit_exact, _check_host, _export, _samples
 
 from qconvert.c_export.model.render import ModelOptions, _planned, render_model
-from qconvert.c_export.model.steps import KernelOptions, lower_graph
+from qconvert.c_export.model.lowering import lower_graph
+from qconvert.c_export.model.steps import KernelOptions
 from qconvert.c_export.model.resize_steps import separable_pick
 from qconvert.formats.model_io import load_model
 

@@ -28,7 +28,7 @@ from string import Template
 
 import numpy as np
 
-from .render import HELIUM_TEST
+from ..c_text import HELIUM_TEST
 from .steps import Step
 
 SHARED = ("multiplier", "shift")

@@ -1,6 +1,6 @@
 """`export-c --kernels cmsis-nn`: the layer calls CMSIS-NN has kernels for.
 
-    step = lower_cmsis(graph, portable_step, options)
+    step = cmsis_lowering.lower_cmsis(graph, portable_step, options)
 
 Conv2D -> arm_convolve_wrapper_s8, DepthwiseConv2D -> arm_depthwise_conv_wrapper_s8,
 FullyConnected -> arm_fully_connected_s8 (per-tensor) / arm_fully_connected_per_channel_s8, with
@@ -40,7 +40,7 @@ from qconvert.errors import QConvertError
 from qconvert.int8.fixed_point import wrap32
 from qconvert.int8.prepare import is_int16_node, layer_params
 
-from .render import HELIUM_TEST
+from ..c_text import HELIUM_TEST
 from .steps import Step, _acts, fast_conv_step, fast_fc_step, fc_geometry, tensor_dims
 from .memory_plan import PlanStep
 from .cmsis_fast import on_dsp_builds
@@ -270,7 +270,7 @@ def kernel_sums(weights, bias, input_offset, weights_offset) -> np.ndarray:
     return wrap32(b + int(input_offset) * total).astype(np.int64)
 
 
-def _fc(graph, node, step, options):
+def fc_step(graph, node, step, options):
     if options.fc_layout != "rowmajor":
         raise QConvertError("arm_fully_connected_s8 reads row-major weights: use "
                             "--fc-layout rowmajor with --kernels cmsis-nn")
@@ -374,36 +374,3 @@ def softmax_step(graph, node, step, fn="arm_softmax_s8"):
     call = [f"{fn}($in0, {rows}, {row}, {p['input_multiplier']}, "
             f"{p['input_left_shift']}, {p['diff_min']}, $out0);"]
     return _step(graph, node, step.index, call, [], [])
-
-
-def lower_cmsis(graph, step: Step, options) -> Step:
-    from .fast_steps import keep_on_dsp  # qconvert kernels measured faster on cores without MVE
-
-    """`step` as a CMSIS-NN call when CMSIS-NN has the kernel, else unchanged."""
-    node = step.node
-    if is_int16_node(graph, node):  # 16x8 layers: CMSIS-NN's s16 kernels (cmsis_nn_s16)
-        from .cmsis_nn_s16 import lower_cmsis_s16
-        return lower_cmsis_s16(graph, step, options)
-    if node.op == "DepthwiseConv2D":
-        return keep_on_dsp(step, conv_step(graph, node, step, S8_CONV))
-    if node.op in ("Conv2D", "DepthwiseConv2D"):
-        grouped = node.op == "Conv2D" and graph.tensors[node.inputs[1]].data.shape[3] != \
-            tensor_dims(graph, node.inputs[0])[3]
-        if grouped:  # qconvert's fast kernel (CMSIS-NN's grouped path not taken), else portable
-            fast = fast_conv_step(graph, node, step.index)
-            return step if fast is None else fast
-        made = conv_step(graph, node, step, S8_CONV)
-        fast = fast_conv_step(graph, node, step.index) if node.op == "Conv2D" else None
-        return made if fast is None else on_dsp_builds(made, fast)  # cmsis_fast: measured
-    if node.op == "FullyConnected":
-        made = _fc(graph, node, step, options)
-        rows = fc_geometry(graph, node)[2]  # leftover rows: CMSIS-NN measured faster
-        fast = fast_fc_step(graph, node, step.index, "@L_kernel_sums") if rows % 4 == 0 else None
-        return made if fast is None else on_dsp_builds(made, fast)
-    if node.op in ("AveragePool", "MaxPool"):
-        return keep_on_dsp(step, pool_step(graph, node, step))
-    if node.op in ("Add", "Mul"):
-        return keep_on_dsp(step, elementwise_step(graph, node, step))
-    if node.op == "Softmax":
-        return softmax_step(graph, node, step)
-    return step

@@ -66,6 +66,3 @@ def lower_concat(graph, node, index, options):
                for slot, name in enumerate(node.inputs)
                if graph.tensors[name].data is None and node.inputs.count(name) == 1]
     return _plain(graph, node, index, call, arrays, (), CONCAT_FILES, overlap or None)
-
-
-CONCAT_LOWERINGS = {"Concat": lower_concat}

@@ -24,13 +24,14 @@ import numpy as np
 from qconvert import __version__
 from qconvert.errors import QConvertError
 
-from ..c_text import c_array_body, c_comment, c_float, c_int
+from ..c_text import HELIUM_TEST, c_array_body, c_comment, c_float, c_int
 from .export_report import CTYPE_BYTES, array_bytes, layer_rows  # noqa: F401 (CTYPE_BYTES)
 from ..header.render import ARRAY_ATTR_BLOCK, const_attr
 from .memory_plan import plan_memory
 from .op_order import plan_in_best_order
 from .pad_fold import fold_pads
-from .steps import DTYPES, KernelOptions, lower_graph, tensor_bytes, tensor_dims
+from .lowering import lower_graph
+from .steps import DTYPES, KernelOptions, tensor_bytes, tensor_dims
 from ..shipped_kernels import KERNEL_FILES, MODEL_KERNEL_FILES, OPTIONAL_HEADERS, kernel_source
 
 KERNEL_SETS = ("portable", "cmsis-nn")
@@ -122,7 +123,7 @@ def _planned(graph, steps, kernel_options, state=None) -> tuple:
     build of `_builds`]); a streaming model's `state` (`resource_state`) splices its READ /
     ASSIGN steps in and pins the graph's order."""
     if kernel_options.kernels == "cmsis-nn":
-        from .cmsis_nn import lower_cmsis
+        from .cmsis_lowering import lower_cmsis
 
         steps = [lower_cmsis(graph, step, kernel_options) for step in steps]
     if state is not None:
@@ -207,9 +208,6 @@ def _signature(graph, name, with_arena) -> str:
     fn = f"{name}_invoke_with_arena" if with_arena else f"{name}_invoke"
     return f"int {fn}({', '.join(args)})"
 
-
-HELIUM_TEST = ("(defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)) || "
-               "defined(ARM_MATH_MVEI) || defined(ARM_MATH_HELIUM)")
 
 
 def _arena_macros(plans, upper) -> list:

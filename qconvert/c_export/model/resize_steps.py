@@ -1,5 +1,6 @@
-"""ResizeNearest as per-row and per-column source indices: the lowering of
-`qconvert_resize_nearest` (kernels/qconvert_nn_resize.c).
+"""The resizes as C kernel calls: ResizeNearest as per-row and per-column source indices (the
+lowering of `qconvert_resize_nearest`, kernels/qconvert_nn_resize.c), ResizeBilinear as
+qconvert_resize_bilinear_s8 with its tap tables (`lower_resize_bilinear`).
 
 TFLite's RESIZE_NEAREST_NEIGHBOR picks, for output pixel (b, y, x), input pixel
 (b, rows[y], cols[x]) and copies its channels. The generic data-movement lowering
@@ -21,8 +22,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from qconvert.errors import QConvertError
+from qconvert.executor.int_kernels_spatial import _taps_10
+
 from .index_maps import SOURCE_BITS
-from .steps import _acts, _lower_movement, _movement_maps, _plain, activation_of, tensor_dims
+from .steps import (ACTIVATIONS, _acts, _lower_movement, _movement_maps, _plain, _struct,
+                    activation_of, tensor_dims)
 from .movement_overlap import movement_overlap
 
 RESIZE_FILES = frozenset({"qconvert_nn_resize.h", "qconvert_nn_resize.c"})
@@ -72,4 +77,23 @@ def lower_resize_nearest(graph, node, index, options):
                   arrays, decls, RESIZE_FILES, overlap)
 
 
-RESIZE_LOWERINGS = {"ResizeNearest": lower_resize_nearest}
+def lower_resize_bilinear(graph, node, index, options):
+    """RESIZE_BILINEAR: the integer executor's taps (`_taps_10`, TFLite's
+    ComputeInterpolationValuesInteger) as tables, one call."""
+    n, h, w, c = tensor_dims(graph, node.inputs[0])
+    _, oh, ow, oc = tensor_dims(graph, node.outputs[0])
+    align = bool(node.attrs.get("align_corners", False))
+    hpc = bool(node.attrs.get("half_pixel_centers", False))
+    if align and hpc:
+        raise QConvertError(f"{node.op} {node.name!r}: align_corners and half_pixel_centers "
+                            "together")
+    arrays = []
+    for axis, size, out in (("y", h, oh), ("x", w, ow)):
+        coord, lower, upper = _taps_10(size, out, align, hpc)
+        arrays += [(f"{axis}_lower", "int32_t", lower), (f"{axis}_upper", "int32_t", upper),
+                   (f"{axis}_frac", "int32_t", coord - (lower << 10))]
+    values = [n, h, w, c, oh, ow, "@L_y_lower", "@L_y_upper", "@L_y_frac", "@L_x_lower",
+              "@L_x_upper", "@L_x_frac"]
+    decls = [f"static const qconvert_resize_params @L_params = {_struct(values)};"]
+    return _plain(graph, node, index, "qconvert_resize_bilinear_s8($in0, $out0, &@L_params);",
+                  arrays, decls, ACTIVATIONS["int8"].extra_files)

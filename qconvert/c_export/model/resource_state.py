@@ -211,7 +211,7 @@ class StateProgram:
 def split_state(model) -> tuple:
     """(the main graph without resource ops, its `StateProgram`) of a streaming int8 model;
     refuses in one line what export-c cannot do with it (every op it cannot emit named)."""
-    from .steps import unsupported_ops
+    from .lowering import unsupported_ops
 
     graph = model.graph
     handles, events, nodes = {}, [], []

@@ -35,7 +35,6 @@ from qconvert.errors import QConvertError
 from qconvert.executor.int_kernels import INT_KERNELS, IntContext
 from qconvert.int8.prepare import is_int16_node, layer_params
 from qconvert.int8.transcendental import get_reciprocal
-from qconvert.ir.graph import list_ops
 
 from ..c_text import c_int
 from ..fc_layout import fc_weights_in_layout
@@ -163,35 +162,6 @@ def tensor_bytes(graph, name) -> int:
     """Bytes of an activation tensor in the arena."""
     return int(np.prod(tensor_dims(graph, name), dtype=np.int64)) * DTYPES[
         graph.tensors[name].dtype][1]
-
-
-def unsupported_ops(graph) -> dict:
-    """{op label: count} of the nodes export-c cannot emit (and why, folded into the label)."""
-    def bad(node):
-        if node.opaque or node.op not in lowerings_of(graph, node):
-            return True
-        names = [n for n in node.inputs + node.outputs if n is not None]
-        return any(graph.tensors[n].data is None and graph.tensors[n].dtype not in DTYPES
-                   for n in names)
-    return graph.op_counts(bad)
-
-
-def lower_graph(graph, options: KernelOptions) -> list:
-    """The steps of `graph` in execution order; refuses, in one line, every op it cannot emit."""
-    counts = unsupported_ops(graph)
-    if counts:
-        raise QConvertError(f"cannot export C: ops it cannot emit: {list_ops(counts)}")
-    steps = []
-    for index, node in enumerate(graph.nodes):
-        step = lowerings_of(graph, node)[node.op](graph, node, index, options)
-        step.files |= set(PORTABLE_FILES)
-        steps.append(step)
-    return steps
-
-
-def lowerings_of(graph, node) -> dict:
-    """The lowering table of `node`: the 16x8 one (`model_steps_s16`) when it touches int16."""
-    return LOWERINGS16 if is_int16_node(graph, node) else LOWERINGS
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -625,7 +595,8 @@ def _lower_alias(graph, node, index, options):
     return _plain(graph, node, index, "", alias=True)
 
 
-LOWERINGS = {
+# the portable int8 lowerings defined here; `lowering.LOWERINGS` adds the other families
+PORTABLE_LOWERINGS = {
     "Conv2D": _lower_conv, "DepthwiseConv2D": _lower_conv, "FullyConnected": _lower_fc,
     "AveragePool": _lower_pool, "MaxPool": _lower_pool, "Softmax": _lower_softmax,
     "ReduceSum": _lower_mean,
@@ -635,21 +606,3 @@ LOWERINGS = {
     **{op: _lower_binary for op in _BINARY},
     **{op: _lower_movement for op in _MOVEMENT},
 }
-
-from .steps_extra import EXTRA_LOWERINGS  # noqa: E402  (they use the helpers above)
-
-LOWERINGS.update(EXTRA_LOWERINGS)
-
-from .fast_steps import FAST_LOWERINGS  # noqa: E402  (layer-specialised int8 kernels)
-
-LOWERINGS.update(FAST_LOWERINGS)
-
-from .concat_steps import CONCAT_LOWERINGS  # noqa: E402  (row copies the plan may overlap)
-
-LOWERINGS.update(CONCAT_LOWERINGS)
-
-from .resize_steps import RESIZE_LOWERINGS  # noqa: E402  (ResizeNearest: row/column picks)
-
-LOWERINGS.update(RESIZE_LOWERINGS)
-
-from .steps_s16 import LOWERINGS16  # noqa: E402  (16x8 layers; they use the helpers)

@@ -29,8 +29,8 @@ from qconvert.int8.lut16 import sigmoid_table
 from qconvert.int8.prepare import layer_params
 
 from ..c_text import c_int
-from .steps import (_BINARY, _MOVEMENT, S16_FILES, LOWERINGS, _plain, _struct,
-                    lower_quantize_float, tensor_dims)
+from .steps import (_BINARY, _MOVEMENT, S16_FILES, _plain, _struct, lower_quantize_float,
+                    tensor_dims)
 
 MATH16_FILES = {"qconvert_nn_s16_math.c"}
 INT16_MIN, INT16_MAX = -32768, 32767
@@ -129,14 +129,13 @@ def _lower_abs16(graph, node, index, options):
                   (), (), MATH16_FILES, [("same", 0)])
 
 
-# the lowerings shared with int8 (see the module docstring)
-_SHARED = ("Conv2D", "DepthwiseConv2D", "FullyConnected", "AveragePool", "MaxPool", "Mean",
-           "ReduceSum",
-           "Dequantize", "Reshape", "Squeeze", "TransposeConv", "BatchMatMul",
-           *(op for op in _BINARY if op != "Div"), *_MOVEMENT)
+# the int8 lowerings 16x8 layers share (see the module docstring): `lowering.LOWERINGS16`
+SHARED_WITH_INT8 = ("Conv2D", "DepthwiseConv2D", "FullyConnected", "AveragePool", "MaxPool",
+                    "Mean", "ReduceSum", "Dequantize", "Reshape", "Squeeze", "TransposeConv",
+                    "BatchMatMul", *(op for op in _BINARY if op != "Div"), *_MOVEMENT)
 
-LOWERINGS16 = {
-    **{op: LOWERINGS[op] for op in _SHARED},
+# the 16x8 lowerings of their own
+S16_LOWERINGS = {
     "Softmax": _lower_softmax16, "Sigmoid": _lower_sigmoid_tanh16, "Tanh": _lower_sigmoid_tanh16,
     "Relu": _lower_relu16, "LeakyRelu": _lower_relu16, "Relu6": _lower_relu6_16,
     "Quantize": _lower_quantize16, "Rsqrt": _lower_rsqrt16, "Abs": _lower_abs16,
