@@ -7,8 +7,8 @@ layers, bottom to top (`LAYERS`); a unit may import units of its own layer or be
 above, and there is no cycle between units, not even inside one layer. Imports inside functions
 count like the others (a function-level import does not hide a dependency, it only delays it).
 
-    foundation  qconvert (the package root), errors, dtypes, padding, schemas, cli.routes (the
-                route table: data)
+    foundation  qconvert (the package root), errors, dtypes, padding, schemas, allocator,
+                blas_idle, json_text
     ir          the IR (graph, node, tensor)
     int8        fixed-point primitives, multipliers, TFLite Micro's Prepare parameters
     formats     readers, writers, model_io, output files, layer table
@@ -16,7 +16,7 @@ count like the others (a function-level import does not hide a dependency, it on
     passes      graph passes (fold-constants runs the executor's kernels)
     quant       calibration, the quantization plan, int8 writers; cli.input_shapes
     products    C export, cli.verify, the commands' work (cli.commands, cli.command_inputs,
-                cli.route_steps)
+                cli.route_steps, cli.routes: the route table holds the step functions)
     cli         the command line (the rest of qconvert.cli: app, options)
 
 A unit is a subpackage of qconvert or a loose module at its top; a module listed in LAYERS by
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS = [
     ("foundation", {"qconvert", "qconvert.errors", "qconvert.dtypes", "qconvert.padding",
-                    "qconvert.schemas", "qconvert.cli.routes", "qconvert.allocator",
+                    "qconvert.schemas", "qconvert.allocator",
                     "qconvert.blas_idle", "qconvert.json_text"}),
     ("ir", {"qconvert.ir"}),
     ("int8", {"qconvert.int8"}),
@@ -50,7 +50,7 @@ LAYERS = [
     ("passes", {"qconvert.passes"}),
     ("quant", {"qconvert.quant", "qconvert.cli.input_shapes"}),
     ("products", {"qconvert.c_export", "qconvert.cli.verify", "qconvert.cli.route_steps",
-                  "qconvert.cli.commands", "qconvert.cli.command_inputs"}),
+                  "qconvert.cli.routes", "qconvert.cli.commands", "qconvert.cli.command_inputs"}),
     ("cli", {"qconvert.cli"}),
 ]
 
