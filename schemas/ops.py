@@ -208,6 +208,11 @@ register(OpSchema(
                       int8_version=1),
     onnx=OnnxSpec("Squeeze", {"axes": None}, attr_inputs={"axes": 13}),
     int8="same_scale"))
+register(OpSchema(
+    "ExpandDims", "Insert one size-1 axis at the scalar `axis` input (negative: counted from the "
+    "output rank) (TFLite EXPAND_DIMS; ONNX Unsqueeze is written as RESHAPE).",
+    (X, Input("axis", "param")),
+    tflite=TfliteSpec("EXPAND_DIMS", "ExpandDimsOptions", int8_version=1), int8="same_scale"))
 register(OpSchema("Unsqueeze", "Insert size-1 axes at the `axes` input (ONNX: an attribute "
                   "before opset 13).", (X, Input("axes", "param", optional=True)),
                   onnx=OnnxSpec("Unsqueeze", {"axes": None}, attr_inputs={"axes": 13}),

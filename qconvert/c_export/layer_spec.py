@@ -139,6 +139,7 @@ OP_SPECS: dict[str, OpSpec] = {
     # output_shape: the same as OUTPUT_SHAPE, which every layer gets
     "Reshape": OpSpec(skipped=frozenset({"output_shape"})),
     "Squeeze": OpSpec(),
+    "ExpandDims": OpSpec(),
     "Transpose": OpSpec(constants=((1, "PERM"),)),
     "SliceBySize": OpSpec(constants=((1, "BEGIN"), (2, "SIZE"))),
     "Reverse": OpSpec(fields=(("axes", "AXES", "array"),), constants=((1, "AXIS"),)),

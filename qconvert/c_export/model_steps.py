@@ -14,7 +14,7 @@ Sigmoid, Tanh, HardSwish, int8 Quantize) become 256-entry tables computed by qco
 kernels (bit-exact with TFLite Micro), one per rounding when they differ; data movement
 (Transpose, StridedSlice, Gather, Pad) becomes strided box copies computed by running
 the integer kernel on index arrays (`index_maps`); Concat is `concat_steps`' row copies.
-Reshape and Squeeze are aliases (no code).
+Reshape, Squeeze and ExpandDims are aliases (no code).
 `cmsis_nn.lower_cmsis` replaces the calls CMSIS-NN has kernels for.
 
 The layers whose arithmetic is the same for int8 and 16x8 (int16 activations, int8 weights):
@@ -605,7 +605,7 @@ LOWERINGS = {
     "AveragePool": _lower_pool, "MaxPool": _lower_pool, "Softmax": _lower_softmax,
     "ReduceSum": _lower_mean,
     "Mean": _lower_mean, "Quantize": _lower_quantize, "Dequantize": _lower_dequantize,
-    "Reshape": _lower_alias, "Squeeze": _lower_alias,
+    "Reshape": _lower_alias, "Squeeze": _lower_alias, "ExpandDims": _lower_alias,
     **{op: _lower_lookup for op in _LOOKUP_OPS if op in INT_KERNELS},
     **{op: _lower_binary for op in _BINARY},
     **{op: _lower_movement for op in _MOVEMENT},

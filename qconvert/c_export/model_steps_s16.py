@@ -132,7 +132,7 @@ def _lower_abs16(graph, node, index, options):
 # the lowerings shared with int8 (see the module docstring)
 _SHARED = ("Conv2D", "DepthwiseConv2D", "FullyConnected", "AveragePool", "MaxPool", "Mean",
            "ReduceSum",
-           "Dequantize", "Reshape", "Squeeze", "TransposeConv", "BatchMatMul",
+           "Dequantize", "Reshape", "Squeeze", "ExpandDims", "TransposeConv", "BatchMatMul",
            *(op for op in _BINARY if op != "Div"), *_MOVEMENT)
 
 LOWERINGS16 = {

@@ -1,4 +1,5 @@
-"""Float kernels of the shape and data-movement ops: Cast, Shape, Gather, Unsqueeze, Squeeze,
+"""Float kernels of the shape and data-movement ops: Cast, Shape, Gather, Unsqueeze, ExpandDims,
+Squeeze,
 Reshape, Flatten, Transpose, Concat, Slice, ConstantOfShape, Expand, Range, Pad / PadV2 and
 TFLite's StridedSlice / Pack. Registered into `float_kernels.KERNELS` (same contract: see that
 module's docstring); fold-constants evaluates shape arithmetic with them.
@@ -79,6 +80,19 @@ def unsqueeze(node, inputs, out_dtypes):
     for a in axes:
         dims.insert(a, 1)
     return [x.reshape(dims)]
+
+
+@kernel("ExpandDims")
+def expand_dims(node, inputs, out_dtypes):
+    """TFLite EXPAND_DIMS: one size-1 axis inserted at the single value of the `axis` input;
+    a negative axis counts from the output rank (-1: last)."""
+    x, axis = inputs[0], np.asarray(inputs[1]).reshape(-1)
+    if axis.size != 1:
+        raise ValueError(f"ExpandDims axis has {axis.size} values, needs one")
+    a = int(axis[0])
+    if not -x.ndim - 1 <= a <= x.ndim:
+        raise ValueError(f"ExpandDims axis {a} of a rank-{x.ndim} tensor")
+    return [np.expand_dims(x, a % (x.ndim + 1))]
 
 
 @kernel("Squeeze")

@@ -1,5 +1,5 @@
 """Integer kernels of the ops that move int8 values without requantizing them: CONCATENATION,
-PAD / PADV2, MAXIMUM / MINIMUM, RESHAPE, SQUEEZE, TRANSPOSE, GATHER, STRIDED_SLICE, SLICE, PACK,
+PAD / PADV2, MAXIMUM / MINIMUM, RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE, GATHER, STRIDED_SLICE, SLICE, PACK,
 UNPACK and REVERSE_V2, bit-exact
 with TFLite Micro (parameters: `qconvert.int8.prepare.data`).
 
@@ -63,7 +63,7 @@ def per_sample(node, fn, x, ctx):
     return x.reshape((x.shape[0],) + y1.shape[1:])
 
 
-@kernel("Reshape", "Squeeze")
+@kernel("Reshape", "Squeeze", "ExpandDims")
 def reshape(node, inputs, p, ctx):
     """Same bytes, new shape (the shape input, else the output tensor's)."""
     float_kernel = FLOAT_KERNELS[node.op]

@@ -1,0 +1,133 @@
+"""The TFLite Micro ops added by issue 28 (item 4), each through every layer against an
+independent oracle:
+
+- float: the model read by qconvert and run by the float executor equals LiteRT (reference
+  kernels) and, where the op has an ONNX spelling, onnxruntime;
+- int8 (and 16x8 where TFLite Micro has int16 kernels): the model `qconvert quantize` writes
+  runs in TFLite Micro's interpreter, and the integer executor equals it bit for bit; small
+  int8 models built directly pin the kernels' edge cases (zero points, scales);
+- export-c: the portable C of the quantized model, built with gcc on the host, equals TFLite
+  Micro bit for bit.
+
+Ops TFLite Micro has no int8 kernel for stay float (no int8 rule): `quantize` refuses them in
+one line naming the op, which a test checks too.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from export_c_harness import build_host, harness_source, io_layout, parse
+from float_op_checks import TfGraph, check_tflite, litert_run
+from test_int_executor import Q8, assert_same, int8_feeds, tflm
+
+from qconvert.c_export.model_source import ModelOptions, render_model
+from qconvert.cli import main
+from qconvert.model_io import load_model
+from qconvert.tflite_reader import read_tflite
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def quantize(tmp_path, float_bytes: bytes, *extra) -> bytes:
+    """`qconvert quantize` of a float TFLite model (random calibration, minmax ranges): the
+    int8 (or, with `--activations int16`, 16x8) TFLite bytes."""
+    src, out = tmp_path / "float.tflite", tmp_path / "quant.tflite"
+    src.write_bytes(float_bytes)
+    result = CliRunner().invoke(main, ["quantize", str(src), "--calibration-random", "16",
+                                       "--method", "minmax", "-o", str(out), *extra],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return out.read_bytes()
+
+
+def integer_feeds(data: bytes, count=3, seed=0) -> list:
+    """Full-range random feeds of the model's integer (int8 / int16) inputs."""
+    g = read_tflite(data).graph
+    rng = np.random.default_rng(seed)
+    feeds = []
+    for _ in range(count):
+        f = {}
+        for n in g.inputs:
+            info = np.iinfo(np.dtype(g.tensors[n].dtype))
+            f[n] = rng.integers(info.min, info.max + 1, g.tensors[n].shape).astype(info.dtype)
+        feeds.append(f)
+    return feeds
+
+
+def c_host_equals_tflm(tmp_path, data: bytes, feeds: list) -> None:
+    """The portable C that export-c writes for `data`, built with gcc on the host, gives
+    TFLite Micro's outputs bit for bit on `feeds`."""
+    path = tmp_path / "model.tflite"
+    path.write_bytes(data)
+    graph = load_model(path).graph
+    folder = tmp_path / "c"
+    folder.mkdir(exist_ok=True)
+    files, _ = render_model(load_model(path), ModelOptions(name="net", kernels="portable",
+                                                           fc_layout="1x4", patches=0))
+    for name, content in files.items():
+        (folder / name).write_bytes(content)
+    samples = [[f[n] for n in graph.inputs] for f in feeds]
+    exe = build_host(folder, harness_source("net", io_layout(graph), samples))
+    out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+    got = parse(out, [np.dtype(graph.tensors[n].dtype) for n in graph.outputs], len(samples))
+    for k, (outs, sample) in enumerate(zip(got, samples)):
+        for j, (o, r) in enumerate(zip(outs, tflm(data, sample))):
+            r = np.asarray(r).reshape(-1)
+            assert o.dtype == r.dtype and np.array_equal(o, r), \
+                f"sample {k} output {j}: {np.count_nonzero(o != r)} of {r.size} differ"
+
+
+def full_stack(tmp_path, float_bytes: bytes, int16=False) -> bytes:
+    """Float vs LiteRT, then quantize; the integer executor and export-c vs TFLite Micro.
+    Returns the quantized model."""
+    check_tflite(tmp_path, float_bytes, seeds=(0, 1))
+    q8 = quantize(tmp_path, float_bytes)
+    feeds = integer_feeds(q8)
+    assert_same(q8, feeds)
+    c_host_equals_tflm(tmp_path, q8, feeds)
+    if int16:
+        q16 = quantize(tmp_path, float_bytes, "--activations", "int16")
+        g = read_tflite(q16).graph
+        assert any(t.dtype == "int16" for t in g.tensors.values())
+        feeds = integer_feeds(q16)
+        assert_same(q16, feeds)
+        c_host_equals_tflm(tmp_path, q16, feeds)
+    return q8
+
+
+def ops_of(data: bytes) -> set:
+    return {n.op for n in read_tflite(data).graph.nodes}
+
+
+# -- EXPAND_DIMS ----------------------------------------------------------------------------------
+def expand_dims_float(axis: int) -> bytes:
+    """x [1, 6, 4] -> EXPAND_DIMS(axis) -> RELU (a layer with its own range after it)."""
+    n = TfGraph(1)
+    x = n.input("x", (1, 6, 4))
+    shape = list((1, 6, 4))
+    shape.insert(axis % 4, 1)
+    e = n.node("ExpandDims", [x, n.const("axis", np.asarray([axis], np.int32))], "e", shape)
+    n.node("Relu", [e], "y", shape)
+    return n.build(["e", "y"])
+
+
+@pytest.mark.parametrize("axis", [0, 2, -1, -4])
+def test_expand_dims_float_int8_16x8_and_c(tmp_path, axis):
+    q8 = full_stack(tmp_path, expand_dims_float(axis), int16=True)
+    assert "ExpandDims" in ops_of(q8)
+
+
+def test_expand_dims_of_an_axis_beyond_the_rank_is_refused_in_one_line(tmp_path):
+    n = TfGraph(1)
+    x = n.input("x", (1, 6, 4))
+    n.node("ExpandDims", [x, n.const("axis", np.asarray([5], np.int32))], "e", (1, 6, 4, 1))
+    src = tmp_path / "bad.tflite"
+    src.write_bytes(n.build(["e"]))
+    result = CliRunner().invoke(main, ["quantize", str(src), "--calibration-random", "2",
+                                       "-o", str(tmp_path / "q.tflite")])
+    assert result.exit_code != 0
+    assert "ExpandDims" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "q.tflite").exists()
