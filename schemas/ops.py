@@ -316,6 +316,15 @@ register(OpSchema(
 register(OpSchema("Abs", "|x| (TFLite ABS, ONNX Abs).", (X,),
                   tflite=TfliteSpec("ABS", int8_version=2), onnx=OnnxSpec("Abs"),
                   int8="requantize"))
+# float only: TFLite Micro's NEG, LOG, SIN and FLOOR_DIV have no int8 kernel (no int8 rule)
+for _name, _tfl, _onnx, _doc in (("Neg", "NEG", "Neg", "-x"), ("Log", "LOG", "Log", "log(x)"),
+                                 ("Sin", "SIN", "Sin", "sin(x)")):
+    register(OpSchema(_name, f"{_doc} (TFLite {_tfl}, ONNX {_onnx}; int8: TFLite Micro's "
+                      f"{_tfl} is float only).", (X,), tflite=TfliteSpec(_tfl),
+                      onnx=OnnxSpec(_onnx)))
+register(OpSchema("FloorDiv", "floor(a / b) with broadcasting (TFLite FLOOR_DIV; int8: TFLite "
+                  "Micro's is float only).", (Input("a"), Input("b")),
+                  tflite=TfliteSpec("FLOOR_DIV")))
 register(OpSchema("Pow", "x ** y, numpy broadcasting (ONNX Pow; to TFLite only y == 2 (MUL) "
                   "and 0.5 (SQRT)).", (X, Input("exponent", "param")), onnx=OnnxSpec("Pow")))
 register(OpSchema("Reciprocal", "1 / x (ONNX; to TFLite DIV(1, x)).", (X,),

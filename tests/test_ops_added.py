@@ -131,3 +131,93 @@ def test_expand_dims_of_an_axis_beyond_the_rank_is_refused_in_one_line(tmp_path)
     assert result.exit_code != 0
     assert "ExpandDims" in result.output and "Traceback" not in result.output
     assert not (tmp_path / "q.tflite").exists()
+
+
+# -- ONNX round trip helpers ---------------------------------------------------------------------
+def onnx_to_tflite(tmp_path, onnx_data: bytes, *extra) -> bytes:
+    """`qconvert convert` of an ONNX model to TFLite: the TFLite bytes."""
+    src, out = tmp_path / "m.onnx", tmp_path / "m.tflite"
+    src.write_bytes(onnx_data)
+    result = CliRunner().invoke(main, ["convert", str(src), "-o", str(out), *extra],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return out.read_bytes()
+
+
+def onnx_round_trip(tmp_path, onnx_data: bytes, feeds: dict, rel=1e-5) -> bytes:
+    """The ONNX model in the float executor equals onnxruntime; converted to TFLite it runs in
+    LiteRT with onnxruntime's outputs (inputs transposed to NHWC where 4-D); `fuse` of the
+    ONNX model keeps onnxruntime's outputs. Returns the TFLite bytes."""
+    from float_op_checks import check_onnx, compare, ort_run
+
+    check_onnx(tmp_path, onnx_data, feeds=feeds, rel=rel)
+    ref = ort_run(onnx_data, feeds)
+    tfl = onnx_to_tflite(tmp_path, onnx_data)
+    g = read_tflite(tfl).graph
+    arrays = [feeds[n] if feeds[n].ndim != 4 else np.ascontiguousarray(
+        feeds[n].transpose(0, 2, 3, 1)) for n in g.inputs]
+    got = litert_run(tfl, arrays)
+    got = [o if o.ndim != 4 or o.shape == r.shape else o.transpose(0, 3, 1, 2)
+           for o, r in zip(got, ref)]
+    compare(ref, got, rel)
+    src, fused = tmp_path / "f.onnx", tmp_path / "fused.onnx"
+    src.write_bytes(onnx_data)
+    result = CliRunner().invoke(main, ["fuse", str(src), "-o", str(fused)],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    compare(ref, ort_run(fused.read_bytes(), feeds), rel)
+    return tfl
+
+
+def quantize_refusal(tmp_path, float_bytes: bytes, suffix=".tflite") -> str:
+    """`quantize`'s one-line refusal of a model (asserted: non-zero exit, no traceback,
+    nothing written)."""
+    src, out = tmp_path / f"refused{suffix}", tmp_path / "refused_int8.tflite"
+    src.write_bytes(float_bytes)
+    result = CliRunner().invoke(main, ["quantize", str(src), "--calibration-random", "2",
+                                       "-o", str(out)])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert not out.exists()
+    return result.output
+
+
+# -- NEG, LOG, SIN, FLOOR_DIV: float only in TFLite Micro ------------------------------------------
+@pytest.mark.parametrize("op", ["Neg", "Log", "Sin"])
+def test_float_unary_ops_against_litert_and_onnxruntime(tmp_path, op):
+    from float_op_checks import onnx_bytes, vi
+
+    n = TfGraph(2)
+    x = n.input("x", (1, 5, 7, 3))
+    a = n.node("Abs", [x], "a", (1, 5, 7, 3))  # Log of positive values (and 0 -> -inf)
+    y = n.node(op, [a if op == "Log" else x], "y", (1, 5, 7, 3))
+    check_tflite(tmp_path, n.build([y]), seeds=(0, 1, 2))
+    assert op in ops_of(n.build([y]))
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32) * 4
+    x[0, 0, 0, :3] = [0.0, -0.0, 1e-30]
+    from onnx import helper
+    nodes = [helper.make_node("Abs", ["x"], ["a"]),
+             helper.make_node(op, ["a" if op == "Log" else "x"], ["y"])]
+    data = onnx_bytes(nodes, [vi("x", [2, 3, 5, 7])], [vi("y", [2, 3, 5, 7])])
+    tfl = onnx_round_trip(tmp_path, data, {"x": x})
+    assert op in ops_of(tfl)
+
+
+def test_floor_div_float_with_broadcast_and_negative_quotients(tmp_path):
+    n = TfGraph(4)
+    a = n.input("a", (1, 4, 6))
+    b = n.const("b", np.asarray([0.7, -1.3, 2.0, -0.25, 3.0, 0.5], np.float32))
+    n.node("FloorDiv", [a, b], "y", (1, 4, 6))
+    check_tflite(tmp_path, n.build(["y"]), seeds=(0, 1, 2))
+
+
+@pytest.mark.parametrize("op", ["Neg", "Log", "Sin", "FloorDiv"])
+def test_quantize_refuses_the_float_only_ops_naming_them(tmp_path, op):
+    """TFLite Micro has no int8 NEG, LOG, SIN or FLOOR_DIV: `quantize` must not write a model
+    it cannot run."""
+    n = TfGraph(2)
+    x = n.input("x", (1, 4, 6))
+    ins = [x, n.const("b", np.full((6,), 2.0, np.float32))] if op == "FloorDiv" else [x]
+    n.node(op, ins, "y", (1, 4, 6))
+    out = quantize_refusal(tmp_path, n.build(["y"]))
+    assert "no int8 rule" in out and op in out

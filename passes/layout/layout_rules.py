@@ -11,7 +11,7 @@
   end padding (max pool).
 - Add, Sub, Mul, Div: operands brought to one layout, constants transposed to it
   (`[C,1,1]` -> `[C]`); Div by a constant is Mul by its reciprocal.
-- Relu, Sigmoid, Tanh, HardSwish, Clip, Cast, Abs: same op, same layout (Clip is legalized after
+- Relu, Sigmoid, Tanh, HardSwish, Clip, Cast, Abs, Neg, Log, Sin: same op, same layout (Clip is legalized after
   fusion).
 - Concat: inputs to one layout, `axis` mapped. Softmax: `axis` mapped; when it is not the last
   TFLite axis, the input is transposed so that it is.
@@ -448,7 +448,8 @@ RULES = {
     "MaxPool": _pool,
     "AveragePool": _pool,
     **{op: _elementwise for op in ("Add", "Sub", "Mul", "Div")},
-    **{op: _unary for op in ("Relu", "Sigmoid", "Tanh", "HardSwish", "Clip", "Cast", "Abs")},
+    **{op: _unary for op in ("Relu", "Sigmoid", "Tanh", "HardSwish", "Clip", "Cast", "Abs",
+                              "Neg", "Log", "Sin")},
     "Identity": _alias,
     "Dropout": _alias,
     "Concat": _concat,
