@@ -316,6 +316,26 @@ register(OpSchema(
 register(OpSchema("Abs", "|x| (TFLite ABS, ONNX Abs).", (X,),
                   tflite=TfliteSpec("ABS", int8_version=2), onnx=OnnxSpec("Abs"),
                   int8="requantize"))
+# comparisons: a bool output; int8 inputs keep their own scales (TFLite Micro rescales each
+# by its scale before comparing: ComparisonsPrepare; no int16 parameters, so no 16x8 form)
+for _name, _tfl, _onnx, _sign in (("Equal", "EQUAL", "Equal", "=="),
+                                  ("NotEqual", "NOT_EQUAL", None, "!="),
+                                  ("Greater", "GREATER", "Greater", ">"),
+                                  ("GreaterEqual", "GREATER_EQUAL", "GreaterOrEqual", ">="),
+                                  ("Less", "LESS", "Less", "<"),
+                                  ("LessEqual", "LESS_EQUAL", "LessOrEqual", "<=")):
+    register(OpSchema(
+        _name, f"a {_sign} b elementwise with broadcasting, a bool tensor (TFLite {_tfl}"
+        + (f", ONNX {_onnx}" if _onnx else "") + "; int8: each input rescaled by its own scale).",
+        (Input("a"), Input("b")),
+        tflite=TfliteSpec(_tfl, _tfl.title().replace("_", "") + "Options", int8_version=2),
+        onnx=OnnxSpec(_onnx) if _onnx else None, int8="requantize"))
+register(OpSchema(
+    "SelectV2", "x where the bool `condition` holds, else y, the three broadcast (TFLite "
+    "SELECT_V2, ONNX Where; int8: x, y and the output share one scale, TFLite Micro copies the "
+    "raw values).", (Input("condition"), X, Input("y")),
+    tflite=TfliteSpec("SELECT_V2", "SelectV2Options", int8_version=1), onnx=OnnxSpec("Where"),
+    int8="same_scale"))
 # float only: TFLite Micro's NEG, LOG, SIN and FLOOR_DIV have no int8 kernel (no int8 rule)
 for _name, _tfl, _onnx, _doc in (("Neg", "NEG", "Neg", "-x"), ("Log", "LOG", "Log", "log(x)"),
                                  ("Sin", "SIN", "Sin", "sin(x)")):

@@ -221,3 +221,128 @@ def test_quantize_refuses_the_float_only_ops_naming_them(tmp_path, op):
     n.node(op, ins, "y", (1, 4, 6))
     out = quantize_refusal(tmp_path, n.build(["y"]))
     assert "no int8 rule" in out and op in out
+
+
+# -- comparisons and SELECT_V2 ---------------------------------------------------------------------
+COMPARISONS = ["Equal", "NotEqual", "Greater", "GreaterEqual", "Less", "LessEqual"]
+
+
+def logic_float() -> bytes:
+    """x [1, 6, 8, 4]; m = x * 0.2; every comparison of x with m (two activations of different
+    scales) and of x with a broadcast constant; y = SELECT_V2(x > c, x, m), a leaky ReLU."""
+    from qconvert.ir import Node, Tensor
+
+    n = TfGraph(5)
+    shape = (1, 6, 8, 4)
+    x = n.input("x", shape)
+    m = n.node("Mul", [x, n.const("k", np.asarray([0.2], np.float32))], "m", shape,
+               activation="NONE")
+    c = n.const("c", np.asarray([0.3, -0.5, 0.0, 1.0], np.float32))
+    outs = []
+    for op in COMPARISONS:
+        for other, tag in ((m, "m"), (c, "c")):
+            name = f"{op.lower()}_{tag}"
+            n.g.add_tensor(Tensor(name, shape, "bool"))
+            n.g.nodes.append(Node(op, [x, other], [name], {}, name))
+            outs.append(name)
+    y = n.node("SelectV2", ["greater_c", x, m], "y", shape)
+    return n.build(outs + [y])
+
+
+def test_comparisons_and_select_float_int8_16x8_and_c(tmp_path):
+    q8 = full_stack(tmp_path, logic_float(), int16=True)
+    g = read_tflite(q8).graph
+    assert {*COMPARISONS, "SelectV2"} <= ops_of(q8)
+    select = next(node for node in g.nodes if node.op == "SelectV2")
+    quants = {(float(g.tensors[t].quant.scale[0]), int(g.tensors[t].quant.zero_point[0]))
+              for t in (*select.inputs[1:], select.outputs[0])}
+    assert len(quants) == 1  # x, y and the output share one scale: TFLite copies raw values
+    assert all(g.tensors[node.outputs[0]].dtype == "bool" for node in g.nodes
+               if node.op in COMPARISONS)
+
+
+def _comparison_model(op, qa, qb, b_const=False) -> bytes:
+    from qconvert.ir import Node, Tensor
+
+    n = Q8(7)
+    a = n.input("a", (1, 16, 16), *qa)
+    if b_const:
+        b = n.const("b", n.rng.integers(-128, 128, (16,)).astype(np.int8), *qb)
+    else:
+        b = n.input("b", (1, 16, 16), *qb)
+    n.g.add_tensor(Tensor("y", (1, 16, 16), "bool"))
+    n.g.nodes.append(Node(op, [a, b], ["y"], {}, "y"))
+    return n.build(["y"])
+
+
+@pytest.mark.parametrize("op", COMPARISONS)
+@pytest.mark.parametrize("qa,qb", [((0.02, -3), (0.04, 10)), ((0.05, 0), (0.05, 0)),
+                                   ((0.013, 127), (0.31, -128)), ((0.5, -20), (0.0625, 7))])
+def test_comparison_int8_every_value_against_tflite_micro(tmp_path, op, qa, qb):
+    """Every int8 value of a against values of b whose real values coincide with a's (ties
+    decided by the rescaling: TFLite Micro's ComparisonWithScaling), and a broadcast constant;
+    the integer executor and the host C equal TFLite Micro."""
+    from test_int_executor import all_int8_values
+
+    data = _comparison_model(op, qa, qb)
+    a = all_int8_values()
+    ratio = qa[0] / qb[0]
+    b = np.clip(np.round((a.astype(np.float64) - qa[1]) * ratio) + qb[1], -128, 127)
+    b = b.astype(np.int8)
+    feeds = [{"a": a, "b": b}, {"a": a, "b": np.roll(b, 1)},
+             {"a": a, "b": np.random.default_rng(1).integers(-128, 128, a.shape).astype(np.int8)}]
+    assert_same(data, feeds, batch=False)
+    c_host_equals_tflm(tmp_path, data, feeds)
+    const = _comparison_model(op, qa, qb, b_const=True)
+    assert_same(const, [{"a": a}], batch=False)
+
+
+def test_comparison_of_an_input_scale_of_1_or_more_is_refused_as_tflite_micro_refuses_it():
+    from qconvert.errors import QConvertError
+    from qconvert.executor.int_executor import run_int8
+
+    data = _comparison_model("Greater", (1.5, 0), (0.02, 0))
+    with pytest.raises(QConvertError, match="scale 1.5.*below 1"):
+        run_int8(read_tflite(data).graph, {"a": np.zeros((1, 16, 16), np.int8),
+                                            "b": np.zeros((1, 16, 16), np.int8)})
+
+
+def test_select_int8_and_int16_with_broadcast_copy_raw_values(tmp_path):
+    from qconvert.ir import Node, Tensor
+
+    for dtype, q in (("int8", (0.05, -3)), ("int16", (3e-4, 0))):
+        n = Q8(8)
+        x = n.input("x", (1, 4, 5, 3), *q, dtype=dtype)
+        y = n.input("y", (1, 1, 5, 1), *q, dtype=dtype)
+        n.g.add_tensor(Tensor("cond", (1, 4, 1, 3), "bool"))
+        n.g.inputs.append("cond")
+        n.node("SelectV2", ["cond", x, y], "s", (1, 4, 5, 3), *q, dtype=dtype)
+        data = n.build(["s"])
+        feeds = []
+        rng = np.random.default_rng(2)
+        info = np.iinfo(np.dtype(dtype))
+        for _ in range(3):
+            feeds.append({"x": rng.integers(info.min, info.max + 1, (1, 4, 5, 3)).astype(dtype),
+                          "y": rng.integers(info.min, info.max + 1, (1, 1, 5, 1)).astype(dtype),
+                          "cond": rng.integers(0, 2, (1, 4, 1, 3)).astype(bool)})
+        assert_same(data, feeds, batch=False)
+        c_host_equals_tflm(tmp_path, data, feeds)
+
+
+@pytest.mark.parametrize("op", ["Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"])
+def test_onnx_comparisons_and_where_convert_and_fuse(tmp_path, op):
+    """ONNX comparison + Where (a clamp written as Where(x > c, c, x), NCHW with a per-channel
+    constant) against onnxruntime, converted to TFLite (NHWC) against it in LiteRT."""
+    from float_op_checks import onnx_bytes, vi
+    from onnx import TensorProto, helper
+
+    c = np.asarray([0.5, -0.2, 1.0], np.float32).reshape(3, 1, 1)
+    nodes = [helper.make_node(op, ["x", "c"], ["cond"]),
+             helper.make_node("Where", ["cond", "c3", "x"], ["y"])]
+    data = onnx_bytes(nodes, [vi("x", [1, 3, 5, 7])],
+                      [vi("cond", [1, 3, 5, 7], TensorProto.BOOL), vi("y", [1, 3, 5, 7])],
+                      inits=[("c", c), ("c3", np.broadcast_to(c, (3, 5, 7)).copy())])
+    x = np.random.default_rng(4).standard_normal((1, 3, 5, 7)).astype(np.float32)
+    x[0, 0, 0, :3] = [0.5, -0.2, 1.0]  # equal to the constant: the ties
+    tfl = onnx_round_trip(tmp_path, data, {"x": x})
+    assert "SelectV2" in ops_of(tfl) and "Transpose" not in ops_of(tfl)

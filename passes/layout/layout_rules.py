@@ -9,8 +9,9 @@
 - MaxPool, AveragePool: input to NHWC; padding TFLite cannot say becomes explicit padding;
   `count_include_pad` honoured with an explicit PAD; a `ceil_mode` that adds a window becomes
   end padding (max pool).
-- Add, Sub, Mul, Div: operands brought to one layout, constants transposed to it
-  (`[C,1,1]` -> `[C]`); Div by a constant is Mul by its reciprocal.
+- Add, Sub, Mul, Div, the comparisons (Equal, Greater, GreaterOrEqual, Less, LessOrEqual: a
+  bool output) and Where (SELECT_V2: three operands): operands brought to one layout, constants
+  transposed to it (`[C,1,1]` -> `[C]`); Div by a constant is Mul by its reciprocal.
 - Relu, Sigmoid, Tanh, HardSwish, Clip, Cast, Abs, Neg, Log, Sin: same op, same layout (Clip is legalized after
   fusion).
 - Concat: inputs to one layout, `axis` mapped. Softmax: `axis` mapped; when it is not the last
@@ -182,7 +183,7 @@ def _target_perm(values, rank: int) -> tuple:
 def _elementwise(cv, node) -> None:
     out_shape = cv.shape(node.outputs[0])
     rank = len(out_shape)
-    names = node.inputs[:2]
+    names = node.inputs  # two operands; Where (SELECT_V2) three
     consts = {i: cv.constant(n) for i, n in enumerate(names)}
     acts = {i: cv.value(n) for i, n in enumerate(names) if consts[i] is None}
     layout = _common_flat(acts, consts, rank) or Layout(_target_perm(acts.values(), rank))
@@ -447,7 +448,8 @@ RULES = {
     "Conv2D": _conv,
     "MaxPool": _pool,
     "AveragePool": _pool,
-    **{op: _elementwise for op in ("Add", "Sub", "Mul", "Div")},
+    **{op: _elementwise for op in ("Add", "Sub", "Mul", "Div", "Equal", "Greater", "GreaterEqual",
+                                   "Less", "LessEqual", "SelectV2")},
     **{op: _unary for op in ("Relu", "Sigmoid", "Tanh", "HardSwish", "Clip", "Cast", "Abs",
                               "Neg", "Log", "Sin")},
     "Identity": _alias,

@@ -45,7 +45,8 @@ from .gather_runs import gather_call
 from .memory_plan import PlanStep
 from . import model_steps_fast as fast
 
-DTYPES = {"int8": ("int8_t", 1), "int16": ("int16_t", 2), "float32": ("float", 4)}
+DTYPES = {"int8": ("int8_t", 1), "int16": ("int16_t", 2), "float32": ("float", 4),
+          "bool": ("uint8_t", 1)}  # bool: one byte 0 / 1, as TFLite Micro's
 PORTABLE_FILES = ("qconvert_fc_1x4.h", "qconvert_fc_1x4.c", "qconvert_nn.h",
                   "qconvert_nn_loops.h")
 _CONV_FILES = frozenset({"qconvert_nn_conv.c"})
@@ -626,5 +627,9 @@ LOWERINGS.update(CONCAT_LOWERINGS)
 from .resize_steps import RESIZE_LOWERINGS  # noqa: E402  (ResizeNearest: row/column picks)
 
 LOWERINGS.update(RESIZE_LOWERINGS)
+
+from .logic_steps import LOGIC_LOWERINGS  # noqa: E402  (comparisons, SelectV2)
+
+LOWERINGS.update(LOGIC_LOWERINGS)
 
 from .model_steps_s16 import LOWERINGS16  # noqa: E402  (16x8 layers; they use the helpers)

@@ -140,4 +140,5 @@ LOWERINGS16 = {
     "Softmax": _lower_softmax16, "Sigmoid": _lower_sigmoid_tanh16, "Tanh": _lower_sigmoid_tanh16,
     "Relu": _lower_relu16, "LeakyRelu": _lower_relu16, "Relu6": _lower_relu6_16,
     "Quantize": _lower_quantize16, "Rsqrt": _lower_rsqrt16, "Abs": _lower_abs16,
+    "SelectV2": LOWERINGS["SelectV2"],
 }

@@ -292,5 +292,5 @@ def concat16(node, inputs, p, ctx):
 
 for _op in ("Pad", "PadV2", "Reshape", "Squeeze", "ExpandDims", "Transpose", "Gather", "StridedSlice",
             "SplitEqual", "SplitSizes", "ResizeNearest", "Dequantize", "SliceBySize", "Pack",
-            "Unpack", "Reverse"):
+            "Unpack", "Reverse", "SelectV2"):
     INT16_KERNELS[_op] = INT_KERNELS[_op]
