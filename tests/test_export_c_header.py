@@ -430,7 +430,17 @@ def _every_op_model(header_only_ops: bool = False) -> Model:
     for name in unpacked:
         n.g.add_tensor(Tensor(name, (1, 5), "int8", quant=n._q(0.05, -5)))
     n.g.nodes.append(Node("Unpack", [pk], unpacked, {"axis": 1, "num": 2}, unpacked[0]))
-    last = [pr, rs, ab, sd, su, pk, *unpacked]
+    ed = n.node("ExpandDims", [fc, n.const("ed_axis", np.asarray([1], np.int32))], "expand_dims",
+                (1, 1, 6), 0.05, -5)
+    compared = []
+    for op in ("Equal", "NotEqual", "Greater", "GreaterEqual", "Less", "LessEqual"):
+        name = f"{op.lower()}_cmp"
+        n.g.add_tensor(Tensor(name, (1, 6), "bool"))
+        n.g.nodes.append(Node(op, [fc, lr], [name], {}, name))
+        compared.append(name)
+    sel = n.node("SelectV2", ["greater_cmp", fc, n.const("sel_y", np.arange(-3, 3).astype(
+        np.int8).reshape(1, 6), 0.05, -5)], "select_v2", (1, 6), 0.05, -5)
+    last = [pr, rs, ab, sd, su, pk, *unpacked, ed, *compared, sel]
     if header_only_ops:
         last = [n.node("Div", [pr, rs], "div", (1, 6), 0.2, 3, activation="NONE")]
     extra = _onnx_export_ops(n, m, d)
@@ -584,20 +594,21 @@ def test_float_model_without_calibration_is_refused(tmp_path):
 def test_ops_the_header_cannot_express_are_all_named(tmp_path):
     line = _assert_fails(tmp_path, [SAMPLE_MODELS / "unknown_builtin.tflite", "-o",
                                     tmp_path / "x.h"], "cannot export a C header")
-    assert "NEG" in line and "FLOOR" in line
+    assert "CEIL" in line and "FLOOR" in line
     n = Q8(51)  # int8 ops qconvert knows but without int8 parameters
     x = n.input("x", (1, 4), 0.05, 0)
     c = n.node("Cast", [x], "cast", (1, 4), 0.05, 0)
     d = n.node("Cast", [c], "cast2", (1, 4), 0.05, 0)
     p = n.node("Sqrt", [d], "sqrt", (1, 4), 0.05, 0)
-    n.node("NEG", [p], "neg", (1, 4), 0.05, 0)  # a builtin qconvert lacks
+    q = n.node("Neg", [p], "negate", (1, 4), 0.05, 0)  # known, float only in TFLite Micro
+    n.node("FLOOR", [q], "neg", (1, 4), 0.05, 0)  # a builtin qconvert lacks
     n.g.nodes[-1].opaque = True
-    n.g.nodes[-1].origin = {"version": 1, "code": 59, "custom_code": None, "options_type": "NONE",
+    n.g.nodes[-1].origin = {"version": 1, "code": 8, "custom_code": None, "options_type": "NONE",
                             "options": {}, "custom_options": None, "custom_options_format": 0}
     path = tmp_path / "cast.tflite"
     path.write_bytes(n.build(["neg"]))
     line = _assert_fails(tmp_path, [path, "-o", tmp_path / "y.h"], "cannot express", path)
-    assert "Cast (x2)" in line and "Sqrt" in line and "NEG (unknown)" in line
+    assert "Cast (x2)" in line and "Sqrt" in line and "Neg" in line and "FLOOR (unknown)" in line
 
 
 def test_layers_tflite_micro_refuses_are_all_named(tmp_path):
