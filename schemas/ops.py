@@ -9,7 +9,8 @@ can take as an input tensor is an input of the IR node (a constant made by the r
 source spelled it as an ONNX attribute, `OnnxSpec.attr_inputs`, or a TFLite option,
 `TfliteSpec.option_inputs`), and the writers turn it back. Passes and kernels read such a
 parameter from its input only:
-- Transpose `perm`, Squeeze / Unsqueeze `axes`, ReduceMean / ReduceMax / ReduceSum `axes`,
+- Transpose `perm`, Squeeze / Unsqueeze `axes`, ReduceMean / ReduceMax / ReduceMin / ReduceSum
+  `axes`,
   Split `split`: constant integer inputs.
 - Reshape: the `shape` input (TFLite's `new_shape` option when it has no input) and
   `allowzero` (TFLite reads a 0 literally: 1).
@@ -21,7 +22,8 @@ parameter from its input only:
   kernel them as the inputs); `axis` the quantized axis (TFLite: the quantized dimension of a
   per-channel tensor); Quantize's `rounding` ``half_away_from_zero`` for TFLite QUANTIZE
   (absent: half to even, ONNX's).
-- Reductions (Mean, ReduceMean, ReduceMax, ReduceSum): `keepdims` 0 / 1 (TFLite `keep_dims`);
+- Reductions (Mean, ReduceMean, ReduceMax, ReduceMin, ReduceSum): `keepdims` 0 / 1 (TFLite
+  `keep_dims`);
   `noop_with_empty_axes` 1 where empty axes reduce nothing (TFLite).
 - Softmax: `axis` (TFLite: -1), `coerce_2d` 1 where the input is flattened to 2-D at `axis`
   (ONNX before opset 13); `beta` (TFLite) scales the input.
@@ -150,8 +152,11 @@ register(OpSchema("ReduceMean", "Mean over the `axes` input (ONNX ReduceMean; an
                                                "noop_with_empty_axes": 0},
                                 attr_inputs={"axes": 18}),
                   int8="requantize"))
-for _name, _tfl, _since, _int8 in (("ReduceMax", "REDUCE_MAX", 18, None),
-                                   ("ReduceSum", "SUM", 13, 2)):
+# REDUCE_MAX / REDUCE_MIN (int8; this TFLite Micro has no int16 kernel): TFLite Micro requires the input's scale and zero point
+# on the output (it picks raw values): same_scale; SUM requantizes
+for _name, _tfl, _since, _int8, _rule in (("ReduceMax", "REDUCE_MAX", 18, 2, "same_scale"),
+                                          ("ReduceMin", "REDUCE_MIN", 18, 2, "same_scale"),
+                                          ("ReduceSum", "SUM", 13, 2, "requantize")):
     register(OpSchema(
         _name, f"{_name[6:]} over the `axes` input (ONNX {_name}: an attribute before opset "
         f"{_since}, `keepdims`; TFLite {_tfl}: `keep_dims`).",
@@ -159,7 +164,7 @@ for _name, _tfl, _since, _int8 in (("ReduceMax", "REDUCE_MAX", 18, None),
         tflite=TfliteSpec(_tfl, "ReducerOptions", int8_version=_int8),
         onnx=OnnxSpec(_name, {"axes": None, "keepdims": 1, "noop_with_empty_axes": 0},
                       attr_inputs={"axes": _since}),
-        int8="requantize" if _int8 else None))
+        int8=_rule))
 register(OpSchema("GlobalMaxPool", "Max over all spatial axes, kept as size 1 (ONNX).", (X,),
                   onnx=OnnxSpec("GlobalMaxPool"), layout_sensitive=True, int8="same_scale"))
 

@@ -440,7 +440,11 @@ def _every_op_model(header_only_ops: bool = False) -> Model:
         compared.append(name)
     sel = n.node("SelectV2", ["greater_cmp", fc, n.const("sel_y", np.arange(-3, 3).astype(
         np.int8).reshape(1, 6), 0.05, -5)], "select_v2", (1, 6), 0.05, -5)
-    last = [pr, rs, ab, sd, su, pk, *unpacked, ed, *compared, sel]
+    rmax = n.node("ReduceMax", [t, n.const("rmax_axes", np.asarray([1, 2], np.int32))],
+                  "reduce_max", (1, 1, 1, 10), 0.2, 0, keepdims=1)
+    rmin = n.node("ReduceMin", [t, n.const("rmin_axes", np.asarray([-1], np.int32))],
+                  "reduce_min", (1, 3, 3), 0.2, 0, keepdims=0)
+    last = [pr, rs, ab, sd, su, pk, *unpacked, ed, *compared, sel, rmax, rmin]
     if header_only_ops:
         last = [n.node("Div", [pr, rs], "div", (1, 6), 0.2, 3, activation="NONE")]
     extra = _onnx_export_ops(n, m, d)

@@ -346,3 +346,64 @@ def test_onnx_comparisons_and_where_convert_and_fuse(tmp_path, op):
     x[0, 0, 0, :3] = [0.5, -0.2, 1.0]  # equal to the constant: the ties
     tfl = onnx_round_trip(tmp_path, data, {"x": x})
     assert "SelectV2" in ops_of(tfl) and "Transpose" not in ops_of(tfl)
+
+
+# -- REDUCE_MAX / REDUCE_MIN ------------------------------------------------------------------------
+def reduce_float(op, axes, keep) -> bytes:
+    """x [1, 6, 8, 4] -> CONV-free: ADD (a layer with its own range) -> REDUCE_MAX / MIN."""
+    n = TfGraph(6)
+    x = n.input("x", (1, 6, 8, 4))
+    a = n.node("Add", [x, n.const("k", np.asarray([0.5, -1.0, 0.0, 2.0], np.float32))], "a",
+               (1, 6, 8, 4), activation="NONE")
+    shape = [1 if i in [v % 4 for v in axes] else d for i, d in enumerate((1, 6, 8, 4))]
+    if not keep:
+        shape = [d for i, d in enumerate((1, 6, 8, 4)) if i not in [v % 4 for v in axes]]
+    n.node(op, [a, n.const("axes", np.asarray(axes, np.int32))], "y", shape, keepdims=int(keep))
+    return n.build(["y"])
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("axes,keep", [([1, 2], True), ([-1], False), ([2], True),
+                                       ([3, 1], False)])
+def test_reduce_max_min_float_int8_16x8_and_c(tmp_path, op, axes, keep):
+    q8 = full_stack(tmp_path, reduce_float(op, axes, keep), int16=True)
+    g = read_tflite(q8).graph
+    node = next(nd for nd in g.nodes if nd.op == op)
+    qin, qout = g.tensors[node.inputs[0]].quant, g.tensors[node.outputs[0]].quant
+    assert (qin.scale[0], qin.zero_point[0]) == (qout.scale[0], qout.zero_point[0])
+
+
+def test_reduce_max_with_another_output_scale_is_refused_as_tflite_micro_refuses_it():
+    from qconvert.errors import QConvertError
+    from qconvert.executor.int_executor import run_int8
+
+    n = Q8(9)
+    x = n.input("x", (1, 4, 6), 0.05, 3)
+    n.node("ReduceMax", [x, n.const("axes", np.asarray([2], np.int32))], "y", (1, 4), 0.06, 3,
+           keepdims=0)
+    with pytest.raises(QConvertError, match="requires them equal"):
+        run_int8(read_tflite(n.build(["y"])).graph, {"x": np.zeros((1, 4, 6), np.int8)})
+
+
+@pytest.mark.parametrize("op,axes,keep", [("ReduceMax", [2, 3], 1), ("ReduceMax", [2, 3], 0),
+                                          ("ReduceMin", [1], 1), ("ReduceMin", [-1, 2], 0),
+                                          ("ReduceMax", [1], 0)])
+def test_onnx_reduce_max_min_convert_fuse_and_quantize(tmp_path, op, axes, keep):
+    """ONNX ReduceMax / ReduceMin (keras2onnx's global max pool: ReduceMax over H and W) against
+    onnxruntime, converted to TFLite against it in LiteRT, then quantized: the int8 model runs
+    in TFLite Micro, equal to the integer executor."""
+    from float_op_checks import onnx_bytes, vi
+    from onnx import helper
+
+    shape = [1, 3, 5, 7]
+    out = [1 if i in [a % 4 for a in axes] else d for i, d in enumerate(shape)]
+    if not keep:
+        out = [d for i, d in enumerate(shape) if i not in [a % 4 for a in axes]]
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node(op, ["r", "axes"], ["y"], keepdims=keep)]
+    data = onnx_bytes(nodes, [vi("x", shape)], [vi("y", out)],
+                      inits=[("axes", np.asarray(axes, np.int64))], opset=18)
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    tfl = onnx_round_trip(tmp_path, data, {"x": x})
+    q8 = quantize(tmp_path, tfl)
+    assert_same(q8, integer_feeds(q8))

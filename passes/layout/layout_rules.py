@@ -16,7 +16,8 @@
   fusion).
 - Concat: inputs to one layout, `axis` mapped. Softmax: `axis` mapped; when it is not the last
   TFLite axis, the input is transposed so that it is.
-- ReduceMean, ReduceMax, ReduceSum: MEAN, REDUCE_MAX, SUM over the mapped axes, `keepdims`;
+- ReduceMean, ReduceMax, ReduceMin, ReduceSum: MEAN, REDUCE_MAX, REDUCE_MIN, SUM over the
+  mapped axes, `keepdims`;
   a ReduceMax over H and W is a MAX_POOL_2D over the whole map (int8 and CMSIS-NN have it).
 - Pad: PAD (PADV2 for a non-zero value), paddings reordered. Squeeze: SQUEEZE with mapped
   `squeeze_dims`. Unsqueeze: RESHAPE inserting size-1 axes.
@@ -253,11 +254,13 @@ def _softmax(cv, node) -> None:
     cv.emit("Softmax", [x.name], [out.name], {"beta": 1.0, "axis": -1}, node.name)
 
 
-REDUCERS = {"ReduceMean": "Mean", "ReduceMax": "ReduceMax", "ReduceSum": "ReduceSum"}
+REDUCERS = {"ReduceMean": "Mean", "ReduceMax": "ReduceMax", "ReduceMin": "ReduceMin",
+            "ReduceSum": "ReduceSum"}
 
 
 def _reduce(cv, node) -> None:
-    """ReduceMean / ReduceMax / ReduceSum -> MEAN / REDUCE_MAX / SUM over the mapped axes."""
+    """ReduceMean / ReduceMax / ReduceMin / ReduceSum -> MEAN / REDUCE_MAX / REDUCE_MIN / SUM
+    over the mapped axes."""
     x = cv.value(node.inputs[0])
     rank = len(x.shape)
     axes = _optional_ints(cv, node, 1)

@@ -324,7 +324,7 @@ CHECKS = {
     "AveragePool": _check_pool,
     "Clip": _check_params(1, 2),
     "Pad": _check_pad,
-    **{op: _check_params(1) for op in ("ReduceMean", "ReduceMax", "ReduceSum")},
+    **{op: _check_params(1) for op in ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum")},
     "Squeeze": _check_params(1),
     "Unsqueeze": _check_params(1),
     "Slice": _check_params(1, 2, 3, 4),

@@ -144,6 +144,8 @@ OP_SPECS: dict[str, OpSpec] = {
     "ExpandDims": OpSpec(),
     # SELECT_V2 copies raw values: x, y and the output share one quantization
     "SelectV2": OpSpec(),
+    **{op: OpSpec(fields=(("axes", "AXES", "array"), ("keep_dims", "KEEP_DIMS", "bool")))
+       for op in ("ReduceMax", "ReduceMin")},
     **{op: OpSpec(fields=(
         ("scaled", "SCALED", "bool"), ("left_shift", "LEFT_SHIFT", "int"),
         ("input1_offset", "INPUT1_OFFSET", "int"),

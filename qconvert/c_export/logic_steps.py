@@ -1,5 +1,6 @@
-"""Comparisons and SELECT_V2 as C: the lowerings of `qconvert_compare_s8` and
-`qconvert_select` (kernels/qconvert_nn_logic.c).
+"""Comparisons, SELECT_V2, REDUCE_MAX and REDUCE_MIN as C: the lowerings of
+`qconvert_compare_s8`, `qconvert_select` and `qconvert_reduce_extreme_s8`
+(kernels/qconvert_nn_logic.c).
 
 A comparison of int8 operands (TFLite EQUAL, NOT_EQUAL, GREATER, GREATER_EQUAL, LESS,
 LESS_EQUAL) writes a bool tensor, one byte 0 / 1 per element as TFLite Micro's bool: each
@@ -9,8 +10,10 @@ element of x or of y its bool condition names (int8 or int16: `element_bytes`). 
 their operands over the output box as the binary kernels do (strides 0 along broadcast axes);
 a comparison's box has size-1 axes dropped and contiguous axes merged (`index_maps.merged`).
 
-Both write output element i after reading the operands of element i, so an operand of the
-output's shape and element size may share its bytes (`("same", slot)` overlap).
+Comparisons and SELECT_V2 write output element i after reading the operands of element i, so
+an operand of the output's shape and element size may share its bytes (`("same", slot)`
+overlap). REDUCE_MAX / REDUCE_MIN walk an outer (output) and an inner (reduced) box as MEAN
+does (`model_steps._lower_mean`), their output in its own bytes.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from qconvert.errors import QConvertError
 from qconvert.int8.prepare import layer_params
 from qconvert.int8.prepare.logic import COMPARISON_OPS
 
-from .index_maps import MAX_RANK, broadcast_strides, merged
-from .model_steps import _acts, _plain, _ptr, _struct, activation_of, tensor_dims
+from .index_maps import MAX_RANK, broadcast_strides, contiguous_strides, merged
+from .model_steps import (_acts, _box_literal, _plain, _ptr, _struct, activation_of,
+                          tensor_dims)
 
 LOGIC_FILES = frozenset({"qconvert_nn_logic.h", "qconvert_nn_logic.c"})
 COMPARE_ENUMS = {op: "QCONVERT_" + name for op, name in zip(
@@ -99,4 +103,23 @@ def lower_select(graph, node, index, options):
                   arrays, decls, LOGIC_FILES, _same_overlap(graph, node, (1, 2), out_shape))
 
 
-LOGIC_LOWERINGS = {**{op: lower_comparison for op in COMPARISON_OPS}, "SelectV2": lower_select}
+def lower_reduce_extreme(graph, node, index, options):
+    """REDUCE_MAX / REDUCE_MIN of int8 -> one `qconvert_reduce_extreme_s8` call over an outer
+    (output) and an inner (reduced) box, as MEAN's."""
+    p = layer_params(graph, node)
+    dims = tensor_dims(graph, node.inputs[0])
+    axes = sorted({a % len(dims) for a in p["axes"]})
+    strides = contiguous_strides(dims)
+    keep = [k for k in range(len(dims)) if k not in axes]
+    outer_shape = [dims[k] for k in keep]
+    outer = merged(outer_shape, [strides[k] for k in keep], contiguous_strides(outer_shape))
+    inner = merged([dims[k] for k in axes], [strides[k] for k in axes], [0] * len(axes))
+    fields = [_box_literal(outer), _box_literal(inner), int(node.op == "ReduceMin")]
+    decls = [f"static const qconvert_reduce_params @L_params = {_struct(fields)};"]
+    return _plain(graph, node, index,
+                  "qconvert_reduce_extreme_s8($in0, $out0, &@L_params);",
+                  (), decls, LOGIC_FILES)
+
+
+LOGIC_LOWERINGS = {**{op: lower_comparison for op in COMPARISON_OPS}, "SelectV2": lower_select,
+                   "ReduceMax": lower_reduce_extreme, "ReduceMin": lower_reduce_extreme}

@@ -8,6 +8,8 @@ LESS_EQUAL) and SELECT_V2, bit-exact with TFLite Micro's reference kernels (para
   Inputs of other types (int32 shape arithmetic, bool) are compared raw.
 - SELECT_V2: x where the condition holds, else y, the raw values copied (int8 or int16: x, y
   and the output share one quantization), the three broadcast.
+- REDUCE_MAX / REDUCE_MIN: the largest / smallest raw value over the axes (int8 or int16: the
+  input and output share one quantization); a reduction over axis 0 refuses a batch of samples.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import numpy as np
 from qconvert.int8.fixed_point import requantize_int32
 from qconvert.int8.prepare.logic import COMPARISON_OPS
 
+from .float_kernels import KERNELS as FLOAT_KERNELS
 from .float_kernels_logic import COMPARISONS
-from .int_kernel_base import kernel
+from .int_kernel_base import batch_guard, kernel
 
 
 def _scaled(x, p, k: int):
@@ -41,3 +44,13 @@ def select_v2(node, inputs, p, ctx):
     """SELECT_V2: the raw values of x or y (the type of x, int8 or int16)."""
     condition, x, y = inputs
     return [np.where(condition.astype(np.bool_), x, y).astype(x.dtype, copy=False)]
+
+
+@kernel("ReduceMax", "ReduceMin")
+def reduce_extreme(node, inputs, p, ctx):
+    """REDUCE_MAX / REDUCE_MIN: the float kernel's reduction of the raw values (the type of the
+    input, int8 or int16)."""
+    x = inputs[0]
+    axes = {int(a) % max(x.ndim, 1) for a in p["axes"]}
+    batch_guard(node, ctx, 0 not in axes or not p["axes"], f"{node.op} over axis 0")
+    return [np.ascontiguousarray(FLOAT_KERNELS[node.op](node, inputs, [None])[0])]

@@ -73,3 +73,32 @@ void qconvert_select(const uint8_t *condition, const void *x, const void *y, voi
         }
     }
 }
+
+/* The reduction kernel of element type T (see qconvert_nn_logic.h). */
+#define QCONVERT_DEFINE_REDUCE_EXTREME(NAME, T)                                                 \
+    void NAME(const T *input, T *output, const qconvert_reduce_params *p)                       \
+    {                                                                                           \
+        int32_t outer[QCONVERT_MAX_RANK] = {0, 0, 0, 0, 0, 0};                                  \
+        const int32_t n = qconvert_volume(p->outer.rank, p->outer.shape);                       \
+        const int32_t m = qconvert_volume(p->inner.rank, p->inner.shape);                       \
+        ptrdiff_t base = p->outer.in_base, po = p->outer.out_base;                              \
+        int32_t i, j;                                                                           \
+        for (i = 0; i < n; ++i) {                                                               \
+            int32_t inner[QCONVERT_MAX_RANK] = {0, 0, 0, 0, 0, 0};                              \
+            ptrdiff_t pi = base, unused = 0;                                                    \
+            T best = input[pi];                                                                 \
+            for (j = 0; j < m; ++j) {                                                           \
+                const T v = input[pi];                                                          \
+                if (p->minimum ? v < best : v > best) {                                         \
+                    best = v;                                                                   \
+                }                                                                               \
+                qconvert_step(p->inner.rank, p->inner.shape, inner, p->inner.in_strides, &pi,  \
+                              p->inner.out_strides, &unused);                                   \
+            }                                                                                   \
+            output[po] = best;                                                                  \
+            qconvert_step(p->outer.rank, p->outer.shape, outer, p->outer.in_strides, &base,    \
+                          p->outer.out_strides, &po);                                           \
+        }                                                                                       \
+    }
+
+QCONVERT_DEFINE_REDUCE_EXTREME(qconvert_reduce_extreme_s8, int8_t)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* qconvert_nn_logic.h: comparisons (TFLite EQUAL, NOT_EQUAL, GREATER, GREATER_EQUAL, LESS,
- * LESS_EQUAL of int8 inputs: a bool output, one byte 0 / 1 per element, as TFLite Micro's bool)
- * and SELECT_V2 (int8 or int16 values, a bool condition) for whole-model C (`qconvert
- * export-c`). Shipped with qconvert (Apache-2.0). Plain C99: no allocation.
+ * LESS_EQUAL of int8 inputs: a bool output, one byte 0 / 1 per element, as TFLite Micro's bool),
+ * SELECT_V2 (int8 or int16 values, a bool condition) and the reductions that pick a value
+ * (REDUCE_MAX, REDUCE_MIN) for whole-model C (`qconvert export-c`). Shipped with qconvert
+ * (Apache-2.0). Plain C99: no allocation.
  *
  * Broadcasting as the binary kernels of qconvert_nn.h: the output box `shape` is walked in
  * row-major (memory) order; each operand's strides give its step along each axis (0 where it
@@ -53,6 +54,19 @@ typedef struct {
 
 void qconvert_select(const uint8_t *condition, const void *x, const void *y, void *output,
                      const qconvert_select_params *p);
+
+/* REDUCE_MAX / REDUCE_MIN: each output element (the `outer` box: strides into the input and the
+ * output) is the largest (`minimum` 0) or smallest (1) input over the `inner` box (strides into
+ * the input) of at least one element; raw values (the input and output share one
+ * quantization; int8 only: this TFLite Micro has no int16 REDUCE_MAX / REDUCE_MIN). */
+typedef struct {
+    qconvert_box outer;
+    qconvert_box inner;
+    int32_t minimum;
+} qconvert_reduce_params;
+
+void qconvert_reduce_extreme_s8(const int8_t *input, int8_t *output,
+                                const qconvert_reduce_params *p);
 
 #ifdef __cplusplus
 }
