@@ -197,6 +197,12 @@ register(OpSchema(
     onnx=OnnxSpec("Pad", {"mode": "constant"}),
     int8="same_scale"))
 register(OpSchema(
+    "MirrorPad", "Pad by mirroring: `pads` rows [rank, 2] (begin, end); `mode` TFLite's code, 0 "
+    "REFLECT (the edge not repeated, ONNX Pad reflect), 1 SYMMETRIC (repeated; ONNX Pad edge "
+    "when every pad is at most 1) (TFLite MIRROR_PAD; int8: values copied, one scale).",
+    (X, Input("pads", "param")),
+    tflite=TfliteSpec("MIRROR_PAD", "MirrorPadOptions", int8_version=2), int8="same_scale"))
+register(OpSchema(
     "PadV2", "Pad with the value of a constant input (TFLite PADV2: paddings [rank, 2]).",
     (X, Input("pads", "param"), Input("value", "param")),
     tflite=TfliteSpec("PADV2", "PadV2Options", int8_version=2), int8="same_scale"))

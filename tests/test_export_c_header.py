@@ -444,7 +444,10 @@ def _every_op_model(header_only_ops: bool = False) -> Model:
                   "reduce_max", (1, 1, 1, 10), 0.2, 0, keepdims=1)
     rmin = n.node("ReduceMin", [t, n.const("rmin_axes", np.asarray([-1], np.int32))],
                   "reduce_min", (1, 3, 3), 0.2, 0, keepdims=0)
-    last = [pr, rs, ab, sd, su, pk, *unpacked, ed, *compared, sel, rmax, rmin]
+    mirror = n.node("MirrorPad", [t, n.const("mirror_pads", np.asarray(
+        [[0, 0], [1, 1], [2, 0], [0, 0]], np.int32))], "mirror_pad", (1, 5, 5, 10), 0.2, 0,
+        mode=0)
+    last = [pr, rs, ab, sd, su, pk, *unpacked, ed, *compared, sel, rmax, rmin, mirror]
     if header_only_ops:
         last = [n.node("Div", [pr, rs], "div", (1, 6), 0.2, 3, activation="NONE")]
     extra = _onnx_export_ops(n, m, d)

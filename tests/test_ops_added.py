@@ -407,3 +407,58 @@ def test_onnx_reduce_max_min_convert_fuse_and_quantize(tmp_path, op, axes, keep)
     tfl = onnx_round_trip(tmp_path, data, {"x": x})
     q8 = quantize(tmp_path, tfl)
     assert_same(q8, integer_feeds(q8))
+
+
+# -- MIRROR_PAD --------------------------------------------------------------------------------------
+def mirror_pad_float(mode, pads) -> bytes:
+    n = TfGraph(7)
+    x = n.input("x", (1, 5, 6, 3))
+    a = n.node("Relu", [x], "a", (1, 5, 6, 3))
+    pads = np.asarray(pads, np.int32)
+    shape = tuple(int(d + b + e) for d, (b, e) in zip((1, 5, 6, 3), pads.tolist()))
+    n.node("MirrorPad", [a, n.const("pads", pads)], "y", shape, mode=mode)
+    return n.build(["y"])
+
+
+@pytest.mark.parametrize("mode,pads", [(0, [[0, 0], [1, 2], [3, 0], [0, 0]]),
+                                       (1, [[0, 0], [2, 1], [0, 6], [1, 1]]),
+                                       (0, [[0, 0], [4, 4], [5, 5], [2, 2]])])
+def test_mirror_pad_float_int8_and_c(tmp_path, mode, pads):
+    q8 = full_stack(tmp_path, mirror_pad_float(mode, pads))
+    assert "MirrorPad" in ops_of(q8)
+
+
+@pytest.mark.parametrize("mode,pads", [("reflect", [0, 0, 1, 2, 0, 0, 2, 1]),
+                                       ("edge", [0, 0, 1, 0, 0, 0, 1, 1])])
+def test_onnx_reflect_and_edge_pad_convert_fuse_and_quantize(tmp_path, mode, pads):
+    from float_op_checks import onnx_bytes, vi
+    from onnx import helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Pad", ["r", "pads"], ["y"], mode=mode)]
+    shape = [1, 3, 5, 6]
+    out = [d + pads[i] + pads[i + 4] for i, d in enumerate(shape)]
+    data = onnx_bytes(nodes, [vi("x", shape)], [vi("y", out)],
+                      inits=[("pads", np.asarray(pads, np.int64))])
+    x = np.random.default_rng(6).standard_normal(shape).astype(np.float32)
+    tfl = onnx_round_trip(tmp_path, data, {"x": x})
+    assert "MirrorPad" in ops_of(tfl)
+    q8 = quantize(tmp_path, tfl)
+    feeds = integer_feeds(q8)
+    assert_same(q8, feeds)
+    c_host_equals_tflm(tmp_path, q8, feeds)
+
+
+def test_onnx_edge_pad_wider_than_1_is_refused_in_one_line(tmp_path):
+    from float_op_checks import onnx_bytes, vi
+    from onnx import helper
+
+    data = onnx_bytes([helper.make_node("Pad", ["x", "pads"], ["y"], mode="edge")],
+                      [vi("x", [1, 3, 5, 6])], [vi("y", [1, 3, 9, 6])],
+                      inits=[("pads", np.asarray([0, 0, 2, 0, 0, 0, 2, 0], np.int64))])
+    src, out = tmp_path / "edge.onnx", tmp_path / "edge.tflite"
+    src.write_bytes(data)
+    result = CliRunner().invoke(main, ["convert", str(src), "-o", str(out)])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "edge" in result.output and len(result.output.strip().splitlines()) == 1
+    assert not out.exists()

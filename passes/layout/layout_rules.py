@@ -19,7 +19,8 @@
 - ReduceMean, ReduceMax, ReduceMin, ReduceSum: MEAN, REDUCE_MAX, REDUCE_MIN, SUM over the
   mapped axes, `keepdims`;
   a ReduceMax over H and W is a MAX_POOL_2D over the whole map (int8 and CMSIS-NN have it).
-- Pad: PAD (PADV2 for a non-zero value), paddings reordered. Squeeze: SQUEEZE with mapped
+- Pad: PAD (PADV2 for a non-zero value), paddings reordered; mode reflect -> MIRROR_PAD
+  REFLECT, edge (pads of at most 1) -> MIRROR_PAD SYMMETRIC. Squeeze: SQUEEZE with mapped
   `squeeze_dims`. Unsqueeze: RESHAPE inserting size-1 axes.
 - Flatten, Reshape: RESHAPE; of a permuted tensor to [N, K], the next FC permutes its weights
   (`Layout.flat`); when only size-1 axes were permuted, a plain RESHAPE; else the data goes
@@ -312,6 +313,10 @@ def _pad(cv, node) -> None:
         begin[a], end[a] = int(b), int(e)
     if min(begin + end) < 0:
         raise Unmappable(f"Pad {node.name!r} (negative pads crop)")
+    mode = node.attrs.get("mode", "constant") or "constant"
+    if mode != "constant":
+        _mirror_pad(cv, node, x, begin, end, mode)
+        return
     value = cv.constant(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
     fill = 0.0 if value is None or value.size == 0 else float(np.asarray(value).reshape(-1)[0])
     if x.layout.flat is not None:
@@ -325,6 +330,28 @@ def _pad(cv, node) -> None:
     else:
         k = cv.add_const(f"{node.name}_value", np.array([fill], np.dtype(x.dtype)))
         cv.emit("PadV2", [x.name, paddings, k], [out.name], {}, node.name)
+
+
+# ONNX Pad mode -> TFLite MirrorPadMode: reflect is REFLECT; edge repeats the border value,
+# which SYMMETRIC does for pads of at most 1 (wider edge padding has no TFLite op)
+_MIRROR_MODES = {"reflect": 0, "edge": 1}
+
+
+def _mirror_pad(cv, node, x, begin, end, mode) -> None:
+    """ONNX Pad reflect / edge -> MIRROR_PAD REFLECT / SYMMETRIC, paddings in the layout held."""
+    if mode not in _MIRROR_MODES or (mode == "edge" and max(begin + end) > 1):
+        raise Unmappable(f"Pad {node.name!r} (mode {mode}"
+                         + (" wider than 1: TFLite has no edge padding)" if mode == "edge"
+                            else ")"))
+    rank = len(x.shape)
+    if x.layout.flat is not None:
+        x = cv.relayout(x, identity(rank))
+    perm = x.layout.perm
+    paddings = cv.add_const(f"{node.name}_paddings",
+                            np.array([[begin[p], end[p]] for p in perm], np.int32))
+    out = cv.define(node.outputs[0], Layout(perm))
+    cv.emit("MirrorPad", [x.name, paddings], [out.name], {"mode": _MIRROR_MODES[mode]},
+            node.name)
 
 
 def _squeeze(cv, node) -> None:

@@ -312,7 +312,7 @@ def _check_params(*indices):
 
 def _check_pad(graph, node):
     mode = node.attrs.get("mode", "constant") or "constant"
-    if mode != "constant":
+    if mode not in ("constant", "reflect", "edge"):  # reflect, edge: MIRROR_PAD (layout_rules)
         return UNMAPPED, f"Pad (mode {mode})"
     return _check_params(1, 2, 3)(graph, node)
 

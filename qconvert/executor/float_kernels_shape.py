@@ -1,6 +1,6 @@
 """Float kernels of the shape and data-movement ops: Cast, Shape, Gather, Unsqueeze, ExpandDims,
 Squeeze,
-Reshape, Flatten, Transpose, Concat, Slice, ConstantOfShape, Expand, Range, Pad / PadV2 and
+Reshape, Flatten, Transpose, Concat, Slice, ConstantOfShape, Expand, Range, Pad / PadV2, MirrorPad and
 TFLite's StridedSlice / Pack. Registered into `float_kernels.KERNELS` (same contract: see that
 module's docstring); fold-constants evaluates shape arithmetic with them.
 """
@@ -240,6 +240,27 @@ def range_(node, inputs, out_dtypes):
     if n:
         steps[0] = start.reshape(())
     return [np.cumsum(steps, dtype=dtype)]
+
+
+MIRROR_MODES = {0: "reflect", 1: "symmetric"}  # TFLite MirrorPadMode -> numpy's pad mode
+
+
+@kernel("MirrorPad")
+def mirror_pad(node, inputs, out_dtypes):
+    """TFLite MIRROR_PAD: rows [rank, 2] of (begin, end) pads mirrored, `mode` 0 REFLECT (the
+    edge not repeated: a pad at most the axis size - 1) or 1 SYMMETRIC (repeated: at most the
+    axis size), the bounds TFLite checks."""
+    x, pads = inputs[0], np.asarray(inputs[1]).astype(np.int64)
+    mode = int(node.attrs.get("mode", 0) or 0)
+    if mode not in MIRROR_MODES:
+        raise ValueError(f"MirrorPad mode {mode} (0 REFLECT, 1 SYMMETRIC)")
+    if pads.shape != (x.ndim, 2) or np.any(pads < 0):
+        raise ValueError(f"MirrorPad pads {pads.tolist()} for rank {x.ndim}")
+    limit = np.asarray(x.shape, np.int64)[:, None] - (1 if mode == 0 else 0)
+    if np.any(pads > limit):
+        raise ValueError(f"MirrorPad pads {pads.tolist()} wider than the input {list(x.shape)} "
+                         f"allows in {MIRROR_MODES[mode]} mode")
+    return [np.pad(x, [tuple(r) for r in pads.tolist()], mode=MIRROR_MODES[mode])]
 
 
 @kernel("Pad", "PadV2")

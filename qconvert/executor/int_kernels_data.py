@@ -1,5 +1,5 @@
 """Integer kernels of the ops that move int8 values without requantizing them: CONCATENATION,
-PAD / PADV2, MAXIMUM / MINIMUM, RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE, GATHER, STRIDED_SLICE, SLICE, PACK,
+PAD / PADV2, MIRROR_PAD, MAXIMUM / MINIMUM, RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE, GATHER, STRIDED_SLICE, SLICE, PACK,
 UNPACK and REVERSE_V2, bit-exact
 with TFLite Micro (parameters: `qconvert.int8.prepare.data`).
 
@@ -91,6 +91,15 @@ def gather(node, inputs, p, ctx):
     axis = int(node.attrs.get("axis", 0) or 0)
     batch_guard(node, ctx, axis % inputs[0].ndim != 0, "Gather along axis 0")
     return [FLOAT_KERNELS["Gather"](node, inputs, [None])[0]]
+
+
+@kernel("MirrorPad")
+def mirror_pad(node, inputs, p, ctx):
+    """MIRROR_PAD: the float kernel's mirrored copy of the raw values (one quantization); a
+    padded axis 0 refuses a batch of samples."""
+    pads = np.asarray(inputs[1], dtype=np.int64)
+    batch_guard(node, ctx, not pads[0].any(), "MirrorPad of axis 0")
+    return [np.ascontiguousarray(FLOAT_KERNELS["MirrorPad"](node, inputs, [None])[0])]
 
 
 @kernel("Pack", "Unpack", "Reverse")
