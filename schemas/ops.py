@@ -414,5 +414,16 @@ register(OpSchema(
     (X, Input("size_splits", "param"), Input("axis", "param")),
     tflite=TfliteSpec("SPLIT_V", "SplitVOptions", int8_version=2), int8="same_scale"))
 register(OpSchema(
+    "DepthToSpace", "Move channel blocks into blocksize x blocksize spatial tiles, NCHW (ONNX "
+    "DepthToSpace: `mode` DCR, the depth-column-row order, or CRD; to TFLite DEPTH_TO_SPACE, "
+    "which is DCR, a CRD one with its channels gathered first).", (X,),
+    onnx=OnnxSpec("DepthToSpace", {"blocksize": None, "mode": "DCR"}), layout_sensitive=True,
+    int8="same_scale"))
+register(OpSchema(
+    "DepthToSpaceNHWC", "DepthToSpace of NHWC tensors in DCR order, `block_size` (TFLite "
+    "DEPTH_TO_SPACE; int8: values moved, one scale).", (X,),
+    tflite=TfliteSpec("DEPTH_TO_SPACE", "DepthToSpaceOptions", int8_version=2),
+    int8="same_scale"))
+register(OpSchema(
     "Gelu", "x * Phi(x) (ONNX Gelu, opset 20): `approximate` none (erf) or tanh.", (X,),
     onnx=OnnxSpec("Gelu", {"approximate": "none"})))

@@ -447,7 +447,9 @@ def _every_op_model(header_only_ops: bool = False) -> Model:
     mirror = n.node("MirrorPad", [t, n.const("mirror_pads", np.asarray(
         [[0, 0], [1, 1], [2, 0], [0, 0]], np.int32))], "mirror_pad", (1, 5, 5, 10), 0.2, 0,
         mode=0)
-    last = [pr, rs, ab, sd, su, pk, *unpacked, ed, *compared, sel, rmax, rmin, mirror]
+    d2s = n.node("DepthToSpaceNHWC", [x], "depth_to_space", (1, 12, 12, 1), 0.05, -3,
+                 block_size=2)
+    last = [pr, rs, ab, sd, su, pk, *unpacked, ed, *compared, sel, rmax, rmin, mirror, d2s]
     if header_only_ops:
         last = [n.node("Div", [pr, rs], "div", (1, 6), 0.2, 3, activation="NONE")]
     extra = _onnx_export_ops(n, m, d)

@@ -462,3 +462,33 @@ def test_onnx_edge_pad_wider_than_1_is_refused_in_one_line(tmp_path):
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert "edge" in result.output and len(result.output.strip().splitlines()) == 1
     assert not out.exists()
+
+
+# -- DEPTH_TO_SPACE ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("block", [2, 3])
+def test_depth_to_space_float_int8_and_c(tmp_path, block):
+    n = TfGraph(8)
+    c = 2 * block * block
+    x = n.input("x", (1, 4, 5, c))
+    a = n.node("Relu", [x], "a", (1, 4, 5, c))
+    n.node("DepthToSpaceNHWC", [a], "y", (1, 4 * block, 5 * block, 2), block_size=block)
+    q8 = full_stack(tmp_path, n.build(["y"]))
+    assert "DepthToSpaceNHWC" in ops_of(q8)
+
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_onnx_depth_to_space_convert_fuse_quantize_and_c(tmp_path, mode):
+    from float_op_checks import onnx_bytes, vi
+    from onnx import helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("DepthToSpace", ["r"], ["y"], blocksize=2, mode=mode)]
+    data = onnx_bytes(nodes, [vi("x", [1, 12, 3, 5])], [vi("y", [1, 3, 6, 10])])
+    x = np.random.default_rng(7).standard_normal((1, 12, 3, 5)).astype(np.float32)
+    tfl = onnx_round_trip(tmp_path, data, {"x": x})
+    assert "DepthToSpaceNHWC" in ops_of(tfl) and "Transpose" not in ops_of(tfl)
+    assert ("Gather" in ops_of(tfl)) == (mode == "CRD")
+    q8 = quantize(tmp_path, tfl)
+    feeds = integer_feeds(q8)
+    assert_same(q8, feeds)
+    c_host_equals_tflm(tmp_path, q8, feeds)

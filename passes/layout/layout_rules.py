@@ -26,6 +26,7 @@
   (`Layout.flat`); when only size-1 axes were permuted, a plain RESHAPE; else the data goes
   back to ONNX order first (a TRANSPOSE).
 - Transpose: no node; the permutation goes into the layout, so transposes that meet cancel.
+- DepthToSpace: DEPTH_TO_SPACE (DCR) on NHWC; CRD gathers its channels into DCR order first.
 - Slice: STRIDED_SLICE with mapped axes. Gather: GATHER on the data in ONNX order.
 - Identity, Dropout: no node.
 
@@ -354,6 +355,29 @@ def _mirror_pad(cv, node, x, begin, end, mode) -> None:
             node.name)
 
 
+def _depth_to_space(cv, node) -> None:
+    """ONNX DepthToSpace -> DEPTH_TO_SPACE on NHWC (DCR); CRD's channels gathered into DCR
+    order first (a GATHER along the channels)."""
+    x = _spatial_input(cv, node)
+    b = int(node.attrs.get("blocksize", 0) or 0)
+    mode = node.attrs.get("mode", "DCR") or "DCR"
+    c = x.shape[1]
+    if b < 1 or c % (b * b) or mode not in ("DCR", "CRD"):
+        raise Unmappable(f"DepthToSpace {node.name!r} (blocksize {b}, mode {mode}, {c} "
+                         "channels)")
+    v = cv.relayout(x, NHWC)
+    if mode == "CRD":  # DCR channel (i b + j) C' + c is CRD channel c b^2 + i b + j
+        k = np.arange(c)
+        tile, ch = k // (c // (b * b)), k % (c // (b * b))
+        order = (ch * b * b + tile).astype(np.int32)
+        gathered = cv.new_value(f"{node.outputs[0]}_dcr", Layout(NHWC), tuple(x.shape), v.dtype)
+        cv.emit("Gather", [v.name, cv.add_const(f"{node.name}_dcr_order", order)],
+                [gathered.name], {"axis": 3, "batch_dims": 0}, f"{node.name}_dcr")
+        v = gathered
+    out = cv.define(node.outputs[0], Layout(NHWC))
+    cv.emit("DepthToSpaceNHWC", [v.name], [out.name], {"block_size": b}, node.name)
+
+
 def _squeeze(cv, node) -> None:
     x = cv.value(node.inputs[0])
     rank = len(x.shape)
@@ -489,6 +513,7 @@ RULES = {
     **{op: _reduce for op in REDUCERS},
     "Pad": _pad,
     "Squeeze": _squeeze,
+    "DepthToSpace": _depth_to_space,
     "Unsqueeze": _unsqueeze,
     "Flatten": _reshape,
     "Reshape": _reshape,

@@ -610,7 +610,8 @@ LOWERINGS = {
     **{op: _lower_lookup for op in _LOOKUP_OPS if op in INT_KERNELS},
     **{op: _lower_binary for op in _BINARY},
     **{op: _lower_movement for op in _MOVEMENT},
-    "MirrorPad": _lower_movement,  # int8 only (TFLite Micro has no int16 MIRROR_PAD)
+    # int8 only (TFLite Micro has no int16 MIRROR_PAD / DEPTH_TO_SPACE)
+    "MirrorPad": _lower_movement, "DepthToSpaceNHWC": _lower_movement,
 }
 
 from .model_steps_extra import EXTRA_LOWERINGS  # noqa: E402  (they use the helpers above)
