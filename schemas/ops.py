@@ -356,6 +356,11 @@ for _name, _tfl, _onnx, _doc in (("Neg", "NEG", "Neg", "-x"), ("Log", "LOG", "Lo
 register(OpSchema("FloorDiv", "floor(a / b) with broadcasting (TFLite FLOOR_DIV; int8: TFLite "
                   "Micro's is float only).", (Input("a"), Input("b")),
                   tflite=TfliteSpec("FLOOR_DIV")))
+register(OpSchema(
+    "L2Normalization", "x / max(||x||, 1e-6) along the last axis (TFLite L2_NORMALIZATION; int8: "
+    "the output in steps of 1/128, zero point 0, as TFLite Micro's kernel writes it).", (X,),
+    tflite=TfliteSpec("L2_NORMALIZATION", "L2NormOptions", int8_version=2),
+    int8="fixed_output", fixed_output=(1.0 / 128.0, 0)))
 register(OpSchema("Pow", "x ** y, numpy broadcasting (ONNX Pow; to TFLite only y == 2 (MUL) "
                   "and 0.5 (SQRT)).", (X, Input("exponent", "param")), onnx=OnnxSpec("Pow")))
 register(OpSchema("Reciprocal", "1 / x (ONNX; to TFLite DIV(1, x)).", (X,),

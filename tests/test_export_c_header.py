@@ -449,7 +449,9 @@ def _every_op_model(header_only_ops: bool = False) -> Model:
         mode=0)
     d2s = n.node("DepthToSpaceNHWC", [x], "depth_to_space", (1, 12, 12, 1), 0.05, -3,
                  block_size=2)
-    last = [pr, rs, ab, sd, su, pk, *unpacked, ed, *compared, sel, rmax, rmin, mirror, d2s]
+    l2 = n.node("L2Normalization", [fc], "l2_normalization", (1, 6), 1.0 / 128, 0,
+                activation="NONE")
+    last = [pr, rs, ab, sd, su, pk, *unpacked, ed, *compared, sel, rmax, rmin, mirror, d2s, l2]
     if header_only_ops:
         last = [n.node("Div", [pr, rs], "div", (1, 6), 0.2, 3, activation="NONE")]
     extra = _onnx_export_ops(n, m, d)

@@ -492,3 +492,37 @@ def test_onnx_depth_to_space_convert_fuse_quantize_and_c(tmp_path, mode):
     feeds = integer_feeds(q8)
     assert_same(q8, feeds)
     c_host_equals_tflm(tmp_path, q8, feeds)
+
+
+# -- L2_NORMALIZATION -------------------------------------------------------------------------------
+def test_l2_normalization_float_int8_and_c(tmp_path):
+    n = TfGraph(9)
+    x = n.input("x", (1, 5, 6, 8))
+    a = n.node("Add", [x, n.const("k", np.linspace(-1, 1, 8).astype(np.float32))], "a",
+               (1, 5, 6, 8), activation="NONE")
+    n.node("L2Normalization", [a], "y", (1, 5, 6, 8), activation="NONE")
+    q8 = full_stack(tmp_path, n.build(["y"]))
+    g = read_tflite(q8).graph
+    y = g.tensors[g.outputs[0]]
+    assert (float(y.quant.scale[0]), int(y.quant.zero_point[0])) == (1.0 / 128, 0)
+
+
+@pytest.mark.parametrize("z_in", [-128, -3, 0, 90, 127])
+def test_l2_normalization_int8_rows_against_tflite_micro(tmp_path, z_in):
+    """Rows of every int8 value, a row all at the zero point (sum 0: the kernel's largest
+    multiplier), rows with one element away from it, long rows (large sums)."""
+    from test_int_executor import all_int8_values
+
+    for depth in (16, 256):
+        n = Q8(10)
+        x = n.input("x", (1, 256 // depth, depth), 0.05, z_in)
+        n.node("L2Normalization", [x], "y", (1, 256 // depth, depth), 1.0 / 128, 0,
+               activation="NONE")
+        data = n.build(["y"])
+        rows = all_int8_values().reshape(1, 256 // depth, depth)
+        flat = np.full((1, 256 // depth, depth), z_in, np.int8)
+        flat[0, 1:, 0] = np.clip(z_in + np.arange(1, 256 // depth), -128, 127)
+        feeds = [{"x": rows}, {"x": flat}, {"x": np.random.default_rng(z_in + 200).integers(
+            -128, 128, (1, 256 // depth, depth)).astype(np.int8)}]
+        assert_same(data, feeds, batch=False)
+        c_host_equals_tflm(tmp_path, data, feeds)

@@ -144,6 +144,7 @@ OP_SPECS: dict[str, OpSpec] = {
     "ExpandDims": OpSpec(),
     # SELECT_V2 copies raw values: x, y and the output share one quantization
     "SelectV2": OpSpec(),
+    "L2Normalization": OpSpec(fields=(("input_zero_point", "INPUT_ZERO_POINT", "int"),)),
     "DepthToSpaceNHWC": OpSpec(attrs=(("block_size", "BLOCK_SIZE"),)),
     "MirrorPad": OpSpec(constants=((1, "PADDINGS"),), attrs=(("mode", "MODE"),)),
     **{op: OpSpec(fields=(("axes", "AXES", "array"), ("keep_dims", "KEEP_DIMS", "bool")))

@@ -121,5 +121,17 @@ def lower_reduce_extreme(graph, node, index, options):
                   (), decls, LOGIC_FILES)
 
 
-LOGIC_LOWERINGS = {**{op: lower_comparison for op in COMPARISON_OPS}, "SelectV2": lower_select,
+def lower_l2_normalization(graph, node, index, options):
+    """L2_NORMALIZATION (int8) -> one `qconvert_l2norm_s8` call over the rows of the last axis
+    (kernels/qconvert_nn_ops.c; in place allowed)."""
+    p = layer_params(graph, node)
+    dims = tensor_dims(graph, node.inputs[0])
+    depth = int(dims[-1]) if dims else 1
+    outer = int(np.prod(dims, dtype=np.int64)) // max(depth, 1)
+    return _plain(graph, node, index,
+                  f"qconvert_l2norm_s8($in0, $out0, {outer}, {depth}, {p['input_zero_point']});",
+                  (), (), activation_of(graph, node).ops_files, [("same", 0)])
+
+
+LOGIC_LOWERINGS = {"L2Normalization": lower_l2_normalization, **{op: lower_comparison for op in COMPARISON_OPS}, "SelectV2": lower_select,
                    "ReduceMax": lower_reduce_extreme, "ReduceMin": lower_reduce_extreme}

@@ -1,5 +1,5 @@
 """Float kernels of the activation, normalization and attention ops of exported transformers:
-LeakyRelu, PRelu, Sqrt, Rsqrt, Neg, Log, Sin, FloorDiv, Pow, Reciprocal, Gelu,
+LeakyRelu, PRelu, Sqrt, Rsqrt, L2Normalization, Neg, Log, Sin, FloorDiv, Pow, Reciprocal, Gelu,
 LayerNormalization and BatchMatMul (TFLite BATCH_MATMUL). Registered into
 `float_kernels.KERNELS` (same contract: see that module's docstring); kept apart so the big kernel file does not grow.
 
@@ -71,6 +71,17 @@ def squared_difference(node, inputs, out_dtypes):
 def abs_(node, inputs, out_dtypes):
     """|x| (ONNX Abs, TFLite ABS)."""
     return [np.abs(inputs[0])]
+
+
+@kernel("L2Normalization")
+def l2_normalization(node, inputs, out_dtypes):
+    """TFLite L2_NORMALIZATION: x / max(sqrt(sum of squares along the last axis), 1e-6), in the
+    input's float type (a fused activation is refused: TFLite has none for it)."""
+    x = inputs[0]
+    if (node.attrs.get("activation") or "NONE") != "NONE":
+        raise ValueError("L2Normalization with a fused activation")
+    norm = np.sqrt(np.sum(np.square(x, dtype=x.dtype), axis=-1, keepdims=True, dtype=x.dtype))
+    return [(x / np.maximum(norm, x.dtype.type(1e-6))).astype(x.dtype, copy=False)]
 
 
 @kernel("Neg")
