@@ -211,6 +211,11 @@ for _name, _tfl in (("Maximum", "MAXIMUM"), ("Minimum", "MINIMUM")):
         _name, f"Elementwise {_name.lower()} with broadcasting (TFLite {_tfl}; int8: the "
         "operands share the output's scale).", (Input("a"), Input("b")),
         tflite=TfliteSpec(_tfl, "MaximumMinimumOptions", int8_version=2), int8="same_scale"))
+for _name, _tfl in (("Max", "MAXIMUM"), ("Min", "MINIMUM")):
+    register(OpSchema(
+        _name, f"Elementwise {_name.lower()} of any number of operands, numpy broadcasting (ONNX "
+        f"{_name}; to TFLite a chain of {_tfl}).", (Input("inputs", variadic=True),),
+        onnx=OnnxSpec(_name)))
 register(OpSchema(
     "Squeeze", "Remove the size-1 axes of the `axes` input (ONNX: an attribute before opset 13; "
     "TFLite: the `squeeze_dims` option); absent or empty, every size-1 axis.",

@@ -526,3 +526,36 @@ def test_l2_normalization_int8_rows_against_tflite_micro(tmp_path, z_in):
             -128, 128, (1, 256 // depth, depth)).astype(np.int8)}]
         assert_same(data, feeds, batch=False)
         c_host_equals_tflm(tmp_path, data, feeds)
+
+
+# -- n-ary Max / Min ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("op", ["Max", "Min"])
+@pytest.mark.parametrize("count", [1, 2, 4])
+def test_onnx_nary_max_min_convert_fuse_quantize_and_c(tmp_path, op, count):
+    """ONNX Max / Min of 1, 2 and 4 operands (two activations of different scales, ReLU and
+    TANH, a per-channel and a scalar constant, broadcast) against onnxruntime; as TFLite a chain of MAXIMUM / MINIMUM in LiteRT;
+    quantized, the int8 model (its constants one copy per reader's scale) equals TFLite Micro
+    in the integer executor and in C."""
+    from float_op_checks import onnx_bytes, vi
+    from onnx import helper
+
+    names = ["r", "s", "c", "k"][:count]
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Tanh", ["x"], ["s"]),
+             helper.make_node(op, names, ["y"])]
+    data = onnx_bytes(nodes, [vi("x", [1, 3, 5, 7])], [vi("y", [1, 3, 5, 7])],
+                      inits=[("c", np.asarray([0.5, -0.2, 1.0], np.float32).reshape(3, 1, 1)),
+                             ("k", np.asarray(0.3, np.float32))])
+    x = np.random.default_rng(8).standard_normal((1, 3, 5, 7)).astype(np.float32)
+    tfl = onnx_round_trip(tmp_path, data, {"x": x})
+    expect = {"Max": "Maximum", "Min": "Minimum"}[op]
+    assert sum(n.op == expect for n in read_tflite(tfl).graph.nodes) == count - 1
+    q8 = quantize(tmp_path, tfl)
+    g = read_tflite(q8).graph
+    for node in g.nodes:  # TFLite compares raw int8 values: operands in the output's scale
+        if node.op == expect:
+            q = {(float(g.tensors[t].quant.scale[0]), int(g.tensors[t].quant.zero_point[0]))
+                 for t in (*node.inputs, node.outputs[0])}
+            assert len(q) == 1, node.name
+    feeds = integer_feeds(q8)
+    assert_same(q8, feeds)
+    c_host_equals_tflm(tmp_path, q8, feeds)

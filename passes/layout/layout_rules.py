@@ -11,7 +11,8 @@
   end padding (max pool).
 - Add, Sub, Mul, Div, the comparisons (Equal, Greater, GreaterOrEqual, Less, LessOrEqual: a
   bool output) and Where (SELECT_V2: three operands): operands brought to one layout, constants
-  transposed to it (`[C,1,1]` -> `[C]`); Div by a constant is Mul by its reciprocal.
+  transposed to it (`[C,1,1]` -> `[C]`); Div by a constant is Mul by its reciprocal. Max /
+  Min of any number of operands: a chain of MAXIMUM / MINIMUM.
 - Relu, Sigmoid, Tanh, HardSwish, Clip, Cast, Abs, Neg, Log, Sin: same op, same layout (Clip is legalized after
   fusion).
 - Concat: inputs to one layout, `axis` mapped. Softmax: `axis` mapped; when it is not the last
@@ -183,13 +184,16 @@ def _target_perm(values, rank: int) -> tuple:
     return identity(rank)
 
 
-def _elementwise(cv, node) -> None:
+def _operands(cv, node, flat_ok=True) -> tuple:
+    """(op, TFLite operand names, layout) of an elementwise node: activations brought to one
+    layout, constants permuted to it (Div by a constant becomes Mul by its reciprocal)."""
     out_shape = cv.shape(node.outputs[0])
     rank = len(out_shape)
-    names = node.inputs  # two operands; Where (SELECT_V2) three
+    names = node.inputs  # two operands; Where (SELECT_V2) three; ONNX Max / Min any number
     consts = {i: cv.constant(n) for i, n in enumerate(names)}
     acts = {i: cv.value(n) for i, n in enumerate(names) if consts[i] is None}
-    layout = _common_flat(acts, consts, rank) or Layout(_target_perm(acts.values(), rank))
+    layout = (_common_flat(acts, consts, rank) if flat_ok else None) or \
+        Layout(_target_perm(acts.values(), rank))
     full = any(len(a.shape) == rank for a in acts.values())
     op, inputs = node.op, []
     for i, name in enumerate(names):
@@ -205,8 +209,38 @@ def _elementwise(cv, node) -> None:
         inputs.append(cv.copy_const(name) if same else cv.add_const(f"{name}_nhwc", data))
     if not acts:  # two constants fold-constants left alone (too large to fold)
         layout = Layout(identity(rank))
+    return op, inputs, layout
+
+
+def _elementwise(cv, node) -> None:
+    op, inputs, layout = _operands(cv, node)
     out = cv.define(node.outputs[0], layout)
     cv.emit(op, inputs, [out.name], {}, node.name)
+
+
+_EXTREMES = {"Max": "Maximum", "Min": "Minimum"}
+
+
+def _extreme(cv, node) -> None:
+    """ONNX Max / Min of any number of operands -> a chain of MAXIMUM / MINIMUM (each step the
+    broadcast of the operands so far); one operand is the identity."""
+    if len(node.inputs) == 1 and cv.constant(node.inputs[0]) is None:
+        cv.alias(node.outputs[0], cv.value(node.inputs[0]))
+        return
+    _, inputs, layout = _operands(cv, node, flat_ok=False)
+    rank = len(cv.shape(node.outputs[0]))
+    shapes = [(1,) * (rank - len(cv.shape(n))) + cv.shape(n) for n in node.inputs]
+    current, shape = inputs[0], shapes[0]
+    for k in range(1, len(inputs)):
+        shape = np.broadcast_shapes(shape, shapes[k])
+        if k == len(inputs) - 1:
+            target = cv.define(node.outputs[0], layout).name
+        else:
+            target = cv.new_value(f"{node.outputs[0]}_{k}", layout, shape,
+                                  cv.src.tensors[node.outputs[0]].dtype).name
+        cv.emit(_EXTREMES[node.op], [current, inputs[k]], [target], {},
+                node.name if k == len(inputs) - 1 else f"{node.name}_{k}")
+        current = target
 
 
 def _unary(cv, node) -> None:
@@ -513,6 +547,7 @@ RULES = {
     **{op: _reduce for op in REDUCERS},
     "Pad": _pad,
     "Squeeze": _squeeze,
+    **{op: _extreme for op in _EXTREMES},
     "DepthToSpace": _depth_to_space,
     "Unsqueeze": _unsqueeze,
     "Flatten": _reshape,
