@@ -153,10 +153,12 @@ register(OpSchema("ReduceMean", "Mean over the `axes` input (ONNX ReduceMean; an
                                 attr_inputs={"axes": 18}),
                   int8="requantize"))
 # REDUCE_MAX / REDUCE_MIN (int8; this TFLite Micro has no int16 kernel): TFLite Micro requires the input's scale and zero point
-# on the output (it picks raw values): same_scale; SUM requantizes
+# on the output (it picks raw values): same_scale; SUM requantizes; REDUCE_PROD: no TFLite Micro
+# kernel at all (float executor only, no int8 rule)
 for _name, _tfl, _since, _int8, _rule in (("ReduceMax", "REDUCE_MAX", 18, 2, "same_scale"),
                                           ("ReduceMin", "REDUCE_MIN", 18, 2, "same_scale"),
-                                          ("ReduceSum", "SUM", 13, 2, "requantize")):
+                                          ("ReduceSum", "SUM", 13, 2, "requantize"),
+                                          ("ReduceProd", "REDUCE_PROD", 18, None, None)):
     register(OpSchema(
         _name, f"{_name[6:]} over the `axes` input (ONNX {_name}: an attribute before opset "
         f"{_since}, `keepdims`; TFLite {_tfl}: `keep_dims`).",
@@ -196,6 +198,10 @@ register(OpSchema(
     tflite=TfliteSpec("PAD", "PadOptions", int8_version=2),
     onnx=OnnxSpec("Pad", {"mode": "constant"}),
     int8="same_scale"))
+register(OpSchema(
+    "Fill", "A tensor of the shape of the 1-D `dims` input filled with the scalar `value` (TFLite "
+    "FILL; int8: the value copied, one scale).", (Input("dims", "param"), Input("value")),
+    tflite=TfliteSpec("FILL", "FillOptions", int8_version=3), int8="same_scale"))
 register(OpSchema(
     "MirrorPad", "Pad by mirroring: `pads` rows [rank, 2] (begin, end); `mode` TFLite's code, 0 "
     "REFLECT (the edge not repeated, ONNX Pad reflect), 1 SYMMETRIC (repeated; ONNX Pad edge "

@@ -291,6 +291,7 @@ def _softmax(cv, node) -> None:
 
 
 REDUCERS = {"ReduceMean": "Mean", "ReduceMax": "ReduceMax", "ReduceMin": "ReduceMin",
+            "ReduceProd": "ReduceProd",
             "ReduceSum": "ReduceSum"}
 
 

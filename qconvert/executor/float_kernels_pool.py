@@ -1,5 +1,5 @@
 """Float kernels of the pools and reductions: MaxPool, AveragePool, GlobalAveragePool,
-GlobalMaxPool, Mean (TFLite), ReduceMean, ReduceMax, ReduceMin and ReduceSum. Registered into
+GlobalMaxPool, Mean (TFLite), ReduceMean, ReduceMax, ReduceMin, ReduceSum and ReduceProd. Registered into
 `float_kernels.KERNELS` (same contract: see that module's docstring). Padding never wins a max;
 averages divide by the valid element count or the taps inside the explicit pads.
 """
@@ -158,13 +158,15 @@ def reduce_mean(node, inputs, out_dtypes):
     return [np.mean(x, axis=axes, keepdims=keep, dtype=x.dtype)]
 
 
-_REDUCTIONS = {"ReduceMax": np.max, "ReduceMin": np.min, "ReduceSum": np.sum}
+_REDUCTIONS = {"ReduceMax": np.max, "ReduceMin": np.min, "ReduceSum": np.sum,
+               "ReduceProd": np.prod}
 
 
 @kernel(*_REDUCTIONS)
 def reduce_max_min_sum(node, inputs, out_dtypes):
-    """Max / min / sum over the `axes` input, `keepdims`; empty axes as in ReduceMean (every
-    axis, or none when `noop_with_empty_axes`, as TFLite's REDUCE_MAX / REDUCE_MIN / SUM)."""
+    """Max / min / sum / product over the `axes` input, `keepdims`; empty axes as in ReduceMean
+    (every axis, or none when `noop_with_empty_axes`, as TFLite's REDUCE_MAX / REDUCE_MIN / SUM /
+    REDUCE_PROD)."""
     x = inputs[0]
     fn = _REDUCTIONS[node.op]
     axes, keep = _reduce_over(node, inputs)

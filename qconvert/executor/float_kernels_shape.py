@@ -1,6 +1,6 @@
 """Float kernels of the shape and data-movement ops: Cast, Shape, Gather, Unsqueeze, ExpandDims,
 Squeeze,
-Reshape, Flatten, Transpose, Concat, Slice, ConstantOfShape, Expand, Range, Pad / PadV2, MirrorPad and
+Reshape, Flatten, Transpose, Concat, Slice, ConstantOfShape, Expand, Range, Pad / PadV2, MirrorPad, Fill and
 TFLite's StridedSlice / Pack. Registered into `float_kernels.KERNELS` (same contract: see that
 module's docstring); fold-constants evaluates shape arithmetic with them.
 """
@@ -240,6 +240,15 @@ def range_(node, inputs, out_dtypes):
     if n:
         steps[0] = start.reshape(())
     return [np.cumsum(steps, dtype=dtype)]
+
+
+@kernel("Fill")
+def fill(node, inputs, out_dtypes):
+    """TFLite FILL: the shape of the 1-D `dims` input, every element the scalar `value`."""
+    dims, value = np.asarray(inputs[0]), np.asarray(inputs[1])
+    if dims.ndim != 1 or dims.dtype.kind not in "iu" or np.any(dims < 0) or value.ndim != 0:
+        raise ValueError(f"Fill of dims {dims.tolist()} with a value of shape {list(value.shape)}")
+    return [np.full(tuple(int(d) for d in dims), value, dtype=value.dtype)]
 
 
 MIRROR_MODES = {0: "reflect", 1: "symmetric"}  # TFLite MirrorPadMode -> numpy's pad mode

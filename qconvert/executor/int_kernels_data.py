@@ -1,5 +1,5 @@
 """Integer kernels of the ops that move int8 values without requantizing them: CONCATENATION,
-PAD / PADV2, MIRROR_PAD, DEPTH_TO_SPACE, MAXIMUM / MINIMUM, RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE, GATHER, STRIDED_SLICE, SLICE, PACK,
+PAD / PADV2, MIRROR_PAD, DEPTH_TO_SPACE, FILL, MAXIMUM / MINIMUM, RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE, GATHER, STRIDED_SLICE, SLICE, PACK,
 UNPACK and REVERSE_V2, bit-exact
 with TFLite Micro (parameters: `qconvert.int8.prepare.data`).
 
@@ -100,6 +100,14 @@ def mirror_pad(node, inputs, p, ctx):
     pads = np.asarray(inputs[1], dtype=np.int64)
     batch_guard(node, ctx, not pads[0].any(), "MirrorPad of axis 0")
     return [np.ascontiguousarray(FLOAT_KERNELS["MirrorPad"](node, inputs, [None])[0])]
+
+
+@kernel("Fill")
+def fill(node, inputs, p, ctx):
+    """FILL: the raw value repeated (the value and the output share one quantization); its
+    scalar value carries no batch, so a batch of samples is refused."""
+    batch_guard(node, ctx, False, "Fill of a scalar")
+    return [FLOAT_KERNELS["Fill"](node, inputs, [None])[0]]
 
 
 @kernel("DepthToSpaceNHWC")

@@ -53,4 +53,4 @@ def reduce_extreme(node, inputs, p, ctx):
     x = inputs[0]
     axes = {int(a) % max(x.ndim, 1) for a in p["axes"]}
     batch_guard(node, ctx, 0 not in axes or not p["axes"], f"{node.op} over axis 0")
-    return [np.ascontiguousarray(FLOAT_KERNELS[node.op](node, inputs, [None])[0])]
+    return [np.array(FLOAT_KERNELS[node.op](node, inputs, [None])[0], order="C")]  # 0-d kept

@@ -452,7 +452,12 @@ def _every_op_model(header_only_ops: bool = False) -> Model:
                  block_size=2)
     l2 = n.node("L2Normalization", [fc], "l2_normalization", (1, 6), 1.0 / 128, 0,
                 activation="NONE")
-    last = [pr, rs, ab, sd, su, pk, *unpacked, ed, *compared, sel, rmax, rmin, mirror, d2s, l2]
+    top = n.node("ReduceMax", [t, n.const("top_axes", np.asarray([0, 1, 2, 3], np.int32))],
+                 "reduce_all", (), 0.2, 0, keepdims=0)
+    fill = n.node("Fill", [n.const("fill_dims", np.asarray([1, 4], np.int32)), top], "fill",
+                  (1, 4), 0.2, 0)
+    last = [pr, rs, ab, sd, su, pk, *unpacked, ed, *compared, sel, rmax, rmin, mirror, d2s, l2,
+            fill]
     if header_only_ops:
         last = [n.node("Div", [pr, rs], "div", (1, 6), 0.2, 3, activation="NONE")]
     extra = _onnx_export_ops(n, m, d)

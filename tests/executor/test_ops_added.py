@@ -559,3 +559,55 @@ def test_onnx_nary_max_min_convert_fuse_quantize_and_c(tmp_path, op, count):
     feeds = integer_feeds(q8)
     assert_same(q8, feeds)
     c_host_equals_tflm(tmp_path, q8, feeds)
+
+
+# -- REDUCE_PROD: no TFLite Micro kernel, float only ------------------------------------------------
+def test_reduce_prod_float_tflite_onnx_and_quantize_refusal(tmp_path):
+    from helpers.float_op_checks import onnx_bytes, vi
+    from onnx import helper
+
+    n = TfGraph(11)
+    x = n.input("x", (1, 4, 5, 3))
+    n.node("ReduceProd", [x, n.const("axes", np.asarray([1, -1], np.int32))], "y", (1, 5),
+           keepdims=0)
+    data = n.build(["y"])
+    check_tflite(tmp_path, data, seeds=(0, 1))
+    out = quantize_refusal(tmp_path, data)
+    assert "no int8 rule" in out and "ReduceProd" in out
+    nodes = [helper.make_node("ReduceProd", ["x", "axes"], ["y"], keepdims=1)]
+    onnx_data = onnx_bytes(nodes, [vi("x", [1, 3, 5, 7])], [vi("y", [1, 3, 1, 1])],
+                           inits=[("axes", np.asarray([2, 3], np.int64))], opset=18)
+    x = np.random.default_rng(9).uniform(0.8, 1.2, (1, 3, 5, 7)).astype(np.float32)
+    assert "ReduceProd" in ops_of(onnx_round_trip(tmp_path, onnx_data, {"x": x}))
+
+
+# -- FILL -------------------------------------------------------------------------------------------------
+def _fill_graph(n, x, dtype_kw) -> str:
+    """value = REDUCE_MAX of every element of x (a scalar), FILL([1, 3, 5], value)."""
+    v = n.node("ReduceMax", [x, n.const("axes", np.asarray([0, 1, 2], np.int32))], "v", (),
+               **dtype_kw, keepdims=0)
+    return n.node("Fill", [n.const("dims", np.asarray([1, 3, 5], np.int32)), v], "y",
+                  (1, 3, 5), **dtype_kw)
+
+
+def test_fill_float_int8_and_c(tmp_path):
+    """FILL with a computed value (LiteRT for float); int8 (value and output one scale, as
+    TFLite Micro copies the raw value) against TFLite Micro in the executor and in C; a
+    constant FILL folds away in `quantize`."""
+    n = TfGraph(12)
+    x = n.input("x", (1, 4, 6))
+    check_tflite(tmp_path, n.build([_fill_graph(n, x, {})]), seeds=(0, 1))
+    n = Q8(12)
+    x = n.input("x", (1, 4, 6), 0.05, -3)
+    data = n.build([_fill_graph(n, x, {"scale": 0.05, "zp": -3})])
+    assert "Fill" in ops_of(data)
+    feeds = int8_feeds(data, 3)
+    assert_same(data, feeds, batch=False)
+    c_host_equals_tflm(tmp_path, data, feeds)
+    n = TfGraph(13)
+    x = n.input("x", (1, 3, 5))
+    f = n.node("Fill", [n.const("dims", np.asarray([1, 3, 5], np.int32)),
+                        n.const("value", np.asarray(0.7, np.float32))], "f", (1, 3, 5))
+    q8 = quantize(tmp_path, n.build([n.node("Add", [x, f], "y", (1, 3, 5), activation="NONE")]))
+    assert "Fill" not in ops_of(q8)
+    assert_same(q8, integer_feeds(q8))

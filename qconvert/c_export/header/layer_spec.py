@@ -144,6 +144,7 @@ OP_SPECS: dict[str, OpSpec] = {
     "ExpandDims": OpSpec(),
     # SELECT_V2 copies raw values: x, y and the output share one quantization
     "SelectV2": OpSpec(),
+    "Fill": OpSpec(constants=((0, "DIMS"),), data_slot=1),
     "L2Normalization": OpSpec(fields=(("input_zero_point", "INPUT_ZERO_POINT", "int"),)),
     "DepthToSpaceNHWC": OpSpec(attrs=(("block_size", "BLOCK_SIZE"),)),
     "MirrorPad": OpSpec(constants=((1, "PADDINGS"),), attrs=(("mode", "MODE"),)),

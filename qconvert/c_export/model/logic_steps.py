@@ -133,5 +133,16 @@ def lower_l2_normalization(graph, node, index, options):
                   (), (), activation_of(graph, node).ops_files, [("same", 0)])
 
 
-LOGIC_LOWERINGS = {"L2Normalization": lower_l2_normalization, **{op: lower_comparison for op in COMPARISON_OPS}, "SelectV2": lower_select,
+def lower_fill(graph, node, index, options):
+    """FILL (int8) -> `qconvert_fill_s8` of the output's size with the value: the constant's,
+    or the first (only) element of the activation."""
+    size = int(np.prod(tensor_dims(graph, node.outputs[0]), dtype=np.int64))
+    data = graph.tensors[node.inputs[1]].data
+    value = f"$in{_acts(graph, node).index(node.inputs[1])}[0]" if data is None else \
+        str(int(np.asarray(data).reshape(-1)[0]))
+    return _plain(graph, node, index, f"qconvert_fill_s8($out0, {size}, {value});", (), (),
+                  activation_of(graph, node).ops_files, [])
+
+
+LOGIC_LOWERINGS = {"Fill": lower_fill, "L2Normalization": lower_l2_normalization, **{op: lower_comparison for op in COMPARISON_OPS}, "SelectV2": lower_select,
                    "ReduceMax": lower_reduce_extreme, "ReduceMin": lower_reduce_extreme}
