@@ -220,8 +220,9 @@ for _name, _tfl in (("Maximum", "MAXIMUM"), ("Minimum", "MINIMUM")):
 for _name, _tfl in (("Max", "MAXIMUM"), ("Min", "MINIMUM")):
     register(OpSchema(
         _name, f"Elementwise {_name.lower()} of any number of operands, numpy broadcasting (ONNX "
-        f"{_name}; to TFLite a chain of {_tfl}).", (Input("inputs", variadic=True),),
-        onnx=OnnxSpec(_name)))
+        f"{_name}; to TFLite a chain of {_tfl}; QDQ: the output its own range, onnxruntime "
+        "runs it on dequantized values).", (Input("inputs", variadic=True),),
+        onnx=OnnxSpec(_name), int8="requantize"))
 register(OpSchema(
     "Squeeze", "Remove the size-1 axes of the `axes` input (ONNX: an attribute before opset 13; "
     "TFLite: the `squeeze_dims` option); absent or empty, every size-1 axis.",

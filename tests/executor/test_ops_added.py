@@ -611,3 +611,37 @@ def test_fill_float_int8_and_c(tmp_path):
     q8 = quantize(tmp_path, n.build([n.node("Add", [x, f], "y", (1, 3, 5), activation="NONE")]))
     assert "Fill" not in ops_of(q8)
     assert_same(q8, integer_feeds(q8))
+
+
+# -- ONNX QDQ output ----------------------------------------------------------------------------------
+def test_onnx_qdq_quantize_of_the_added_ops_verifies(tmp_path):
+    """`quantize` to ONNX QDQ of Greater, Where, Max (3 operands), ReduceMax, ReduceMin, reflect
+    Pad and DepthToSpace: `--verify` runs the written model in onnxruntime against the float
+    one and accepts it (exit 0, file written)."""
+    from helpers.float_op_checks import onnx_bytes, vi
+    from onnx import TensorProto, helper, numpy_helper  # noqa: F401
+
+    w = np.random.default_rng(10).standard_normal((4, 3, 1, 1)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["cv"]),
+             helper.make_node("Greater", ["cv", "c"], ["cond"]),
+             helper.make_node("Mul", ["cv", "k"], ["m"]),
+             helper.make_node("Where", ["cond", "cv", "m"], ["y"]),
+             helper.make_node("Max", ["y", "m", "cv"], ["u"]),
+             helper.make_node("ReduceMax", ["u", "axes"], ["z"], keepdims=1),
+             helper.make_node("ReduceMin", ["u", "axes2"], ["z2"], keepdims=0),
+             helper.make_node("Pad", ["u", "pads"], ["p"], mode="reflect"),
+             helper.make_node("DepthToSpace", ["p"], ["d"], blocksize=2, mode="CRD")]
+    data = onnx_bytes(nodes, [vi("x", [1, 3, 6, 6])],
+                      [vi("z", [1, 4, 1, 1]), vi("z2", [1, 6, 6]), vi("d", [1, 1, 12, 16])],
+                      inits=[("w", w), ("c", np.asarray([0.5, -0.2, 1.0, 0.0],
+                                                        np.float32).reshape(4, 1, 1)),
+                             ("k", np.asarray([0.2], np.float32)),
+                             ("axes", np.asarray([2, 3], np.int64)),
+                             ("axes2", np.asarray([1], np.int64)),
+                             ("pads", np.asarray([0, 0, 0, 1, 0, 0, 0, 1], np.int64))], opset=18)
+    src, out = tmp_path / "m.onnx", tmp_path / "q.onnx"
+    src.write_bytes(data)
+    result = CliRunner().invoke(main, ["quantize", str(src), "--calibration-random", "16",
+                                       "-o", str(out), "--verify", "4"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert out.exists()
