@@ -80,10 +80,25 @@ def c_host_equals_tflm(tmp_path, data: bytes, feeds: list) -> None:
                 f"sample {k} output {j}: {np.count_nonzero(o != r)} of {r.size} differ"
 
 
+def fused_keeps_litert_outputs(tmp_path, float_bytes: bytes) -> None:
+    """`qconvert fuse` of a float TFLite model writes one LiteRT runs with the same outputs."""
+    from helpers.float_op_checks import compare
+
+    src, out = tmp_path / "tofuse.tflite", tmp_path / "fused.tflite"
+    src.write_bytes(float_bytes)
+    result = CliRunner().invoke(main, ["fuse", str(src), "-o", str(out)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    g = read_tflite(float_bytes).graph
+    arrays = [np.random.default_rng(3).standard_normal(g.tensors[n].shape).astype(np.float32)
+              for n in g.inputs]
+    compare(litert_run(float_bytes, arrays), litert_run(out.read_bytes(), arrays))
+
+
 def full_stack(tmp_path, float_bytes: bytes, int16=False) -> bytes:
-    """Float vs LiteRT, then quantize; the integer executor and export-c vs TFLite Micro.
-    Returns the quantized model."""
+    """Float vs LiteRT, `fuse` round trip, then quantize; the integer executor and export-c vs
+    TFLite Micro. Returns the quantized model."""
     check_tflite(tmp_path, float_bytes, seeds=(0, 1))
+    fused_keeps_litert_outputs(tmp_path, float_bytes)
     q8 = quantize(tmp_path, float_bytes)
     feeds = integer_feeds(q8)
     assert_same(q8, feeds)
@@ -191,6 +206,7 @@ def test_float_unary_ops_against_litert_and_onnxruntime(tmp_path, op):
     a = n.node("Abs", [x], "a", (1, 5, 7, 3))  # Log of positive values (and 0 -> -inf)
     y = n.node(op, [a if op == "Log" else x], "y", (1, 5, 7, 3))
     check_tflite(tmp_path, n.build([y]), seeds=(0, 1, 2))
+    fused_keeps_litert_outputs(tmp_path, n.build([y]))
     assert op in ops_of(n.build([y]))
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32) * 4
@@ -209,6 +225,7 @@ def test_floor_div_float_with_broadcast_and_negative_quotients(tmp_path):
     b = n.const("b", np.asarray([0.7, -1.3, 2.0, -0.25, 3.0, 0.5], np.float32))
     n.node("FloorDiv", [a, b], "y", (1, 4, 6))
     check_tflite(tmp_path, n.build(["y"]), seeds=(0, 1, 2))
+    fused_keeps_litert_outputs(tmp_path, n.build(["y"]))
 
 
 @pytest.mark.parametrize("op", ["Neg", "Log", "Sin", "FloorDiv"])
