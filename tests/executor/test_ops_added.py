@@ -662,3 +662,37 @@ def test_onnx_qdq_quantize_of_the_added_ops_verifies(tmp_path):
                                        "-o", str(out), "--verify", "4"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert out.exists()
+
+
+def test_quantize_verify_judges_bool_outputs_by_their_flips(tmp_path):
+    """`--verify` of comparison outputs: a threshold against a constant and Equal of two float
+    activations (true only where they coincide) pass, the few values within an int8 step of
+    the threshold being allowed to flip; the criterion itself refuses more than 1 % flips and
+    names them (an SQNR of 0 / 1 values, -inf for an all-False output with one flip, would
+    refuse every such model)."""
+    from qconvert.cli.verify import _Check
+    from qconvert.ir import Node, Tensor
+
+    def model(op, other):
+        n = TfGraph(14)
+        x = n.input("x", (1, 6, 8, 4))
+        m = n.node("Mul", [x, n.const("k", np.asarray([0.2], np.float32))], "m", (1, 6, 8, 4),
+                   activation="NONE")
+        b = m if other == "m" else n.const("c", np.asarray([0.3, -0.5, 0.0, 1.0], np.float32))
+        n.g.add_tensor(Tensor("y", (1, 6, 8, 4), "bool"))
+        n.g.nodes.append(Node(op, [x, b], ["y"], {}, "y"))
+        return n.build(["y", m])
+
+    for op, other in (("Greater", "c"), ("Equal", "m")):
+        src, out = tmp_path / f"{op}.tflite", tmp_path / f"{op}_q.tflite"
+        src.write_bytes(model(op, other))
+        result = CliRunner().invoke(main, ["quantize", str(src), "--calibration-random", "32",
+                                           "-o", str(out), "--verify", "8"])
+        assert result.exit_code == 0 and out.exists(), result.output
+    ref = np.zeros(1000, bool)
+    check = _Check("sqnr")
+    assert check.fails([ref], [ref]) is None
+    few, many = ref.copy(), ref.copy()
+    few[:10], many[:11] = True, True
+    assert check.fails([ref], [few]) is None
+    assert "11 of 1000 bool values flip" in check.fails([ref], [many])
