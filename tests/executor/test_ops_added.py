@@ -113,6 +113,17 @@ def full_stack(tmp_path, float_bytes: bytes, int16=False) -> bytes:
     return q8
 
 
+def assert_one_scale(data: bytes, op: str) -> None:
+    """Every `op` node of the int8 model reads and writes one (scale, zero point): TFLite Micro
+    copies its raw values, so another output scale would change their meaning."""
+    g = read_tflite(data).graph
+    nodes = [node for node in g.nodes if node.op == op]
+    assert nodes, op
+    for node in nodes:
+        q = g.tensors[node.inputs[0]].quant, g.tensors[node.outputs[0]].quant
+        assert (q[0].scale[0], q[0].zero_point[0]) == (q[1].scale[0], q[1].zero_point[0]), op
+
+
 def ops_of(data: bytes) -> set:
     return {n.op for n in read_tflite(data).graph.nodes}
 
@@ -132,7 +143,7 @@ def expand_dims_float(axis: int) -> bytes:
 @pytest.mark.parametrize("axis", [0, 2, -1, -4])
 def test_expand_dims_float_int8_16x8_and_c(tmp_path, axis):
     q8 = full_stack(tmp_path, expand_dims_float(axis), int16=True)
-    assert "ExpandDims" in ops_of(q8)
+    assert_one_scale(q8, "ExpandDims")
 
 
 def test_expand_dims_of_an_axis_beyond_the_rank_is_refused_in_one_line(tmp_path):
@@ -442,7 +453,7 @@ def mirror_pad_float(mode, pads) -> bytes:
                                        (0, [[0, 0], [4, 4], [5, 5], [2, 2]])])
 def test_mirror_pad_float_int8_and_c(tmp_path, mode, pads):
     q8 = full_stack(tmp_path, mirror_pad_float(mode, pads))
-    assert "MirrorPad" in ops_of(q8)
+    assert_one_scale(q8, "MirrorPad")
 
 
 @pytest.mark.parametrize("mode,pads", [("reflect", [0, 0, 1, 2, 0, 0, 2, 1]),
@@ -490,7 +501,7 @@ def test_depth_to_space_float_int8_and_c(tmp_path, block):
     a = n.node("Relu", [x], "a", (1, 4, 5, c))
     n.node("DepthToSpaceNHWC", [a], "y", (1, 4 * block, 5 * block, 2), block_size=block)
     q8 = full_stack(tmp_path, n.build(["y"]))
-    assert "DepthToSpaceNHWC" in ops_of(q8)
+    assert_one_scale(q8, "DepthToSpaceNHWC")
 
 
 @pytest.mark.parametrize("mode", ["DCR", "CRD"])
@@ -696,3 +707,25 @@ def test_quantize_verify_judges_bool_outputs_by_their_flips(tmp_path):
     few[:10], many[:11] = True, True
     assert check.fails([ref], [few]) is None
     assert "11 of 1000 bool values flip" in check.fails([ref], [many])
+
+
+def test_plan_gives_fill_select_and_copying_ops_one_scale_group():
+    """The quantization plan joins what TFLite Micro copies raw: SELECT_V2's x, y and output
+    (its bool condition, a comparison's output, is no activation), REDUCE_MAX's input and
+    output, FILL's value and output."""
+    from qconvert.formats.tflite_reader import read_tflite as read
+    from qconvert.ir import Node, Tensor
+    from qconvert.quant.plan import activation_groups
+
+    n = TfGraph(15)
+    x = n.input("x", (1, 4, 6))
+    m = n.node("Mul", [x, n.const("k", np.asarray([0.2], np.float32))], "m", (1, 4, 6),
+               activation="NONE")
+    n.g.add_tensor(Tensor("cond", (1, 4, 6), "bool"))
+    n.g.nodes.append(Node("Greater", [x, m], ["cond"], {}, "cond"))
+    s = n.node("SelectV2", ["cond", x, m], "s", (1, 4, 6))
+    y = _fill_graph(n, s, {})
+    members, _, _ = activation_groups(read(n.build([y])).graph)
+    group = {name: root for root, names in members.items() for name in names}
+    assert group["x"] == group["m"] == group["s"] == group["v"] == group["y"]
+    assert "cond" not in group
