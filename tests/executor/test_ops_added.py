@@ -729,3 +729,33 @@ def test_plan_gives_fill_select_and_copying_ops_one_scale_group():
     group = {name: root for root, names in members.items() for name in names}
     assert group["x"] == group["m"] == group["s"] == group["v"] == group["y"]
     assert "cond" not in group
+
+
+def test_complex_abs_without_a_tflite_micro_kernel_is_refused_in_one_line(tmp_path):
+    """COMPLEX_ABS (no TFLite Micro kernel, complex64 input): `inspect` lists it as unknown,
+    `quantize` and `export-c` refuse the model in one line, writing nothing."""
+    import tflite as tfl
+
+    from qconvert.ir import Node, Tensor
+
+    n = TfGraph(16)
+    n.g.add_tensor(Tensor("x", (1, 8), "complex64"))
+    n.g.inputs.append("x")
+    n.g.add_tensor(Tensor("y", (1, 8), "float32"))
+    node = Node("COMPLEX_ABS", ["x"], ["y"], {}, "y")
+    node.opaque = True
+    node.origin = {"version": 1, "code": tfl.BuiltinOperator.COMPLEX_ABS, "custom_code": None,
+                   "options_type": "NONE", "options": {}, "custom_options": None,
+                   "custom_options_format": 0}
+    n.g.nodes.append(node)
+    src = tmp_path / "cabs.tflite"
+    src.write_bytes(n.build(["y"]))
+    result = CliRunner().invoke(main, ["inspect", str(src)])
+    assert result.exit_code == 0 and "COMPLEX_ABS" in result.output
+    for args, out in ((["quantize", "--calibration-random", "2", "-o"], tmp_path / "q.tflite"),
+                      (["export-c", "-o"], tmp_path / "c")):
+        result = CliRunner().invoke(main, [args[0], str(src), *args[1:], str(out)])
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 1 and lines[-1].startswith("qconvert: error:"), result.output
+        assert "Traceback" not in result.output and not out.exists()
+    assert "COMPLEX_ABS" in lines[-1]  # export-c names the op
