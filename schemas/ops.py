@@ -152,9 +152,9 @@ register(OpSchema("ReduceMean", "Mean over the `axes` input (ONNX ReduceMean; an
                                                "noop_with_empty_axes": 0},
                                 attr_inputs={"axes": 18}),
                   int8="requantize"))
-# REDUCE_MAX / REDUCE_MIN (int8; this TFLite Micro has no int16 kernel): TFLite Micro requires the input's scale and zero point
-# on the output (it picks raw values): same_scale; SUM requantizes; REDUCE_PROD: no TFLite Micro
-# kernel at all (float executor only, no int8 rule)
+# REDUCE_MAX / REDUCE_MIN (int8; this TFLite Micro has no int16 kernel): TFLite Micro requires
+# the input's scale and zero point on the output (it picks raw values): same_scale; SUM
+# requantizes; REDUCE_PROD: no TFLite Micro kernel at all (float executor only, no int8 rule)
 for _name, _tfl, _since, _int8, _rule in (("ReduceMax", "REDUCE_MAX", 18, 2, "same_scale"),
                                           ("ReduceMin", "REDUCE_MIN", 18, 2, "same_scale"),
                                           ("ReduceSum", "SUM", 13, 2, "requantize"),

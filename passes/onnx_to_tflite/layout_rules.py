@@ -13,8 +13,8 @@
   bool output) and Where (SELECT_V2: three operands): operands brought to one layout, constants
   transposed to it (`[C,1,1]` -> `[C]`); Div by a constant is Mul by its reciprocal. Max /
   Min of any number of operands: a chain of MAXIMUM / MINIMUM.
-- Relu, Sigmoid, Tanh, HardSwish, Clip, Cast, Abs, Neg, Log, Sin: same op, same layout (Clip is legalized after
-  fusion).
+- Relu, Sigmoid, Tanh, HardSwish, Clip, Cast, Abs, Neg, Log, Sin: same op, same layout (Clip
+  is legalized after fusion).
 - Concat: inputs to one layout, `axis` mapped. Softmax: `axis` mapped; when it is not the last
   TFLite axis, the input is transposed so that it is.
 - ReduceMean, ReduceMax, ReduceMin, ReduceSum: MEAN, REDUCE_MAX, REDUCE_MIN, SUM over the

@@ -1,7 +1,8 @@
 """Float kernels of the elementwise ops and activations: Add, Sub, Mul, Div (integer division
 truncates toward zero), Maximum, Minimum, Max / Min (ONNX, any number of operands), Relu, Relu6,
-Sigmoid, Tanh, Identity, Clip, BatchNorm, HardSigmoid, HardSwish, Softmax and Dropout (inference). Registered into
-`float_kernels.KERNELS` (same contract: see that module's docstring).
+Sigmoid, Tanh, Identity, Clip, BatchNorm, HardSigmoid, HardSwish, Softmax and Dropout
+(inference). Registered into `float_kernels.KERNELS` (same contract: see that module's
+docstring).
 """
 
 from __future__ import annotations

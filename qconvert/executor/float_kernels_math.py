@@ -1,7 +1,8 @@
 """Float kernels of the activation, normalization and attention ops of exported transformers:
 LeakyRelu, PRelu, Sqrt, Rsqrt, L2Normalization, Neg, Log, Sin, FloorDiv, Pow, Reciprocal, Gelu,
 LayerNormalization and BatchMatMul (TFLite BATCH_MATMUL). Registered into
-`float_kernels.KERNELS` (same contract: see that module's docstring); kept apart so the big kernel file does not grow.
+`float_kernels.KERNELS` (same contract: see that module's docstring); kept apart so the big
+kernel file does not grow.
 
 Semantics follow the runtimes: LeakyRelu / PRelu keep x where x >= 0 (TFLite writes `x > 0`;
 the two agree, 0 * alpha is 0); PRelu's slope broadcasts against x (numpy rules, as ONNX's

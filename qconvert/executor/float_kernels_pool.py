@@ -1,7 +1,8 @@
 """Float kernels of the pools and reductions: MaxPool, AveragePool, GlobalAveragePool,
-GlobalMaxPool, Mean (TFLite), ReduceMean, ReduceMax, ReduceMin, ReduceSum and ReduceProd. Registered into
-`float_kernels.KERNELS` (same contract: see that module's docstring). Padding never wins a max;
-averages divide by the valid element count or the taps inside the explicit pads.
+GlobalMaxPool, Mean (TFLite), ReduceMean, ReduceMax, ReduceMin, ReduceSum and ReduceProd.
+Registered into `float_kernels.KERNELS` (same contract: see that module's docstring). Padding
+never wins a max; averages divide by the valid element count or the taps inside the explicit
+pads.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Float kernels of the shape and data-movement ops: Cast, Shape, Gather, Unsqueeze, ExpandDims,
-Squeeze,
-Reshape, Flatten, Transpose, Concat, Slice, ConstantOfShape, Expand, Range, Pad / PadV2, MirrorPad, Fill and
-TFLite's StridedSlice / Pack. Registered into `float_kernels.KERNELS` (same contract: see that
-module's docstring); fold-constants evaluates shape arithmetic with them.
+Squeeze, Reshape, Flatten, Transpose, Concat, Slice, ConstantOfShape, Expand, Range, Pad /
+PadV2, MirrorPad, Fill and TFLite's StridedSlice / Pack. Registered into
+`float_kernels.KERNELS` (same contract: see that module's docstring); fold-constants evaluates
+shape arithmetic with them.
 """
 
 from __future__ import annotations

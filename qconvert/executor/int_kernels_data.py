@@ -1,7 +1,7 @@
 """Integer kernels of the ops that move int8 values without requantizing them: CONCATENATION,
-PAD / PADV2, MIRROR_PAD, DEPTH_TO_SPACE, FILL, MAXIMUM / MINIMUM, RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE, GATHER, STRIDED_SLICE, SLICE, PACK,
-UNPACK and REVERSE_V2, bit-exact
-with TFLite Micro (parameters: `qconvert.int8.prepare.data`).
+PAD / PADV2, MIRROR_PAD, DEPTH_TO_SPACE, FILL, MAXIMUM / MINIMUM, RESHAPE, SQUEEZE, EXPAND_DIMS,
+TRANSPOSE, GATHER, STRIDED_SLICE, SLICE, PACK, UNPACK and REVERSE_V2, bit-exact with TFLite
+Micro (parameters: `qconvert.int8.prepare.data`).
 
 TFLite Micro's int8 CONCATENATION requires every input to carry the output's quantization (it
 never requantizes); shape ops reuse the float kernels' index arithmetic on the raw values. Ops

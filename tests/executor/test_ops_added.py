@@ -207,7 +207,7 @@ def quantize_refusal(tmp_path, float_bytes: bytes, suffix=".tflite") -> str:
     return result.output
 
 
-# -- NEG, LOG, SIN, FLOOR_DIV: float only in TFLite Micro ------------------------------------------
+# -- NEG, LOG, SIN, FLOOR_DIV: float only in TFLite Micro -----------------------------------------
 @pytest.mark.parametrize("op", ["Neg", "Log", "Sin"])
 def test_float_unary_ops_against_litert_and_onnxruntime(tmp_path, op):
     from helpers.float_op_checks import onnx_bytes, vi
@@ -251,7 +251,7 @@ def test_quantize_refuses_the_float_only_ops_naming_them(tmp_path, op):
     assert "no int8 rule" in out and op in out
 
 
-# -- comparisons and SELECT_V2 ---------------------------------------------------------------------
+# -- comparisons and SELECT_V2 --------------------------------------------------------------------
 COMPARISONS = ["Equal", "NotEqual", "Greater", "GreaterEqual", "Less", "LessEqual"]
 
 
@@ -376,7 +376,7 @@ def test_onnx_comparisons_and_where_convert_and_fuse(tmp_path, op):
     assert "SelectV2" in ops_of(tfl) and "Transpose" not in ops_of(tfl)
 
 
-# -- REDUCE_MAX / REDUCE_MIN ------------------------------------------------------------------------
+# -- REDUCE_MAX / REDUCE_MIN ----------------------------------------------------------------------
 def reduce_float(op, axes, keep) -> bytes:
     """x [1, 6, 8, 4] -> CONV-free: ADD (a layer with its own range) -> REDUCE_MAX / MIN."""
     n = TfGraph(6)
@@ -437,7 +437,7 @@ def test_onnx_reduce_max_min_convert_fuse_and_quantize(tmp_path, op, axes, keep)
     assert_same(q8, integer_feeds(q8))
 
 
-# -- MIRROR_PAD --------------------------------------------------------------------------------------
+# -- MIRROR_PAD -----------------------------------------------------------------------------------
 def mirror_pad_float(mode, pads) -> bytes:
     n = TfGraph(7)
     x = n.input("x", (1, 5, 6, 3))
@@ -492,7 +492,7 @@ def test_onnx_edge_pad_wider_than_1_is_refused_in_one_line(tmp_path):
     assert not out.exists()
 
 
-# -- DEPTH_TO_SPACE ------------------------------------------------------------------------------------
+# -- DEPTH_TO_SPACE -------------------------------------------------------------------------------
 @pytest.mark.parametrize("block", [2, 3])
 def test_depth_to_space_float_int8_and_c(tmp_path, block):
     n = TfGraph(8)
@@ -522,7 +522,7 @@ def test_onnx_depth_to_space_convert_fuse_quantize_and_c(tmp_path, mode):
     c_host_equals_tflm(tmp_path, q8, feeds)
 
 
-# -- L2_NORMALIZATION -------------------------------------------------------------------------------
+# -- L2_NORMALIZATION -----------------------------------------------------------------------------
 def test_l2_normalization_float_int8_and_c(tmp_path):
     n = TfGraph(9)
     x = n.input("x", (1, 5, 6, 8))
@@ -556,14 +556,14 @@ def test_l2_normalization_int8_rows_against_tflite_micro(tmp_path, z_in):
         c_host_equals_tflm(tmp_path, data, feeds)
 
 
-# -- n-ary Max / Min ------------------------------------------------------------------------------------
+# -- n-ary Max / Min ------------------------------------------------------------------------------
 @pytest.mark.parametrize("op", ["Max", "Min"])
 @pytest.mark.parametrize("count", [1, 2, 4])
 def test_onnx_nary_max_min_convert_fuse_quantize_and_c(tmp_path, op, count):
     """ONNX Max / Min of 1, 2 and 4 operands (two activations of different scales, ReLU and
-    TANH, a per-channel and a scalar constant, broadcast) against onnxruntime; as TFLite a chain of MAXIMUM / MINIMUM in LiteRT;
-    quantized, the int8 model (its constants one copy per reader's scale) equals TFLite Micro
-    in the integer executor and in C."""
+    TANH, a per-channel and a scalar constant, broadcast) against onnxruntime; as TFLite a
+    chain of MAXIMUM / MINIMUM in LiteRT; quantized, every operand of each step in its output's
+    scale, the int8 model equals TFLite Micro in the integer executor and in C."""
     from helpers.float_op_checks import onnx_bytes, vi
     from onnx import helper
 
@@ -589,7 +589,7 @@ def test_onnx_nary_max_min_convert_fuse_quantize_and_c(tmp_path, op, count):
     c_host_equals_tflm(tmp_path, q8, feeds)
 
 
-# -- REDUCE_PROD: no TFLite Micro kernel, float only ------------------------------------------------
+# -- REDUCE_PROD: no TFLite Micro kernel, float only ----------------------------------------------
 def test_reduce_prod_float_tflite_onnx_and_quantize_refusal(tmp_path):
     from helpers.float_op_checks import onnx_bytes, vi
     from onnx import helper
@@ -609,7 +609,7 @@ def test_reduce_prod_float_tflite_onnx_and_quantize_refusal(tmp_path):
     assert "ReduceProd" in ops_of(onnx_round_trip(tmp_path, onnx_data, {"x": x}))
 
 
-# -- FILL -------------------------------------------------------------------------------------------------
+# -- FILL -----------------------------------------------------------------------------------------
 def _fill_graph(n, x, dtype_kw) -> str:
     """value = REDUCE_MAX of every element of x (a scalar), FILL([1, 3, 5], value)."""
     v = n.node("ReduceMax", [x, n.const("axes", np.asarray([0, 1, 2], np.int32))], "v", (),
@@ -641,7 +641,7 @@ def test_fill_float_int8_and_c(tmp_path):
     assert_same(q8, integer_feeds(q8))
 
 
-# -- ONNX QDQ output ----------------------------------------------------------------------------------
+# -- ONNX QDQ output ------------------------------------------------------------------------------
 def test_onnx_qdq_quantize_of_the_added_ops_verifies(tmp_path):
     """`quantize` to ONNX QDQ of Greater, Where, Max (3 operands), ReduceMax, ReduceMin, reflect
     Pad and DepthToSpace: `--verify` runs the written model in onnxruntime against the float

@@ -144,5 +144,6 @@ def lower_fill(graph, node, index, options):
                   activation_of(graph, node).ops_files, [])
 
 
-LOGIC_LOWERINGS = {"Fill": lower_fill, "L2Normalization": lower_l2_normalization, **{op: lower_comparison for op in COMPARISON_OPS}, "SelectV2": lower_select,
+LOGIC_LOWERINGS = {"Fill": lower_fill, "L2Normalization": lower_l2_normalization,
+                   **{op: lower_comparison for op in COMPARISON_OPS}, "SelectV2": lower_select,
                    "ReduceMax": lower_reduce_extreme, "ReduceMin": lower_reduce_extreme}
