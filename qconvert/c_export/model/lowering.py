@@ -10,6 +10,7 @@ pools, lookups, quantize, element-wise, softmax, mean, data movement):
 - `concat_steps`: Concat as row copies the plan may overlap;
 - `resize_steps`: ResizeNearest (row/column picks) and ResizeBilinear;
 - `transpose_conv_steps`, `matmul_steps`, `rsqrt_steps`: TransposeConv, BatchMatMul, Rsqrt;
+- `logic_steps`: comparisons, SelectV2, ReduceMax / ReduceMin, Fill, L2Normalization;
 - `steps_s16`: the 16x8 lowerings of their own; the others 16x8 shares with int8
   (`SHARED_WITH_INT8`).
 
@@ -20,11 +21,14 @@ from __future__ import annotations
 
 from qconvert.errors import QConvertError
 from qconvert.int8.prepare import is_int16_node
+from qconvert.int8.prepare.logic import COMPARISON_OPS
 from qconvert.ir.graph import list_ops
 
 from .add_steps import lower_add_fast, lower_mul_fast
 from .concat_steps import lower_concat
 from .depthwise_steps import lower_depthwise
+from .logic_steps import (lower_comparison, lower_fill, lower_l2_normalization,
+                          lower_reduce_extreme, lower_select)
 from .matmul_steps import lower_batch_matmul
 from .pool_steps import lower_pool_fast
 from .resize_steps import lower_resize_bilinear, lower_resize_nearest
@@ -42,6 +46,10 @@ LOWERINGS = {
     "MaxPool": lower_pool_fast, "Add": lower_add_fast, "Mul": lower_mul_fast,
     "Concat": lower_concat,  # row copies the plan may overlap
     "ResizeNearest": lower_resize_nearest,  # row/column picks
+    # comparisons, SelectV2, reductions, Fill, L2Normalization
+    "Fill": lower_fill, "L2Normalization": lower_l2_normalization,
+    **{op: lower_comparison for op in COMPARISON_OPS}, "SelectV2": lower_select,
+    "ReduceMax": lower_reduce_extreme, "ReduceMin": lower_reduce_extreme,
 }
 
 LOWERINGS16 = {**{op: LOWERINGS[op] for op in SHARED_WITH_INT8}, **S16_LOWERINGS}

@@ -131,8 +131,9 @@ def _lower_abs16(graph, node, index, options):
 
 # the int8 lowerings 16x8 layers share (see the module docstring): `lowering.LOWERINGS16`
 SHARED_WITH_INT8 = ("Conv2D", "DepthwiseConv2D", "FullyConnected", "AveragePool", "MaxPool",
-                    "Mean", "ReduceSum", "Dequantize", "Reshape", "Squeeze", "TransposeConv",
-                    "BatchMatMul", *(op for op in _BINARY if op != "Div"), *_MOVEMENT)
+                    "Mean", "ReduceSum", "Dequantize", "Reshape", "Squeeze", "ExpandDims",
+                    "TransposeConv", "BatchMatMul", "SelectV2",
+                    *(op for op in _BINARY if op != "Div"), *_MOVEMENT)
 
 # the 16x8 lowerings of their own
 S16_LOWERINGS = {
