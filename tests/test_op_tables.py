@@ -76,7 +76,7 @@ KEYED_TABLES = {
     "equalize's layers and pass-through ops": equalize._FIRST | equalize._PASS_THROUGH,
     "layers the quantization invariants check (quant/invariants)": set(invariants._LAYERS),
     "C lookup-table, binary and data-movement ops (c_export/model/steps)":
-        {*model_steps._LOOKUP_OPS, *model_steps._BINARY, *model_steps._MOVEMENT},
+        {*model_steps._LOOKUP_OPS, *model_steps.BINARY, *model_steps.MOVEMENT},
     "TFLite reductions the reader respells (tflite_reader._REDUCERS)": tflite_reader._REDUCERS,
     "16x8 kernels (executor/int16_kernels)": INT16_KERNELS,
     "16x8 layer params (int8/prepare/int16)": LAYER_PARAMS16,

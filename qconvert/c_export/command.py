@@ -130,7 +130,7 @@ def export_header_command(model, output, name, fc_layout, with_kernels, rounding
     return Exported(files, len(m.graph.nodes))
 
 
-def _check_not_in_data(folder, data: list) -> None:
+def check_not_in_data(folder, data: list) -> None:
     """Refuse an output folder that is a calibration data folder or inside one: export-c would
     write its files among the inputs."""
     import os
@@ -161,6 +161,7 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
 
     from .c_names import check_file_prefix, prefix_from_stem
     from .model.render import ModelOptions, render_model
+    from .model.prepare import prepare_model
 
     if calibration is not None and calibration_random is not None:
         raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
@@ -180,7 +181,7 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
     parent = folder.parent if str(folder.parent) else Path(".")
     if not parent.is_dir():
         raise QConvertError("output directory's parent does not exist", str(folder))
-    _check_not_in_data(folder, data_files(calibration))
+    check_not_in_data(folder, data_files(calibration))
     outputs = OutputFiles([model, *data_files(calibration)])
     # a report inside the output folder is checked once the folder exists, any other now
     report_in_folder = report is not None and Path(report).parent.resolve() == folder.resolve()
@@ -189,8 +190,10 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
     sha256 = hashlib.sha256(read_bytes(model)).hexdigest()
     m, note = _int8_model(model, input_shapes, outputs, "c", input_layout, calibration,
                           calibration_random, norm, options)
-    files, summary = render_model(m, ModelOptions(c_name, kernels, fc_layout, Path(model).name,
-                                                  sha256, note, patches=patches))
+    prepared = prepare_model(m)  # static shapes, a streaming model's state split out
+    files, summary = render_model(prepared, ModelOptions(c_name, kernels, fc_layout,
+                                                         Path(model).name, sha256, note,
+                                                         patches=patches))
     created = not folder.exists()
     try:
         folder.mkdir(exist_ok=True)

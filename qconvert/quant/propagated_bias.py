@@ -39,7 +39,7 @@ import numpy as np
 
 from qconvert.int8.rounding import round_half_away
 
-from .bias_correction import _mean_key, contract, sample_means, tap_sums
+from .bias_correction import mean_key, contract, sample_means, tap_sums
 from .footprint import activation_bytes
 from .params import INT32_MAX, bias_scale, quantized_inputs
 from .plan import QuantPlan, layer_slots
@@ -130,7 +130,7 @@ class PropagatedCorrection:
 
     def __init__(self, model, qplan: QuantPlan, float_graph, head_means: dict, samples: int):
         self.model, self.qplan, self.head_means, self.samples = model, qplan, head_means, samples
-        keys = {node.outputs[0]: _mean_key(float_graph, node, model.format)
+        keys = {node.outputs[0]: mean_key(float_graph, node, model.format)
                 for node in float_graph.nodes if node.outputs and node.outputs[0] in head_means}
         self.by_input = _layers_by_input(model.graph, qplan, head_means, keys)
         self.changed: list = []

@@ -394,7 +394,7 @@ def quantize_initial_values(model: Model, qplan) -> None:
     int8 parameters (those of its READ_VARIABLE outputs in the main graph)."""
     from qconvert.executor.streaming import is_resource_op, variable_key
 
-    from .tflite_int8 import _frozen, _quant, _quantize_constant
+    from .tflite_int8 import frozen, _quant, quantize_constant
 
     params = {}
     handles = {}
@@ -415,7 +415,7 @@ def quantize_initial_values(model: Model, qplan) -> None:
                                     "choose its int8 parameters")
             if t.dtype.startswith("float"):
                 scale, zp = params[var]
-                t.data = _frozen(_quantize_constant(t.data, scale, zp))
+                t.data = frozen(quantize_constant(t.data, scale, zp))
                 t.dtype, t.quant = "int8", _quant(scale, zp)
 
 

@@ -137,9 +137,10 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
     Per layer, "sqnr_db" is the SQNR of its int8 output against the float model's tensor, end
     to end (TFLite: the integer executor, bit-exact with TFLite Micro, sample by sample, see
     `_tflite_errors`; ONNX QDQ: one batched run of the QDQ model against the float activations
-    calibration kept, on the first "layer_samples" samples, see `error_energy.float_qdq_errors`); ONNX also gets
-    "added_sqnr_db", the error the layer's own quantization adds. "output_sqnr_db" is end to
-    end over all report samples; the float outputs are `reference` when calibration kept them.
+    calibration kept, on the first "layer_samples" samples, see
+    `error_energy.float_qdq_errors`); ONNX also gets "added_sqnr_db", the error the layer's own
+    quantization adds. "output_sqnr_db" is end to end over all report samples; the float
+    outputs are `reference` when calibration kept them.
     `correct` (a `propagated_bias.PropagatedCorrection` whose samples are the first of `data`):
     the report's run applies it on those samples first (`_tflite_errors`), so the empirical
     bias correction costs no run of its own.
@@ -180,7 +181,7 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
             out_db[o] = None
     agree = total = 0
     first = outputs[0]
-    if _is_classifier(float_graph) and first in ref_out and first in got_out:
+    if is_classifier(float_graph) and first in ref_out and first in got_out:
         hits = np.argmax(ref_out[first], axis=1) == np.argmax(got_out[first], axis=1)
         agree, total = int(np.sum(hits)), int(hits.size)
 
@@ -246,7 +247,7 @@ def _qp(qplan, name) -> dict:
     return {"tensor": name, "scale": float(scale), "zero_point": int(zp)}
 
 
-def _is_classifier(graph) -> bool:
+def is_classifier(graph) -> bool:
     """A 2-D output made by Softmax, or by a fully connected layer that narrows (logits)."""
     out = graph.tensors[graph.outputs[0]]
     producer = graph.producer(out.name)

@@ -26,6 +26,7 @@ from test_int_executor import tflm
 
 from qconvert.c_export.model import cmsis_nn
 from qconvert.c_export.model.render import ModelOptions, render_model
+from qconvert.c_export.model.prepare import prepare_model
 from qconvert.c_export.model.steps import tensor_dims
 from qconvert.cli.app import main
 from qconvert.formats.model_io import load_model, serialize
@@ -39,7 +40,7 @@ NEEDS_ARM_GCC = pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None,
 
 
 def _export(path, folder, kernels, name="net"):
-    files, summary = render_model(load_model(path), ModelOptions(
+    files, summary = render_model(prepare_model(load_model(path)), ModelOptions(
         name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor"))
     folder.mkdir(parents=True, exist_ok=True)
     for f, data in files.items():

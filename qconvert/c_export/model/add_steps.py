@@ -2,17 +2,17 @@
 same shapes, or one operand one value per channel) as `qconvert_mul_fast_s8`
 (kernels/qconvert_nn_add.c).
 
-    step = lower_add_fast(graph, node, index, options)   # a model_steps.Step
+    step = lower_add_fast(graph, node, index, options)   # a steps.Step
     step = lower_mul_fast(graph, node, index, options)
 
 ADD: each input's rescale to the common scale tabulated at export.
 TFLite rescales input k as requantize((x + offset_k) << left_shift, multiplier_k, shift_k), a
 function of the raw int8 value x: the exporter evaluates it for the 256 values with the integer
 executor's requantization (one table per rounding, TFLite's double and CMSIS-NN's single, as
-the one-value lookup ops carry them). Broadcasting adds and 16x8 layers keep `model_steps`'
+the one-value lookup ops carry them). Broadcasting adds and 16x8 layers keep `steps`'
 lowering; with --kernels cmsis-nn, `fast_steps.keep_on_dsp` decides between this step and
 CMSIS-NN's. MUL: the product requantized once (the short form when exact); other broadcasts keep
-`model_steps`' lowering.
+`steps`' lowering.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from qconvert.int8.fixed_point import requantize_int32
 from qconvert.int8.prepare import layer_params
 
 from .depthwise_steps import FAST_FILES, fast_requantize
-from .steps import _acts, _lower_binary, _plain, _ptr, _struct, activation_of, tensor_dims
+from .steps import (activation_inputs, lower_binary, plain_step, operand_pointer, c_struct,
+                    activation_of, tensor_dims)
 
 ADD_FILES = FAST_FILES | {"qconvert_nn_add.c"}
 
@@ -53,11 +54,11 @@ def covered(graph, node) -> bool:
 def lower_add_fast(graph, node, index, options):
     """The step of an ADD node (see the module docstring)."""
     if not covered(graph, node):
-        return _lower_binary(graph, node, index, options)
+        return lower_binary(graph, node, index, options)
     p = layer_params(graph, node)
     arrays: list = []
-    a = _ptr(graph, node, 0, arrays, "input1")
-    b = _ptr(graph, node, 1, arrays, "input2")
+    a = operand_pointer(graph, node, 0, arrays, "input1")
+    b = operand_pointer(graph, node, 1, arrays, "input2")
     for k in (1, 2):
         for rounding in ("double", "single"):
             arrays.append((f"table{k}", f"int32_t#{rounding}", rescale_table(
@@ -68,12 +69,12 @@ def lower_add_fast(graph, node, index, options):
     size = int(np.prod(tensor_dims(graph, node.outputs[0]), dtype=np.int64))
     fields = [size, "@L_table1", "@L_table2", p["output_multiplier"], shift, p["output_offset"],
               p["activation_min"], p["activation_max"], 1 if fast else 0]
-    decls = [f"static const qconvert_add_params @L_params = {_struct(fields)};"]
-    acts = _acts(graph, node)
+    decls = [f"static const qconvert_add_params @L_params = {c_struct(fields)};"]
+    acts = activation_inputs(graph, node)
     overlap = [("same", acts.index(name)) for name in node.inputs[:2]
                if graph.tensors[name].data is None]
-    return _plain(graph, node, index, f"qconvert_add_fast_s8({a}, {b}, $out0, &@L_params);",
-                  arrays, decls, ADD_FILES, overlap)
+    return plain_step(graph, node, index, f"qconvert_add_fast_s8({a}, {b}, $out0, &@L_params);",
+                      arrays, decls, ADD_FILES, overlap)
 
 
 def _shape(graph, name) -> tuple:
@@ -107,22 +108,22 @@ def lower_mul_fast(graph, node, index, options):
     """The step of a MUL node (see the module docstring)."""
     layout = mul_layout(graph, node)
     if layout is None:
-        return _lower_binary(graph, node, index, options)
+        return lower_binary(graph, node, index, options)
     full, other, outer, inner, b_step = layout
     p = layer_params(graph, node)
     arrays: list = []
-    a = _ptr(graph, node, full, arrays, f"input{full + 1}")
-    b = _ptr(graph, node, other, arrays, f"input{other + 1}")
+    a = operand_pointer(graph, node, full, arrays, f"input{full + 1}")
+    b = operand_pointer(graph, node, other, arrays, f"input{other + 1}")
     fast = fast_requantize([p["output_multiplier"]], [p["output_shift"]])
     shift = -int(p["output_shift"]) - 2 if fast else int(p["output_shift"])
     fields = [outer, inner, b_step, p[f"input{full + 1}_offset"], p[f"input{other + 1}_offset"],
               p["output_multiplier"], shift, p["output_offset"], p["activation_min"],
               p["activation_max"], 1 if fast else 0]
-    decls = [f"static const qconvert_mul_params @L_params = {_struct(fields)};"]
-    acts = _acts(graph, node)
+    decls = [f"static const qconvert_mul_params @L_params = {c_struct(fields)};"]
+    acts = activation_inputs(graph, node)
     name = node.inputs[full]
     overlap = [("same", acts.index(name))] if graph.tensors[name].data is None else []
     if b_step and graph.tensors[node.inputs[other]].data is None:
         overlap.append(("same", acts.index(node.inputs[other])))
-    return _plain(graph, node, index, f"qconvert_mul_fast_s8({a}, {b}, $out0, &@L_params);",
-                  arrays, decls, ADD_FILES, overlap)
+    return plain_step(graph, node, index, f"qconvert_mul_fast_s8({a}, {b}, $out0, &@L_params);",
+                      arrays, decls, ADD_FILES, overlap)

@@ -41,7 +41,7 @@ from qconvert.int8.fixed_point import wrap32
 from qconvert.int8.prepare import is_int16_node, layer_params
 
 from ..c_text import HELIUM_TEST
-from .steps import Step, _acts, fast_conv_step, fast_fc_step, fc_geometry, tensor_dims
+from .steps import Step, activation_inputs, fast_conv_step, fast_fc_step, fc_geometry, tensor_dims
 from .memory_plan import PlanStep
 from .cmsis_fast import on_dsp_builds
 
@@ -76,21 +76,21 @@ def _dims(shape4) -> str:
     return f"{{{n}, {h}, {w}, {c}}}"
 
 
-def _ctx(scratch) -> list:
+def cmsis_context(scratch) -> list:
     if scratch and max(scratch.values()):
         return ["cmsis_nn_context ctx;", "ctx.buf = $scratch;", "ctx.size = $scratch_size;"]
     return ["cmsis_nn_context ctx;", "ctx.buf = NULL;", "ctx.size = 0;"]
 
 
-def _step(graph, node, index, call, arrays, decls, scratch=None, overlap=None) -> Step:
-    plan = PlanStep(inputs=_acts(graph, node), outputs=[n for n in node.outputs if n],
+def cmsis_step(graph, node, index, call, arrays, decls, scratch=None, overlap=None) -> Step:
+    plan = PlanStep(inputs=activation_inputs(graph, node), outputs=[n for n in node.outputs if n],
                     overlap=overlap, scratch=max((scratch or {}).values(), default=0))
     return Step(index, node, plan, Template("\n".join(call)), arrays, decls,
                 {"qconvert_nn.h", "qconvert_fc_1x4.h", "qconvert_fc_1x4.c"},
                 scratch_builds=scratch)
 
 
-def _check(status_call: str) -> list:
+def status_check(status_call: str) -> list:
     return [f"if ({status_call} != ARM_CMSIS_NN_SUCCESS) {{", "    return 1;", "}"]
 
 
@@ -159,12 +159,12 @@ def conv_step(graph, node, step, kernels: ConvKernels) -> Step:
               f"static const cmsis_nn_dims @L_input_dims = {_dims(x)};",
               f"static const cmsis_nn_dims @L_bias_dims = {{1, 1, 1, {y[3]}}};",
               f"static const cmsis_nn_dims @L_output_dims = {_dims(y)};"]
-    call = ["{", *("    " + c for c in _ctx(scratch)),
-            *("    " + c for c in _check(
+    call = ["{", *("    " + c for c in cmsis_context(scratch)),
+            *("    " + c for c in status_check(
                 f"{fn}(&ctx, &@L_conv, &@L_quant, &@L_input_dims, $in0, &@L_filter_dims, "
                 f"@L_weights, &@L_bias_dims, {bias_arg}, {'NULL, ' if generic else ''}"
                 "&@L_output_dims, $out0)")), "}"]
-    made = _step(graph, node, step.index, call, arrays, decls, scratch)
+    made = cmsis_step(graph, node, step.index, call, arrays, decls, scratch)
     made.check = Template("\n".join(_fits(f"{size_fn}({size_args})")))
     heights = [k for k in BAND_ROWS if k < y[1]] if kernels.banded and not generic else []
     bands = [(k, row_bands(x, y, kh, p, k)) for k in heights]
@@ -252,10 +252,10 @@ def _banded_call(fn, x, y, kh, p, scratch, depthwise) -> list:
     _, h, w, c = x
     _, oh, ow, oc = y
     body = [*_band_shape(x, y, kh, p, depthwise),
-            *_check(f"{fn}(&ctx, &conv, &@L_quant, &in_dims, $in0 + first * {w * c}, "
-                    "&@L_filter_dims, @L_weights, &@L_bias_dims, @L_bias, &out_dims, "
-                    f"$out0 + oy * {ow * oc})")]
-    return ["{", "    int32_t oy;", *("    " + c for c in _ctx(scratch)),
+            *status_check(f"{fn}(&ctx, &conv, &@L_quant, &in_dims, $in0 + first * {w * c}, "
+                          "&@L_filter_dims, @L_weights, &@L_bias_dims, @L_bias, &out_dims, "
+                          f"$out0 + oy * {ow * oc})")]
+    return ["{", "    int32_t oy;", *("    " + c for c in cmsis_context(scratch)),
             "    /* band by band: the output overlaps the input (memory plan) */",
             f"    for (oy = 0; oy < {oh}; oy += $band_rows) {{", *("        " + b for b in body),
             "    }", "}"]
@@ -304,10 +304,10 @@ def fc_step(graph, node, step, options):
             "    ctx.buf = NULL;",
             "    ctx.size = 0;",
             "#endif",
-            *("    " + c for c in _check(
+            *("    " + c for c in status_check(
                 f"{fn}(&ctx, &@L_fc, &@L_quant, &@L_input_dims, $in0, &@L_filter_dims, "
                 f"@L_weights, &@L_bias_dims, {bias}, &@L_output_dims, $out0)")), "}"]
-    return _step(graph, node, step.index, call, arrays, decls)
+    return cmsis_step(graph, node, step.index, call, arrays, decls)
 
 
 def pool_step(graph, node, step, suffix="s8"):
@@ -327,11 +327,11 @@ def pool_step(graph, node, step, suffix="s8"):
              f"static const cmsis_nn_dims @L_filter_dims = {{1, {kh}, {kw}, 1}};",
              f"static const cmsis_nn_dims @L_output_dims = {_dims(y)};"]
     fn = f"arm_avgpool_{suffix}" if avg else f"arm_max_pool_{suffix}"
-    call = ["{", *("    " + c for c in _ctx(scratch)),
-            *("    " + c for c in _check(
+    call = ["{", *("    " + c for c in cmsis_context(scratch)),
+            *("    " + c for c in status_check(
                 f"{fn}(&ctx, &@L_pool, &@L_input_dims, $in0, &@L_filter_dims, "
                 "&@L_output_dims, $out0)")), "}"]
-    made = _step(graph, node, step.index, call, [], decls, scratch)
+    made = cmsis_step(graph, node, step.index, call, [], decls, scratch)
     if avg:
         made.check = Template("\n".join(_fits(f"arm_avgpool_{suffix}_get_buffer_size("
                                                f"{y[2]}, {x[3]})")))
@@ -361,7 +361,7 @@ def elementwise_step(graph, node, step, suffix="s8"):
                 f"{p['output_multiplier']}, "
                 f"{p['output_shift']}, {p['activation_min']}, {p['activation_max']}, {size})")
     overlap = [c for c in step.plan.overlap or [] if c[0] == "same"]
-    return _step(graph, node, step.index, _check(call), [], [], None, overlap)
+    return cmsis_step(graph, node, step.index, status_check(call), [], [], None, overlap)
 
 
 def softmax_step(graph, node, step, fn="arm_softmax_s8"):
@@ -373,4 +373,4 @@ def softmax_step(graph, node, step, fn="arm_softmax_s8"):
     rows = int(np.prod(dims, dtype=np.int64)) // row
     call = [f"{fn}($in0, {rows}, {row}, {p['input_multiplier']}, "
             f"{p['input_left_shift']}, {p['diff_min']}, $out0);"]
-    return _step(graph, node, step.index, call, [], [])
+    return cmsis_step(graph, node, step.index, call, [], [])

@@ -9,7 +9,7 @@ import numpy as np
 from qconvert.errors import QConvertError
 from qconvert.int8.prepare import layer_params
 
-from .steps import _plain, _ptr, _struct, activation_of, tensor_dims
+from .steps import plain_step, operand_pointer, c_struct, activation_of, tensor_dims
 
 
 def _shape(graph, name) -> tuple:
@@ -43,12 +43,12 @@ def lower_batch_matmul(graph, node, index, options):
         raise QConvertError(f"{node.op} {node.name!r}: output of {out_size} values, expected "
                             f"{a_off.size * rows * cols}")
     arrays: list = [("a_batch", "int32_t", a_off), ("b_batch", "int32_t", b_off)]
-    a = _ptr(graph, node, 0, arrays, "input1", act.bits)
-    b = _ptr(graph, node, 1, arrays, "input2", act.bits)
+    a = operand_pointer(graph, node, 0, arrays, "input1", act.bits)
+    b = operand_pointer(graph, node, 1, arrays, "input2", act.bits)
     values = [a_off.size, rows, depth, cols, "@L_a_batch", "@L_b_batch", a_row, a_depth,
               b_depth, b_col, p.get("lhs_offset", 0), p.get("rhs_offset", 0),
               p.get("output_offset", 0), p["output_multiplier"], p["output_shift"]]
-    decls = [f"static const qconvert_matmul_params @L_params = {_struct(values)};"]
-    return _plain(graph, node, index,
-                  f"qconvert_batch_matmul_{act.suffix}({a}, {b}, $out0, &@L_params);",
-                  arrays, decls, act.extra_files)
+    decls = [f"static const qconvert_matmul_params @L_params = {c_struct(values)};"]
+    return plain_step(graph, node, index,
+                      f"qconvert_batch_matmul_{act.suffix}({a}, {b}, $out0, &@L_params);",
+                      arrays, decls, act.extra_files)

@@ -1,6 +1,6 @@
 """The C source of a whole int8 model (`qconvert export-c`): `NAME.h`, `NAME.c` and kernels.
 
-    files, summary = render_model(graph, ModelOptions(name="kws"))   # {file name: bytes}
+    files, summary = render_model(prepare_model(model), ModelOptions(name="kws"))  # {name: bytes}
 
 `NAME.c` holds every layer's weights and parameters as `static const` data (flash), one static
 arena, and `NAME_invoke`: the graph inputs are copied into the arena, the layers run in the
@@ -67,19 +67,14 @@ class ExportSummary:
     patches: str = ""  # what --patches did (or why not)
 
 
-def render_model(graph, options: ModelOptions) -> tuple:
-    """({file name: bytes}, ExportSummary) of `graph` (an int8 TFLite Graph or Model; a Model
-    gets its dynamic batch fixed to 1 and its shape arithmetic folded first)."""
-    state = None  # a streaming model's variables (`resource_state`)
-    if hasattr(graph, "graphs"):
-        from qconvert.executor.streaming import is_streaming_model
-
-        from .resource_state import split_state
-        from ..source import static_int8_shapes
-
-        if len(graph.graphs) == 1:
-            static_int8_shapes(graph)
-        graph, state = split_state(graph) if is_streaming_model(graph) else (graph.graph, None)
+def render_model(prepared, options: ModelOptions) -> tuple:
+    """({file name: bytes}, ExportSummary) of `prepared` (`prepare.PreparedModel`: an int8
+    TFLite model whose shapes `prepare.prepare_model` made static; a bare Graph is one without
+    state). Renders only: no pass runs here."""
+    if hasattr(prepared, "graphs"):
+        raise TypeError("render_model takes prepare.prepare_model(model), not the Model")
+    graph, state = (prepared.graph, prepared.state) if hasattr(prepared, "state") else \
+        (prepared, None)  # state: a streaming model's variables (`resource_state`)
     if options.kernels not in KERNEL_SETS:
         raise QConvertError(f"unknown --kernels {options.kernels!r}; one of {KERNEL_SETS}")
     _check_io(graph)

@@ -10,7 +10,7 @@ import numpy as np
 from qconvert.executor.int_kernels import INT_KERNELS, IntContext
 from qconvert.int8.prepare import layer_params
 
-from .steps import _plain, tensor_dims
+from .steps import plain_step, tensor_dims
 
 
 def lower_rsqrt(graph, node, index, options):
@@ -32,5 +32,5 @@ def lower_rsqrt(graph, node, index, options):
     call = "\n".join([f"if (qconvert_lookup_checked_s8($in0, $out0, {size}, @L_table, "
                       f"{zero}) != 0) {{", "    return 3; /* input below zero: TFLite Micro "
                       "stops with an error */", "}"])
-    step = _plain(graph, node, index, call, arrays, (), {"qconvert_nn_ops.c"})
+    step = plain_step(graph, node, index, call, arrays, (), {"qconvert_nn_ops.c"})
     return step

@@ -8,7 +8,7 @@ from __future__ import annotations
 from qconvert.errors import QConvertError
 from qconvert.int8.prepare import layer_params
 
-from .steps import _plain, _struct, activation_of, tensor_dims
+from .steps import plain_step, c_struct, activation_of, tensor_dims
 
 
 def lower_transpose_conv(graph, node, index, options):
@@ -32,7 +32,7 @@ def lower_transpose_conv(graph, node, index, options):
     values = [n, h, wd, c, oh, ow, oc, kh, kw, sh, sw, 1, 1, top, left, 1, p["input_offset"],
               p["output_offset"], p["activation_min"], p["activation_max"], "@L_multiplier",
               "@L_shift"]
-    decls = [f"static const qconvert_conv_params @L_params = {_struct(values)};"]
-    return _plain(graph, node, index,
-                  f"qconvert_transpose_conv_{act.suffix}($in0, @L_weights, {bias}, $out0, "
-                  "&@L_params);", arrays, decls, act.extra_files)
+    decls = [f"static const qconvert_conv_params @L_params = {c_struct(values)};"]
+    return plain_step(graph, node, index,
+                      f"qconvert_transpose_conv_{act.suffix}($in0, @L_weights, {bias}, $out0, "
+                      "&@L_params);", arrays, decls, act.extra_files)
