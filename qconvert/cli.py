@@ -14,7 +14,7 @@ import click
 
 from . import __version__
 from .cli_options import (calibration_options, input_layout_option, input_shape_option,
-                          quantize_options, verify_option)
+                          verify_option)
 from .errors import QConvertError
 
 
@@ -194,9 +194,10 @@ def convert(model, output, input_layout, input_shapes, verify):
     """
     from .commands import convert_command
     from .output_names import check_output_name
+    from .requests import ConvertRequest
 
     check_output_name(output, "model", [model])
-    written = convert_command(model, output, input_layout, input_shapes, verify)
+    written = convert_command(ConvertRequest(model, output, input_layout, input_shapes, verify))
     _echo_text(f"wrote {written.path} ({written.fmt}, {written.nodes} nodes, {written.size} "
                "bytes)")
     _echo_conversion(written.conversion)
@@ -242,9 +243,10 @@ def fuse(model, output, pass_list, report, input_shapes, verify):
     """
     from .commands import fuse_command
     from .output_names import check_output_name
+    from .requests import FuseRequest
 
     check_output_name(output, "model", [model])
-    written = fuse_command(model, output, pass_list, report, input_shapes, verify)
+    written = fuse_command(FuseRequest(model, output, pass_list, report, input_shapes, verify))
     for name, count in written.counts.items():
         click.echo(f"{name:22} {count:5d}")
     click.echo(f"nodes: {written.nodes_before} -> {written.nodes}")
@@ -282,10 +284,7 @@ def fuse(model, output, pass_list, report, input_shapes, verify):
 @input_shape_option
 @verify_option
 @_names_model
-def quantize(model, output, calibration, calibration_random, eval_data, mean, std, scale,
-             method, percentile, per_channel, fc_per_channel, io_type, rounding, activations,
-             int16_layers, no_fuse, no_bias_correction, equalize, engine, batch_size, max_memory,
-             report, report_html, input_layout, input_shapes, verify):
+def quantize(model, **options):
     """Quantize a float model to int8: per-channel weights, calibrated activations.
 
     Fuses first, calibrates with the float reference executor, and writes int8 TFLite (runs in
@@ -303,19 +302,16 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     from .commands import quantize_command
     from .output_names import check_output_name
     from .quant.report import low_sqnr_warning, render_text
+    from .requests import QuantizeRequest
     from .verify import MIN_SQNR_DB
 
-    check_output_name(output, "model", [model, calibration, eval_data])
-
-    options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
-                               equalize, engine, batch_size, io_type=io_type, rounding=rounding,
-                               activations=activations, int16_layers=int16_layers)
-    written = quantize_command(model, output, calibration, calibration_random, eval_data, mean,
-                               std, scale, options, max_memory, report, report_html,
-                               input_layout, input_shapes, verify)
+    request = QuantizeRequest(model=model, **options)
+    check_output_name(request.output, "model", [model, request.calibration, request.eval_data])
+    written = quantize_command(request)
     _echo_text(render_text(written.report))
     _echo_text(f"wrote {written.path} ({written.fmt}, {written.size} bytes)")
-    warning = low_sqnr_warning(model, written.report["output_sqnr_db"], method, MIN_SQNR_DB)
+    warning = low_sqnr_warning(model, written.report["output_sqnr_db"], request.method,
+                               MIN_SQNR_DB)
     if warning:
         _echo_text(f"qconvert: warning: {warning}", err=True)
     _echo_conversion(written.conversion)
@@ -340,10 +336,7 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
 @input_layout_option
 @input_shape_option
 @_names_model
-def export_c_header(model, output, name, fc_layout, with_kernels, rounding, calibration,
-                    calibration_random, mean, std, scale, method, percentile, fc_per_channel,
-                    no_fuse, no_bias_correction, equalize, engine, batch_size, max_memory,
-                    input_layout, input_shapes):
+def export_c_header(model, **options):
     """Write an int8 model as one C header for firmware (CMSIS-NN style).
 
     Per layer: int8 weights (conv OHWI, depthwise [1, H, W, C], fully connected 1x4 interleaved
@@ -360,18 +353,12 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
       qconvert export-c-header model.onnx --calibration calib.npy -o weights.h
     """
     from .c_export.command import export_header_command
-    from .command_inputs import memory_limit, normalization
     from .output_names import check_output_name
+    from .requests import ExportCHeaderRequest
 
-    check_output_name(output, "header", [model, calibration])
-
-    options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
-                               equalize, engine, batch_size, memory_limit(max_memory),
-                               rounding=rounding)
-    exported = export_header_command(model, output, name, fc_layout, with_kernels, rounding,
-                                     calibration, calibration_random,
-                                     lambda: normalization(mean, std, scale), options,
-                                     input_layout, input_shapes)
+    request = ExportCHeaderRequest(model=model, **options)
+    check_output_name(request.output, "header", [model, request.calibration])
+    exported = export_header_command(request)
     *kernel_paths, out = exported.files
     _echo_text(f"wrote {out} ({exported.layers} layers, {len(exported.files[out])} bytes)")
     for path in kernel_paths:
@@ -380,7 +367,7 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
 
 @main.command("export-c")
 @click.argument("model", type=click.Path(dir_okay=True))
-@click.option("-o", "--output", "outdir", type=click.Path(), required=True, metavar="DIR",
+@click.option("-o", "--output", type=click.Path(), required=True, metavar="DIR",
               help="Directory for NAME.h, NAME.c and the kernel sources (created if missing).")
 @click.option("--name", help="Name of the model in C (NAME_invoke, NAME_ARENA_SIZE...), a C "
               "identifier (default: the model file's name, sanitized).")
@@ -407,10 +394,7 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
 @input_layout_option
 @input_shape_option
 @_names_model
-def export_c(model, outdir, name, kernels, fc_layout, patches, report, calibration,
-             calibration_random, mean, std, scale, method, percentile, fc_per_channel, no_fuse,
-             no_bias_correction, equalize, engine, batch_size, max_memory, input_layout,
-             input_shapes):
+def export_c(model, **options):
     """Write the whole int8 (or 16x8) model as interpreter-free C with a static memory plan.
 
     DIR/NAME.h declares NAME_invoke(input, output) (0 on success), NAME_ARENA_SIZE,
@@ -433,17 +417,13 @@ def export_c(model, outdir, name, kernels, fc_layout, patches, report, calibrati
       qconvert export-c model.onnx --calibration calib.npy -o model_c
     """
     from .c_export.command import export_c_command
-    from .command_inputs import memory_limit, normalization
     from .output_names import check_output_folder
+    from .requests import ExportCRequest
 
-    check_output_folder(outdir)
-
-    options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
-                               equalize, engine, batch_size, memory_limit(max_memory))
-    norm = normalization(mean, std, scale)
-    exported = export_c_command(model, outdir, name, kernels, fc_layout, calibration,
-                                calibration_random, lambda: norm, options, input_layout,
-                                input_shapes, report, patches=patches)
+    request = ExportCRequest(model=model, **options)
+    name, kernels, report = request.name, request.kernels, request.report
+    check_output_folder(request.output)
+    exported = export_c_command(request)
     summary = exported.summary
     from .c_export.c_names import shadowed
 

@@ -1,7 +1,6 @@
 """The option groups several `qconvert` commands share: `--input-layout`, `--verify`,
 `--input-shape`, and the calibration and quantization options (`calibration_options`) of
-`quantize`, `export-c-header` and `export-c`; and `quantize_options`, which turns the latter
-into `QuantizeOptions`."""
+`quantize`, `export-c-header` and `export-c` (resolved by `requests.Calibrate`)."""
 
 from __future__ import annotations
 
@@ -85,15 +84,3 @@ def calibration_options(fn):
     for option in reversed(_CALIBRATION_OPTIONS):
         fn = option(fn)
     return fn
-
-
-def quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction, equalize,
-                     engine, batch_size, max_memory=None, io_type="int8", rounding="double",
-                     activations="int8", int16_layers=None):
-    """The `QuantizeOptions` of the calibration options' values (`--max-memory` in bytes)."""
-    from .quant.quantize import QuantizeOptions
-
-    return QuantizeOptions(method, percentile, fc_per_channel, io_type, rounding, not no_fuse,
-                           batch_size, max_memory, bias_correction=not no_bias_correction,
-                           equalize=equalize, engine=engine, activations=activations,
-                           int16_layers=int16_layers)

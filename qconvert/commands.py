@@ -1,10 +1,13 @@
 """The work of `qconvert convert`, `fuse` and `quantize`, from their options to the files written.
 
-Each function checks the options, loads the model, runs the route `routes.find_route` gives for
-(model format, output format, intent), serializes, checks the result with `--verify` when asked
-and writes every file in one all-or-nothing commit (`output_files`); it returns what the CLI
-prints. A refusal is a `QConvertError` (one line). `c_export.command` does the same for the C
-exports.
+Each command takes its request (`requests`: filled by the command line or the Python API) and is
+two functions: `*_work(request, model, fmt)` runs the route `routes.find_route` gives for
+(model format, output format, intent) over the loaded model, serializes and checks the result
+with `--verify` when asked, writing nothing (the API's `qconvert.fuse` / `convert` /
+`quantize` call it); `*_command(request)` checks the output paths first, loads the model, runs
+the work and writes every file in one all-or-nothing commit (`output_files`); it returns what
+the CLI prints. A refusal is a `QConvertError` (one line). `c_export.command` does the same for
+the C exports.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import os
 from dataclasses import dataclass
 
 from . import json_text
-from .command_inputs import calibration_data, load_with_shapes, memory_limit, normalization
+from .command_inputs import calibration_data, evaluation_data, load_with_shapes
 from .errors import QConvertError
 from .pads_spelling import model_nodes
 from .route_steps import Job, run_route
@@ -34,6 +37,8 @@ class Written:
     counts: dict | None = None
     nodes_before: int = 0
     report: dict | None = None
+    data: bytes = b""
+    pairs: object = None
 
 
 def load_for_output(model, output, input_shapes, outputs, tag: str) -> tuple:
@@ -49,38 +54,47 @@ def load_for_output(model, output, input_shapes, outputs, tag: str) -> tuple:
     return m, out, format_of_output(out, m.format)
 
 
-def convert_command(model, output, input_layout, input_shapes, verify) -> Written:
-    """`qconvert convert` (see its --help)."""
-    from .model_io import serialize
-    from .output_files import OutputFiles
+def _reload(request):
+    """A fresh copy of the request's model (the `--verify` checks run it again)."""
+    return lambda: load_with_shapes(request.model, request.input_shapes)
 
-    outputs = OutputFiles([model])
-    if output is not None:
-        outputs.add(output)
-    m, out, fmt = load_for_output(model, output, input_shapes, outputs, "converted")
-    if output is None:
-        outputs.add(out)
-    job = run_route(find_route(m.format, fmt, "convert"), Job(m, input_layout=input_layout))
+
+def convert_work(request, m, fmt: str) -> Written:
+    """The work of `qconvert convert` on the loaded model `m`, to `fmt`; writes nothing."""
+    from .model_io import serialize
+
+    job = run_route(find_route(m.format, fmt, "convert"), Job(m, input_layout=request.input_layout))
     m, conversion = job.model, job.conversion
     try:
         data = serialize(m, fmt)
-        if verify:
+        if request.verify:
             from .verify import verify_convert
 
-            verify_convert(m, lambda: load_with_shapes(model, input_shapes), fmt, data, verify,
-                           conversion)
+            verify_convert(m, _reload(request), fmt, data, request.verify, conversion)
     except QConvertError as exc:
-        raise exc.with_path(model)
-    outputs.commit({out: data})
-    return Written(out, fmt, len(data), len(m.graph.nodes), conversion)
+        raise exc.with_path(str(request.model))
+    return Written("", fmt, len(data), len(m.graph.nodes), conversion, data=data)
 
 
-def fuse_command(model, output, pass_list, report, input_shapes, verify) -> Written:
-    """`qconvert fuse` (see its --help)."""
-    from .ir.graph import GraphError
-    from .model_io import serialize
+def convert_command(request) -> Written:
+    """`qconvert convert` (see its --help): `request` is a `requests.ConvertRequest`."""
     from .output_files import OutputFiles
-    from .passes import PassContext
+
+    model, output = request.model, request.output
+    outputs = OutputFiles([model])
+    if output is not None:
+        outputs.add(output)
+    m, out, fmt = load_for_output(model, output, request.input_shapes, outputs, "converted")
+    if output is None:
+        outputs.add(out)
+    written = convert_work(request, m, fmt)
+    outputs.commit({out: written.data})
+    written.path = out
+    return written
+
+
+def pass_names(pass_list) -> tuple:
+    """The passes `--passes A,B` names (default: the fusion pipeline); unknown names refused."""
     from .passes.pipeline import FUSE_PIPELINE
 
     names = FUSE_PIPELINE
@@ -91,98 +105,152 @@ def fuse_command(model, output, pass_list, report, input_shapes, verify) -> Writ
         if unknown or not names:
             raise QConvertError(f"unknown pass {', '.join(map(repr, unknown)) or '(none given)'}; "
                                 "see qconvert fuse --list-passes")
+    return names
+
+
+def fuse_work(request, m, fmt: str, out_name: str) -> Written:
+    """The work of `qconvert fuse` on the loaded model `m`, to `fmt` (`out_name`: the output's
+    file name, for refusals); writes nothing. `counts` and the node counts are the report."""
+    from .ir.graph import GraphError
+    from .model_io import serialize
+    from .passes import PassContext
+
+    names = pass_names(request.passes)
+    route = find_route(m.format, fmt, "fuse")
+    before = sum(model_nodes(g) for g in m.graphs)
+    try:
+        counts = run_route(route, Job(m, passes=names, output=out_name)).counts
+        data = serialize(m, fmt)
+        if request.verify:
+            from .verify import verify_fuse
+
+            verify_fuse(_reload(request), fmt, names, PassContext(fmt), data, request.verify)
+    except GraphError as exc:
+        raise QConvertError(f"internal error: {exc}", str(request.model)) from exc
+    except QConvertError as exc:
+        raise exc.with_path(str(request.model))
+    after = sum(model_nodes(g) for g in m.graphs)
+    return Written("", fmt, len(data), after, counts=counts, nodes_before=before, data=data,
+                   report={"passes": counts, "nodes_before": before, "nodes_after": after})
+
+
+def fuse_command(request) -> Written:
+    """`qconvert fuse` (see its --help): `request` is a `requests.FuseRequest`."""
+    from .output_files import OutputFiles
+
+    pass_names(request.passes)
+    model, output, report = request.model, request.output, request.report
     outputs = OutputFiles([model])
     for path in (output, report):
         if path is not None:
             outputs.add(path)
-    m, out, fmt = load_for_output(model, output, input_shapes, outputs, "fused")
+    m, out, fmt = load_for_output(model, output, request.input_shapes, outputs, "fused")
     route = find_route(m.format, fmt, "fuse")
     if route.refusal is not None and not route.steps:  # refused before the output is checked
         run_route(route, Job(m, output=os.path.basename(out)))
     if output is None:
         outputs.add(out)
-    before = sum(model_nodes(g) for g in m.graphs)
-    try:
-        counts = run_route(route, Job(m, passes=names, output=os.path.basename(out))).counts
-        data = serialize(m, fmt)
-        if verify:
-            from .verify import verify_fuse
-
-            verify_fuse(lambda: load_with_shapes(model, input_shapes), fmt, names,
-                        PassContext(fmt), data, verify)
-    except GraphError as exc:
-        raise QConvertError(f"internal error: {exc}", model) from exc
-    except QConvertError as exc:
-        raise exc.with_path(model)
-    after = sum(model_nodes(g) for g in m.graphs)
-    contents = {out: data}
+    written = fuse_work(request, m, fmt, os.path.basename(out))
+    contents = {out: written.data}
     if report is not None:
-        contents[report] = (json_text.dumps({"passes": counts, "nodes_before": before,
-                                             "nodes_after": after}) + "\n").encode()
+        contents[report] = (json_text.dumps(written.report) + "\n").encode()
     outputs.commit(contents)
-    return Written(out, fmt, len(data), after, counts=counts, nodes_before=before)
+    written.path = out
+    return written
 
 
-def quantize_command(model, output, calibration, calibration_random, eval_data, mean, std,
-                     scale, options, max_memory, report, report_html, input_layout,
-                     input_shapes, verify) -> Written:
-    """`qconvert quantize` (see its --help) with the `QuantizeOptions` `options` (its
-    `max_memory` is set from the `--max-memory` text `max_memory` when the data loads)."""
-    from .model_io import serialize
-    from .output_files import OutputFiles
-    from .quant import calibration_data as cd
-
-    if (calibration is None) == (calibration_random is None):
+def check_quantize_request(request) -> None:
+    """Refusals that need no model: exactly one calibration source; --verify with 16x8."""
+    if (request.calibration is None) == (request.calibration_random is None):
         raise QConvertError("give exactly one of --calibration DATA or --calibration-random N")
-    if verify and options.wide:
+    if request.labels is not None and request.eval_data is None:
+        raise QConvertError("--labels gives the classes of --eval's samples: give --eval DATA "
+                            "too")
+    if request.verify and (request.activations == "int16" or request.int16_layers is not None):
         from .quant.report import int_executor_runs_int16
 
         if not int_executor_runs_int16():
             raise QConvertError("--verify runs the integer executor, which has no 16x8 kernels "
-                                "yet; leave out --verify with int16 activations", model)
-    outputs = OutputFiles([model, *cd.data_files(calibration), *cd.data_files(eval_data)])
-    for path in (output, report, report_html):
-        if path is not None:
-            outputs.add(path)
-    m, out, fmt = load_for_output(model, output, input_shapes, outputs, "int8")
-    if output is None:
-        outputs.add(out)
+                                "yet; leave out --verify with int16 activations",
+                                str(request.model))
+
+
+def quantize_work(request, m, fmt: str) -> Written:
+    """The work of `qconvert quantize` on the loaded model `m`, to `fmt`; writes nothing.
+    `report` is the --report dict, `pairs` the float / int8 output pairs the HTML plots."""
+    from .model_io import serialize
+
+    check_quantize_request(request)
+    options = request.quantize_options()
+    norm = request.normalization()
 
     def load_data(source):
+        from .quant import calibration_data as cd
+
         specs = cd.input_specs(source.graph, source.format)
-        norm = normalization(mean, std, scale)
-        options.max_memory = limit = memory_limit(max_memory)
-        data = calibration_data(specs, calibration, calibration_random, norm, limit, verify)
-        evaluation = (cd.load_calibration(eval_data, specs, **norm, max_bytes=limit)
-                      if eval_data else None)
-        return data, evaluation
+        limit = options.max_memory
+        data = calibration_data(specs, request.calibration, request.calibration_random, norm,
+                                limit, request.verify)
+        return data, evaluation_data(specs, request.eval_data, norm, limit)
 
     try:
         job = run_route(find_route(m.format, fmt, "quantize"),
-                        Job(m, input_layout=input_layout, options=options, load_data=load_data,
-                            progress=True))
+                        Job(m, input_layout=request.input_layout, options=options,
+                            load_data=load_data, progress=request.progress))
         m = job.model
         blob = serialize(m, fmt)
     except QConvertError as exc:
-        raise exc.with_path(model)
-    if verify:
+        raise exc.with_path(str(request.model))
+    if request.verify:
         from .verify import verify_quantize
 
         conversion = job.conversion
         try:
-            verify_quantize(lambda: load_with_shapes(model, input_shapes), fmt, blob, verify,
-                            job.source_data, conversion and conversion.input_perms,
+            verify_quantize(_reload(request), fmt, blob, request.verify, job.source_data,
+                            conversion and conversion.input_perms,
                             conversion and conversion.output_perms)
         except QConvertError as exc:
-            raise exc.with_path(model)
+            raise exc.with_path(str(request.model))
     result = job.report
     pairs = result.pop("_output_pairs", None)
-    contents = {out: blob}
-    if report is not None:
-        contents[report] = (json_text.dumps(result) + "\n").encode()
-    if report_html is not None:
+    return Written("", fmt, len(blob), len(m.graph.nodes), job.conversion, report=result,
+                   data=blob, pairs=pairs)
+
+
+def quantize_command(request) -> Written:
+    """`qconvert quantize` (see its --help): `request` is a `requests.QuantizeRequest`."""
+    from .output_files import OutputFiles
+    from .quant import calibration_data as cd
+    from .requests import is_path, model_name
+
+    check_quantize_request(request)
+    files = [p for p in (request.calibration, request.eval_data, request.labels)
+             if p is not None and is_path(p)]
+    outputs = OutputFiles([request.model, *(f for p in files for f in cd.data_files(p))])
+    for path in (request.output, request.report, request.report_html):
+        if path is not None:
+            outputs.add(path)
+    m, out, fmt = load_for_output(request.model, request.output, request.input_shapes, outputs,
+                                  "int8")
+    if request.output is None:
+        outputs.add(out)
+    written = quantize_work(request, m, fmt)
+    contents = {out: written.data}
+    contents.update(report_files(written.report, written.pairs, model_name(request.model),
+                                 request.report, request.report_html))
+    outputs.commit(contents)
+    written.path = out
+    return written
+
+
+def report_files(report: dict, pairs, name: str, json_path, html_path) -> dict:
+    """{path: bytes} of the quantization report as JSON (`--report`) and HTML
+    (`--report-html`), for the paths given."""
+    contents = {}
+    if json_path is not None:
+        contents[json_path] = (json_text.dumps(report) + "\n").encode()
+    if html_path is not None:
         from .quant.report_html import render_html
 
-        contents[report_html] = render_html(result, os.path.basename(model), pairs).encode()
-    outputs.commit(contents)
-    return Written(out, fmt, len(blob), len(m.graph.nodes), job.conversion, report=result)
+        contents[html_path] = render_html(report, name, pairs).encode()
+    return contents

@@ -27,36 +27,44 @@ class Exported:
     summary: object = None
 
 
-def _int8_model(model_path, input_shapes, outputs, target, input_layout, calibration,
-                calibration_random, norm, options):
+def int8_model(request, m, target: str):
     """The int8 TFLite model to export and its provenance note (None for an int8 input): the
-    export route for `target` ("c-header" or "c") run over the model read from `model_path`."""
-    from pathlib import Path
-
-    from qconvert.command_inputs import calibration_data, load_with_shapes
+    export route for `target` ("c-header" or "c") run over the loaded model `m`, a float one
+    quantized with the request's calibration options."""
+    from qconvert.command_inputs import calibration_data
     from qconvert.quant.calibration_data import input_specs
     from qconvert.route_steps import Job, run_route
     from qconvert.routes import find_route, precision_of
 
     from .source import quantization_note
 
-    m = load_with_shapes(model_path, input_shapes)
-    outputs.add_inputs(m.meta.get("external_files", ()))
-    load_data, label = None, ""
-    if calibration is not None or calibration_random is not None:
-        norm = norm()
-        label = (Path(calibration).name if calibration is not None
-                 else f"{calibration_random} random samples")
+    options = request.options(rounding=getattr(request, "rounding", "double"))
+    load_data = None
+    if request.data_given:
+        norm = request.normalization()
 
         def load_data(source):
-            return calibration_data(input_specs(source), calibration, calibration_random, norm,
-                                    options.max_memory), None
+            return calibration_data(input_specs(source), request.calibration,
+                                    request.calibration_random, norm, options.max_memory), None
 
     route = find_route(m.format, target, "export", precision_of(m))
-    job = run_route(route, Job(m, input_layout=input_layout, options=options,
+    job = run_route(route, Job(m, input_layout=request.input_layout, options=options,
                                load_data=load_data))
-    note = quantization_note(options, label) if job.report is not None else None
+    note = quantization_note(options, request.label) if job.report is not None else None
     return job.model, note
+
+
+def _source(request):
+    """(file name, SHA-256) of the request's model, recorded in the generated C."""
+    import hashlib
+
+    from qconvert.model_io import read_bytes
+    from qconvert.requests import ModelSource, model_name
+
+    model = request.model
+    if isinstance(model, ModelSource):
+        return model.name, model.sha256
+    return model_name(model), hashlib.sha256(read_bytes(model)).hexdigest()
 
 
 # The tensor types a layer's activations may have in a model LiteRT and TFLite Micro load;
@@ -74,29 +82,60 @@ def _check_tensor_types(graph) -> None:
                                     "which neither LiteRT nor TFLite Micro accepts there")
 
 
-def export_header_command(model, output, name, fc_layout, with_kernels, rounding, calibration,
-                          calibration_random, norm, options, input_layout,
-                          input_shapes) -> Exported:
-    """Run `qconvert export-c-header` (see its --help); `norm()` parses the normalization
-    options, `options` are the `QuantizeOptions` a float model is quantized with."""
-    import hashlib
-    from pathlib import Path
+def check_header_request(request) -> None:
+    """Refusals that need no model."""
+    if request.calibration is not None and request.calibration_random is not None:
+        raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
 
-    from qconvert.model_io import read_bytes
-    from qconvert.output_files import OutputFiles
-    from qconvert.quant.calibration_data import data_files
+
+def header_prefix(request) -> str:
+    """The C prefix: --name (checked) or the model file's stem, sanitized."""
+    from qconvert.requests import model_stem
 
     from .c_names import check_prefix, prefix_from_stem
+
+    name = request.name
+    return check_prefix(name) if name is not None else prefix_from_stem(model_stem(request.model))
+
+
+def export_header_work(request, m) -> tuple:
+    """The work of `qconvert export-c-header` on the loaded model `m`: (header text, layer
+    count); writes nothing."""
     from .header import HeaderOptions, render_header
+
+    check_header_request(request)
+    prefix = header_prefix(request)
+    name, sha256 = _source(request)
+    try:
+        m, note = int8_model(request, m, "c-header")
+        _check_tensor_types(m.graph)
+        text = render_header(m, HeaderOptions(prefix, request.fc_layout, request.rounding, name,
+                                              sha256, note))
+    except QConvertError as exc:
+        raise exc.with_path(str(request.model))
+    return text, len(m.graph.nodes)
+
+
+def export_header_command(request) -> Exported:
+    """Run `qconvert export-c-header` (see its --help): `request` is a
+    `requests.ExportCHeaderRequest`."""
+    from pathlib import Path
+
+    from qconvert.command_inputs import load_with_shapes
+    from qconvert.output_files import OutputFiles
+    from qconvert.quant.calibration_data import data_files
+    from qconvert.requests import is_path
+
     from .shipped_kernels import kernel_sources
 
-    if calibration is not None and calibration_random is not None:
-        raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
-    prefix = check_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
-    out = Path(output) if output is not None else Path(model).with_name(
+    check_header_request(request)
+    header_prefix(request)
+    model = request.model
+    out = Path(request.output) if request.output is not None else Path(model).with_name(
         f"{Path(model).stem}_weights.h")
+    calibration = request.calibration if is_path(request.calibration) else None
     outputs = OutputFiles([model, *data_files(calibration)])
-    kernels = kernel_sources() if with_kernels else {}
+    kernels = kernel_sources() if request.with_kernels else {}
     kernel_paths = [out.parent / k for k in kernels]
     if any(out.name == path.name for path in kernel_paths):
         raise QConvertError(f"the header would overwrite the kernel file {out.name}; "
@@ -104,18 +143,13 @@ def export_header_command(model, output, name, fc_layout, with_kernels, rounding
     for path in kernel_paths:
         outputs.add(path)
     outputs.add(out)
-    sha256 = hashlib.sha256(read_bytes(model)).hexdigest()
-    try:
-        m, note = _int8_model(model, input_shapes, outputs, "c-header", input_layout,
-                              calibration, calibration_random, norm, options)
-        _check_tensor_types(m.graph)
-        text = render_header(m, HeaderOptions(prefix, fc_layout, rounding, Path(model).name,
-                                              sha256, note))
-    except QConvertError as exc:
-        raise exc.with_path(model)
+    _source(request)
+    m = load_with_shapes(model, request.input_shapes)
+    outputs.add_inputs(m.meta.get("external_files", ()))
+    text, layers = export_header_work(request, m)
     files = {**dict(zip(kernel_paths, kernels.values())), out: text.encode("ascii")}
     outputs.commit(files)
-    return Exported(files, len(m.graph.nodes))
+    return Exported(files, layers)
 
 
 def _check_not_in_data(folder, data: list) -> None:
@@ -133,33 +167,64 @@ def _check_not_in_data(folder, data: list) -> None:
                                     "-o", str(folder))
 
 
-def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calibration_random,
-                     norm, options, input_layout, input_shapes, report=None,
-                     patches=0) -> Exported:
-    """Run `qconvert export-c` (see its --help); `norm()` parses the normalization options,
-    `options` are the `QuantizeOptions` a float model is quantized with; `report` the path of
-    the JSON report (`export_report`), written with the C files or not at all; raises
-    QConvertError to refuse."""
-    import hashlib
-    from pathlib import Path
-
-    from qconvert.model_io import read_bytes
-    from qconvert.output_files import OutputFiles
-    from qconvert.quant.calibration_data import data_files
-
-    from .c_names import check_file_prefix, prefix_from_stem
-    from .model_source import ModelOptions, render_model
-
-    if calibration is not None and calibration_random is not None:
+def check_c_request(request) -> str:
+    """Refusals that need no model; the fully connected layout the request resolves to."""
+    if request.calibration is not None and request.calibration_random is not None:
         raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
+    patches = request.patches
     if patches == 1 or patches < 0:
         raise QConvertError(f"--patches {patches}: give N >= 2 tiles per side (0: off)")
-    if fc_layout == "1x4" and kernels == "cmsis-nn":
+    if request.fc_layout == "1x4" and request.kernels == "cmsis-nn":
         raise QConvertError("--kernels cmsis-nn calls arm_fully_connected_s8, which reads "
                             "row-major weights: use --fc-layout rowmajor (the default there)")
-    fc_layout = fc_layout or ("rowmajor" if kernels == "cmsis-nn" else "1x4")
-    c_name = check_file_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
-    folder = Path(outdir)
+    return request.fc_layout or ("rowmajor" if request.kernels == "cmsis-nn" else "1x4")
+
+
+def c_name_of(request) -> str:
+    """The model's C name: --name (checked) or the model file's stem, sanitized."""
+    from qconvert.requests import model_stem
+
+    from .c_names import check_file_prefix, prefix_from_stem
+
+    name = request.name
+    return (check_file_prefix(name) if name is not None
+            else prefix_from_stem(model_stem(request.model)))
+
+
+def export_c_work(request, m) -> tuple:
+    """The work of `qconvert export-c` on the loaded model `m`: (C name, {file name: bytes},
+    `ExportSummary`, the --report JSON text); writes nothing."""
+    from .model_source import ModelOptions, render_model
+
+    fc_layout = check_c_request(request)
+    c_name = c_name_of(request)
+    name, sha256 = _source(request)
+    m, note = int8_model(request, m, "c")
+    files, summary = render_model(m, ModelOptions(c_name, request.kernels, fc_layout, name,
+                                                  sha256, note, patches=request.patches))
+    from .export_report import report_json
+
+    report = report_json(summary, {"model": name, "model_sha256": sha256, "name": c_name,
+                                   "kernels": request.kernels, "fc_layout": fc_layout})
+    return c_name, files, summary, report
+
+
+def export_c_command(request) -> Exported:
+    """Run `qconvert export-c` (see its --help): `request` is a `requests.ExportCRequest`;
+    the JSON report (`export_report`) is written with the C files or not at all; raises
+    QConvertError to refuse."""
+    from pathlib import Path
+
+    from qconvert.command_inputs import load_with_shapes
+    from qconvert.output_files import OutputFiles
+    from qconvert.quant.calibration_data import data_files
+    from qconvert.requests import is_path
+
+    check_c_request(request)
+    c_name_of(request)
+    model, report = request.model, request.report
+    calibration = request.calibration if is_path(request.calibration) else None
+    folder = Path(request.output)
     if folder.is_symlink() and not folder.exists():
         raise QConvertError("output path is a symbolic link to nothing (dangling, or a loop)",
                             str(folder))
@@ -174,11 +239,10 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
     report_in_folder = report is not None and Path(report).parent.resolve() == folder.resolve()
     if report is not None and not report_in_folder:
         outputs.add(report)
-    sha256 = hashlib.sha256(read_bytes(model)).hexdigest()
-    m, note = _int8_model(model, input_shapes, outputs, "c", input_layout, calibration,
-                          calibration_random, norm, options)
-    files, summary = render_model(m, ModelOptions(c_name, kernels, fc_layout, Path(model).name,
-                                                  sha256, note, patches=patches))
+    _source(request)
+    m = load_with_shapes(model, request.input_shapes)
+    outputs.add_inputs(m.meta.get("external_files", ()))
+    c_name, files, summary, report_text = export_c_work(request, m)
     created = not folder.exists()
     try:
         folder.mkdir(exist_ok=True)
@@ -191,13 +255,9 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
             outputs.add(path)
         contents = dict(paths)
         if report is not None:
-            from .export_report import report_json
-
             if report_in_folder:
                 outputs.add(report)
-            contents[report] = report_json(summary, {
-                "model": Path(model).name, "model_sha256": sha256, "name": c_name,
-                "kernels": kernels, "fc_layout": fc_layout}).encode()
+            contents[report] = report_text.encode()
         outputs.commit(contents)
     except BaseException:
         if created and not any(folder.iterdir()):
