@@ -116,7 +116,7 @@ class Calibrate:
             return f"{self.calibration_random} random samples"
         if is_path(self.calibration):
             return Path(self.calibration).name
-        return "arrays"
+        return "arrays given in Python"
 
 
 def _numbers(value):
@@ -212,10 +212,46 @@ class ExportCRequest(Calibrate):
     input_shapes: tuple = ()
 
 
+# The values an option takes (the command line's click.Choice lists, checked equal by
+# tests/test_api.py) and the ranges of numeric options: `check_request` refuses others.
+CHOICES = {
+    "method": ("mse", "minmax", "percentile", "entropy"),
+    "engine": ("numpy", "onnxruntime"),
+    "io_type": ("int8", "float32"),
+    "rounding": ("double", "single"),
+    "activations": ("int8", "int16"),
+    "kernels": ("portable", "cmsis-nn"),
+    "fc_layout": ("1x4", "rowmajor", None),
+    "input_layout": ("nhwc", "nchw", None),
+}
+RANGES = {"percentile": (50, 100), "batch_size": (1, None), "calibration_random": (1, None),
+          "verify": (1, 1000), "patches": (0, None)}
+
+
+def check_request(request) -> None:
+    """Refuse an option value outside its choices or range, in one line naming the option
+    (the command line's click checks these before a request exists; the API's keywords
+    reach here)."""
+    from .errors import QConvertError
+
+    for f in fields(request):
+        value = getattr(request, f.name)
+        if f.name in CHOICES and value not in CHOICES[f.name]:
+            allowed = ", ".join(repr(c) for c in CHOICES[f.name] if c is not None)
+            raise QConvertError(f"{f.name}={value!r}: give one of {allowed}")
+        if f.name in RANGES and value is not None:
+            lo, hi = RANGES[f.name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or value != value or value < lo or (hi is not None and value > hi):
+                span = f"{lo}..{hi}" if hi is not None else f"at least {lo}"
+                raise QConvertError(f"{f.name}={value!r}: give a number {span}")
+
+
 def option_names(request_type) -> list:
     """The keyword names a request type takes (the API checks its keywords against these)."""
     return [f.name for f in fields(request_type)]
 
 
 __all__ = ["ModelSource", "Calibrate", "ConvertRequest", "FuseRequest", "QuantizeRequest",
-           "ExportCHeaderRequest", "ExportCRequest", "option_names"]
+           "ExportCHeaderRequest", "ExportCRequest", "option_names", "check_request",
+           "CHOICES", "RANGES"]

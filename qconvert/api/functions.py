@@ -39,7 +39,10 @@ def _run(work, request, model: Model):
     model; a model too deep to process or out of memory is an error too."""
     import warnings
 
+    from qconvert.requests import check_request
+
     try:
+        check_request(request)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             return work()
