@@ -260,6 +260,9 @@ def fuse(model, output, pass_list, report, input_shapes, verify):
 @calibration_options
 @click.option("--eval", "eval_data", type=click.Path(), metavar="DATA",
               help="Data for the report's SQNR and top-1 (default: the calibration data).")
+@click.option("--labels", type=click.Path(), metavar="FILE", help="The class of each --eval "
+              "sample (.npy of integers, or one-hot rows): the report adds float and int8 "
+              "top-1 over every --eval sample and both confusion matrices.")
 @click.option("--per-channel", is_flag=True, help="Accepted for compatibility and changes "
               "nothing: conv and depthwise weights are always per channel (TFLite Micro's "
               "int8 scheme); see --fc-per-channel for fully connected layers.")
@@ -306,7 +309,8 @@ def quantize(model, **options):
     from .verify import MIN_SQNR_DB
 
     request = QuantizeRequest(model=model, **options)
-    check_output_name(request.output, "model", [model, request.calibration, request.eval_data])
+    check_output_name(request.output, "model", [model, request.calibration, request.eval_data,
+                                                request.labels])
     written = quantize_command(request)
     _echo_text(render_text(written.report))
     _echo_text(f"wrote {written.path} ({written.fmt}, {written.size} bytes)")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from . import json_text
 from .command_inputs import calibration_data, evaluation_data, load_with_shapes
 from .errors import QConvertError
+from .requests import is_path
 from .pads_spelling import model_nodes
 from .route_steps import Job, run_route
 from .routes import find_route
@@ -183,6 +184,7 @@ def quantize_work(request, m, fmt: str) -> Written:
     check_quantize_request(request)
     options = request.quantize_options()
     norm = request.normalization()
+    source_eval: dict = {}
 
     def load_data(source):
         from .quant import calibration_data as cd
@@ -191,7 +193,9 @@ def quantize_work(request, m, fmt: str) -> Written:
         limit = options.max_memory
         data = calibration_data(specs, request.calibration, request.calibration_random, norm,
                                 limit, request.verify)
-        return data, evaluation_data(specs, request.eval_data, norm, limit)
+        evaluation = evaluation_data(specs, request.eval_data, norm, limit)
+        source_eval["data"] = evaluation
+        return data, evaluation
 
     try:
         job = run_route(find_route(m.format, fmt, "quantize"),
@@ -213,6 +217,19 @@ def quantize_work(request, m, fmt: str) -> Written:
             raise exc.with_path(str(request.model))
     result = job.report
     pairs = result.pop("_output_pairs", None)
+    evaluation = source_eval.get("data")
+    if evaluation is not None:
+        result["eval_samples"] = len(next(iter(evaluation.values())))
+    if request.labels is not None:
+        from .quant.accuracy import labelled_accuracy
+
+        where = str(request.labels) if is_path(request.labels) else "labels"
+        try:
+            result["labelled"] = labelled_accuracy(
+                _reload(request)(), evaluation, job.model, job.evaluation, request.labels,
+                options.rounding, where)
+        except QConvertError as exc:
+            raise exc.with_path(where)
     return Written("", fmt, len(blob), len(m.graph.nodes), job.conversion, report=result,
                    data=blob, pairs=pairs)
 
@@ -221,7 +238,7 @@ def quantize_command(request) -> Written:
     """`qconvert quantize` (see its --help): `request` is a `requests.QuantizeRequest`."""
     from .output_files import OutputFiles
     from .quant import calibration_data as cd
-    from .requests import is_path, model_name
+    from .requests import model_name
 
     check_quantize_request(request)
     files = [p for p in (request.calibration, request.eval_data, request.labels)

@@ -376,11 +376,17 @@ def render_text(result: dict) -> str:
     for name, q in result.get("inputs", {}).items():
         lines.append(f"input {one_line(name)}: data {q['min']:.6g}..{q['max']:.6g}, scale "
                      f"{q['scale']:.6g}, zero point {q['zero_point']}")
+    n, given = result["samples"], result.get("eval_samples", result["samples"])
+    over = f"the first {n} of {given}" if given > n else f"{n}"
     for name, value in result["output_sqnr_db"].items():
-        lines.append(f"output {one_line(name)}: SQNR {db(value)} dB over {result['samples']} "
-                     "samples")
+        lines.append(f"output {one_line(name)}: SQNR {db(value)} dB over {over} samples")
     if "top1_agreement" in result:
-        lines.append(f"top-1 agreement with float: {100 * result['top1_agreement']:.1f}%")
+        lines.append(f"top-1 agreement with float: {100 * result['top1_agreement']:.1f}% "
+                     f"(over {over} samples)")
+    if "labelled" in result:
+        from .accuracy import render_accuracy
+
+        lines += render_accuracy(result["labelled"])
     if "report_run" in result:
         lines.append(f"(SQNR figures from a {result['report_run']})")
     if "int16" in result:

@@ -31,6 +31,8 @@ table { border-collapse: collapse; } td, th { padding: 2px 10px; text-align: lef
 .axis { stroke: #444; stroke-width: 1; } .diag { stroke: #999; stroke-dasharray: 4 3; }
 .point { fill: #3264c8; fill-opacity: 0.35; }
 .kept { fill: #7a3ab8; } .skipped { fill: #bbb; } .int8 { fill: #888; } .mix { fill: #7a3ab8; }
+.confusion { margin: 1em 0; } .confusion td { text-align: right; border: 1px solid #ddd; }
+.confusion .hit { background: #d8efd8; } .confusion .miss { background: #f6dada; }
 """
 
 
@@ -211,6 +213,30 @@ def memory_bars(m8: dict, mix: dict) -> str:
     return "\n".join(parts)
 
 
+def confusion_table(matrix: list, caption: str) -> str:
+    """A confusion matrix as a table: rows the true class, columns the predicted one, the
+    diagonal (correct) cells marked."""
+    classes = len(matrix)
+    head = "".join(f"<th>{j}</th>" for j in range(classes))
+    rows = "\n".join(
+        f"<tr><th>{i}</th>" + "".join(
+            f"<td class=\"{'hit' if i == j else 'miss' if n else ''}\">{n}</td>"
+            for j, n in enumerate(row)) + "</tr>" for i, row in enumerate(matrix))
+    return (f"<table class=\"confusion\"><caption>{_e(caption)}</caption>"
+            f"<tr><th>true \\ predicted</th>{head}</tr>\n{rows}</table>")
+
+
+def accuracy_section(acc: dict) -> list:
+    """Labelled top-1 (float and int8, over every evaluation sample) and both confusion
+    matrices."""
+    return ["<h2>Labelled accuracy</h2>",
+            f"<p>Top-1 over all {acc['samples']} evaluation samples: float "
+            f"{100 * acc['float_top1']:.2f} %, int8 {100 * acc['int8_top1']:.2f} %; int8 "
+            f"agrees with float on {100 * acc['agreement']:.2f} %.</p>",
+            confusion_table(acc["confusion_float"], "float model"),
+            confusion_table(acc["confusion_int8"], "int8 model")]
+
+
 def render_html(result: dict, model_name: str, pairs=None) -> str:
     """The page (module docstring). `pairs`: (float outputs, int8 outputs) for the scatter."""
     rows = [("model", model_name), ("method", result.get("method")),
@@ -222,12 +248,16 @@ def render_html(result: dict, model_name: str, pairs=None) -> str:
         rows.append((f"output {name} SQNR", "-" if db is None else f"{db:.2f} dB"))
     if "top1_agreement" in result:
         rows.append(("top-1 agreement with float", f"{100 * result['top1_agreement']:.1f} %"))
+    if "eval_samples" in result:
+        rows.append(("evaluation samples", result["eval_samples"]))
     table = "\n".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
     body = [f"<h1>qconvert quantization report: {_e(model_name)}</h1>",
             f"<table>{table}</table>",
             "<h2>Per-layer SQNR</h2>", sqnr_bars(result.get("layers", []))]
     if "int16" in result:
         body += int16_section(result["int16"])
+    if "labelled" in result:
+        body += accuracy_section(result["labelled"])
     if pairs is not None:
         body += ["<h2>Float vs int8 output</h2>",
                  f"<p>{min(np.asarray(pairs[0]).size, SCATTER_POINTS)} output values of the "
