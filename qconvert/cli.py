@@ -13,8 +13,8 @@ import sys
 import click
 
 from . import __version__
-from .cli_options import (calibration_options, input_layout_option, input_shape_option,
-                          verify_option)
+from .cli_options import (calibration_options, export_report_options, input_layout_option,
+                          input_shape_option, verify_option)
 from .errors import QConvertError
 
 
@@ -258,11 +258,6 @@ def fuse(model, output, pass_list, report, input_shapes, verify):
 @click.option("-o", "--output", type=click.Path(), help="Output .tflite (int8) or .onnx (QDQ) "
               "(default: <model>_int8.<ext> next to the input).")
 @calibration_options
-@click.option("--eval", "eval_data", type=click.Path(), metavar="DATA",
-              help="Data for the report's SQNR and top-1 (default: the calibration data).")
-@click.option("--labels", type=click.Path(), metavar="FILE", help="The class of each --eval "
-              "sample (.npy of integers, or one-hot rows): the report adds float and int8 "
-              "top-1 over every --eval sample and both confusion matrices.")
 @click.option("--per-channel", is_flag=True, help="Accepted for compatibility and changes "
               "nothing: conv and depthwise weights are always per channel (TFLite Micro's "
               "int8 scheme); see --fc-per-channel for fully connected layers.")
@@ -321,6 +316,23 @@ def quantize(model, **options):
     _echo_conversion(written.conversion)
 
 
+def _echo_quantization(model, report, request) -> None:
+    """The quantization report's table (and the low-SQNR warning) when a command quantized a
+    float model; the written report files."""
+    if report is None:
+        return
+    from .quant.report import low_sqnr_warning, render_text
+    from .verify import MIN_SQNR_DB
+
+    _echo_text(render_text(report))
+    warning = low_sqnr_warning(model, report["output_sqnr_db"], request.method, MIN_SQNR_DB)
+    if warning:
+        _echo_text(f"qconvert: warning: {warning}", err=True)
+    for path in (getattr(request, "quant_report", None), getattr(request, "report_html", None)):
+        if path is not None:
+            _echo_text(f"wrote {path}")
+
+
 @main.command("export-c-header")
 @click.argument("model", type=click.Path(dir_okay=True))
 @click.option("-o", "--output", type=click.Path(), help="Output header "
@@ -337,8 +349,10 @@ def quantize(model, **options):
               show_default=True, help="Requantization rounding the firmware uses, recorded in "
               "the header (single: CMSIS-NN built with CMSIS_NN_USE_SINGLE_ROUNDING).")
 @calibration_options
+@export_report_options
 @input_layout_option
 @input_shape_option
+@verify_option
 @_names_model
 def export_c_header(model, **options):
     """Write an int8 model as one C header for firmware (CMSIS-NN style).
@@ -363,6 +377,7 @@ def export_c_header(model, **options):
     request = ExportCHeaderRequest(model=model, **options)
     check_output_name(request.output, "header", [model, request.calibration])
     exported = export_header_command(request)
+    _echo_quantization(model, exported.quantization, request)
     *kernel_paths, out = exported.files
     _echo_text(f"wrote {out} ({exported.layers} layers, {len(exported.files[out])} bytes)")
     for path in kernel_paths:
@@ -395,8 +410,10 @@ def export_c_header(model, **options):
               "called, MACs, weight and constant bytes (flash), input, output and scratch "
               "bytes, and the totals (arena, flash constants).")
 @calibration_options
+@export_report_options
 @input_layout_option
 @input_shape_option
+@verify_option
 @_names_model
 def export_c(model, **options):
     """Write the whole int8 (or 16x8) model as interpreter-free C with a static memory plan.
@@ -428,6 +445,7 @@ def export_c(model, **options):
     name, kernels, report = request.name, request.kernels, request.report
     check_output_folder(request.output)
     exported = export_c_command(request)
+    _echo_quantization(model, exported.quantization, request)
     summary = exported.summary
     from .c_export.c_names import shadowed
 

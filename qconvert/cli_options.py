@@ -74,7 +74,30 @@ _CALIBRATION_OPTIONS = (
                  "(mse, percentile, entropy) can move slightly with it."),
     click.option("--max-memory", metavar="SIZE", help="Refuse a plan whose largest layer needs "
                  "more than SIZE per batch (e.g. 4G; default: half the physical memory, at most 8G)."),
+    click.option("--eval", "eval_data", type=click.Path(), metavar="DATA",
+                 help="Data for the quantization report's SQNR and top-1 (default: the "
+                 "calibration data)."),
+    click.option("--labels", type=click.Path(), metavar="FILE", help="The class of each --eval "
+                 "sample (.npy of integers, or one-hot rows; file.npz:key): the report adds "
+                 "float and int8 top-1 over every --eval sample and both confusion matrices."),
 )
+
+# the quantization report of a float model quantized by export-c / export-c-header
+EXPORT_REPORT_OPTIONS = (
+    click.option("--quant-report", type=click.Path(), metavar="FILE.json", help="A float "
+                 "model quantized first: also write its quantization report as JSON (as "
+                 "quantize --report)."),
+    click.option("--report-html", type=click.Path(), metavar="FILE.html", help="A float model "
+                 "quantized first: also write its quantization report as HTML (as quantize "
+                 "--report-html)."),
+)
+
+
+def export_report_options(fn):
+    """--quant-report / --report-html of the C exports (the quantization a float model gets)."""
+    for option in reversed(EXPORT_REPORT_OPTIONS):
+        fn = option(fn)
+    return fn
 
 
 def calibration_options(fn):

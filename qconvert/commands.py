@@ -167,7 +167,9 @@ def check_quantize_request(request) -> None:
     if request.labels is not None and request.eval_data is None:
         raise QConvertError("--labels gives the classes of --eval's samples: give --eval DATA "
                             "too")
-    if request.verify and (request.activations == "int16" or request.int16_layers is not None):
+    wide = getattr(request, "activations", "int8") == "int16" or \
+        getattr(request, "int16_layers", None) is not None
+    if request.verify and wide:
         from .quant.report import int_executor_runs_int16
 
         if not int_executor_runs_int16():
@@ -176,13 +178,10 @@ def check_quantize_request(request) -> None:
                                 str(request.model))
 
 
-def quantize_work(request, m, fmt: str) -> Written:
-    """The work of `qconvert quantize` on the loaded model `m`, to `fmt`; writes nothing.
-    `report` is the --report dict, `pairs` the float / int8 output pairs the HTML plots."""
-    from .model_io import serialize
-
-    check_quantize_request(request)
-    options = request.quantize_options()
+def quantizing_job(request, m, route, options) -> tuple:
+    """Run `route` (quantize, or a C export of a float model) over the loaded model `m` with
+    the request's calibration (and evaluation) data: (the route's `Job`, the evaluation data in
+    the source model's layout or None)."""
     norm = request.normalization()
     source_eval: dict = {}
 
@@ -197,14 +196,16 @@ def quantize_work(request, m, fmt: str) -> Written:
         source_eval["data"] = evaluation
         return data, evaluation
 
-    try:
-        job = run_route(find_route(m.format, fmt, "quantize"),
-                        Job(m, input_layout=request.input_layout, options=options,
-                            load_data=load_data, progress=request.progress))
-        m = job.model
-        blob = serialize(m, fmt)
-    except QConvertError as exc:
-        raise exc.with_path(str(request.model))
+    job = run_route(route, Job(m, input_layout=request.input_layout, options=options,
+                               load_data=load_data if request.data_given else None,
+                               progress=request.progress))
+    return job, source_eval.get("data")
+
+
+def finish_quantization(request, job, blob: bytes, fmt: str, evaluation, options) -> tuple:
+    """After a quantizing route: `--verify` on the written bytes `blob`, the evaluation
+    sample count and the labelled accuracy (`--labels`) added to the report; (report, the
+    float / int8 output pairs the HTML plots)."""
     if request.verify:
         from .verify import verify_quantize
 
@@ -217,7 +218,6 @@ def quantize_work(request, m, fmt: str) -> Written:
             raise exc.with_path(str(request.model))
     result = job.report
     pairs = result.pop("_output_pairs", None)
-    evaluation = source_eval.get("data")
     if evaluation is not None:
         result["eval_samples"] = len(next(iter(evaluation.values())))
     if request.labels is not None:
@@ -230,6 +230,24 @@ def quantize_work(request, m, fmt: str) -> Written:
                 options.rounding, where)
         except QConvertError as exc:
             raise exc.with_path(where)
+    return result, pairs
+
+
+def quantize_work(request, m, fmt: str) -> Written:
+    """The work of `qconvert quantize` on the loaded model `m`, to `fmt`; writes nothing.
+    `report` is the --report dict, `pairs` the float / int8 output pairs the HTML plots."""
+    from .model_io import serialize
+
+    check_quantize_request(request)
+    options = request.quantize_options()
+    try:
+        job, evaluation = quantizing_job(request, m, find_route(m.format, fmt, "quantize"),
+                                         options)
+        m = job.model
+        blob = serialize(m, fmt)
+    except QConvertError as exc:
+        raise exc.with_path(str(request.model))
+    result, pairs = finish_quantization(request, job, blob, fmt, evaluation, options)
     return Written("", fmt, len(blob), len(m.graph.nodes), job.conversion, report=result,
                    data=blob, pairs=pairs)
 

@@ -59,7 +59,8 @@ def is_path(value) -> bool:
 @dataclass
 class Calibrate:
     """The calibration and quantization options `quantize`, `export-c-header` and `export-c`
-    share (a float model given to an export is quantized first)."""
+    share (a float model given to an export is quantized first, with the same report:
+    evaluation data, labels, --verify, the progress bar)."""
 
     calibration: object = None
     calibration_random: int | None = None
@@ -75,6 +76,10 @@ class Calibrate:
     engine: str = "numpy"
     batch_size: int = 16
     max_memory: object = None
+    eval_data: object = None
+    labels: object = None
+    verify: int | None = None
+    progress: bool = True
 
     def max_memory_bytes(self) -> int:
         """`--max-memory` in bytes (default: `executor.memory_limit.default_limit`), resolved
@@ -164,8 +169,6 @@ class QuantizeRequest(Calibrate):
 
     model: object = None
     output: str | None = None
-    eval_data: object = None
-    labels: object = None
     per_channel: bool = False
     io_type: str = "int8"
     rounding: str = "double"
@@ -175,8 +178,6 @@ class QuantizeRequest(Calibrate):
     report_html: str | None = None
     input_layout: str | None = None
     input_shapes: tuple = ()
-    verify: int | None = None
-    progress: bool = True
 
     def quantize_options(self):
         """The `QuantizeOptions` of this request."""
@@ -193,6 +194,8 @@ class ExportCHeaderRequest(Calibrate):
     fc_layout: str = "1x4"
     with_kernels: bool = False
     rounding: str = "double"
+    quant_report: str | None = None
+    report_html: str | None = None
     input_layout: str | None = None
     input_shapes: tuple = ()
 
@@ -208,6 +211,8 @@ class ExportCRequest(Calibrate):
     fc_layout: str | None = None
     patches: int = 0
     report: str | None = None
+    quant_report: str | None = None
+    report_html: str | None = None
     input_layout: str | None = None
     input_shapes: tuple = ()
 

@@ -208,7 +208,7 @@ def test_a_model_without_report_refuses_report_html(digits):
 
 # -- the options ----------------------------------------------------------------------------
 # CLI options that name files the API returns instead (methods and results)
-FILE_OPTIONS = {"output", "report", "report_html"}
+FILE_OPTIONS = {"output", "report", "report_html", "quant_report"}
 API_NAMES = {"eval_data": "eval", "pass_list": "passes", "outdir": "dir"}
 
 

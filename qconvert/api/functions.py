@@ -29,6 +29,14 @@ from .results import CExport, CHeader
 Data = "str | os.PathLike | np.ndarray | Mapping[str, np.ndarray] | Iterable"
 
 
+def _quantization(model: Model, report, pairs):
+    """The float model quantized by an export, as a report holder (`report`, `report_html()`;
+    None when the model was int8 already)."""
+    if report is None:
+        return None
+    return Model(model.source, model.input_shapes, report=report, pairs=pairs)
+
+
 def _output_name(model: Model, tag: str, fmt: str) -> str:
     """The file name the command line writes by default: <stem>_<tag>.<fmt>."""
     return f"{Path(model.name).stem}_{tag}.{fmt}"
@@ -161,7 +169,9 @@ def export_c_header(model, path: str | os.PathLike | None = None, *, name: str |
                     fc_per_channel: bool = False, no_fuse: bool = False,
                     no_bias_correction: bool = False, equalize: bool = False,
                     engine: str = "numpy", batch_size: int = 16, max_memory=None,
-                    input_layout: str | None = None, input_shapes=()) -> CHeader:
+                    eval: Data = None, labels=None, input_layout: str | None = None,
+                    input_shapes=(), verify: int | None = None,
+                    progress: bool = True) -> CHeader:
     """The int8 model as one C header of packed weights (`qconvert export-c-header`); written
     to `path` when given (with the kernel sources beside it for `with_kernels`). A float model
     is quantized first with `calibration` (as `quantize` takes it).
@@ -178,14 +188,16 @@ def export_c_header(model, path: str | os.PathLike | None = None, *, name: str |
         scale=scale, method=method, percentile=percentile, fc_per_channel=fc_per_channel,
         no_fuse=no_fuse, no_bias_correction=no_bias_correction, equalize=equalize,
         engine=engine, batch_size=batch_size, max_memory=max_memory, model=model.source,
+        eval_data=eval, labels=labels, verify=verify, progress=progress,
         output=None, name=name, fc_layout=fc_layout, with_kernels=with_kernels,
         rounding=rounding, input_layout=input_layout, input_shapes=shape_specs(input_shapes))
-    text, layers = _run(lambda: export_header_work(request, _fresh(model, input_shapes)),
+    text, layers, quantization, pairs = _run(lambda: export_header_work(request, _fresh(model, input_shapes)),
                         request, model)
     kernels = kernel_sources() if with_kernels else {}
     header_name = Path(path).name if path is not None else \
         f"{Path(model.name).stem}_weights.h"
-    result = CHeader({**kernels, header_name: text.encode("ascii")}, header_name, layers)
+    result = CHeader({**kernels, header_name: text.encode("ascii")}, header_name, layers,
+                     _quantization(model, quantization, pairs))
     if path is not None:
         result.save(Path(path).parent)
     return result
@@ -197,12 +209,14 @@ def export_c(model, dir: str | os.PathLike | None = None, *, name: str | None = 
              std=None, scale=None, method: str = "mse", percentile: float = 99.99,
              fc_per_channel: bool = False, no_fuse: bool = False,
              no_bias_correction: bool = False, equalize: bool = False, engine: str = "numpy",
-             batch_size: int = 16, max_memory=None, input_layout: str | None = None,
-             input_shapes=()) -> CExport:
+             batch_size: int = 16, max_memory=None, eval: Data = None, labels=None,
+             input_layout: str | None = None, input_shapes=(), verify: int | None = None,
+             progress: bool = True) -> CExport:
     """The whole int8 model as C (`qconvert export-c`): NAME.h, NAME.c and the kernel
     sources, written to the folder `dir` when given. A float model is quantized first with
-    `calibration` (as `quantize` takes it). The result's `report` is the --report dict
-    (per-layer figures and totals: arena, flash, MACs).
+    `calibration` (as `quantize` takes it; `eval`, `labels`, `verify` as there). The result's
+    `report` is the --report dict (per-layer figures and totals: arena, flash, MACs) and
+    `quantization.report` / `quantization.report_html()` the quantization's report.
 
     >>> c = qconvert.export_c(q, "model_c", name="digits")
     >>> c.report["totals"]["arena_bytes"], sorted(c.files)[:2]
@@ -215,12 +229,13 @@ def export_c(model, dir: str | os.PathLike | None = None, *, name: str | None = 
         scale=scale, method=method, percentile=percentile, fc_per_channel=fc_per_channel,
         no_fuse=no_fuse, no_bias_correction=no_bias_correction, equalize=equalize,
         engine=engine, batch_size=batch_size, max_memory=max_memory, model=model.source,
+        eval_data=eval, labels=labels, verify=verify, progress=progress,
         output=None if dir is None else str(dir), name=name, kernels=kernels,
         fc_layout=fc_layout, patches=patches, input_layout=input_layout,
         input_shapes=shape_specs(input_shapes))
-    c_name, files, summary, report = _run(
+    c_name, files, summary, report, quantization, pairs = _run(
         lambda: export_c_work(request, _fresh(model, input_shapes)), request, model)
-    result = CExport(files, c_name, summary, report)
+    result = CExport(files, c_name, summary, report, _quantization(model, quantization, pairs))
     if dir is not None:
         result.save(dir)
     return result

@@ -33,12 +33,14 @@ class _Files:
 
 class CHeader(_Files):
     """`export_c_header`'s result: `files` (the header, and the kernel sources with
-    `with_kernels`), `text` the header, `layers` the layer count."""
+    `with_kernels`), `text` the header, `layers` the layer count, `quantization` (a float
+    model quantized first: its `report` and `report_html()`; else None)."""
 
-    def __init__(self, files: dict, header: str, layers: int):
+    def __init__(self, files: dict, header: str, layers: int, quantization=None):
         super().__init__(files)
         self.header = header
         self.layers = layers
+        self.quantization = quantization
 
     @property
     def text(self) -> str:
@@ -52,13 +54,17 @@ class CHeader(_Files):
 
 class CExport(_Files):
     """`export_c`'s result: `files` {file name: bytes} (NAME.h, NAME.c, kernels), `c_name`,
-    `summary` (`c_export.export_report.ExportSummary`) and `report` (the --report dict)."""
+    `summary` (`c_export.export_report.ExportSummary`), `report` (the --report dict) and
+    `quantization` (a float model quantized first: its `report` and `report_html()`; else
+    None)."""
 
-    def __init__(self, files: dict, c_name: str, summary, report_text: str):
+    def __init__(self, files: dict, c_name: str, summary, report_text: str,
+                 quantization=None):
         super().__init__(files)
         self.c_name = c_name
         self.summary = summary
         self.report_text = report_text
+        self.quantization = quantization
 
     @property
     def report(self) -> dict:

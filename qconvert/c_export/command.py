@@ -25,33 +25,37 @@ class Exported:
     c_name: str = ""
     folder: object = None
     summary: object = None
+    quantization: dict | None = None
 
 
 def int8_model(request, m, target: str):
-    """The int8 TFLite model to export and its provenance note (None for an int8 input): the
-    export route for `target` ("c-header" or "c") run over the loaded model `m`, a float one
-    quantized with the request's calibration options."""
-    from qconvert.command_inputs import calibration_data
-    from qconvert.quant.calibration_data import input_specs
-    from qconvert.route_steps import Job, run_route
+    """(the int8 TFLite model to export, its provenance note, the quantization report, the
+    float / int8 output pairs): the export route for `target` ("c-header" or "c") run over the
+    loaded model `m`; a float one is quantized with the request's calibration options and
+    gets `quantize`'s report (evaluation data, labels, --verify); an int8 one has no note and
+    no report."""
+    from qconvert.commands import check_quantize_request, finish_quantization, quantizing_job
     from qconvert.routes import find_route, precision_of
 
     from .source import quantization_note
 
     options = request.options(rounding=getattr(request, "rounding", "double"))
-    load_data = None
-    if request.data_given:
-        norm = request.normalization()
-
-        def load_data(source):
-            return calibration_data(input_specs(source), request.calibration,
-                                    request.calibration_random, norm, options.max_memory), None
-
     route = find_route(m.format, target, "export", precision_of(m))
-    job = run_route(route, Job(m, input_layout=request.input_layout, options=options,
-                               load_data=load_data))
-    note = quantization_note(options, request.label) if job.report is not None else None
-    return job.model, note
+    if request.data_given:
+        check_quantize_request(request)
+    elif request.eval_data is not None or request.labels is not None or request.verify:
+        raise QConvertError("--eval, --labels and --verify check a quantization: they apply "
+                            "to a float model given with --calibration")
+    job, evaluation = quantizing_job(request, m, route, options)
+    if job.report is None:
+        return job.model, None, None, None
+    blob = b""
+    if request.verify:
+        from qconvert.model_io import serialize
+
+        blob = serialize(job.model, "tflite")
+    report, pairs = finish_quantization(request, job, blob, "tflite", evaluation, options)
+    return job.model, quantization_note(options, request.label), report, pairs
 
 
 def _source(request):
@@ -100,20 +104,20 @@ def header_prefix(request) -> str:
 
 def export_header_work(request, m) -> tuple:
     """The work of `qconvert export-c-header` on the loaded model `m`: (header text, layer
-    count); writes nothing."""
+    count, quantization report or None, its output pairs); writes nothing."""
     from .header import HeaderOptions, render_header
 
     check_header_request(request)
     prefix = header_prefix(request)
     name, sha256 = _source(request)
     try:
-        m, note = int8_model(request, m, "c-header")
+        m, note, report, pairs = int8_model(request, m, "c-header")
         _check_tensor_types(m.graph)
         text = render_header(m, HeaderOptions(prefix, request.fc_layout, request.rounding, name,
                                               sha256, note))
     except QConvertError as exc:
         raise exc.with_path(str(request.model))
-    return text, len(m.graph.nodes)
+    return text, len(m.graph.nodes), report, pairs
 
 
 def export_header_command(request) -> Exported:
@@ -123,8 +127,6 @@ def export_header_command(request) -> Exported:
 
     from qconvert.command_inputs import load_with_shapes
     from qconvert.output_files import OutputFiles
-    from qconvert.quant.calibration_data import data_files
-    from qconvert.requests import is_path
 
     from .shipped_kernels import kernel_sources
 
@@ -133,8 +135,7 @@ def export_header_command(request) -> Exported:
     model = request.model
     out = Path(request.output) if request.output is not None else Path(model).with_name(
         f"{Path(model).stem}_weights.h")
-    calibration = request.calibration if is_path(request.calibration) else None
-    outputs = OutputFiles([model, *data_files(calibration)])
+    outputs = OutputFiles([model, *_data_inputs(request)])
     kernels = kernel_sources() if request.with_kernels else {}
     kernel_paths = [out.parent / k for k in kernels]
     if any(out.name == path.name for path in kernel_paths):
@@ -143,13 +144,26 @@ def export_header_command(request) -> Exported:
     for path in kernel_paths:
         outputs.add(path)
     outputs.add(out)
+    for path in (request.quant_report, request.report_html):
+        if path is not None:
+            outputs.add(path)
     _source(request)
     m = load_with_shapes(model, request.input_shapes)
     outputs.add_inputs(m.meta.get("external_files", ()))
-    text, layers = export_header_work(request, m)
+    text, layers, quantization, pairs = export_header_work(request, m)
     files = {**dict(zip(kernel_paths, kernels.values())), out: text.encode("ascii")}
-    outputs.commit(files)
-    return Exported(files, layers)
+    outputs.commit({**files, **quant_report_files(request, quantization, pairs)})
+    return Exported(files, layers, quantization=quantization)
+
+
+def _data_inputs(request) -> list:
+    """The data files a request reads (calibration, evaluation, labels): inputs no output
+    may replace."""
+    from qconvert.quant.calibration_data import data_files
+    from qconvert.requests import is_path
+
+    return [f for p in (request.calibration, request.eval_data, request.labels)
+            if p is not None and is_path(p) for f in data_files(p)]
 
 
 def _check_not_in_data(folder, data: list) -> None:
@@ -193,20 +207,37 @@ def c_name_of(request) -> str:
 
 def export_c_work(request, m) -> tuple:
     """The work of `qconvert export-c` on the loaded model `m`: (C name, {file name: bytes},
-    `ExportSummary`, the --report JSON text); writes nothing."""
+    `ExportSummary`, the --report JSON text, the quantization report or None, its output
+    pairs); writes nothing."""
     from .model_source import ModelOptions, render_model
 
     fc_layout = check_c_request(request)
     c_name = c_name_of(request)
     name, sha256 = _source(request)
-    m, note = int8_model(request, m, "c")
+    m, note, quantization, pairs = int8_model(request, m, "c")
     files, summary = render_model(m, ModelOptions(c_name, request.kernels, fc_layout, name,
                                                   sha256, note, patches=request.patches))
     from .export_report import report_json
 
     report = report_json(summary, {"model": name, "model_sha256": sha256, "name": c_name,
                                    "kernels": request.kernels, "fc_layout": fc_layout})
-    return c_name, files, summary, report
+    return c_name, files, summary, report, quantization, pairs
+
+
+def quant_report_files(request, quantization, pairs) -> dict:
+    """{path: bytes} of the quantization report (--quant-report JSON, --report-html) of a
+    float model quantized for export; refused when the model was int8 already."""
+    from qconvert.commands import report_files
+    from qconvert.requests import model_name
+
+    if quantization is None:
+        if request.quant_report is not None or request.report_html is not None:
+            raise QConvertError("--quant-report and --report-html describe a quantization: "
+                                "they apply to a float model given with --calibration",
+                                str(request.model))
+        return {}
+    return report_files(quantization, pairs, model_name(request.model), request.quant_report,
+                        request.report_html)
 
 
 def export_c_command(request) -> Exported:
@@ -234,7 +265,10 @@ def export_c_command(request) -> Exported:
     if not parent.is_dir():
         raise QConvertError("output directory's parent does not exist", str(folder))
     _check_not_in_data(folder, data_files(calibration))
-    outputs = OutputFiles([model, *data_files(calibration)])
+    outputs = OutputFiles([model, *_data_inputs(request)])
+    for path in (request.quant_report, request.report_html):
+        if path is not None:
+            outputs.add(path)
     # a report inside the output folder is checked once the folder exists, any other now
     report_in_folder = report is not None and Path(report).parent.resolve() == folder.resolve()
     if report is not None and not report_in_folder:
@@ -242,7 +276,8 @@ def export_c_command(request) -> Exported:
     _source(request)
     m = load_with_shapes(model, request.input_shapes)
     outputs.add_inputs(m.meta.get("external_files", ()))
-    c_name, files, summary, report_text = export_c_work(request, m)
+    c_name, files, summary, report_text, quantization, pairs = export_c_work(request, m)
+    extra = quant_report_files(request, quantization, pairs)
     created = not folder.exists()
     try:
         folder.mkdir(exist_ok=True)
@@ -258,9 +293,9 @@ def export_c_command(request) -> Exported:
             if report_in_folder:
                 outputs.add(report)
             contents[report] = report_text.encode()
-        outputs.commit(contents)
+        outputs.commit({**contents, **extra})
     except BaseException:
         if created and not any(folder.iterdir()):
             folder.rmdir()
         raise
-    return Exported(paths, summary.layers, list(files), c_name, folder, summary)
+    return Exported(paths, summary.layers, list(files), c_name, folder, summary, quantization)
