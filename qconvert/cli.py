@@ -140,16 +140,21 @@ def inspect(model, as_json):
       qconvert inspect sample_models/kws_ref_model.tflite
       qconvert inspect model.onnx --json > layers.json
     """
+    from .c_export.resources import model_resources
     from .layer_table import render, summary
     from .model_io import load_model
+    from .quant.resources import render as render_resources
 
     from .json_text import dumps
 
-    report = summary(load_model(model), model)
+    m = load_model(model)
+    report = summary(m, model)
+    report["resources"] = model_resources(m)
     if as_json:
         click.echo(dumps(report))
     else:
         _echo_text(render(report))
+        _echo_text("\n".join(render_resources(report["resources"])))
 
 
 def _echo_text(text: str, err: bool = False) -> None:
@@ -469,6 +474,9 @@ def export_c(model, **options):
                "tensors placed over their inputs" + (
                    f" ({summary.banded} CMSIS-NN layers called band by band)"
                    if summary.banded else ""))
+    from .quant.resources import render as render_resources
+
+    _echo_text("\n".join(render_resources(exported.resources)))
     if summary.patches:
         click.echo(summary.patches)
     if summary.state_size:

@@ -16,7 +16,7 @@ count like the others (a function-level import does not hide a dependency, it on
     passes      graph passes (fold-constants runs the executor's kernels)
     quant       calibration, the quantization plan, int8 writers; input_shapes
     products    C export, verify, the commands' work (commands, command_inputs, route_steps),
-                the commands' requests (requests)
+                the commands' requests (requests), the shared quantization step (quantizing)
     api         the Python API (qconvert.api), filling the same requests as the command line
     cli         the command line (cli, cli_options)
 
@@ -56,7 +56,8 @@ LAYERS = [
     ("passes", {"qconvert.passes"}),
     ("quant", {"qconvert.quant", "qconvert.input_shapes"}),
     ("products", {"qconvert.c_export", "qconvert.verify", "qconvert.route_steps",
-                  "qconvert.commands", "qconvert.command_inputs", "qconvert.requests"}),
+                  "qconvert.commands", "qconvert.command_inputs", "qconvert.requests",
+                  "qconvert.quantizing"}),
     ("api", {"qconvert.api"}),
     ("cli", {"qconvert.cli", "qconvert.cli_options"}),
 ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Union
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from .results import CExport, CHeader
 
 # what calibration and evaluation data may be: a path (file or folder), one array, a
 # {input name: array} dict, or an iterable of such batches
-Data = "str | os.PathLike | np.ndarray | Mapping[str, np.ndarray] | Iterable"
+Data = Union[str, os.PathLike, np.ndarray, Mapping[str, np.ndarray], Iterable, None]
 
 
 def _quantization(model: Model, report, pairs):

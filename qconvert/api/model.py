@@ -86,7 +86,7 @@ class Model:
              report_html: str | os.PathLike | None = None) -> Path:
         """Write the model to `path` (and the report as JSON / HTML when asked: the CLI's
         --report / --report-html), all or nothing, as the command line writes files."""
-        from qconvert.commands import report_files
+        from qconvert.quantizing import report_files
         from qconvert.output_files import write_outputs
 
         contents = {path: self.to_bytes()}

@@ -26,6 +26,7 @@ class Exported:
     folder: object = None
     summary: object = None
     quantization: dict | None = None
+    resources: dict | None = None
 
 
 def int8_model(request, m, target: str):
@@ -34,7 +35,7 @@ def int8_model(request, m, target: str):
     loaded model `m`; a float one is quantized with the request's calibration options and
     gets `quantize`'s report (evaluation data, labels, --verify); an int8 one has no note and
     no report."""
-    from qconvert.commands import check_quantize_request, finish_quantization, quantizing_job
+    from qconvert.quantizing import check_quantize_request, finish_quantization, quantizing_job
     from qconvert.routes import find_route, precision_of
 
     from .source import quantization_note
@@ -113,6 +114,12 @@ def export_header_work(request, m) -> tuple:
     try:
         m, note, report, pairs = int8_model(request, m, "c-header")
         _check_tensor_types(m.graph)
+        if report is not None:
+            from .resources import int8_resources
+
+            resources = int8_resources(m)
+            if resources is not None:
+                report["resources"] = resources
         text = render_header(m, HeaderOptions(prefix, request.fc_layout, request.rounding, name,
                                               sha256, note))
     except QConvertError as exc:
@@ -218,16 +225,21 @@ def export_c_work(request, m) -> tuple:
     files, summary = render_model(m, ModelOptions(c_name, request.kernels, fc_layout, name,
                                                   sha256, note, patches=request.patches))
     from .export_report import report_json
+    from .resources import from_summary
 
+    resources = from_summary(summary)
+    if quantization is not None:
+        quantization["resources"] = resources
     report = report_json(summary, {"model": name, "model_sha256": sha256, "name": c_name,
-                                   "kernels": request.kernels, "fc_layout": fc_layout})
+                                   "kernels": request.kernels, "fc_layout": fc_layout,
+                                   "resources": resources})
     return c_name, files, summary, report, quantization, pairs
 
 
 def quant_report_files(request, quantization, pairs) -> dict:
     """{path: bytes} of the quantization report (--quant-report JSON, --report-html) of a
     float model quantized for export; refused when the model was int8 already."""
-    from qconvert.commands import report_files
+    from qconvert.quantizing import report_files
     from qconvert.requests import model_name
 
     if quantization is None:
@@ -298,4 +310,7 @@ def export_c_command(request) -> Exported:
         if created and not any(folder.iterdir()):
             folder.rmdir()
         raise
-    return Exported(paths, summary.layers, list(files), c_name, folder, summary, quantization)
+    from .resources import from_summary
+
+    return Exported(paths, summary.layers, list(files), c_name, folder, summary, quantization,
+                    from_summary(summary))

@@ -10,6 +10,8 @@ axis. Labels are one class index per sample, or one-hot rows.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from qconvert.errors import QConvertError
@@ -20,9 +22,7 @@ BATCH = 64  # samples per executor call
 def load_labels(labels, where: str = "labels") -> np.ndarray:
     """The labels as an int64 vector: from a .npy (or file.npz:key) path or an array; one-hot
     or score rows become their argmax."""
-    from qconvert.requests import is_path
-
-    if is_path(labels):
+    if isinstance(labels, (str, os.PathLike)):
         where = str(labels)
         path, _, key = where.partition(".npz:")
         try:

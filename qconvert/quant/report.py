@@ -389,6 +389,10 @@ def render_text(result: dict) -> str:
         lines += render_accuracy(result["labelled"])
     if "report_run" in result:
         lines.append(f"(SQNR figures from a {result['report_run']})")
+    if "resources" in result:
+        from .resources import render
+
+        lines += render(result["resources"])
     if "int16" in result:
         from .int16_report import render_int16
 

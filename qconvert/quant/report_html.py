@@ -250,6 +250,10 @@ def render_html(result: dict, model_name: str, pairs=None) -> str:
         rows.append(("top-1 agreement with float", f"{100 * result['top1_agreement']:.1f} %"))
     if "eval_samples" in result:
         rows.append(("evaluation samples", result["eval_samples"]))
+    if "resources" in result:
+        from .resources import html_rows
+
+        rows += html_rows(result["resources"])
     table = "\n".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
     body = [f"<h1>qconvert quantization report: {_e(model_name)}</h1>",
             f"<table>{table}</table>",
