@@ -410,6 +410,9 @@ def export_c_header(model, **options):
               "recomputed (MCUNetV2's patch-based inference): its large activations never "
               "exist whole, bit-exact, some recomputation. Not used (with a note) when the "
               "model has no such chain or patching does not lower the arena. Default 0: off.")
+@click.option("--example", is_flag=True, help="Also write an example application: main.c "
+              "(a float input quantized with NAME_quantize_input, NAME_invoke, the output "
+              "dequantized and printed), CMakeLists.txt and a Makefile fragment NAME.mk.")
 @click.option("--report", type=click.Path(), metavar="FILE.json",
               help="Also write the per-layer figures as JSON: index, name, op, the C functions "
               "called, MACs, weight and constant bytes (flash), input, output and scratch "

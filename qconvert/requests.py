@@ -210,6 +210,7 @@ class ExportCRequest(Calibrate):
     kernels: str = "portable"
     fc_layout: str | None = None
     patches: int = 0
+    example: bool = False
     report: str | None = None
     quant_report: str | None = None
     report_html: str | None = None

@@ -206,6 +206,7 @@ def export_c_header(model, path: str | os.PathLike | None = None, *, name: str |
 
 def export_c(model, dir: str | os.PathLike | None = None, *, name: str | None = None,
              kernels: str = "portable", fc_layout: str | None = None, patches: int = 0,
+             example: bool = False,
              calibration: Data = None, calibration_random: int | None = None, mean=None,
              std=None, scale=None, method: str = "mse", percentile: float = 99.99,
              fc_per_channel: bool = False, no_fuse: bool = False,
@@ -232,7 +233,7 @@ def export_c(model, dir: str | os.PathLike | None = None, *, name: str | None = 
         engine=engine, batch_size=batch_size, max_memory=max_memory, model=model.source,
         eval_data=eval, labels=labels, verify=verify, progress=progress,
         output=None if dir is None else str(dir), name=name, kernels=kernels,
-        fc_layout=fc_layout, patches=patches, input_layout=input_layout,
+        fc_layout=fc_layout, patches=patches, example=example, input_layout=input_layout,
         input_shapes=shape_specs(input_shapes))
     c_name, files, summary, report, quantization, pairs = _run(
         lambda: export_c_work(request, _fresh(model, input_shapes)), request, model)

@@ -223,7 +223,8 @@ def export_c_work(request, m) -> tuple:
     name, sha256 = _source(request)
     m, note, quantization, pairs = int8_model(request, m, "c")
     files, summary = render_model(m, ModelOptions(c_name, request.kernels, fc_layout, name,
-                                                  sha256, note, patches=request.patches))
+                                                  sha256, note, patches=request.patches,
+                                                  example=request.example))
     from .export_report import report_json
     from .resources import from_summary
 
