@@ -353,12 +353,17 @@ def render_text(result: dict) -> str:
     def db(value):
         return "-" if value is None else f"{value:.1f}"
 
+    from qconvert.layer_table import NAME_WIDTH
+
     added = any("added_sqnr_db" in row for row in result["layers"])
     lines = [f"{'layer':32} {'op':16} {'out scale':>10} {'zp':>5} {'SQNR dB':>8}"
              + (f" {'added dB':>8}" if added else "")]
     for row in result["layers"]:
         out = row["output"]
-        layer, op = one_line(row["layer"])[:32], one_line(row["op"])
+        layer, op = one_line(row["layer"]), one_line(row["op"])
+        if len(layer) > NAME_WIDTH:  # whole, on a line of its own: never cut
+            lines.append(layer)
+            layer = ""
         line = (f"{layer:32} {op:16} {out['scale']:10.4g} "
                 f"{out['zero_point']:5d} {db(row['sqnr_db']):>8}")
         if added:
