@@ -263,9 +263,6 @@ def fuse(model, output, pass_list, report, input_shapes, verify):
 @click.option("-o", "--output", type=click.Path(), help="Output .tflite (int8) or .onnx (QDQ) "
               "(default: <model>_int8.<ext> next to the input).")
 @calibration_options
-@click.option("--per-channel", is_flag=True, help="Accepted for compatibility and changes "
-              "nothing: conv and depthwise weights are always per channel (TFLite Micro's "
-              "int8 scheme); see --fc-per-channel for fully connected layers.")
 @click.option("--io-type", type=click.Choice(["int8", "float32"]), default="int8",
               show_default=True, help="int8 model inputs/outputs, or float32 with QUANTIZE / "
               "DEQUANTIZE at the edges.")

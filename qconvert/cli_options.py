@@ -53,6 +53,11 @@ _CALIBRATION_OPTIONS = (
     click.option("--percentile", type=click.FloatRange(50, 100), default=99.99,
                  show_default=True, callback=lambda ctx, param, value: _a_number(param, value),
                  help="Kept share of values for --method percentile."),
+    click.option("--per-channel/--per-tensor", "per_channel", default=True,
+                 show_default=True, help="Conv and depthwise weights per output channel (the "
+                 "default: TFLite Micro's int8 scheme), or every layer's weights with one scale "
+                 "(--per-tensor: the older scheme some int8 runtimes and accelerators need; "
+                 "bit-exact with TFLite Micro too, usually a lower SQNR)."),
     click.option("--fc-per-channel", is_flag=True,
                  help="Fully connected weights per channel too (default: per tensor, as every "
                  "TFLite Micro build runs)."),

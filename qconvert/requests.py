@@ -69,6 +69,7 @@ class Calibrate:
     scale: object = None
     method: str = "mse"
     percentile: float = 99.99
+    per_channel: bool = True
     fc_per_channel: bool = False
     no_fuse: bool = False
     no_bias_correction: bool = False
@@ -107,7 +108,8 @@ class Calibrate:
                                self.max_memory_bytes(),
                                bias_correction=not self.no_bias_correction,
                                equalize=self.equalize, engine=self.engine,
-                               activations=activations, int16_layers=int16_layers)
+                               activations=activations, int16_layers=int16_layers,
+                               per_tensor=not self.per_channel)
 
     @property
     def data_given(self) -> bool:
@@ -169,7 +171,6 @@ class QuantizeRequest(Calibrate):
 
     model: object = None
     output: str | None = None
-    per_channel: bool = False
     io_type: str = "int8"
     rounding: str = "double"
     activations: str = "int8"

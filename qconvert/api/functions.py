@@ -120,7 +120,7 @@ def fuse(model, to: str | None = None, *, passes: str | None = None, input_shape
 def quantize(model, calibration: Data = None, to: str | None = None, *,
              calibration_random: int | None = None, eval: Data = None,
              labels=None, mean=None, std=None, scale=None, method: str = "mse",
-             percentile: float = 99.99, per_channel: bool = False,
+             percentile: float = 99.99, per_channel: bool = True,
              fc_per_channel: bool = False, io_type: str = "int8", rounding: str = "double",
              activations: str = "int8", int16_layers: str | None = None,
              no_fuse: bool = False, no_bias_correction: bool = False, equalize: bool = False,
@@ -149,10 +149,11 @@ def quantize(model, calibration: Data = None, to: str | None = None, *,
     fmt = _target(model, to)
     request = QuantizeRequest(
         calibration=calibration, calibration_random=calibration_random, mean=mean, std=std,
-        scale=scale, method=method, percentile=percentile, fc_per_channel=fc_per_channel,
+        scale=scale, method=method, percentile=percentile, per_channel=per_channel,
+        fc_per_channel=fc_per_channel,
         no_fuse=no_fuse, no_bias_correction=no_bias_correction, equalize=equalize,
         engine=engine, batch_size=batch_size, max_memory=max_memory, model=model.source,
-        eval_data=eval, labels=labels, per_channel=per_channel, io_type=io_type,
+        eval_data=eval, labels=labels, io_type=io_type,
         rounding=rounding, activations=activations, int16_layers=int16_layers,
         input_layout=input_layout, input_shapes=shape_specs(input_shapes), verify=verify,
         progress=progress)
@@ -167,7 +168,8 @@ def export_c_header(model, path: str | os.PathLike | None = None, *, name: str |
                     rounding: str = "double", calibration: Data = None,
                     calibration_random: int | None = None, mean=None, std=None, scale=None,
                     method: str = "mse", percentile: float = 99.99,
-                    fc_per_channel: bool = False, no_fuse: bool = False,
+                    per_channel: bool = True, fc_per_channel: bool = False,
+                    no_fuse: bool = False,
                     no_bias_correction: bool = False, equalize: bool = False,
                     engine: str = "numpy", batch_size: int = 16, max_memory=None,
                     eval: Data = None, labels=None, input_layout: str | None = None,
@@ -186,7 +188,8 @@ def export_c_header(model, path: str | os.PathLike | None = None, *, name: str |
     model = load(model)
     request = ExportCHeaderRequest(
         calibration=calibration, calibration_random=calibration_random, mean=mean, std=std,
-        scale=scale, method=method, percentile=percentile, fc_per_channel=fc_per_channel,
+        scale=scale, method=method, percentile=percentile, per_channel=per_channel,
+        fc_per_channel=fc_per_channel,
         no_fuse=no_fuse, no_bias_correction=no_bias_correction, equalize=equalize,
         engine=engine, batch_size=batch_size, max_memory=max_memory, model=model.source,
         eval_data=eval, labels=labels, verify=verify, progress=progress,
@@ -209,7 +212,7 @@ def export_c(model, dir: str | os.PathLike | None = None, *, name: str | None = 
              example: bool = False,
              calibration: Data = None, calibration_random: int | None = None, mean=None,
              std=None, scale=None, method: str = "mse", percentile: float = 99.99,
-             fc_per_channel: bool = False, no_fuse: bool = False,
+             per_channel: bool = True, fc_per_channel: bool = False, no_fuse: bool = False,
              no_bias_correction: bool = False, equalize: bool = False, engine: str = "numpy",
              batch_size: int = 16, max_memory=None, eval: Data = None, labels=None,
              input_layout: str | None = None, input_shapes=(), verify: int | None = None,
@@ -228,7 +231,8 @@ def export_c(model, dir: str | os.PathLike | None = None, *, name: str | None = 
     model = load(model)
     request = ExportCRequest(
         calibration=calibration, calibration_random=calibration_random, mean=mean, std=std,
-        scale=scale, method=method, percentile=percentile, fc_per_channel=fc_per_channel,
+        scale=scale, method=method, percentile=percentile, per_channel=per_channel,
+        fc_per_channel=fc_per_channel,
         no_fuse=no_fuse, no_bias_correction=no_bias_correction, equalize=equalize,
         engine=engine, batch_size=batch_size, max_memory=max_memory, model=model.source,
         eval_data=eval, labels=labels, verify=verify, progress=progress,
