@@ -61,3 +61,23 @@ def test_report_options_on_an_int8_model_are_refused(tmp_path, command, out, ext
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("stem, expected", [("vww_96_float", "vww_96"), ("net-fp32", "net"),
+                                             ("digits.float32", "digits"), ("float_net", "float_net"),
+                                             ("floater", "floater")])
+def test_one_step_c_name_drops_the_float_tag(tmp_path, stem, expected):
+    """A float model's file tag does not name the int8 C (`vww_96_float_invoke`); an int8 model
+    keeps its stem whatever it says."""
+    import shutil
+
+    model = tmp_path / f"{stem}.onnx"
+    shutil.copy(DIGITS, model)
+    result = _invoke("export-c", model, "--calibration", f"{DATA}:calib", "-o", tmp_path / "c")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "c" / f"{expected}.h").exists()
+    assert f"int {expected}_invoke(" in (tmp_path / "c" / f"{expected}.h").read_text()
+    int8 = tmp_path / "kws_float.tflite"
+    shutil.copy(KWS, int8)
+    assert _invoke("export-c", int8, "-o", tmp_path / "k").exit_code == 0
+    assert (tmp_path / "k" / "kws_float.h").exists()

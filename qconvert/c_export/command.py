@@ -87,6 +87,17 @@ def _check_tensor_types(graph) -> None:
                                     "which neither LiteRT nor TFLite Micro accepts there")
 
 
+def _stem(request) -> str:
+    """The model file's stem the default C names come from: without a float tag
+    (`c_names.int8_stem`) when the export quantizes the model (calibration given)."""
+    from qconvert.requests import model_stem
+
+    from .c_names import int8_stem
+
+    stem = model_stem(request.model)
+    return int8_stem(stem) if request.data_given else stem
+
+
 def check_header_request(request) -> None:
     """Refusals that need no model."""
     if request.calibration is not None and request.calibration_random is not None:
@@ -95,12 +106,10 @@ def check_header_request(request) -> None:
 
 def header_prefix(request) -> str:
     """The C prefix: --name (checked) or the model file's stem, sanitized."""
-    from qconvert.requests import model_stem
-
     from .c_names import check_prefix, prefix_from_stem
 
     name = request.name
-    return check_prefix(name) if name is not None else prefix_from_stem(model_stem(request.model))
+    return check_prefix(name) if name is not None else prefix_from_stem(_stem(request))
 
 
 def export_header_work(request, m) -> tuple:
@@ -203,13 +212,11 @@ def check_c_request(request) -> str:
 
 def c_name_of(request) -> str:
     """The model's C name: --name (checked) or the model file's stem, sanitized."""
-    from qconvert.requests import model_stem
-
     from .c_names import check_file_prefix, prefix_from_stem
 
     name = request.name
     return (check_file_prefix(name) if name is not None
-            else prefix_from_stem(model_stem(request.model)))
+            else prefix_from_stem(_stem(request)))
 
 
 def export_c_work(request, m) -> tuple:
