@@ -252,3 +252,23 @@ def test_public_names_have_docstrings_with_examples():
     assert ">>>" in qconvert.Model.run.__doc__
     with pytest.raises(AttributeError):
         qconvert.not_a_name
+
+
+def test_iterable_calibration_streams_in_bounded_memory():
+    """An iterable of batches is never held whole: 2000 batches of 16 digits (32 MB as
+    float32) read with at most a few MB allocated at once, into a memory-mapped array."""
+    import tracemalloc
+
+    from qconvert.quant.array_data import arrays_for_inputs
+    from qconvert.quant.calibration_data import input_specs
+
+    specs = input_specs(qconvert.load(DIGITS).ir())
+    batch = np.random.default_rng(0).random((16, 1, 16, 16))  # float64: converted per batch
+    tracemalloc.start()
+    data = arrays_for_inputs((batch for _ in range(2000)), specs,
+                             dict(mean=None, std=None, scale=None), None, "calibration")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert data["input"].shape == (32000, 1, 16, 16) and isinstance(data["input"], np.memmap)
+    assert peak < 4 * 2**20, peak
+    np.testing.assert_array_equal(data["input"][-16:], batch.astype(np.float32))

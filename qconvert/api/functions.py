@@ -133,7 +133,8 @@ def quantize(model, calibration: Data = None, to: str | None = None, *,
 
     `calibration` (and `eval`, the report's data) is a path (.npy, .npz, a folder of .npy or
     images, as on the command line), one array (N, ...input) for a single-input model, a
-    {input name: array} dict, or an iterable of such batches (a generator over a dataset). Data
+    {input name: array} dict, or an iterable of such batches (a generator over a dataset,
+    streamed: spooled to a temporary file batch by batch, never in memory whole). Data
     is in the source model's layout. `labels` (with `eval`): the class of each eval sample
     (an int array or a .npy path) for float vs int8 top-1 and the confusion matrix. The other
     keywords are the command's options with the same defaults; `mean` / `std` / `scale` take

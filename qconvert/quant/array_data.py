@@ -4,8 +4,9 @@
 array} dict, or an iterable of batches (each an array or a dict, e.g. a generator reading a
 dataset). Every array gets the checks and normalization `load_calibration` applies to a .npy
 file (`calibration_data._prepare`): dtype, sample shape, finite values, --mean / --std / --scale.
-An iterable is read batch by batch, each batch checked and converted to the input's dtype as it
-arrives (so a float64 or uint8 stream costs float32 memory only), then stacked.
+An iterable is streamed: each batch is checked and converted to the input's dtype as it arrives
+and written to an anonymous temporary file, which is then mapped as one array (`_Spool`): the
+stream never sits in memory whole, and calibration reads the map batch by batch.
 """
 
 from __future__ import annotations
@@ -33,15 +34,43 @@ def arrays_for_inputs(data, specs, norm: dict, max_bytes: int | None, what: str)
     except TypeError:
         raise QConvertError(f"expected an array, a {{input name: array}} dict or an iterable "
                             f"of batches, not {type(data).__name__}", what) from None
-    parts: dict = {}
+    spools: dict = {}
     for i, batch in enumerate(batches):
         if not isinstance(batch, (np.ndarray, dict)):
             batch = np.asarray(batch)
         for name, array in _one_batch(batch, specs, normalization, f"{what} batch {i}").items():
-            parts.setdefault(name, []).append(array)
-    if not parts:
+            spools.setdefault(name, _Spool()).add(array, f"{what} batch {i}")
+    if not spools:
         raise QConvertError("the iterable gave no batches (N = 0)", what)
-    return _checked({name: np.concatenate(arrays) for name, arrays in parts.items()}, what)
+    return _checked({name: spool.array() for name, spool in spools.items()}, what)
+
+
+class _Spool:
+    """An input's batches written one after the other to an anonymous temporary file, then
+    mapped as one (N, *sample) array: reading a stream holds one batch in memory, and the
+    calibration that follows reads the samples from the map batch by batch (as it reads a
+    memory-mapped .npy)."""
+
+    def __init__(self):
+        import tempfile
+
+        self.file = tempfile.TemporaryFile()
+        self.count = 0
+        self.sample = None
+        self.dtype = None
+
+    def add(self, array: np.ndarray, where: str) -> None:
+        if self.sample is None:
+            self.sample, self.dtype = array.shape[1:], array.dtype
+        elif array.shape[1:] != self.sample:
+            raise QConvertError(f"samples of shape {list(array.shape[1:])} after samples of "
+                                f"shape {list(self.sample)}", where)
+        self.file.write(np.ascontiguousarray(array, self.dtype).tobytes())
+        self.count += len(array)
+
+    def array(self) -> np.ndarray:
+        self.file.flush()
+        return np.memmap(self.file, self.dtype, "r", shape=(self.count, *self.sample))
 
 
 def _one_batch(batch, specs, norm, where: str) -> dict:
