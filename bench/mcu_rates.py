@@ -27,8 +27,8 @@ KERNELS = ("portable", "cmsis-nn")
 
 
 def macs_of(source: str) -> int:
-    from qconvert.layer_table import summary
-    from qconvert.model_io import load_model
+    from qconvert.formats.layer_table import summary
+    from qconvert.formats.model_io import load_model
 
     return summary(load_model(ROOT / source), source)["totals"]["macs"]
 

@@ -1,7 +1,7 @@
 """The functions of the Python API: `fuse`, `convert`, `quantize`, `export_c_header` and
 `export_c`, each the command of the same name without the files.
 
-Each fills the command's request (`qconvert.requests`) from its keywords (the command line's
+Each fills the command's request (`qconvert.cli.requests`) from its keywords (the command line's
 options, same names and defaults: `--no-fuse` is `no_fuse=False`) and runs the same work
 (`commands.*_work`, `c_export.command.*_work`), so the same input gives the same bytes as the
 command line. Files are written only where asked (`.save()`, or the folder / path given to
@@ -19,7 +19,7 @@ from typing import Union
 import numpy as np
 
 from qconvert.errors import QConvertError
-from qconvert.requests import (ConvertRequest, ExportCHeaderRequest, ExportCRequest,
+from qconvert.cli.requests import (ConvertRequest, ExportCHeaderRequest, ExportCRequest,
                                FuseRequest, ModelSource, QuantizeRequest)
 
 from .model import Model, load, shape_specs
@@ -48,7 +48,7 @@ def _run(work, request, model: Model):
     model; a model too deep to process or out of memory is an error too."""
     import warnings
 
-    from qconvert.requests import check_request
+    from qconvert.cli.requests import check_request
 
     try:
         check_request(request)
@@ -65,7 +65,7 @@ def _run(work, request, model: Model):
 
 def _fresh(model: Model, input_shapes):
     """The IR of `model` read again (operations change it) with `input_shapes` applied."""
-    from qconvert.command_inputs import load_with_shapes
+    from qconvert.cli.command_inputs import load_with_shapes
 
     return load_with_shapes(model.source, shape_specs(input_shapes) or model.input_shapes)
 
@@ -86,7 +86,7 @@ def convert(model, to: str = "tflite", *, input_layout: str | None = None,
     ...                        input_shapes={"input": (1, 3, 224, 224)})
     >>> tfl.save("model.tflite")
     """
-    from qconvert.commands import convert_work
+    from qconvert.cli.commands import convert_work
 
     model = load(model)
     fmt = _target(model, to)
@@ -106,7 +106,7 @@ def fuse(model, to: str | None = None, *, passes: str | None = None, input_shape
     >>> fused = qconvert.fuse(qconvert.load("model.onnx"))
     >>> fused.report["nodes_before"], fused.report["nodes_after"]
     """
-    from qconvert.commands import fuse_work
+    from qconvert.cli.commands import fuse_work
 
     model = load(model)
     fmt = _target(model, to)
@@ -144,7 +144,7 @@ def quantize(model, calibration: Data = None, to: str | None = None, *,
     >>> q.report["output_sqnr_db"]
     >>> q.save("model_int8.tflite")
     """
-    from qconvert.commands import quantize_work
+    from qconvert.cli.commands import quantize_work
 
     model = load(model)
     fmt = _target(model, to)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from qconvert.errors import QConvertError
-from qconvert.requests import ModelSource
+from qconvert.cli.requests import ModelSource
 
 
 class Model:
@@ -63,14 +63,14 @@ class Model:
         """The model read into qconvert's IR (`qconvert.ir.Model`; read once, do not change
         it: operations read their own copy)."""
         if self._ir is None:
-            from qconvert.command_inputs import load_with_shapes
+            from qconvert.cli.command_inputs import load_with_shapes
 
             self._ir = load_with_shapes(self.source, self.input_shapes)
         return self._ir
 
     def inspect(self) -> dict:
         """The per-layer table of `qconvert inspect --json` (op, shapes, bytes, MACs)."""
-        from qconvert.layer_table import summary
+        from qconvert.formats.layer_table import summary
 
         return summary(self.ir(), self.name)
 
@@ -86,8 +86,8 @@ class Model:
              report_html: str | os.PathLike | None = None) -> Path:
         """Write the model to `path` (and the report as JSON / HTML when asked: the CLI's
         --report / --report-html), all or nothing, as the command line writes files."""
-        from qconvert.quantizing import report_files
-        from qconvert.output_files import write_outputs
+        from qconvert.cli.quantizing import report_files
+        from qconvert.formats.output_files import write_outputs
 
         contents = {path: self.to_bytes()}
         if report is not None or report_html is not None:
@@ -117,7 +117,7 @@ class Model:
         >>> m.run({"input": x})["logits"].argmax(1)
         """
         from qconvert.executor.float_executor import run_float_batched
-        from qconvert.verify import _is_int8
+        from qconvert.cli.verify import _is_int8
 
         model = self.ir()
         feeds = _feeds(model.graph, inputs)
@@ -167,12 +167,12 @@ def load(model, name: str | None = None, input_shapes=()) -> Model:
     Raises `qconvert.QconvertError` (one line naming the file and the cause) for a missing,
     unreadable or invalid model.
     """
-    from qconvert.requests import is_path
+    from qconvert.cli.requests import is_path
 
     if isinstance(model, Model):
         return model
     if is_path(model):
-        from qconvert.model_io import read_bytes
+        from qconvert.formats.model_io import read_bytes
 
         source = ModelSource(read_bytes(model), name or Path(model).name, str(model))
     elif isinstance(model, (bytes, bytearray, memoryview)):

@@ -16,7 +16,7 @@ class _Files:
     def save(self, folder: str | os.PathLike) -> list:
         """Write every file into `folder` (created if missing), all or nothing; the paths."""
         from qconvert.errors import QConvertError
-        from qconvert.output_files import write_outputs
+        from qconvert.formats.output_files import write_outputs
 
         folder = Path(folder)
         if folder.exists() and not folder.is_dir():
@@ -54,7 +54,7 @@ class CHeader(_Files):
 
 class CExport(_Files):
     """`export_c`'s result: `files` {file name: bytes} (NAME.h, NAME.c, kernels), `c_name`,
-    `summary` (`c_export.export_report.ExportSummary`), `report` (the --report dict) and
+    `summary` (`c_export.model.export_report.ExportSummary`), `report` (the --report dict) and
     `quantization` (a float model quantized first: its `report` and `report_html()`; else
     None)."""
 

@@ -3,7 +3,7 @@ the files they write.
 
 The CLI (`qconvert.cli`) declares the options and prints; these check them, load the model, run
 the export route (`routes`: an int8 TFLite model as it is; a float TFLite or ONNX model
-converted and quantized first), render the C (`header`, `model_source`) and write every file in
+converted and quantized first), render the C (`header.render`, `model.render`) and write every file in
 one all-or-nothing commit (`output_files`).
 """
 
@@ -35,8 +35,9 @@ def int8_model(request, m, target: str):
     loaded model `m`; a float one is quantized with the request's calibration options and
     gets `quantize`'s report (evaluation data, labels, --verify); an int8 one has no note and
     no report."""
-    from qconvert.quantizing import check_quantize_request, finish_quantization, quantizing_job
-    from qconvert.routes import find_route, precision_of
+    from qconvert.cli.quantizing import (check_quantize_request, finish_quantization,
+                                         quantizing_job)
+    from qconvert.cli.routes import find_route, precision_of
 
     from .source import quantization_note
 
@@ -52,7 +53,7 @@ def int8_model(request, m, target: str):
         return job.model, None, None, None
     blob = b""
     if request.verify:
-        from qconvert.model_io import serialize
+        from qconvert.formats.model_io import serialize
 
         blob = serialize(job.model, "tflite")
     report, pairs = finish_quantization(request, job, blob, "tflite", evaluation, options)
@@ -63,8 +64,8 @@ def _source(request):
     """(file name, SHA-256) of the request's model, recorded in the generated C."""
     import hashlib
 
-    from qconvert.model_io import read_bytes
-    from qconvert.requests import ModelSource, model_name
+    from qconvert.formats.model_io import read_bytes
+    from qconvert.cli.requests import ModelSource, model_name
 
     model = request.model
     if isinstance(model, ModelSource):
@@ -90,7 +91,7 @@ def _check_tensor_types(graph) -> None:
 def _stem(request) -> str:
     """The model file's stem the default C names come from: without a float tag
     (`c_names.int8_stem`) when the export quantizes the model (calibration given)."""
-    from qconvert.requests import model_stem
+    from qconvert.cli.requests import model_stem
 
     from .c_names import int8_stem
 
@@ -115,7 +116,7 @@ def header_prefix(request) -> str:
 def export_header_work(request, m) -> tuple:
     """The work of `qconvert export-c-header` on the loaded model `m`: (header text, layer
     count, quantization report or None, its output pairs); writes nothing."""
-    from .header import HeaderOptions, render_header
+    from .header.render import HeaderOptions, render_header
 
     check_header_request(request)
     prefix = header_prefix(request)
@@ -124,7 +125,7 @@ def export_header_work(request, m) -> tuple:
         m, note, report, pairs = int8_model(request, m, "c-header")
         _check_tensor_types(m.graph)
         if report is not None:
-            from .resources import int8_resources
+            from .model.resources import int8_resources
 
             resources = int8_resources(m)
             if resources is not None:
@@ -141,8 +142,8 @@ def export_header_command(request) -> Exported:
     `requests.ExportCHeaderRequest`."""
     from pathlib import Path
 
-    from qconvert.command_inputs import load_with_shapes
-    from qconvert.output_files import OutputFiles
+    from qconvert.cli.command_inputs import load_with_shapes
+    from qconvert.formats.output_files import OutputFiles
 
     from .shipped_kernels import kernel_sources
 
@@ -176,7 +177,7 @@ def _data_inputs(request) -> list:
     """The data files a request reads (calibration, evaluation, labels): inputs no output
     may replace."""
     from qconvert.quant.calibration_data import data_files
-    from qconvert.requests import is_path
+    from qconvert.cli.requests import is_path
 
     return [f for p in (request.calibration, request.eval_data, request.labels)
             if p is not None and is_path(p) for f in data_files(p)]
@@ -223,7 +224,7 @@ def export_c_work(request, m) -> tuple:
     """The work of `qconvert export-c` on the loaded model `m`: (C name, {file name: bytes},
     `ExportSummary`, the --report JSON text, the quantization report or None, its output
     pairs); writes nothing."""
-    from .model_source import ModelOptions, render_model
+    from .model.render import ModelOptions, render_model
 
     fc_layout = check_c_request(request)
     c_name = c_name_of(request)
@@ -232,8 +233,8 @@ def export_c_work(request, m) -> tuple:
     files, summary = render_model(m, ModelOptions(c_name, request.kernels, fc_layout, name,
                                                   sha256, note, patches=request.patches,
                                                   example=request.example))
-    from .export_report import report_json
-    from .resources import from_summary
+    from .model.export_report import report_json
+    from .model.resources import from_summary
 
     resources = from_summary(summary)
     if quantization is not None:
@@ -247,8 +248,8 @@ def export_c_work(request, m) -> tuple:
 def quant_report_files(request, quantization, pairs) -> dict:
     """{path: bytes} of the quantization report (--quant-report JSON, --report-html) of a
     float model quantized for export; refused when the model was int8 already."""
-    from qconvert.quantizing import report_files
-    from qconvert.requests import model_name
+    from qconvert.cli.quantizing import report_files
+    from qconvert.cli.requests import model_name
 
     if quantization is None:
         if request.quant_report is not None or request.report_html is not None:
@@ -266,10 +267,10 @@ def export_c_command(request) -> Exported:
     QConvertError to refuse."""
     from pathlib import Path
 
-    from qconvert.command_inputs import load_with_shapes
-    from qconvert.output_files import OutputFiles
+    from qconvert.cli.command_inputs import load_with_shapes
+    from qconvert.formats.output_files import OutputFiles
     from qconvert.quant.calibration_data import data_files
-    from qconvert.requests import is_path
+    from qconvert.cli.requests import is_path
 
     check_c_request(request)
     c_name_of(request)
@@ -318,7 +319,7 @@ def export_c_command(request) -> Exported:
         if created and not any(folder.iterdir()):
             folder.rmdir()
         raise
-    from .resources import from_summary
+    from .model.resources import from_summary
 
     return Exported(paths, summary.layers, list(files), c_name, folder, summary, quantization,
                     from_summary(summary))

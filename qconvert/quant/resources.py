@@ -6,7 +6,7 @@ The estimate is the model's MACs times the instructions per MAC bench_mcu measur
 export-c's C on that core (`mcu_rates.RATES`: the median over its models, with the lowest and
 highest rate as the range: element-wise-heavy models sit high, convolution-heavy ones low). The
 flash and arena figures are export-c's own plan (portable kernels), computed by
-`c_export.resources`; a float model has neither until it is quantized.
+`c_export.model.resources`; a float model has neither until it is quantized.
 """
 
 from __future__ import annotations
