@@ -52,7 +52,7 @@ def rates(bench: dict) -> dict:
 
 
 def render(table: dict, bench: dict) -> str:
-    lines = ['"""Instructions per multiply-accumulate of export-c\'s generated C on Cortex-M cores,',
+    lines = ['"""Instructions per multiply-accumulate of export-c\'s C on Cortex-M cores,',
              "measured by bench/bench_mcu.py (docs/bench_mcu.json) and derived by",
              "bench/mcu_rates.py (generated: do not edit; rerun it after a new benchmark).",
              "",
@@ -60,7 +60,8 @@ def render(table: dict, bench: dict) -> str:
                             f"{bench['gcc']}).", 96),
              "Per core and kernel set: (median, lowest, highest) over the benchmark's models, and",
              'the number of models."""', "", "BENCHMARK = " + repr(
-                 f"docs/bench_mcu.json of {bench['date']} (qconvert {bench['qconvert_commit'][:7]})"),
+                 f"docs/bench_mcu.json of {bench['date']} "
+                 f"(qconvert {bench['qconvert_commit'][:7]})"),
              "", "RATES = {"]
     for core, kinds in table.items():
         lines.append(f"    {core!r}: {{")

@@ -28,6 +28,8 @@ from .results import CExport, CHeader
 # what calibration and evaluation data may be: a path (file or folder), one array, a
 # {input name: array} dict, or an iterable of such batches
 Data = Union[str, os.PathLike, np.ndarray, Mapping[str, np.ndarray], Iterable, None]
+# what a model may be given as: a loaded Model, a path, its bytes, or an onnx.ModelProto
+ModelLike = Union[Model, str, os.PathLike, bytes, object]
 
 
 def _quantization(model: Model, report, pairs):
@@ -77,7 +79,7 @@ def _target(model: Model, to: str | None) -> str:
     return fmt
 
 
-def convert(model, to: str = "tflite", *, input_layout: str | None = None,
+def convert(model: ModelLike, to: str = "tflite", *, input_layout: str | None = None,
             input_shapes=(), verify: int | None = None) -> Model:
     """Convert a model (`qconvert convert`): ONNX to TFLite (NCHW -> NHWC), or re-write it
     in its own format. Keywords are the command's options.
@@ -97,8 +99,8 @@ def convert(model, to: str = "tflite", *, input_layout: str | None = None,
     return Model(ModelSource(written.data, _output_name(model, "converted", fmt)))
 
 
-def fuse(model, to: str | None = None, *, passes: str | None = None, input_shapes=(),
-         verify: int | None = None) -> Model:
+def fuse(model: ModelLike, to: str | None = None, *, passes: str | None = None,
+         input_shapes=(), verify: int | None = None) -> Model:
     """Fold BatchNorm, per-channel Mul/Div and Add/Sub into the layers before them
     (`qconvert fuse`). `passes` is the comma-separated list of --passes; the result's `report`
     holds the rewrites per pass and the node counts (the command's --report).
@@ -117,7 +119,7 @@ def fuse(model, to: str | None = None, *, passes: str | None = None, input_shape
     return Model(ModelSource(written.data, out), report=written.report)
 
 
-def quantize(model, calibration: Data = None, to: str | None = None, *,
+def quantize(model: ModelLike, calibration: Data = None, to: str | None = None, *,
              calibration_random: int | None = None, eval: Data = None,
              labels=None, mean=None, std=None, scale=None, method: str = "mse",
              percentile: float = 99.99, per_channel: bool = True,
@@ -164,7 +166,8 @@ def quantize(model, calibration: Data = None, to: str | None = None, *,
                  report=written.report, pairs=written.pairs)
 
 
-def export_c_header(model, path: str | os.PathLike | None = None, *, name: str | None = None,
+def export_c_header(model: ModelLike, path: str | os.PathLike | None = None, *,
+                    name: str | None = None,
                     fc_layout: str = "1x4", with_kernels: bool = False,
                     rounding: str = "double", calibration: Data = None,
                     calibration_random: int | None = None, mean=None, std=None, scale=None,
@@ -196,7 +199,8 @@ def export_c_header(model, path: str | os.PathLike | None = None, *, name: str |
         eval_data=eval, labels=labels, verify=verify, progress=progress,
         output=None, name=name, fc_layout=fc_layout, with_kernels=with_kernels,
         rounding=rounding, input_layout=input_layout, input_shapes=shape_specs(input_shapes))
-    text, layers, quantization, pairs = _run(lambda: export_header_work(request, _fresh(model, input_shapes)),
+    text, layers, quantization, pairs = _run(
+        lambda: export_header_work(request, _fresh(model, input_shapes)),
                         request, model)
     kernels = kernel_sources() if with_kernels else {}
     header_name = Path(path).name if path is not None else \
@@ -208,7 +212,8 @@ def export_c_header(model, path: str | os.PathLike | None = None, *, name: str |
     return result
 
 
-def export_c(model, dir: str | os.PathLike | None = None, *, name: str | None = None,
+def export_c(model: ModelLike, dir: str | os.PathLike | None = None, *,
+             name: str | None = None,
              kernels: str = "portable", fc_layout: str | None = None, patches: int = 0,
              example: bool = False,
              calibration: Data = None, calibration_random: int | None = None, mean=None,

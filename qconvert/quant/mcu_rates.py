@@ -1,4 +1,4 @@
-"""Instructions per multiply-accumulate of export-c's generated C on Cortex-M cores,
+"""Instructions per multiply-accumulate of export-c's C on Cortex-M cores,
 measured by bench/bench_mcu.py (docs/bench_mcu.json) and derived by
 bench/mcu_rates.py (generated: do not edit; rerun it after a new benchmark).
 

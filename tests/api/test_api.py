@@ -95,7 +95,8 @@ def test_export_c_one_step_and_two_steps_same_files_as_cli(tmp_path, digits, cal
     # the same samples as an array: the same C but the provenance comment's data name
     arrays = qconvert.export_c(digits, calibration=calib, name="dg", kernels="cmsis-nn")
     assert arrays.files["dg.c"] != one.files["dg.c"]
-    assert arrays.files["dg.c"].replace(b"arrays given in Python", CALIB.name.encode()) == one.files["dg.c"]
+    assert arrays.files["dg.c"].replace(b"arrays given in Python", CALIB.name.encode()) == \
+        one.files["dg.c"]
     for result, folder in ((two, tmp_path / "two"), (one, tmp_path / "one")):
         cli_files = {p.name: p.read_bytes() for p in folder.iterdir()}
         assert result.files == cli_files

@@ -63,9 +63,9 @@ def test_report_options_on_an_int8_model_are_refused(tmp_path, command, out, ext
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("stem, expected", [("vww_96_float", "vww_96"), ("net-fp32", "net"),
-                                             ("digits.float32", "digits"), ("float_net", "float_net"),
-                                             ("floater", "floater")])
+@pytest.mark.parametrize("stem, expected", [
+    ("vww_96_float", "vww_96"), ("net-fp32", "net"), ("digits.float32", "digits"),
+    ("float_net", "float_net"), ("floater", "floater")])
 def test_one_step_c_name_drops_the_float_tag(tmp_path, stem, expected):
     """A float model's file tag does not name the int8 C (`vww_96_float_invoke`); an int8 model
     keeps its stem whatever it says."""

@@ -107,6 +107,7 @@ target_link_libraries({name}_example PRIVATE {name})
 set_target_properties({name}_example PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON)
 """
     var = upper
+    cmsis_include = " -I$(CMSIS_NN_DIR)/Include" if kernels == "cmsis-nn" else ""
     mk = f"""# {name}.mk: the model {name}'s sources for a Makefile (written by qconvert export-c
 # --example). In your Makefile:
 #   include path/to/{name}.mk
@@ -114,7 +115,7 @@ set_target_properties({name}_example PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRE
 #   CFLAGS += $({var}_CFLAGS)
 {var}_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 {var}_SRCS := $(addprefix $({var}_DIR)/,{listed})
-{var}_CFLAGS := -std=c99 -I$({var}_DIR){' -I$(CMSIS_NN_DIR)/Include' if kernels == 'cmsis-nn' else ''}
+{var}_CFLAGS := -std=c99 -I$({var}_DIR){cmsis_include}
 """
     return {"main.c": main.encode(), "CMakeLists.txt": cmake.encode(),
             f"{name}.mk": mk.encode()}
