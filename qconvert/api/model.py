@@ -116,21 +116,36 @@ class Model:
 
         >>> m.run({"input": x})["logits"].argmax(1)
         """
-        from qconvert.executor.float_executor import run_float_batched
         from qconvert.cli.verify import _is_int8
+        from qconvert.executor.float_executor import ExecutionError, run_float_batched
 
         model = self.ir()
         feeds = _feeds(model.graph, inputs)
-        if not _is_int8(model):
-            return _named(run_float_batched(model, feeds, int(batch_size)), model.graph)
-        from qconvert.executor.int_executor import run_int8
+        try:
+            if not _is_int8(model):
+                return _named(run_float_batched(model, feeds, int(batch_size)), model.graph)
+            from qconvert.executor.int_executor import run_int8
 
-        total = len(next(iter(feeds.values())))
-        params: dict = {}
-        parts = [run_int8(model.graph, {k: v[i:i + batch_size] for k, v in feeds.items()},
-                          params=params) for i in range(0, total, int(batch_size))]
+            total = len(next(iter(feeds.values())))
+            params: dict = {}
+            parts = [run_int8(model.graph, {k: v[i:i + batch_size] for k, v in feeds.items()},
+                              params=params) for i in range(0, total, int(batch_size))]
+        except ExecutionError as exc:
+            raise QConvertError(str(exc), "inputs") from None
         return _named({k: np.concatenate([p[k] for p in parts]) for k in parts[0]},
                       model.graph)
+
+    def quantize_inputs(self, inputs) -> dict:
+        """Float data for a quantized model's int8 (int16) inputs: round(x / scale) + zero
+        point, saturated (TFLite's QUANTIZE, as NAME_quantize_input does in C); float inputs
+        are left as they are. `inputs` as `run` takes them.
+
+        >>> q.run(q.quantize_inputs(x_float))
+        """
+        from qconvert.quant.report import _int8_inputs
+
+        model = self.ir()
+        return _int8_inputs(model.graph, _feeds(model.graph, inputs))
 
 
 def _feeds(graph, inputs) -> dict:

@@ -273,3 +273,17 @@ def test_iterable_calibration_streams_in_bounded_memory():
     assert data["input"].shape == (32000, 1, 16, 16) and isinstance(data["input"], np.memmap)
     assert peak < 4 * 2**20, peak
     np.testing.assert_array_equal(data["input"][-16:], batch.astype(np.float32))
+
+
+def test_quantize_inputs_is_tflites_quantize(quantized, calib):
+    """`quantize_inputs` gives what TFLite's QUANTIZE gives (float32 division, half away from
+    zero, saturated), so `q.run(q.quantize_inputs(x))` is the firmware's result."""
+    t = quantized.ir().graph.tensors[quantized.inputs[0]]
+    x = calib[:5].transpose(0, 2, 3, 1) * np.float32(1.7) - np.float32(0.2)  # some saturate
+    r = x / np.float32(t.quant.scale[0])
+    expected = np.clip(np.sign(r) * np.floor(np.abs(r) + 0.5) + int(t.quant.zero_point[0]),
+                       -128, 127).astype(np.int8)
+    got = quantized.quantize_inputs(x)[quantized.inputs[0]]
+    np.testing.assert_array_equal(got, expected)
+    with pytest.raises(qconvert.QconvertError, match="is float32, the model input is int8"):
+        quantized.run(x)
