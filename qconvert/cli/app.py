@@ -424,7 +424,8 @@ def export_c(model, **options):
     """Write the whole int8 (or 16x8) model as interpreter-free C with a static memory plan.
 
     DIR/NAME.h declares NAME_invoke(input, output) (0 on success), NAME_ARENA_SIZE,
-    NAME_INPUT_SIZE / NAME_OUTPUT_SIZE and the input and output scales and zero points;
+    NAME_INPUT_SIZE / NAME_OUTPUT_SIZE, the input and output scales, zero points and layouts
+    (NAME_INPUT_DIMS...), and NAME_quantize_input / NAME_dequantize_output (float <-> int8);
     DIR/NAME.c holds the weights (static const, flash), the arena and the layer calls; the
     kernel sources it needs are written beside them. Every .c in DIR compiles together with
     gcc -std=c99 -Wall -Wextra -Werror -pedantic. The arena is planned ahead of time (tensor
@@ -441,6 +442,7 @@ def export_c(model, **options):
       qconvert export-c model_int8.tflite -o model_c --name kws
       qconvert export-c model_int8.tflite -o model_c --kernels cmsis-nn --report layers.json
       qconvert export-c model.onnx --calibration calib.npy -o model_c
+      qconvert export-c model_int8.tflite -o model_c --name kws --example
     """
     from ..c_export.command import export_c_command
     from ..formats.output_names import check_output_folder
