@@ -287,3 +287,12 @@ def test_quantize_inputs_is_tflites_quantize(quantized, calib):
     np.testing.assert_array_equal(got, expected)
     with pytest.raises(qconvert.QconvertError, match="is float32, the model input is int8"):
         quantized.run(x)
+
+
+def test_input_shapes_as_a_dict_are_the_cli_option(tmp_path, digits):
+    _cli("convert", DIGITS, "-o", tmp_path / "c.tflite", "--input-shape", "input:1,1,16,16")
+    api = qconvert.convert(digits, to="tflite", input_shapes={"input": (1, 1, 16, 16)})
+    assert api.to_bytes() == (tmp_path / "c.tflite").read_bytes()
+    with pytest.raises(qconvert.QconvertError,  # the shapes are applied: a wrong one refused
+                       match=r"--input-shape input:2,1,16,16: the model cannot run"):
+        qconvert.convert(digits, to="tflite", input_shapes={"input": (2, 1, 16, 16)})
