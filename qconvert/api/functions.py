@@ -40,6 +40,18 @@ def _quantization(model: Model, report, pairs):
     return Model(model.source, model.input_shapes, report=report, pairs=pairs)
 
 
+def _command_line_only(request) -> None:
+    """The q7 scheme (`--scheme q7`, `--kernels cmsis-nn-legacy`) writes its files itself
+    (`c_export.q7_command`): on the command line only, so far."""
+    from qconvert.cli.requests import check_request
+
+    check_request(request)
+    if request.scheme == "q7" or getattr(request, "kernels", "") == "cmsis-nn-legacy":
+        raise QConvertError("the q7 scheme (scheme='q7', kernels='cmsis-nn-legacy') is on the "
+                            "command line only so far: qconvert export-c --scheme q7 "
+                            "(docs/q7.md)")
+
+
 def _output_name(model: Model, tag: str, fmt: str) -> str:
     """The file name the command line writes by default: <stem>_<tag>.<fmt>."""
     return f"{Path(model.name).stem}_{tag}.{fmt}"
@@ -80,7 +92,7 @@ def _target(model: Model, to: str | None) -> str:
 
 
 def convert(model: ModelLike, to: str = "tflite", *, input_layout: str | None = None,
-            input_shapes=(), verify: int | None = None) -> Model:
+            input_shapes=(), verify: int | None = None, keep_float16: bool = False) -> Model:
     """Convert a model (`qconvert convert`): ONNX to TFLite (NCHW -> NHWC), or re-write it
     in its own format. Keywords are the command's options.
 
@@ -93,7 +105,7 @@ def convert(model: ModelLike, to: str = "tflite", *, input_layout: str | None = 
     model = load(model)
     fmt = _target(model, to)
     request = ConvertRequest(model.source, None, input_layout, shape_specs(input_shapes),
-                             verify)
+                             verify, keep_float16)
     written = _run(lambda: convert_work(request, _fresh(model, input_shapes), fmt), request,
                    model)
     return Model(ModelSource(written.data, _output_name(model, "converted", fmt)))
@@ -169,7 +181,7 @@ def quantize(model: ModelLike, calibration: Data = None, to: str | None = None, 
 def export_c_header(model: ModelLike, path: str | os.PathLike | None = None, *,
                     name: str | None = None,
                     fc_layout: str = "1x4", with_kernels: bool = False,
-                    rounding: str = "double", calibration: Data = None,
+                    rounding: str = "double", scheme: str = "int8", calibration: Data = None,
                     calibration_random: int | None = None, mean=None, std=None, scale=None,
                     method: str = "mse", percentile: float = 99.99,
                     per_channel: bool = True, fc_per_channel: bool = False,
@@ -198,7 +210,9 @@ def export_c_header(model: ModelLike, path: str | os.PathLike | None = None, *,
         engine=engine, batch_size=batch_size, max_memory=max_memory, model=model.source,
         eval_data=eval, labels=labels, verify=verify, progress=progress,
         output=None, name=name, fc_layout=fc_layout, with_kernels=with_kernels,
-        rounding=rounding, input_layout=input_layout, input_shapes=shape_specs(input_shapes))
+        rounding=rounding, scheme=scheme, input_layout=input_layout,
+        input_shapes=shape_specs(input_shapes))
+    _command_line_only(request)
     text, layers, quantization, pairs = _run(
         lambda: export_header_work(request, _fresh(model, input_shapes)),
                         request, model)
@@ -215,7 +229,7 @@ def export_c_header(model: ModelLike, path: str | os.PathLike | None = None, *,
 def export_c(model: ModelLike, dir: str | os.PathLike | None = None, *,
              name: str | None = None,
              kernels: str = "portable", fc_layout: str | None = None, patches: int = 0,
-             example: bool = False,
+             example: bool = False, scheme: str = "int8",
              calibration: Data = None, calibration_random: int | None = None, mean=None,
              std=None, scale=None, method: str = "mse", percentile: float = 99.99,
              per_channel: bool = True, fc_per_channel: bool = False, no_fuse: bool = False,
@@ -243,8 +257,9 @@ def export_c(model: ModelLike, dir: str | os.PathLike | None = None, *,
         engine=engine, batch_size=batch_size, max_memory=max_memory, model=model.source,
         eval_data=eval, labels=labels, verify=verify, progress=progress,
         output=None if dir is None else str(dir), name=name, kernels=kernels,
-        fc_layout=fc_layout, patches=patches, example=example, input_layout=input_layout,
-        input_shapes=shape_specs(input_shapes))
+        fc_layout=fc_layout, patches=patches, example=example, scheme=scheme,
+        input_layout=input_layout, input_shapes=shape_specs(input_shapes))
+    _command_line_only(request)
     c_name, files, summary, report, quantization, pairs = _run(
         lambda: export_c_work(request, _fresh(model, input_shapes)), request, model)
     result = CExport(files, c_name, summary, report, _quantization(model, quantization, pairs))

@@ -60,6 +60,38 @@ def int8_model(request, m, target: str):
     return job.model, quantization_note(options, request.label), report, pairs
 
 
+def run_export_route(model_path, input_shapes, outputs, target, input_layout, calibration,
+                     calibration_random, norm, options, scheme="int8") -> tuple:
+    """(the route's Job, the calibration data's label): the export route for `target`
+    ("c-header" or "c") run over the model read from `model_path`; `scheme` "q7" runs it with
+    `quantize-q7` in place of `quantize` (`routes.q7_route`)."""
+    from pathlib import Path
+
+    from qconvert.cli.command_inputs import calibration_data, load_with_shapes
+    from qconvert.quant.calibration_data import input_specs
+    from qconvert.cli.route_steps import Job, run_route
+    from qconvert.cli.routes import find_route, precision_of, q7_route
+
+    m = load_with_shapes(model_path, input_shapes)
+    outputs.add_inputs(m.meta.get("external_files", ()))
+    load_data, label = None, ""
+    if calibration is not None or calibration_random is not None:
+        norm = norm()
+        label = (Path(calibration).name if calibration is not None
+                 else f"{calibration_random} random samples")
+
+        def load_data(source):
+            return calibration_data(input_specs(source), calibration, calibration_random, norm,
+                                    options.max_memory), None
+
+    route = find_route(m.format, target, "export", precision_of(m))
+    if scheme == "q7":
+        route = q7_route(route)
+    job = run_route(route, Job(m, input_layout=input_layout, options=options,
+                               load_data=load_data))
+    return job, label
+
+
 def _source(request):
     """(file name, SHA-256) of the request's model, recorded in the generated C."""
     import hashlib

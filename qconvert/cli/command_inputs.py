@@ -26,6 +26,20 @@ def load_with_shapes(model, input_shapes):
     return m
 
 
+def normalization(mean, std, scale) -> dict:
+    """`--mean`, `--std`, `--scale` parsed (as `requests.Calibrate.normalization` does)."""
+    from .requests import Calibrate
+
+    return Calibrate(mean=mean, std=std, scale=scale).normalization()
+
+
+def memory_limit(text) -> int:
+    """`--max-memory SIZE` in bytes (as `requests.Calibrate.max_memory_bytes` does)."""
+    from .requests import Calibrate
+
+    return Calibrate(max_memory=text).max_memory_bytes()
+
+
 def evaluation_data(specs, eval_data, norm: dict, max_memory: int) -> dict | None:
     """Evaluation samples {input name: array} from --eval DATA (a path) or the API's arrays;
     None when not given."""

@@ -59,9 +59,18 @@ def load_for_output(model, output, input_shapes, outputs, tag: str) -> tuple:
 def convert_work(request, m, fmt: str) -> Written:
     """The work of `qconvert convert` on the loaded model `m`, to `fmt`; writes nothing."""
     from ..formats.model_io import serialize
+    from ..passes.cleanup.store_float16 import has_float16_weights, store_float16
 
-    job = run_route(find_route(m.format, fmt, "convert"), Job(m, input_layout=request.input_layout))
+    keep_float16 = request.keep_float16
+    if keep_float16 and not (fmt == "tflite" and has_float16_weights(m.graph)):
+        raise QConvertError("--keep-float16 keeps float16 weights the model has in a TFLite "
+                            "output; " + ("this model has none" if fmt == "tflite"
+                                          else f"the output is {fmt}"), str(request.model))
+    job = run_route(find_route(m.format, fmt, "convert"),
+                    Job(m, input_layout=request.input_layout))
     m, conversion = job.model, job.conversion
+    if keep_float16:
+        store_float16(m.graph)
     try:
         data = serialize(m, fmt)
         if request.verify:

@@ -151,6 +151,7 @@ class ConvertRequest:
     input_layout: str | None = None
     input_shapes: tuple = ()
     verify: int | None = None
+    keep_float16: bool = False
 
 
 @dataclass
@@ -195,6 +196,7 @@ class ExportCHeaderRequest(Calibrate):
     fc_layout: str = "1x4"
     with_kernels: bool = False
     rounding: str = "double"
+    scheme: str = "int8"
     quant_report: str | None = None
     report_html: str | None = None
     input_layout: str | None = None
@@ -211,8 +213,9 @@ class ExportCRequest(Calibrate):
     kernels: str = "portable"
     fc_layout: str | None = None
     patches: int = 0
-    example: bool = False
     report: str | None = None
+    scheme: str = "int8"
+    example: bool = False
     quant_report: str | None = None
     report_html: str | None = None
     input_layout: str | None = None
@@ -227,7 +230,8 @@ CHOICES = {
     "io_type": ("int8", "float32"),
     "rounding": ("double", "single"),
     "activations": ("int8", "int16"),
-    "kernels": ("portable", "cmsis-nn"),
+    "kernels": ("portable", "cmsis-nn", "cmsis-nn-legacy"),
+    "scheme": ("int8", "q7"),
     "fc_layout": ("1x4", "rowmajor", None),
     "input_layout": ("nhwc", "nchw", None),
 }
@@ -252,6 +256,22 @@ def check_request(request) -> None:
                     or value != value or value < lo or (hi is not None and value > hi):
                 span = f"{lo}..{hi}" if hi is not None else f"at least {lo}"
                 raise QConvertError(f"{f.name}={value!r}: give a number {span}")
+
+
+def check_q7_request(request) -> None:
+    """Refuse with --scheme q7 (or --kernels cmsis-nn-legacy) the options its path does not
+    take yet (`c_export.q7_command` prints its own q7 report)."""
+    from ..errors import QConvertError
+
+    taken = {"eval_data": "--eval", "labels": "--labels", "verify": "--verify",
+             "quant_report": "--quant-report", "report_html": "--report-html",
+             "example": "--example"}
+    given = [flag for name, flag in taken.items() if getattr(request, name, None)]
+    if not request.per_channel:
+        given.append("--per-tensor")
+    if given:
+        raise QConvertError(f"{', '.join(given)}: not with --scheme q7 (its own report: "
+                            "docs/q7.md)")
 
 
 def option_names(request_type) -> list:

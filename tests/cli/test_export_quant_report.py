@@ -81,3 +81,20 @@ def test_one_step_c_name_drops_the_float_tag(tmp_path, stem, expected):
     shutil.copy(KWS, int8)
     assert _invoke("export-c", int8, "-o", tmp_path / "k").exit_code == 0
     assert (tmp_path / "k" / "kws_float.h").exists()
+
+
+@pytest.mark.parametrize("extra", [["--eval", f"{DATA}:test"], ["--per-tensor"],
+                                   ["--example"]])
+def test_q7_scheme_refuses_the_int8_report_options(tmp_path, extra):
+    """Must not: --scheme q7 silently ignoring an option of the int8 path; nothing written."""
+    result = _invoke("export-c", DIGITS, "--calibration", f"{DATA}:calib", "--scheme", "q7",
+                     "-o", tmp_path / "c", *extra)
+    assert result.exit_code == 1 and "not with --scheme q7" in result.stderr
+    assert not (tmp_path / "c").exists()
+
+
+def test_q7_scheme_is_command_line_only_in_the_api():
+    import qconvert
+
+    with pytest.raises(qconvert.QconvertError, match="on the command line only so far"):
+        qconvert.export_c(qconvert.load(DIGITS), calibration_random=2, scheme="q7")
