@@ -67,19 +67,21 @@ def calibration_data(specs, calibration, calibration_random, norm: dict,
     from ..executor.memory_limit import check_input_memory, default_limit
 
     limit = max_memory or default_limit()
-    if calibration is not None and not _is_path(calibration):
-        from ..quant.array_data import arrays_for_inputs
-
-        return arrays_for_inputs(calibration, specs, norm, limit, "calibration")
     if calibration is not None:
         ranges: dict = {}
-        data = cd.load_calibration(calibration, specs, **norm, max_bytes=limit, ranges=ranges)
+        if _is_path(calibration):
+            data = cd.load_calibration(calibration, specs, **norm, max_bytes=limit,
+                                       ranges=ranges)
+        else:
+            from ..quant.array_data import arrays_for_inputs
+
+            data = arrays_for_inputs(calibration, specs, norm, limit, "calibration", ranges)
         message = cd.scale_warning(ranges)
+        where = str(calibration) if _is_path(calibration) else "calibration"
         if message and verify:
-            raise QConvertError(f"{message} (--verify refuses data at a doubtful scale)",
-                                str(calibration))
+            raise QConvertError(f"{message} (--verify refuses data at a doubtful scale)", where)
         if message:
-            click.echo(f"qconvert: warning: {one_line(str(calibration))}: {message}", err=True)
+            click.echo(f"qconvert: warning: {one_line(where)}: {message}", err=True)
         return data
     check_input_memory(specs, calibration_random, limit)
     click.echo(f"qconvert: warning: {cd.RANDOM_CALIBRATION_WARNING}", err=True)

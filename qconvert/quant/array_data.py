@@ -17,9 +17,12 @@ from ..errors import QConvertError
 from .calibration_data import _Normalization, _prepare
 
 
-def arrays_for_inputs(data, specs, norm: dict, max_bytes: int | None, what: str) -> dict:
+def arrays_for_inputs(data, specs, norm: dict, max_bytes: int | None, what: str,
+                      ranges: dict | None = None) -> dict:
     """{input name: array (N, *sample)} in each input's dtype from `data` (see the module
-    docstring); `what` names the data in errors ("calibration", "eval_data")."""
+    docstring); `what` names the data in errors ("calibration", "eval_data"). `ranges`, when
+    given, receives a `DataRange` per float input fed without normalization (for
+    `calibration_data.scale_warning`, as `load_calibration` fills it)."""
     from . import calibration_data as cd
 
     specs = list(specs)
@@ -27,6 +30,8 @@ def arrays_for_inputs(data, specs, norm: dict, max_bytes: int | None, what: str)
         raise QConvertError("the model has no inputs to calibrate", what)
     cd._MAX_BYTES = cd.DEFAULT_MAX_BYTES if max_bytes is None else int(max_bytes)
     normalization = _Normalization(**norm)
+    if ranges is not None:
+        normalization.ranges = ranges
     if isinstance(data, (np.ndarray, dict)):
         return _checked(_one_batch(data, specs, normalization, what), what)
     try:

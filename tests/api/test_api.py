@@ -296,3 +296,16 @@ def test_input_shapes_as_a_dict_are_the_cli_option(tmp_path, digits):
     with pytest.raises(qconvert.QconvertError,  # the shapes are applied: a wrong one refused
                        match=r"--input-shape input:2,1,16,16: the model cannot run"):
         qconvert.convert(digits, to="tflite", input_shapes={"input": (2, 1, 16, 16)})
+
+
+def test_raw_pixel_arrays_get_the_files_scale_warning(digits, calib, capsys):
+    """Arrays get the check a .npy file gets: whole numbers in 0..255 for a float input warn
+    (stderr, naming `calibration`), and are refused under verify."""
+    raw = np.round(calib * 255)
+    qconvert.quantize(digits, calibration=raw, to="tflite", progress=False)
+    err = capsys.readouterr().err
+    assert "qconvert: warning: calibration:" in err and "--scale" in err
+    with pytest.raises(qconvert.QconvertError, match="refuses data at a doubtful scale"):
+        qconvert.quantize(digits, calibration=raw, to="tflite", verify=2)
+    qconvert.quantize(digits, calibration=calib, to="tflite")  # 0..1 data: no warning
+    assert "warning" not in capsys.readouterr().err
