@@ -213,6 +213,10 @@ def export_c_header(model: ModelLike, path: str | os.PathLike | None = None, *,
         rounding=rounding, scheme=scheme, input_layout=input_layout,
         input_shapes=shape_specs(input_shapes))
     _command_line_only(request)
+    if path is not None:
+        from qconvert.formats.output_names import check_output_name
+
+        check_output_name(path, "header", option="path")
     text, layers, quantization, pairs = _run(
         lambda: export_header_work(request, _fresh(model, input_shapes)),
                         request, model)
@@ -260,6 +264,10 @@ def export_c(model: ModelLike, dir: str | os.PathLike | None = None, *,
         fc_layout=fc_layout, patches=patches, example=example, scheme=scheme,
         input_layout=input_layout, input_shapes=shape_specs(input_shapes))
     _command_line_only(request)
+    if dir is not None:
+        from qconvert.formats.output_names import check_output_folder
+
+        check_output_folder(dir, option="dir")
     c_name, files, summary, report, quantization, pairs = _run(
         lambda: export_c_work(request, _fresh(model, input_shapes)), request, model)
     result = CExport(files, c_name, summary, report, _quantization(model, quantization, pairs))

@@ -88,7 +88,14 @@ class Model:
         --report / --report-html), all or nothing, as the command line writes files."""
         from qconvert.cli.quantizing import report_files
         from qconvert.formats.output_files import write_outputs
+        from qconvert.formats.output_names import check_output_name
 
+        check_output_name(path, "model", option="save()")
+        suffix = Path(str(path)).suffix.lower()
+        if suffix in (".tflite", ".onnx") and suffix != f".{self.format}":
+            raise QConvertError(f"save() {suffix}: this model is {self.format}; give a name "
+                                f"ending in .{self.format} (qconvert.convert changes the "
+                                "format)", str(path))
         contents = {path: self.to_bytes()}
         if report is not None or report_html is not None:
             if self.report is None:

@@ -8,6 +8,7 @@ fill the same request; the files are compared byte for byte), onnxruntime for th
 from __future__ import annotations
 
 import inspect
+import re
 import json
 import subprocess
 import sys
@@ -309,3 +310,16 @@ def test_raw_pixel_arrays_get_the_files_scale_warning(digits, calib, capsys):
         qconvert.quantize(digits, calibration=raw, to="tflite", verify=2)
     qconvert.quantize(digits, calibration=calib, to="tflite")  # 0..1 data: no warning
     assert "warning" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda q, d: q.save(d / "model.h"), "save() .h: this writes a model"),
+    (lambda q, d: q.save(d / "model.onnx"), "save() .onnx: this model is tflite"),
+    (lambda q, d: qconvert.export_c(q, d / "model.c"), "dir .c: export-c writes a folder"),
+    (lambda q, d: qconvert.export_c_header(q, d / "w.c"), "path .c: this writes a C header"),
+])
+def test_output_names_that_do_not_match_are_refused(tmp_path, quantized, call, words):
+    """Must not: the API writing a model named .h, a folder named .c (the CLI's sharp edges)."""
+    with pytest.raises(qconvert.QconvertError, match=re.escape(words)):
+        call(quantized, tmp_path)
+    assert list(tmp_path.iterdir()) == []
