@@ -69,10 +69,14 @@ class Model:
         return self._ir
 
     def inspect(self) -> dict:
-        """The per-layer table of `qconvert inspect --json` (op, shapes, bytes, MACs)."""
+        """`qconvert inspect --json`: the per-layer table (op, shapes, bytes, MACs) and the
+        resource summary (`resources`: flash, arena, MACs, Cortex-M instruction estimates)."""
+        from qconvert.c_export.model.resources import model_resources
         from qconvert.formats.layer_table import summary
 
-        return summary(self.ir(), self.name)
+        report = summary(self.ir(), self.name)
+        report["resources"] = model_resources(self.ir())
+        return report
 
     def __repr__(self) -> str:
         return f"<qconvert.Model {self.name!r} ({len(self.source.data)} bytes)>"

@@ -323,3 +323,9 @@ def test_output_names_that_do_not_match_are_refused(tmp_path, quantized, call, w
     with pytest.raises(qconvert.QconvertError, match=re.escape(words)):
         call(quantized, tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_inspect_is_the_cli_json(tmp_path):
+    cli = json.loads(_cli("inspect", KWS, "--json").stdout)
+    api = qconvert.load(KWS).inspect()
+    assert json.loads(json_text.dumps({**api, "model": str(KWS)})) == cli
