@@ -223,7 +223,7 @@ class ExportCRequest(Calibrate):
 
 
 # The values an option takes (the command line's click.Choice lists, checked equal by
-# tests/test_api.py) and the ranges of numeric options: `check_request` refuses others.
+# tests/api/test_api.py) and the ranges of numeric options: `check_request` refuses others.
 CHOICES = {
     "method": ("mse", "minmax", "percentile", "entropy"),
     "engine": ("numpy", "onnxruntime"),
