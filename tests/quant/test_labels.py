@@ -114,3 +114,20 @@ def test_bad_labels_are_one_line_and_write_nothing(tmp_path, labels, words):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], result.stderr
     assert not out.exists()
+
+
+def test_qdq_onnx_labelled_top1_matches_onnxruntime():
+    """ONNX QDQ output: the int8 figures are the QDQ model's as onnxruntime runs it."""
+    import onnxruntime as ort
+
+    data = np.load(DATA)
+    q = qconvert.quantize(qconvert.load(DIGITS), calibration=data["calib"], eval=data["test"],
+                          labels=data["labels"], to="onnx", progress=False)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(q.to_bytes(), so, providers=["CPUExecutionProvider"])
+    x = data["test"]
+    pred = np.array([sess.run(None, {"input": x[i:i + 1]})[0].argmax() for i in range(len(x))])
+    acc = q.report["labelled"]
+    assert acc["int8_top1"] == pytest.approx(np.mean(pred == data["labels"]))
+    assert acc["confusion_int8"] == _confusion(data["labels"], pred, 10)
