@@ -4,8 +4,8 @@ Python API (`qconvert.api`) both fill these, and the commands' work (`commands`,
 
 Every field is a command-line option of the same name (`--no-fuse` is `no_fuse`, `-o` is
 `output`) with the same default, so `qconvert quantize m.onnx --method minmax` and
-`QuantizeRequest(model="m.onnx", method="minmax")` are the same request. Options are resolved once,
-here: `Calibrate.options()` gives the `QuantizeOptions` (with `--max-memory` in bytes) and
+`QuantizeRequest(model="m.onnx", method="minmax")` are the same request. Options are resolved
+once, here: `Calibrate.options()` gives the `QuantizeOptions` (with `--max-memory` in bytes) and
 `Calibrate.normalization()` the parsed `--mean` / `--std` / `--scale`.
 
 `model` is a path, or a `ModelSource` (a model held in memory: the API's `qconvert.load`).
