@@ -252,7 +252,8 @@ def _qdq(run: _Run) -> None:
         from .concat_branches import float_tails, swamped_concats
 
         run.swamped = swamped_concats(run.model.graph, run.measured.ranges)
-        for name in float_tails(run.model.graph, run.swamped, run.qplan.activations):
+        for name in float_tails(run.model.graph, run.swamped, run.qplan.activations,
+                                run.qplan.layers):
             del run.qplan.activations[name]  # the concat's output stays float
     run.names = apply_qdq(run.model.graph, run.qplan, run.model.meta.get("opset", 13))
     check_qdq_scales(run.model.graph)
@@ -317,8 +318,13 @@ def _report(run: _Run) -> None:
         run.report["per_branch_concats"] = run.swamped
         notes = run.report.setdefault("notes", [])
         if run.model.format != "tflite":
-            notes.append(describe(run.swamped, "its output left float, each branch on its own "
+            floated = [f for f in run.swamped if not f.get("blocker")]
+            if floated:
+                notes.append(describe(floated, "its output left float, each branch on its own "
                                                "int8 scale"))
+            for f in run.swamped:
+                if f.get("blocker"):
+                    notes.append(describe([f], f"left on one int8 scale ({f['blocker']})"))
         else:
             widened = [f for f in run.swamped if not f.get("blocker")]
             if widened:
