@@ -1,7 +1,7 @@
 """export-c's one lowering dispatch: op -> the function that lowers it to a C kernel call.
 
 `LOWERINGS` (int8) and `LOWERINGS16` (16x8 layers) are the only per-op tables; each family of
-ops lowers in its own module, all written over the helpers of `steps` (`Step`, `_plain`,
+ops lowers in its own module, all written over the helpers of `steps` (`Step`, `plain_step`,
 `activation_of`, ...), which also holds the portable int8 family (conv, fully connected,
 pools, lookups, quantize, element-wise, softmax, mean, data movement):
 
