@@ -143,10 +143,12 @@ def conv_step(graph, node, step, kernels: ConvKernels) -> Step:
     else:
         scratch = kernels.conv_scratch(x, y, kh, kw, p)
         decls = [f"static const cmsis_nn_conv_params @L_conv = {{{offsets}, {geo}}};",
-                 f"static const cmsis_nn_dims @L_filter_dims = {{{y[3]}, {kh}, {kw}, {x[3]}}};"]
+                 f"static const cmsis_nn_dims @L_filter_dims = "
+                 f"{{{y[3]}, {kh}, {kw}, {int(w.shape[3])}}};"]
         fn = f"arm_convolve_wrapper_{kernels.suffix}"
     size_fn = f"{fn}_get_buffer_size"
-    generic = not depthwise and kernels.suffix == "s8" and _one_by_n_inexact(x, y, kh, kw, p)
+    generic = not depthwise and kernels.suffix == "s8" and int(w.shape[3]) == x[3] and \
+        _one_by_n_inexact(x, y, kh, kw, p)
     size_args = "&@L_conv, &@L_input_dims, &@L_filter_dims, &@L_output_dims"
     if generic:  # the wrapper's MVE 1 x N path would be wrong: its generic kernel, unbanded
         fn, size_fn = "arm_convolve_s8", "arm_convolve_s8_get_buffer_size"
@@ -386,14 +388,9 @@ def lower_cmsis(graph, step: Step, options) -> Step:
         return lower_cmsis_s16(graph, step, options)
     if node.op == "DepthwiseConv2D":
         return keep_on_dsp(step, conv_step(graph, node, step, S8_CONV))
-    if node.op in ("Conv2D", "DepthwiseConv2D"):
-        grouped = node.op == "Conv2D" and graph.tensors[node.inputs[1]].data.shape[3] != \
-            tensor_dims(graph, node.inputs[0])[3]
-        if grouped:  # qconvert's fast kernel (CMSIS-NN's grouped path not taken), else portable
-            fast = fast_conv_step(graph, node, step.index)
-            return step if fast is None else fast
+    if node.op == "Conv2D":  # grouped too: arm_convolve_s8 runs group after group
         made = conv_step(graph, node, step, S8_CONV)
-        fast = fast_conv_step(graph, node, step.index) if node.op == "Conv2D" else None
+        fast = fast_conv_step(graph, node, step.index)
         return made if fast is None else on_dsp_builds(made, fast)  # cmsis_fast: measured
     if node.op == "FullyConnected":
         made = _fc(graph, node, step, options)
