@@ -9,8 +9,9 @@ row-major weights and the per-row kernel sums the Helium (MVE) kernels read inst
 context buffer in Helium builds only: the other builds never read it, so it is not linked
 there and the context is NULL), Add and Mul of equal shapes -> arm_elementwise_add_s8 /
 arm_elementwise_mul_s8,
-AveragePool / MaxPool -> arm_avgpool_s8 / arm_max_pool_s8, Softmax -> arm_softmax_s8. Every
-other op keeps qconvert's portable kernel.
+AveragePool / MaxPool -> arm_avgpool_s8 / arm_max_pool_s8, Softmax -> arm_softmax_s8, a
+TransposeConv whose kernel is its stride -> arm_fully_connected_per_channel_s8 row by row
+(`transpose_conv_cmsis`). Every other op keeps qconvert's portable kernel.
 
 Scratch buffers: CMSIS-NN sizes them per build (scalar, DSP or MVE) with its
 `*_get_buffer_size` functions, which exist only in the library. The plan reserves, for Helium
@@ -403,4 +404,7 @@ def lower_cmsis(graph, step: Step, options) -> Step:
         return keep_on_dsp(step, elementwise_step(graph, node, step))
     if node.op == "Softmax":
         return softmax_step(graph, node, step)
+    if node.op == "TransposeConv":  # kernel == stride: fully connected calls, else portable
+        from .transpose_conv_cmsis import transpose_conv_step
+        return transpose_conv_step(graph, node, step)
     return step
