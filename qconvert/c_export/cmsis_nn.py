@@ -45,6 +45,7 @@ from .model_source import HELIUM_TEST
 from .model_steps import Step, _acts, fast_conv_step, fast_fc_step, fc_geometry, tensor_dims
 from .memory_plan import PlanStep
 from .cmsis_fast import on_dsp_builds
+from .helium_tiles import helium_tiles
 
 _CH_IN_BLOCK_MVE = 124
 
@@ -169,6 +170,8 @@ def conv_step(graph, node, step, kernels: ConvKernels) -> Step:
                 "&@L_output_dims, $out0)")), "}"]
     made = _step(graph, node, step.index, call, arrays, decls, scratch)
     made.check = Template("\n".join(_fits(f"{size_fn}({size_args})")))
+    if kernels.suffix == "s8" and not generic:
+        made.helium_tiles = helium_tiles(x, y, (kh, kw), p, depthwise, int(w.shape[3]))
     heights = [k for k in BAND_ROWS if k < y[1]] if kernels.banded and not generic else []
     bands = [(k, row_bands(x, y, kh, p, k)) for k in heights]
     bands = [(k, b) for k, b in bands if b is not None]

@@ -140,6 +140,7 @@ class Step:
     scratch_builds: dict | None = None  # {"helium": bytes, "other": bytes} (CMSIS-NN calls)
     check: Template | None = None   # C run once (NAME_check): `return 2;` if scratch is short
     banded_check: Template | None = None  # the same for the banded call
+    helium_tiles: tuple | None = None  # the whole-layer overlap of the Helium call alone
 
 
 def tensor_dims(graph, name) -> tuple:
