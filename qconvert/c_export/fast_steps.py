@@ -29,6 +29,7 @@ _TABLE = {"DepthwiseConv2D": ("depthwise_steps", "lower_depthwise"),
           "AveragePool": ("pool_steps", "lower_pool_fast"),
           "MaxPool": ("pool_steps", "lower_pool_fast"),
           "Add": ("add_steps", "lower_add_fast"),
+          "Sub": ("add_steps", "lower_add_fast"),
           "Mul": ("add_steps", "lower_mul_fast")}
 
 
