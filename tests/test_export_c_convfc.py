@@ -52,7 +52,7 @@ CONV_CASES = {
     "pointwise_cin1_cout1": (1, 4, 5, 1, 1, (1, 1), (1, 1), (1, 1), "VALID", "NONE", 20, True),
     "pointwise_cin6_same_stride2": (1, 5, 5, 6, 3, (1, 1), (2, 2), (1, 1), "SAME", "NONE", -1,
                                     True),
-    "one_output_pixel": (1, 3, 3, 6, 3, (3, 3), (1, 1), (1, 1), "VALID", "RELU", 9, True),
+    "one_output_pixel": (1, 3, 3, 6, 3, (3, 3), (1, 1), (1, 1), "VALID", "RELU", 9, True),  # FC
     "kws_like_10x4_cin1_stride2": (1, 25, 10, 1, 16, (10, 4), (2, 2), (1, 1), "SAME", "RELU",
                                    -30, True),
     "cin16_cout16_3x3_same": (1, 8, 8, 16, 16, (3, 3), (1, 1), (1, 1), "SAME", "NONE", -128,
@@ -74,6 +74,19 @@ GROUPED_CASES = {
     # one input row, a 1x5 kernel, stride 2, pads 2: CMSIS-NN's 1xN geometry, not its path
     "g2_one_row_k1x5_stride2": ((1, 1, 13, 8, 6, (1, 5), (1, 2), (1, 1), "SAME", "NONE", -7,
                                  True), 2),
+}
+
+# id: (case as CONV_CASES, a fully connected layer?): one output pixel per image
+WHOLE_CASES = {
+    "whole_3x5_cin7": ((1, 3, 5, 7, 9, (3, 5), (1, 1), (1, 1), "VALID", "RELU", -5, True),
+                       True),
+    "whole_1x3_cin40_streaming": ((1, 1, 3, 40, 32, (1, 3), (1, 1), (1, 1), "VALID", "NONE",
+                                   -128, True), True),
+    "whole_batch2_per_tensor": ((2, 4, 4, 3, 5, (4, 4), (1, 1), (1, 1), "VALID", "RELU6", 7,
+                                 False), True),
+    # must not: one output pixel whose window is not the whole image (stride 3 over 5x5)
+    "one_pixel_window_inside": ((1, 5, 5, 4, 6, (3, 3), (3, 3), (1, 1), "VALID", "NONE", 3,
+                                 True), False),
 }
 
 # id: (batches, depth, units, per-channel, weights zero point, activation, z_in)
@@ -155,6 +168,8 @@ def case_models(tmp_path_factory) -> dict:
     built = {f"conv_{k}": conv_model(c, seed=i) for i, (k, c) in enumerate(CONV_CASES.items())}
     built.update({f"conv_grouped_{k}": conv_model(c, seed=20 + i, group=g)
                   for i, (k, (c, g)) in enumerate(GROUPED_CASES.items())})
+    built.update({f"conv_{k}": conv_model(c, seed=40 + i)
+                  for i, (k, (c, _)) in enumerate(WHOLE_CASES.items())})
     built["conv_left_shift"] = conv_model(CONV_CASES["cin8_cout7_k4x3_pads_every_side"], 5,
                                           left_shift=True)
     built.update({f"fc_{k}": fc_model(c, seed=i) for i, (k, c) in enumerate(FC_CASES.items())})
@@ -204,8 +219,11 @@ def test_every_case_takes_the_fast_kernels(case_models, tmp_path):
     """The cases exercise the new kernels (else the bit-exactness tests prove nothing)."""
     for name, path in case_models.items():
         text = _export_into(tmp_path, path, name)
-        fn = "qconvert_conv_fast_s8" if name.startswith("conv_") else "qconvert_fc_fast_s8"
+        whole = WHOLE_CASES.get(name[5:], (None, False))[1] or name == "conv_one_output_pixel"
+        fn = "qconvert_conv_fast_s8" if name.startswith("conv_") and not whole \
+            else "qconvert_fc_fast_s8"
         assert fn + "(" in text, name
+        assert ("qconvert_conv_fast_s8(" in text) == (not whole and fn != "qconvert_fc_fast_s8")
 
 
 def test_host_cases_bit_exact_with_tflite_micro(case_models, tmp_path):
@@ -305,11 +323,12 @@ def test_grouped_conv_with_cmsis_nn_calls_cmsis_nn_on_helium_and_the_fast_kernel
 @pytest.mark.parametrize("board", [None, pytest.param("m4", marks=NEEDS_CROSS),
                                    pytest.param("m55", marks=NEEDS_CROSS)])
 def test_grouped_conv_cmsis_nn_bit_exact_with_tflite_micro(case_models, board, tmp_path):
-    """Every grouped case, and the banded chain, with --kernels cmsis-nn, against TFLite Micro:
-    the host and Cortex-M4 builds run the fast kernel, Cortex-M55 CMSIS-NN's Helium
-    arm_convolve_s8 (whole layer, and band by band)."""
+    """Every grouped case, the banded chain and the one-pixel cases with --kernels cmsis-nn,
+    against TFLite Micro: the host and Cortex-M4 builds run the fast kernels (a whole-window
+    layer qconvert_fc_fast_s8), Cortex-M55 CMSIS-NN's Helium arm_convolve_s8 (whole layer, and
+    band by band)."""
     models = {k: Path(v).read_bytes() for k, v in case_models.items()
-              if k.startswith("conv_grouped_")}
+              if k.startswith("conv_grouped_") or k[5:] in WHOLE_CASES}
     models["grouped_chain"] = grouped_chain_model()
     run_image(models, tmp_path / (board or "host"), board, kernels="cmsis-nn")
 
