@@ -178,3 +178,4 @@ def all_schemas() -> list:
 
 
 from . import ops as _ops  # noqa: E402,F401  (fills the registry)
+from . import lstm as _lstm  # noqa: E402,F401  (the LSTM ops)

@@ -110,6 +110,16 @@ def unsupported_ops(graph: Graph) -> dict:
     return dict(counts)
 
 
+def variable_value(t) -> np.ndarray:
+    """A TFLite variable tensor's value at the first call: its initial buffer, else zeros
+    (UNIDIRECTIONAL_SEQUENCE_LSTM's state)."""
+    init = t.extra.get("variable_init")
+    shape = tuple(int(d) for d in t.shape)
+    if init:
+        return np.frombuffer(init, t.dtype).reshape(shape)
+    return np.zeros(shape, t.dtype)
+
+
 def _split(model_or_graph, opset):
     if isinstance(model_or_graph, Model):
         graph = model_or_graph.graph
@@ -404,8 +414,11 @@ def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
             return None
         if name in values:
             return values[name]
-        data = graph.tensors[name].data
+        t = graph.tensors[name]
+        data = t.data
         if data is None:
+            if t.extra.get("is_variable"):  # a TFLite variable at the first call
+                return variable_value(t)
             raise ExecutionError(f"tensor {name!r} is read before it is produced")
         return data
 

@@ -287,7 +287,8 @@ class Graph:
                 raise GraphError(f"graph input {name!r} has no tensor")
             if tensors[name].is_constant:
                 raise GraphError(f"graph input {name!r} is a constant")
-        defined.update(n for n, t in tensors.items() if t.data is not None)
+        defined.update(n for n, t in tensors.items()
+                       if t.data is not None or t.extra.get("is_variable"))  # TFLite state
         for node in self.nodes:
             if not node.opaque:
                 inputs = node.inputs
