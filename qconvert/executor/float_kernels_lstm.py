@@ -149,12 +149,13 @@ def onnx_gates(m, hidden: int):
 
 @kernel("LSTM")
 def onnx_lstm(node, inputs, out_dtypes):
-    """ONNX LSTM (forward, reverse or bidirectional; layout 0 or 1) in float32."""
+    """ONNX LSTM (forward, reverse or bidirectional; layout 0) in float32."""
     x, w, r = inputs[0], inputs[1], inputs[2]
     b, lens, h0, c0, p = (inputs[i] if i < len(inputs) else None for i in range(3, 8))
     hidden = int(r.shape[-1])
-    layout = int(node.attrs.get("layout", 0) or 0)
-    seq = x if layout else np.swapaxes(x, 0, 1)  # [B, T, I]
+    if int(node.attrs.get("layout", 0) or 0):  # onnxruntime has no kernel for it either
+        raise NotImplementedError("LSTM layout=1 (batch-major) is not supported")
+    seq = np.swapaxes(x, 0, 1)  # [B, T, I]
     batch, steps = seq.shape[0], seq.shape[1]
     if lens is not None and np.any(np.asarray(lens) != steps):
         raise NotImplementedError("LSTM sequence_lens shorter than the sequence is not supported")
@@ -186,9 +187,6 @@ def onnx_lstm(node, inputs, out_dtypes):
         outs.append(out[:, ::-1] if reverse else out)
         hs.append(h)
         cs.append(c)
-    y = np.stack(outs, axis=2 if layout else 1)  # layout 1: [B, T, D, H]; 0: [B, D, T, H]
-    y = y if layout else np.transpose(y, (2, 1, 0, 3))  # -> [T, D, B, H]
+    y = np.transpose(np.stack(outs, axis=1), (2, 1, 0, 3))  # [B, D, T, H] -> [T, D, B, H]
     y_h, y_c = np.stack(hs), np.stack(cs)  # [D, B, H]
-    if layout:
-        y_h, y_c = np.swapaxes(y_h, 0, 1), np.swapaxes(y_c, 0, 1)
     return [np.ascontiguousarray(y), np.ascontiguousarray(y_h), np.ascontiguousarray(y_c)]

@@ -1,0 +1,150 @@
+"""LSTM end to end: TFLite UNIDIRECTIONAL_SEQUENCE_LSTM and ONNX LSTM (schemas/lstm.py).
+
+Oracles: LiteRT for the float TFLite op (every variant the float kernel runs: time-major,
+CIFG, peephole, projection with its clip, layer norm, cell clip, batches), onnxruntime (graph
+optimizations off) for ONNX LSTM (forward, reverse, bidirectional, initial states, peepholes),
+a read -> write -> read round trip for the 24 inputs, the options and the variable state
+tensors. The models are built by tests/models/make_lstm_models.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "models"))
+
+from make_lstm_models import denoiser_tflite, lstm_onnx, lstm_tflite  # noqa: E402
+
+from qconvert.executor.float_executor import ExecutionError, run_float  # noqa: E402
+from qconvert.onnx_reader import read_onnx  # noqa: E402
+from qconvert.tflite_reader import read_tflite  # noqa: E402
+from qconvert.tflite_writer import write_tflite  # noqa: E402
+
+
+def litert(data: bytes, x: np.ndarray) -> np.ndarray:
+    """LiteRT's output of a one-input, one-output model."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=data)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    return it.get_tensor(it.get_output_details()[0]["index"])
+
+
+def ort(data: bytes, x: np.ndarray) -> dict:
+    """onnxruntime's outputs (graph optimizations off) by name."""
+    import onnxruntime as rt
+
+    so = rt.SessionOptions()
+    so.graph_optimization_level = rt.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = rt.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in s.get_outputs()], s.run(None, {"x": x})))
+
+
+def _feed(shape, seed=5) -> np.ndarray:
+    return np.random.default_rng(seed).normal(0, 1, shape).astype(np.float32)
+
+
+TFLITE_VARIANTS = {
+    "plain": {},
+    "time_major_batch2": dict(time_major=True, batch=2),
+    "batch3": dict(batch=3),
+    "cifg": dict(cifg=True),
+    "peephole": dict(peephole=True),
+    "projection_clip": dict(projection=4, proj_clip=0.7),
+    "layer_norm": dict(layer_norm=True),
+    "cell_clip": dict(cell_clip=0.5),
+}
+
+
+# -- float TFLite: LiteRT ---------------------------------------------------------------------
+@pytest.mark.parametrize("variant", TFLITE_VARIANTS)
+def test_float_tflite_lstm_equals_litert(variant):
+    data = lstm_tflite(**TFLITE_VARIANTS[variant])
+    model = read_tflite(data)
+    model.verify()
+    x = _feed(model.graph.tensors["x"].shape)
+    want = litert(data, x)
+    got = run_float(model, {"x": x})["y"]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-6)
+    assert np.ptp(want) > 0.1  # not a near-constant output
+
+
+def test_float_denoiser_equals_litert():
+    data = denoiser_tflite()
+    x = _feed((1, 8, 16))
+    got = run_float(read_tflite(data), {"features": x})["denoised"]
+    np.testing.assert_allclose(got, litert(data, x), rtol=0, atol=2e-6)
+
+
+def test_float_lstm_batch_mode_equals_one_sample_runs():
+    """A batch of N fed to the batch-1 model (batch mode): the state of batch 1 serves every
+    sample, each sample's result is its own run's."""
+    data = lstm_tflite()
+    model = read_tflite(data)
+    xs = _feed((3, 6, 5), seed=9)
+    got = run_float(model, {"x": xs})["y"]
+    for k in range(3):
+        np.testing.assert_allclose(got[k:k + 1], litert(data, xs[k:k + 1]), rtol=0, atol=2e-6)
+
+
+def test_tflite_round_trip_keeps_inputs_options_and_state():
+    data = lstm_tflite(peephole=True, projection=4, proj_clip=0.7, cell_clip=0.5,
+                       time_major=True, batch=2)
+    first = read_tflite(data)
+    node = first.graph.nodes[0]
+    assert node.op == "UnidirectionalSequenceLSTM" and len(node.inputs) == 24
+    assert node.attrs["time_major"] is True
+    assert node.attrs["cell_clip"] == pytest.approx(0.5)
+    assert node.attrs["proj_clip"] == pytest.approx(0.7)
+    assert node.attrs["activation"] == "TANH"
+    present = [i for i, n in enumerate(node.inputs) if n is not None]
+    assert present == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]
+    states = [first.graph.tensors[node.inputs[i]] for i in (18, 19)]
+    assert all(t.extra.get("is_variable") and t.data is None for t in states)
+    again = read_tflite(write_tflite(first))
+    node2 = again.graph.nodes[0]
+    assert node2.attrs == node.attrs and node2.inputs == node.inputs
+    for name in node.inputs[1:18]:
+        if name is not None:
+            np.testing.assert_array_equal(again.graph.tensors[name].data,
+                                          first.graph.tensors[name].data)
+    x = _feed((6, 2, 5))
+    np.testing.assert_array_equal(litert(write_tflite(again), x), litert(data, x))
+
+
+# -- float ONNX: onnxruntime --------------------------------------------------------------------
+ONNX_VARIANTS = {
+    "forward": {},
+    "all_outputs_batch2": dict(batch=2, outputs=("Y", "Y_h", "Y_c")),
+    "reverse": dict(direction="reverse", outputs=("Y", "Y_h")),
+    "bidirectional": dict(direction="bidirectional", batch=2, outputs=("Y", "Y_h", "Y_c")),
+    "initial_state_peephole": dict(initial=True, peephole=True, outputs=("Y", "Y_c")),
+    "no_bias": dict(bias=False),
+}
+
+
+@pytest.mark.parametrize("variant", ONNX_VARIANTS)
+def test_float_onnx_lstm_equals_onnxruntime(variant, tmp_path):
+    data = lstm_onnx(**ONNX_VARIANTS[variant])
+    model = read_onnx(data, tmp_path / "m.onnx")
+    x = _feed(model.graph.tensors["x"].shape)
+    want = ort(data, x)
+    got = run_float(model, {"x": x})
+    assert set(got) == set(want)
+    for name, w in want.items():
+        assert got[name].shape == w.shape, name
+        np.testing.assert_allclose(got[name], w, rtol=0, atol=2e-6, err_msg=name)
+
+
+def test_onnx_lstm_layout_1_refused_by_name(tmp_path):
+    """onnxruntime has no kernel for layout=1 either: the executor refuses it, naming it."""
+    model = read_onnx(lstm_onnx(layout=1, batch=2), tmp_path / "m.onnx")
+    with pytest.raises(ExecutionError, match="layout=1"):
+        run_float(model, {"x": _feed((2, 6, 5))})
