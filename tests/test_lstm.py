@@ -148,3 +148,74 @@ def test_onnx_lstm_layout_1_refused_by_name(tmp_path):
     model = read_onnx(lstm_onnx(layout=1, batch=2), tmp_path / "m.onnx")
     with pytest.raises(ExecutionError, match="layout=1"):
         run_float(model, {"x": _feed((2, 6, 5))})
+
+
+# -- ONNX -> TFLite: the converted model in LiteRT against the ONNX model in onnxruntime ------
+def _convert(tmp_path, data: bytes, *args) -> tuple:
+    from click.testing import CliRunner
+
+    from qconvert.cli import main
+
+    src, out = tmp_path / "m.onnx", tmp_path / "m.tflite"
+    src.write_bytes(data)
+    result = CliRunner().invoke(main, ["convert", str(src), "-o", str(out), *args])
+    return result, out
+
+
+CONVERTED = {
+    "pytorch_batch_first": dict(wrap="transpose"),
+    "unstack_squeeze": dict(wrap="squeeze"),
+    "peephole": dict(wrap="transpose", peephole=True),
+    "no_bias": dict(wrap="transpose", bias=False),
+}
+
+
+@pytest.mark.parametrize("variant", CONVERTED)
+def test_onnx_lstm_converts_to_one_sequence_lstm(variant, tmp_path):
+    data = lstm_onnx(**CONVERTED[variant])
+    result, out = _convert(tmp_path, data, "--verify", "3")
+    assert result.exit_code == 0, result.output
+    model = read_tflite(out.read_bytes())
+    ops = [n.op for n in model.graph.nodes]
+    assert ops.count("UnidirectionalSequenceLSTM") == 1 and "Transpose" not in ops, ops
+    x = _feed((1, 6, 5), seed=11)
+    import onnxruntime as rt
+
+    so = rt.SessionOptions()
+    so.graph_optimization_level = rt.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = rt.InferenceSession(data, so, providers=["CPUExecutionProvider"]).run(
+        None, {"x_bf": x})[0]
+    np.testing.assert_allclose(litert(out.read_bytes(), x), want, rtol=0, atol=2e-6)
+
+
+def test_onnx_lstm_y_h_is_the_last_step(tmp_path):
+    """Y and Y_h both read: Y_h is a SLICE of the sequence's last step."""
+    data = lstm_onnx(batch=1, outputs=("Y", "Y_h"))
+    model = read_onnx(data, tmp_path / "m.onnx")
+    from qconvert.passes.onnx_to_tflite import convert_onnx_to_tflite
+
+    converted = convert_onnx_to_tflite(model).model
+    x = _feed((6, 1, 5))
+    want = ort(data, x)
+    got = run_float(converted, {"x": x})
+    np.testing.assert_allclose(got["Y_h"], want["Y_h"], rtol=0, atol=2e-6)
+    np.testing.assert_allclose(got["Y"], want["Y"], rtol=0, atol=2e-6)
+
+
+REFUSED = {
+    "bidirectional": (dict(direction="bidirectional"), "direction bidirectional; only forward"),
+    "reverse": (dict(direction="reverse"), "direction reverse; only forward"),
+    "y_c": (dict(outputs=("Y", "Y_c")), "its cell state output Y_c is read"),
+    "initial_state": (dict(initial=True), "non-zero initial_h: TFLite's state starts at zero"),
+}
+
+
+@pytest.mark.parametrize("variant", REFUSED)
+def test_onnx_lstm_refusals_are_one_line_and_write_nothing(variant, tmp_path):
+    kwargs, cause = REFUSED[variant]
+    result, out = _convert(tmp_path, lstm_onnx(**kwargs))
+    assert result.exit_code != 0
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    assert f"LSTM 'LSTM_0' ({cause})" in lines[0] and "m.onnx" in lines[0], lines[0]
+    assert not out.exists()

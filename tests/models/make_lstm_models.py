@@ -117,10 +117,13 @@ def denoiser_tflite(seed=1, *, steps=8, bins=16, units=12) -> bytes:
 
 def lstm_onnx(seed=0, *, batch=1, steps=6, features=5, hidden=7, direction="forward",
               layout=0, bias=True, initial=False, peephole=False, outputs=("Y",),
-              squeeze_batch=False, opset=14) -> bytes:
-    """An ONNX model of one LSTM (outputs any of Y, Y_h, Y_c). `squeeze_batch`: a fixed-batch
-    model whose Y [T, 1, 1, H] is squeezed on axes (1, 2) to [T, H] (the unstack of an exported
-    recurrent denoiser)."""
+              wrap=None, opset=14) -> bytes:
+    """An ONNX model of one LSTM (outputs any of Y, Y_h, Y_c) reading the time-major input x
+    [T, B, I], or, with `wrap`, a batch-first model around it (input x [B, T, I], output y
+    [B, T, H], batch 1): "transpose" as PyTorch exports `batch_first=True` (Transpose, LSTM,
+    Squeeze of the direction axis, Transpose); "squeeze" as an unstacking export does
+    (Squeeze of the batch axis 0 to [T, I], Unsqueeze to [T, 1, I], LSTM, Squeeze of axes
+    (1, 2) to [T, H], Unsqueeze of axis 0): a fixed-batch model whose ops name the batch axis."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -159,14 +162,28 @@ def lstm_onnx(seed=0, *, batch=1, steps=6, features=5, hidden=7, direction="forw
     for o in outputs:
         shape = yshape if o == "Y" else ([batch, dirs, hidden] if layout else [dirs, batch, hidden])
         graph_outs.append(helper.make_tensor_value_info(o, TensorProto.FLOAT, shape))
-    if squeeze_batch:
-        axes = numpy_helper.from_array(np.array([1, 2], np.int64), "squeeze_axes")
-        inits.append(axes)
-        nodes.append(helper.make_node("Squeeze", ["Y", "squeeze_axes"], ["y_seq"]))
-        graph_outs = [helper.make_tensor_value_info("y_seq", TensorProto.FLOAT,
-                                                    [steps, hidden])]
+    x_name = "x"
+    if wrap is not None:
+        assert batch == 1 and outputs == ("Y",) and direction == "forward"
+        used = (("axes1", [1]),) if wrap == "transpose" else (("axes0", [0]), ("axes1", [1]),
+                                                               ("axes12", [1, 2]))
+        for n, v in used:
+            inits.append(numpy_helper.from_array(np.array(v, np.int64), n))
+        if wrap == "transpose":
+            pre = [helper.make_node("Transpose", ["x_bf"], ["x"], perm=[1, 0, 2])]
+            post = [helper.make_node("Squeeze", ["Y", "axes1"], ["y_tbh"]),
+                    helper.make_node("Transpose", ["y_tbh"], ["y"], perm=[1, 0, 2])]
+        else:
+            pre = [helper.make_node("Squeeze", ["x_bf", "axes0"], ["x_seq"]),
+                   helper.make_node("Unsqueeze", ["x_seq", "axes1"], ["x"])]
+            post = [helper.make_node("Squeeze", ["Y", "axes12"], ["y_seq"]),
+                    helper.make_node("Unsqueeze", ["y_seq", "axes0"], ["y"])]
+        nodes = pre + nodes + post
+        x_name, xshape = "x_bf", [1, steps, features]
+        graph_outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                    [1, steps, hidden])]
     graph = helper.make_graph(nodes, "lstm", [helper.make_tensor_value_info(
-        "x", TensorProto.FLOAT, xshape)], graph_outs, inits)
+        x_name, TensorProto.FLOAT, xshape)], graph_outs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     onnx.checker.check_model(model)
