@@ -17,9 +17,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "models"))
 
-from make_lstm_models import denoiser_tflite, lstm_onnx, lstm_tflite  # noqa: E402
+from conftest import tflm_invoke  # noqa: E402
+from make_lstm_models import (denoiser_tflite, lstm_int8_tflite, lstm_onnx,  # noqa: E402
+                              lstm_tflite)
 
+from qconvert.errors import QConvertError  # noqa: E402
 from qconvert.executor.float_executor import ExecutionError, run_float  # noqa: E402
+from qconvert.executor.int_executor import run_int8  # noqa: E402
 from qconvert.onnx_reader import read_onnx  # noqa: E402
 from qconvert.tflite_reader import read_tflite  # noqa: E402
 from qconvert.tflite_writer import write_tflite  # noqa: E402
@@ -219,3 +223,60 @@ def test_onnx_lstm_refusals_are_one_line_and_write_nothing(variant, tmp_path):
     assert len(lines) == 1 and "Traceback" not in result.output, result.output
     assert f"LSTM 'LSTM_0' ({cause})" in lines[0] and "m.onnx" in lines[0], lines[0]
     assert not out.exists()
+
+
+# -- integer: TFLite Micro, bit for bit ---------------------------------------------------------
+INT_VARIANTS = {
+    "int8": {},
+    "time_major_batch2": dict(batch=2, time_major=True),
+    "batch3": dict(batch=3),
+    "cell_clip": dict(cell_clip=0.3),
+    "cell_scale_2e-12": dict(cell_power=-12),
+    "cell_scale_2e-9": dict(cell_power=-9),
+    "zero_point_edge": dict(x_q=(0.02, -128), h_q=(1 / 64, 127)),
+    "16x8": dict(wide=True),
+}
+
+
+def _int_feed(tensor, seed=3):
+    info = np.iinfo(tensor.dtype)
+    return np.random.default_rng(seed).integers(info.min, info.max + 1, tensor.shape).astype(
+        tensor.dtype)
+
+
+@pytest.mark.parametrize("variant", INT_VARIANTS)
+def test_integer_lstm_bit_exact_with_tflite_micro(variant):
+    data = lstm_int8_tflite(**INT_VARIANTS[variant])
+    g = read_tflite(data).graph
+    for seed in (3, 4):
+        x = _int_feed(g.tensors["x"], seed)
+        want = tflm_invoke(data, [x])[0]
+        got = run_int8(g, {"x": x})["y"]
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+        assert len(np.unique(want)) > 10  # not a saturated or constant output
+
+
+def test_integer_lstm_batch_mode_equals_one_sample_runs():
+    data = lstm_int8_tflite()
+    g = read_tflite(data).graph
+    xs = np.concatenate([_int_feed(g.tensors["x"], s) for s in (5, 6, 7)])
+    got = run_int8(g, {"x": xs})["y"]
+    for k in range(3):
+        np.testing.assert_array_equal(got[k:k + 1], tflm_invoke(data, [xs[k:k + 1]])[0])
+
+
+def test_integer_lstm_refuses_what_tflite_micro_refuses():
+    """No peephole / projection / layer norm, per-tensor weights, a power-of-two cell scale."""
+    g = read_tflite(lstm_int8_tflite()).graph
+    node = g.nodes[0]
+    cell = g.tensors[node.inputs[19]]
+    cell.quant.scale[:] = 0.0003
+    with pytest.raises(QConvertError, match="cell state scale .* is not a power of two"):
+        run_int8(g, {"x": _int_feed(g.tensors["x"])})
+    g = read_tflite(lstm_int8_tflite()).graph
+    node = g.nodes[0]
+    node.inputs[9] = node.inputs[13]  # a "peephole" vector
+    with pytest.raises(QConvertError, match=r"no CIFG, peephole, projection or layer norm "
+                                            r"inputs \(input slots \[9\]"):
+        run_int8(g, {"x": _int_feed(g.tensors["x"])})

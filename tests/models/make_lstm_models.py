@@ -196,3 +196,58 @@ if __name__ == "__main__":
     (out / "lstm_denoiser.tflite").write_bytes(denoiser_tflite())
     (out / "lstm.tflite").write_bytes(lstm_tflite())
     (out / "lstm.onnx").write_bytes(lstm_onnx())
+
+
+def lstm_int8_tflite(seed=0, *, batch=1, steps=6, features=5, units=7, time_major=False,
+                     cell_clip=0.0, x_q=(0.05, 3), h_q=(1 / 128, -2), cell_power=-11,
+                     wide=False) -> bytes:
+    """An integer UnidirectionalSequenceLSTM built directly: random int8 weights (per-tensor
+    scales), int32 (int64 when `wide`: 16-bit activations) biases at s_x * s_w, input / output
+    quantization `x_q` / `h_q` (scale, zero point), an int16 cell state of scale 2**cell_power."""
+    from qconvert.ir import QuantParams
+    from qconvert.schemas.lstm import LSTM_SLOTS
+
+    rng = np.random.default_rng(seed)
+    act = "int16" if wide else "int8"
+    if wide:
+        x_q, h_q = (x_q[0] / 256, 0), (h_q[0] / 256, 0)
+    g = Graph(name="main")
+    shape = (steps, batch, features) if time_major else (batch, steps, features)
+    g.add_tensor(Tensor("x", shape, act, quant=QuantParams([x_q[0]], [x_q[1]])))
+    g.inputs = ["x"]
+    inputs = ["x"]
+    for slot in LSTM_SLOTS[1:]:
+        name = f"lstm/{slot.name}"
+        gate = slot.name.split("_")[-2] if slot.name.endswith("_weights") else None
+        if slot.name.startswith(("input_to_", "recurrent_to_")):
+            cols = features if slot.name.startswith("input_to_") else units
+            scale = float(rng.uniform(0.6, 1.2) / (127 * np.sqrt(cols)) * 3)
+            data = rng.integers(-127, 128, (units, cols)).astype(np.int8)
+            g.add_tensor(Tensor(name, data.shape, "int8", data, QuantParams([scale], [0])))
+        elif slot.name.endswith("_gate_bias"):
+            w = g.tensors[f"lstm/input_to_{slot.name.split('_')[0]}_weights"]
+            scale = float(np.float32(x_q[0]) * w.quant.scale[0])
+            real = rng.normal(0.5 if slot.name.startswith("forget") else 0.0, 0.3, units)
+            dtype = "int64" if wide else "int32"
+            data = np.round(real / scale).astype(dtype)
+            g.add_tensor(Tensor(name, data.shape, dtype, data, QuantParams([scale], [0])))
+        elif slot.name == "output_state":
+            g.add_tensor(Tensor(name, (batch, units), act, quant=QuantParams([h_q[0]], [h_q[1]]),
+                                extra={"is_variable": True}))
+        elif slot.name == "cell_state":
+            g.add_tensor(Tensor(name, (batch, units), "int16",
+                                quant=QuantParams([2.0 ** cell_power], [0]),
+                                extra={"is_variable": True}))
+        else:
+            inputs.append(None)
+            continue
+        del gate
+        inputs.append(name)
+    out_shape = (steps, batch, units) if time_major else (batch, steps, units)
+    g.add_tensor(Tensor("y", out_shape, act, quant=QuantParams([h_q[0]], [h_q[1]])))
+    g.nodes.append(Node("UnidirectionalSequenceLSTM", inputs, ["y"],
+                        {"activation": "TANH", "cell_clip": float(cell_clip), "proj_clip": 0.0,
+                         "time_major": bool(time_major), "asymmetric_quantize_inputs": False},
+                        "y"))
+    g.outputs = ["y"]
+    return write_tflite(Model("tflite", [g], {"version": 3}))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from qconvert.errors import QConvertError
 
-from . import activations, arithmetic, conv, data, pooling  # noqa: F401  (they register)
+from . import activations, arithmetic, conv, data, lstm, pooling  # noqa: F401  (they register)
 from .common import LAYER_PARAMS
 from .int16 import LAYER_PARAMS16, is_int16_node
 
