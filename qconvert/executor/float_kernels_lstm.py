@@ -19,6 +19,9 @@ Affine... are refused). ONNX `clip` clamps every gate's pre-activation (not the 
 The TFLite kernel reads its state tensors (zero before the first call: the executor gives a
 variable tensor's initial value) and does not write them back: one call of the graph, as a
 fresh interpreter's first invoke. A state of batch 1 serves every sample of a batch-mode run.
+Besides its output it returns the cell state of every step ([B, T, S]): the executor hands it to
+`observe` as the values of the cell-state tensor (`OBSERVED_STATES`), so calibration measures
+the range the int16 cell state must hold.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ import numpy as np
 from .float_kernels_base import kernel
 
 _F32 = np.float32
+# op -> input slots whose values over the call a kernel returns after its outputs (observed)
+OBSERVED_STATES = {"UnidirectionalSequenceLSTM": (19,)}
 
 
 def _sigmoid(x):
@@ -68,7 +73,7 @@ def run_lstm(x, w, r, b, h, c, *, act_gate="TANH", act_hidden=None, peephole=(No
     """The recurrence over batch-major `x` [B, T, I]: `w` / `r` / `b` / `norm` are 4-tuples in
     TFLite's gate order (input, forget, cell, output; the input entries None for CIFG), `peephole`
     (input, forget, output); `h` [B, P] and `c` [B, S] the initial state. Returns (outputs
-    [B, T, P], the last h, the last c)."""
+    [B, T, P], the last h, the last c, every step's c [B, T, S])."""
     x = np.asarray(x, _F32)
     steps = x.shape[1]
     act_g = _activation(act_gate)
@@ -80,6 +85,7 @@ def run_lstm(x, w, r, b, h, c, *, act_gate="TANH", act_hidden=None, peephole=(No
     xw = [None if wg is None else np.matmul(x, np.asarray(wg, _F32).T) for wg in w]
     pw, pb = projection
     out = np.empty((batch, steps, h.shape[-1]), _F32)
+    cells = np.empty((batch, steps, c.shape[-1]), _F32)
 
     def gate(k, t, peep=None, cell=None):
         a = xw[k][:, t] + h @ np.asarray(r[k], _F32).T
@@ -112,7 +118,8 @@ def run_lstm(x, w, r, b, h, c, *, act_gate="TANH", act_hidden=None, peephole=(No
             if proj_clip and proj_clip > 0:
                 h = np.clip(h, _F32(-proj_clip), _F32(proj_clip))
         out[:, t] = h
-    return out, h, c
+        cells[:, t] = c
+    return out, h, c, cells
 
 
 @kernel("UnidirectionalSequenceLSTM")
@@ -129,13 +136,13 @@ def unidirectional_sequence_lstm(node, inputs, out_dtypes):
     state_h, state_c = inputs[18], inputs[19]
     h0 = np.reshape(state_h, (-1, state_h.shape[-1]))
     c0 = np.reshape(state_c, (-1, state_c.shape[-1]))
-    out, _, _ = run_lstm(
+    out, _, _, cells = run_lstm(
         seq, inputs[1:5], inputs[5:9], inputs[12:16], h0, c0,
         act_gate=node.attrs.get("activation", "TANH"), peephole=inputs[9:12],
         norm=inputs[20:24], projection=(inputs[16], inputs[17]),
         cell_clip=float(node.attrs.get("cell_clip", 0.0) or 0.0),
         proj_clip=float(node.attrs.get("proj_clip", 0.0) or 0.0))
-    return [np.swapaxes(out, 0, 1).copy() if time_major else out]
+    return [np.swapaxes(out, 0, 1).copy() if time_major else out, cells]
 
 
 _ONNX_ORDER = (0, 2, 3, 1)  # TFLite gate k is ONNX's block _ONNX_ORDER[k] (ONNX: i, o, f, c)
@@ -180,7 +187,7 @@ def onnx_lstm(node, inputs, out_dtypes):
         state_h = np.zeros((batch, hidden), _F32) if h0 is None else h0[d]
         state_c = np.zeros((batch, hidden), _F32) if c0 is None else c0[d]
         s = seq[:, ::-1] if reverse else seq
-        out, h, c = run_lstm(s, onnx_gates(w[d], hidden), onnx_gates(r[d], hidden), bias,
+        out, h, c, _ = run_lstm(s, onnx_gates(w[d], hidden), onnx_gates(r[d], hidden), bias,
                              state_h, state_c, act_gate=acts[3 * d + 1],
                              act_hidden=acts[3 * d + 2], peephole=peep,
                              gate_clip=None if clip is None else float(clip))

@@ -15,6 +15,7 @@ Activation parameters follow the op schemas' int8 rules:
 - every other float activation gets its own range.
 Layers (`per_channel_weights`): weights per output channel (conv, depthwise; fully connected
 layers per tensor unless `fc_per_channel`), bias at s_in * s_w (see `params`).
+LSTMs (`lstm`): TFLite Micro's integer LSTM scheme, `lstm_plan`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from qconvert.schemas.activations import clamp_ops
 from qconvert.executor.streaming import is_resource_op, variable_key
 from qconvert.int8.multipliers import conv_multipliers
 
+from .lstm_plan import LSTM_RULE, plan_lstms
 from .params import activation_params, int16_activation_params, quantize_layer
 
 BORDER = "int16_border"  # node.origin flag of a QUANTIZE between int8 and int16 activations
@@ -80,6 +82,7 @@ class QuantPlan:
     layers: dict                 # layer's first output name -> LayerPlan
     constants: dict              # other float constant name -> (scale, zero point)
     int16: frozenset = frozenset()  # activations and constants planned int16 (16x8 layers)
+    lstms: dict = field(default_factory=dict)  # LSTM output name -> lstm_plan.LstmPlan
 
 
 def dequantize_hybrid_weights(graph: Graph) -> int:
@@ -355,6 +358,8 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
         if is_resource_op(node) or node.origin.get(BORDER):
             continue
         schema = schemas.get(node.op)
+        if schema.int8 == LSTM_RULE:  # its constants: `lstm_plan`
+            continue
         x_slot, w_slot, b_slot = layer_slots(node)
         if id(node) in planned:
             layer = planned[id(node)]
@@ -379,7 +384,8 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
                       else own(data.min(initial=0), data.max(initial=0)))
             wanted.setdefault(name, []).append((node, params, wide))
     consts, wide_consts = split_shared_constants(graph, wanted)
-    return QuantPlan(acts, layers, consts, frozenset(int16) | frozenset(wide_consts))
+    return QuantPlan(acts, layers, consts, frozenset(int16) | frozenset(wide_consts),
+                     plan_lstms(graph, acts, ranges, int16))
 
 
 def split_shared_constants(graph: Graph, wanted: dict) -> tuple:
