@@ -280,3 +280,116 @@ def test_integer_lstm_refuses_what_tflite_micro_refuses():
     with pytest.raises(QConvertError, match=r"no CIFG, peephole, projection or layer norm "
                                             r"inputs \(input slots \[9\]"):
         run_int8(g, {"x": _int_feed(g.tensors["x"])})
+
+
+# -- quantize: the plan's scheme, the result bit-exact with TFLite Micro, close to float ----------
+def _quantize(tmp_path, src: Path, calib: np.ndarray, *args) -> tuple:
+    from click.testing import CliRunner
+
+    from qconvert.cli import main
+
+    np.save(tmp_path / "calib.npy", calib)
+    out = tmp_path / "q.tflite"
+    result = CliRunner().invoke(main, ["quantize", str(src), "--calibration",
+                                       str(tmp_path / "calib.npy"), "-o", str(out), *args])
+    return result, out
+
+
+def _sqnr(ref: np.ndarray, got: np.ndarray) -> float:
+    ref, got = ref.astype(np.float64), got.astype(np.float64)
+    return 10 * np.log10(np.sum(ref ** 2) / max(np.sum((ref - got) ** 2), 1e-30))
+
+
+def _dequantized_tflm(data: bytes, x: np.ndarray) -> np.ndarray:
+    """TFLite Micro's output of the int8 model for float `x`, dequantized."""
+    g = read_tflite(data).graph
+    tin, tout = g.tensors[g.inputs[0]], g.tensors[g.outputs[0]]
+    s, z = float(tin.quant.scale[0]), int(tin.quant.zero_point[0])
+    xq = np.clip(np.round(x / s) + z, -128, 127).astype(np.int8)
+    y = tflm_invoke(data, [xq])[0]
+    assert np.array_equal(y, run_int8(g, {g.inputs[0]: xq})[g.outputs[0]])  # bit-exact
+    return (y.astype(np.float64) - int(tout.quant.zero_point[0])) * float(tout.quant.scale[0])
+
+
+def test_quantized_denoiser_scheme_and_accuracy(tmp_path):
+    src = tmp_path / "denoiser.tflite"
+    src.write_bytes(denoiser_tflite())
+    calib = np.random.default_rng(0).normal(0, 1, (48, 1, 8, 16)).astype(np.float32)
+    result, out = _quantize(tmp_path, src, calib)
+    assert result.exit_code == 0, result.output
+    data = out.read_bytes()
+    g = read_tflite(data).graph
+    node = next(n for n in g.nodes if n.op == "UnidirectionalSequenceLSTM")
+    t = g.tensors
+    for slot in range(1, 9):  # int8 gate matrices, one symmetric scale each
+        w = t[node.inputs[slot]]
+        assert w.dtype == "int8" and w.quant.scale.size == 1 and w.quant.zero_point[0] == 0
+        assert np.abs(w.data).max() == 127
+    for k in range(4):  # int32 biases at s_x * s_w of the gate's input matrix
+        b, w = t[node.inputs[12 + k]], t[node.inputs[1 + k]]
+        assert b.dtype == "int32"
+        assert b.quant.scale[0] == np.float32(t[node.inputs[0]].quant.scale[0] *
+                                              w.quant.scale[0])
+    h, c, y = t[node.inputs[18]], t[node.inputs[19]], t[node.outputs[0]]
+    assert h.extra.get("is_variable") and c.extra.get("is_variable")
+    assert (h.dtype, h.quant.scale[0], h.quant.zero_point[0]) == (
+        y.dtype, y.quant.scale[0], y.quant.zero_point[0])
+    assert c.dtype == "int16" and c.quant.zero_point[0] == 0
+    assert np.log2(c.quant.scale[0]) == round(np.log2(c.quant.scale[0]))  # a power of two
+    assert len(node.origin["intermediates"]) == 5  # LiteRT's integer kernel reads them
+    x = np.random.default_rng(1).normal(0, 1, (1, 8, 16)).astype(np.float32)
+    want = litert(src.read_bytes(), x)
+    assert _sqnr(want, _dequantized_tflm(data, x)) > 30
+
+
+def test_quantized_model_runs_in_litert_close_to_tflite_micro(tmp_path):
+    """LiteRT's integer LSTM (another kernel) runs the written model, within a few steps."""
+    src = tmp_path / "lstm.tflite"
+    src.write_bytes(lstm_tflite(units=8))
+    calib = np.random.default_rng(0).normal(0, 1, (32, 1, 6, 5)).astype(np.float32)
+    result, out = _quantize(tmp_path, src, calib)
+    assert result.exit_code == 0, result.output
+    data = out.read_bytes()
+    g = read_tflite(data).graph
+    xq = _int_feed(g.tensors[g.inputs[0]], 8)
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=data)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], xq)
+    it.invoke()
+    lite = it.get_tensor(it.get_output_details()[0]["index"]).astype(int)
+    micro = tflm_invoke(data, [xq])[0].astype(int)
+    assert np.abs(lite - micro).max() <= 2, np.abs(lite - micro).max()
+
+
+@pytest.mark.parametrize("wrap", ["transpose", "squeeze"])
+def test_quantize_onnx_lstm_with_the_default_batch_size(tmp_path, wrap):
+    """The fixed-batch ONNX LSTMs (time-major RESHAPE, the batch axis squeezed) calibrate with
+    the default --batch-size 16; the int8 model is close to onnxruntime's float output."""
+    data = lstm_onnx(wrap=wrap)
+    src = tmp_path / "m.onnx"
+    src.write_bytes(data)
+    calib = np.random.default_rng(0).normal(0, 1, (40, 1, 6, 5)).astype(np.float32)
+    result, out = _quantize(tmp_path, src, calib)
+    assert result.exit_code == 0, result.output
+    x = np.random.default_rng(2).normal(0, 1, (1, 6, 5)).astype(np.float32)
+    import onnxruntime as rt
+
+    so = rt.SessionOptions()
+    so.graph_optimization_level = rt.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = rt.InferenceSession(data, so, providers=["CPUExecutionProvider"]).run(
+        None, {"x_bf": x})[0]
+    assert _sqnr(want, _dequantized_tflm(out.read_bytes(), x)) > 30
+
+
+def test_quantize_refuses_an_lstm_tflite_micro_cannot_run_in_integers(tmp_path):
+    src = tmp_path / "lstm.tflite"
+    src.write_bytes(lstm_tflite(peephole=True))
+    calib = np.random.default_rng(0).normal(0, 1, (8, 1, 6, 5)).astype(np.float32)
+    result, out = _quantize(tmp_path, src, calib)
+    assert result.exit_code != 0
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output
+    assert "TFLite Micro's integer LSTM has no peephole" in lines[0] and "lstm.tflite" in lines[0]
+    assert not out.exists()

@@ -14,8 +14,9 @@ what calibration decides:
 The gate outputs and the gate pre-activations need no tensors in TFLite Micro: their scales are
 fixed (2**-12 and 2**-15), the effective scales of each matmul follow from the above. LiteRT's
 integer kernel wants the five intermediate tensors the TFLite converter writes (the four gate
-pre-activations at 2**-12, the hidden value at 2**-7): they are added, so the model runs there
-too (LiteRT's integer LSTM is close to TFLite Micro's, not bit-exact with it).
+pre-activations at 2**-12, the hidden value in the hidden state's parameters): they are added,
+so the model runs there too (LiteRT's integer LSTM is close to TFLite Micro's, not bit-exact
+with it).
 
 TFLite Micro runs no CIFG, peephole, projection or layer-norm LSTM in integers: such a node
 is refused by name at planning time.
@@ -156,19 +157,20 @@ def write_lstm(graph, node, plan: LstmPlan, act_dtype: str = "int8") -> None:
     c = graph.tensors[node.inputs[CELL_SLOT]]
     c.dtype, c.quant = "int16", QuantParams([plan.cell], [0])
     c.extra.pop("variable_init", None)
-    _intermediates(graph, node)
+    _intermediates(graph, node, plan.hidden, act_dtype)
 
 
-def _intermediates(graph, node) -> None:
+def _intermediates(graph, node, hidden: tuple, act_dtype: str) -> None:
     """The five intermediate tensors LiteRT's integer LSTM reads (TFLite Micro ignores them):
     the four gate pre-activations, int16 at TFLite's fixed Q3.12 scale 2**-12 (without layer
-    norm LiteRT uses that scale whatever they say), and the hidden value before projection,
-    int8 at 2**-7 (o * tanh(c) lies in (-1, 1); unread without projection). Shape [0]:
-    TFLite Micro refuses an intermediate tensor of any other size."""
+    norm LiteRT uses that scale whatever they say), and the hidden value o * tanh(c), which
+    LiteRT requantizes into this tensor's parameters before the output even without a
+    projection: the hidden state's. Shape [0]: TFLite Micro refuses an intermediate tensor of
+    any other size."""
     names = []
-    for k, (dtype, scale) in enumerate([("int16", 2.0 ** -12)] * 4 + [("int8", 2.0 ** -7)]):
+    for k, (dtype, q) in enumerate([("int16", (2.0 ** -12, 0))] * 4 + [(act_dtype, hidden)]):
         name = graph.fresh_name(f"{node.name or node.outputs[0]}/intermediate_{k}")
-        graph.add_tensor(Tensor(name, (0,), dtype, quant=QuantParams([scale], [0])))
+        graph.add_tensor(Tensor(name, (0,), dtype, quant=QuantParams([q[0]], [q[1]])))
         names.append(name)
     node.origin["intermediates"] = names
 
