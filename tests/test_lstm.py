@@ -393,3 +393,109 @@ def test_quantize_refuses_an_lstm_tflite_micro_cannot_run_in_integers(tmp_path):
     assert len(lines) == 1 and "Traceback" not in result.output
     assert "TFLite Micro's integer LSTM has no peephole" in lines[0] and "lstm.tflite" in lines[0]
     assert not out.exists()
+
+
+# -- export-c: the portable C kernel, bit-exact with TFLite Micro, the state carried -----------
+def tflm_sequence(data: bytes, frames: list) -> list:
+    """TFLite Micro's output of every frame, invoked one after another on ONE interpreter
+    (its variable tensors carry the LSTM state from one invoke to the next)."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    it = runtime.Interpreter.from_bytes(data)
+    out = []
+    for frame in frames:
+        it.set_input(frame, 0)
+        it.invoke()
+        out.append(np.array(it.get_output(0)))
+    return out
+
+
+def _export(tmp_path, data: bytes, *args):
+    from click.testing import CliRunner
+
+    from qconvert.cli import main
+
+    src = tmp_path / "lstm_int8.tflite"
+    src.write_bytes(data)
+    folder = tmp_path / "c"
+    result = CliRunner().invoke(main, ["export-c", str(src), "-o", str(folder), "--name", "net",
+                                       *args])
+    return result, folder
+
+
+EXPORTED = {
+    "int8": dict(),
+    "time_major_batch2_clip": dict(batch=2, time_major=True, cell_clip=0.3),
+    "zero_point_edge_cell_2e-14": dict(x_q=(0.02, -128), h_q=(1 / 64, 127), cell_power=-14),
+}
+
+
+@pytest.mark.parametrize("variant", EXPORTED)
+def test_export_c_lstm_bit_exact_on_host_state_carried(variant, tmp_path):
+    from export_c_harness import build_host, harness_source, io_layout, parse
+
+    data = lstm_int8_tflite(**EXPORTED[variant])
+    result, folder = _export(tmp_path, data)
+    assert result.exit_code == 0, result.output
+    g = read_tflite(data).graph
+    frames = [_int_feed(g.tensors["x"], seed) for seed in range(5)]
+    want = tflm_sequence(data, frames)
+    ios = io_layout(g)
+    text = __import__("subprocess").run(
+        [build_host(folder, harness_source("net", ios, [[f] for f in frames]))],
+        capture_output=True, text=True, check=True).stdout
+    got = parse(text, [np.int8], len(frames))
+    for k, (w, (c_out,)) in enumerate(zip(want, got)):
+        np.testing.assert_array_equal(c_out.reshape(w.shape), w, err_msg=f"frame {k}")
+    # the state is carried: a fresh interpreter's answer for the last frame differs
+    assert not np.array_equal(tflm_invoke(data, [frames[-1]])[0], want[-1])
+
+
+def test_export_c_lstm_bit_exact_on_cortex_m4(tmp_path):
+    from export_c_harness import (NEEDS_CROSS, build_cortex_m, harness_source, io_layout,
+                                  parse, run_qemu)
+
+    if NEEDS_CROSS.args[0]:
+        pytest.skip(NEEDS_CROSS.kwargs["reason"])
+    data = lstm_int8_tflite(batch=2, cell_clip=0.4)
+    result, folder = _export(tmp_path, data)
+    assert result.exit_code == 0, result.output
+    g = read_tflite(data).graph
+    frames = [_int_feed(g.tensors["x"], seed) for seed in range(3)]
+    want = tflm_sequence(data, frames)
+    elf = build_cortex_m(folder, harness_source("net", io_layout(g), [[f] for f in frames]),
+                         "m4")
+    got = parse(run_qemu(elf, "m4"), [np.int8], len(frames))
+    for k, (w, (c_out,)) in enumerate(zip(want, got)):
+        np.testing.assert_array_equal(c_out.reshape(w.shape), w, err_msg=f"frame {k}")
+
+
+def test_export_c_quantized_denoiser_bit_exact(tmp_path):
+    """The whole quantized denoiser (LSTM, FULLY_CONNECTED, LOGISTIC, MUL) in C on the host."""
+    from export_c_harness import build_host, harness_source, io_layout, parse
+
+    src = tmp_path / "denoiser.tflite"
+    src.write_bytes(denoiser_tflite())
+    calib = np.random.default_rng(0).normal(0, 1, (32, 1, 8, 16)).astype(np.float32)
+    result, out = _quantize(tmp_path, src, calib)
+    assert result.exit_code == 0, result.output
+    data = out.read_bytes()
+    result, folder = _export(tmp_path, data)
+    assert result.exit_code == 0, result.output
+    g = read_tflite(data).graph
+    frames = [_int_feed(g.tensors[g.inputs[0]], seed) for seed in range(3)]
+    want = tflm_sequence(data, frames)
+    text = __import__("subprocess").run(
+        [build_host(folder, harness_source("net", io_layout(g), [[f] for f in frames]))],
+        capture_output=True, text=True, check=True).stdout
+    for k, (w, (c_out,)) in enumerate(zip(want, parse(text, [np.int8], len(frames)))):
+        np.testing.assert_array_equal(c_out.reshape(w.shape), w, err_msg=f"frame {k}")
+
+
+def test_export_c_refuses_a_16x8_lstm_in_one_line(tmp_path):
+    result, folder = _export(tmp_path, lstm_int8_tflite(wide=True))
+    assert result.exit_code != 0
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output
+    assert "UnidirectionalSequenceLSTM 'y' with int16 activations (16x8)" in lines[0]
+    assert not folder.exists() or not any(folder.iterdir())

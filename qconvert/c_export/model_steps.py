@@ -628,3 +628,8 @@ from .resize_steps import RESIZE_LOWERINGS  # noqa: E402  (ResizeNearest: row/co
 LOWERINGS.update(RESIZE_LOWERINGS)
 
 from .model_steps_s16 import LOWERINGS16  # noqa: E402  (16x8 layers; they use the helpers)
+
+from .model_steps_lstm import LSTM_LOWERINGS  # noqa: E402  (UNIDIRECTIONAL_SEQUENCE_LSTM)
+
+LOWERINGS.update(LSTM_LOWERINGS)
+LOWERINGS16.update(LSTM_LOWERINGS)  # its int16 cell state makes it a "16x8" node (is_int16_node)

@@ -294,3 +294,5 @@ for _op in ("Pad", "PadV2", "Reshape", "Squeeze", "Transpose", "Gather", "Stride
             "SplitEqual", "SplitSizes", "ResizeNearest", "Dequantize", "SliceBySize", "Pack",
             "Unpack", "Reverse"):
     INT16_KERNELS[_op] = INT_KERNELS[_op]
+# one kernel for 8- and 16-bit activations: its int16 cell state makes every LSTM a "16x8" node
+INT16_KERNELS["UnidirectionalSequenceLSTM"] = INT_KERNELS["UnidirectionalSequenceLSTM"]

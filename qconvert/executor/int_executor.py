@@ -38,7 +38,6 @@ from qconvert.int8.prepare import layer_params
 from qconvert.ir import Graph
 from qconvert.ir.graph import list_ops
 
-from . import int_kernels_lstm  # noqa: F401  (registers the LSTM in both kernel tables)
 from .int16_kernels import INT16_KERNELS, is_int16_node
 from .int_kernels import INT_KERNELS, IntContext
 

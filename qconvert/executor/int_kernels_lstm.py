@@ -21,7 +21,6 @@ from qconvert.int8.fixed_point import (multiply_by_quantized_multiplier,
 from qconvert.int8.prepare.lstm import GATES
 
 from . import int16_lut
-from .int16_kernels import INT16_KERNELS
 from .int_kernel_base import INT_KERNELS
 
 _I16 = (-32768, 32767)
@@ -49,10 +48,16 @@ def _mul(a, b, mult_shift, offset=0, bounds=_I16):
 
 
 def _gate(p, k, x_t, h, weights, nonlinear):
-    gate = GATES[k]
-    a = _fc16(x_t, weights[k], p["bias"][gate], p["input_offset"], p["fc"][gate][0], p["wide"])
-    r = _fc16(h, weights[4 + k], None, p["hidden_offset"], p["fc"][gate][1], p["wide"])
+    def fc(j):
+        return int(p["fc_multiplier"][j]), int(p["fc_shift"][j])
+
+    a = _fc16(x_t, weights[k], p["bias"][GATES[k]], p["input_offset"], fc(k), p["wide"])
+    r = _fc16(h, weights[4 + k], None, p["hidden_offset"], fc(4 + k), p["wide"])
     return nonlinear(np.clip(a + r, *_I16))
+
+
+def _mul_of(p, what):
+    return p[f"{what}_multiplier"], p[f"{what}_shift"]
 
 
 def _sigmoid(v):
@@ -87,11 +92,11 @@ def lstm_sequence(p, x, weights, h, c):
         f = _gate(p, 1, x_t, h, weights, _sigmoid)
         i = _gate(p, 0, x_t, h, weights, _sigmoid)
         g = _gate(p, 2, x_t, h, weights, cell_tanh)
-        c = np.clip(_mul(f, c, p["forget_mul"]) + _mul(i, g, p["input_mul"]), *_I16)
+        c = np.clip(_mul(f, c, _mul_of(p, "forget")) + _mul(i, g, _mul_of(p, "input")), *_I16)
         if p["cell_clip"] > 0:
             c = np.clip(c, -p["cell_clip"], p["cell_clip"])
         o = _gate(p, 3, x_t, h, weights, _sigmoid)
-        h = _mul(hidden_tanh(c), o, p["hidden_mul"], p["hidden_zero_point"], h_bounds)
+        h = _mul(hidden_tanh(c), o, _mul_of(p, "hidden"), p["hidden_zero_point"], h_bounds)
         out[:, t] = h
     return out, h, c
 
@@ -114,5 +119,4 @@ def unidirectional_sequence_lstm(node, inputs, p, ctx):
     return [np.ascontiguousarray(out).astype(x.dtype)]
 
 
-INT_KERNELS["UnidirectionalSequenceLSTM"] = unidirectional_sequence_lstm
-INT16_KERNELS["UnidirectionalSequenceLSTM"] = unidirectional_sequence_lstm
+INT_KERNELS["UnidirectionalSequenceLSTM"] = unidirectional_sequence_lstm  # int16_kernels too

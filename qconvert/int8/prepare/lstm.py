@@ -58,10 +58,12 @@ def _multiplier(node, real) -> tuple:
 
 def lstm_params(graph, node) -> dict:
     """TFLite Micro's Prepare of an integer UnidirectionalSequenceLSTM (module docstring):
-    per gate, `fc` {gate: ((mult, shift) of the input FC, (mult, shift) of the recurrent FC)};
-    `bias` {gate: int64 array}; `input_offset`, `hidden_offset`, `hidden_zero_point`;
-    `forget_mul`, `input_mul`, `hidden_mul` (mult, shift); `cell_scale_power`, `cell_clip`
-    (quantized; 0: none); `time_major`; `activation` (the cell gate's)."""
+    `fc_multiplier` / `fc_shift` (int32 [8]: the input-to-gate FCs of the gates input, forget,
+    cell, output, then the recurrent ones); `bias` {gate: int64 array or None};
+    `input_offset`, `hidden_offset`, `hidden_zero_point`; `forget_multiplier` / `_shift`
+    (f * c), `input_multiplier` / `_shift` (i * g), `hidden_multiplier` / `_shift`
+    (o * tanh(c)); `cell_scale_power`, `cell_clip` (quantized; 0: none); `time_major`;
+    `activation` (the cell gate's); `wide` (16-bit activations)."""
     missing = [i for i in _ABSENT if i < len(node.inputs) and node.inputs[i] is not None]
     if missing:
         fail(node, "TFLite Micro's integer LSTM takes no CIFG, peephole, projection or layer "
@@ -85,13 +87,14 @@ def lstm_params(graph, node) -> dict:
         fail(node, f"cell state scale {c_scale} is not a power of two")
     if graph.tensors[node.inputs[0]].dtype != graph.tensors[node.inputs[18]].dtype:
         fail(node, "the hidden state's type differs from the input's")
-    fc, bias = {}, {}
+    fc, bias = [None] * 8, {}
     for k, gate in enumerate(GATES):
         s_w = _weight_scale(graph, node, 1 + k)
         s_r = _weight_scale(graph, node, 5 + k)
-        m_in = effective_multipliers(x_scale, s_w, np.float32(GATE_INPUT_SCALE))
-        m_rec = effective_multipliers(h_scale, s_r, np.float32(GATE_INPUT_SCALE))
-        fc[gate] = (_multiplier(node, m_in), _multiplier(node, m_rec))
+        fc[k] = _multiplier(node, effective_multipliers(x_scale, s_w,
+                                                        np.float32(GATE_INPUT_SCALE)))
+        fc[4 + k] = _multiplier(node, effective_multipliers(h_scale, s_r,
+                                                            np.float32(GATE_INPUT_SCALE)))
         b = node.inputs[12 + k]
         data = graph.tensors[b].data if b is not None else None
         if b is not None and data is None:
@@ -101,17 +104,21 @@ def lstm_params(graph, node) -> dict:
     clip = float(node.attrs.get("cell_clip", 0.0) or 0.0)
     quantized_clip = int(min(max(np.float64(np.float32(clip)) / np.float64(c_scale), -32768.0),
                              32767.0)) if clip > 0 else 0
-    return {
-        "fc": fc, "bias": bias, "input_offset": -x_zp, "hidden_offset": -h_zp,
+    muls = {"forget": g * np.float64(c_scale) / np.float64(c_scale), "input":
+            g * g / np.float64(c_scale), "hidden": g * g / np.float64(h_scale)}
+    out = {
+        "fc_multiplier": np.array([m for m, _ in fc], np.int32),
+        "fc_shift": np.array([sh for _, sh in fc], np.int32),
+        "bias": bias, "input_offset": -x_zp, "hidden_offset": -h_zp,
         "hidden_zero_point": h_zp,
-        "forget_mul": _multiplier(node, g * np.float64(c_scale) / np.float64(c_scale)),
-        "input_mul": _multiplier(node, g * g / np.float64(c_scale)),
-        "hidden_mul": _multiplier(node, g * g / np.float64(h_scale)),
         "cell_scale_power": power, "cell_clip": quantized_clip,
         "time_major": bool(node.attrs.get("time_major", False)),
         "activation": str(node.attrs.get("activation", "TANH") or "TANH").upper(),
         "wide": str(graph.tensors[node.inputs[0]].dtype) == "int16",
     }
+    for what, real in muls.items():
+        out[f"{what}_multiplier"], out[f"{what}_shift"] = _multiplier(node, real)
+    return out
 
 
 # the cell state is int16: the node is a "16-bit" node for the executor; one Prepare for both
