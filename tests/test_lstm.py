@@ -499,3 +499,21 @@ def test_export_c_refuses_a_16x8_lstm_in_one_line(tmp_path):
     assert len(lines) == 1 and "Traceback" not in result.output
     assert "UnidirectionalSequenceLSTM 'y' with int16 activations (16x8)" in lines[0]
     assert not folder.exists() or not any(folder.iterdir())
+
+
+def test_quantize_16x8_keeps_the_lstm_int8_and_stays_bit_exact(tmp_path):
+    """--activations int16: the other layers go 16x8, the LSTM stays TFLite Micro's int8 one
+    (QUANTIZE at its borders); the model is bit-exact with TFLite Micro."""
+    src = tmp_path / "denoiser.tflite"
+    src.write_bytes(denoiser_tflite())
+    calib = np.random.default_rng(0).normal(0, 1, (32, 1, 8, 16)).astype(np.float32)
+    result, out = _quantize(tmp_path, src, calib, "--activations", "int16")
+    assert result.exit_code == 0, result.output
+    data = out.read_bytes()
+    g = read_tflite(data).graph
+    node = next(n for n in g.nodes if n.op == "UnidirectionalSequenceLSTM")
+    assert g.tensors[node.inputs[0]].dtype == "int8"
+    assert g.tensors[g.inputs[0]].dtype == "int16"
+    x = np.random.default_rng(1).integers(-3000, 3000, (1, 8, 16)).astype(np.int16)
+    np.testing.assert_array_equal(run_int8(g, {g.inputs[0]: x})[g.outputs[0]],
+                                  tflm_invoke(data, [x])[0])

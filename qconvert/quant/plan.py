@@ -189,8 +189,10 @@ class _Groups:
 
 
 def _is_activation(graph: Graph, name: str) -> bool:
+    """A float tensor computed at run time; a TFLite variable (an LSTM's state) is not: its
+    op's plan gives it its parameters (`lstm_plan`)."""
     t = graph.tensors[name]
-    return t.data is None and t.dtype.startswith("float")
+    return t.data is None and t.dtype.startswith("float") and not t.extra.get("is_variable")
 
 
 def _clamped_input(graph: Graph, node) -> str | None:
