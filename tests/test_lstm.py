@@ -517,3 +517,18 @@ def test_quantize_16x8_keeps_the_lstm_int8_and_stays_bit_exact(tmp_path):
     x = np.random.default_rng(1).integers(-3000, 3000, (1, 8, 16)).astype(np.int16)
     np.testing.assert_array_equal(run_int8(g, {g.inputs[0]: x})[g.outputs[0]],
                                   tflm_invoke(data, [x])[0])
+
+
+def test_convert_verify_runs_float_and_int8_lstm_models(tmp_path):
+    """--verify runs the LSTM in both executors and compares every layer both models compute
+    (the state and intermediate tensors, which no node computes, are not compared)."""
+    from click.testing import CliRunner
+
+    from qconvert.cli import main
+
+    for k, data in enumerate((denoiser_tflite(), lstm_int8_tflite(cell_clip=0.3))):
+        src, out = tmp_path / f"m{k}.tflite", tmp_path / f"o{k}.tflite"
+        src.write_bytes(data)
+        result = CliRunner().invoke(main, ["convert", str(src), "-o", str(out), "--verify", "3"])
+        assert result.exit_code == 0, result.output
+        assert read_tflite(out.read_bytes()).graph.nodes[0].op == "UnidirectionalSequenceLSTM"
