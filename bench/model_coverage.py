@@ -1,6 +1,7 @@
 """Print the real-model coverage table: every corpus model x every command -> ok / refused.
 
-    python bench/model_coverage.py [--markdown] [--update-readme] [--models a,b] [--timing]
+    python bench/model_coverage.py [--markdown] [--update-readme] [--update-docs]
+                                   [--models a,b] [--timing]
 
 Each cell runs the command in-process on the model of `tests/corpus/manifest.py` and judges it
 with the oracle of `tests/corpus/harness.py`: `ok` gives the oracle's figure (the largest
@@ -8,8 +9,10 @@ relative output error against onnxruntime / LiteRT, bit-exactness with TFLite Mi
 output SQNR against the float model, gcc on the header), `refused` the cause the one-line error
 gives (quoted names and details dropped), `FAIL` a check that failed (the test suite fails on
 it), `-` a command that does not apply (quantizing an int8 model; ONNX output from TFLite).
-The README shows this table: `--update-readme` rewrites its coverage section (between the two
-`<!-- coverage-table -->` markers), which tests/test_corpus.py compares with a fresh run.
+The README shows the table of the first corpus (`README_MODELS`): `--update-readme` rewrites its
+coverage section (between the two `<!-- coverage-table -->` markers); docs/real-models.md shows
+the issue-28 models (`REAL_MODELS`): `--update-docs` rewrites its section the same way.
+tests/test_corpus.py compares both with a fresh run.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 MARKER = "<!-- coverage-table -->"
 
 from corpus.harness import CorpusRunner, coverage_markdown, summarize_refusal  # noqa: E402
-from corpus.manifest import COMMANDS, MODELS_TABLE  # noqa: E402
+from corpus.manifest import COMMANDS, MODELS_TABLE, README_MODELS, REAL_MODELS  # noqa: E402
+
+DOCS_PAGE = ROOT / "docs" / "real-models.md"
 
 
 def render(cells: dict, models: list, markdown: bool) -> str:
@@ -56,6 +61,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timing", action="store_true", help="print each cell's seconds")
     ap.add_argument("--update-readme", action="store_true",
                     help="write the Markdown table into README.md's coverage section")
+    ap.add_argument("--update-docs", action="store_true",
+                    help="write the issue-28 models' table into docs/real-models.md")
     args = ap.parse_args(argv)
     models = list(MODELS_TABLE)
     if args.models:
@@ -75,12 +82,19 @@ def main(argv=None) -> int:
     total = (f"{len(models)} models, {len(cells)} cells: {counts['ok']} ok, "
              f"{counts['refused']} refused, {counts['FAIL']} FAIL")
     print(f"\n{total} ({time.perf_counter() - start:.0f} s)")
-    if args.update_readme:
-        readme = ROOT / "README.md"
-        head, _, tail = readme.read_text().split(MARKER, 2)
-        table = render(cells, models, markdown=True)
-        readme.write_text(f"{head}{MARKER}\n{table}\n\n{total}.\n{MARKER}{tail}")
-        print(f"updated {readme}")
+    for wanted, page, group in ((args.update_readme, ROOT / "README.md", README_MODELS),
+                                (args.update_docs, DOCS_PAGE, REAL_MODELS)):
+        if not wanted:
+            continue
+        shown = [m for m in models if m in group]
+        head, _, tail = page.read_text().split(MARKER, 2)
+        table = render(cells, shown, markdown=True)
+        part = {k: v for k, v in cells.items() if k[0] in {m.name for m in shown}}
+        ok = {s: sum(c.status == s for c in part.values()) for s in ("ok", "refused", "FAIL")}
+        line = (f"{len(shown)} models, {len(part)} cells: {ok['ok']} ok, {ok['refused']} "
+                f"refused, {ok['FAIL']} FAIL")
+        page.write_text(f"{head}{MARKER}\n{table}\n\n{line}.\n{MARKER}{tail}")
+        print(f"updated {page}")
     return 1 if counts["FAIL"] else 0
 
 

@@ -11,7 +11,7 @@ bias. Options, IR names: `activation` (the cell gate's and the hidden state's no
 `asymmetric_quantize_inputs` (hybrid kernels only), `diagonal_recurrent_tensors`.
 
 `LSTM` is ONNX's op (gates i, o, f, c in its W / R / B rows); `onnx-to-tflite` lowers its forward
-direction to `UnidirectionalSequenceLSTM` (`passes/layout/onnx_to_tflite_lstm.py`).
+direction to `UnidirectionalSequenceLSTM` (`passes/onnx_to_tflite/ops_lstm.py`).
 
 Both ops are impure: the TFLite op writes its state tensors; the ONNX one is marked so as well,
 so no pass drops it unread before the lowering has looked at it. Their int8 rule is `lstm`: TFLite

@@ -18,13 +18,14 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import ROOT
-from export_c_harness import (build_cortex_m, cmsis_nn_available, cross_tools_available,
-                              image_source, io_layout, parse, run_qemu, split_image_output)
+from helpers.oracles import ROOT
+from helpers.export_c_harness import (build_cortex_m, cmsis_nn_available, cross_tools_available,
+                                      image_source, io_layout, parse, run_qemu, split_image_output)
 
 from corpus import harness
 from corpus.harness import CorpusRunner, parse_coverage_markdown, summarize_refusal
-from corpus.manifest import BY_NAME, COMMANDS, CORPUS, MODELS_TABLE, cells
+from corpus.manifest import (BY_NAME, COMMANDS, CORPUS, MODELS_TABLE, README_MODELS,
+                             REAL_MODELS, cells)
 
 # Cells that fail today, each with the reason; strict, so a fix turns them into a test failure
 # until the entry is removed. Keep empty unless a fix is under way elsewhere.
@@ -67,10 +68,10 @@ def test_export_c_arena_is_at_most_0_7_of_tflite_micros(corpus, kernels):
     """Every corpus model export-c accepts (the int8 model of its export-c cell, made once per
     session): export-c's static arena is at most 0.7x TensorFlow Lite Micro's whole arena,
     except the models of ARENA_ABOVE_0_7."""
-    from export_c_harness import tflm_arena_bytes
+    from helpers.export_c_harness import tflm_arena_bytes
 
-    from qconvert.c_export.model_source import ModelOptions, render_model
-    from qconvert.model_io import load_model
+    from qconvert.c_export.model.render import ModelOptions, render_model
+    from qconvert.formats.model_io import load_model
 
     exportable = [m for m, c in cells() if c == "export-c" and corpus.cell(m, c).status == "ok"]
     assert exportable
@@ -102,7 +103,7 @@ def test_export_c_cortex_m4_firmware_is_bit_exact_with_tflite_micro(corpus, tmp_
 def test_export_c_cortex_m55_firmware_is_bit_exact_with_tflite_micro(corpus, tmp_path, kernels):
     """The same image for Cortex-M55 (mps3-an547; CMSIS-NN's Helium (MVE) kernels with
     cmsis-nn): kws_conv1d's first convolution (1x5, stride 2, padding 2 on 49 columns) is where
-    arm_convolve_1_x_n_s8's MVE path reads past the row (see qconvert/c_export/cmsis_1xn.py)."""
+    arm_convolve_1_x_n_s8's MVE path reads past the row (see qconvert/c_export/model/cmsis_1xn.py)."""
     _firmware_bit_exact(corpus, tmp_path, kernels, "m55")
 
 
@@ -277,13 +278,23 @@ def test_readme_table_matches_the_corpus(corpus):
     """Statuses and refusal causes in the README equal this run's (figures are not compared:
     they may differ in the last digits between machines). Regenerate with
     `python bench/model_coverage.py --update-readme`."""
-    text = (ROOT / "README.md").read_text()
+    _table_matches(corpus, ROOT / "README.md", README_MODELS, "--update-readme")
+
+
+def test_docs_real_models_table_matches_the_corpus(corpus):
+    """The same for docs/real-models.md and the issue-28 models (`REAL_MODELS`); regenerate
+    with `python bench/model_coverage.py --update-docs`."""
+    _table_matches(corpus, ROOT / "docs" / "real-models.md", REAL_MODELS, "--update-docs")
+
+
+def _table_matches(corpus, page, models, option):
+    text = page.read_text()
     parts = text.split("<!-- coverage-table -->")
-    assert len(parts) == 3, "README.md has no <!-- coverage-table --> section"
+    assert len(parts) == 3, f"{page.name} has no <!-- coverage-table --> section"
     rows = parse_coverage_markdown(parts[1], COMMANDS)
-    assert sorted(rows) == sorted(m.name for m in MODELS_TABLE)
-    hint = "regenerate with python bench/model_coverage.py --update-readme"
-    for m in MODELS_TABLE:
+    assert sorted(rows) == sorted(m.name for m in models)
+    hint = f"regenerate with python bench/model_coverage.py {option}"
+    for m in models:
         for c in COMMANDS:
             status, cause = rows[m.name][c]
             if c not in m.commands:
@@ -291,7 +302,7 @@ def test_readme_table_matches_the_corpus(corpus):
                 continue
             cell = corpus.cell(m.name, c)
             assert status == cell.status, (
-                f"README: {m.name} {c} is {status}, now {cell.status}; {hint}")
+                f"{page.name}: {m.name} {c} is {status}, now {cell.status}; {hint}")
             if cell.status == "refused":
                 assert cause == summarize_refusal(cell.detail), f"{m.name} {c}: {hint}"
 
@@ -315,7 +326,7 @@ def test_readme_table_round_trips():
 def test_state_comparison_fires_on_a_changed_weight(corpus, tmp_path):
     """A streaming model whose weights moved a little: compared tensor by tensor, frame by
     frame, in LiteRT, it must fail (its outputs alone could hide it)."""
-    from qconvert.model_io import load_model, serialize
+    from qconvert.formats.model_io import load_model, serialize
 
     m = BY_NAME["streaming_kws_float"]
     model = load_model(m.path)
@@ -329,3 +340,30 @@ def test_state_comparison_fires_on_a_changed_weight(corpus, tmp_path):
     assert corpus._compare_state(m, m.path, feeds, "same") > 5
     with pytest.raises(harness._Fail, match="differ"):
         corpus._compare_state(m, changed, feeds, "changed")
+
+
+def test_real_models_have_what_they_stand_for():
+    """Read with the `tflite` / `onnx` packages, independently of qconvert: float16 weights
+    behind DEQUANTIZE, int8 weight-only storage behind DEQUANTIZE, sparse tensors behind
+    DENSIFY, uint8 input and output, and a concat of box pixels with 0..1 scores."""
+    import onnx
+    import tflite
+
+    def tensors(name):
+        sg = tflite.Model.GetRootAs(BY_NAME[name].path.read_bytes(), 0).Subgraphs(0)
+        return sg, [sg.Tensors(i) for i in range(sg.TensorsLength())]
+
+    _, ts = tensors("blazeface_fp16")
+    assert sum(t.Type() == tflite.TensorType.FLOAT16 for t in ts) >= 10
+    assert "DEQUANTIZE" in harness.model_ops(BY_NAME["blazeface_fp16"])[0]
+    _, ts = tensors("landmarks_hybrid")
+    assert sum(t.Type() == tflite.TensorType.INT8 for t in ts) >= 5
+    assert not any(t.Type() == tflite.TensorType.INT8 and t.Quantization() is not None
+                   and t.Buffer() == 0 for t in ts)  # int8 only in constants: a float model
+    _, ts = tensors("sparse_cnn")
+    assert sum(t.Sparsity() is not None for t in ts) == 3
+    assert "DENSIFY" in harness.model_ops(BY_NAME["sparse_cnn"])[0]
+    sg, ts = tensors("uint8_classifier")
+    assert ts[sg.Inputs(0)].Type() == ts[sg.Outputs(0)].Type() == tflite.TensorType.UINT8
+    g = onnx.load(str(BY_NAME["yolo_head"].path)).graph
+    assert [n.op_type for n in g.node][-1] == "Concat" and g.output[0].name == "detections"

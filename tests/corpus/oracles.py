@@ -49,7 +49,7 @@ def run_cli(args: list) -> tuple:
 
     from click.testing import CliRunner
 
-    from qconvert.cli import main
+    from qconvert.cli.app import main
 
     result = CliRunner().invoke(main, [str(a) for a in args])
     crash = None
@@ -106,6 +106,18 @@ def tflite_ops(path: Path) -> tuple:
             count += 1
             ops.add(codes[sg.Operators(o).OpcodeIndex()])
     return ops, names, count
+
+
+def densify_count(path: Path) -> int:
+    """How many DENSIFY operators (builtin 124) a TFLite file has, read with `tflite`."""
+    import tflite
+
+    m = tflite.Model.GetRootAsModel(Path(path).read_bytes(), 0)
+    codes = [max(m.OperatorCodes(i).BuiltinCode(), m.OperatorCodes(i).DeprecatedBuiltinCode())
+             for i in range(m.OperatorCodesLength())]
+    return sum(codes[m.Subgraphs(s).Operators(o).OpcodeIndex()] == 124
+               for s in range(m.SubgraphsLength())
+               for o in range(m.Subgraphs(s).OperatorsLength()))
 
 
 def model_ops(model: CorpusModel) -> tuple:

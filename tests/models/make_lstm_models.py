@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from qconvert.ir import Graph, Model, Node, Tensor
-from qconvert.tflite_writer import write_tflite
+from qconvert.formats.tflite_writer import write_tflite
 
 GATES = ("input", "forget", "cell", "output")
 
