@@ -532,3 +532,22 @@ def test_convert_verify_runs_float_and_int8_lstm_models(tmp_path):
         result = CliRunner().invoke(main, ["convert", str(src), "-o", str(out), "--verify", "3"])
         assert result.exit_code == 0, result.output
         assert read_tflite(out.read_bytes()).graph.nodes[0].op == "UnidirectionalSequenceLSTM"
+
+
+def test_quantize_onnx_lstm_to_qdq_refused_by_name(tmp_path):
+    """QDQ ONNX has no integer LSTM TFLite Micro runs: one line naming the op, nothing written
+    (the .tflite output lowers it first and quantizes it: above)."""
+    src = tmp_path / "m.onnx"
+    src.write_bytes(lstm_onnx(wrap="transpose"))
+    np.save(tmp_path / "calib.npy", np.zeros((4, 1, 6, 5), np.float32))
+    from click.testing import CliRunner
+
+    from qconvert.cli import main
+
+    out = tmp_path / "q.onnx"
+    result = CliRunner().invoke(main, ["quantize", str(src), "--calibration",
+                                       str(tmp_path / "calib.npy"), "-o", str(out)])
+    assert result.exit_code != 0
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith("cannot quantize: ops with no int8 rule: LSTM")
+    assert not out.exists()
