@@ -218,7 +218,6 @@ def lstm_int8_tflite(seed=0, *, batch=1, steps=6, features=5, units=7, time_majo
     inputs = ["x"]
     for slot in LSTM_SLOTS[1:]:
         name = f"lstm/{slot.name}"
-        gate = slot.name.split("_")[-2] if slot.name.endswith("_weights") else None
         if slot.name.startswith(("input_to_", "recurrent_to_")):
             cols = features if slot.name.startswith("input_to_") else units
             scale = float(rng.uniform(0.6, 1.2) / (127 * np.sqrt(cols)) * 3)
@@ -241,7 +240,6 @@ def lstm_int8_tflite(seed=0, *, batch=1, steps=6, features=5, units=7, time_majo
         else:
             inputs.append(None)
             continue
-        del gate
         inputs.append(name)
     out_shape = (steps, batch, units) if time_major else (batch, steps, units)
     g.add_tensor(Tensor("y", out_shape, act, quant=QuantParams([h_q[0]], [h_q[1]])))
