@@ -551,3 +551,29 @@ def test_quantize_onnx_lstm_to_qdq_refused_by_name(tmp_path):
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].endswith("cannot quantize: ops with no int8 rule: LSTM")
     assert not out.exists()
+
+
+def test_export_c_reset_lstm_starts_a_new_sequence(tmp_path):
+    """NAME_reset_lstm() between frames: the next frame is a fresh interpreter's answer, the
+    frames before it carry the state (TFLite Micro's consecutive invokes)."""
+    import subprocess
+
+    from helpers.export_c_harness import build_host, harness_source, io_layout, parse
+
+    data = lstm_int8_tflite(x_q=(0.02, 5), h_q=(1 / 100, -7))  # hidden reset to -7, not 0
+    result, folder = _export(tmp_path, data)
+    assert result.exit_code == 0, result.output
+    assert "void net_reset_lstm(void);" in (folder / "net.h").read_text()
+    g = read_tflite(data).graph
+    frames = [_int_feed(g.tensors["x"], seed) for seed in range(4)]
+    main_c = harness_source("net", io_layout(g), [[f] for f in frames]).replace(
+        "        int rc = net_invoke(", "        if (k == 2) {\n            net_reset_lstm();\n"
+        "        }\n        int rc = net_invoke(")
+    assert "net_reset_lstm();" in main_c
+    text = subprocess.run([build_host(folder, main_c)], capture_output=True, text=True,
+                          check=True).stdout
+    got = [c.reshape(g.tensors["y"].shape) for (c,) in parse(text, [np.int8], 4)]
+    want = tflm_sequence(data, frames[:2]) + tflm_sequence(data, frames[2:])
+    for k, (w, c) in enumerate(zip(want, got)):
+        np.testing.assert_array_equal(c, w, err_msg=f"frame {k}")
+    assert not np.array_equal(tflm_sequence(data, frames)[2], want[2])  # the reset mattered

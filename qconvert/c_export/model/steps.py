@@ -141,6 +141,8 @@ class Step:
     scratch_builds: dict | None = None  # {"helium": bytes, "other": bytes} (CMSIS-NN calls)
     check: Template | None = None   # C run once (NAME_check): `return 2;` if scratch is short
     banded_check: Template | None = None  # the same for the banded call
+    resets: list = field(default_factory=list)  # C lines (using @L) putting the layer's own
+    #                                              state back to its start (NAME_reset_lstm)
 
 
 def tensor_dims(graph, name) -> tuple:

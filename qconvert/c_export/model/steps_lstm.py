@@ -5,7 +5,8 @@ int8 gate matrices, the four int32 gate biases and TFLite's sigmoid table are fl
 hidden and cell state are two static arrays of the layer, outside the arena (they live from one
 call to the next), initialised as TFLite Micro resets its variable tensors: the hidden state's
 zero point, cell 0. So consecutive calls of NAME_invoke carry the state, as consecutive invokes
-of one TFLite Micro interpreter do. The kernel's scratch (five int16 rows of `units`: the four
+of one TFLite Micro interpreter do; NAME_reset_lstm() writes the initial state again (a new
+sequence: TFLite Micro's MicroInterpreter::Reset). The kernel's scratch (five int16 rows of `units`: the four
 gates and tanh(c)) is in the arena.
 
 Only int8 activations: a 16x8 LSTM (int16 activations) is refused in one line.
@@ -67,6 +68,8 @@ def _lower_lstm(graph, node, index, options):
     step.plan.scratch = scratch
     step.scratch_builds = {"helium": scratch, "other": scratch}
     step.plan.pinned = True  # state: one call per invoke, in the graph's order
+    step.resets = [f"memset(@L_hidden, {int(p['hidden_zero_point'])}, sizeof(@L_hidden));",
+                   "memset(@L_cell, 0, sizeof(@L_cell));"]
     return step
 
 
