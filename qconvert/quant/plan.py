@@ -2,9 +2,10 @@
 layer's int8 weights and int32 bias. Format-neutral; `tflite_int8` and `qdq` write it out.
 
 Activation parameters follow the op schemas' int8 rules:
-- `same_scale` ops (reshape, max and average pool, concat, pad, transpose...) pass values
+- `same_scale` ops (reshape, max and average pool, concat, pad, transpose, select...) pass values
   through, so their inputs and output share one (scale, zero point): the tensors are grouped
-  (union-find) and each group gets the union of its members' calibrated ranges;
+  (union-find) and each group gets the union of its members' calibrated ranges (a bool input,
+  SelectV2's condition, is no activation and keeps none);
 - `fixed_output` ops: softmax and logistic outputs are 1/256 with zero point -128, tanh 1/128
   with 0 (what TFLite's int8 kernels require);
 - clamping activations (Relu, Relu6, Clip) whose input is read by nothing else and made by a
@@ -14,7 +15,8 @@ Activation parameters follow the op schemas' int8 rules:
   the conv output no longer spends int8 steps on the negative values a ReLU zeroes;
 - every other float activation gets its own range.
 Layers (`per_channel_weights`): weights per output channel (conv, depthwise; fully connected
-layers per tensor unless `fc_per_channel`), bias at s_in * s_w (see `params`).
+layers per tensor unless `fc_per_channel`), or every layer per tensor (`per_tensor`), bias at
+s_in * s_w (see `params`).
 LSTMs (`lstm`): TFLite Micro's integer LSTM scheme, `lstm_plan`.
 """
 
@@ -50,6 +52,9 @@ FIXED_OUTPUT = {s.name: s.fixed_output for s in schemas.all_schemas() if s.fixed
 SHARED_OPERANDS = frozenset({"Maximum", "Minimum"})
 # same_scale ops copying every input's bytes into the output (TFLite CONCATENATION, PACK)
 CONCATS = frozenset({"Concat", "Pack"})
+# same_scale ops copying one of their value operands per element (TFLite SELECT_V2: x or y as
+# the bool condition says): every activation operand joins the output
+SELECTS = frozenset({"SelectV2"})
 FC_OPS = frozenset(s.name for s in schemas.all_schemas() if s.fully_connected)
 CLAMPS = clamp_ops()
 # float constant inputs that are parameters, not values, and stay float (ONNX Resize roi, scales)
@@ -248,6 +253,8 @@ def activation_groups(graph: Graph, apart=frozenset()) -> tuple:
             ins = [i for i in node.present_inputs() if _is_activation(graph, i)]
             if node.op in CONCATS:
                 data = [i for i in ins if i not in apart]
+            elif node.op in SELECTS:
+                data = ins
             elif node.op in SHARED_OPERANDS and len(ins) > 1:
                 shared_operands.append((ins, outs[0]))  # after the other unions (below)
                 data = []
@@ -278,7 +285,7 @@ def _fixed_source(graph: Graph, name: str):
     through single-input pass-through ops (reshape, resize...); None for any other tensor."""
     node = graph.producer(name)
     while node is not None and not node.opaque and schemas.get(node.op).int8 == "same_scale" \
-            and node.op not in CONCATS | SHARED_OPERANDS and node.inputs:
+            and node.op not in CONCATS | SHARED_OPERANDS | SELECTS and node.inputs:
         node = graph.producer(node.inputs[0])
     if node is None or node.opaque or node.origin.get(BORDER):
         return None
@@ -345,7 +352,8 @@ def plan_activations(graph: Graph, ranges: dict, int16=frozenset()) -> dict:
 
 
 def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
-         input_means: dict | None = None, int16=frozenset()) -> QuantPlan:
+         input_means: dict | None = None, int16=frozenset(),
+         per_tensor: bool = False) -> QuantPlan:
     """The whole plan: activations, then each layer's weights and bias against its input scale.
 
     `input_means` ({layer output: mean of its input per channel}, `bias_correction`) turns on
@@ -353,7 +361,8 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
     layers, `int16.py`); a layer writing one gets an int64 bias."""
     check_quantizable(graph)
     acts = plan_activations(graph, ranges, int16)
-    planned = _plan_layers(graph, acts, fmt, fc_per_channel, input_means or {}, int16)
+    planned = _plan_layers(graph, acts, fmt, fc_per_channel, input_means or {}, int16,
+                           per_tensor)
     layers = {}
     wanted: dict = {}  # constant -> [(reader, (scale, zero point), int16)] in node order
     for node in graph.nodes:
@@ -420,7 +429,7 @@ def split_shared_constants(graph: Graph, wanted: dict) -> tuple:
 
 
 def _plan_layers(graph: Graph, acts: dict, fmt: str, fc_per_channel: bool, input_means: dict,
-                 int16) -> dict:
+                 int16, per_tensor: bool = False) -> dict:
     """{id(node): its LayerPlan, or the error planning it raised} for every layer with constant
     weights; the layers are independent of each other, so they are shared among the CPUs
     (`executor.parallel`); the caller raises the first error in node order."""
@@ -437,7 +446,7 @@ def _plan_layers(graph: Graph, acts: dict, fmt: str, fc_per_channel: bool, input
             try:
                 planned[id(node)] = _plan_layer(graph, node, acts, fmt, fc_per_channel,
                                                 input_means.get(node.outputs[0]),
-                                                node.outputs[0] in int16)
+                                                node.outputs[0] in int16, per_tensor)
             except Exception as exc:  # noqa: BLE001  (raised by the caller, in node order)
                 planned[id(node)] = exc
 
@@ -461,7 +470,7 @@ def layer_slots(node) -> tuple:
 
 
 def _plan_layer(graph, node, acts, fmt, fc_per_channel, input_mean=None,
-                wide: bool = False) -> LayerPlan:
+                wide: bool = False, per_tensor: bool = False) -> LayerPlan:
     x_slot, w_slot, b_slot = layer_slots(node)
     x = node.inputs[x_slot]
     if x not in acts:
@@ -479,7 +488,7 @@ def _plan_layer(graph, node, acts, fmt, fc_per_channel, input_mean=None,
     if node.op == "ConvTranspose" and int(node.attrs.get("group", 1) or 1) > 1:
         raise QConvertError(f"ConvTranspose {node.name!r}: group {node.attrs['group']} (its "
                             "weights' channel axis is not the output channel; no int8 form)")
-    per_channel = fc_per_channel or node.op not in FC_OPS
+    per_channel = not per_tensor and (fc_per_channel or node.op not in FC_OPS)
     try:
         # 16x8: a weight scale small enough to make s_in s_w / s_out < 2^-32 gives a zero
         # multiplier (the 48-bit bias guard can ask for one: s_in is ~256x smaller)
