@@ -105,7 +105,7 @@ def _lstm_time_major(graph, node):
 RULES = {
     "Squeeze": _squeeze,
     "Unsqueeze": _unsqueeze,
-    "ExpandDims": _axis_input(1),
+    "ExpandDims": _unsqueeze,  # TFLite EXPAND_DIMS: the axis input, of the output's rank
     "Reshape": _reshape,
     "Transpose": _transpose,
     **{op: _reduction
