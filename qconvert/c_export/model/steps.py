@@ -143,6 +143,8 @@ class Step:
     check: Template | None = None   # C run once (NAME_check): `return 2;` if scratch is short
     banded_check: Template | None = None  # the same for the banded call
     helium_tiles: tuple | None = None  # the whole-layer overlap of the Helium call alone
+    resets: list = field(default_factory=list)  # C lines (using @L) putting the layer's own
+    #                                              state back to its start (NAME_reset_lstm)
 
 
 def tensor_dims(graph, name) -> tuple:
@@ -692,3 +694,8 @@ from .logic_steps import LOGIC_LOWERINGS  # noqa: E402  (comparisons, SelectV2, 
 LOWERINGS.update(LOGIC_LOWERINGS)
 
 from .steps_s16 import LOWERINGS16  # noqa: E402  (16x8 layers; they use the helpers)
+
+from .steps_lstm import LSTM_LOWERINGS  # noqa: E402  (UNIDIRECTIONAL_SEQUENCE_LSTM)
+
+LOWERINGS.update(LSTM_LOWERINGS)
+LOWERINGS16.update(LSTM_LOWERINGS)  # its int16 cell state makes it a "16x8" node (is_int16_node)
