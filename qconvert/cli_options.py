@@ -68,7 +68,7 @@ _CALIBRATION_OPTIONS = (
                  show_default=True, help="What runs the float model during calibration: "
                  "qconvert's reference executor, or onnxruntime if installed (ONNX models; "
                  "slower than numpy on fixed-batch models, which it runs one sample at a "
-                 "time: see the README)."),
+                 "time: see docs/results/speed-and-memory.md)."),
     click.option("--batch-size", type=click.IntRange(1), default=16, show_default=True,
                  metavar="N", help="Calibration samples run through the float model at once: "
                  "more is faster and takes more memory (see --max-memory); histogram ranges "
