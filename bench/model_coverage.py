@@ -1,6 +1,6 @@
 """Print the real-model coverage table: every corpus model x every command -> ok / refused.
 
-    python bench/model_coverage.py [--markdown] [--update-readme] [--models a,b] [--timing]
+    python bench/model_coverage.py [--markdown] [--update-docs] [--models a,b] [--timing]
 
 Each cell runs the command in-process on the model of `tests/corpus/manifest.py` and judges it
 with the oracle of `tests/corpus/harness.py`: `ok` gives the oracle's figure (the largest
@@ -8,8 +8,9 @@ relative output error against onnxruntime / LiteRT, bit-exactness with TFLite Mi
 output SQNR against the float model, gcc on the header), `refused` the cause the one-line error
 gives (quoted names and details dropped), `FAIL` a check that failed (the test suite fails on
 it), `-` a command that does not apply (quantizing an int8 model; ONNX output from TFLite).
-The README shows this table: `--update-readme` rewrites its coverage section (between the two
-`<!-- coverage-table -->` markers), which tests/test_corpus.py compares with a fresh run.
+docs/results/coverage.md shows this table: `--update-docs` rewrites its coverage section (between
+the two `<!-- coverage-table -->` markers), which tests/test_corpus.py compares with a fresh run
+(`--update-readme` is the flag's old name, kept).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from corpus.manifest import COMMANDS, MODELS_TABLE  # noqa: E402
 
 
 def render(cells: dict, models: list, markdown: bool) -> str:
-    """The table: per model, one line per command (`--markdown`: the README's table)."""
+    """The table: per model, one line per command (`--markdown`: the coverage page's table)."""
     def text(cell):
         if cell is None:
             return "-"
@@ -54,8 +55,8 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     ap.add_argument("--models", help="comma-separated model names (default: all)")
     ap.add_argument("--timing", action="store_true", help="print each cell's seconds")
-    ap.add_argument("--update-readme", action="store_true",
-                    help="write the Markdown table into README.md's coverage section")
+    ap.add_argument("--update-docs", "--update-readme", dest="update_docs", action="store_true",
+                    help="write the Markdown table into docs/results/coverage.md's coverage section")
     args = ap.parse_args(argv)
     models = list(MODELS_TABLE)
     if args.models:
@@ -75,12 +76,12 @@ def main(argv=None) -> int:
     total = (f"{len(models)} models, {len(cells)} cells: {counts['ok']} ok, "
              f"{counts['refused']} refused, {counts['FAIL']} FAIL")
     print(f"\n{total} ({time.perf_counter() - start:.0f} s)")
-    if args.update_readme:
-        readme = ROOT / "README.md"
-        head, _, tail = readme.read_text().split(MARKER, 2)
+    if args.update_docs:
+        page = ROOT / "docs" / "results" / "coverage.md"
+        head, _, tail = page.read_text().split(MARKER, 2)
         table = render(cells, models, markdown=True)
-        readme.write_text(f"{head}{MARKER}\n{table}\n\n{total}.\n{MARKER}{tail}")
-        print(f"updated {readme}")
+        page.write_text(f"{head}{MARKER}\n{table}\n\n{total}.\n{MARKER}{tail}")
+        print(f"updated {page}")
     return 1 if counts["FAIL"] else 0
 
 

@@ -272,17 +272,17 @@ def test_summary_counts_ops():
                                         "Conv x2; ops with no TFLite mapping: Resize x2, LRN")
 
 
-# -- the README shows the table -------------------------------------------------------------------
-def test_readme_table_matches_the_corpus(corpus):
-    """Statuses and refusal causes in the README equal this run's (figures are not compared:
-    they may differ in the last digits between machines). Regenerate with
-    `python bench/model_coverage.py --update-readme`."""
-    text = (ROOT / "README.md").read_text()
+# -- docs/results/coverage.md shows the table ----------------------------------------------------------------
+def test_coverage_page_table_matches_the_corpus(corpus):
+    """Statuses and refusal causes in docs/results/coverage.md equal this run's (figures are
+    not compared: they may differ in the last digits between machines). Regenerate with
+    `python bench/model_coverage.py --update-docs`."""
+    text = (ROOT / "docs" / "results" / "coverage.md").read_text()
     parts = text.split("<!-- coverage-table -->")
-    assert len(parts) == 3, "README.md has no <!-- coverage-table --> section"
+    assert len(parts) == 3, "docs/results/coverage.md has no <!-- coverage-table --> section"
     rows = parse_coverage_markdown(parts[1], COMMANDS)
     assert sorted(rows) == sorted(m.name for m in MODELS_TABLE)
-    hint = "regenerate with python bench/model_coverage.py --update-readme"
+    hint = "regenerate with python bench/model_coverage.py --update-docs"
     for m in MODELS_TABLE:
         for c in COMMANDS:
             status, cause = rows[m.name][c]
@@ -291,12 +291,12 @@ def test_readme_table_matches_the_corpus(corpus):
                 continue
             cell = corpus.cell(m.name, c)
             assert status == cell.status, (
-                f"README: {m.name} {c} is {status}, now {cell.status}; {hint}")
+                f"docs/results/coverage.md: {m.name} {c} is {status}, now {cell.status}; {hint}")
             if cell.status == "refused":
                 assert cause == summarize_refusal(cell.detail), f"{m.name} {c}: {hint}"
 
 
-def test_readme_table_round_trips():
+def test_coverage_table_round_trips():
     from corpus.harness import Cell, coverage_markdown
 
     models = MODELS_TABLE[:2]
