@@ -79,9 +79,10 @@ _CALIBRATION_OPTIONS = (
 
 
 def calibration_options(fn):
-    """The calibration and quantization options shared by `quantize` and `export-c-header`
-    (which quantizes a float model first): --calibration / --calibration-random, image
-    normalization, --method / --percentile, --fc-per-channel, --no-fuse, --batch-size."""
+    """The calibration and quantization options shared by `quantize`, `export-c-header` and
+    `export-c` (which quantize a float model first): --calibration / --calibration-random, image
+    normalization, --method / --percentile, --fc-per-channel, --no-fuse, --no-bias-correction,
+    --equalize, --engine, --batch-size, --max-memory (docs/commands/quantize.md)."""
     for option in reversed(_CALIBRATION_OPTIONS):
         fn = option(fn)
     return fn
