@@ -76,7 +76,7 @@ WEIGHTED = frozenset({"Conv2D", "DepthwiseConv2D", "FullyConnected", "Gemm", "Ma
 
 def float_layers(path: Path) -> int:
     """Layers of a quantized model still computed in float (see the module docstring)."""
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
 
     graph = load_model(str(path)).graph
     count = 0

@@ -26,7 +26,7 @@ def _models(cache: Path) -> dict:
     from click.testing import CliRunner
 
     from corpus.manifest import MODELS_TABLE
-    from qconvert.cli import main
+    from qconvert.cli.app import main
 
     models = ROOT / "tests" / "models"
     out = {m: models / f"{m}.tflite" for m in ("kws_ref_model", "ad01_int8",
@@ -62,8 +62,8 @@ def _models(cache: Path) -> dict:
 def measure(path: Path, kernels: str, **extra) -> tuple:
     """(arena bytes, rows per band of each banded layer, "0" for none) of export-c with
     `kernels`."""
-    from qconvert.c_export.model_source import ModelOptions, render_model
-    from qconvert.model_io import load_model
+    from qconvert.c_export.model.render import ModelOptions, render_model
+    from qconvert.formats.model_io import load_model
 
     import re
 
@@ -80,7 +80,7 @@ def measure(path: Path, kernels: str, **extra) -> tuple:
 
 
 def main() -> None:
-    from export_c_harness import tflm_arena_bytes
+    from helpers.export_c_harness import tflm_arena_bytes
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", default=str(ROOT / "bench" / "out" / "arena_models"))

@@ -34,7 +34,7 @@ elif tool == "fuse":
     from qconvert.cli import main
     main(["fuse", src, "-o", dst], standalone_mode=False)
 else:
-    from qconvert.model_io import load_model, serialize, write_atomic
+    from qconvert.formats.model_io import load_model, serialize, write_atomic
     write_atomic(dst, serialize(load_model(src)))
 t = time.perf_counter() - t0
 print("\nBENCH", t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)

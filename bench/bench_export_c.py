@@ -24,10 +24,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from export_c_harness import tflm_arena_bytes  # noqa: E402
+from helpers.export_c_harness import tflm_arena_bytes  # noqa: E402
 
-from qconvert.c_export.model_source import ModelOptions, render_model  # noqa: E402
-from qconvert.model_io import load_model  # noqa: E402
+from qconvert.c_export.model.render import ModelOptions, render_model  # noqa: E402
+from qconvert.formats.model_io import load_model  # noqa: E402
 
 MODELS = ROOT / "tests" / "models"
 SAMPLES = ROOT / "sample_models"

@@ -61,7 +61,7 @@ PEERS = {"digits_cnn": (("tflc int8", HERE / "data" / "digits_cnn_converter_int8
 def written_footprint(path: Path) -> dict:
     """RAM (greedy arena over the activations' own types) and flash (constant bytes) of a
     quantized .tflite."""
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
     from qconvert.quant.footprint import arena_bytes, arena_steps
 
     graph = load_model(path).graph

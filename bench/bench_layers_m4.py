@@ -22,10 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from export_c_harness import build_cortex_m, io_layout  # noqa: E402
+from helpers.export_c_harness import build_cortex_m, io_layout  # noqa: E402
 
-from qconvert.c_export.model_source import ModelOptions, render_model  # noqa: E402
-from qconvert.model_io import load_model  # noqa: E402
+from qconvert.c_export.model.render import ModelOptions, render_model  # noqa: E402
+from qconvert.formats.model_io import load_model  # noqa: E402
 
 TICK = 40  # instructions per FPGAIO counter tick under -icount shift=0 (25 MHz at 1 GHz)
 
@@ -96,7 +96,7 @@ def measure(model: Path, kernels: str, defines=()) -> dict:
     if kernels == "cmsis-whole":
         from unittest import mock
 
-        from qconvert.c_export import cmsis_nn
+        from qconvert.c_export.model import cmsis_nn
 
         with mock.patch.object(cmsis_nn, "row_bands", lambda *a: None):
             return measure(model, "cmsis-nn", defines)

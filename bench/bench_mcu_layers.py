@@ -4,7 +4,7 @@ For each model (default: kws_ref_model, pretrainedResnet_quant, ad01_int8 of tes
 each kernel set (qconvert's portable kernels, CMSIS-NN's; and, with --before DIR, the portable
 kernels of another qconvert checkout, e.g. the main branch), exports the model, marks the
 generated `invoke` between layers, builds it with arm-none-eabi-gcc -O2 for Cortex-M4 as
-tests/export_c_harness.py does, and runs it under `qemu-system-arm -M mps2-an386 -icount
+tests/helpers/export_c_harness.py does, and runs it under `qemu-system-arm -M mps2-an386 -icount
 shift=0`: time advances one ns per instruction and the MPS2 FPGAIO counter (0x40028018) ticks
 at 25 MHz, so one tick is 40 instructions (checked by `--calibrate` on a loop of known length).
 Prints, per layer, the instructions of each kernel set, and the totals; "cmsis-nn" is the
@@ -31,7 +31,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))  # this checkout's qconvert, not an installed one
 
-from export_c_harness import build_cortex_m  # noqa: E402
+from helpers.export_c_harness import build_cortex_m  # noqa: E402
 
 MODELS = ROOT / "tests" / "models"
 DEFAULT = ("kws_ref_model", "pretrainedResnet_quant", "ad01_int8")
@@ -46,11 +46,11 @@ def export(model: Path, folder: Path, kernels: str, root: Path) -> None:
     with its input)."""
     folder.mkdir(parents=True, exist_ok=True)
     if kernels == "cmsis-whole":
-        from qconvert.c_export import cmsis_nn
-        from qconvert.c_export.model_source import ModelOptions, render_model
-        from qconvert.model_io import load_model
+        from qconvert.c_export.model import cmsis_nn
+        from qconvert.c_export.model.render import ModelOptions, render_model
+        from qconvert.formats.model_io import load_model
 
-        from qconvert.c_export import fast_steps
+        from qconvert.c_export.model import fast_steps
 
         saved = (cmsis_nn.row_bands, cmsis_nn.fast_conv_step, cmsis_nn.fast_fc_step,
                  fast_steps.keep_on_dsp)

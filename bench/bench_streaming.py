@@ -41,7 +41,7 @@ def tflm_outputs(path: Path, frames) -> list:
     """Dequantized outputs of int8 model `path` over the float `frames`, one TFLM stream."""
     from tflite_micro.python.tflite_micro import runtime
 
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
     from qconvert.int8.rounding import round_half_away
 
     g = load_model(path).graph

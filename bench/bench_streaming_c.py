@@ -6,7 +6,7 @@
 Default model: tests/models/streaming_kws_int8.tflite (a ring buffer of 8 frames in a resource
 variable, conv, two fully connected layers, softmax). Each model is exported with
 `--kernels portable` and `--kernels cmsis-nn` (CMSIS-NN from ../shared/third_party/CMSIS-NN, as
-the tests find it), built like tests/export_c_harness.py builds Cortex-M4 firmware
+the tests find it), built like tests/helpers/export_c_harness.py builds Cortex-M4 firmware
 (arm-none-eabi-gcc -O2, -mcpu=cortex-m4 -mthumb) and run in qemu-system-arm with
 `-icount shift=0` (one instruction per ns). The firmware reads the MPS2 FPGAIO 25 MHz counter
 (0x40028018) around every NAME_invoke: one tick = 40 instructions (checked on a loop of known
@@ -28,8 +28,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from conftest import stream_frames  # noqa: E402
-from export_c_harness import (build_cortex_m, cmsis_nn_available, io_layout,  # noqa: E402
+from helpers.oracles import stream_frames  # noqa: E402
+from helpers.export_c_harness import (build_cortex_m, cmsis_nn_available, io_layout,  # noqa: E402
                               tflm_arena_bytes)
 
 COUNTER = "0x40028018u"
@@ -74,7 +74,7 @@ def tflm_outputs(path: Path, frames: list, count: int) -> list:
 
 
 def measure(path: Path, kernels: str, frames: list, work: Path) -> dict:
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
 
     folder = work / f"{path.stem}_{kernels}"
     cmd = [sys.executable, "-m", "qconvert.cli", "export-c", str(path), "-o", str(folder),
@@ -114,8 +114,8 @@ def main() -> None:
     kernel_sets = ["portable"] + (["cmsis-nn"] if cmsis_nn_available() else [])
     with tempfile.TemporaryDirectory() as tmp:
         for path in args.models:
-            from qconvert.c_export.model_steps import tensor_dims
-            from qconvert.model_io import load_model
+            from qconvert.c_export.model.steps import tensor_dims
+            from qconvert.formats.model_io import load_model
 
             graph = load_model(path).graph
             frames = stream_frames(list(tensor_dims(graph, graph.inputs[0])), np.int8,

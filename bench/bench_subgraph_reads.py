@@ -21,7 +21,7 @@ from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 import qconvert.ir.uses as uses
 from qconvert.ir.uses import UseIndex
-from qconvert.model_io import load_model
+from qconvert.formats.model_io import load_model
 
 
 def _model(body_nodes: int, top_nodes: int = 300) -> bytes:

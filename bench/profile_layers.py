@@ -1,7 +1,7 @@
 """Instructions per layer of a `qconvert export-c` model on an emulated Cortex-M4 (QEMU).
 
 Exports MODEL with the chosen kernel set, builds it for the MPS2 AN386 board (Cortex-M4,
-arm-none-eabi-gcc -O2 as tests/export_c_harness.py builds it, CMSIS-NN from
+arm-none-eabi-gcc -O2 as tests/helpers/export_c_harness.py builds it, CMSIS-NN from
 ../shared/third_party/CMSIS-NN for `--kernels cmsis-nn`) and runs it under
 `qemu-system-arm -icount shift=0`, where one instruction takes one nanosecond. The board's
 FPGAIO COUNTER (0x40028018) runs at 25 MHz: one tick = 40 instructions (checked by `--calibrate`
@@ -34,7 +34,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from export_c_harness import build_cortex_m, cmsis_nn_available, io_layout  # noqa: E402
+from helpers.export_c_harness import build_cortex_m, cmsis_nn_available, io_layout  # noqa: E402
 
 COUNTER = "0x40028018u"  # MPS2 FPGAIO COUNTER, 25 MHz
 PER_TICK = 40            # instructions per tick under -icount shift=0 (1 ns each)
@@ -115,8 +115,8 @@ def _size(*paths) -> list:
 
 def export(model: Path, folder: Path, kernels: str, name: str):
     """Write the export of `model` into `folder`; (graph, ExportSummary)."""
-    from qconvert.c_export.model_source import ModelOptions, render_model
-    from qconvert.model_io import load_model
+    from qconvert.c_export.model.render import ModelOptions, render_model
+    from qconvert.formats.model_io import load_model
 
     m = load_model(model)
     files, summary = render_model(m, ModelOptions(

@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FILES = ["tests/test_reliability_outputs.py", "tests/test_reliability_inputs.py",
-         "tests/test_reliability3.py"]
+FILES = ["tests/cli/test_reliability_outputs.py", "tests/cli/test_reliability_inputs.py",
+         "tests/cli/test_reliability_misuse.py"]
 CLASSES = {
     "1 data loss (outputs onto inputs, FIFOs, devices)": [
         "test_no_output_resolves_to_an_input", "test_other_commands_refuse_inputs_too",
@@ -42,7 +42,7 @@ CLASSES = {
                                                        "test_weights_that_cancel"],
     "7 paths and names": ["test_long_output_names", "test_strange_file_names",
                           "test_header_name_is_checked", "test_usage_errors"],
-    # issue 29 (tests/test_reliability3.py)
+    # issue 29 (tests/cli/test_reliability_misuse.py)
     "8 calibration data at the wrong scale": [
         "test_pixels_0_255", "test_image_folder_without", "test_correctly_scaled",
         "test_data_with_normalization", "test_an_int8_inputs", "test_export_c_warns",

@@ -15,10 +15,10 @@ conditions and its rewrite for the one pattern matcher (`matcher`), which finds 
 topological order, says why a near miss did not fire and counts the rewrites.
 
 The passes live in subpackages by family: `cleanup/` (eliminate, fold-constants, static-batch),
-`fusion/` (one file per fusion: conv_batchnorm, conv_mul, conv_add, matmul_add,
-batchnorm_to_affine, fuse_activation, equalize, and the pre-conversion hard_swish, rsqrt,
-channel_shuffle), `layout/` (layout-nhwc and its rules, tflite-legalize, cancel-transposes,
-merge_reshapes). `pipeline` lists the default order.
+`fusion/` (one file per fusion into a layer: conv_batchnorm, conv_mul, conv_add, matmul_add,
+batchnorm_to_affine, fuse_activation, equalize), `onnx_to_tflite/` (the ONNX -> TFLite
+conversion: the pre-conversion hard_swish, rsqrt, channel_shuffle, layout-nhwc and its rules,
+tflite-legalize, cancel-transposes, merge_reshapes). `pipeline` lists the default order.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ from .fusion import matmul_add as _matmul_add  # noqa: E402,F401
 from .fusion import batchnorm_to_affine as _batchnorm_to_affine  # noqa: E402,F401
 from .fusion import fuse_activation as _fuse_activation  # noqa: E402,F401
 from .cleanup import static_batch as _static_batch  # noqa: E402,F401
-from .layout import cancel_transposes as _cancel_transposes  # noqa: E402,F401
-from .layout import tflite_legalize as _tflite_legalize  # noqa: E402,F401
-from . import onnx_to_tflite as _onnx_to_tflite  # noqa: E402,F401  (lift-1d, ..., tflite-legalize)
+from .onnx_to_tflite import cancel_transposes as _cancel_transposes  # noqa: E402,F401
+from .onnx_to_tflite import tflite_legalize as _tflite_legalize  # noqa: E402,F401
+from .onnx_to_tflite import convert as _onnx_to_tflite  # noqa: E402,F401  (lift-1d, ..., tflite-legalize)
 from .fusion import equalize as _equalize  # noqa: E402,F401

@@ -35,7 +35,7 @@ class Input:
 class TfliteSpec:
     """How the op appears in a TFLite flatbuffer: its BuiltinOperator and BuiltinOptions names.
 
-    Option fields are translated generically (see `qconvert.tflite_options`): the fused activation
+    Option fields are translated generically (see `qconvert.formats.tflite_options`): the fused activation
     becomes `activation`, stride/dilation/filter pairs become `strides`/`dilations`/
     `kernel_shape`, `Padding` becomes explicit `pads`, anything else keeps its snake_case name.
     `int8_version`: the builtin's version qconvert writes for the op's int8 form (the version

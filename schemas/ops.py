@@ -27,7 +27,7 @@ parameter from its input only:
   (ONNX before opset 13); `beta` (TFLite) scales the input.
 - Pad / PadV2 `pads`: rows [k, 2], (begin, end) per axis of the `axes` input (absent: every
   axis): TFLite's paddings as they are; ONNX's flat [begins..., ends...] converted by the
-  reader and back by the writer (`qconvert.pads_spelling`). `mode` absent is constant.
+  reader and back by the writer (`qconvert.formats.pads_spelling`). `mode` absent is constant.
 - Not respelled: Clip / Slice / Resize parameters are inputs in both formats already, the
   TFLite-only ops (Mean, StridedSlice, SplitEqual...) keep their option names.
 """

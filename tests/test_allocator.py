@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from conftest import ROOT
-from qconvert import allocator, blas_idle, cli
+from helpers.oracles import ROOT
+from qconvert import allocator, blas_idle
+from qconvert.cli import app as cli
 
 # arrays of 1-30 MB, three alive at a time, as a batch's activations come and go; prints the
 # page faults they took (the kernel's count, an oracle independent of qconvert)

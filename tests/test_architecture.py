@@ -7,16 +7,22 @@ layers, bottom to top (`LAYERS`); a unit may import units of its own layer or be
 above, and there is no cycle between units, not even inside one layer. Imports inside functions
 count like the others (a function-level import does not hide a dependency, it only delays it).
 
-    foundation  qconvert (the package root), errors, dtypes, padding, schemas, routes (the
+    foundation  qconvert (the package root), errors, dtypes, padding, schemas, cli.routes (the
                 route table: data)
     ir          the IR (graph, node, tensor)
     int8        fixed-point primitives, multipliers, TFLite Micro's Prepare parameters
     formats     readers, writers, model_io, output files, layer table
     executor    float and integer reference executors (kernels)
     passes      graph passes (fold-constants runs the executor's kernels)
-    quant       calibration, the quantization plan, int8 writers; input_shapes
-    products    C export, verify, the commands' work (commands, command_inputs, route_steps)
-    cli         the command line (cli, cli_options)
+    quant       calibration, the quantization plan, int8 writers; cli.input_shapes
+    products    C export, cli.verify, the commands' work (cli.commands, cli.command_inputs,
+                cli.route_steps)
+    cli         the command line (the rest of qconvert.cli: app, options)
+
+A unit is a subpackage of qconvert or a loose module at its top; a module listed in LAYERS by
+its full name (`qconvert.cli.routes`) is a unit of its own, apart from its package. At most
+`MAX_LOOSE` modules sit loose at the top of qconvert/ (the foundation; everything else lives in
+a folder named for its stage).
 
 The tests scan the source with `ast` (nothing is imported), so they also see imports in code that
 no test runs. `test_checks_catch_bad_trees` runs the same checks on small trees that break each
@@ -35,27 +41,25 @@ ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS = [
     ("foundation", {"qconvert", "qconvert.errors", "qconvert.dtypes", "qconvert.padding",
-                    "qconvert.schemas", "qconvert.routes", "qconvert.allocator",
+                    "qconvert.schemas", "qconvert.cli.routes", "qconvert.allocator",
                     "qconvert.blas_idle", "qconvert.json_text"}),
     ("ir", {"qconvert.ir"}),
     ("int8", {"qconvert.int8"}),
-    ("formats", {"qconvert.tflite_options", "qconvert.onnx_wire", "qconvert.pads_spelling",
-                 "qconvert.onnx_reader",
-                 "qconvert.onnx_writer",
-                 "qconvert.tflite_reader", "qconvert.tflite_writer", "qconvert.output_files",
-                 "qconvert.output_names",
-                 "qconvert.model_io", "qconvert.layer_table"}),
+    ("formats", {"qconvert.formats"}),
     ("executor", {"qconvert.executor"}),
     ("passes", {"qconvert.passes"}),
-    ("quant", {"qconvert.quant", "qconvert.input_shapes"}),
-    ("products", {"qconvert.c_export", "qconvert.verify", "qconvert.route_steps",
-                  "qconvert.commands", "qconvert.command_inputs"}),
-    ("cli", {"qconvert.cli", "qconvert.cli_options"}),
+    ("quant", {"qconvert.quant", "qconvert.cli.input_shapes"}),
+    ("products", {"qconvert.c_export", "qconvert.cli.verify", "qconvert.cli.route_steps",
+                  "qconvert.cli.commands", "qconvert.cli.command_inputs"}),
+    ("cli", {"qconvert.cli"}),
 ]
 
 # Known upward imports awaiting their fix, each (importing file, imported unit): the check fails
 # as well when one of them no longer occurs, so the list only shrinks.
 PENDING: set = set()
+
+# Modules (the package's __init__ included) allowed loose at the top of qconvert/.
+MAX_LOOSE = 10
 
 # Directories of the source tree and the package each installs as.
 SOURCES = {"qconvert": "qconvert", "passes": "qconvert.passes", "schemas": "qconvert.schemas"}
@@ -111,27 +115,32 @@ def scan(root: Path) -> dict:
     return modules
 
 
-def unit_of(name: str, modules: dict) -> str | None:
-    """The unit of a qconvert module name (None for anything outside qconvert)."""
+def unit_of(name: str, modules: dict, layers=LAYERS) -> str | None:
+    """The unit of a qconvert module name (None for anything outside qconvert): the longest
+    prefix listed in `layers` as a unit of its own, else its subpackage or top-level module."""
     parts = name.split(".")
     if parts[0] != "qconvert":
         return None
     if len(parts) == 1:
         return "qconvert"
+    listed = {u for _, units in layers for u in units}
+    for i in range(len(parts), 2, -1):
+        if ".".join(parts[:i]) in listed:
+            return ".".join(parts[:i])
     head = f"qconvert.{parts[1]}"
     return head if head in modules or any(n.startswith(head + ".") for n in modules) else None
 
 
-def edges(modules: dict, pending=frozenset()) -> dict:
+def edges(modules: dict, pending=frozenset(), layers=LAYERS) -> dict:
     """{(unit, imported unit): [(file, line, imported module)]} over all imports between units,
     but those `pending` lists."""
     found: dict = {}
     for m in modules.values():
-        me = unit_of(m.name, modules)
+        me = unit_of(m.name, modules, layers)
         for line, name in m.imports():
             if name not in modules and ".".join(name.split(".")[:-1]) in modules:
                 name = ".".join(name.split(".")[:-1])  # `from pkg import function`
-            other = unit_of(name, modules)
+            other = unit_of(name, modules, layers)
             if other is not None and other != me and (m.rel, other) not in pending:
                 found.setdefault((me, other), set()).add((m.rel, line, name))
     return {key: sorted(sites) for key, sites in found.items()}
@@ -143,11 +152,11 @@ def layer_problems(modules: dict, layers=LAYERS, pending=PENDING) -> list:
     names = [name for name, _ in layers]
     problems = []
     for m in modules.values():
-        unit = unit_of(m.name, modules)
+        unit = unit_of(m.name, modules, layers)
         if unit not in level and m.name == unit:
             problems.append(f"{m.rel}: unit {unit} is in no layer; add it to LAYERS in "
                             "tests/test_architecture.py (below everything it imports)")
-    found = edges(modules)
+    found = edges(modules, layers=layers)
     for (a, b), sites in sorted(found.items()):
         if a not in level or b not in level or level[b] <= level[a]:
             continue
@@ -203,6 +212,17 @@ def cycles(modules: dict, pending=PENDING) -> list:
                          if a in c and b in c for site in sites]) for c in components]
 
 
+def loose_modules(modules: dict, limit=MAX_LOOSE) -> list:
+    """A problem line when more than `limit` modules sit loose at the top of qconvert/ (the
+    package's __init__ counted): everything past the foundation belongs in a folder."""
+    loose = sorted(m.rel for m in modules.values() if m.rel.count("/") == 1
+                   and m.rel.startswith("qconvert/"))
+    if len(loose) <= limit:
+        return []
+    return [f"{len(loose)} modules loose at the top of qconvert/ (at most {limit}): "
+            f"{', '.join(loose)}; move the new ones into the folder of their stage"]
+
+
 def primitive_duplicates(modules: dict) -> list:
     """Functions outside qconvert.int8 named like an int8 primitive or like a public function of
     qconvert.int8's numeric and Prepare modules (leading underscores ignored)."""
@@ -240,6 +260,12 @@ def test_no_import_cycle_between_units(modules):
         f"cycle between {', '.join(units)}: " + "; ".join(f"{rel}:{line} imports {name}"
                                                           for rel, line, name in sites)
         for units, sites in found)
+
+
+def test_at_most_ten_modules_loose_at_the_top(modules):
+    problems = loose_modules(modules)
+    assert not problems, "\n".join(problems)
+    assert "qconvert/errors.py" in {m.rel for m in modules.values()}  # the scan sees the top
 
 
 def test_int8_numerics_defined_once(modules):
@@ -290,6 +316,35 @@ def test_checks_catch_bad_trees(tmp_path):
     assert primitive_duplicates(modules) == [
         "passes/fold.py:2 defines _rdbpot: the int8 numerics live in qconvert/int8 only; "
         "import them from there"]
+    # four loose modules (__init__, errors, newthing, and the one below) against a limit of 3
+    crowded = _tree(tmp_path, {"qconvert/loose_reader.py": ""})
+    assert loose_modules(crowded, limit=4) == []
+    assert loose_modules(crowded, limit=3) == [
+        "4 modules loose at the top of qconvert/ (at most 3): qconvert/__init__.py, "
+        "qconvert/errors.py, qconvert/loose_reader.py, qconvert/newthing.py; move the new ones "
+        "into the folder of their stage"]
+
+
+def test_a_module_listed_apart_is_a_unit_of_its_own(tmp_path):
+    """A module LAYERS lists by its full name (the route table, `qconvert.cli.routes`) is its
+    own unit: a lower layer may import it, but not the rest of its package."""
+    modules = _tree(tmp_path, {
+        "qconvert/__init__.py": "",
+        "qconvert/cli/__init__.py": "",
+        "qconvert/cli/routes.py": "",
+        "qconvert/cli/app.py": "from qconvert.quant import plan\nfrom . import routes\n",
+        "qconvert/quant/__init__.py": "",
+        "qconvert/quant/plan.py": "from qconvert.cli.routes import STAGES\n",
+        "qconvert/quant/bad.py": "from qconvert.cli import app\n",
+    })
+    layers = [("foundation", {"qconvert", "qconvert.cli.routes"}), ("quant", {"qconvert.quant"}),
+              ("cli", {"qconvert.cli"})]
+    assert unit_of("qconvert.cli.routes", modules, layers) == "qconvert.cli.routes"
+    assert unit_of("qconvert.cli.app", modules, layers) == "qconvert.cli"
+    problems = layer_problems(modules, layers, pending=set())
+    assert problems and {p.split(":")[0] for p in problems} == {"qconvert/quant/bad.py"}
+    assert all("layer quant (qconvert.quant) must not import the higher layer cli" in p
+               for p in problems)
 
 
 def test_checks_pass_a_clean_tree(tmp_path):

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from conftest import ROOT
+from helpers.oracles import ROOT
 from qconvert import blas_idle
 
 # one product on every BLAS thread, then 0.3 s of sleep: prints the CPU seconds the whole

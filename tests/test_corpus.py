@@ -18,8 +18,8 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import ROOT
-from export_c_harness import (build_cortex_m, cmsis_nn_available, cross_tools_available,
+from helpers.oracles import ROOT
+from helpers.export_c_harness import (build_cortex_m, cmsis_nn_available, cross_tools_available,
                               image_source, io_layout, parse, run_qemu, split_image_output)
 
 from corpus import harness
@@ -67,10 +67,10 @@ def test_export_c_arena_is_at_most_0_7_of_tflite_micros(corpus, kernels):
     """Every corpus model export-c accepts (the int8 model of its export-c cell, made once per
     session): export-c's static arena is at most 0.7x TensorFlow Lite Micro's whole arena,
     except the models of ARENA_ABOVE_0_7."""
-    from export_c_harness import tflm_arena_bytes
+    from helpers.export_c_harness import tflm_arena_bytes
 
-    from qconvert.c_export.model_source import ModelOptions, render_model
-    from qconvert.model_io import load_model
+    from qconvert.c_export.model.render import ModelOptions, render_model
+    from qconvert.formats.model_io import load_model
 
     exportable = [m for m, c in cells() if c == "export-c" and corpus.cell(m, c).status == "ok"]
     assert exportable
@@ -102,7 +102,7 @@ def test_export_c_cortex_m4_firmware_is_bit_exact_with_tflite_micro(corpus, tmp_
 def test_export_c_cortex_m55_firmware_is_bit_exact_with_tflite_micro(corpus, tmp_path, kernels):
     """The same image for Cortex-M55 (mps3-an547; CMSIS-NN's Helium (MVE) kernels with
     cmsis-nn): kws_conv1d's first convolution (1x5, stride 2, padding 2 on 49 columns) is where
-    arm_convolve_1_x_n_s8's MVE path reads past the row (see qconvert/c_export/cmsis_1xn.py)."""
+    arm_convolve_1_x_n_s8's MVE path reads past the row (see qconvert/c_export/model/cmsis_1xn.py)."""
     _firmware_bit_exact(corpus, tmp_path, kernels, "m55")
 
 
@@ -315,7 +315,7 @@ def test_coverage_table_round_trips():
 def test_state_comparison_fires_on_a_changed_weight(corpus, tmp_path):
     """A streaming model whose weights moved a little: compared tensor by tensor, frame by
     frame, in LiteRT, it must fail (its outputs alone could hide it)."""
-    from qconvert.model_io import load_model, serialize
+    from qconvert.formats.model_io import load_model, serialize
 
     m = BY_NAME["streaming_kws_float"]
     model = load_model(m.path)

@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 import pytest
 
-from conftest import ROOT
+from helpers.oracles import ROOT
 from qconvert.cli import main
 
 _spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "tools" / "gen_docs.py")
@@ -103,13 +103,22 @@ def link_problems(files: list, root: Path) -> list:
 PATH = re.compile(r"`((?:qconvert|passes|schemas|tests|bench|tools|sample_models)/[^`\s]*)`")
 
 
+BARE_FILE = re.compile(r"`([a-z][\w*]*\.py)`")  # (C file names are often generated: kws.c)
+
+
 def path_problems(files: list, root: Path) -> list:
     """Repository paths named in backquotes (`qconvert/int8/rounding.py`, `passes/fusion/`,
-    `qconvert/executor/int_kernels_*.py`) that match no file or folder: the docs name only
-    modules that exist."""
+    `qconvert/executor/int_kernels_*.py`) that match no file or folder, and bare module names
+    (`memory_plan.py`) that no file of the repository has: the docs name
+    only modules that exist."""
     problems = []
+    names = {p.name for p in root.rglob("*.py")}
     for path in files:
-        for named in PATH.findall(path.read_text()):
+        text = path.read_text()
+        for bare in BARE_FILE.findall(text):
+            if not any(Path(n).match(bare) for n in names):
+                problems.append(f"{path.relative_to(root)}: `{bare}` does not exist")
+        for named in PATH.findall(text):
             clean = named.rstrip(".,;:")
             if "*" in clean:
                 found = any(root.glob(clean))
@@ -156,7 +165,7 @@ def test_ops_page_has_a_row_per_schema_op():
 def test_cmsis_nn_column_reads_the_lowering():
     """The ops the matrix says go to CMSIS-NN are the ones `lower_cmsis` dispatches on, among
     them the layers CMSIS-NN is known for."""
-    from qconvert.c_export import cmsis_nn
+    from qconvert.c_export.model import cmsis_nn
 
     ops = gen_docs.ops_compared_in(cmsis_nn.lower_cmsis)
     assert {"Conv2D", "DepthwiseConv2D", "FullyConnected", "AveragePool", "MaxPool", "Add",
@@ -214,8 +223,10 @@ def test_path_check_fails_on_a_module_that_does_not_exist(tmp_path):
     (tmp_path / "passes" / "fusion" / "conv_mul.py").write_text("")
     page = tmp_path / "page.md"
     page.write_text("`passes/fusion/conv_mul.py`, `passes/fusion/conv_*.py`, `passes/fusion/`, "
-                    "`passes/fusion/fuse_linear.py`, `qconvert/gone_*.py`")
+                    "`passes/fusion/fuse_linear.py`, `qconvert/gone_*.py`, `conv_mul.py`, "
+                    "`model_steps_extra.py`")
     assert path_problems([page], tmp_path) == [
+        "page.md: `model_steps_extra.py` does not exist",
         "page.md: `passes/fusion/fuse_linear.py` does not exist",
         "page.md: `qconvert/gone_*.py` does not exist"]
 

@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 import tflite
 
-from qconvert import schemas, tflite_reader
-from qconvert.c_export import model_steps
-from qconvert.c_export.layer_spec import OP_SPECS
-from qconvert.c_export.model_steps import LOWERINGS
-from qconvert.c_export.model_steps_s16 import LOWERINGS16
+from qconvert import schemas
+from qconvert.formats import tflite_reader
+from qconvert.c_export.model import steps as model_steps
+from qconvert.c_export.header.layer_spec import OP_SPECS
+from qconvert.c_export.model.steps import LOWERINGS
+from qconvert.c_export.model.steps_s16 import LOWERINGS16
 from qconvert.executor.float_executor import IN_PLACE
 from qconvert.executor.float_kernels import CONTEXT_KERNELS, KERNELS
 from qconvert.executor.int16_kernels import INT16_KERNELS
@@ -32,12 +33,12 @@ from qconvert.passes.fusion.conv_add import CONV_ADD
 from qconvert.passes.fusion.conv_batchnorm import CONV_BATCHNORM
 from qconvert.passes.fusion.conv_mul import CONV_MUL
 from qconvert.passes.fusion.linear_layer import LAYERS
-from qconvert.passes.layout import onnx_to_tflite_ops, onnx_to_tflite_spatial
-from qconvert.passes.layout.layout_rules import REDUCERS, RULES
-from qconvert.passes.layout.onnx_to_tflite_ops import (BOUND_PRESERVING, CHECKS,
+from qconvert.passes.onnx_to_tflite import ops as onnx_to_tflite_ops, ops_spatial as onnx_to_tflite_spatial
+from qconvert.passes.onnx_to_tflite.layout_rules import REDUCERS, RULES
+from qconvert.passes.onnx_to_tflite.ops import (BOUND_PRESERVING, CHECKS,
                                                        FOLDS_WHEN_STATIC, GLOBAL_POOLS,
                                                        MAPPING_RULES)
-from qconvert.passes.layout.onnx_to_tflite_spatial import SPATIAL_RULES
+from qconvert.passes.onnx_to_tflite.ops_spatial import SPATIAL_RULES
 from qconvert.quant import int16 as quant_int16
 from qconvert.quant import invariants
 from qconvert.schemas.activations import ACTIVATION_RANGES
@@ -51,9 +52,9 @@ KEYED_TABLES = {
     "float in-place kernels (executor/float_executor.IN_PLACE)": IN_PLACE,
     "int kernels (executor/int_kernels*)": INT_KERNELS,
     "int layer params (int8/prepare: LAYER_PARAMS)": INT_PARAMS,
-    "C header specs (c_export/layer_spec.OP_SPECS)": OP_SPECS,
-    "C lowerings (c_export/model_steps*.LOWERINGS)": LOWERINGS,
-    "layout rules (passes/layout/layout_rules.RULES)": RULES,
+    "C header specs (c_export/header/layer_spec.OP_SPECS)": OP_SPECS,
+    "C lowerings (c_export/model/steps*.LOWERINGS)": LOWERINGS,
+    "layout rules (passes/onnx_to_tflite/layout_rules.RULES)": RULES,
     "ONNX -> TFLite lowering rules (onnx_to_tflite_*)": {**MAPPING_RULES, **SPATIAL_RULES},
     "ONNX -> TFLite checks (onnx_to_tflite_ops.CHECKS)": CHECKS,
     "ONNX ops folded once static (FOLDS_WHEN_STATIC)": FOLDS_WHEN_STATIC,
@@ -74,12 +75,12 @@ KEYED_TABLES = {
     "ops fold-constants never folds": fold_constants.NEVER_FOLD,
     "equalize's layers and pass-through ops": equalize._FIRST | equalize._PASS_THROUGH,
     "layers the quantization invariants check (quant/invariants)": set(invariants._LAYERS),
-    "C lookup-table, binary and data-movement ops (c_export/model_steps)":
+    "C lookup-table, binary and data-movement ops (c_export/model/steps)":
         {*model_steps._LOOKUP_OPS, *model_steps._BINARY, *model_steps._MOVEMENT},
     "TFLite reductions the reader respells (tflite_reader._REDUCERS)": tflite_reader._REDUCERS,
     "16x8 kernels (executor/int16_kernels)": INT16_KERNELS,
     "16x8 layer params (int8/prepare/int16)": LAYER_PARAMS16,
-    "16x8 C lowerings (c_export/model_steps_s16)": LOWERINGS16,
+    "16x8 C lowerings (c_export/model/steps_s16)": LOWERINGS16,
     "ops the quantizer makes 16x8 (quant/int16)": quant_int16.INT16_KERNELS,
 }
 

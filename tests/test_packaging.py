@@ -8,7 +8,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package
     import tomli as tomllib
 
-from conftest import ROOT
+from helpers.oracles import ROOT
 
 
 def test_every_package_is_listed():
@@ -94,7 +94,7 @@ def test_shell_completion_script():
     and completing `qconvert export` offers both export commands."""
     from click.testing import CliRunner
 
-    from qconvert.cli import main
+    from qconvert.cli.app import main
 
     assert '_QCONVERT_COMPLETE=bash_source qconvert' in (ROOT / "README.md").read_text()
     script = CliRunner().invoke(main, [], prog_name="qconvert",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import ROOT, SAMPLE_MODELS
+from helpers.oracles import ROOT, SAMPLE_MODELS
 
 POSIX_ONLY = (("signal", "SIGHUP"), ("os", "pathconf"), ("os", "O_NONBLOCK"), ("os", "sysconf"),
               ("os", "confstr"), ("os", "sched_getaffinity"))

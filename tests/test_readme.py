@@ -2,7 +2,7 @@
 
 import re
 
-from conftest import ROOT
+from helpers.oracles import ROOT
 
 
 def _quickstart_commands():

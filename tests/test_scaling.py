@@ -18,15 +18,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from qconvert.cli import main
+from qconvert.cli.app import main
 from qconvert.ir import Graph, Node, Tensor
 from qconvert.ir.graph import GraphError
 from qconvert.ir.uses import UseIndex
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 from qconvert.passes import PassContext
 from qconvert.passes.pipeline import run_pipeline
 
-from conftest import ROOT, run_litert, run_onnx
+from helpers.oracles import ROOT, run_litert, run_onnx
 
 _spec = importlib.util.spec_from_file_location("chain_models", ROOT / "bench" / "chain_models.py")
 chain_models = importlib.util.module_from_spec(_spec)
@@ -98,7 +98,7 @@ def test_index_counts_subgraph_bodies():
 
     body = helper.make_graph([helper.make_node("Relu", ["t1"], ["b"])], "body", [],
                              [helper.make_tensor_value_info("b", 1, None)])
-    from qconvert.onnx_reader import opaque_origin
+    from qconvert.formats.onnx_reader import opaque_origin
 
     origin = opaque_origin(helper.make_node("If", ["c"], ["w"], then_branch=body))
     g = _graph()

@@ -40,16 +40,16 @@ OPTIONS_END = "<!-- /options -->"
 def _capability_tables() -> dict:
     """The per-op tables the matrix reads, keyed by schema op name (imported here: the tool is
     not part of the package and nothing imports it)."""
-    from qconvert.c_export import cmsis_nn, cmsis_nn_s16
-    from qconvert.c_export.layer_spec import OP_SPECS
-    from qconvert.c_export.model_steps import LOWERINGS
-    from qconvert.c_export.model_steps_s16 import LOWERINGS16
+    from qconvert.c_export.header.layer_spec import OP_SPECS
+    from qconvert.c_export.model import cmsis_nn, cmsis_nn_s16
+    from qconvert.c_export.model.steps import LOWERINGS
+    from qconvert.c_export.model.steps_s16 import LOWERINGS16
     from qconvert.executor.float_kernels import KERNELS
     from qconvert.executor.int16_kernels import INT16_KERNELS
     from qconvert.executor.int_kernels import INT_KERNELS
-    from qconvert.passes.layout.layout_rules import RULES
-    from qconvert.passes.layout.onnx_to_tflite_ops import FOLDS_WHEN_STATIC, MAPPING_RULES
-    from qconvert.passes.layout.onnx_to_tflite_spatial import SPATIAL_RULES
+    from qconvert.passes.onnx_to_tflite.layout_rules import RULES
+    from qconvert.passes.onnx_to_tflite.ops import FOLDS_WHEN_STATIC, MAPPING_RULES
+    from qconvert.passes.onnx_to_tflite.ops_spatial import SPATIAL_RULES
     from qconvert.quant import int16 as quant_int16
 
     return {
@@ -113,7 +113,7 @@ COLUMNS = (
      "exec: the integer executor has its 16x8 kernel",
      lambda n, s, t: ", ".join(k for k, f in (("quantize", n in t["int16_quant"]),
                                               ("exec", n in t["int16_exec"])) if f) or "-"),
-    ("export-c-header", "the header writes its parameters (`c_export/layer_spec.OP_SPECS`)",
+    ("export-c-header", "the header writes its parameters (`c_export/header/layer_spec.OP_SPECS`)",
      lambda n, s, t: _mark(n in t["header"])),
     ("export-c portable", "qconvert's C99 kernels for its int8 / 16x8 form",
      lambda n, s, t: ", ".join(k for k, table in (("int8", t["c_int8"]), ("16x8", t["c_int16"]))

@@ -35,7 +35,7 @@ C_STANDARD_HEADERS = frozenset("""
     string tgmath threads time uchar wchar wctype""".split())
 
 # CMSIS-NN's headers and sources (Include/**.h, Source/**.c, without the suffix), as in its
-# v6/v7 tree; tests/test_reliability3.py checks the table against the copy in ../shared.
+# v6/v7 tree; tests/cli/test_reliability_misuse.py checks the table against the copy in ../shared.
 CMSIS_NN_FILES = frozenset("""
     arm_avg_pool_f16 arm_avg_pool_f32 arm_avgpool_get_buffer_sizes_s16
     arm_avgpool_get_buffer_sizes_s8 arm_avgpool_s16 arm_avgpool_s8 arm_batch_matmul_f16

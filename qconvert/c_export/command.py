@@ -3,7 +3,7 @@ the files they write.
 
 The CLI (`qconvert.cli`) declares the options and prints; these check them, load the model, run
 the export route (`routes`: an int8 TFLite model as it is; a float TFLite or ONNX model
-converted and quantized first), render the C (`header`, `model_source`) and write every file in
+converted and quantized first), render the C (`header.render`, `model.render`) and write every file in
 one all-or-nothing commit (`output_files`).
 """
 
@@ -33,10 +33,10 @@ def _int8_model(model_path, input_shapes, outputs, target, input_layout, calibra
     export route for `target` ("c-header" or "c") run over the model read from `model_path`."""
     from pathlib import Path
 
-    from qconvert.command_inputs import calibration_data, load_with_shapes
+    from qconvert.cli.command_inputs import calibration_data, load_with_shapes
     from qconvert.quant.calibration_data import input_specs
-    from qconvert.route_steps import Job, run_route
-    from qconvert.routes import find_route, precision_of
+    from qconvert.cli.route_steps import Job, run_route
+    from qconvert.cli.routes import find_route, precision_of
 
     from .source import quantization_note
 
@@ -82,12 +82,12 @@ def export_header_command(model, output, name, fc_layout, with_kernels, rounding
     import hashlib
     from pathlib import Path
 
-    from qconvert.model_io import read_bytes
-    from qconvert.output_files import OutputFiles
+    from qconvert.formats.model_io import read_bytes
+    from qconvert.formats.output_files import OutputFiles
     from qconvert.quant.calibration_data import data_files
 
     from .c_names import check_prefix, prefix_from_stem
-    from .header import HeaderOptions, render_header
+    from .header.render import HeaderOptions, render_header
     from .shipped_kernels import kernel_sources
 
     if calibration is not None and calibration_random is not None:
@@ -143,12 +143,12 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
     import hashlib
     from pathlib import Path
 
-    from qconvert.model_io import read_bytes
-    from qconvert.output_files import OutputFiles
+    from qconvert.formats.model_io import read_bytes
+    from qconvert.formats.output_files import OutputFiles
     from qconvert.quant.calibration_data import data_files
 
     from .c_names import check_file_prefix, prefix_from_stem
-    from .model_source import ModelOptions, render_model
+    from .model.render import ModelOptions, render_model
 
     if calibration is not None and calibration_random is not None:
         raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
@@ -191,7 +191,7 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
             outputs.add(path)
         contents = dict(paths)
         if report is not None:
-            from .export_report import report_json
+            from .model.export_report import report_json
 
             if report_in_folder:
                 outputs.add(report)

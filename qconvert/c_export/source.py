@@ -1,4 +1,4 @@
-"""The int8 TFLite model the C exports read, after the export route (`qconvert.routes`) made it.
+"""The int8 TFLite model the C exports read, after the export route (`qconvert.cli.routes`) made it.
 
 Which steps turn what the user gave into an int8 NHWC TFLite model is the route table's
 business (an int8 TFLite model as it is; a float TFLite model quantized first; a float ONNX model

@@ -231,7 +231,7 @@ def range_(node, inputs, out_dtypes):
 @kernel("Pad", "PadV2")
 def pad(node, inputs, out_dtypes):
     """Pad by `pads`, the IR's rows [k, 2] of (begin, end) for each axis of the `axes` input
-    (absent: every axis; see `qconvert.pads_spelling`), with the `value` input (default 0) or
+    (absent: every axis; see `qconvert.formats.pads_spelling`), with the `value` input (default 0) or
     by `mode` constant / reflect / edge / wrap; negative pads crop."""
     x, pads = inputs[0], np.asarray(inputs[1])
     value = _opt(inputs, 2)

@@ -7,7 +7,7 @@ parameters (`qconvert.int8.prepare.layer_params`) once per run the way TFLM's Pr
 Nodes that read or write an int16 activation (16x8 layers: int16 activations, int8 weights, in
 a 16x8 model or a mixed one) run with `int16_kernels.INT16_KERNELS` and their 16x8 parameters.
 Outputs are bit for bit those of the TFLite Micro interpreter with its reference kernels
-(checked by tests/test_int_executor.py and tests/test_int16_executor.py). `rounding="single"` swaps TFLite's double-rounding requantization
+(checked by tests/executor/test_int_executor.py and tests/executor/test_int16_executor.py). `rounding="single"` swaps TFLite's double-rounding requantization
 for CMSIS-NN's single rounding (see `int_kernels`). `observe(name, array)` is called for every
 graph input (as fed) and every tensor a node produces, in execution order (the hook of
 `quant.ranges.RangeCollector`).

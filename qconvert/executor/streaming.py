@@ -206,7 +206,7 @@ def is_streaming_model(model: Model) -> bool:
 def require_one_graph_or_state(model: Model, purpose: str) -> None:
     """export-c's route check: a one-graph model or a streaming model passes; any other
     multi-graph model is refused in one line naming its ops (`model_io.require_one_graph`)."""
-    from qconvert.model_io import require_one_graph
+    from qconvert.formats.model_io import require_one_graph
 
     if not is_streaming_model(model):
         require_one_graph(model, purpose)
@@ -215,7 +215,7 @@ def require_one_graph_or_state(model: Model, purpose: str) -> None:
 def require_known_ops_or_state(model: Model, purpose: str) -> None:
     """`model_io.require_known_ops`, the resource-variable ops of a streaming model aside."""
     from qconvert.ir.graph import list_ops
-    from qconvert.model_io import require_known_ops
+    from qconvert.formats.model_io import require_known_ops
 
     if not is_streaming_model(model):
         require_known_ops(model, purpose)

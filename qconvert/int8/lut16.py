@@ -1,5 +1,5 @@
 """The lookup tables of TFLite Micro's 16x8 SOFTMAX, LOGISTIC and TANH (int16 activations),
-bit-exact with TFLite Micro (tests/test_int16_executor.py). The 64-bit requantization of the
+bit-exact with TFLite Micro (tests/executor/test_int16_executor.py). The 64-bit requantization of the
 16x8 layers with an int64 accumulator is `fixed_point.multiply_by_quantized_multiplier_int64`.
 
 - SOFTMAX (int16 -> int16): two 513-entry int16 tables built once at Prepare time in float32

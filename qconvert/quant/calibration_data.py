@@ -156,7 +156,7 @@ def load_calibration(path, specs, mean=None, std=None, scale=None, limit=None,
     if not p.exists():
         raise QConvertError("no such file or folder", path_str)
     if not p.is_dir():
-        from ..model_io import check_regular_file
+        from ..formats.model_io import check_regular_file
 
         check_regular_file(p, "data file")
     if key is not None or p.suffix.lower() == ".npz":

@@ -3,7 +3,7 @@
 TFLite Micro runs CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MUL, the pools, SOFTMAX,
 LOGISTIC, TANH, MEAN, SUM, PAD, CONCATENATION, RESHAPE, MAXIMUM, PRELU, SQUARED_DIFFERENCE, ABS,
 RSQRT... with int16 activations (symmetric, zero point 0), int8 per-channel weights and int64
-biases (`INT16_KERNELS`, each run by its interpreter in tests/test_int16.py; Relu6 standalone
+biases (`INT16_KERNELS`, each run by its interpreter in tests/quant/test_int16.py; Relu6 standalone
 by the integer executor's tests). A PRELU's alpha stays int8 (`plan.INT8_CONSTANTS_16X8`).
 
 The unit of choice is a *scale group*: the activations that share one (scale, zero point)
@@ -36,7 +36,7 @@ from qconvert.schemas.ops import HALF_AWAY
 from .plan import BORDER, _is_activation, activation_groups
 
 # IR ops TFLite Micro runs with int16 activations and int8 weights (16x8); checked op by op
-# against its interpreter (tests/test_int16.py).
+# against its interpreter (tests/quant/test_int16.py).
 INT16_KERNELS = frozenset({
     "Conv2D", "DepthwiseConv2D", "FullyConnected", "TransposeConv", "BatchMatMul", "Add", "Sub",
     "Mul", "AveragePool", "MaxPool", "Softmax", "Sigmoid", "Tanh", "Mean", "Relu", "Relu6",

@@ -75,7 +75,7 @@ def _session(model, extra_outputs: list, basic: bool = False):
     `basic`: basic graph optimizations (a float model), else none (QDQ pairs run as written)."""
     import onnxruntime as ort
 
-    from qconvert.model_io import serialize
+    from qconvert.formats.model_io import serialize
 
     graph = model.graph
     saved = list(graph.outputs)

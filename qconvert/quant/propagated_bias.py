@@ -54,7 +54,7 @@ def propagation_samples(graph, available: int, batch_size: int) -> int:
     PROPAGATION_SAMPLES, fewer for a large network (the run stays within PROPAGATION_MACS and
     PROPAGATION_BYTES of activations), at least 1, never more than `available`; 1 with
     `batch_size` 1 (a model whose reshapes fix the batch runs with `--batch-size 1`)."""
-    from qconvert.layer_table import layer_macs
+    from qconvert.formats.layer_table import layer_macs
 
     from .calibrate import activation_bytes
 

@@ -24,8 +24,8 @@ import numpy as np
 
 from qconvert.errors import QConvertError
 from qconvert.ir import Model
-from qconvert.model_io import require_one_graph
-from qconvert.routes import QUANTIZE_STAGES
+from qconvert.formats.model_io import require_one_graph
+from qconvert.cli.routes import QUANTIZE_STAGES
 
 from .plan import check_float, check_quantizable, dequantize_hybrid_weights, plan
 
@@ -107,7 +107,7 @@ def _check_float(run: _Run) -> None:
 def _static_batch(run: _Run) -> None:
     """The batch fixed to 1 and the shape arithmetic folded (TFLite Micro allocates from static
     shapes)."""
-    from qconvert.input_shapes import with_shape_hint
+    from qconvert.cli.input_shapes import with_shape_hint
 
     try:
         _pipeline(run.model, STATIC_PIPELINE, {"max_memory": run.options.max_memory})

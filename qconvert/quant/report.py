@@ -29,7 +29,7 @@ def report_samples(graph, available: int) -> int:
     """How many samples the report runs: REPORT_SAMPLES, fewer for a large network (the int8
     run of the report stays within REPORT_MACS, at least REPORT_MIN_SAMPLES), never more than
     `available`."""
-    from qconvert.layer_table import layer_macs
+    from qconvert.formats.layer_table import layer_macs
 
     macs = sum(layer_macs(node, graph) for node in graph.nodes)
     bound = max(REPORT_MIN_SAMPLES, int(REPORT_MACS // max(macs, 1)))

@@ -1,4 +1,4 @@
-/* Scalar int8 layer references for tests/test_export_c_header.py: the behavioural check of a
+/* Scalar int8 layer references for tests/c_export/test_export_c_header.py: the behavioural check of a
  * generated C header's numbers against TFLite Micro's outputs.
  *
  * Written from TFLite's reference_integer_ops (ConvPerChannel, DepthwiseConvPerChannel,

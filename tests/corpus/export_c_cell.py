@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from export_c_harness import (build_host, cmsis_nn_available, harness_source,  # noqa: E402
+from helpers.export_c_harness import (build_host, cmsis_nn_available, harness_source,  # noqa: E402
                               io_layout, parse)
 
 
@@ -38,7 +38,7 @@ def export_c_cell(runner, model, fail):
     quantized = runner.cell(model.name, "quantize") if model.precision == "float" else None
     if quantized is not None and quantized.status == "ok":
         # the quantize cell's int8 model: export-c --calibration quantizes with the same
-        # options (tests/test_export_c.py checks the C is the same), so calibrate once
+        # options (tests/c_export/test_export_c.py checks the C is the same), so calibrate once
         int8_model = runner._out(model, "quantize", "tflite")
         code, stdout, err, crash = run_cli(["export-c", int8_model, "-o", folder, "--name",
                                             "corpus"])
@@ -70,7 +70,7 @@ def export_c_cell(runner, model, fail):
                  for feed in feeds]
     qfeeds = runner._quantized_feeds(int8_model, feeds)
     want = run_tflm(int8_model, qfeeds)
-    from qconvert.model_io import load_model
+    from qconvert.formats.model_io import load_model
 
     graph = load_model(int8_model).graph
     samples = [[np.asarray(a).reshape(_dims(graph, n)).astype(graph.tensors[n].dtype)
@@ -122,6 +122,6 @@ def _nhwc(array, shape):
 
 
 def _dims(graph, name) -> tuple:
-    from qconvert.c_export.model_steps import tensor_dims
+    from qconvert.c_export.model.steps import tensor_dims
 
     return tensor_dims(graph, name)

@@ -310,7 +310,7 @@ class CorpusRunner:
             exact, label = ref_int8, "LiteRT reference"
         else:
             from qconvert.executor.int_executor import run_int8
-            from qconvert.model_io import load_model
+            from qconvert.formats.model_io import load_model
 
             graph = load_model(out).graph
             exact = []

@@ -49,7 +49,7 @@ def run_cli(args: list) -> tuple:
 
     from click.testing import CliRunner
 
-    from qconvert.cli import main
+    from qconvert.cli.app import main
 
     result = CliRunner().invoke(main, [str(a) for a in args])
     crash = None

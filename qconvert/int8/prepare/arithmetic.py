@@ -3,7 +3,7 @@ RSQRT, as this TFLite Micro computes it (CalculateOpDataAdd / Sub / Mul / Div,
 BatchMatMulPrepare, SquaredDifferencePrepare, PrepareAbsRsqrt).
 
 Every ratio is taken in double: the float32 arithmetic older TFLite sources write for DIV,
-BATCH_MATMUL and RSQRT is refuted at rounding ties by tests/test_int_kernels_math.py. Offsets
+BATCH_MATMUL and RSQRT is refuted at rounding ties by tests/executor/test_int_kernels_math.py. Offsets
 follow TFLite: `inputN_offset` = -z_N is added to the int8 values, `output_offset` = z_out after
 requantization.
 """

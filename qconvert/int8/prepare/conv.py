@@ -65,7 +65,7 @@ def fc_params(graph, node) -> dict:
     else one multiplier (and TFLM's bias-scale check). Both take the double product
     double(s_in) * double(s_w) / double(s_out): probes of TFLite Micro (and of LiteRT's
     reference kernels) show that the per-tensor path does *not* round s_in * s_w to float32
-    first (tests/test_int_executor.py::test_layer_params_multipliers_are_tflms_to_the_last_bit).
+    first (tests/executor/test_int_executor.py::test_layer_params_multipliers_are_tflms_to_the_last_bit).
     """
     w = weights_of(graph, node)
     channels = int(w.data.shape[0])

@@ -4,7 +4,7 @@ for such nodes (`LAYER_PARAMS16`), so a mixed model (int8 layers and 16x8 layers
 QUANTIZE int8 <-> int16) gets each layer's own parameters.
 
 What TFLite Micro does for int16, each pinned by a test against its interpreter
-(tests/test_int16_executor.py):
+(tests/executor/test_int16_executor.py):
 - int16 activations are symmetric: a zero point other than 0 is refused (TFLite Micro refuses
   it in most int16 kernels and ignores it in CONV_2D's, which would silently mis-compute).
 - CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED / TRANSPOSE_CONV: the int8 multipliers (double

@@ -1,0 +1,167 @@
+"""The steps of the routes (`routes.ROUTES`) and `run_route`, which runs a route's steps.
+
+A step is a function of the `Job` (the model and what the command gave), named in the route
+table; it checks something (and refuses in one line) or changes the job's model. See
+`routes` for what each step does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..errors import QConvertError
+from ..ir import Model
+from .routes import INPUT_LAYOUT_REFUSALS, Route
+
+
+@dataclass
+class Job:
+    """One command's work as its route's steps see it.
+
+    Given: `model` (as read; the steps replace it, e.g. by its TFLite conversion),
+    `input_layout` (`--input-layout`, None when not given), `passes` (`fuse`), `options`
+    (`QuantizeOptions`), `load_data(model as read) -> (calibration, evaluation or None)` (None:
+    no calibration data given), `progress` (draw a progress bar while calibrating), `output`
+    (the output's file name, for refusals). Set by the steps: `conversion`
+    (`passes.onnx_to_tflite.TfliteConversion`), `source_data` (calibration data in the source
+    model's layout), `data` / `evaluation` (in the model's layout), `counts` (rewrites per pass)
+    and `report` (the quantization report).
+    """
+
+    model: Model
+    input_layout: str | None = None
+    passes: tuple = ()
+    options: object = None
+    load_data: Callable | None = None
+    progress: bool = False
+    output: str = ""
+    source: Model | None = None
+    conversion: object = None
+    source_data: dict | None = None
+    data: dict | None = None
+    evaluation: dict | None = None
+    counts: dict = field(default_factory=dict)
+    report: dict | None = None
+
+    def __post_init__(self):
+        self.source = self.source or self.model
+
+
+def run_route(route: Route, job: Job) -> Job:
+    """Run `route`'s steps over `job` in order; for a refused route, its refusal after them."""
+    for step in route.steps:
+        STEPS[step](route, job)
+    if route.refusal is not None:
+        raise QConvertError(route.refusal.format(output=job.output))
+    return job
+
+
+def _no_input_layout(route: Route, job: Job) -> None:
+    if job.input_layout is not None:
+        raise QConvertError(INPUT_LAYOUT_REFUSALS[route.intent])
+
+
+def _one_graph(route: Route, job: Job) -> None:
+    from ..formats.model_io import require_one_graph
+
+    require_one_graph(job.model, route.purpose)
+
+
+def _known_ops(route: Route, job: Job) -> None:
+    from ..formats.model_io import require_known_ops
+
+    require_known_ops(job.model, route.purpose)
+
+
+def _one_graph_or_state(route: Route, job: Job) -> None:
+    from ..executor.streaming import require_one_graph_or_state
+
+    require_one_graph_or_state(job.model, route.purpose)
+
+
+def _known_ops_or_state(route: Route, job: Job) -> None:
+    from ..executor.streaming import require_known_ops_or_state
+
+    require_known_ops_or_state(job.model, route.purpose)
+
+
+def _no_calibration(route: Route, job: Job) -> None:
+    if job.load_data is not None:
+        raise QConvertError("the model is already int8; --calibration and "
+                            "--calibration-random apply to float models only")
+
+
+def _need_calibration(route: Route, job: Job) -> None:
+    if job.load_data is None:
+        raise QConvertError(f"float model: to {route.purpose} it must be int8; give "
+                            "--calibration DATA (or --calibration-random N) to quantize it first")
+
+
+def _onnx_to_tflite(route: Route, job: Job) -> None:
+    from .input_shapes import with_shape_hint
+    from ..passes.onnx_to_tflite.convert import convert_onnx_to_tflite
+
+    try:
+        job.conversion = convert_onnx_to_tflite(job.model, job.input_layout or "nhwc")
+    except QConvertError as exc:
+        raise (with_shape_hint(exc, job.model.graph) if "dynamic" in exc.cause else exc)
+    job.model = job.conversion.model
+    _data_follows_model(job)
+
+
+def _data_follows_model(job: Job) -> None:
+    """Calibration and evaluation data (given in the ONNX layout) in the converted model's."""
+    if job.conversion is not None and job.data is not None:
+        from ..passes.onnx_to_tflite.convert import data_to_tflite_layout
+
+        perms = job.conversion.input_perms
+        scalars = [name for name, perm in perms.items() if len(perm) == 0]
+        if scalars:
+            raise QConvertError(f"input {scalars[0]!r} is a scalar (rank 0): calibration stacks "
+                                "samples on a batch axis, which it has not; give the input a "
+                                "shape such as [1]")
+        job.data, job.evaluation = (data_to_tflite_layout(d, perms)
+                                    for d in (job.data, job.evaluation))
+
+
+def _fuse(route: Route, job: Job) -> None:
+    from ..passes import PassContext
+    from ..passes.pipeline import run_pipeline
+
+    job.counts = run_pipeline(job.model, job.passes, PassContext(route.target))
+
+
+def _check_engine(route: Route, job: Job) -> None:
+    from ..quant.ort_engine import check_engine
+
+    check_engine(job.options.engine, route.quantized_format)
+
+
+def _load_data(route: Route, job: Job) -> None:
+    job.source_data, job.evaluation = job.load_data(job.source)
+    job.data = job.source_data
+    _data_follows_model(job)
+
+
+def _quantize(route: Route, job: Job) -> None:
+    from ..quant.calibration_data import check_batch_of_one, input_specs
+    from ..quant.quantize import quantize_model
+
+    check_batch_of_one(input_specs(job.model), "calibration")
+
+    if not job.progress:
+        job.report = quantize_model(job.model, job.data, job.options, job.evaluation)
+        return
+    from ..quant.progress import Progress
+
+    with Progress(len(next(iter(job.data.values()))), "calibrating") as bar:
+        job.report = quantize_model(job.model, job.data, job.options, job.evaluation,
+                                    progress=lambda done, _total: bar.update(done - bar.done))
+
+
+STEPS = {"no-input-layout": _no_input_layout, "one-graph": _one_graph, "known-ops": _known_ops,
+         "one-graph-or-state": _one_graph_or_state, "known-ops-or-state": _known_ops_or_state,
+         "no-calibration": _no_calibration, "need-calibration": _need_calibration,
+         "onnx-to-tflite": _onnx_to_tflite, "fuse": _fuse, "check-engine": _check_engine,
+         "load-data": _load_data, "quantize": _quantize}
