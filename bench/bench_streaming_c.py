@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from helpers.oracles import stream_frames  # noqa: E402
 from helpers.export_c_harness import (build_cortex_m, cmsis_nn_available, io_layout,  # noqa: E402
-                              tflm_arena_bytes)
+                                      tflm_arena_bytes)
 
 COUNTER = "0x40028018u"
 INSTRUCTIONS_PER_TICK = 40

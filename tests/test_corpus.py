@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from helpers.oracles import ROOT
 from helpers.export_c_harness import (build_cortex_m, cmsis_nn_available, cross_tools_available,
-                              image_source, io_layout, parse, run_qemu, split_image_output)
+                                      image_source, io_layout, parse, run_qemu, split_image_output)
 
 from corpus import harness
 from corpus.harness import CorpusRunner, parse_coverage_markdown, summarize_refusal

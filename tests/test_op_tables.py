@@ -33,11 +33,12 @@ from qconvert.passes.fusion.conv_add import CONV_ADD
 from qconvert.passes.fusion.conv_batchnorm import CONV_BATCHNORM
 from qconvert.passes.fusion.conv_mul import CONV_MUL
 from qconvert.passes.fusion.linear_layer import LAYERS
-from qconvert.passes.onnx_to_tflite import ops as onnx_to_tflite_ops, ops_spatial as onnx_to_tflite_spatial
+from qconvert.passes.onnx_to_tflite import (ops as onnx_to_tflite_ops,
+                                            ops_spatial as onnx_to_tflite_spatial)
 from qconvert.passes.onnx_to_tflite.layout_rules import REDUCERS, RULES
 from qconvert.passes.onnx_to_tflite.ops import (BOUND_PRESERVING, CHECKS,
-                                                       FOLDS_WHEN_STATIC, GLOBAL_POOLS,
-                                                       MAPPING_RULES)
+                                                FOLDS_WHEN_STATIC, GLOBAL_POOLS,
+                                                MAPPING_RULES)
 from qconvert.passes.onnx_to_tflite.ops_spatial import SPATIAL_RULES
 from qconvert.quant import int16 as quant_int16
 from qconvert.quant import invariants

@@ -40,7 +40,7 @@ from qconvert.padding import same_pads
 from .layout_state import (NHWC, Layout, Unmappable, Value, identity, inverse, onnx_op,
                            order_preserving, remaining_perm)
 from .ops import (MAPPING_RULES, lower_bound, needs_explicit_pad,
-                                  spatial_padding)
+                  spatial_padding)
 from .ops_spatial import SPATIAL_RULES
 
 

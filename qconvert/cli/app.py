@@ -14,7 +14,7 @@ import click
 
 from .. import __version__
 from .options import (calibration_options, input_layout_option, input_shape_option,
-                          quantize_options, verify_option)
+                      quantize_options, verify_option)
 from ..errors import QConvertError
 
 

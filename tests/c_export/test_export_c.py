@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, STRICT, build_cortex_m, build_host,
-                              harness_source, io_layout, parse, run_qemu, tflm_arena_bytes)
+                                      harness_source, io_layout, parse, run_qemu, tflm_arena_bytes)
 from test_export_c_header import _every_op_model
 from test_int_executor import tflm
 

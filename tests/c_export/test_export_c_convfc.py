@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.export_c_harness import (NEEDS_CROSS, build_cortex_m, build_host, image_source, io_layout,
-                              parse, run_qemu, split_image_output)
+from helpers.export_c_harness import (NEEDS_CROSS, build_cortex_m, build_host, image_source,
+                                      io_layout, parse, run_qemu, split_image_output)
 from test_export_c import _assert_bit_exact, _expected, _samples, models  # noqa: F401
 from test_int_executor import CONV, Q8, int8_feeds, tflm
 

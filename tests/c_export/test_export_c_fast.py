@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers.export_c_harness import (NEEDS_CROSS, STRICT, build_cortex_m, build_host,
-                              cmsis_nn_available, cross_tools_available, image_source, io_layout,
-                              parse, run_qemu, split_image_output)
+                                      cmsis_nn_available, cross_tools_available, image_source,
+                                      io_layout, parse, run_qemu, split_image_output)
 from helpers.oracles import tflm_invoke
 from test_int_executor import CONV, Q8, int8_feeds
 

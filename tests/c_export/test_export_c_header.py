@@ -36,9 +36,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers.c_header_oracles import (C_TESTS, CFLAGS, INT8_MODELS, KERNEL_DIR, LAYER_OPS, CHeader,
-                              Flatbuffer, _compile_header, _export, _gcc, _invoke, _ptr,
-                              design_md_1x4, expected_clamps, observed, random_feeds,
-                              run_fc_kernel, run_reference, tflite_same_pads, tflm_every_tensor)
+                                      Flatbuffer, _compile_header, _export, _gcc, _invoke, _ptr,
+                                      design_md_1x4, expected_clamps, observed, random_feeds,
+                                      run_fc_kernel, run_reference, tflite_same_pads,
+                                      tflm_every_tensor)
 from click.testing import CliRunner
 from helpers.oracles import ROOT, SAMPLE_MODELS, TEST_MODELS
 from hypothesis import given, settings

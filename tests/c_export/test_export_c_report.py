@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, STRICT, CMSIS_NN, build_cortex_m,
-                              build_host, cmsis_library, harness_source, io_layout, parse,
-                              run_qemu)
+                                      build_host, cmsis_library, harness_source, io_layout, parse,
+                                      run_qemu)
 from test_int_executor import tflm
 
 from qconvert.c_export.model import cmsis_nn

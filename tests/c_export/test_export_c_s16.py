@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, build_host,
-                              cmsis_nn_available, harness_source, image_source, io_layout,
-                              parse, run_qemu, split_image_output)
+                                      cmsis_nn_available, harness_source, image_source, io_layout,
+                                      parse, run_qemu, split_image_output)
 from test_int16_executor import INT16_MODELS, feeds_for, tflm
 
 from qconvert.c_export.header.layer_spec import OP_SPECS

@@ -23,7 +23,7 @@ import subprocess
 import numpy as np
 import pytest
 from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, build_host,
-                              image_source, io_layout, parse, run_qemu, split_image_output)
+                                      image_source, io_layout, parse, run_qemu, split_image_output)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_export_c import _samples as int8_samples

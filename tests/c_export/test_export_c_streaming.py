@@ -28,7 +28,7 @@ import pytest
 from click.testing import CliRunner
 from helpers.oracles import TEST_MODELS, stream_frames
 from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, build_host,
-                              io_layout, run_qemu)
+                                      io_layout, run_qemu)
 
 from qconvert.cli.app import main
 from qconvert.ir import Node, Tensor

@@ -24,7 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers.export_c_harness import (build_host, cmsis_nn_available, harness_source,  # noqa: E402
-                              io_layout, parse)
+                                      io_layout, parse)
 
 
 def export_c_cell(runner, model, fail):

@@ -17,7 +17,7 @@ from onnx import helper
 
 from helpers.oracles import ROOT, SAMPLE_MODELS, TEST_MODELS, random_inputs
 from helpers.float_op_checks import (I8, U8, TfGraph, _w, check_onnx, compare, litert_run, load,
-                             onnx_bytes, ort_run, random_feeds, spatial, vi)
+                                     onnx_bytes, ort_run, random_feeds, spatial, vi)
 from qconvert.errors import QConvertError
 from qconvert.executor.float_executor import (ExecutionError, UnsupportedOpsError, run_float,
                                               run_float_batched)

@@ -10,8 +10,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from helpers.oracles import SAMPLE_MODELS
-from helpers.float_op_checks import (I8, U8, TfGraph, _w, check_onnx, check_tflite, compare, litert_run,
-                             load, onnx_bytes, out_size, spatial, vi)
+from helpers.float_op_checks import (I8, U8, TfGraph, _w, check_onnx, check_tflite, compare,
+                                     litert_run, load, onnx_bytes, out_size, spatial, vi)
 from qconvert.executor.float_executor import run_float
 from qconvert.ir import QuantParams
 

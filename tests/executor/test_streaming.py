@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from helpers.oracles import (TEST_MODELS, assert_streams_agree, litert_stream, stream_frames,
-                      tflm_stream)
+                             tflm_stream)
 from qconvert.cli.app import main
 from qconvert.formats.model_io import load_model
 

@@ -23,7 +23,7 @@ from qconvert.errors import QConvertError
 from qconvert.ir import Node, Tensor
 from qconvert.formats.model_io import load_model, serialize, write_atomic
 from qconvert.formats.onnx_reader import (SMALL_INITIALIZER, parse_onnx, parse_onnx_lean, read_onnx,
-                                  read_onnx_proto)
+                                          read_onnx_proto)
 from qconvert.formats.onnx_wire import encode_varint
 from qconvert.formats.onnx_writer import serialized_chunks, to_proto
 

@@ -26,17 +26,17 @@ from hypothesis import strategies as st
 from qconvert.executor.int_kernels_conv import requantize_channels_last
 from qconvert.int8.activation_range import activation_range
 from qconvert.int8.fixed_point import (
-    multiply_by_quantized_multiplier,
-    rounding_divide_by_pot,
-    saturating_rounding_doubling_high_mul,
-)
+                                       multiply_by_quantized_multiplier,
+                                       rounding_divide_by_pot,
+                                       saturating_rounding_doubling_high_mul,
+                                       )
 from qconvert.int8.multipliers import (
-    effective_multipliers,
-    frexp_multiplier,
-    quantize_multiplier,
-    quantize_multiplier_greater_than_one,
-    quantize_multiplier_smaller_than_one,
-)
+                                       effective_multipliers,
+                                       frexp_multiplier,
+                                       quantize_multiplier,
+                                       quantize_multiplier_greater_than_one,
+                                       quantize_multiplier_smaller_than_one,
+                                       )
 from qconvert.int8.rounding import round_half_away
 from qconvert.int8.transcendental import get_reciprocal
 

@@ -14,9 +14,8 @@ from helpers.oracles import TEST_MODELS
 from qconvert.errors import QConvertError
 from qconvert.ir.graph import Graph, Model
 from qconvert.ir.tensor import Tensor
-from qconvert.quant.calibration_data import (
-    PILLOW_HINT, RANDOM_CALIBRATION_WARNING, InputSpec, input_specs, load_calibration,
-    random_calibration)
+from qconvert.quant.calibration_data import (PILLOW_HINT, RANDOM_CALIBRATION_WARNING, InputSpec,
+                                             input_specs, load_calibration, random_calibration)
 from qconvert.quant.progress import Progress, iter_batches
 
 NCHW = InputSpec("input", (1, 1, 16, 16), "float32", "NCHW")  # digits_cnn.onnx

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from helpers.oracles import (SAMPLE_MODELS, TEST_MODELS, litert_per_sample, random_inputs, run_litert,
-                      run_tflm)
+from helpers.oracles import (SAMPLE_MODELS, TEST_MODELS, litert_per_sample, random_inputs,
+                             run_litert, run_tflm)
 from qconvert.cli.app import main
 from qconvert.executor.int_executor import run_int8
 from qconvert.int8.prepare import layer_params

@@ -21,7 +21,7 @@ import numpy as np
 from qconvert.int8.prepare import layer_params
 
 from .steps import (_conv_overlap, _lower_conv, _plain, _struct, activation_of,
-                          tensor_dims)
+                    tensor_dims)
 
 FAST_FILES = frozenset({"qconvert_nn_fast.h", "qconvert_nn_simd.h"})  # every fast kernel's
 DW_FILES = FAST_FILES | {"qconvert_nn_depthwise.c"}

@@ -30,7 +30,7 @@ from qconvert.int8.prepare import layer_params
 
 from ..c_text import c_int
 from .steps import (_BINARY, _MOVEMENT, S16_FILES, LOWERINGS, _plain, _struct,
-                          lower_quantize_float, tensor_dims)
+                    lower_quantize_float, tensor_dims)
 
 MATH16_FILES = {"qconvert_nn_s16_math.c"}
 INT16_MIN, INT16_MAX = -32768, 32767
