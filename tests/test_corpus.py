@@ -24,7 +24,8 @@ from helpers.export_c_harness import (build_cortex_m, cmsis_nn_available, cross_
 
 from corpus import harness
 from corpus.harness import CorpusRunner, parse_coverage_markdown, summarize_refusal
-from corpus.manifest import BY_NAME, COMMANDS, CORPUS, MODELS_TABLE, cells
+from corpus.manifest import (BY_NAME, COMMANDS, CORPUS, MODELS_TABLE, README_MODELS,
+                             REAL_MODELS, cells)
 
 # Cells that fail today, each with the reason; strict, so a fix turns them into a test failure
 # until the entry is removed. Keep empty unless a fix is under way elsewhere.
@@ -272,18 +273,29 @@ def test_summary_counts_ops():
                                         "Conv x2; ops with no TFLite mapping: Resize x2, LRN")
 
 
-# -- docs/results/coverage.md shows the table ----------------------------------------------------------------
+# -- docs/results/coverage.md and docs/real-models.md show the tables -----------------------------
 def test_coverage_page_table_matches_the_corpus(corpus):
     """Statuses and refusal causes in docs/results/coverage.md equal this run's (figures are
     not compared: they may differ in the last digits between machines). Regenerate with
     `python bench/model_coverage.py --update-docs`."""
-    text = (ROOT / "docs" / "results" / "coverage.md").read_text()
+    _table_matches(corpus, ROOT / "docs" / "results" / "coverage.md", README_MODELS,
+                   "--update-docs")
+
+
+def test_docs_real_models_table_matches_the_corpus(corpus):
+    """The same for docs/real-models.md and the issue-28 models (`REAL_MODELS`); regenerate
+    with `python bench/model_coverage.py --update-docs`."""
+    _table_matches(corpus, ROOT / "docs" / "real-models.md", REAL_MODELS, "--update-docs")
+
+
+def _table_matches(corpus, page, models, option):
+    text = page.read_text()
     parts = text.split("<!-- coverage-table -->")
-    assert len(parts) == 3, "docs/results/coverage.md has no <!-- coverage-table --> section"
+    assert len(parts) == 3, f"{page.name} has no <!-- coverage-table --> section"
     rows = parse_coverage_markdown(parts[1], COMMANDS)
-    assert sorted(rows) == sorted(m.name for m in MODELS_TABLE)
-    hint = "regenerate with python bench/model_coverage.py --update-docs"
-    for m in MODELS_TABLE:
+    assert sorted(rows) == sorted(m.name for m in models)
+    hint = f"regenerate with python bench/model_coverage.py {option}"
+    for m in models:
         for c in COMMANDS:
             status, cause = rows[m.name][c]
             if c not in m.commands:
@@ -291,7 +303,7 @@ def test_coverage_page_table_matches_the_corpus(corpus):
                 continue
             cell = corpus.cell(m.name, c)
             assert status == cell.status, (
-                f"docs/results/coverage.md: {m.name} {c} is {status}, now {cell.status}; {hint}")
+                f"{page.name}: {m.name} {c} is {status}, now {cell.status}; {hint}")
             if cell.status == "refused":
                 assert cause == summarize_refusal(cell.detail), f"{m.name} {c}: {hint}"
 
@@ -329,3 +341,30 @@ def test_state_comparison_fires_on_a_changed_weight(corpus, tmp_path):
     assert corpus._compare_state(m, m.path, feeds, "same") > 5
     with pytest.raises(harness._Fail, match="differ"):
         corpus._compare_state(m, changed, feeds, "changed")
+
+
+def test_real_models_have_what_they_stand_for():
+    """Read with the `tflite` / `onnx` packages, independently of qconvert: float16 weights
+    behind DEQUANTIZE, int8 weight-only storage behind DEQUANTIZE, sparse tensors behind
+    DENSIFY, uint8 input and output, and a concat of box pixels with 0..1 scores."""
+    import onnx
+    import tflite
+
+    def tensors(name):
+        sg = tflite.Model.GetRootAs(BY_NAME[name].path.read_bytes(), 0).Subgraphs(0)
+        return sg, [sg.Tensors(i) for i in range(sg.TensorsLength())]
+
+    _, ts = tensors("blazeface_fp16")
+    assert sum(t.Type() == tflite.TensorType.FLOAT16 for t in ts) >= 10
+    assert "DEQUANTIZE" in harness.model_ops(BY_NAME["blazeface_fp16"])[0]
+    _, ts = tensors("landmarks_hybrid")
+    assert sum(t.Type() == tflite.TensorType.INT8 for t in ts) >= 5
+    assert not any(t.Type() == tflite.TensorType.INT8 and t.Quantization() is not None
+                   and t.Buffer() == 0 for t in ts)  # int8 only in constants: a float model
+    _, ts = tensors("sparse_cnn")
+    assert sum(t.Sparsity() is not None for t in ts) == 3
+    assert "DENSIFY" in harness.model_ops(BY_NAME["sparse_cnn"])[0]
+    sg, ts = tensors("uint8_classifier")
+    assert ts[sg.Inputs(0)].Type() == ts[sg.Outputs(0)].Type() == tflite.TensorType.UINT8
+    g = onnx.load(str(BY_NAME["yolo_head"].path)).graph
+    assert [n.op_type for n in g.node][-1] == "Concat" and g.output[0].name == "detections"

@@ -17,9 +17,14 @@ order, so whole chains fold in one run. Constants no longer read are left to `el
 
 Conditions (otherwise the node is kept; a pass never fails on what it cannot fold):
 - the node is not opaque and is not Quantize / Dequantize (int8 weights behind a Dequantize
-  are stored that way on purpose), except a Dequantize of a float16 constant (the TFLite
-  converter's float16 output): that is a float constant stored at half size, and folding it to
-  float32 lets quantize / fuse treat the weights as any float weights;
+  of a quantized model are stored that way on purpose), except a Dequantize of a float16
+  constant (the TFLite converter's float16 output): that is a float constant stored at half
+  size, and folding it to float32 lets quantize / fuse treat the weights as any float weights;
+  and a TFLite DEQUANTIZE of an int8 / uint8 constant with its scale and zero point on the
+  tensor in a graph whose activations are all float (the converter's weight-only, "dynamic
+  range" output): `(q - zero_point) * scale` as TFLite's DEQUANTIZE computes it (a per-tensor
+  scale in double, per-channel ones in float). A QDQ ONNX model (DequantizeLinear with scale
+  inputs, quantized activations) and an int8 TFLite model keep theirs;
 - no output is a graph output (a constant graph output is not valid TFLite, and a graph output
   keeps a producer), every output is present;
 - no input (but Shape's) or output carries quantization parameters (a float kernel would compute
@@ -135,15 +140,49 @@ def _fits(arr: np.ndarray, t) -> np.ndarray | None:
 
 
 def _float16_weights(node, graph: Graph) -> bool:
-    """True for a Dequantize reading one float16 constant without quantization parameters."""
+    """True for a Dequantize reading one float16 constant without quantization parameters (or a
+    float32 one: hybrid weights `quant.plan.dequantize_hybrid_weights` already widened)."""
     if node.op != "Dequantize" or len(node.present_inputs()) != 1:
         return False
     t = graph.tensors[node.inputs[0]]
-    return t.data is not None and t.dtype == "float16" and t.quant is None
+    return t.data is not None and t.dtype in ("float16", "float32") and t.quant is None
 
 
-def _fold(node, graph: Graph, graph_outputs: set) -> list | None:
+def _float_activations(graph: Graph) -> bool:
+    """True when no activation (non-constant tensor) is an integer or carries quantization."""
+    return not any(a.data is None and (a.quant is not None or a.dtype in ("int8", "uint8"))
+                   for a in graph.tensors.values())
+
+
+def _hybrid_weights(node, graph: Graph) -> np.ndarray | None:
+    """The float32 values of a TFLite DEQUANTIZE of int8 / uint8 weights (see the module
+    docstring), or None. The caller checks that the graph's activations are float."""
+    if node.op != "Dequantize" or len(node.present_inputs()) != 1:
+        return None
+    t = graph.tensors[node.inputs[0]]
+    q = t.quant
+    if t.data is None or q is None or t.dtype not in ("int8", "uint8") or not q.scale.size:
+        return None
+    if q.per_channel:
+        shape = [1] * t.data.ndim
+        shape[q.axis] = -1
+        values = ((t.data.astype(np.float32) - q.zero_point.astype(np.float32).reshape(shape))
+                  * q.scale.reshape(shape))
+    else:
+        values = ((t.data.astype(np.float64) - float(q.zero_point[0]))
+                  * float(q.scale[0])).astype(np.float32)
+    return values.astype(np.float32)
+
+
+def _fold(node, graph: Graph, graph_outputs: set, float_graph: bool) -> list | None:
     """The constants replacing `node`'s outputs, or None when a condition fails."""
+    hybrid = _hybrid_weights(node, graph) if float_graph else None
+    if hybrid is not None:
+        out = graph.tensors[node.outputs[0]] if node.outputs[0] else None
+        if out is None or out.quant is not None or out.name in graph_outputs:
+            return None
+        fitted = _fits(hybrid, out)
+        return None if fitted is None else [fitted]
     if node.opaque or (node.op in NEVER_FOLD and not _float16_weights(node, graph)) \
             or node.op not in KERNELS:
         return None
@@ -179,9 +218,10 @@ def _fold(node, graph: Graph, graph_outputs: set) -> list | None:
 def fold_constants(graph: Graph, context) -> int:
     """Evaluate nodes whose inputs are constants (or Shape of a static tensor) into constants."""
     graph_outputs = set(graph.outputs)
+    float_graph = any(n.op == "Dequantize" for n in graph.nodes) and _float_activations(graph)
     folded = []
     for node in graph.nodes:  # topological: a folded output is a constant for its readers
-        constants = _fold(node, graph, graph_outputs)
+        constants = _fold(node, graph, graph_outputs, float_graph)
         if constants is None:
             continue
         for name, data in zip(node.outputs, constants):

@@ -30,7 +30,8 @@ groups it runs are the tuples `ONNX_PREPARATION`, `ONNX_SPATIAL`, `ONNX_ACTIVATI
    (description, a `serving_default` signature over the graph's inputs and outputs).
 
 Graph inputs of rank 4 are NHWC with `input_layout="nhwc"` (their permutation (0, 2, 3, 1) is
-returned; a rank-3 input read only by 1-D layers is channels last, (0, 2, 1)), or stay NCHW
+returned; an input the ONNX model already has in NHWC, read only by Transposes to NCHW as tf2onnx
+writes it, keeps its order: no TRANSPOSE, permutation the identity, `nhwc_inputs`; a rank-3 input read only by 1-D layers is channels last, (0, 2, 1)), or stay NCHW
 with `"nchw"` (a TRANSPOSE follows them). Graph outputs keep their ONNX names; a 4-D output the
 network computes in NHWC stays NHWC with `"nhwc"` and is NCHW with `"nchw"`; other outputs are
 in ONNX order. The returned `TfliteConversion` holds the model, the inputs' and outputs'
@@ -48,7 +49,8 @@ from qconvert.ir import Graph, Model
 from qconvert.ir.graph import GraphError
 
 from .. import PassContext, register_pass, run_passes
-from .layout_nhwc import INPUT_LAYOUTS, NLC, format_problems, rewrite_to_nhwc
+from .layout_nhwc import (INPUT_LAYOUTS, NLC, format_problems, nhwc_onnx_inputs,
+                          rewrite_to_nhwc)
 from .layout_rules import RULES
 from .layout_state import NHWC
 from .channel_shuffle import CHANNEL_SHUFFLE
@@ -76,6 +78,7 @@ class TfliteConversion:
     input_perms: dict
     output_perms: dict
     transposes: list
+    nhwc_inputs: tuple = ()  # inputs NHWC in the ONNX model already (tf2onnx), kept as they are
 
 
 # -- the pass-level pieces of the conversion, each a registered pass ----------------------------
@@ -127,6 +130,7 @@ def convert_onnx_to_tflite(model: Model, input_layout: str = "nhwc") -> TfliteCo
         run_passes(work, list(ONNX_SPATIAL), onnx_context)
         _check(conversion_problems(graph, RULES, static=True))
         run_passes(work, list(ONNX_ACTIVATIONS), onnx_context)
+        kept = tuple(nhwc_onnx_inputs(graph)) if input_layout == "nhwc" else ()
         layouts = rewrite_to_nhwc(graph, opset, input_layout)
         graph.verify()
         work.format = "tflite"
@@ -141,7 +145,7 @@ def convert_onnx_to_tflite(model: Model, input_layout: str = "nhwc") -> TfliteCo
     return TfliteConversion(
         work, input_layout, {name: tuple(layouts.inputs[name]) for name in graph.inputs},
         {name: tuple(perm) for name, perm in layouts.outputs.items()},
-        [n.outputs[0] for n in graph.nodes if n.op == "Transpose"])
+        [n.outputs[0] for n in graph.nodes if n.op == "Transpose"], kept)
 
 
 def _name_nodes(graph: Graph) -> None:
@@ -220,6 +224,8 @@ def describe_conversion(conversion: TfliteConversion) -> list:
         layout = {NHWC: "NHWC", NLC: "NLC"}.get(tuple(perm)) or (
             "NCHW" if len(perm) == 4 else "as in ONNX")
         how = f"; transpose ONNX data by {tuple(perm)}" if list(perm) != sorted(perm) else ""
+        if name in conversion.nhwc_inputs:
+            layout, how = "NHWC", " (NHWC in the ONNX model, kept: its Transpose to NCHW absorbed)"
         lines.append(f"input {name!r}: {layout} {shape}{how}")
     for name, perm in conversion.output_perms.items():
         if tuple(perm) == NHWC:

@@ -54,13 +54,41 @@ def format_problems(problems: list) -> str:
 NLC = (0, 2, 1)
 
 
+TO_NCHW = (0, 3, 1, 2)
+
+
+def nhwc_onnx_inputs(graph: Graph) -> list:
+    """The 4-D graph inputs that already are NHWC: every reader is a Transpose to NCHW (perm
+    (0, 3, 1, 2)), as tf2onnx writes a TensorFlow model's image input. The TFLite input keeps
+    them as they are (no TRANSPOSE after it, the ONNX data unpermuted)."""
+    out = []
+    for name in graph.inputs:
+        t = graph.tensors[name]
+        readers = [n for n in graph.nodes if name in n.inputs]
+        if t.shape is None or len(t.shape) != 4 or not readers:
+            continue
+        if all(n.op == "Transpose" and not n.opaque and n.inputs[0] == name
+               and tuple(int(v) for v in _perm(n, graph)) == TO_NCHW for n in readers):
+            out.append(name)
+    return out
+
+
+def _perm(node, graph: Graph) -> tuple:
+    """A Transpose's permutation (its attribute, or its constant `perm` input), () if unknown."""
+    perm = node.attrs.get("perm")
+    if perm is None and len(node.inputs) > 1 and node.inputs[1] is not None:
+        perm = graph.constant(node.inputs[1])
+    return () if perm is None else tuple(int(v) for v in list(perm))
+
+
 def _input_perm(cv: Converter, name: str, rank: int) -> tuple:
-    """NHWC for 4-D inputs; channels last (N, L, C) for a 3-D input read only by 1-D layers
-    (the Unsqueezes of `lift_1d`), as TF's Conv1D takes it; else the ONNX order."""
+    """NHWC for 4-D inputs (an input already NHWC, `nhwc_onnx_inputs`, stays as it is);
+    channels last (N, L, C) for a 3-D input read only by 1-D layers (the Unsqueezes of
+    `lift_1d`), as TF's Conv1D takes it; else the ONNX order."""
     if cv.input_layout != "nhwc":
         return identity(rank)
     if rank == 4:
-        return NHWC
+        return identity(4) if name in cv.nhwc_inputs else NHWC
     readers = [n for n in cv.src.nodes if name in n.inputs]
     if rank == 3 and readers and all(n.op == "Unsqueeze" and n.name.endswith("/h1_in")
                                      for n in readers):
@@ -74,6 +102,7 @@ def rewrite_to_nhwc(graph: Graph, opset, input_layout: str = "nhwc") -> NhwcLayo
     `QConvertError` listing every node no rule could convert, the graph left as it was.
     """
     cv = Converter(graph, opset, input_layout)
+    cv.nhwc_inputs = set(nhwc_onnx_inputs(graph)) if input_layout == "nhwc" else set()
     problems = []
     inputs = {}
     for name in graph.inputs:

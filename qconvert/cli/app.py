@@ -178,8 +178,12 @@ def _echo_conversion(conversion) -> None:
 @input_layout_option
 @input_shape_option
 @verify_option
+@click.option("--keep-float16", is_flag=True,
+              help="Keep the model's float16 weights (TFLite output: float16 constants behind "
+              "DEQUANTIZE, as the TFLite converter's float16 option writes them); without it, "
+              "they are widened to float32 wherever the conversion folds them.")
 @_names_model
-def convert(model, output, input_layout, input_shapes, verify):
+def convert(model, output, input_layout, input_shapes, verify, keep_float16):
     """Read a model, verify it and write it out: the same format, or ONNX to TFLite.
 
     The output format follows the output's extension. ONNX to TFLite runs the NCHW -> NHWC
@@ -196,7 +200,7 @@ def convert(model, output, input_layout, input_shapes, verify):
     from ..formats.output_names import check_output_name
 
     check_output_name(output, "model", [model])
-    written = convert_command(model, output, input_layout, input_shapes, verify)
+    written = convert_command(model, output, input_layout, input_shapes, verify, keep_float16)
     _echo_text(f"wrote {written.path} ({written.fmt}, {written.nodes} nodes, {written.size} "
                "bytes)")
     _echo_conversion(written.conversion)
@@ -314,6 +318,9 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
                                std, scale, options, max_memory, report, report_html,
                                input_layout, input_shapes, verify)
     _echo_text(render_text(written.report))
+    if written.report.get("opset_upgraded"):
+        old, new = written.report["opset_upgraded"]
+        _echo_text(f"ONNX opset raised {old} -> {new} (QDQ needs per-axis DequantizeLinear)")
     _echo_text(f"wrote {written.path} ({written.fmt}, {written.size} bytes)")
     warning = low_sqnr_warning(model, written.report["output_sqnr_db"], method, MIN_SQNR_DB)
     if warning:

@@ -49,10 +49,12 @@ def load_for_output(model, output, input_shapes, outputs, tag: str) -> tuple:
     return m, out, format_of_output(out, m.format)
 
 
-def convert_command(model, output, input_layout, input_shapes, verify) -> Written:
+def convert_command(model, output, input_layout, input_shapes, verify,
+                    keep_float16: bool = False) -> Written:
     """`qconvert convert` (see its --help)."""
     from ..formats.model_io import serialize
     from ..formats.output_files import OutputFiles
+    from ..passes.cleanup.store_float16 import has_float16_weights, store_float16
 
     outputs = OutputFiles([model])
     if output is not None:
@@ -60,8 +62,14 @@ def convert_command(model, output, input_layout, input_shapes, verify) -> Writte
     m, out, fmt = load_for_output(model, output, input_shapes, outputs, "converted")
     if output is None:
         outputs.add(out)
+    if keep_float16 and not (fmt == "tflite" and has_float16_weights(m.graph)):
+        raise QConvertError("--keep-float16 keeps float16 weights the model has in a TFLite "
+                            "output; " + ("this model has none" if fmt == "tflite"
+                                          else f"the output is {fmt}"), model)
     job = run_route(find_route(m.format, fmt, "convert"), Job(m, input_layout=input_layout))
     m, conversion = job.model, job.conversion
+    if keep_float16:
+        store_float16(m.graph)
     try:
         data = serialize(m, fmt)
         if verify:

@@ -299,6 +299,28 @@ def _quantized_feeds(model: Model, samples: list) -> list:
     return out
 
 
+class _AskForShapes:
+    """Around a check on random samples of a model whose inputs have dynamic dimensions beyond
+    the batch (taken as 1 by `random_samples`): an executor error there (a 3x3 kernel on a
+    1x1 image) is not the model's fault, so it becomes one line asking for `--input-shape`."""
+
+    def __init__(self, model: Model):
+        from .input_shapes import suggest_input_shapes
+
+        self.hint = suggest_input_shapes(model.graph)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if self.hint is None or kind is None or not issubclass(kind, QConvertError) \
+                or issubclass(kind, VerifyError):
+            return False
+        raise QConvertError("--verify runs random inputs with the dynamic dimensions taken as "
+                            f"1, where the model cannot run ({exc.cause}); give the sizes it "
+                            f"runs at: {self.hint}") from None
+
+
 def verify_fuse(load, fmt: str, names, context, written: bytes, n: int) -> None:
     """`fuse --verify N`: the written model against the input on N random inputs. On failure
     the pipeline runs again on a fresh copy, checked after every pass that rewrote something,
@@ -309,7 +331,8 @@ def verify_fuse(load, fmt: str, names, context, written: bytes, n: int) -> None:
     reference = load()
     samples = random_samples(reference, n)
     try:
-        verify_models(reference, reread(reference, fmt, written), samples, name_layer=False)
+        with _AskForShapes(reference):
+            verify_models(reference, reread(reference, fmt, written), samples, name_layer=False)
     except VerifyError as exc:
         fresh = load()
 
@@ -340,8 +363,9 @@ def verify_convert(source: Model, load, fmt: str, written: bytes, n: int,
         after_samples = [{k: np.ascontiguousarray(np.transpose(v, perms[k])) for k, v in s.items()}
                          for s in samples]
         output_perms = {k: tuple(v) for k, v in conversion.output_perms.items()}
-    verify_models(reference, reread(source, fmt, written), samples, after_samples,
-                  output_perms)
+    with _AskForShapes(reference):
+        verify_models(reference, reread(source, fmt, written), samples, after_samples,
+                      output_perms)
 
 
 def verify_quantize(load, fmt: str, written: bytes, n: int, data: dict,

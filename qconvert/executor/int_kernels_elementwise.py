@@ -129,8 +129,9 @@ def quantize_as(x, p, ctx, dtype):
 
 @kernel("Quantize")
 def quantize(node, inputs, p, ctx):
-    """QUANTIZE: float -> int8 (round half away), or int8 -> int8 requantization."""
-    return quantize_as(inputs[0], p, ctx, np.int8)
+    """QUANTIZE: float -> int8 (round half away), or integer -> integer requantization (int8
+    -> int8; uint8 <-> int8 at the edges of a uint8-I/O model: TFLM's Requantize)."""
+    return quantize_as(inputs[0], p, ctx, np.dtype(p.get("output_dtype", "int8")))
 
 
 @kernel("Dequantize")

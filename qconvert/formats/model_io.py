@@ -11,6 +11,7 @@ from __future__ import annotations
 import mmap
 import os
 import stat
+import sys
 from pathlib import Path
 
 from ..errors import QConvertError
@@ -119,6 +120,8 @@ def load_model(path: str | Path) -> Model:
         except GraphError as exc:
             raise QConvertError(f"invalid model graph: {exc}") from exc
         model.meta["source_path"] = str(path)
+        for notice in model.meta.pop("read_notices", ()):  # one line each, on stderr
+            sys.stderr.write(f"qconvert: note: {path}: {notice}\n")
         return model
     except QConvertError as exc:
         raise exc.with_path(str(path))

@@ -1,7 +1,8 @@
 """Read a `.tflite` flatbuffer into the IR.
 
-Every subgraph becomes a `Graph`; tensors keep their quantization (per-tensor or per-channel),
-constants are numpy views of the file's buffers (no copy). Builtin ops in the schema table get
+Every subgraph becomes a `Graph`; tensors keep their quantization (per-tensor or per-channel;
+a float tensor's min / max hint without scales, as old converters wrote, is dropped: the model is
+float), sparse constants are densified (`tflite_sparsity`), constants are numpy views of the file's buffers (no copy). Builtin ops in the schema table get
 IR attributes (explicit pads, strides, dilations, group, fused activation, layout NHWC); any other
 builtin or custom op is carried opaquely with its opcode, version and raw options. Signature defs,
 description and metadata buffers are kept; `OfflineMemoryAllocation` metadata is dropped on
@@ -28,9 +29,13 @@ from ..ir.tensor import RAW_DTYPES
 from .onnx_reader import attribute_input
 from ..padding import same_pads, valid_pads
 from ..schemas.ops import HALF_AWAY
+from .tflite_sparsity import densified_notice, densify, fold_densify, read_sparsity
 from .tflite_options import BUILTIN_CODE_NAMES, OPTIONS_NAMES, attrs_from_options, read_options
 
 DROPPED_METADATA = {"OfflineMemoryAllocation"}
+# Float tensors whose quantization entry is only a min / max hint (TOCO-era files): the hint is
+# dropped on read, so the model is the float model it is (quantize calibrates its own ranges).
+_FLOATS = frozenset({"float32", "float16", "float64"})
 
 _I32 = struct.Struct("<i").unpack_from
 _U32 = struct.Struct("<I").unpack_from
@@ -72,6 +77,7 @@ class _Reader:
         self.size = len(data)
         self.fb = tflite.Model.GetRootAs(data, 0)
         self.tensor_names: list = []  # per subgraph, tensor index -> IR name
+        self.densified: list = []  # sparse constants made dense (`tflite_sparsity`)
 
     def count(self, n: int, what: str, elem_size: int = 4) -> int:
         """A vector length from the file, checked to fit inside the file."""
@@ -123,6 +129,8 @@ class _Reader:
         for sd in meta["signature_defs"]:  # a tensor a signature names must survive the passes
             for _, name in sd["inputs"] + sd["outputs"]:
                 graphs[sd["subgraph"]].tensors[name].extra["signature"] = True
+        if self.densified:
+            meta["read_notices"] = [densified_notice(self.densified)]
         return Model("tflite", graphs, meta)
 
     def buffer(self, buf) -> np.ndarray:
@@ -158,6 +166,7 @@ class _Reader:
         for i, pos in enumerate(self.table_vector(sg, 3, "operators")):
             graph.nodes.append(self.operator(pos, i, opcodes, name_of, graph))
         _empty_constants(graph)
+        self.densified += fold_densify(graph)
         return graph
 
     # -- lean table access: the per-tensor and per-operator fields, without an accessor object
@@ -231,8 +240,6 @@ class _Reader:
             extra["is_variable"] = True
         if not (f[_T_HAS_RANK] and data_bytes[f[_T_HAS_RANK]]) and not shape:
             extra["has_rank"] = False  # rank unknown, not a scalar
-        if f[_T_SPARSITY]:
-            raise QConvertError(f"tensor {name!r} is sparse; sparse TFLite tensors are not supported")
         data = None
         buffer_index = _U32(data_bytes, f[_T_BUFFER])[0] if f[_T_BUFFER] else 0
         if buffer_index >= len(self.buffers):
@@ -243,6 +250,9 @@ class _Reader:
                 extra["variable_init"] = bytes(raw)
             elif dtype in RAW_DTYPES:
                 data = raw
+            elif f[_T_SPARSITY]:
+                data = self.sparse_constant(f[_T_SPARSITY], raw, name, shape, dtype)
+                extra["densified"] = True
             else:
                 expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
                 if raw.size != expected or None in shape:
@@ -255,7 +265,23 @@ class _Reader:
             q = tflite.QuantizationParameters()
             q.Init(data_bytes, f[_T_QUANT] + _U32(data_bytes, f[_T_QUANT])[0])
             quant = self.quantization(q, name)
+            if quant is not None and not quant.scale.size and dtype in _FLOATS:
+                quant = None  # an old converter's min / max hint on a float tensor: dropped
         return Tensor(unique, shape, dtype, data, quant, extra)
+
+    def sparse_constant(self, field_pos: int, raw, name: str, shape: tuple, dtype: str):
+        """The dense array of a sparse constant (see `tflite_sparsity`), errors naming it."""
+        sp = tflite.SparsityParameters()
+        sp.Init(self.data, field_pos + _U32(self.data, field_pos)[0])
+        if None in shape or raw.size % np.dtype(dtype).itemsize:
+            raise QConvertError(f"corrupt TFLite file: sparse constant {name!r} has "
+                                f"{raw.size} bytes of {dtype}, shape {list(shape)}")
+        try:
+            data = densify(raw.view(dtype), shape, read_sparsity(sp))
+        except QConvertError as exc:
+            raise QConvertError(f"tensor {name!r}: {exc}") from None
+        data.flags.writeable = False
+        return data
 
     def quantization(self, q, name: str) -> QuantParams | None:
         if q is None:

@@ -18,7 +18,7 @@ empirical bias correction: the float model is not run again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -76,6 +76,8 @@ class _Run:
     int16_report: dict | None = None
     correction: object = None  # propagated_bias.PropagatedCorrection the report's run applies
     report: dict | None = None
+    opset_from: int | None = None  # the ONNX opset the model had, when QDQ output raised it
+    swamped: list | None = None  # concats kept in int16 (`concat_branches`), for the report
 
 
 def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
@@ -172,14 +174,25 @@ def _plan(run: _Run) -> None:
     if run.stateful:
         run.float_model = Model(model.format, [run.float_graph] + [
             g.copy() for g in model.graphs[1:]], model.meta)
-    if run.options.wide:
+    options = run.options
+    if not options.wide and model.format == "tflite" and not run.stateful:
+        from .concat_branches import swamped_concats
+
+        run.swamped = swamped_concats(model.graph, measured.ranges)
+        widen = [f for f in run.swamped if not f.get("blocker")]
+        if widen:  # the concats in int16, their branches on their own scales
+            options = replace(options, int16_layers=",".join(f["output"] for f in widen),
+                              io_type="float32")  # io_type: only lets a graph output be int16
+    if options.wide:
         from .int16_report import plan_int16
 
         data = run.evaluation if run.evaluation is not None else run.calibration
         n = min(run.report_count, len(next(iter(data.values()))))
         run.qplan, run.int16_report = plan_int16(
             model.graph, run.float_graph, run.qplan, measured.ranges, measured.extremes,
-            measured.means, run.options, {k: v[:n] for k, v in data.items()}, _plan_in_range)
+            measured.means, options, {k: v[:n] for k, v in data.items()}, _plan_in_range)
+        if run.swamped:
+            run.int16_report["mode"] = "per-branch concat"
 
 
 def unclipped_outputs(graph, ranges: dict, extremes: dict) -> dict:
@@ -212,8 +225,16 @@ def _tflite_int8(run: _Run) -> None:
 def _qdq(run: _Run) -> None:
     """The plan written as QuantizeLinear / DequantizeLinear pairs in the ONNX graph."""
     from .invariants import check_qdq_scales
-    from .qdq import apply_qdq
+    from .opset_upgrade import upgrade_opset
+    from .qdq import MIN_QDQ_OPSET, apply_qdq
 
+    run.opset_from = upgrade_opset(run.model, MIN_QDQ_OPSET)
+    if not run.stateful:
+        from .concat_branches import float_tails, swamped_concats
+
+        run.swamped = swamped_concats(run.model.graph, run.measured.ranges)
+        for name in float_tails(run.model.graph, run.swamped, run.qplan.activations):
+            del run.qplan.activations[name]  # the concat's output stays float
     run.names = apply_qdq(run.model.graph, run.qplan, run.model.meta.get("opset", 13))
     check_qdq_scales(run.model.graph)
 
@@ -271,6 +292,25 @@ def _report(run: _Run) -> None:
         from .int16_report import add_to_report
 
         add_to_report(run.report, run.int16_report, run.qplan)
+    if run.swamped:
+        from .concat_branches import describe
+
+        run.report["per_branch_concats"] = run.swamped
+        notes = run.report.setdefault("notes", [])
+        if run.model.format != "tflite":
+            notes.append(describe(run.swamped, "its output left float, each branch on its own "
+                                               "int8 scale"))
+        else:
+            widened = [f for f in run.swamped if not f.get("blocker")]
+            if widened:
+                notes.append(describe(widened, "kept in int16 (16x8), each branch requantized "
+                                               "into it"))
+            for f in run.swamped:
+                if f.get("blocker"):
+                    notes.append(describe([f], f"left int8 ({f['blocker']} shares its scale "
+                                               "and has no 16x8 kernel in TFLite Micro)"))
+    if run.opset_from is not None:
+        run.report["opset_upgraded"] = [run.opset_from, int(run.model.meta["opset"])]
 
 
 STAGES = {"check-float": _check_float, "static-batch": _static_batch, "fuse": _fuse,

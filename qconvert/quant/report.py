@@ -387,6 +387,7 @@ def render_text(result: dict) -> str:
         from .int16_report import render_int16
 
         lines += render_int16(result["int16"])
+    lines += [one_line(note) for note in result.get("notes", ())]
     return "\n".join(lines)
 
 

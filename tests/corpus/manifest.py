@@ -81,7 +81,7 @@ _KA = "Keras application (Apache-2.0), random weights"
 _KW = "written in Keras for qconvert, random weights"
 _MLPERF = "MLPerf Tiny (mlcommons/tiny, Apache-2.0), trained"
 
-MODELS_TABLE = (
+README_MODELS = (
     # PyTorch exports (tests/corpus/make_corpus_torch.py)
     _gen("shufflenet_v2", "onnx", _TV + "; channel shuffle, Split"),
     CorpusModel("shufflenet_v2_input_shape", CORPUS / "shufflenet_v2.onnx", "onnx", "float",
@@ -142,6 +142,28 @@ MODELS_TABLE = (
     CorpusModel("mlperf_ad01_int8", MODELS / "ad01_int8.tflite", "tflite", "int8", _MLPERF,
                 str(CORPUS / "mlperf_ad01_calib.npy")),
 )
+
+_R2 = "written for qconvert (tests/corpus/make_corpus_real.py), random weights"
+
+# Issue 28's real-model shapes (docs/real-models.md shows their table): float16 and int8
+# weight-only storage, sparse weights, a detector head, uint8 I/O.
+REAL_MODELS = (
+    _gen("yolo_head", "onnx", _R2 + "; YOLO-style head: box pixels, objectness, classes "
+         "concatenated"),
+    _gen("blazeface_fp16", "tflite", _R2 + "; BlazeFace-like detector, float16 weights behind "
+         "DEQUANTIZE"),
+    _gen("landmarks_hybrid", "tflite", _R2 + "; landmark regressor, int8 weight-only "
+         "(dynamic-range) storage behind DEQUANTIZE"),
+    _gen("sparse_cnn", "tflite", _R2 + "; pruned CNN, block-sparse and CSR weights behind "
+         "DENSIFY"),
+    _gen("kws_logmel", "onnx", _R2 + "; keyword spotter with its own log-mel front end (DFT "
+         "MatMuls, mel filters, Log)"),
+    CorpusModel("uint8_classifier", CORPUS / "uint8_classifier.tflite", "tflite", "int8",
+                _R2 + "; int8 digits CNN with uint8 input and output (Model Maker style)",
+                str(MODELS / "digits_data_nhwc.npz") + ":calib"),
+)
+
+MODELS_TABLE = README_MODELS + REAL_MODELS
 
 BY_NAME = {m.name: m for m in MODELS_TABLE}
 

@@ -108,6 +108,18 @@ def tflite_ops(path: Path) -> tuple:
     return ops, names, count
 
 
+def densify_count(path: Path) -> int:
+    """How many DENSIFY operators (builtin 124) a TFLite file has, read with `tflite`."""
+    import tflite
+
+    m = tflite.Model.GetRootAsModel(Path(path).read_bytes(), 0)
+    codes = [max(m.OperatorCodes(i).BuiltinCode(), m.OperatorCodes(i).DeprecatedBuiltinCode())
+             for i in range(m.OperatorCodesLength())]
+    return sum(codes[m.Subgraphs(s).Operators(o).OpcodeIndex()] == 124
+               for s in range(m.SubgraphsLength())
+               for o in range(m.Subgraphs(s).OperatorsLength()))
+
+
 def model_ops(model: CorpusModel) -> tuple:
     """(op types, names, operator count) of a corpus model, read independently of qconvert."""
     return onnx_ops(model.path) if model.format == "onnx" else tflite_ops(model.path)

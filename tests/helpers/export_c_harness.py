@@ -27,7 +27,7 @@ _CANDIDATES = [Path(os.environ["QCONVERT_CMSIS_NN"])] if os.environ.get("QCONVER
           ROOT.parent.parent / "shared" / "third_party" / "CMSIS-NN"]
 CMSIS_NN = next((p.resolve() for p in _CANDIDATES if (p / "Include").is_dir()),
                 _CANDIDATES[0].resolve())
-CTYPE_BYTES = {"int8_t": 1, "int16_t": 2, "float": 4}
+CTYPE_BYTES = {"int8_t": 1, "uint8_t": 1, "int16_t": 2, "float": 4}
 STRICT = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 BOARDS = {
     # machine, -mcpu flags, RAM origin and length

@@ -127,7 +127,8 @@ OP_SPECS: dict[str, OpSpec] = {
         ("scale", "OUTPUT_SCALE", "float"), ("zero_point", "OUTPUT_ZERO_POINT", "int"),
         ("input_zero_point", "INPUT_ZERO_POINT", "int"),
         ("output_multiplier", "OUTPUT_MULTIPLIER", "int"),
-        ("output_shift", "OUTPUT_SHIFT", "int"), ("output_bits", "OUTPUT_BITS", "int"))),
+        ("output_shift", "OUTPUT_SHIFT", "int"), ("output_bits", "OUTPUT_BITS", "int")),
+        skipped=frozenset({"output_dtype"})),  # the output tensor's type, in the header already
     "Dequantize": OpSpec(fields=(("scale", "INPUT_SCALE", "float"),
                                  ("zero_point", "INPUT_ZERO_POINT", "int"))),
     "Concat": OpSpec(fields=(("axis", "AXIS", "int"),)),

@@ -168,7 +168,7 @@ def _check_io(graph) -> None:
     bad = [n for n in list(graph.inputs) + list(graph.outputs)
            if graph.tensors[n].dtype not in DTYPES or graph.tensors[n].data is not None]
     if bad:
-        raise QConvertError("export-c takes int8 or float32 model inputs and outputs; "
+        raise QConvertError("export-c takes int8, uint8 or float32 model inputs and outputs; "
                             + ", ".join(f"{n!r} is {graph.tensors[n].dtype}" for n in bad))
     for n in list(graph.inputs) + list(graph.outputs):
         tensor_dims(graph, n)
@@ -308,7 +308,7 @@ def _pointer(graph, plan, tensor, state=None) -> str:
         return placed
     ctype = DTYPES[graph.tensors[tensor].dtype][0]
     off = plan.offset[tensor]
-    if ctype == "int8_t":
+    if ctype in ("int8_t", "uint8_t"):  # a uint8 edge tensor is bytes to its QUANTIZE table
         return f"(arena_s8 + {off})"
     return f"(({ctype} *)(void *)(arena_s8 + {off}))"
 

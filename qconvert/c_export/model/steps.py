@@ -45,7 +45,8 @@ from .gather_runs import gather_call
 from .memory_plan import PlanStep
 from . import steps_fast as fast
 
-DTYPES = {"int8": ("int8_t", 1), "int16": ("int16_t", 2), "float32": ("float", 4)}
+DTYPES = {"int8": ("int8_t", 1), "int16": ("int16_t", 2), "float32": ("float", 4),
+          "uint8": ("uint8_t", 1)}  # uint8: only at the edges (a uint8-I/O model's QUANTIZE)
 PORTABLE_FILES = ("qconvert_fc_1x4.h", "qconvert_fc_1x4.c", "qconvert_nn.h",
                   "qconvert_nn_loops.h")
 _CONV_FILES = frozenset({"qconvert_nn_conv.c"})
@@ -411,10 +412,34 @@ def _lower_lookup(graph, node, index, options):
 
 
 def _lower_quantize(graph, node, index, options):
-    """QUANTIZE int8 -> int8 (a table) or float -> int8."""
-    if graph.tensors[node.inputs[0]].dtype == "int8":
+    """QUANTIZE int8 -> int8 (a table), uint8 <-> int8 (a table over the 256 byte values: the
+    edges of a uint8-I/O model, whose uint8 tensors sit in the arena as bytes) or float ->
+    int8."""
+    dtypes = (graph.tensors[node.inputs[0]].dtype, graph.tensors[node.outputs[0]].dtype)
+    if dtypes in (("uint8", "int8"), ("int8", "uint8")):
+        return _lower_byte_table(graph, node, index, dtypes)
+    if dtypes[0] == "int8":
         return _lower_lookup(graph, node, index, options)
     return lower_quantize_float(graph, node, index, options)
+
+
+def _lower_byte_table(graph, node, index, dtypes):
+    """A uint8 <-> int8 requantization as qconvert_lookup_s8 over the bytes: entry b + 128 is
+    the output byte of input byte b (read as int8), computed by the integer executor's QUANTIZE
+    (TFLite Micro's Requantize) in the real types. The rounding mode does not matter: a
+    requantization by a power of two (the usual scale ratio 1) is exact in both."""
+    p = layer_params(graph, node)
+    x = np.arange(-128, 128, dtype=np.int8).view(dtypes[0]).reshape(1, 256)
+    tables = {r: INT_KERNELS[node.op](node, [x], p, IntContext(rounding=r))[0].reshape(-1)
+              .view(np.int8) for r in ("double", "single")}
+    size = int(np.prod(tensor_dims(graph, node.outputs[0]), dtype=np.int64))
+    if np.array_equal(tables["double"], tables["single"]):
+        arrays = [("table", "int8_t", tables["double"])]
+    else:
+        arrays = [("table", "int8_t#double", tables["double"]),
+                  ("table", "int8_t#single", tables["single"])]
+    return _plain(graph, node, index, f"qconvert_lookup_s8($in0, $out0, {size}, @L_table);",
+                  arrays, (), _OPS_FILES, [("same", 0)])
 
 
 def lower_quantize_float(graph, node, index, options):

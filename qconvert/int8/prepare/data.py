@@ -21,12 +21,14 @@ NO_PARAMS_OPS = ("Squeeze", "Transpose", "Gather", "Maximum", "Minimum", "Stride
 @prepare("Quantize")
 def quantize_params(graph, node) -> dict:
     """PrepareQuantizeReference: float input -> AffineQuantize with the output's (scale, zp);
-    integer input -> Requantize with QuantizeMultiplier(double(s_in) / double(s_out))."""
+    integer input -> Requantize with QuantizeMultiplier(double(s_in) / double(s_out)); the
+    output's type (`output_dtype`): int8, or uint8 at a Model Maker model's output edge."""
     out_t = graph.tensors[node.outputs[0]]
     if out_t.quant is None or out_t.quant.scale.size != 1:
         fail(node, "output must be quantized per tensor")
     s_out, z_out = per_tensor(graph, node, node.outputs[0])
-    result = {"scale": float(s_out), "zero_point": z_out}
+    result = {"scale": float(s_out), "zero_point": z_out,
+              "output_dtype": out_t.dtype if out_t.dtype in ("int8", "uint8") else "int8"}
     if graph.tensors[node.inputs[0]].dtype in ("int8", "uint8", "int16"):
         s_in, z_in = per_tensor(graph, node, node.inputs[0])
         m, s = quantize_multipliers(node, float(s_in) / float(s_out))
