@@ -8,6 +8,9 @@ compiler (arm-none-eabi-gcc) and flags (-O2 -ffunction-sections -fdata-sections,
   tflm-int8  the same with Register_X_INT8() where TFLM has one      } --tflm-images
   cmsis-nn   `qconvert export-c --kernels cmsis-nn` (CMSIS-NN from --cmsis-nn)
   portable   `qconvert export-c --kernels portable`
+  q7-legacy, q7-portable  `qconvert export-c --scheme q7 --kernels cmsis-nn-legacy / portable`
+             (float models with calibration only: the CMSIS-NN paper's power-of-two q7; legacy
+             CMSIS_5 kernels from --legacy), checked against qconvert's q7 executor instead
 and reports per image: instructions per inference (QEMU -icount shift=0, the FPGAIO counter
 read around the call, its rate measured per board on a loop of known length), TFLM's one-time
 setup (GetModel .. AllocateTensors) apart, flash as code + weights (from the map file), RAM
@@ -16,7 +19,8 @@ equal the TFLite Micro Python interpreter's on the same seeded inputs. Models ex
 are listed with the reason. docs/bench_mcu.md says how the TFLM images are made.
 
     python bench/bench_mcu.py --tflm-images DIR [--models kws,resnet8] [--boards m4,m55]
-        [--images tflm,tflm-int8,cmsis-nn,portable] [--json FILE] [--work DIR]
+        [--images tflm,tflm-int8,cmsis-nn,portable,q7-legacy,q7-portable] [--json FILE]
+        [--work DIR]
 """
 
 from __future__ import annotations
@@ -37,6 +41,10 @@ import mcu_size as size  # noqa: E402
 
 ROOT = HERE.parent
 IMAGES = ("tflm", "tflm-int8", "cmsis-nn", "portable")
+Q7_IMAGES = ("q7-legacy", "q7-portable")
+# the q7 average pool by board (legacy kernels and qconvert's portable ones alike): the DSP path
+# on Cortex-M4, the plain C path on Cortex-M55 (taken under MVE)
+Q7_AVGPOOL = {"m4": "dsp", "m55": "scalar"}
 DEFAULT_CMSIS_NN = next((p for p in (ROOT.parent / "shared" / "third_party" / "CMSIS-NN",
                                      ROOT.parent.parent / "shared" / "third_party" / "CMSIS-NN")
                          if (p / "Include").is_dir()),
@@ -91,6 +99,12 @@ def bench_model(name: str, source, boards: list, kinds: list, args, rates: dict)
     reference = mm.reference_outputs(model, arrays)
     input_file = mm.input_file(arrays, work / "input.bin")
     sha = mm.sha256(model)
+    q7_reference = {}
+    if any(k in Q7_IMAGES for k in kinds) and source.calibration is not None:
+        try:
+            q7_reference = mm.q7_reference_outputs(source, arrays)
+        except Exception as e:  # noqa: BLE001 -- a refusal: the q7 images say so below
+            q7_reference = {"error": str(e)}
     for board_name in boards:
         board = fw.BOARDS[board_name]
         for kind in kinds:
@@ -98,6 +112,9 @@ def bench_model(name: str, source, boards: list, kinds: list, args, rates: dict)
             try:
                 if kind.startswith("tflm"):
                     image = tflm_image(args.tflm_images, name, board_name, kind, sha)
+                elif kind in Q7_IMAGES:
+                    image = exc.build(source.path, work / kind, board, kind, args.cmsis_nn,
+                                      source.calibration, args.legacy)
                 else:
                     image = exc.build(model, work / kind, board, kind, args.cmsis_nn)
                 figures, outputs = measure(image, board, rates[board_name], input_file)
@@ -109,8 +126,10 @@ def bench_model(name: str, source, boards: list, kinds: list, args, rates: dict)
                     "too big" if "overflowed" in reason else "failed"
                 rec.update(status=status, reason=reason)
             else:
+                want = (q7_reference.get(Q7_AVGPOOL[board_name])
+                        if kind in Q7_IMAGES else reference)
                 rec.update(figures, status="ok" if figures["rc"] == 0 else "failed",
-                           bit_exact=outputs == reference)
+                           bit_exact=outputs == want)
                 if figures["rc"] != 0:
                     rec["reason"] = f"invoke returned {figures['rc']}"
             records.append(rec)
@@ -174,12 +193,38 @@ def table(records: list) -> str:
             k for k, r in imgs.items() if not r["bit_exact"])
         lines.append(f"| {model} | {board} | {speed('tflm')} | {speed('cmsis-nn')} | "
                      f"{speed('portable')} | {flash} | {ram} | {exact} |")
+    q7 = q7_table(records)
+    if q7:
+        lines += ["", *q7]
     others = [r for r in records if r["status"] != "ok"]
     if others:
         lines += ["", "Not measured:", ""]
         lines += [f"- {r['model']} {r.get('board', '')} {r.get('image', '')}: {r['status']}, "
                   f"{r.get('reason', '')}" for r in others]
     return "\n".join(lines)
+
+
+def q7_table(records: list) -> list:
+    """The s8 vs q7 table (lines): one row per model and board that has a q7 image."""
+    rows = {}
+    for r in records:
+        if r["status"] == "ok":
+            rows.setdefault((r["model"], r["board"]), {})[r["image"]] = r
+    kinds = ("cmsis-nn", "portable", *Q7_IMAGES)
+    lines = ["| model | board | instructions: s8 cmsis-nn / s8 portable / q7 legacy / q7 "
+             "portable | flash KB code+weights (same order) | RAM KB (same order) | "
+             "bit-exact |", "|---|---|---|---|---|---|"]
+    for (model, board), imgs in rows.items():
+        if not any(k in imgs for k in Q7_IMAGES):
+            continue
+        speed = " / ".join(f"{imgs[k]['instructions'] / 1e6:.2f} M" if k in imgs else "-"
+                           for k in kinds)
+        flash = " / ".join(f"{_kb(imgs[k]['code'])}+{_kb(imgs[k]['weights'])}" if k in imgs
+                           else "-" for k in kinds)
+        ram = " / ".join(_kb(imgs[k]["ram"]) if k in imgs else "-" for k in kinds)
+        exact = "yes" if all(imgs[k]["bit_exact"] for k in kinds if k in imgs) else "NO"
+        lines.append(f"| {model} | {board} | {speed} | {flash} | {ram} | {exact} |")
+    return lines if len(lines) > 2 else []
 
 
 def main() -> None:
@@ -193,15 +238,17 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="write every figure here")
     ap.add_argument("--work", type=Path, default=Path("/tmp/qconvert-bench-mcu"))
     ap.add_argument("--cmsis-nn", type=Path, default=DEFAULT_CMSIS_NN)
+    ap.add_argument("--legacy", type=Path, default=exc.DEFAULT_LEGACY,
+                    help="CMSIS_5's legacy NN copy (the q7-legacy images)")
     args = ap.parse_args()
     sources = mm.model_set()
     names = args.models.split(",") if args.models else list(sources)
     unknown = [n for n in names if n not in sources]
     boards = args.boards.split(",")
     kinds = args.images.split(",")
-    if unknown or any(b not in fw.BOARDS for b in boards) or any(k not in IMAGES for k in kinds):
+    if unknown or any(b not in fw.BOARDS for b in boards) or any(k not in IMAGES + Q7_IMAGES for k in kinds):
         sys.exit(f"bench_mcu: unknown model, board or image (models: {', '.join(sources)}; "
-                 f"boards: {', '.join(fw.BOARDS)}; images: {', '.join(IMAGES)})")
+                 f"boards: {', '.join(fw.BOARDS)}; images: {', '.join(IMAGES + Q7_IMAGES)})")
     if args.tflm_images is None:
         kinds = [k for k in kinds if not k.startswith("tflm")]
     args.work.mkdir(parents=True, exist_ok=True)

@@ -25,14 +25,23 @@ class Refused(Exception):
     """export-c refused the model (its one-line message is the reason)."""
 
 
-def export(model: Path, folder: Path, kernels: str) -> Path:
-    """`qconvert export-c MODEL -o folder/src --name m --kernels K`; the source folder."""
+# q7 images (`--scheme q7`, from the float model and its calibration): image kind -> --kernels
+Q7_KERNELS = {"q7-legacy": "cmsis-nn-legacy", "q7-portable": "portable"}
+DEFAULT_LEGACY = next((p for p in (ROOT.parent / "shared" / "third_party" / "CMSIS_5-NN-legacy",
+                                   ROOT.parent.parent / "shared" / "third_party" /
+                                   "CMSIS_5-NN-legacy") if (p / "CMSIS").is_dir()),
+                      ROOT.parent / "shared" / "third_party" / "CMSIS_5-NN-legacy")
+
+
+def export(model: Path, folder: Path, kernels: str, extra=()) -> Path:
+    """`qconvert export-c MODEL -o folder/src --name m --kernels K [extra]`; the source
+    folder."""
     src = folder / "src"
     folder.mkdir(parents=True, exist_ok=True)
     for old in src.glob("*") if src.is_dir() else ():
         old.unlink()
     done = subprocess.run([sys.executable, "-m", "qconvert.cli", "export-c", str(model), "-o",
-                           str(src), "--name", NAME, "--kernels", kernels],
+                           str(src), "--name", NAME, "--kernels", kernels, *extra],
                           capture_output=True, text=True, cwd=ROOT, check=False)
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines() or ["no message"]
@@ -89,9 +98,18 @@ def main_source(header: str) -> str:
     return "\n".join(lines)
 
 
-def build(model: Path, folder: Path, board: fw.Board, kernels: str, cmsis_nn: Path) -> dict:
-    """Export and link one image; {"elf", "map", "weights_objects", "arena", "io_bytes"}."""
-    src = export(model, folder, kernels)
+def build(model: Path, folder: Path, board: fw.Board, kernels: str, cmsis_nn: Path,
+          calibration: Path | None = None, legacy: Path = DEFAULT_LEGACY) -> dict:
+    """Export and link one image; {"elf", "map", "weights_objects", "arena", "io_bytes"}.
+    A q7 kind (`Q7_KERNELS`) exports the float `model` with `calibration` (legacy kernels
+    from `legacy`)."""
+    if kernels in Q7_KERNELS:
+        if calibration is None:
+            raise Refused("the q7 scheme quantizes a float model: this one is int8")
+        src = export(model, folder, Q7_KERNELS[kernels],
+                     ("--scheme", "q7", "--calibration", str(calibration)))
+    else:
+        src = export(model, folder, kernels)
     build_dir = folder / f"build_{board.name}"
     if build_dir.is_dir():
         for old in build_dir.glob("*"):
@@ -104,6 +122,11 @@ def build(model: Path, folder: Path, board: fw.Board, kernels: str, cmsis_nn: Pa
     if kernels == "cmsis-nn":
         flags.append(f"-I{cmsis_nn / 'Include'}")
         libs.append(cmsis_library(board, cmsis_nn, folder.parent.parent / "cmsis-nn-lib"))
+    if kernels == "q7-legacy":
+        nn = legacy / "CMSIS" / "NN"
+        flags += [f"-I{nn / 'Include'}", f"-I{legacy / 'CMSIS' / 'Core' / 'Include'}"]
+        libs.append(cmsis_library(board, legacy, folder.parent.parent / "legacy-lib",
+                                  legacy_sources(legacy)))
     sources = [*support, build_dir / "main.c", *sorted(src.glob("*.c"))]
     elf, mapfile = fw.compile_and_link(build_dir, board, sources, flags, libs)
     ins, outs = _io(header)
@@ -120,12 +143,25 @@ def cmsis_sources(cmsis_nn: Path) -> list:
                   if not any(k in p.name for k in skip))
 
 
-def cmsis_library(board: fw.Board, cmsis_nn: Path, cache: Path) -> Path:
-    """CMSIS-NN compiled for `board` with the images' flags, as a static library cached in
-    `cache` (rebuilt when its sources change)."""
+def legacy_sources(legacy: Path) -> list:
+    """The legacy CMSIS_5 q7 sources export-c --scheme q7 calls."""
+    from qconvert.c_export.model.q7_source import LEGACY_FILES
+
+    return [legacy / "CMSIS" / "NN" / "Source" / f for f in LEGACY_FILES]
+
+
+def cmsis_library(board: fw.Board, cmsis_nn: Path, cache: Path, sources=None) -> Path:
+    """CMSIS-NN (or the legacy q7 `sources` of the CMSIS_5 copy `cmsis_nn`) compiled for
+    `board` with the images' flags, as a static library cached in `cache` (rebuilt when its
+    sources change)."""
     import hashlib
 
-    sources = cmsis_sources(cmsis_nn)
+    includes = [f"-I{cmsis_nn / 'Include'}"]
+    if sources is None:
+        sources = cmsis_sources(cmsis_nn)
+    else:
+        includes = [f"-I{cmsis_nn / 'CMSIS' / 'NN' / 'Include'}",
+                    f"-I{cmsis_nn / 'CMSIS' / 'Core' / 'Include'}"]
     key = hashlib.sha256(repr((board, fw.COMMON_FLAGS, [(str(p), p.stat().st_size,
                                                          p.stat().st_mtime_ns)
                                                         for p in sources])).encode()).hexdigest()
@@ -140,7 +176,7 @@ def cmsis_library(board: fw.Board, cmsis_nn: Path, cache: Path) -> Path:
         obj = folder / f"{i:03d}_{src.stem}.o"
         objects.append(obj)
         procs.append(subprocess.Popen(["arm-none-eabi-gcc", *board.cpu_flags, *fw.COMMON_FLAGS,
-                                       "-std=c99", "-w", f"-I{cmsis_nn / 'Include'}", "-c",
+                                       "-std=c99", "-w", *includes, "-c",
                                        str(src), "-o", str(obj)]))
         if len(procs) >= 2:  # at most two compilers at once
             if procs.pop(0).wait() != 0:

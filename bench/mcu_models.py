@@ -130,6 +130,19 @@ def reference_outputs(model: Path, arrays: list) -> list:
     return [np.ascontiguousarray(it.get_output(i)).tobytes() for i in range(count)]
 
 
+def q7_reference_outputs(source: ModelSource, arrays: list) -> dict:
+    """{"dsp": bytes list, "scalar": ...}: qconvert's q7 executor on `arrays` (the int8 input
+    bytes read as the q7 input) for the q7 model `export-c --scheme q7` builds from `source`,
+    with the legacy average pool of each build (`executor.q7_kernels`)."""
+    from qconvert.c_export.q7_command import plan_q7_for
+    from qconvert.executor.q7_kernels import run_q7
+
+    q7, _ = plan_q7_for(source.path, source.calibration)
+    x = np.asarray(arrays[0], np.int8).reshape(1, *q7.input_shape)
+    return {path: [np.ascontiguousarray(run_q7(q7.layers, x, path)).tobytes()]
+            for path in ("dsp", "scalar")}
+
+
 def input_file(arrays: list, path: Path) -> Path:
     """Write the inputs' bytes, concatenated in model order, for QEMU's loader."""
     path.write_bytes(b"".join(np.ascontiguousarray(a).tobytes() for a in arrays))

@@ -27,18 +27,17 @@ class Exported:
     summary: object = None
 
 
-def _int8_model(model_path, input_shapes, outputs, target, input_layout, calibration,
-                calibration_random, norm, options):
-    """The int8 TFLite model to export and its provenance note (None for an int8 input): the
-    export route for `target` ("c-header" or "c") run over the model read from `model_path`."""
+def run_export_route(model_path, input_shapes, outputs, target, input_layout, calibration,
+                     calibration_random, norm, options, scheme="int8") -> tuple:
+    """(the route's Job, the calibration data's label): the export route for `target`
+    ("c-header" or "c") run over the model read from `model_path`; `scheme` "q7" runs it with
+    `quantize-q7` in place of `quantize` (`routes.q7_route`)."""
     from pathlib import Path
 
     from qconvert.cli.command_inputs import calibration_data, load_with_shapes
     from qconvert.quant.calibration_data import input_specs
     from qconvert.cli.route_steps import Job, run_route
-    from qconvert.cli.routes import find_route, precision_of
-
-    from .source import quantization_note
+    from qconvert.cli.routes import find_route, precision_of, q7_route
 
     m = load_with_shapes(model_path, input_shapes)
     outputs.add_inputs(m.meta.get("external_files", ()))
@@ -53,8 +52,21 @@ def _int8_model(model_path, input_shapes, outputs, target, input_layout, calibra
                                     options.max_memory), None
 
     route = find_route(m.format, target, "export", precision_of(m))
+    if scheme == "q7":
+        route = q7_route(route)
     job = run_route(route, Job(m, input_layout=input_layout, options=options,
                                load_data=load_data))
+    return job, label
+
+
+def _int8_model(model_path, input_shapes, outputs, target, input_layout, calibration,
+                calibration_random, norm, options):
+    """The int8 TFLite model to export and its provenance note (None for an int8 input): the
+    export route for `target` ("c-header" or "c") run over the model read from `model_path`."""
+    from .source import quantization_note
+
+    job, label = run_export_route(model_path, input_shapes, outputs, target, input_layout,
+                                  calibration, calibration_random, norm, options)
     note = quantization_note(options, label) if job.report is not None else None
     return job.model, note
 

@@ -14,7 +14,7 @@ import click
 
 from .. import __version__
 from .options import (calibration_options, input_layout_option, input_shape_option,
-                      quantize_options, verify_option)
+                      quantize_options, scheme_option, verify_option)
 from ..errors import QConvertError
 
 
@@ -343,11 +343,12 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
 @click.option("--rounding", type=click.Choice(["double", "single"]), default="double",
               show_default=True, help="Requantization rounding the firmware uses, recorded in "
               "the header (single: CMSIS-NN built with CMSIS_NN_USE_SINGLE_ROUNDING).")
+@scheme_option
 @calibration_options
 @input_layout_option
 @input_shape_option
 @_names_model
-def export_c_header(model, output, name, fc_layout, with_kernels, rounding, calibration,
+def export_c_header(model, output, name, fc_layout, with_kernels, rounding, scheme, calibration,
                     calibration_random, mean, std, scale, method, percentile, fc_per_channel,
                     no_fuse, no_bias_correction, equalize, engine, batch_size, max_memory,
                     input_layout, input_shapes):
@@ -358,7 +359,8 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
     computes them when it loads the model, input / output offsets, activation clamps,
     dimensions, strides and padding. Takes an int8 TFLite model, or a float TFLite or ONNX
     model with --calibration (an ONNX model is converted to NHWC first, its data staying in the
-    ONNX layout; then quantized).
+    ONNX layout; then quantized). --scheme q7: the q7 weights, biases, fraction bits and
+    bias_shift / out_shift of the legacy q7 kernels instead (docs/q7.md).
 
     \b
     Example:
@@ -375,6 +377,15 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
     options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
                                equalize, engine, batch_size, memory_limit(max_memory),
                                rounding=rounding)
+    if scheme == "q7":
+        from qconvert.c_export.q7_command import export_header_q7
+
+        exported = export_header_q7(model, output, name, fc_layout, with_kernels, calibration,
+                                    calibration_random, lambda: normalization(mean, std, scale),
+                                    options, input_layout, input_shapes)
+        (out, data), = exported.files.items()
+        _echo_text(f"wrote {out} ({len(exported.model.layers)} q7 layers, {len(data)} bytes)")
+        return
     exported = export_header_command(model, output, name, fc_layout, with_kernels, rounding,
                                      calibration, calibration_random,
                                      lambda: normalization(mean, std, scale), options,
@@ -391,11 +402,13 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
               help="Directory for NAME.h, NAME.c and the kernel sources (created if missing).")
 @click.option("--name", help="Name of the model in C (NAME_invoke, NAME_ARENA_SIZE...), a C "
               "identifier (default: the model file's name, sanitized).")
-@click.option("--kernels", type=click.Choice(["portable", "cmsis-nn"]), default="portable",
+@click.option("--kernels", type=click.Choice(["portable", "cmsis-nn", "cmsis-nn-legacy"]),
+              default="portable",
               show_default=True, help="portable: qconvert's own C99 kernels (written to DIR); "
               "cmsis-nn: calls into CMSIS-NN (conv, depthwise, fully connected, add, mul, "
               "pools, softmax; their s16 kernels for 16x8 layers except softmax), qconvert's "
-              "kernels for the rest.")
+              "kernels for the rest; cmsis-nn-legacy (with --scheme q7): CMSIS_5's legacy q7 "
+              "kernels (arm_convolve_HWC_q7_*, arm_fully_connected_q7_opt...).")
 @click.option("--fc-layout", type=click.Choice(["1x4", "rowmajor"]), default=None,
               help="Fully connected weight order (default: 1x4 for portable, rowmajor for "
               "cmsis-nn). 1x4 is for qconvert's kernel (and CMSIS-NN's legacy "
@@ -410,11 +423,12 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, cali
               help="Also write the per-layer figures as JSON: index, name, op, the C functions "
               "called, MACs, weight and constant bytes (flash), input, output and scratch "
               "bytes, and the totals (arena, flash constants).")
+@scheme_option
 @calibration_options
 @input_layout_option
 @input_shape_option
 @_names_model
-def export_c(model, outdir, name, kernels, fc_layout, patches, report, calibration,
+def export_c(model, outdir, name, kernels, fc_layout, patches, report, scheme, calibration,
              calibration_random, mean, std, scale, method, percentile, fc_per_channel, no_fuse,
              no_bias_correction, equalize, engine, batch_size, max_memory, input_layout,
              input_shapes):
@@ -431,7 +445,10 @@ def export_c(model, outdir, name, kernels, fc_layout, patches, report, calibrati
     --calibration (as export-c-header does). Prints one line per layer (the C function
     called, MACs, flash, activation and scratch bytes); --report writes them as JSON. Built
     with -DQCONVERT_PROFILE, NAME_invoke calls the application's NAME_layer_hook(index, op,
-    phase) before and after each layer (see NAME.h).
+    phase) before and after each layer (see NAME.h). With --scheme q7 (a float model and
+    --calibration): the CMSIS-NN paper's power-of-two q7 scheme, calling CMSIS_5's legacy q7
+    kernels (--kernels cmsis-nn-legacy) or qconvert's portable q7 ones; prints per layer the
+    fraction bits, shifts and SQNR (docs/q7.md).
 
     \b
     Example:
@@ -448,6 +465,10 @@ def export_c(model, outdir, name, kernels, fc_layout, patches, report, calibrati
     options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
                                equalize, engine, batch_size, memory_limit(max_memory))
     norm = normalization(mean, std, scale)
+    if scheme == "q7" or kernels == "cmsis-nn-legacy":
+        _export_c_q7(model, outdir, name, kernels, fc_layout, patches, report, scheme,
+                     calibration, calibration_random, norm, options, input_layout, input_shapes)
+        return
     exported = export_c_command(model, outdir, name, kernels, fc_layout, calibration,
                                 calibration_random, lambda: norm, options, input_layout,
                                 input_shapes, report, patches=patches)
@@ -480,6 +501,24 @@ def export_c(model, outdir, name, kernels, fc_layout, patches, report, calibrati
         click.echo(f"{exported.c_name}: a streaming model: {summary.state_size} bytes of state "
                    f"(its resource variables, static RAM outside the arena; "
                    f"{exported.c_name}_init / _reset)")
+    if report is not None:
+        _echo_text(f"wrote {report}")
+
+
+def _export_c_q7(model, outdir, name, kernels, fc_layout, patches, report, scheme, calibration,
+                 calibration_random, norm, options, input_layout, input_shapes) -> None:
+    """`export-c --scheme q7`: write the C and print the q7 report."""
+    from qconvert.c_export.q7_command import export_c_q7
+    from qconvert.quant.q7_quantize import render_q7_report
+
+    exported = export_c_q7(model, outdir, name, kernels, fc_layout, calibration,
+                           calibration_random, lambda: norm, options, input_layout, input_shapes,
+                           report, patches, scheme)
+    _echo_text(f"wrote {len(exported.files)} files to {outdir}: "
+               f"{', '.join(p.name for p in exported.files)}")
+    for line in render_q7_report(exported.report):
+        click.echo(line)
+    click.echo(f"{exported.c_name}: {len(exported.model.layers)} q7 layers ({kernels} kernels)")
     if report is not None:
         _echo_text(f"wrote {report}")
 

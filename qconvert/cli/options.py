@@ -25,6 +25,12 @@ verify_option = click.option(
     "samples, output SQNR at least 10 dB.")
 
 
+scheme_option = click.option(
+    "--scheme", type=click.Choice(["int8", "q7"]), default="int8", show_default=True,
+    help="int8: TFLite Micro's scheme (scales, zero points, multipliers); q7: the CMSIS-NN "
+    "paper's power-of-two q7 (fraction bits, bias_shift / out_shift) for the legacy q7 kernels, "
+    "from a float model with --calibration (docs/q7.md).")
+
 input_shape_option = click.option(
     "--input-shape", "input_shapes", multiple=True, metavar="NAME:d0,d1,...",
     help="Fix an input's shape (repeatable), e.g. input:1,3,224,224; every other shape is then "

@@ -43,6 +43,7 @@ class Job:
     evaluation: dict | None = None
     counts: dict = field(default_factory=dict)
     report: dict | None = None
+    q7: object = None  # `--scheme q7`: the quant.q7_plan.Q7Model (`quantize-q7`)
 
     def __post_init__(self):
         self.source = self.source or self.model
@@ -160,8 +161,17 @@ def _quantize(route: Route, job: Job) -> None:
                                     progress=lambda done, _total: bar.update(done - bar.done))
 
 
+def _quantize_q7(route: Route, job: Job) -> None:
+    """`--scheme q7`: the float model calibrated and planned as power-of-two q7."""
+    from qconvert.quant.calibration_data import check_batch_of_one, input_specs
+    from qconvert.quant.q7_quantize import quantize_q7_model
+
+    check_batch_of_one(input_specs(job.model), "calibration")
+    job.q7, job.report = quantize_q7_model(job.model, job.data, job.options)
+
+
 STEPS = {"no-input-layout": _no_input_layout, "one-graph": _one_graph, "known-ops": _known_ops,
          "one-graph-or-state": _one_graph_or_state, "known-ops-or-state": _known_ops_or_state,
          "no-calibration": _no_calibration, "need-calibration": _need_calibration,
          "onnx-to-tflite": _onnx_to_tflite, "fuse": _fuse, "check-engine": _check_engine,
-         "load-data": _load_data, "quantize": _quantize}
+         "load-data": _load_data, "quantize": _quantize, "quantize-q7": _quantize_q7}

@@ -26,7 +26,9 @@ The steps (implemented in `route_steps.STEPS`):
 - `check-engine`: refuse a calibration engine that cannot run the quantized format;
 - `load-data`: read the calibration (and evaluation) data, in the source model's layout;
 - `quantize`: `quant.quantize.quantize_model`, running the stages `QUANTIZE_STAGES` names for
-  the format it writes.
+  the format it writes;
+- `quantize-q7` (`--scheme q7`, in place of `quantize`: `q7_route`): the stages `Q7_STAGES`
+  names, then the power-of-two q7 plan (`quant.q7_quantize`).
 """
 
 from __future__ import annotations
@@ -118,6 +120,23 @@ QUANTIZE_STAGES = {
     "onnx": ("check-float", "fuse", "equalize", "calibrate", "plan", "qdq", "correct-bias",
              "report"),
 }
+
+# `--scheme q7` (the CMSIS-NN paper's power-of-two q7, `quant.q7_quantize`) calibrates the
+# fused float model with these stages of `quantize`, then plans q7 instead of int8
+Q7_STAGES = ("check-float", "static-batch", "fuse", "equalize", "calibrate")
+Q7_REFUSAL = ("--scheme q7 quantizes a float model (no int8 model has a power-of-two q7 "
+              "form): give the float TFLite or ONNX model with --calibration DATA")
+
+
+def q7_route(route: Route) -> Route:
+    """The export route of `--scheme q7`: `route` (a C export) with its int8 `quantize` step
+    replaced by `quantize-q7`; refused for an int8 source."""
+    if route.precision == "int8" or "quantize" not in route.steps:
+        return Route(route.source, route.precision, route.target, route.intent,
+                     route.steps if route.refusal else (), route.refusal or Q7_REFUSAL)
+    steps = tuple("quantize-q7" if s == "quantize" else s for s in route.steps)
+    return Route(route.source, route.precision, route.target, route.intent, steps)
+
 
 # `--input-layout` refused (`no-input-layout`), by intent
 INPUT_LAYOUT_REFUSALS = {

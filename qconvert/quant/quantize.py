@@ -93,6 +93,19 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
     return run.report
 
 
+def calibrate_float(model: Model, calibration: dict, options: QuantizeOptions,
+                    progress=None):
+    """Run the stages `routes.Q7_STAGES` (checks, static batch, fusion, calibration) on
+    `model` in place; its `calibrate.Calibration`. The start of `--scheme q7`, which plans
+    power-of-two q7 from it (`q7_quantize`) instead of int8."""
+    from qconvert.cli.routes import Q7_STAGES
+
+    run = _Run(model, calibration, options, None, progress)
+    for stage in Q7_STAGES:
+        STAGES[stage](run)
+    return run.measured
+
+
 def _check_float(run: _Run) -> None:
     """A float model (one graph, or a streaming model whose state quantizes) and 16x8 options
     qconvert can write; int8 weights of a hybrid model dequantized."""

@@ -48,7 +48,8 @@ from test_int_executor import CONV, Q8, int8_feeds, tflm
 
 from qconvert.c_export.fc_layout import from_1x4, permutation_1x4, to_1x4
 from qconvert.c_export.header.layer_spec import OP_SPECS
-from qconvert.c_export.shipped_kernels import KERNEL_FILES, MODEL_KERNEL_FILES, kernel_sources
+from qconvert.c_export.shipped_kernels import (KERNEL_FILES, MODEL_KERNEL_FILES, Q7_KERNEL_FILES,
+                                               kernel_sources)
 from qconvert.cli.app import main
 from qconvert.executor.int_executor import run_int8
 from qconvert.int8.prepare import LAYER_PARAMS, layer_params
@@ -557,7 +558,7 @@ def test_kernel_sources_are_package_data():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     patterns = config["package-data"]["qconvert.c_export"]
     shipped = {p.name for p in KERNEL_DIR.iterdir() if p.suffix in (".c", ".h")}
-    assert shipped == set(KERNEL_FILES) | set(MODEL_KERNEL_FILES)
+    assert shipped == set(KERNEL_FILES) | set(MODEL_KERNEL_FILES) | set(Q7_KERNEL_FILES)
     for name in shipped:
         assert any(Path("kernels", name).match(p) for p in patterns), name
 
