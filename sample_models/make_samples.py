@@ -5,7 +5,7 @@ pattern the shared models lack:
 
 - `opaque_ops.onnx`: Conv -> Relu -> Resize -> LRN, plus Size of the input: ops outside the
   schema table that must be carried through unchanged (runs in onnxruntime).
-- `unknown_builtin.tflite`: CONV_2D -> NEG -> FLOOR -> ADD: TFLite builtins outside the
+- `unknown_builtin.tflite`: CONV_2D -> COS -> FLOOR -> ADD: TFLite builtins outside the
   schema table (runs in LiteRT).
 - `all_ops.tflite`: one of each TFLite builtin of the schema table the shared models lack (MEAN,
   SUB, MUL, LOGISTIC, TANH, RELU, RELU6, HARD_SWISH, CONCATENATION, PAD, TRANSPOSE, SQUEEZE,
@@ -193,8 +193,8 @@ def make_unknown_builtin_tflite(path: Path) -> None:
     rng = np.random.default_rng(2)
     m = _TfliteBuilder()
     c = _conv_front(m, rng)
-    s = m.tensor("neg/out", [1, 8, 8, 4])
-    m.op(tflite.BuiltinOperator.NEG, [c], [s])
+    s = m.tensor("cos/out", [1, 8, 8, 4])
+    m.op(tflite.BuiltinOperator.COS, [c], [s])
     g = m.tensor("floor/out", [1, 8, 8, 4])
     m.op(tflite.BuiltinOperator.FLOOR, [s], [g])
     k = m.tensor("add/k", [4], data=np.array([0.5, -1.0, 2.0, 0.25], np.float32))

@@ -9,7 +9,8 @@ can take as an input tensor is an input of the IR node (a constant made by the r
 source spelled it as an ONNX attribute, `OnnxSpec.attr_inputs`, or a TFLite option,
 `TfliteSpec.option_inputs`), and the writers turn it back. Passes and kernels read such a
 parameter from its input only:
-- Transpose `perm`, Squeeze / Unsqueeze `axes`, ReduceMean / ReduceMax / ReduceSum `axes`,
+- Transpose `perm`, Squeeze / Unsqueeze `axes`, ReduceMean / ReduceMax / ReduceMin / ReduceSum
+  `axes`,
   Split `split`: constant integer inputs.
 - Reshape: the `shape` input (TFLite's `new_shape` option when it has no input) and
   `allowzero` (TFLite reads a 0 literally: 1).
@@ -21,7 +22,8 @@ parameter from its input only:
   kernel them as the inputs); `axis` the quantized axis (TFLite: the quantized dimension of a
   per-channel tensor); Quantize's `rounding` ``half_away_from_zero`` for TFLite QUANTIZE
   (absent: half to even, ONNX's).
-- Reductions (Mean, ReduceMean, ReduceMax, ReduceSum): `keepdims` 0 / 1 (TFLite `keep_dims`);
+- Reductions (Mean, ReduceMean, ReduceMax, ReduceMin, ReduceSum): `keepdims` 0 / 1 (TFLite
+  `keep_dims`);
   `noop_with_empty_axes` 1 where empty axes reduce nothing (TFLite).
 - Softmax: `axis` (TFLite: -1), `coerce_2d` 1 where the input is flattened to 2-D at `axis`
   (ONNX before opset 13); `beta` (TFLite) scales the input.
@@ -150,8 +152,13 @@ register(OpSchema("ReduceMean", "Mean over the `axes` input (ONNX ReduceMean; an
                                                "noop_with_empty_axes": 0},
                                 attr_inputs={"axes": 18}),
                   int8="requantize"))
-for _name, _tfl, _since, _int8 in (("ReduceMax", "REDUCE_MAX", 18, None),
-                                   ("ReduceSum", "SUM", 13, 2)):
+# REDUCE_MAX / REDUCE_MIN (int8; this TFLite Micro has no int16 kernel): TFLite Micro requires
+# the input's scale and zero point on the output (it picks raw values): same_scale; SUM
+# requantizes; REDUCE_PROD: no TFLite Micro kernel at all (float executor only, no int8 rule)
+for _name, _tfl, _since, _int8, _rule in (("ReduceMax", "REDUCE_MAX", 18, 2, "same_scale"),
+                                          ("ReduceMin", "REDUCE_MIN", 18, 2, "same_scale"),
+                                          ("ReduceSum", "SUM", 13, 2, "requantize"),
+                                          ("ReduceProd", "REDUCE_PROD", 18, None, None)):
     register(OpSchema(
         _name, f"{_name[6:]} over the `axes` input (ONNX {_name}: an attribute before opset "
         f"{_since}, `keepdims`; TFLite {_tfl}: `keep_dims`).",
@@ -159,7 +166,7 @@ for _name, _tfl, _since, _int8 in (("ReduceMax", "REDUCE_MAX", 18, None),
         tflite=TfliteSpec(_tfl, "ReducerOptions", int8_version=_int8),
         onnx=OnnxSpec(_name, {"axes": None, "keepdims": 1, "noop_with_empty_axes": 0},
                       attr_inputs={"axes": _since}),
-        int8="requantize" if _int8 else None))
+        int8=_rule))
 register(OpSchema("GlobalMaxPool", "Max over all spatial axes, kept as size 1 (ONNX).", (X,),
                   onnx=OnnxSpec("GlobalMaxPool"), layout_sensitive=True, int8="same_scale"))
 
@@ -192,6 +199,16 @@ register(OpSchema(
     onnx=OnnxSpec("Pad", {"mode": "constant"}),
     int8="same_scale"))
 register(OpSchema(
+    "Fill", "A tensor of the shape of the 1-D `dims` input filled with the scalar `value` (TFLite "
+    "FILL; int8: the value copied, one scale).", (Input("dims", "param"), Input("value")),
+    tflite=TfliteSpec("FILL", "FillOptions", int8_version=3), int8="same_scale"))
+register(OpSchema(
+    "MirrorPad", "Pad by mirroring: `pads` rows [rank, 2] (begin, end); `mode` TFLite's code, 0 "
+    "REFLECT (the edge not repeated, ONNX Pad reflect), 1 SYMMETRIC (repeated; ONNX Pad edge "
+    "when every pad is at most 1) (TFLite MIRROR_PAD; int8: values copied, one scale).",
+    (X, Input("pads", "param")),
+    tflite=TfliteSpec("MIRROR_PAD", "MirrorPadOptions", int8_version=2), int8="same_scale"))
+register(OpSchema(
     "PadV2", "Pad with the value of a constant input (TFLite PADV2: paddings [rank, 2]).",
     (X, Input("pads", "param"), Input("value", "param")),
     tflite=TfliteSpec("PADV2", "PadV2Options", int8_version=2), int8="same_scale"))
@@ -200,6 +217,12 @@ for _name, _tfl in (("Maximum", "MAXIMUM"), ("Minimum", "MINIMUM")):
         _name, f"Elementwise {_name.lower()} with broadcasting (TFLite {_tfl}; int8: the "
         "operands share the output's scale).", (Input("a"), Input("b")),
         tflite=TfliteSpec(_tfl, "MaximumMinimumOptions", int8_version=2), int8="same_scale"))
+for _name, _tfl in (("Max", "MAXIMUM"), ("Min", "MINIMUM")):
+    register(OpSchema(
+        _name, f"Elementwise {_name.lower()} of any number of operands, numpy broadcasting (ONNX "
+        f"{_name}; to TFLite a chain of {_tfl}; QDQ: the output its own range, onnxruntime "
+        "runs it on dequantized values).", (Input("inputs", variadic=True),),
+        onnx=OnnxSpec(_name), int8="requantize"))
 register(OpSchema(
     "Squeeze", "Remove the size-1 axes of the `axes` input (ONNX: an attribute before opset 13; "
     "TFLite: the `squeeze_dims` option); absent or empty, every size-1 axis.",
@@ -208,6 +231,11 @@ register(OpSchema(
                       int8_version=1),
     onnx=OnnxSpec("Squeeze", {"axes": None}, attr_inputs={"axes": 13}),
     int8="same_scale"))
+register(OpSchema(
+    "ExpandDims", "Insert one size-1 axis at the scalar `axis` input (negative: counted from the "
+    "output rank) (TFLite EXPAND_DIMS; ONNX Unsqueeze is written as RESHAPE).",
+    (X, Input("axis", "param")),
+    tflite=TfliteSpec("EXPAND_DIMS", "ExpandDimsOptions", int8_version=1), int8="same_scale"))
 register(OpSchema("Unsqueeze", "Insert size-1 axes at the `axes` input (ONNX: an attribute "
                   "before opset 13).", (X, Input("axes", "param", optional=True)),
                   onnx=OnnxSpec("Unsqueeze", {"axes": None}, attr_inputs={"axes": 13}),
@@ -311,6 +339,40 @@ register(OpSchema(
 register(OpSchema("Abs", "|x| (TFLite ABS, ONNX Abs).", (X,),
                   tflite=TfliteSpec("ABS", int8_version=2), onnx=OnnxSpec("Abs"),
                   int8="requantize"))
+# comparisons: a bool output; int8 inputs keep their own scales (TFLite Micro rescales each
+# by its scale before comparing: ComparisonsPrepare; no int16 parameters, so no 16x8 form)
+for _name, _tfl, _onnx, _sign in (("Equal", "EQUAL", "Equal", "=="),
+                                  ("NotEqual", "NOT_EQUAL", None, "!="),
+                                  ("Greater", "GREATER", "Greater", ">"),
+                                  ("GreaterEqual", "GREATER_EQUAL", "GreaterOrEqual", ">="),
+                                  ("Less", "LESS", "Less", "<"),
+                                  ("LessEqual", "LESS_EQUAL", "LessOrEqual", "<=")):
+    register(OpSchema(
+        _name, f"a {_sign} b elementwise with broadcasting, a bool tensor (TFLite {_tfl}"
+        + (f", ONNX {_onnx}" if _onnx else "") + "; int8: each input rescaled by its own scale).",
+        (Input("a"), Input("b")),
+        tflite=TfliteSpec(_tfl, _tfl.title().replace("_", "") + "Options", int8_version=2),
+        onnx=OnnxSpec(_onnx) if _onnx else None, int8="requantize"))
+register(OpSchema(
+    "SelectV2", "x where the bool `condition` holds, else y, the three broadcast (TFLite "
+    "SELECT_V2, ONNX Where; int8: x, y and the output share one scale, TFLite Micro copies the "
+    "raw values).", (Input("condition"), X, Input("y")),
+    tflite=TfliteSpec("SELECT_V2", "SelectV2Options", int8_version=1), onnx=OnnxSpec("Where"),
+    int8="same_scale"))
+# float only: TFLite Micro's NEG, LOG, SIN and FLOOR_DIV have no int8 kernel (no int8 rule)
+for _name, _tfl, _onnx, _doc in (("Neg", "NEG", "Neg", "-x"), ("Log", "LOG", "Log", "log(x)"),
+                                 ("Sin", "SIN", "Sin", "sin(x)")):
+    register(OpSchema(_name, f"{_doc} (TFLite {_tfl}, ONNX {_onnx}; int8: TFLite Micro's "
+                      f"{_tfl} is float only).", (X,), tflite=TfliteSpec(_tfl),
+                      onnx=OnnxSpec(_onnx)))
+register(OpSchema("FloorDiv", "floor(a / b) with broadcasting (TFLite FLOOR_DIV; int8: TFLite "
+                  "Micro's is float only).", (Input("a"), Input("b")),
+                  tflite=TfliteSpec("FLOOR_DIV")))
+register(OpSchema(
+    "L2Normalization", "x / max(||x||, 1e-6) along the last axis (TFLite L2_NORMALIZATION; int8: "
+    "the output in steps of 1/128, zero point 0, as TFLite Micro's kernel writes it).", (X,),
+    tflite=TfliteSpec("L2_NORMALIZATION", "L2NormOptions", int8_version=2),
+    int8="fixed_output", fixed_output=(1.0 / 128.0, 0)))
 register(OpSchema("Pow", "x ** y, numpy broadcasting (ONNX Pow; to TFLite only y == 2 (MUL) "
                   "and 0.5 (SQRT)).", (X, Input("exponent", "param")), onnx=OnnxSpec("Pow")))
 register(OpSchema("Reciprocal", "1 / x (ONNX; to TFLite DIV(1, x)).", (X,),
@@ -368,6 +430,17 @@ register(OpSchema(
     "(TFLite SPLIT_V: inputs x, size_splits, axis).",
     (X, Input("size_splits", "param"), Input("axis", "param")),
     tflite=TfliteSpec("SPLIT_V", "SplitVOptions", int8_version=2), int8="same_scale"))
+register(OpSchema(
+    "DepthToSpace", "Move channel blocks into blocksize x blocksize spatial tiles, NCHW (ONNX "
+    "DepthToSpace: `mode` DCR, the depth-column-row order, or CRD; to TFLite DEPTH_TO_SPACE, "
+    "which is DCR, a CRD one with its channels gathered first).", (X,),
+    onnx=OnnxSpec("DepthToSpace", {"blocksize": None, "mode": "DCR"}), layout_sensitive=True,
+    int8="same_scale"))
+register(OpSchema(
+    "DepthToSpaceNHWC", "DepthToSpace of NHWC tensors in DCR order, `block_size` (TFLite "
+    "DEPTH_TO_SPACE; int8: values moved, one scale).", (X,),
+    tflite=TfliteSpec("DEPTH_TO_SPACE", "DepthToSpaceOptions", int8_version=2),
+    int8="same_scale"))
 register(OpSchema(
     "Gelu", "x * Phi(x) (ONNX Gelu, opset 20): `approximate` none (erf) or tanh.", (X,),
     onnx=OnnxSpec("Gelu", {"approximate": "none"})))

@@ -9,20 +9,25 @@
 - MaxPool, AveragePool: input to NHWC; padding TFLite cannot say becomes explicit padding;
   `count_include_pad` honoured with an explicit PAD; a `ceil_mode` that adds a window becomes
   end padding (max pool).
-- Add, Sub, Mul, Div: operands brought to one layout, constants transposed to it
-  (`[C,1,1]` -> `[C]`); Div by a constant is Mul by its reciprocal.
-- Relu, Sigmoid, Tanh, HardSwish, Clip, Cast, Abs: same op, same layout (Clip is legalized after
-  fusion).
+- Add, Sub, Mul, Div, the comparisons (Equal, Greater, GreaterOrEqual, Less, LessOrEqual: a
+  bool output) and Where (SELECT_V2: three operands): operands brought to one layout, constants
+  transposed to it (`[C,1,1]` -> `[C]`); Div by a constant is Mul by its reciprocal. Max /
+  Min of any number of operands: a chain of MAXIMUM / MINIMUM.
+- Relu, Sigmoid, Tanh, HardSwish, Clip, Cast, Abs, Neg, Log, Sin: same op, same layout (Clip
+  is legalized after fusion).
 - Concat: inputs to one layout, `axis` mapped. Softmax: `axis` mapped; when it is not the last
   TFLite axis, the input is transposed so that it is.
-- ReduceMean, ReduceMax, ReduceSum: MEAN, REDUCE_MAX, SUM over the mapped axes, `keepdims`;
+- ReduceMean, ReduceMax, ReduceMin, ReduceSum: MEAN, REDUCE_MAX, REDUCE_MIN, SUM over the
+  mapped axes, `keepdims`;
   a ReduceMax over H and W is a MAX_POOL_2D over the whole map (int8 and CMSIS-NN have it).
-- Pad: PAD (PADV2 for a non-zero value), paddings reordered. Squeeze: SQUEEZE with mapped
+- Pad: PAD (PADV2 for a non-zero value), paddings reordered; mode reflect -> MIRROR_PAD
+  REFLECT, edge (pads of at most 1) -> MIRROR_PAD SYMMETRIC. Squeeze: SQUEEZE with mapped
   `squeeze_dims`. Unsqueeze: RESHAPE inserting size-1 axes.
 - Flatten, Reshape: RESHAPE; of a permuted tensor to [N, K], the next FC permutes its weights
   (`Layout.flat`); when only size-1 axes were permuted, a plain RESHAPE; else the data goes
   back to ONNX order first (a TRANSPOSE).
 - Transpose: no node; the permutation goes into the layout, so transposes that meet cancel.
+- DepthToSpace: DEPTH_TO_SPACE (DCR) on NHWC; CRD gathers its channels into DCR order first.
 - Slice: STRIDED_SLICE with mapped axes. Gather: GATHER on the data in ONNX order.
 - Identity, Dropout: no node.
 
@@ -179,13 +184,16 @@ def _target_perm(values, rank: int) -> tuple:
     return identity(rank)
 
 
-def _elementwise(cv, node) -> None:
+def _operands(cv, node, flat_ok=True) -> tuple:
+    """(op, TFLite operand names, layout) of an elementwise node: activations brought to one
+    layout, constants permuted to it (Div by a constant becomes Mul by its reciprocal)."""
     out_shape = cv.shape(node.outputs[0])
     rank = len(out_shape)
-    names = node.inputs[:2]
+    names = node.inputs  # two operands; Where (SELECT_V2) three; ONNX Max / Min any number
     consts = {i: cv.constant(n) for i, n in enumerate(names)}
     acts = {i: cv.value(n) for i, n in enumerate(names) if consts[i] is None}
-    layout = _common_flat(acts, consts, rank) or Layout(_target_perm(acts.values(), rank))
+    layout = (_common_flat(acts, consts, rank) if flat_ok else None) or \
+        Layout(_target_perm(acts.values(), rank))
     full = any(len(a.shape) == rank for a in acts.values())
     op, inputs = node.op, []
     for i, name in enumerate(names):
@@ -201,8 +209,38 @@ def _elementwise(cv, node) -> None:
         inputs.append(cv.copy_const(name) if same else cv.add_const(f"{name}_nhwc", data))
     if not acts:  # two constants fold-constants left alone (too large to fold)
         layout = Layout(identity(rank))
+    return op, inputs, layout
+
+
+def _elementwise(cv, node) -> None:
+    op, inputs, layout = _operands(cv, node)
     out = cv.define(node.outputs[0], layout)
     cv.emit(op, inputs, [out.name], {}, node.name)
+
+
+_EXTREMES = {"Max": "Maximum", "Min": "Minimum"}
+
+
+def _extreme(cv, node) -> None:
+    """ONNX Max / Min of any number of operands -> a chain of MAXIMUM / MINIMUM (each step the
+    broadcast of the operands so far); one operand is the identity."""
+    if len(node.inputs) == 1 and cv.constant(node.inputs[0]) is None:
+        cv.alias(node.outputs[0], cv.value(node.inputs[0]))
+        return
+    _, inputs, layout = _operands(cv, node, flat_ok=False)
+    rank = len(cv.shape(node.outputs[0]))
+    shapes = [(1,) * (rank - len(cv.shape(n))) + cv.shape(n) for n in node.inputs]
+    current, shape = inputs[0], shapes[0]
+    for k in range(1, len(inputs)):
+        shape = np.broadcast_shapes(shape, shapes[k])
+        if k == len(inputs) - 1:
+            target = cv.define(node.outputs[0], layout).name
+        else:
+            target = cv.new_value(f"{node.outputs[0]}_{k}", layout, shape,
+                                  cv.src.tensors[node.outputs[0]].dtype).name
+        cv.emit(_EXTREMES[node.op], [current, inputs[k]], [target], {},
+                node.name if k == len(inputs) - 1 else f"{node.name}_{k}")
+        current = target
 
 
 def _unary(cv, node) -> None:
@@ -252,11 +290,14 @@ def _softmax(cv, node) -> None:
     cv.emit("Softmax", [x.name], [out.name], {"beta": 1.0, "axis": -1}, node.name)
 
 
-REDUCERS = {"ReduceMean": "Mean", "ReduceMax": "ReduceMax", "ReduceSum": "ReduceSum"}
+REDUCERS = {"ReduceMean": "Mean", "ReduceMax": "ReduceMax", "ReduceMin": "ReduceMin",
+            "ReduceProd": "ReduceProd",
+            "ReduceSum": "ReduceSum"}
 
 
 def _reduce(cv, node) -> None:
-    """ReduceMean / ReduceMax / ReduceSum -> MEAN / REDUCE_MAX / SUM over the mapped axes."""
+    """ReduceMean / ReduceMax / ReduceMin / ReduceSum -> MEAN / REDUCE_MAX / REDUCE_MIN / SUM
+    over the mapped axes."""
     x = cv.value(node.inputs[0])
     rank = len(x.shape)
     axes = _optional_ints(cv, node, 1)
@@ -308,6 +349,10 @@ def _pad(cv, node) -> None:
         begin[a], end[a] = int(b), int(e)
     if min(begin + end) < 0:
         raise Unmappable(f"Pad {node.name!r} (negative pads crop)")
+    mode = node.attrs.get("mode", "constant") or "constant"
+    if mode != "constant":
+        _mirror_pad(cv, node, x, begin, end, mode)
+        return
     value = cv.constant(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
     fill = 0.0 if value is None or value.size == 0 else float(np.asarray(value).reshape(-1)[0])
     if x.layout.flat is not None:
@@ -321,6 +366,51 @@ def _pad(cv, node) -> None:
     else:
         k = cv.add_const(f"{node.name}_value", np.array([fill], np.dtype(x.dtype)))
         cv.emit("PadV2", [x.name, paddings, k], [out.name], {}, node.name)
+
+
+# ONNX Pad mode -> TFLite MirrorPadMode: reflect is REFLECT; edge repeats the border value,
+# which SYMMETRIC does for pads of at most 1 (wider edge padding has no TFLite op)
+_MIRROR_MODES = {"reflect": 0, "edge": 1}
+
+
+def _mirror_pad(cv, node, x, begin, end, mode) -> None:
+    """ONNX Pad reflect / edge -> MIRROR_PAD REFLECT / SYMMETRIC, paddings in the layout held."""
+    if mode not in _MIRROR_MODES or (mode == "edge" and max(begin + end) > 1):
+        raise Unmappable(f"Pad {node.name!r} (mode {mode}"
+                         + (" wider than 1: TFLite has no edge padding)" if mode == "edge"
+                            else ")"))
+    rank = len(x.shape)
+    if x.layout.flat is not None:
+        x = cv.relayout(x, identity(rank))
+    perm = x.layout.perm
+    paddings = cv.add_const(f"{node.name}_paddings",
+                            np.array([[begin[p], end[p]] for p in perm], np.int32))
+    out = cv.define(node.outputs[0], Layout(perm))
+    cv.emit("MirrorPad", [x.name, paddings], [out.name], {"mode": _MIRROR_MODES[mode]},
+            node.name)
+
+
+def _depth_to_space(cv, node) -> None:
+    """ONNX DepthToSpace -> DEPTH_TO_SPACE on NHWC (DCR); CRD's channels gathered into DCR
+    order first (a GATHER along the channels)."""
+    x = _spatial_input(cv, node)
+    b = int(node.attrs.get("blocksize", 0) or 0)
+    mode = node.attrs.get("mode", "DCR") or "DCR"
+    c = x.shape[1]
+    if b < 1 or c % (b * b) or mode not in ("DCR", "CRD"):
+        raise Unmappable(f"DepthToSpace {node.name!r} (blocksize {b}, mode {mode}, {c} "
+                         "channels)")
+    v = cv.relayout(x, NHWC)
+    if mode == "CRD":  # DCR channel (i b + j) C' + c is CRD channel c b^2 + i b + j
+        k = np.arange(c)
+        tile, ch = k // (c // (b * b)), k % (c // (b * b))
+        order = (ch * b * b + tile).astype(np.int32)
+        gathered = cv.new_value(f"{node.outputs[0]}_dcr", Layout(NHWC), tuple(x.shape), v.dtype)
+        cv.emit("Gather", [v.name, cv.add_const(f"{node.name}_dcr_order", order)],
+                [gathered.name], {"axis": 3, "batch_dims": 0}, f"{node.name}_dcr")
+        v = gathered
+    out = cv.define(node.outputs[0], Layout(NHWC))
+    cv.emit("DepthToSpaceNHWC", [v.name], [out.name], {"block_size": b}, node.name)
 
 
 def _squeeze(cv, node) -> None:
@@ -447,8 +537,10 @@ RULES = {
     "Conv2D": _conv,
     "MaxPool": _pool,
     "AveragePool": _pool,
-    **{op: _elementwise for op in ("Add", "Sub", "Mul", "Div")},
-    **{op: _unary for op in ("Relu", "Sigmoid", "Tanh", "HardSwish", "Clip", "Cast", "Abs")},
+    **{op: _elementwise for op in ("Add", "Sub", "Mul", "Div", "Equal", "Greater", "GreaterEqual",
+                                   "Less", "LessEqual", "SelectV2")},
+    **{op: _unary for op in ("Relu", "Sigmoid", "Tanh", "HardSwish", "Clip", "Cast", "Abs",
+                              "Neg", "Log", "Sin")},
     "Identity": _alias,
     "Dropout": _alias,
     "Concat": _concat,
@@ -456,6 +548,8 @@ RULES = {
     **{op: _reduce for op in REDUCERS},
     "Pad": _pad,
     "Squeeze": _squeeze,
+    **{op: _extreme for op in _EXTREMES},
+    "DepthToSpace": _depth_to_space,
     "Unsqueeze": _unsqueeze,
     "Flatten": _reshape,
     "Reshape": _reshape,

@@ -312,7 +312,7 @@ def _check_params(*indices):
 
 def _check_pad(graph, node):
     mode = node.attrs.get("mode", "constant") or "constant"
-    if mode != "constant":
+    if mode not in ("constant", "reflect", "edge"):  # reflect, edge: MIRROR_PAD (layout_rules)
         return UNMAPPED, f"Pad (mode {mode})"
     return _check_params(1, 2, 3)(graph, node)
 
@@ -324,7 +324,8 @@ CHECKS = {
     "AveragePool": _check_pool,
     "Clip": _check_params(1, 2),
     "Pad": _check_pad,
-    **{op: _check_params(1) for op in ("ReduceMean", "ReduceMax", "ReduceSum")},
+    **{op: _check_params(1) for op in ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum",
+                                       "ReduceProd")},
     "Squeeze": _check_params(1),
     "Unsqueeze": _check_params(1),
     "Slice": _check_params(1, 2, 3, 4),

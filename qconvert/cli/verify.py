@@ -20,7 +20,9 @@ Criteria (`FLOAT_RTOL`, `MIN_SQNR_DB`):
 - float model against its int8 model (quantize): each output's SQNR (float output against the
   dequantized int8 output, over the N samples) is at least 10 dB; a quantization bug (a wrong
   scale, bias or multiplier) falls far below, a sound int8 model of the test models reaches
-  15-40 dB even on random calibration.
+  15-40 dB even on random calibration; a bool output (a comparison) instead flips at most
+  `MAX_BOOL_FLIPS` (1 %) of its values: int8 moves a threshold by up to a step, so values
+  within a step of it may flip, an SQNR of 0 / 1 values means nothing.
 
 On failure `VerifyError` names the output and, where the two models share intermediate tensors
 by name, the first layer (in graph order) whose output diverges beyond the same criterion.
@@ -35,6 +37,7 @@ from ..ir import Graph, Model
 
 FLOAT_RTOL = 1e-4
 MIN_SQNR_DB = 10.0
+MAX_BOOL_FLIPS = 0.01  # share of a bool output's values quantize may flip
 
 
 class VerifyError(QConvertError):
@@ -150,6 +153,8 @@ def random_samples(model: Model, n: int, seed: int = 0) -> list:
 
 def _dequantized(graph: Graph, name: str, value: np.ndarray) -> np.ndarray:
     t = graph.tensors[name]
+    if value.dtype == np.bool_:  # a comparison's output: compared as bools (`_Check.fails`)
+        return value
     if t.quant is None or value.dtype.kind == "f" or not t.quant.scale.size:
         return value.astype(np.float64)
     q = t.quant
@@ -189,6 +194,14 @@ class _Check:
 
     def fails(self, ref: list, got: list) -> str | None:
         """None when `got` (arrays per sample) passes against `ref`, else the measured figure."""
+        if self.mode == "sqnr" and ref and np.asarray(ref[0]).dtype == np.bool_:
+            a = np.concatenate([np.asarray(r).reshape(-1) for r in ref])
+            b = np.concatenate([np.asarray(g).reshape(-1) for g in got]).astype(np.bool_)
+            if a.shape != b.shape:
+                return f"shape {a.shape} vs {b.shape}"
+            flips = int(np.sum(a != b))
+            return f"{flips} of {a.size} bool values flip (more than {MAX_BOOL_FLIPS:.0%})" \
+                if flips > MAX_BOOL_FLIPS * a.size else None
         a = np.concatenate([np.asarray(r).reshape(-1) for r in ref]).astype(np.float64)
         b = np.concatenate([np.asarray(g).reshape(-1) for g in got]).astype(np.float64)
         if a.shape != b.shape:

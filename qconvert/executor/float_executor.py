@@ -195,6 +195,23 @@ def _batch_slice(node, inputs, batch: int):
     return [x, begin, size] + list(inputs[3:])
 
 
+def _batch_expand_dims(node, inputs, batch: int):
+    """EXPAND_DIMS inputs inserting the new axis after the batch rather than before it: one
+    sample [1, ...] expanded at axis 0 is [1, 1, ...], so N samples give [N, 1, ...]."""
+    x = inputs[0]
+    if x.ndim == 0 or x.shape[0] != batch or inputs[1] is None:
+        return inputs
+    axis = np.array(inputs[1], dtype=np.int64).reshape(-1)
+    if axis.size != 1 or int(axis[0]) % (x.ndim + 1) != 0:
+        return inputs
+    return [x, np.array([1], np.int64)] + list(inputs[2:])
+
+
+# ops whose inputs name the batch's leading 1 of one sample: rewritten for a batch of N
+_BATCH_INPUTS = {"Reshape": _batch_reshape, "SliceBySize": _batch_slice,
+                 "ExpandDims": _batch_expand_dims}
+
+
 def _clip_in_place(node, x, inputs):
     lo, hi = _opt_input(inputs, 1), _opt_input(inputs, 2)
     if any(b is not None and np.ndim(b) for b in (lo, hi)):
@@ -419,10 +436,8 @@ def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
             inputs = implied_inputs(graph, node, inputs)
         out_dtypes = [None if o is None or graph.tensors[o].extra.get("dtype_unknown")
                       else graph.tensors[o].dtype for o in node.outputs]
-        if batch is not None and node.op == "Reshape" and not node.opaque:
-            inputs = _batch_reshape(node, inputs, batch)
-        if batch is not None and node.op == "SliceBySize" and not node.opaque:
-            inputs = _batch_slice(node, inputs, batch)
+        if batch is not None and node.op in _BATCH_INPUTS and not node.opaque:
+            inputs = _BATCH_INPUTS[node.op](node, inputs, batch)
         try:
             results = None
             if quantize is not None:  # in place into a dead float input (see "In place")

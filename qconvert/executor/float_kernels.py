@@ -6,7 +6,8 @@ module (`float_kernels_base`: the registry, `KernelContext` and shared helpers;
 movement; `float_kernels_conv`: convolutions and matmuls (`float_kernels_hybrid`: their int8-weight
 variants, `float_kernels_window`: sliding-window geometry); `float_kernels_pool`: pools and
 reductions; `float_kernels_quant`: Quantize / Dequantize; `float_kernels_math`: transformer-era
-ops; `float_kernels_spatial`: resize, transposed conv in NHWC, split). The contract they share:
+ops; `float_kernels_logic`: comparisons (bool outputs) and SelectV2; `float_kernels_spatial`:
+resize, transposed conv in NHWC, split). The contract they share:
 
 - `inputs`: one array per input slot, `None` for an omitted optional input. A kernel reads only
   what it needs (Shape reads only `.shape`, so a zero-strided placeholder is enough).
@@ -52,6 +53,7 @@ from __future__ import annotations
 # the registry, then every kernel family (importing a family registers its kernels)
 from . import float_kernels_conv as _conv  # noqa: F401
 from . import float_kernels_elementwise as _elementwise  # noqa: F401
+from . import float_kernels_logic as _logic  # noqa: F401  (comparisons, SelectV2)
 from . import float_kernels_math as _float_kernels_math  # noqa: F401  (transformer-era ops)
 from . import float_kernels_pool as _pool  # noqa: F401
 from . import float_kernels_spatial as _spatial_kernels  # noqa: F401  (resize, split...)

@@ -1,7 +1,8 @@
 """Float kernels of the elementwise ops and activations: Add, Sub, Mul, Div (integer division
-truncates toward zero), Maximum, Minimum, Relu, Relu6, Sigmoid, Tanh, Identity, Clip,
-BatchNorm, HardSigmoid, HardSwish, Softmax and Dropout (inference). Registered into
-`float_kernels.KERNELS` (same contract: see that module's docstring).
+truncates toward zero), Maximum, Minimum, Max / Min (ONNX, any number of operands), Relu, Relu6,
+Sigmoid, Tanh, Identity, Clip, BatchNorm, HardSigmoid, HardSwish, Softmax and Dropout
+(inference). Registered into `float_kernels.KERNELS` (same contract: see that module's
+docstring).
 """
 
 from __future__ import annotations
@@ -44,6 +45,23 @@ def _binary(fn):
 for _op, _fn in (("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply), ("Div", _div),
                  ("Maximum", np.maximum), ("Minimum", np.minimum)):
     KERNELS[_op] = _binary(_fn)
+
+
+def _variadic(fn):
+    def run(node, inputs, out_dtypes):
+        if not inputs or any(a.dtype != inputs[0].dtype for a in inputs):
+            raise ValueError(f"{node.op} of {[str(a.dtype) for a in inputs]}")
+        y = inputs[0]
+        for a in inputs[1:]:
+            y = fn(y, a)
+        return [np.array(y, copy=True)]
+
+    run.__doc__ = "ONNX Max / Min: the elementwise extreme of every operand, broadcast."
+    return run
+
+
+KERNELS["Max"] = _variadic(np.maximum)
+KERNELS["Min"] = _variadic(np.minimum)
 
 
 def _unary(fn):

@@ -1,7 +1,8 @@
 """Float kernels of the activation, normalization and attention ops of exported transformers:
-LeakyRelu, PRelu, Sqrt, Rsqrt, Pow, Reciprocal, Gelu, LayerNormalization and
-BatchMatMul (TFLite BATCH_MATMUL). Registered into `float_kernels.KERNELS` (same contract: see
-that module's docstring); kept apart so the big kernel file does not grow.
+LeakyRelu, PRelu, Sqrt, Rsqrt, L2Normalization, Neg, Log, Sin, FloorDiv, Pow, Reciprocal, Gelu,
+LayerNormalization and BatchMatMul (TFLite BATCH_MATMUL). Registered into
+`float_kernels.KERNELS` (same contract: see that module's docstring); kept apart so the big
+kernel file does not grow.
 
 Semantics follow the runtimes: LeakyRelu / PRelu keep x where x >= 0 (TFLite writes `x > 0`;
 the two agree, 0 * alpha is 0); PRelu's slope broadcasts against x (numpy rules, as ONNX's
@@ -71,6 +72,49 @@ def squared_difference(node, inputs, out_dtypes):
 def abs_(node, inputs, out_dtypes):
     """|x| (ONNX Abs, TFLite ABS)."""
     return [np.abs(inputs[0])]
+
+
+@kernel("L2Normalization")
+def l2_normalization(node, inputs, out_dtypes):
+    """TFLite L2_NORMALIZATION: x / max(sqrt(sum of squares along the last axis), 1e-6), in the
+    input's float type (a fused activation is refused: TFLite has none for it)."""
+    x = inputs[0]
+    if (node.attrs.get("activation") or "NONE") != "NONE":
+        raise ValueError("L2Normalization with a fused activation")
+    norm = np.sqrt(np.sum(np.square(x, dtype=x.dtype), axis=-1, keepdims=True, dtype=x.dtype))
+    return [(x / np.maximum(norm, x.dtype.type(1e-6))).astype(x.dtype, copy=False)]
+
+
+@kernel("Neg")
+def neg(node, inputs, out_dtypes):
+    """-x (ONNX Neg, TFLite NEG)."""
+    return [np.negative(inputs[0])]
+
+
+@kernel("Log")
+def log(node, inputs, out_dtypes):
+    """log(x) in the input's float type (-inf at 0, NaN below, as the runtimes give)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return [np.log(inputs[0])]
+
+
+@kernel("Sin")
+def sin(node, inputs, out_dtypes):
+    """sin(x) in the input's float type."""
+    return [np.sin(inputs[0])]
+
+
+@kernel("FloorDiv")
+def floor_div(node, inputs, out_dtypes):
+    """floor(a / b) with broadcasting (TFLite FLOOR_DIV: std::floor of the float quotient;
+    integers: floor division, refused by 0 as TFLite refuses it)."""
+    a, b = inputs
+    if a.dtype.kind in "iu":
+        if np.any(b == 0):
+            raise ValueError("FloorDiv by 0")
+        return [np.floor_divide(a, b)]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return [np.floor(a / b).astype(a.dtype, copy=False)]
 
 
 @kernel("Reciprocal")

@@ -1,7 +1,8 @@
 """Float kernels of the pools and reductions: MaxPool, AveragePool, GlobalAveragePool,
-GlobalMaxPool, Mean (TFLite), ReduceMean, ReduceMax and ReduceSum. Registered into
-`float_kernels.KERNELS` (same contract: see that module's docstring). Padding never wins a max;
-averages divide by the valid element count or the taps inside the explicit pads.
+GlobalMaxPool, Mean (TFLite), ReduceMean, ReduceMax, ReduceMin, ReduceSum and ReduceProd.
+Registered into `float_kernels.KERNELS` (same contract: see that module's docstring). Padding
+never wins a max; averages divide by the valid element count or the taps inside the explicit
+pads.
 """
 
 from __future__ import annotations
@@ -158,12 +159,17 @@ def reduce_mean(node, inputs, out_dtypes):
     return [np.mean(x, axis=axes, keepdims=keep, dtype=x.dtype)]
 
 
-@kernel("ReduceMax", "ReduceSum")
-def reduce_max_sum(node, inputs, out_dtypes):
-    """Max / sum over the `axes` input, `keepdims`; empty axes as in ReduceMean (every axis,
-    or none when `noop_with_empty_axes`, as TFLite's REDUCE_MAX / SUM)."""
+_REDUCTIONS = {"ReduceMax": np.max, "ReduceMin": np.min, "ReduceSum": np.sum,
+               "ReduceProd": np.prod}
+
+
+@kernel(*_REDUCTIONS)
+def reduce_max_min_sum(node, inputs, out_dtypes):
+    """Max / min / sum / product over the `axes` input, `keepdims`; empty axes as in ReduceMean
+    (every axis, or none when `noop_with_empty_axes`, as TFLite's REDUCE_MAX / REDUCE_MIN / SUM /
+    REDUCE_PROD)."""
     x = inputs[0]
-    fn = np.max if node.op == "ReduceMax" else np.sum
+    fn = _REDUCTIONS[node.op]
     axes, keep = _reduce_over(node, inputs)
     if axes is None:
         return [x]

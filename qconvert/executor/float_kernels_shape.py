@@ -1,7 +1,8 @@
-"""Float kernels of the shape and data-movement ops: Cast, Shape, Gather, Unsqueeze, Squeeze,
-Reshape, Flatten, Transpose, Concat, Slice, ConstantOfShape, Expand, Range, Pad / PadV2 and
-TFLite's StridedSlice / Pack. Registered into `float_kernels.KERNELS` (same contract: see that
-module's docstring); fold-constants evaluates shape arithmetic with them.
+"""Float kernels of the shape and data-movement ops: Cast, Shape, Gather, Unsqueeze, ExpandDims,
+Squeeze, Reshape, Flatten, Transpose, Concat, Slice, ConstantOfShape, Expand, Range, Pad /
+PadV2, MirrorPad, Fill and TFLite's StridedSlice / Pack. Registered into
+`float_kernels.KERNELS` (same contract: see that module's docstring); fold-constants evaluates
+shape arithmetic with them.
 """
 
 from __future__ import annotations
@@ -79,6 +80,19 @@ def unsqueeze(node, inputs, out_dtypes):
     for a in axes:
         dims.insert(a, 1)
     return [x.reshape(dims)]
+
+
+@kernel("ExpandDims")
+def expand_dims(node, inputs, out_dtypes):
+    """TFLite EXPAND_DIMS: one size-1 axis inserted at the single value of the `axis` input;
+    a negative axis counts from the output rank (-1: last)."""
+    x, axis = inputs[0], np.asarray(inputs[1]).reshape(-1)
+    if axis.size != 1:
+        raise ValueError(f"ExpandDims axis has {axis.size} values, needs one")
+    a = int(axis[0])
+    if not -x.ndim - 1 <= a <= x.ndim:
+        raise ValueError(f"ExpandDims axis {a} of a rank-{x.ndim} tensor")
+    return [np.expand_dims(x, a % (x.ndim + 1))]
 
 
 @kernel("Squeeze")
@@ -226,6 +240,36 @@ def range_(node, inputs, out_dtypes):
     if n:
         steps[0] = start.reshape(())
     return [np.cumsum(steps, dtype=dtype)]
+
+
+@kernel("Fill")
+def fill(node, inputs, out_dtypes):
+    """TFLite FILL: the shape of the 1-D `dims` input, every element the scalar `value`."""
+    dims, value = np.asarray(inputs[0]), np.asarray(inputs[1])
+    if dims.ndim != 1 or dims.dtype.kind not in "iu" or np.any(dims < 0) or value.ndim != 0:
+        raise ValueError(f"Fill of dims {dims.tolist()} with a value of shape {list(value.shape)}")
+    return [np.full(tuple(int(d) for d in dims), value, dtype=value.dtype)]
+
+
+MIRROR_MODES = {0: "reflect", 1: "symmetric"}  # TFLite MirrorPadMode -> numpy's pad mode
+
+
+@kernel("MirrorPad")
+def mirror_pad(node, inputs, out_dtypes):
+    """TFLite MIRROR_PAD: rows [rank, 2] of (begin, end) pads mirrored, `mode` 0 REFLECT (the
+    edge not repeated: a pad at most the axis size - 1) or 1 SYMMETRIC (repeated: at most the
+    axis size), the bounds TFLite checks."""
+    x, pads = inputs[0], np.asarray(inputs[1]).astype(np.int64)
+    mode = int(node.attrs.get("mode", 0) or 0)
+    if mode not in MIRROR_MODES:
+        raise ValueError(f"MirrorPad mode {mode} (0 REFLECT, 1 SYMMETRIC)")
+    if pads.shape != (x.ndim, 2) or np.any(pads < 0):
+        raise ValueError(f"MirrorPad pads {pads.tolist()} for rank {x.ndim}")
+    limit = np.asarray(x.shape, np.int64)[:, None] - (1 if mode == 0 else 0)
+    if np.any(pads > limit):
+        raise ValueError(f"MirrorPad pads {pads.tolist()} wider than the input {list(x.shape)} "
+                         f"allows in {MIRROR_MODES[mode]} mode")
+    return [np.pad(x, [tuple(r) for r in pads.tolist()], mode=MIRROR_MODES[mode])]
 
 
 @kernel("Pad", "PadV2")

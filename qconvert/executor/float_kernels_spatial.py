@@ -251,6 +251,34 @@ def onnx_split_sizes(node, inputs, dim: int) -> list:
     return [min(step, dim - i * step) for i in range(parts)]
 
 
+@kernel("DepthToSpaceNHWC")
+def depth_to_space_nhwc(node, inputs, out_dtypes):
+    """TFLite DEPTH_TO_SPACE: [N, H, W, C] -> [N, H b, W b, C / b^2], output (h b + i, w b + j,
+    c) from input channel (i b + j) C / b^2 + c (DCR)."""
+    x, b = inputs[0], int(node.attrs.get("block_size", 0) or 0)
+    if x.ndim != 4 or b < 1 or x.shape[3] % (b * b):
+        raise ValueError(f"DepthToSpace block {b} of a {list(x.shape)} input")
+    n, h, w, c = x.shape
+    y = x.reshape(n, h, w, b, b, c // (b * b)).transpose(0, 1, 3, 2, 4, 5)
+    return [y.reshape(n, h * b, w * b, c // (b * b))]
+
+
+@kernel("DepthToSpace")
+def depth_to_space(node, inputs, out_dtypes):
+    """ONNX DepthToSpace of NCHW: DCR takes output channel c at tile (i, j) from input channel
+    (i b + j) C / b^2 + c, CRD from c b^2 + i b + j."""
+    x, b = inputs[0], int(node.attrs.get("blocksize", 0) or 0)
+    mode = node.attrs.get("mode", "DCR") or "DCR"
+    if x.ndim != 4 or b < 1 or x.shape[1] % (b * b) or mode not in ("DCR", "CRD"):
+        raise ValueError(f"DepthToSpace block {b} mode {mode} of a {list(x.shape)} input")
+    n, c, h, w = x.shape
+    if mode == "DCR":
+        y = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        y = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return [y.reshape(n, c // (b * b), h * b, w * b)]
+
+
 @kernel("Split")
 def split(node, inputs, out_dtypes):
     """ONNX Split along `axis`."""

@@ -290,7 +290,8 @@ def concat16(node, inputs, p, ctx):
     return concat_as(node, inputs, p, ctx, np.int16)
 
 
-for _op in ("Pad", "PadV2", "Reshape", "Squeeze", "Transpose", "Gather", "StridedSlice",
+for _op in ("Pad", "PadV2", "Reshape", "Squeeze", "ExpandDims", "Transpose", "Gather",
+            "StridedSlice",
             "SplitEqual", "SplitSizes", "ResizeNearest", "Dequantize", "SliceBySize", "Pack",
-            "Unpack", "Reverse"):
+            "Unpack", "Reverse", "SelectV2"):
     INT16_KERNELS[_op] = INT_KERNELS[_op]

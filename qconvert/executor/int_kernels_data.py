@@ -1,7 +1,7 @@
 """Integer kernels of the ops that move int8 values without requantizing them: CONCATENATION,
-PAD / PADV2, MAXIMUM / MINIMUM, RESHAPE, SQUEEZE, TRANSPOSE, GATHER, STRIDED_SLICE, SLICE, PACK,
-UNPACK and REVERSE_V2, bit-exact
-with TFLite Micro (parameters: `qconvert.int8.prepare.data`).
+PAD / PADV2, MIRROR_PAD, DEPTH_TO_SPACE, FILL, MAXIMUM / MINIMUM, RESHAPE, SQUEEZE, EXPAND_DIMS,
+TRANSPOSE, GATHER, STRIDED_SLICE, SLICE, PACK, UNPACK and REVERSE_V2, bit-exact with TFLite
+Micro (parameters: `qconvert.int8.prepare.data`).
 
 TFLite Micro's int8 CONCATENATION requires every input to carry the output's quantization (it
 never requantizes); shape ops reuse the float kernels' index arithmetic on the raw values. Ops
@@ -63,7 +63,7 @@ def per_sample(node, fn, x, ctx):
     return x.reshape((x.shape[0],) + y1.shape[1:])
 
 
-@kernel("Reshape", "Squeeze")
+@kernel("Reshape", "Squeeze", "ExpandDims")
 def reshape(node, inputs, p, ctx):
     """Same bytes, new shape (the shape input, else the output tensor's)."""
     float_kernel = FLOAT_KERNELS[node.op]
@@ -91,6 +91,30 @@ def gather(node, inputs, p, ctx):
     axis = int(node.attrs.get("axis", 0) or 0)
     batch_guard(node, ctx, axis % inputs[0].ndim != 0, "Gather along axis 0")
     return [FLOAT_KERNELS["Gather"](node, inputs, [None])[0]]
+
+
+@kernel("MirrorPad")
+def mirror_pad(node, inputs, p, ctx):
+    """MIRROR_PAD: the float kernel's mirrored copy of the raw values (one quantization); a
+    padded axis 0 refuses a batch of samples."""
+    pads = np.asarray(inputs[1], dtype=np.int64)
+    batch_guard(node, ctx, not pads[0].any(), "MirrorPad of axis 0")
+    return [np.ascontiguousarray(FLOAT_KERNELS["MirrorPad"](node, inputs, [None])[0])]
+
+
+@kernel("Fill")
+def fill(node, inputs, p, ctx):
+    """FILL: the raw value repeated (the value and the output share one quantization); its
+    scalar value carries no batch, so a batch of samples is refused."""
+    batch_guard(node, ctx, False, "Fill of a scalar")
+    return [FLOAT_KERNELS["Fill"](node, inputs, [None])[0]]
+
+
+@kernel("DepthToSpaceNHWC")
+def depth_to_space(node, inputs, p, ctx):
+    """DEPTH_TO_SPACE: the float kernel's moves on the raw values (one quantization); each
+    sample of a batch moves within itself."""
+    return [np.ascontiguousarray(FLOAT_KERNELS[node.op](node, inputs, [None])[0])]
 
 
 @kernel("Pack", "Unpack", "Reverse")

@@ -9,6 +9,9 @@ TFLite Micro's reference kernels (parameters: `qconvert.int8.prepare.activations
 - BATCH_MATMUL: int32 sums of (a - z_a) * (b - z_b) over the accumulation axis, no bias, no fused
   activation; `adj_x` / `adj_y` transpose an operand's last two axes, batch axes broadcast.
 - ABS: |x - z_in|, requantized only when the input and output scales differ, + z_out.
+- L2_NORMALIZATION: per row of the last axis, (x - z_in) times the inverse square root of the
+  row's int32 sum of squares (GetInvSqrtQuantizedMultiplierExp) with 7 more bits of left
+  shift, clamped: steps of 1/128.
 - RSQRT: per element v = x - z_in (refused below 0, as TFLite Micro's Eval fails; 0 gives the
   type's maximum, 127 or 32767 for 16x8);
   1 / sqrt(v) as gemmlowp's Newton-Raphson inverse square root, scaled up by 2**20, then
@@ -92,6 +95,20 @@ def abs_as(x, p, ctx, dtype) -> np.ndarray:
         v = requantize_int32(v, p["output_multiplier"], p["output_shift"], ctx.rounding)
     info = np.iinfo(dtype)
     return np.clip(v + p["output_zero_point"], info.min, info.max).astype(dtype)
+
+
+@kernel("L2Normalization")
+def l2_normalization(node, inputs, p, ctx):
+    """L2Normalization (int8): per row of the last axis, d = x - z_in, the int32 sum of d^2,
+    its inverse square root as (multiplier, shift) (GetInvSqrtQuantizedMultiplierExp), then
+    MultiplyByQuantizedMultiplier(d, multiplier, shift + 7) (TFLite's double rounding in every
+    build: no CMSIS-NN kernel replaces it), clamped to int8."""
+    d = inputs[0].astype(np.int64) - p["input_zero_point"]
+    square = wrap32(np.sum(d * d, axis=-1, keepdims=True))
+    m, e = inv_sqrt_multiplier_exp(square)
+    out = requantize_int32(d, np.broadcast_to(m, d.shape), np.broadcast_to(e + 7, d.shape),
+                           "double")
+    return [np.clip(out, -128, 127).astype(np.int8)]
 
 
 @kernel("Rsqrt")

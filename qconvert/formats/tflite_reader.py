@@ -392,7 +392,7 @@ def _option_inputs(schema, attrs: dict, inputs: list, node_name: str, origin: di
     return inputs
 
 
-_REDUCERS = frozenset({"Mean", "ReduceMax", "ReduceSum"})
+_REDUCERS = frozenset({"Mean", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceProd"})
 _CAST_TYPES = ("in_data_type", "out_data_type")
 
 

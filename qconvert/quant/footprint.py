@@ -22,7 +22,7 @@ from qconvert import schemas
 
 from .plan import BORDER, _is_activation, layer_slots, weight_channel_axis
 
-ALIASES = frozenset({"Reshape", "Squeeze"})
+ALIASES = frozenset({"Reshape", "Squeeze", "ExpandDims"})
 ALIGN = 4
 
 

@@ -42,8 +42,8 @@ INT16_KERNELS = frozenset({
     "Mul", "AveragePool", "MaxPool", "Softmax", "Sigmoid", "Tanh", "Mean", "Relu", "Relu6",
     "LeakyRelu", "Reshape", "Concat", "Pad", "Transpose", "StridedSlice", "SplitEqual",
     "Rsqrt", "Abs", "SquaredDifference", "ReduceSum", "Maximum", "Minimum", "PRelu",
-    "ResizeNearest", "SplitSizes", "Squeeze", "PadV2", "SliceBySize", "Pack", "Unpack",
-    "Reverse",
+    "ResizeNearest", "SplitSizes", "Squeeze", "ExpandDims", "PadV2", "SliceBySize", "Pack",
+    "Unpack", "Reverse", "SelectV2",
 })
 
 

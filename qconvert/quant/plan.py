@@ -2,9 +2,10 @@
 layer's int8 weights and int32 bias. Format-neutral; `tflite_int8` and `qdq` write it out.
 
 Activation parameters follow the op schemas' int8 rules:
-- `same_scale` ops (reshape, max and average pool, concat, pad, transpose...) pass values
+- `same_scale` ops (reshape, max and average pool, concat, pad, transpose, select...) pass values
   through, so their inputs and output share one (scale, zero point): the tensors are grouped
-  (union-find) and each group gets the union of its members' calibrated ranges;
+  (union-find) and each group gets the union of its members' calibrated ranges (a bool input,
+  SelectV2's condition, is no activation and keeps none);
 - `fixed_output` ops: softmax and logistic outputs are 1/256 with zero point -128, tanh 1/128
   with 0 (what TFLite's int8 kernels require);
 - clamping activations (Relu, Relu6, Clip) whose input is read by nothing else and made by a
@@ -48,6 +49,9 @@ FIXED_OUTPUT = {s.name: s.fixed_output for s in schemas.all_schemas() if s.fixed
 SHARED_OPERANDS = frozenset({"Maximum", "Minimum"})
 # same_scale ops copying every input's bytes into the output (TFLite CONCATENATION, PACK)
 CONCATS = frozenset({"Concat", "Pack"})
+# same_scale ops copying one of their value operands per element (TFLite SELECT_V2: x or y as
+# the bool condition says): every activation operand joins the output
+SELECTS = frozenset({"SelectV2"})
 FC_OPS = frozenset(s.name for s in schemas.all_schemas() if s.fully_connected)
 CLAMPS = clamp_ops()
 # float constant inputs that are parameters, not values, and stay float (ONNX Resize roi, scales)
@@ -243,6 +247,8 @@ def activation_groups(graph: Graph, apart=frozenset()) -> tuple:
             ins = [i for i in node.present_inputs() if _is_activation(graph, i)]
             if node.op in CONCATS:
                 data = [i for i in ins if i not in apart]
+            elif node.op in SELECTS:
+                data = ins
             elif node.op in SHARED_OPERANDS and len(ins) > 1:
                 shared_operands.append((ins, outs[0]))  # after the other unions (below)
                 data = []
@@ -273,7 +279,7 @@ def _fixed_source(graph: Graph, name: str):
     through single-input pass-through ops (reshape, resize...); None for any other tensor."""
     node = graph.producer(name)
     while node is not None and not node.opaque and schemas.get(node.op).int8 == "same_scale" \
-            and node.op not in CONCATS | SHARED_OPERANDS and node.inputs:
+            and node.op not in CONCATS | SHARED_OPERANDS | SELECTS and node.inputs:
         node = graph.producer(node.inputs[0])
     if node is None or node.opaque or node.origin.get(BORDER):
         return None

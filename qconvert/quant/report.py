@@ -106,6 +106,8 @@ def _tflite_errors(model: Model, feeds: dict, options, layer_reference: dict, co
         if t is not None and t.quant is not None and array.dtype in (np.int8, np.int16):
             return (array.astype(np.float64) - float(t.quant.zero_point[0])) \
                 * float(t.quant.scale[0])
+        if array.dtype.kind == "b":  # a comparison's bool: 0 / 1, a flip is its error
+            return array.astype(np.float64)
         return array if array.dtype.kind == "f" else None
 
     def observe(name, array):

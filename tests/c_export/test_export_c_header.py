@@ -432,7 +432,33 @@ def _every_op_model(header_only_ops: bool = False) -> Model:
     for name in unpacked:
         n.g.add_tensor(Tensor(name, (1, 5), "int8", quant=n._q(0.05, -5)))
     n.g.nodes.append(Node("Unpack", [pk], unpacked, {"axis": 1, "num": 2}, unpacked[0]))
-    last = [pr, rs, ab, sd, su, pk, *unpacked]
+    ed = n.node("ExpandDims", [fc, n.const("ed_axis", np.asarray([1], np.int32))], "expand_dims",
+                (1, 1, 6), 0.05, -5)
+    compared = []
+    for op in ("Equal", "NotEqual", "Greater", "GreaterEqual", "Less", "LessEqual"):
+        name = f"{op.lower()}_cmp"
+        n.g.add_tensor(Tensor(name, (1, 6), "bool"))
+        n.g.nodes.append(Node(op, [fc, lr], [name], {}, name))
+        compared.append(name)
+    sel = n.node("SelectV2", ["greater_cmp", fc, n.const("sel_y", np.arange(-3, 3).astype(
+        np.int8).reshape(1, 6), 0.05, -5)], "select_v2", (1, 6), 0.05, -5)
+    rmax = n.node("ReduceMax", [t, n.const("rmax_axes", np.asarray([1, 2], np.int32))],
+                  "reduce_max", (1, 1, 1, 10), 0.2, 0, keepdims=1)
+    rmin = n.node("ReduceMin", [t, n.const("rmin_axes", np.asarray([-1], np.int32))],
+                  "reduce_min", (1, 3, 3), 0.2, 0, keepdims=0)
+    mirror = n.node("MirrorPad", [t, n.const("mirror_pads", np.asarray(
+        [[0, 0], [1, 1], [2, 0], [0, 0]], np.int32))], "mirror_pad", (1, 5, 5, 10), 0.2, 0,
+        mode=0)
+    d2s = n.node("DepthToSpaceNHWC", [x], "depth_to_space", (1, 12, 12, 1), 0.05, -3,
+                 block_size=2)
+    l2 = n.node("L2Normalization", [fc], "l2_normalization", (1, 6), 1.0 / 128, 0,
+                activation="NONE")
+    top = n.node("ReduceMax", [t, n.const("top_axes", np.asarray([0, 1, 2, 3], np.int32))],
+                 "reduce_all", (), 0.2, 0, keepdims=0)
+    fill = n.node("Fill", [n.const("fill_dims", np.asarray([1, 4], np.int32)), top], "fill",
+                  (1, 4), 0.2, 0)
+    last = [pr, rs, ab, sd, su, pk, *unpacked, ed, *compared, sel, rmax, rmin, mirror, d2s, l2,
+            fill]
     if header_only_ops:
         last = [n.node("Div", [pr, rs], "div", (1, 6), 0.2, 3, activation="NONE")]
     extra = _onnx_export_ops(n, m, d)
@@ -586,20 +612,21 @@ def test_float_model_without_calibration_is_refused(tmp_path):
 def test_ops_the_header_cannot_express_are_all_named(tmp_path):
     line = _assert_fails(tmp_path, [SAMPLE_MODELS / "unknown_builtin.tflite", "-o",
                                     tmp_path / "x.h"], "cannot export a C header")
-    assert "NEG" in line and "FLOOR" in line
+    assert "COS" in line and "FLOOR" in line
     n = Q8(51)  # int8 ops qconvert knows but without int8 parameters
     x = n.input("x", (1, 4), 0.05, 0)
     c = n.node("Cast", [x], "cast", (1, 4), 0.05, 0)
     d = n.node("Cast", [c], "cast2", (1, 4), 0.05, 0)
     p = n.node("Sqrt", [d], "sqrt", (1, 4), 0.05, 0)
-    n.node("NEG", [p], "neg", (1, 4), 0.05, 0)  # a builtin qconvert lacks
+    q = n.node("Neg", [p], "negate", (1, 4), 0.05, 0)  # known, float only in TFLite Micro
+    n.node("FLOOR", [q], "neg", (1, 4), 0.05, 0)  # a builtin qconvert lacks
     n.g.nodes[-1].opaque = True
-    n.g.nodes[-1].origin = {"version": 1, "code": 59, "custom_code": None, "options_type": "NONE",
+    n.g.nodes[-1].origin = {"version": 1, "code": 8, "custom_code": None, "options_type": "NONE",
                             "options": {}, "custom_options": None, "custom_options_format": 0}
     path = tmp_path / "cast.tflite"
     path.write_bytes(n.build(["neg"]))
     line = _assert_fails(tmp_path, [path, "-o", tmp_path / "y.h"], "cannot express", path)
-    assert "Cast (x2)" in line and "Sqrt" in line and "NEG (unknown)" in line
+    assert "Cast (x2)" in line and "Sqrt" in line and "Neg" in line and "FLOOR (unknown)" in line
 
 
 def test_layers_tflite_micro_refuses_are_all_named(tmp_path):

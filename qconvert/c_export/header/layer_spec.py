@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from qconvert.int8.prepare.logic import COMPARISON_OPS
+
 _CLAMPS = (("activation_min", "ACTIVATION_MIN", "int"), ("activation_max", "ACTIVATION_MAX", "int"))
 _REQUANT_ARRAYS = (("output_multiplier", "MULTIPLIER", "array"),
                    ("output_shift", "SHIFT", "array"))
@@ -140,6 +142,22 @@ OP_SPECS: dict[str, OpSpec] = {
     # output_shape: the same as OUTPUT_SHAPE, which every layer gets
     "Reshape": OpSpec(skipped=frozenset({"output_shape"})),
     "Squeeze": OpSpec(),
+    "ExpandDims": OpSpec(),
+    # SELECT_V2 copies raw values: x, y and the output share one quantization
+    "SelectV2": OpSpec(),
+    "Fill": OpSpec(constants=((0, "DIMS"),), data_slot=1),
+    "L2Normalization": OpSpec(fields=(("input_zero_point", "INPUT_ZERO_POINT", "int"),)),
+    "DepthToSpaceNHWC": OpSpec(attrs=(("block_size", "BLOCK_SIZE"),)),
+    "MirrorPad": OpSpec(constants=((1, "PADDINGS"),), attrs=(("mode", "MODE"),)),
+    **{op: OpSpec(fields=(("axes", "AXES", "array"), ("keep_dims", "KEEP_DIMS", "bool")))
+       for op in ("ReduceMax", "ReduceMin")},
+    **{op: OpSpec(fields=(
+        ("scaled", "SCALED", "bool"), ("left_shift", "LEFT_SHIFT", "int"),
+        ("input1_offset", "INPUT1_OFFSET", "int"),
+        ("input1_multiplier", "INPUT1_MULTIPLIER", "int"), ("input1_shift", "INPUT1_SHIFT", "int"),
+        ("input2_offset", "INPUT2_OFFSET", "int"),
+        ("input2_multiplier", "INPUT2_MULTIPLIER", "int"),
+        ("input2_shift", "INPUT2_SHIFT", "int"))) for op in COMPARISON_OPS},
     "Transpose": OpSpec(constants=((1, "PERM"),)),
     "SliceBySize": OpSpec(constants=((1, "BEGIN"), (2, "SIZE"))),
     "Reverse": OpSpec(fields=(("axes", "AXES", "array"),), constants=((1, "AXIS"),)),

@@ -168,6 +168,12 @@ void qconvert_resize_bilinear_s8(const int8_t *input, int8_t *output,
 int qconvert_lookup_checked_s8(const int8_t *input, int8_t *output, int32_t size,
                                const int8_t *table, int32_t min_valid);
 
+/* L2_NORMALIZATION along the last axis (`outer` rows of `depth`): each x - input_zero_point
+ * scaled by the row's inverse L2 norm (gemmlowp's inverse square root of the sum of squares)
+ * times 2^7, clamped: an output of scale 1/128, zero point 0. In place is allowed. */
+void qconvert_l2norm_s8(const int8_t *input, int8_t *output, int32_t outer, int32_t depth,
+                        int32_t input_zero_point);
+
 /* Copy `size` bytes (input and output may overlap). */
 void qconvert_copy_s8(const int8_t *input, int8_t *output, int32_t size);
 

@@ -147,6 +147,40 @@ static inline int32_t qconvert_leading_zeros(uint32_t u)
     return n;
 }
 
+/* TFLite's GetInvSqrtQuantizedMultiplierExp(v, reverse_shift -1) for v >= 0: 1 / sqrt(v) as
+ * multiplier * 2**(shift - 31), by gemmlowp's Newton-Raphson iteration on a Q3.28 value. */
+static inline void qconvert_inv_sqrt(int32_t v, int32_t *multiplier, int32_t *shift)
+{
+    const int32_t half_three = (1 << 28) + (1 << 27); /* 1.5 in Q3.28 */
+    int32_t x_in = v, right = 11, pairs, half, x = 1 << 28, k;
+    if (v <= 1) {
+        *multiplier = INT32_MAX;
+        *shift = 0;
+        return;
+    }
+    while (x_in >= (1 << 29)) {
+        x_in /= 4;
+        ++right;
+    }
+    pairs = (qconvert_leading_zeros((uint32_t)x_in) - 1) / 2 - 1;
+    right -= pairs;
+    x_in <<= 2 * pairs;
+    half = qconvert_rdbpot(x_in >> 1, 1);
+    for (k = 0; k < 5; ++k) {
+        const int32_t x3 = qconvert_sat_mul_pot(qconvert_srdhm(qconvert_srdhm(x, x), x), 6);
+        x = qconvert_sat_mul_pot((int32_t)((uint32_t)qconvert_srdhm(half_three, x)
+                                           - (uint32_t)qconvert_srdhm(half, x3)),
+                                 3);
+    }
+    x = qconvert_srdhm(x, 1518500250); /* * sqrt(2) / 2 */
+    if (right < 0) {
+        x = (int32_t)((uint32_t)x << -right);
+        right = 0;
+    }
+    *multiplier = x;
+    *shift = -right;
+}
+
 /* MAXIMUM, MINIMUM, MUL, ADD, SUB and SQUARED_DIFFERENCE of two raw values (int8 and int16
  * alike: ADD / SUB / SQUARED_DIFFERENCE rescale both inputs to a common scale << left_shift),
  * clamped. */

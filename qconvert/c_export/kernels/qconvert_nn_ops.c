@@ -83,6 +83,31 @@ int qconvert_binary_s8(const int8_t *a, const int8_t *b, int8_t *output,
 
 QCONVERT_DEFINE_MOVEMENT(qconvert_copy_box_s8, qconvert_gather_s8, qconvert_fill_s8, int8_t)
 
+void qconvert_l2norm_s8(const int8_t *input, int8_t *output, int32_t outer, int32_t depth,
+                        int32_t input_zero_point)
+{
+    int32_t i, c;
+    for (i = 0; i < outer; ++i) {
+        const int8_t *row = input + (ptrdiff_t)i * depth;
+        int8_t *out = output + (ptrdiff_t)i * depth;
+        uint32_t square = 0; /* an int32 sum in TFLite: wraps as it does */
+        int32_t multiplier, shift;
+        for (c = 0; c < depth; ++c) {
+            const int32_t d = row[c] - input_zero_point;
+            square += (uint32_t)(d * d);
+        }
+        qconvert_inv_sqrt((int32_t)square, &multiplier, &shift);
+        shift += 7; /* MultiplyByQuantizedMultiplier(d, multiplier, shift + 7), double rounding */
+        for (c = 0; c < depth; ++c) {
+            const int32_t d = row[c] - input_zero_point;
+            out[c] = (int8_t)qconvert_clamp(
+                qconvert_rdbpot(qconvert_srdhm(d * (1 << (shift > 0 ? shift : 0)), multiplier),
+                                shift > 0 ? 0 : -shift),
+                -128, 127);
+        }
+    }
+}
+
 void qconvert_copy_s8(const int8_t *input, int8_t *output, int32_t size)
 {
     int32_t i;

@@ -6,8 +6,8 @@ Inputs: the activation tensors (name -> bytes) and the steps in execution order 
 what each reads and writes, which output is an alias of which input, which input it may
 overlap and how, its scratch bytes). What it does, in order:
 
-1. Aliases: a Reshape / Squeeze output is the same bytes as its input; an alias chain is one
-   buffer whose lifetime is the union of its members'.
+1. Aliases: a Reshape / Squeeze / ExpandDims output is the same bytes as its input; an alias
+   chain is one buffer whose lifetime is the union of its members'.
 2. Lifetimes: a buffer lives from the step that writes it (graph inputs: step -1, copied in)
    to the last step that reads it (graph outputs: to the end, copied out).
 3. Overlap: a step whose input buffer dies at that step may put its output over it when the

@@ -306,9 +306,10 @@ def _pointer(graph, plan, tensor, state=None) -> str:
     placed = state.pointer(graph, tensor) if state is not None else None
     if placed is not None:
         return placed
-    ctype = DTYPES[graph.tensors[tensor].dtype][0]
+    dtype = graph.tensors[tensor].dtype
+    ctype = DTYPES[dtype][0]
     off = plan.offset[tensor]
-    if ctype in ("int8_t", "uint8_t"):  # a uint8 edge tensor is bytes to its QUANTIZE table
+    if dtype in ("int8", "uint8"):  # a uint8 edge tensor is bytes to its QUANTIZE table
         return f"(arena_s8 + {off})"
     return f"(({ctype} *)(void *)(arena_s8 + {off}))"
 

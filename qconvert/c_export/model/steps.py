@@ -14,7 +14,7 @@ Sigmoid, Tanh, HardSwish, int8 Quantize) become 256-entry tables computed by qco
 kernels (bit-exact with TFLite Micro), one per rounding when they differ; data movement
 (Transpose, StridedSlice, Gather, Pad) becomes strided box copies computed by running
 the integer kernel on index arrays (`index_maps`); Concat is `concat_steps`' row copies.
-Reshape and Squeeze are aliases (no code).
+Reshape, Squeeze and ExpandDims are aliases (no code).
 `cmsis_nn.lower_cmsis` replaces the calls CMSIS-NN has kernels for.
 
 The layers whose arithmetic is the same for int8 and 16x8 (int16 activations, int8 weights):
@@ -46,7 +46,8 @@ from .memory_plan import PlanStep
 from . import steps_fast as fast
 
 DTYPES = {"int8": ("int8_t", 1), "int16": ("int16_t", 2), "float32": ("float", 4),
-          "uint8": ("uint8_t", 1)}  # uint8: only at the edges (a uint8-I/O model's QUANTIZE)
+          "uint8": ("uint8_t", 1),  # uint8: only at the edges (a uint8-I/O model's QUANTIZE)
+          "bool": ("uint8_t", 1)}  # bool: one byte 0 / 1, as TFLite Micro's (comparisons)
 PORTABLE_FILES = ("qconvert_fc_1x4.h", "qconvert_fc_1x4.c", "qconvert_nn.h",
                   "qconvert_nn_loops.h")
 _CONV_FILES = frozenset({"qconvert_nn_conv.c"})
@@ -630,10 +631,12 @@ LOWERINGS = {
     "AveragePool": _lower_pool, "MaxPool": _lower_pool, "Softmax": _lower_softmax,
     "ReduceSum": _lower_mean,
     "Mean": _lower_mean, "Quantize": _lower_quantize, "Dequantize": _lower_dequantize,
-    "Reshape": _lower_alias, "Squeeze": _lower_alias,
+    "Reshape": _lower_alias, "Squeeze": _lower_alias, "ExpandDims": _lower_alias,
     **{op: _lower_lookup for op in _LOOKUP_OPS if op in INT_KERNELS},
     **{op: _lower_binary for op in _BINARY},
     **{op: _lower_movement for op in _MOVEMENT},
+    # int8 only (TFLite Micro has no int16 MIRROR_PAD / DEPTH_TO_SPACE)
+    "MirrorPad": _lower_movement, "DepthToSpaceNHWC": _lower_movement,
 }
 
 from .steps_extra import EXTRA_LOWERINGS  # noqa: E402  (they use the helpers above)
@@ -651,5 +654,9 @@ LOWERINGS.update(CONCAT_LOWERINGS)
 from .resize_steps import RESIZE_LOWERINGS  # noqa: E402  (ResizeNearest: row/column picks)
 
 LOWERINGS.update(RESIZE_LOWERINGS)
+
+from .logic_steps import LOGIC_LOWERINGS  # noqa: E402  (comparisons, SelectV2, reductions)
+
+LOWERINGS.update(LOGIC_LOWERINGS)
 
 from .steps_s16 import LOWERINGS16  # noqa: E402  (16x8 layers; they use the helpers)

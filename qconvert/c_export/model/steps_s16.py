@@ -132,7 +132,7 @@ def _lower_abs16(graph, node, index, options):
 # the lowerings shared with int8 (see the module docstring)
 _SHARED = ("Conv2D", "DepthwiseConv2D", "FullyConnected", "AveragePool", "MaxPool", "Mean",
            "ReduceSum",
-           "Dequantize", "Reshape", "Squeeze", "TransposeConv", "BatchMatMul",
+           "Dequantize", "Reshape", "Squeeze", "ExpandDims", "TransposeConv", "BatchMatMul",
            *(op for op in _BINARY if op != "Div"), *_MOVEMENT)
 
 LOWERINGS16 = {
@@ -140,4 +140,5 @@ LOWERINGS16 = {
     "Softmax": _lower_softmax16, "Sigmoid": _lower_sigmoid_tanh16, "Tanh": _lower_sigmoid_tanh16,
     "Relu": _lower_relu16, "LeakyRelu": _lower_relu16, "Relu6": _lower_relu6_16,
     "Quantize": _lower_quantize16, "Rsqrt": _lower_rsqrt16, "Abs": _lower_abs16,
+    "SelectV2": LOWERINGS["SelectV2"],
 }

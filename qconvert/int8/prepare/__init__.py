@@ -10,14 +10,14 @@ exactly TFLite Micro's values. Checks TFLite Micro makes at Prepare (softmax out
 pooling with equal input/output quantization, FC bias scale...) raise `QConvertError` naming the
 node. One module per family: `conv` (CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED,
 TRANSPOSE_CONV), `arithmetic`, `activations`, `pooling` (pools, MEAN), `data` (QUANTIZE,
-DEQUANTIZE and the ops that move values).
+DEQUANTIZE and the ops that move values), `logic` (comparisons, SELECT_V2).
 """
 
 from __future__ import annotations
 
 from qconvert.errors import QConvertError
 
-from . import activations, arithmetic, conv, data, pooling  # noqa: F401  (they register)
+from . import activations, arithmetic, conv, data, logic, pooling  # noqa: F401  (they register)
 from .common import LAYER_PARAMS
 from .int16 import LAYER_PARAMS16, is_int16_node
 

@@ -1,6 +1,6 @@
-"""Prepare of int8 arithmetic: ADD, SUB, MUL, DIV, BATCH_MATMUL, SQUARED_DIFFERENCE, ABS and
-RSQRT, as this TFLite Micro computes it (CalculateOpDataAdd / Sub / Mul / Div,
-BatchMatMulPrepare, SquaredDifferencePrepare, PrepareAbsRsqrt).
+"""Prepare of int8 arithmetic: ADD, SUB, MUL, DIV, BATCH_MATMUL, SQUARED_DIFFERENCE, ABS,
+L2_NORMALIZATION and RSQRT, as this TFLite Micro computes it (CalculateOpDataAdd / Sub / Mul /
+Div, BatchMatMulPrepare, SquaredDifferencePrepare, L2Norm's Prepare, PrepareAbsRsqrt).
 
 Every ratio is taken in double: the float32 arithmetic older TFLite sources write for DIV,
 BATCH_MATMUL and RSQRT is refuted at rounding ties by tests/executor/test_int_kernels_math.py. Offsets
@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ..multipliers import quantize_multiplier_smaller_than_one
-from .common import act_range, fail, per_tensor, prepare, quantize_multipliers
+from .common import act_range, fail, fused_activation, per_tensor, prepare, quantize_multipliers
 
 RSQRT_SHIFT = 20  # kShift of RsqrtEvalQuantized: RSQRT's inverse square root is scaled by 2**20
 
@@ -132,6 +132,16 @@ def abs_params(graph, node) -> dict:
             if needs_rescale else (0, 0))
     return {"input_zero_point": z_in, "output_zero_point": z_out,
             "needs_rescale": needs_rescale, "output_multiplier": int(m), "output_shift": int(e)}
+
+
+@prepare("L2Normalization")
+def l2_normalization_params(graph, node) -> dict:
+    """L2_NORMALIZATION's Prepare: the input zero point; no fused activation (TFLite Micro
+    refuses one). The output's quantization is not read: Eval writes steps of 1/128 from 0."""
+    if fused_activation(node) != "NONE":
+        fail(node, "fused activation on L2_NORMALIZATION (TFLite Micro refuses it)")
+    _, z_in = per_tensor(graph, node, node.inputs[0])
+    return {"input_zero_point": z_in}
 
 
 @prepare("Rsqrt")

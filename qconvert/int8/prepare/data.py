@@ -13,9 +13,9 @@ import numpy as np
 from .common import LAYER_PARAMS, fail, fused_activation, no_params, per_tensor, prepare, \
     quantize_multipliers
 
-NO_PARAMS_OPS = ("Squeeze", "Transpose", "Gather", "Maximum", "Minimum", "StridedSlice",
-                 "ResizeBilinear", "ResizeNearest", "SplitEqual", "SplitSizes", "SliceBySize",
-                 "Unpack")
+NO_PARAMS_OPS = ("Squeeze", "ExpandDims", "MirrorPad", "DepthToSpaceNHWC", "Fill", "Transpose",
+                 "Gather", "Maximum", "Minimum", "StridedSlice", "ResizeBilinear", "ResizeNearest",
+                 "SplitEqual", "SplitSizes", "SliceBySize", "Unpack")
 
 
 @prepare("Quantize")

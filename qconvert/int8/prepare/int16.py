@@ -383,7 +383,7 @@ def pad16_params(graph, node) -> dict:
 
 
 # Ops that move int16 values as they move int8 ones: the int8 Prepare.
-for _op in ("Reshape", "Dequantize", "Reverse"):
+for _op in ("Reshape", "Dequantize", "Reverse", "SelectV2"):
     LAYER_PARAMS16[_op] = LAYER_PARAMS[_op]
 for _op in NO_PARAMS_OPS:
     LAYER_PARAMS16.setdefault(_op, no_params)

@@ -1,7 +1,8 @@
 """Prepare of int8 pooling and MEAN, as TFLite Micro computes it (PoolingPrepare,
 PrepareMeanOrSumHelper): pools require equal input and output quantization and carry the fused
 activation's clamps and the window geometry; MEAN requantizes by s_in / s_out with 1 / count
-folded into the multiplier (`multipliers.mean_multiplier`).
+folded into the multiplier (`multipliers.mean_multiplier`); REDUCE_MAX / REDUCE_MIN pick raw
+values and require equal input and output quantization too.
 """
 
 from __future__ import annotations
@@ -74,3 +75,20 @@ def mean_params(graph, node) -> dict:
             out["mean_multiplier"], out["mean_shift"] = (int(m), int(s)) \
                 if node.op == "ReduceSum" else mean_multiplier(m, s, count)
     return out
+
+
+@prepare("ReduceMax", "ReduceMin")
+def reduce_extreme_params(graph, node) -> dict:
+    """REDUCE_MAX / REDUCE_MIN (PrepareMinMaxHelper, EvalMax / EvalMinHelper): Eval picks raw
+    values, so the output must carry the input's scale and zero point (TFLite Micro refuses
+    others); the axes a constant; `keep_dims`."""
+    s_in, z_in = per_tensor(graph, node, node.inputs[0])
+    s_out, z_out = per_tensor(graph, node, node.outputs[0])
+    if (float(s_in), z_in) != (float(s_out), z_out):
+        fail(node, f"output quantized ({float(s_out)}, {z_out}), the input ({float(s_in)}, "
+                   f"{z_in}): TFLite Micro requires them equal")
+    axes = graph.tensors[node.inputs[1]].data if len(node.inputs) > 1 and node.inputs[1] else None
+    if axes is None:
+        fail(node, "axes are not a constant")
+    return {"axes": [int(a) for a in np.asarray(axes).reshape(-1)],
+            "keep_dims": bool(int(node.attrs.get("keepdims", 1)))}
