@@ -139,7 +139,8 @@ def ops_markdown() -> str:
         "One row per op of the schema (`schemas/ops.py`), named as the IR names it. An op outside "
         "this table is read and written unchanged (an opaque node) but cannot be run, quantized "
         "or exported to C. How an ONNX op becomes TFLite ops: [onnx-to-tflite.md]"
-        "(onnx-to-tflite.md); adding an op: [dev/adding-an-op.md](dev/adding-an-op.md).",
+        "(onnx-to-tflite.md); the ops added for issue 28, with their oracles: "
+        "[ops-added.md](ops-added.md); adding an op: [dev/adding-an-op.md](dev/adding-an-op.md).",
         "",
         "| column | meaning |",
         "|---|---|",
