@@ -16,13 +16,20 @@ count like the others (a function-level import does not hide a dependency, it on
     passes      graph passes (fold-constants runs the executor's kernels)
     quant       calibration, the quantization plan, int8 writers; cli.input_shapes
     products    C export, cli.verify, the commands' work (cli.commands, cli.command_inputs,
-                cli.route_steps)
+                cli.route_steps), the commands' requests (cli.requests), the shared
+                quantization step (cli.quantizing)
+    api         the Python API (qconvert.api), filling the same requests as the command line
     cli         the command line (the rest of qconvert.cli: app, options)
 
 A unit is a subpackage of qconvert or a loose module at its top; a module listed in LAYERS by
 its full name (`qconvert.cli.routes`) is a unit of its own, apart from its package. At most
 `MAX_LOOSE` modules sit loose at the top of qconvert/ (the foundation; everything else lives in
 a folder named for its stage).
+
+One import goes up by design (`FACADE`): the package root re-exports the API lazily
+(`qconvert.load` imports qconvert.api on first use, PEP 562 `__getattr__`), so
+`import qconvert` stays cheap; it is left out of the layer and cycle checks, and only the
+root's `__getattr__` may do it (`test_facade_only_in_root_getattr`).
 
 The tests scan the source with `ast` (nothing is imported), so they also see imports in code that
 no test runs. `test_checks_catch_bad_trees` runs the same checks on small trees that break each
@@ -50,7 +57,9 @@ LAYERS = [
     ("passes", {"qconvert.passes"}),
     ("quant", {"qconvert.quant", "qconvert.cli.input_shapes"}),
     ("products", {"qconvert.c_export", "qconvert.cli.verify", "qconvert.cli.route_steps",
-                  "qconvert.cli.commands", "qconvert.cli.command_inputs"}),
+                  "qconvert.cli.commands", "qconvert.cli.command_inputs",
+                  "qconvert.cli.requests", "qconvert.cli.quantizing"}),
+    ("api", {"qconvert.api"}),
     ("cli", {"qconvert.cli"}),
 ]
 
@@ -60,6 +69,9 @@ PENDING: set = set()
 
 # Modules (the package's __init__ included) allowed loose at the top of qconvert/.
 MAX_LOOSE = 10
+
+# The package root's lazy re-export of the API (see the module docstring).
+FACADE = {("qconvert/__init__.py", "qconvert.api")}
 
 # Directories of the source tree and the package each installs as.
 SOURCES = {"qconvert": "qconvert", "passes": "qconvert.passes", "schemas": "qconvert.schemas"}
@@ -146,7 +158,7 @@ def edges(modules: dict, pending=frozenset(), layers=LAYERS) -> dict:
     return {key: sorted(sites) for key, sites in found.items()}
 
 
-def layer_problems(modules: dict, layers=LAYERS, pending=PENDING) -> list:
+def layer_problems(modules: dict, layers=LAYERS, pending=PENDING | FACADE) -> list:
     """Units in no layer, and imports of a higher layer by a lower one (minus `pending`)."""
     level = {u: i for i, (_, units) in enumerate(layers) for u in units}
     names = [name for name, _ in layers]
@@ -165,12 +177,12 @@ def layer_problems(modules: dict, layers=LAYERS, pending=PENDING) -> list:
                 problems.append(f"{rel}:{line} imports {name}: layer {names[level[a]]} ({a}) "
                                 f"must not import the higher layer {names[level[b]]} ({b})")
     used = {(rel, b) for (_, b), sites in found.items() for rel, _, _ in sites}
-    for rel, b in sorted(set(pending) - used):
+    for rel, b in sorted(set(pending) - used - FACADE):
         problems.append(f"{rel} no longer imports {b}: remove it from PENDING")
     return problems
 
 
-def cycles(modules: dict, pending=PENDING) -> list:
+def cycles(modules: dict, pending=PENDING | FACADE) -> list:
     """The strongly connected components of more than one unit, each with the imports closing
     it: [(units, [(file, line, module), ...])]; the `pending` imports left out."""
     graph: dict = {}
@@ -266,6 +278,19 @@ def test_at_most_ten_modules_loose_at_the_top(modules):
     problems = loose_modules(modules)
     assert not problems, "\n".join(problems)
     assert "qconvert/errors.py" in {m.rel for m in modules.values()}  # the scan sees the top
+
+
+def test_facade_only_in_root_getattr(modules):
+    """The upward import `FACADE` allows happens in the root's `__getattr__` only (never at
+    import time), and the root imports nothing else above the foundation."""
+    root = modules["qconvert"]
+    getattr_fn = next(n for n in root.tree.body
+                      if isinstance(n, ast.FunctionDef) and n.name == "__getattr__")
+    inside = {node.lineno for node in ast.walk(getattr_fn) if hasattr(node, "lineno")}
+    api_lines = [line for line, name in root.imports() if name and name.startswith("qconvert.api")]
+    assert api_lines and all(line in inside for line in api_lines)
+    others = {name for _, name in root.imports()} - {"qconvert.api", "qconvert.api.api"}
+    assert not any(n and n.startswith("qconvert.") for n in others), others
 
 
 def test_int8_numerics_defined_once(modules):

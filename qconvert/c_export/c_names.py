@@ -117,6 +117,18 @@ def prefix_from_stem(stem: str) -> str:
     return base if base[0].isalpha() and shadowed(base) is None else f"m_{base}"
 
 
+# What a float model's file name often ends with; the int8 C of it should not carry it
+# (`vww_96_float_invoke` for an int8 model)
+_FLOAT_TAIL = re.compile(r"[_.-](float32|float|fp32|f32)$", re.IGNORECASE)
+
+
+def int8_stem(stem: str) -> str:
+    """The stem of a float model's file without its float tag (vww_96_float -> vww_96), for
+    the C names of the int8 model an export quantized from it; the stem itself when that
+    would leave nothing."""
+    return _FLOAT_TAIL.sub("", stem) or stem
+
+
 def kernel_file_stems() -> frozenset:
     """The names (without suffix) of qconvert's own kernel files, which export-c writes."""
     from pathlib import Path

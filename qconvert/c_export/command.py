@@ -25,6 +25,39 @@ class Exported:
     c_name: str = ""
     folder: object = None
     summary: object = None
+    quantization: dict | None = None
+    resources: dict | None = None
+
+
+def int8_model(request, m, target: str):
+    """(the int8 TFLite model to export, its provenance note, the quantization report, the
+    float / int8 output pairs): the export route for `target` ("c-header" or "c") run over the
+    loaded model `m`; a float one is quantized with the request's calibration options and
+    gets `quantize`'s report (evaluation data, labels, --verify); an int8 one has no note and
+    no report."""
+    from qconvert.cli.quantizing import (check_quantize_request, finish_quantization,
+                                         quantizing_job)
+    from qconvert.cli.routes import find_route, precision_of
+
+    from .source import quantization_note
+
+    options = request.options(rounding=getattr(request, "rounding", "double"))
+    route = find_route(m.format, target, "export", precision_of(m))
+    if request.data_given:
+        check_quantize_request(request)
+    elif request.eval_data is not None or request.labels is not None or request.verify:
+        raise QConvertError("--eval, --labels and --verify check a quantization: they apply "
+                            "to a float model given with --calibration")
+    job, evaluation = quantizing_job(request, m, route, options)
+    if job.report is None:
+        return job.model, None, None, None
+    blob = b""
+    if request.verify:
+        from qconvert.formats.model_io import serialize
+
+        blob = serialize(job.model, "tflite")
+    report, pairs = finish_quantization(request, job, blob, "tflite", evaluation, options)
+    return job.model, quantization_note(options, request.label), report, pairs
 
 
 def run_export_route(model_path, input_shapes, outputs, target, input_layout, calibration,
@@ -59,16 +92,17 @@ def run_export_route(model_path, input_shapes, outputs, target, input_layout, ca
     return job, label
 
 
-def _int8_model(model_path, input_shapes, outputs, target, input_layout, calibration,
-                calibration_random, norm, options):
-    """The int8 TFLite model to export and its provenance note (None for an int8 input): the
-    export route for `target` ("c-header" or "c") run over the model read from `model_path`."""
-    from .source import quantization_note
+def _source(request):
+    """(file name, SHA-256) of the request's model, recorded in the generated C."""
+    import hashlib
 
-    job, label = run_export_route(model_path, input_shapes, outputs, target, input_layout,
-                                  calibration, calibration_random, norm, options)
-    note = quantization_note(options, label) if job.report is not None else None
-    return job.model, note
+    from qconvert.formats.model_io import read_bytes
+    from qconvert.cli.requests import ModelSource, model_name
+
+    model = request.model
+    if isinstance(model, ModelSource):
+        return model.name, model.sha256
+    return model_name(model), hashlib.sha256(read_bytes(model)).hexdigest()
 
 
 # The tensor types a layer's activations may have in a model LiteRT and TFLite Micro load;
@@ -86,29 +120,72 @@ def _check_tensor_types(graph) -> None:
                                     "which neither LiteRT nor TFLite Micro accepts there")
 
 
-def export_header_command(model, output, name, fc_layout, with_kernels, rounding, calibration,
-                          calibration_random, norm, options, input_layout,
-                          input_shapes) -> Exported:
-    """Run `qconvert export-c-header` (see its --help); `norm()` parses the normalization
-    options, `options` are the `QuantizeOptions` a float model is quantized with."""
-    import hashlib
+def _stem(request) -> str:
+    """The model file's stem the default C names come from: without a float tag
+    (`c_names.int8_stem`) when the export quantizes the model (calibration given)."""
+    from qconvert.cli.requests import model_stem
+
+    from .c_names import int8_stem
+
+    stem = model_stem(request.model)
+    return int8_stem(stem) if request.data_given else stem
+
+
+def check_header_request(request) -> None:
+    """Refusals that need no model."""
+    if request.calibration is not None and request.calibration_random is not None:
+        raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
+
+
+def header_prefix(request) -> str:
+    """The C prefix: --name (checked) or the model file's stem, sanitized."""
+    from .c_names import check_prefix, prefix_from_stem
+
+    name = request.name
+    return check_prefix(name) if name is not None else prefix_from_stem(_stem(request))
+
+
+def export_header_work(request, m) -> tuple:
+    """The work of `qconvert export-c-header` on the loaded model `m`: (header text, layer
+    count, quantization report or None, its output pairs); writes nothing."""
+    from .header.render import HeaderOptions, render_header
+
+    check_header_request(request)
+    prefix = header_prefix(request)
+    name, sha256 = _source(request)
+    try:
+        m, note, report, pairs = int8_model(request, m, "c-header")
+        _check_tensor_types(m.graph)
+        if report is not None:
+            from .model.resources import int8_resources
+
+            resources = int8_resources(m)
+            if resources is not None:
+                report["resources"] = resources
+        text = render_header(m, HeaderOptions(prefix, request.fc_layout, request.rounding, name,
+                                              sha256, note))
+    except QConvertError as exc:
+        raise exc.with_path(str(request.model))
+    return text, len(m.graph.nodes), report, pairs
+
+
+def export_header_command(request) -> Exported:
+    """Run `qconvert export-c-header` (see its --help): `request` is a
+    `requests.ExportCHeaderRequest`."""
     from pathlib import Path
 
-    from qconvert.formats.model_io import read_bytes
+    from qconvert.cli.command_inputs import load_with_shapes
     from qconvert.formats.output_files import OutputFiles
-    from qconvert.quant.calibration_data import data_files
 
-    from .c_names import check_prefix, prefix_from_stem
-    from .header.render import HeaderOptions, render_header
     from .shipped_kernels import kernel_sources
 
-    if calibration is not None and calibration_random is not None:
-        raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
-    prefix = check_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
-    out = Path(output) if output is not None else Path(model).with_name(
+    check_header_request(request)
+    header_prefix(request)
+    model = request.model
+    out = Path(request.output) if request.output is not None else Path(model).with_name(
         f"{Path(model).stem}_weights.h")
-    outputs = OutputFiles([model, *data_files(calibration)])
-    kernels = kernel_sources() if with_kernels else {}
+    outputs = OutputFiles([model, *_data_inputs(request)])
+    kernels = kernel_sources() if request.with_kernels else {}
     kernel_paths = [out.parent / k for k in kernels]
     if any(out.name == path.name for path in kernel_paths):
         raise QConvertError(f"the header would overwrite the kernel file {out.name}; "
@@ -116,18 +193,26 @@ def export_header_command(model, output, name, fc_layout, with_kernels, rounding
     for path in kernel_paths:
         outputs.add(path)
     outputs.add(out)
-    sha256 = hashlib.sha256(read_bytes(model)).hexdigest()
-    try:
-        m, note = _int8_model(model, input_shapes, outputs, "c-header", input_layout,
-                              calibration, calibration_random, norm, options)
-        _check_tensor_types(m.graph)
-        text = render_header(m, HeaderOptions(prefix, fc_layout, rounding, Path(model).name,
-                                              sha256, note))
-    except QConvertError as exc:
-        raise exc.with_path(model)
+    for path in (request.quant_report, request.report_html):
+        if path is not None:
+            outputs.add(path)
+    _source(request)
+    m = load_with_shapes(model, request.input_shapes)
+    outputs.add_inputs(m.meta.get("external_files", ()))
+    text, layers, quantization, pairs = export_header_work(request, m)
     files = {**dict(zip(kernel_paths, kernels.values())), out: text.encode("ascii")}
-    outputs.commit(files)
-    return Exported(files, len(m.graph.nodes))
+    outputs.commit({**files, **quant_report_files(request, quantization, pairs)})
+    return Exported(files, layers, quantization=quantization)
+
+
+def _data_inputs(request) -> list:
+    """The data files a request reads (calibration, evaluation, labels): inputs no output
+    may replace."""
+    from qconvert.quant.calibration_data import data_files
+    from qconvert.cli.requests import is_path
+
+    return [f for p in (request.calibration, request.eval_data, request.labels)
+            if p is not None and is_path(p) for f in data_files(p)]
 
 
 def _check_not_in_data(folder, data: list) -> None:
@@ -145,33 +230,85 @@ def _check_not_in_data(folder, data: list) -> None:
                                     "-o", str(folder))
 
 
-def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calibration_random,
-                     norm, options, input_layout, input_shapes, report=None,
-                     patches=0) -> Exported:
-    """Run `qconvert export-c` (see its --help); `norm()` parses the normalization options,
-    `options` are the `QuantizeOptions` a float model is quantized with; `report` the path of
-    the JSON report (`export_report`), written with the C files or not at all; raises
-    QConvertError to refuse."""
-    import hashlib
-    from pathlib import Path
-
-    from qconvert.formats.model_io import read_bytes
-    from qconvert.formats.output_files import OutputFiles
-    from qconvert.quant.calibration_data import data_files
-
-    from .c_names import check_file_prefix, prefix_from_stem
-    from .model.render import ModelOptions, render_model
-
-    if calibration is not None and calibration_random is not None:
+def check_c_request(request) -> str:
+    """Refusals that need no model; the fully connected layout the request resolves to."""
+    if request.calibration is not None and request.calibration_random is not None:
         raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
+    patches = request.patches
     if patches == 1 or patches < 0:
         raise QConvertError(f"--patches {patches}: give N >= 2 tiles per side (0: off)")
-    if fc_layout == "1x4" and kernels == "cmsis-nn":
+    if request.fc_layout == "1x4" and request.kernels == "cmsis-nn":
         raise QConvertError("--kernels cmsis-nn calls arm_fully_connected_s8, which reads "
                             "row-major weights: use --fc-layout rowmajor (the default there)")
-    fc_layout = fc_layout or ("rowmajor" if kernels == "cmsis-nn" else "1x4")
-    c_name = check_file_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
-    folder = Path(outdir)
+    return request.fc_layout or ("rowmajor" if request.kernels == "cmsis-nn" else "1x4")
+
+
+def c_name_of(request) -> str:
+    """The model's C name: --name (checked) or the model file's stem, sanitized."""
+    from .c_names import check_file_prefix, prefix_from_stem
+
+    name = request.name
+    return (check_file_prefix(name) if name is not None
+            else prefix_from_stem(_stem(request)))
+
+
+def export_c_work(request, m) -> tuple:
+    """The work of `qconvert export-c` on the loaded model `m`: (C name, {file name: bytes},
+    `ExportSummary`, the --report JSON text, the quantization report or None, its output
+    pairs); writes nothing."""
+    from .model.render import ModelOptions, render_model
+
+    fc_layout = check_c_request(request)
+    c_name = c_name_of(request)
+    name, sha256 = _source(request)
+    m, note, quantization, pairs = int8_model(request, m, "c")
+    files, summary = render_model(m, ModelOptions(c_name, request.kernels, fc_layout, name,
+                                                  sha256, note, patches=request.patches,
+                                                  example=request.example))
+    from .model.export_report import report_json
+    from .model.resources import from_summary
+
+    resources = from_summary(summary)
+    if quantization is not None:
+        quantization["resources"] = resources
+    report = report_json(summary, {"model": name, "model_sha256": sha256, "name": c_name,
+                                   "kernels": request.kernels, "fc_layout": fc_layout,
+                                   "resources": resources})
+    return c_name, files, summary, report, quantization, pairs
+
+
+def quant_report_files(request, quantization, pairs) -> dict:
+    """{path: bytes} of the quantization report (--quant-report JSON, --report-html) of a
+    float model quantized for export; refused when the model was int8 already."""
+    from qconvert.cli.quantizing import report_files
+    from qconvert.cli.requests import model_name
+
+    if quantization is None:
+        if request.quant_report is not None or request.report_html is not None:
+            raise QConvertError("--quant-report and --report-html describe a quantization: "
+                                "they apply to a float model given with --calibration",
+                                str(request.model))
+        return {}
+    return report_files(quantization, pairs, model_name(request.model), request.quant_report,
+                        request.report_html)
+
+
+def export_c_command(request) -> Exported:
+    """Run `qconvert export-c` (see its --help): `request` is a `requests.ExportCRequest`;
+    the JSON report (`export_report`) is written with the C files or not at all; raises
+    QConvertError to refuse."""
+    from pathlib import Path
+
+    from qconvert.cli.command_inputs import load_with_shapes
+    from qconvert.formats.output_files import OutputFiles
+    from qconvert.quant.calibration_data import data_files
+    from qconvert.cli.requests import is_path
+
+    check_c_request(request)
+    c_name_of(request)
+    model, report = request.model, request.report
+    calibration = request.calibration if is_path(request.calibration) else None
+    folder = Path(request.output)
     if folder.is_symlink() and not folder.exists():
         raise QConvertError("output path is a symbolic link to nothing (dangling, or a loop)",
                             str(folder))
@@ -181,16 +318,19 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
     if not parent.is_dir():
         raise QConvertError("output directory's parent does not exist", str(folder))
     _check_not_in_data(folder, data_files(calibration))
-    outputs = OutputFiles([model, *data_files(calibration)])
+    outputs = OutputFiles([model, *_data_inputs(request)])
+    for path in (request.quant_report, request.report_html):
+        if path is not None:
+            outputs.add(path)
     # a report inside the output folder is checked once the folder exists, any other now
     report_in_folder = report is not None and Path(report).parent.resolve() == folder.resolve()
     if report is not None and not report_in_folder:
         outputs.add(report)
-    sha256 = hashlib.sha256(read_bytes(model)).hexdigest()
-    m, note = _int8_model(model, input_shapes, outputs, "c", input_layout, calibration,
-                          calibration_random, norm, options)
-    files, summary = render_model(m, ModelOptions(c_name, kernels, fc_layout, Path(model).name,
-                                                  sha256, note, patches=patches))
+    _source(request)
+    m = load_with_shapes(model, request.input_shapes)
+    outputs.add_inputs(m.meta.get("external_files", ()))
+    c_name, files, summary, report_text, quantization, pairs = export_c_work(request, m)
+    extra = quant_report_files(request, quantization, pairs)
     created = not folder.exists()
     try:
         folder.mkdir(exist_ok=True)
@@ -203,16 +343,15 @@ def export_c_command(model, outdir, name, kernels, fc_layout, calibration, calib
             outputs.add(path)
         contents = dict(paths)
         if report is not None:
-            from .model.export_report import report_json
-
             if report_in_folder:
                 outputs.add(report)
-            contents[report] = report_json(summary, {
-                "model": Path(model).name, "model_sha256": sha256, "name": c_name,
-                "kernels": kernels, "fc_layout": fc_layout}).encode()
-        outputs.commit(contents)
+            contents[report] = report_text.encode()
+        outputs.commit({**contents, **extra})
     except BaseException:
         if created and not any(folder.iterdir()):
             folder.rmdir()
         raise
-    return Exported(paths, summary.layers, list(files), c_name, folder, summary)
+    from .model.resources import from_summary
+
+    return Exported(paths, summary.layers, list(files), c_name, folder, summary, quantization,
+                    from_summary(summary))

@@ -16,9 +16,11 @@ def quantization_note(options, calibration_label: str = "") -> str:
     calibration method and data (`calibration_label`), the fully connected weights' scheme and
     whether fusion ran (`options`: the `QuantizeOptions` used)."""
     label = f" on {calibration_label}" if calibration_label else ""
+    weights = ("all weights per tensor" if getattr(options, "per_tensor", False) else
+               f"fully connected weights "
+               f"{'per channel' if options.fc_per_channel else 'per tensor'}")
     return (f"quantized by qconvert from a float model: {options.method} calibration{label}, "
-            f"fully connected weights {'per channel' if options.fc_per_channel else 'per tensor'}"
-            f"{'' if options.fuse else ', no fusion'}")
+            f"{weights}{'' if options.fuse else ', no fusion'}")
 
 
 def static_int8_shapes(model: Model) -> int:

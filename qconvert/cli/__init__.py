@@ -1,6 +1,7 @@
-"""The command line: click commands (`app`), their options (`options`), the routes from a model
-to an output (`routes`, `route_steps`), the commands' work (`commands`, `command_inputs`,
-`input_shapes`) and `--verify` (`verify`).
+"""The command line: click commands (`app`), their options (`options`), the requests the command
+line and the Python API fill (`requests`), the routes from a model to an output (`routes`,
+`route_steps`), the commands' work (`commands`, `command_inputs`, `input_shapes`, the shared
+quantization step `quantizing`) and `--verify` (`verify`).
 
 `qconvert.cli:run` is the console entry point. The package loads `app` (click and every command)
 only when one of its names is asked for, so that lower layers may import the route table

@@ -13,8 +13,8 @@ import sys
 import click
 
 from .. import __version__
-from .options import (calibration_options, input_layout_option, input_shape_option,
-                      quantize_options, scheme_option, verify_option)
+from .options import (calibration_options, export_report_options, input_layout_option,
+                      input_shape_option, scheme_option, verify_option)
 from ..errors import QConvertError
 
 
@@ -140,16 +140,21 @@ def inspect(model, as_json):
       qconvert inspect sample_models/kws_ref_model.tflite
       qconvert inspect model.onnx --json > layers.json
     """
+    from ..c_export.model.resources import model_resources
     from ..formats.layer_table import render, summary
     from ..formats.model_io import load_model
+    from ..quant.resources import render as render_resources
 
     from ..json_text import dumps
 
-    report = summary(load_model(model), model)
+    m = load_model(model)
+    report = summary(m, model)
+    report["resources"] = model_resources(m)
     if as_json:
         click.echo(dumps(report))
     else:
         _echo_text(render(report))
+        _echo_text("\n".join(render_resources(report["resources"])))
 
 
 def _echo_text(text: str, err: bool = False) -> None:
@@ -198,9 +203,11 @@ def convert(model, output, input_layout, input_shapes, verify, keep_float16):
     """
     from .commands import convert_command
     from ..formats.output_names import check_output_name
+    from .requests import ConvertRequest
 
     check_output_name(output, "model", [model])
-    written = convert_command(model, output, input_layout, input_shapes, verify, keep_float16)
+    written = convert_command(ConvertRequest(model, output, input_layout, input_shapes, verify,
+                                             keep_float16))
     _echo_text(f"wrote {written.path} ({written.fmt}, {written.nodes} nodes, {written.size} "
                "bytes)")
     _echo_conversion(written.conversion)
@@ -246,9 +253,10 @@ def fuse(model, output, pass_list, report, input_shapes, verify):
     """
     from .commands import fuse_command
     from ..formats.output_names import check_output_name
+    from .requests import FuseRequest
 
     check_output_name(output, "model", [model])
-    written = fuse_command(model, output, pass_list, report, input_shapes, verify)
+    written = fuse_command(FuseRequest(model, output, pass_list, report, input_shapes, verify))
     for name, count in written.counts.items():
         click.echo(f"{name:22} {count:5d}")
     click.echo(f"nodes: {written.nodes_before} -> {written.nodes}")
@@ -260,11 +268,6 @@ def fuse(model, output, pass_list, report, input_shapes, verify):
 @click.option("-o", "--output", type=click.Path(), help="Output .tflite (int8) or .onnx (QDQ) "
               "(default: <model>_int8.<ext> next to the input).")
 @calibration_options
-@click.option("--eval", "eval_data", type=click.Path(), metavar="DATA",
-              help="Data for the report's SQNR and top-1 (default: the calibration data).")
-@click.option("--per-channel", is_flag=True, help="Accepted for compatibility and changes "
-              "nothing: conv and depthwise weights are always per channel (TFLite Micro's "
-              "int8 scheme); see --fc-per-channel for fully connected layers.")
 @click.option("--io-type", type=click.Choice(["int8", "float32"]), default="int8",
               show_default=True, help="int8 model inputs/outputs, or float32 with QUANTIZE / "
               "DEQUANTIZE at the edges.")
@@ -286,10 +289,7 @@ def fuse(model, output, pass_list, report, input_shapes, verify):
 @input_shape_option
 @verify_option
 @_names_model
-def quantize(model, output, calibration, calibration_random, eval_data, mean, std, scale,
-             method, percentile, per_channel, fc_per_channel, io_type, rounding, activations,
-             int16_layers, no_fuse, no_bias_correction, equalize, engine, batch_size, max_memory,
-             report, report_html, input_layout, input_shapes, verify):
+def quantize(model, **options):
     """Quantize a float model to int8: per-channel weights, calibrated activations.
 
     Fuses first, calibrates with the float reference executor, and writes int8 TFLite (runs in
@@ -307,25 +307,40 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
     from .commands import quantize_command
     from ..formats.output_names import check_output_name
     from ..quant.report import low_sqnr_warning, render_text
+    from .requests import QuantizeRequest
     from .verify import MIN_SQNR_DB
 
-    check_output_name(output, "model", [model, calibration, eval_data])
-
-    options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
-                               equalize, engine, batch_size, io_type=io_type, rounding=rounding,
-                               activations=activations, int16_layers=int16_layers)
-    written = quantize_command(model, output, calibration, calibration_random, eval_data, mean,
-                               std, scale, options, max_memory, report, report_html,
-                               input_layout, input_shapes, verify)
+    request = QuantizeRequest(model=model, **options)
+    check_output_name(request.output, "model", [model, request.calibration, request.eval_data,
+                                                request.labels])
+    written = quantize_command(request)
     _echo_text(render_text(written.report))
     if written.report.get("opset_upgraded"):
         old, new = written.report["opset_upgraded"]
         _echo_text(f"ONNX opset raised {old} -> {new} (QDQ needs per-axis DequantizeLinear)")
     _echo_text(f"wrote {written.path} ({written.fmt}, {written.size} bytes)")
-    warning = low_sqnr_warning(model, written.report["output_sqnr_db"], method, MIN_SQNR_DB)
+    warning = low_sqnr_warning(model, written.report["output_sqnr_db"], request.method,
+                               MIN_SQNR_DB)
     if warning:
         _echo_text(f"qconvert: warning: {warning}", err=True)
     _echo_conversion(written.conversion)
+
+
+def _echo_quantization(model, report, request) -> None:
+    """The quantization report's table (and the low-SQNR warning) when a command quantized a
+    float model; the written report files."""
+    if report is None:
+        return
+    from ..quant.report import low_sqnr_warning, render_text
+    from .verify import MIN_SQNR_DB
+
+    _echo_text(render_text(report))
+    warning = low_sqnr_warning(model, report["output_sqnr_db"], request.method, MIN_SQNR_DB)
+    if warning:
+        _echo_text(f"qconvert: warning: {warning}", err=True)
+    for path in (getattr(request, "quant_report", None), getattr(request, "report_html", None)):
+        if path is not None:
+            _echo_text(f"wrote {path}")
 
 
 @main.command("export-c-header")
@@ -345,13 +360,12 @@ def quantize(model, output, calibration, calibration_random, eval_data, mean, st
               "the header (single: CMSIS-NN built with CMSIS_NN_USE_SINGLE_ROUNDING).")
 @scheme_option
 @calibration_options
+@export_report_options
 @input_layout_option
 @input_shape_option
+@verify_option
 @_names_model
-def export_c_header(model, output, name, fc_layout, with_kernels, rounding, scheme, calibration,
-                    calibration_random, mean, std, scale, method, percentile, fc_per_channel,
-                    no_fuse, no_bias_correction, equalize, engine, batch_size, max_memory,
-                    input_layout, input_shapes):
+def export_c_header(model, **options):
     """Write an int8 model as one C header for firmware (CMSIS-NN style).
 
     Per layer: int8 weights (conv OHWI, depthwise [1, H, W, C], fully connected 1x4 interleaved
@@ -369,27 +383,26 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, sche
       qconvert export-c-header model.onnx --calibration calib.npy -o weights.h
     """
     from ..c_export.command import export_header_command
-    from .command_inputs import memory_limit, normalization
     from ..formats.output_names import check_output_name
+    from .requests import ExportCHeaderRequest
 
-    check_output_name(output, "header", [model, calibration])
-
-    options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
-                               equalize, engine, batch_size, memory_limit(max_memory),
-                               rounding=rounding)
-    if scheme == "q7":
+    request = ExportCHeaderRequest(model=model, **options)
+    check_output_name(request.output, "header", [model, request.calibration])
+    if request.scheme == "q7":
         from qconvert.c_export.q7_command import export_header_q7
+        from .requests import check_q7_request
 
-        exported = export_header_q7(model, output, name, fc_layout, with_kernels, calibration,
-                                    calibration_random, lambda: normalization(mean, std, scale),
-                                    options, input_layout, input_shapes)
+        check_q7_request(request)
+        exported = export_header_q7(
+            model, request.output, request.name, request.fc_layout, request.with_kernels,
+            request.calibration, request.calibration_random, request.normalization,
+            request.options(rounding=request.rounding), request.input_layout,
+            request.input_shapes)
         (out, data), = exported.files.items()
         _echo_text(f"wrote {out} ({len(exported.model.layers)} q7 layers, {len(data)} bytes)")
         return
-    exported = export_header_command(model, output, name, fc_layout, with_kernels, rounding,
-                                     calibration, calibration_random,
-                                     lambda: normalization(mean, std, scale), options,
-                                     input_layout, input_shapes)
+    exported = export_header_command(request)
+    _echo_quantization(model, exported.quantization, request)
     *kernel_paths, out = exported.files
     _echo_text(f"wrote {out} ({exported.layers} layers, {len(exported.files[out])} bytes)")
     for path in kernel_paths:
@@ -398,7 +411,7 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, sche
 
 @main.command("export-c")
 @click.argument("model", type=click.Path(dir_okay=True))
-@click.option("-o", "--output", "outdir", type=click.Path(), required=True, metavar="DIR",
+@click.option("-o", "--output", type=click.Path(), required=True, metavar="DIR",
               help="Directory for NAME.h, NAME.c and the kernel sources (created if missing).")
 @click.option("--name", help="Name of the model in C (NAME_invoke, NAME_ARENA_SIZE...), a C "
               "identifier (default: the model file's name, sanitized).")
@@ -419,23 +432,26 @@ def export_c_header(model, output, name, fc_layout, with_kernels, rounding, sche
               "recomputed (MCUNetV2's patch-based inference): its large activations never "
               "exist whole, bit-exact, some recomputation. Not used (with a note) when the "
               "model has no such chain or patching does not lower the arena. Default 0: off.")
+@click.option("--example", is_flag=True, help="Also write an example application: main.c "
+              "(a float input quantized with NAME_quantize_input, NAME_invoke, the output "
+              "dequantized and printed), CMakeLists.txt and a Makefile fragment NAME.mk.")
 @click.option("--report", type=click.Path(), metavar="FILE.json",
               help="Also write the per-layer figures as JSON: index, name, op, the C functions "
               "called, MACs, weight and constant bytes (flash), input, output and scratch "
               "bytes, and the totals (arena, flash constants).")
 @scheme_option
 @calibration_options
+@export_report_options
 @input_layout_option
 @input_shape_option
+@verify_option
 @_names_model
-def export_c(model, outdir, name, kernels, fc_layout, patches, report, scheme, calibration,
-             calibration_random, mean, std, scale, method, percentile, fc_per_channel, no_fuse,
-             no_bias_correction, equalize, engine, batch_size, max_memory, input_layout,
-             input_shapes):
+def export_c(model, **options):
     """Write the whole int8 (or 16x8) model as interpreter-free C with a static memory plan.
 
     DIR/NAME.h declares NAME_invoke(input, output) (0 on success), NAME_ARENA_SIZE,
-    NAME_INPUT_SIZE / NAME_OUTPUT_SIZE and the input and output scales and zero points;
+    NAME_INPUT_SIZE / NAME_OUTPUT_SIZE, the input and output scales, zero points and layouts
+    (NAME_INPUT_DIMS...), and NAME_quantize_input / NAME_dequantize_output (float <-> int8);
     DIR/NAME.c holds the weights (static const, flash), the arena and the layer calls; the
     kernel sources it needs are written beside them. Every .c in DIR compiles together with
     gcc -std=c99 -Wall -Wextra -Werror -pedantic. The arena is planned ahead of time (tensor
@@ -455,23 +471,20 @@ def export_c(model, outdir, name, kernels, fc_layout, patches, report, scheme, c
       qconvert export-c model_int8.tflite -o model_c --name kws
       qconvert export-c model_int8.tflite -o model_c --kernels cmsis-nn --report layers.json
       qconvert export-c model.onnx --calibration calib.npy -o model_c
+      qconvert export-c model_int8.tflite -o model_c --name kws --example
     """
     from ..c_export.command import export_c_command
-    from .command_inputs import memory_limit, normalization
     from ..formats.output_names import check_output_folder
+    from .requests import ExportCRequest
 
-    check_output_folder(outdir)
-
-    options = quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction,
-                               equalize, engine, batch_size, memory_limit(max_memory))
-    norm = normalization(mean, std, scale)
-    if scheme == "q7" or kernels == "cmsis-nn-legacy":
-        _export_c_q7(model, outdir, name, kernels, fc_layout, patches, report, scheme,
-                     calibration, calibration_random, norm, options, input_layout, input_shapes)
+    request = ExportCRequest(model=model, **options)
+    name, kernels, report = request.name, request.kernels, request.report
+    check_output_folder(request.output)
+    if request.scheme == "q7" or kernels == "cmsis-nn-legacy":
+        _export_c_q7(model, request)
         return
-    exported = export_c_command(model, outdir, name, kernels, fc_layout, calibration,
-                                calibration_random, lambda: norm, options, input_layout,
-                                input_shapes, report, patches=patches)
+    exported = export_c_command(request)
+    _echo_quantization(model, exported.quantization, request)
     summary = exported.summary
     from ..c_export.c_names import shadowed
 
@@ -495,6 +508,9 @@ def export_c(model, outdir, name, kernels, fc_layout, patches, report, scheme, c
                "tensors placed over their inputs" + (
                    f" ({summary.banded} CMSIS-NN layers called band by band)"
                    if summary.banded else ""))
+    from ..quant.resources import render as render_resources
+
+    _echo_text("\n".join(render_resources(exported.resources)))
     if summary.patches:
         click.echo(summary.patches)
     if summary.state_size:
@@ -505,15 +521,19 @@ def export_c(model, outdir, name, kernels, fc_layout, patches, report, scheme, c
         _echo_text(f"wrote {report}")
 
 
-def _export_c_q7(model, outdir, name, kernels, fc_layout, patches, report, scheme, calibration,
-                 calibration_random, norm, options, input_layout, input_shapes) -> None:
+def _export_c_q7(model, request) -> None:
     """`export-c --scheme q7`: write the C and print the q7 report."""
     from qconvert.c_export.q7_command import export_c_q7
     from qconvert.quant.q7_quantize import render_q7_report
 
-    exported = export_c_q7(model, outdir, name, kernels, fc_layout, calibration,
-                           calibration_random, lambda: norm, options, input_layout, input_shapes,
-                           report, patches, scheme)
+    from .requests import check_q7_request
+
+    check_q7_request(request)
+    outdir, kernels, report = request.output, request.kernels, request.report
+    exported = export_c_q7(model, outdir, request.name, kernels, request.fc_layout,
+                           request.calibration, request.calibration_random,
+                           request.normalization, request.options(), request.input_layout,
+                           request.input_shapes, report, request.patches, request.scheme)
     _echo_text(f"wrote {len(exported.files)} files to {outdir}: "
                f"{', '.join(p.name for p in exported.files)}")
     for line in render_q7_report(exported.report):

@@ -1,21 +1,24 @@
 """What commands read besides their options: the model (with `--input-shape`), calibration data
-(`--calibration` / `--calibration-random`, normalized with `--mean` / `--std` / `--scale`), and
-the numbers and sizes options carry. Errors are `QConvertError`s naming the file."""
+(`--calibration` / `--calibration-random`, or the API's arrays) and evaluation data (`--eval`).
+Errors are `QConvertError`s naming the file; options are parsed in `requests`."""
 
 from __future__ import annotations
 
 import click
 
 from ..errors import QConvertError, one_line
+from .requests import is_path as _is_path
 
 
-def load_with_shapes(model: str, input_shapes):
-    """Load `model` and apply `--input-shape` specs (errors name the file)."""
+def load_with_shapes(model, input_shapes):
+    """Load `model` (a path, or a `requests.ModelSource` held in memory) and apply
+    `--input-shape` specs (errors name the file)."""
     from .input_shapes import apply_input_shapes, parse_input_shapes
-    from ..formats.model_io import load_model
+    from ..formats.model_io import load_model, load_model_data
 
     shapes = parse_input_shapes(input_shapes)
-    m = load_model(model)
+    m = load_model(model) if _is_path(model) else load_model_data(model.data, model.name,
+                                                                 model.path)
     try:
         apply_input_shapes(m, shapes)
     except QConvertError as exc:
@@ -23,27 +26,32 @@ def load_with_shapes(model: str, input_shapes):
     return m
 
 
-def parse_numbers(text):
-    """'127.5' or '125,122,113' -> a float or a list of floats (None stays None)."""
-    if text is None:
-        return None
-    try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        raise QConvertError(f"not a number or comma-separated numbers: {text!r}") from None
-    return values[0] if len(values) == 1 else values
-
-
 def normalization(mean, std, scale) -> dict:
-    """`--mean`, `--std`, `--scale` parsed: the keyword arguments of `load_calibration`."""
-    return dict(mean=parse_numbers(mean), std=parse_numbers(std), scale=parse_numbers(scale))
+    """`--mean`, `--std`, `--scale` parsed (as `requests.Calibrate.normalization` does)."""
+    from .requests import Calibrate
+
+    return Calibrate(mean=mean, std=std, scale=scale).normalization()
 
 
 def memory_limit(text) -> int:
-    """`--max-memory SIZE` in bytes (default: `executor.memory_limit.default_limit`)."""
-    from ..executor.memory_limit import default_limit, parse_size
+    """`--max-memory SIZE` in bytes (as `requests.Calibrate.max_memory_bytes` does)."""
+    from .requests import Calibrate
 
-    return default_limit() if text is None else parse_size(text)
+    return Calibrate(max_memory=text).max_memory_bytes()
+
+
+def evaluation_data(specs, eval_data, norm: dict, max_memory: int) -> dict | None:
+    """Evaluation samples {input name: array} from --eval DATA (a path) or the API's arrays;
+    None when not given."""
+    from ..quant import calibration_data as cd
+
+    if eval_data is None:
+        return None
+    if not _is_path(eval_data):
+        from ..quant.array_data import arrays_for_inputs
+
+        return arrays_for_inputs(eval_data, specs, norm, max_memory, "eval_data")
+    return cd.load_calibration(eval_data, specs, **norm, max_bytes=max_memory)
 
 
 def calibration_data(specs, calibration, calibration_random, norm: dict,
@@ -61,13 +69,19 @@ def calibration_data(specs, calibration, calibration_random, norm: dict,
     limit = max_memory or default_limit()
     if calibration is not None:
         ranges: dict = {}
-        data = cd.load_calibration(calibration, specs, **norm, max_bytes=limit, ranges=ranges)
+        if _is_path(calibration):
+            data = cd.load_calibration(calibration, specs, **norm, max_bytes=limit,
+                                       ranges=ranges)
+        else:
+            from ..quant.array_data import arrays_for_inputs
+
+            data = arrays_for_inputs(calibration, specs, norm, limit, "calibration", ranges)
         message = cd.scale_warning(ranges)
+        where = str(calibration) if _is_path(calibration) else "calibration"
         if message and verify:
-            raise QConvertError(f"{message} (--verify refuses data at a doubtful scale)",
-                                str(calibration))
+            raise QConvertError(f"{message} (--verify refuses data at a doubtful scale)", where)
         if message:
-            click.echo(f"qconvert: warning: {one_line(str(calibration))}: {message}", err=True)
+            click.echo(f"qconvert: warning: {one_line(where)}: {message}", err=True)
         return data
     check_input_memory(specs, calibration_random, limit)
     click.echo(f"qconvert: warning: {cd.RANDOM_CALIBRATION_WARNING}", err=True)

@@ -1,7 +1,6 @@
 """The option groups several `qconvert` commands share: `--input-layout`, `--verify`,
 `--input-shape`, and the calibration and quantization options (`calibration_options`) of
-`quantize`, `export-c-header` and `export-c`; and `quantize_options`, which turns the latter
-into `QuantizeOptions`."""
+`quantize`, `export-c-header` and `export-c` (resolved by `requests.Calibrate`)."""
 
 from __future__ import annotations
 
@@ -60,6 +59,11 @@ _CALIBRATION_OPTIONS = (
     click.option("--percentile", type=click.FloatRange(50, 100), default=99.99,
                  show_default=True, callback=lambda ctx, param, value: _a_number(param, value),
                  help="Kept share of values for --method percentile."),
+    click.option("--per-channel/--per-tensor", "per_channel", default=True,
+                 show_default=True, help="Conv and depthwise weights per output channel (the "
+                 "default: TFLite Micro's int8 scheme), or every layer's weights with one scale "
+                 "(--per-tensor: the older scheme some int8 runtimes and accelerators need; "
+                 "bit-exact with TFLite Micro too, usually a lower SQNR)."),
     click.option("--fc-per-channel", is_flag=True,
                  help="Fully connected weights per channel too (default: per tensor, as every "
                  "TFLite Micro build runs)."),
@@ -81,7 +85,30 @@ _CALIBRATION_OPTIONS = (
                  "(mse, percentile, entropy) can move slightly with it."),
     click.option("--max-memory", metavar="SIZE", help="Refuse a plan whose largest layer needs "
                  "more than SIZE per batch (e.g. 4G; default: half the physical memory, at most 8G)."),
+    click.option("--eval", "eval_data", type=click.Path(), metavar="DATA",
+                 help="Data for the quantization report's SQNR and top-1 (default: the "
+                 "calibration data)."),
+    click.option("--labels", type=click.Path(), metavar="FILE", help="The class of each --eval "
+                 "sample (.npy of integers, or one-hot rows; file.npz:key): the report adds "
+                 "float and int8 top-1 over every --eval sample and both confusion matrices."),
 )
+
+# the quantization report of a float model quantized by export-c / export-c-header
+EXPORT_REPORT_OPTIONS = (
+    click.option("--quant-report", type=click.Path(), metavar="FILE.json", help="A float "
+                 "model quantized first: also write its quantization report as JSON (as "
+                 "quantize --report)."),
+    click.option("--report-html", type=click.Path(), metavar="FILE.html", help="A float model "
+                 "quantized first: also write its quantization report as HTML (as quantize "
+                 "--report-html)."),
+)
+
+
+def export_report_options(fn):
+    """--quant-report / --report-html of the C exports (the quantization a float model gets)."""
+    for option in reversed(EXPORT_REPORT_OPTIONS):
+        fn = option(fn)
+    return fn
 
 
 def calibration_options(fn):
@@ -92,15 +119,3 @@ def calibration_options(fn):
     for option in reversed(_CALIBRATION_OPTIONS):
         fn = option(fn)
     return fn
-
-
-def quantize_options(method, percentile, fc_per_channel, no_fuse, no_bias_correction, equalize,
-                     engine, batch_size, max_memory=None, io_type="int8", rounding="double",
-                     activations="int8", int16_layers=None):
-    """The `QuantizeOptions` of the calibration options' values (`--max-memory` in bytes)."""
-    from ..quant.quantize import QuantizeOptions
-
-    return QuantizeOptions(method, percentile, fc_per_channel, io_type, rounding, not no_fuse,
-                           batch_size, max_memory, bias_correction=not no_bias_correction,
-                           equalize=equalize, engine=engine, activations=activations,
-                           int16_layers=int16_layers)

@@ -153,6 +153,29 @@ def _fmt_count(n: int) -> str:
     return str(n)
 
 
+NAME_WIDTH = 32  # a longer layer name gets a line of its own above its row
+
+
+def long_names_apart(rows: list, name_col: int = 1) -> tuple:
+    """(rows with every name longer than NAME_WIDTH emptied, {row index: full name}): the
+    tables print such a name whole on a line of its own (`table_lines`) instead of cutting it
+    (Keras names all start with the same `functional_1/...`)."""
+    long = {i: row[name_col] for i, row in enumerate(rows) if len(row[name_col]) > NAME_WIDTH}
+    kept = [tuple("" if c == name_col and i in long else cell for c, cell in enumerate(row))
+            for i, row in enumerate(rows)]
+    return kept, long
+
+
+def table_lines(rows: list, fmt: str, long: dict, indent: int = 0) -> list:
+    """The formatted rows, each long name (`long_names_apart`) on the line before its row."""
+    out = []
+    for i, row in enumerate(rows):
+        if i in long:
+            out.append(" " * indent + long[i])
+        out.append(fmt.format(*row).rstrip())
+    return out
+
+
 def render(report: dict) -> str:
     """Human-readable table of `summary(...)`."""
     header = ("#", "layer", "op", "input", "output", "weights", "activ.", "MACs", "quantization")
@@ -161,17 +184,18 @@ def render(report: dict) -> str:
         op = r["op"] if r["known"] else f"{r['op']} (unknown)"
         if r["activation"] != "NONE":
             op += f"+{r['activation']}"
-        lines.append((str(i), one_line(r["name"])[:32], one_line(op),
+        lines.append((str(i), one_line(r["name"]), one_line(op),
                       one_line(_fmt_shapes(r["inputs"])), one_line(_fmt_shapes(r["outputs"])),
                       _fmt_count(r["weight_bytes"]) + "B",
                       _fmt_count(r["activation_bytes"]) + "B", _fmt_count(r["macs"]),
                       _fmt_quant(r["quantization"])))
+    lines, long = long_names_apart(lines)
     widths = [max(len(h), *(len(row[c]) for row in lines)) if lines else len(h)
               for c, h in enumerate(header)]
     fmt = "  ".join(f"{{:{'>' if c in (0, 5, 6, 7) else '<'}{w}}}" for c, w in enumerate(widths))
     out = [one_line(f"{report['model']} ({report['format']})"), fmt.format(*header),
            "  ".join("-" * w for w in widths)]
-    out += [fmt.format(*row) for row in lines]
+    out += table_lines(lines, fmt, long, widths[0] + 2)
     t = report["totals"]
     out.append("")
     out.append(f"total: {t['layers']} layers, {_fmt_count(t['macs'])} MACs ({t['macs']}), "

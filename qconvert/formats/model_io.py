@@ -127,6 +127,29 @@ def load_model(path: str | Path) -> Model:
         raise exc.with_path(str(path))
 
 
+def load_model_data(data: bytes, name: str, path: str | Path | None = None) -> Model:
+    """Read and verify a model held in memory (`qconvert.load(bytes)`): `name` stands for its
+    file in errors, `path` (when it was read from one) locates ONNX external data."""
+    try:
+        fmt, parsed = detect_format(bytes(data))
+        if fmt == "tflite":
+            from .tflite_reader import read_tflite
+
+            model = read_tflite(bytes(data))
+        else:
+            from .onnx_reader import read_onnx_parsed
+
+            model = read_onnx_parsed(parsed, path if path is not None else Path(name))
+        try:
+            model.verify()
+        except GraphError as exc:
+            raise QConvertError(f"invalid model graph: {exc}") from exc
+        model.meta["source_path"] = str(path if path is not None else name)
+        return model
+    except QConvertError as exc:
+        raise exc.with_path(str(path if path is not None else name))
+
+
 def require_known_ops(model: Model, purpose: str) -> None:
     """Refuse work that needs every op's meaning, naming all unknown ops (with counts) at once."""
     counts: dict = {}

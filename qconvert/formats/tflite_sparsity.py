@@ -120,7 +120,7 @@ def fold_densify(graph) -> list:
     """Replace each DENSIFY of a densified constant by that constant (its output tensor takes
     the data; the node goes). Returns the names of the graph's densified constants."""
     names = [n for n, t in graph.tensors.items() if t.extra.get("densified")]
-    kept = []
+    kept, folded = [], set()
     for node in graph.nodes:
         src = graph.tensors.get(node.inputs[0]) if node.inputs and node.inputs[0] else None
         if node.op == "DENSIFY" and src is not None and src.data is not None \
@@ -128,9 +128,15 @@ def fold_densify(graph) -> list:
             out = graph.tensors[node.outputs[0]]
             out.data = src.data
             out.quant = out.quant or src.quant
+            folded.add(node.inputs[0])
             continue
         kept.append(node)
     graph.nodes[:] = kept
+    # the sparse constants a folded DENSIFY read are dead now: not written (a read of the
+    # written file then writes the same bytes)
+    read = {i for node in kept for i in node.inputs} | set(graph.outputs)
+    for name in folded - read:
+        del graph.tensors[name]
     graph.invalidate_uses()
     return names
 

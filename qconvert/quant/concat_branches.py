@@ -77,19 +77,32 @@ def describe(found: list, how: str) -> str:
             f"steps; {how}")
 
 
-def float_tails(graph: Graph, found: list, activations: dict) -> list:
+def float_tails(graph: Graph, found: list, activations: dict, layers) -> list:
     """The activations to leave float in QDQ output for the swamped concats `found`: each
     concat's output and what carries its values on unchanged after it (same-scale ops:
     Reshape, Transpose...), so no QuantizeLinear pair at the concat's int8 scale swamps the
     narrow branch again. Their readers then run on float values (onnxruntime's float kernels
-    between the DequantizeLinear of each branch and the output)."""
+    between the DequantizeLinear of each branch and the output). A concat whose tail is read by
+    a layer (`layers`: the first outputs of the plan's conv / FC layers, which need an int8
+    input) cannot stay float: it keeps one int8 scale and gets a `blocker` saying so."""
     from qconvert import schemas
 
-    tail = {f["output"] for f in found}
-    for node in graph.nodes:  # topological: a tail grows forward
-        if node.opaque or not any(n in tail for n in node.present_inputs()):
-            continue
-        schema = schemas.get(node.op)
-        if schema is not None and schema.int8 == "same_scale":
-            tail.update(o for o in node.outputs if o)
-    return sorted(n for n in tail if n in activations)
+    floats = []
+    for f in found:
+        f.pop("blocker", None)  # a 16x8 blocker means nothing in QDQ output
+        tail = {f["output"]}
+        feeds_layer = False
+        for node in graph.nodes:  # topological: a tail grows forward
+            if node.opaque or not any(n in tail for n in node.present_inputs()):
+                continue
+            if node.outputs and node.outputs[0] in layers:
+                feeds_layer = True
+                break
+            schema = schemas.get(node.op)
+            if schema is not None and schema.int8 == "same_scale":
+                tail.update(o for o in node.outputs if o)
+        if feeds_layer:
+            f["blocker"] = "a layer reads its output"
+        else:
+            floats += [n for n in tail if n in activations]
+    return sorted(set(floats))

@@ -15,7 +15,8 @@ Activation parameters follow the op schemas' int8 rules:
   the conv output no longer spends int8 steps on the negative values a ReLU zeroes;
 - every other float activation gets its own range.
 Layers (`per_channel_weights`): weights per output channel (conv, depthwise; fully connected
-layers per tensor unless `fc_per_channel`), bias at s_in * s_w (see `params`).
+layers per tensor unless `fc_per_channel`), or every layer per tensor (`per_tensor`), bias at
+s_in * s_w (see `params`).
 """
 
 from __future__ import annotations
@@ -346,7 +347,8 @@ def plan_activations(graph: Graph, ranges: dict, int16=frozenset()) -> dict:
 
 
 def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
-         input_means: dict | None = None, int16=frozenset()) -> QuantPlan:
+         input_means: dict | None = None, int16=frozenset(),
+         per_tensor: bool = False) -> QuantPlan:
     """The whole plan: activations, then each layer's weights and bias against its input scale.
 
     `input_means` ({layer output: mean of its input per channel}, `bias_correction`) turns on
@@ -354,7 +356,8 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
     layers, `int16.py`); a layer writing one gets an int64 bias."""
     check_quantizable(graph)
     acts = plan_activations(graph, ranges, int16)
-    planned = _plan_layers(graph, acts, fmt, fc_per_channel, input_means or {}, int16)
+    planned = _plan_layers(graph, acts, fmt, fc_per_channel, input_means or {}, int16,
+                           per_tensor)
     layers = {}
     wanted: dict = {}  # constant -> [(reader, (scale, zero point), int16)] in node order
     for node in graph.nodes:
@@ -418,7 +421,7 @@ def split_shared_constants(graph: Graph, wanted: dict) -> tuple:
 
 
 def _plan_layers(graph: Graph, acts: dict, fmt: str, fc_per_channel: bool, input_means: dict,
-                 int16) -> dict:
+                 int16, per_tensor: bool = False) -> dict:
     """{id(node): its LayerPlan, or the error planning it raised} for every layer with constant
     weights; the layers are independent of each other, so they are shared among the CPUs
     (`executor.parallel`); the caller raises the first error in node order."""
@@ -435,7 +438,7 @@ def _plan_layers(graph: Graph, acts: dict, fmt: str, fc_per_channel: bool, input
             try:
                 planned[id(node)] = _plan_layer(graph, node, acts, fmt, fc_per_channel,
                                                 input_means.get(node.outputs[0]),
-                                                node.outputs[0] in int16)
+                                                node.outputs[0] in int16, per_tensor)
             except Exception as exc:  # noqa: BLE001  (raised by the caller, in node order)
                 planned[id(node)] = exc
 
@@ -459,7 +462,7 @@ def layer_slots(node) -> tuple:
 
 
 def _plan_layer(graph, node, acts, fmt, fc_per_channel, input_mean=None,
-                wide: bool = False) -> LayerPlan:
+                wide: bool = False, per_tensor: bool = False) -> LayerPlan:
     x_slot, w_slot, b_slot = layer_slots(node)
     x = node.inputs[x_slot]
     if x not in acts:
@@ -477,7 +480,7 @@ def _plan_layer(graph, node, acts, fmt, fc_per_channel, input_mean=None,
     if node.op == "ConvTranspose" and int(node.attrs.get("group", 1) or 1) > 1:
         raise QConvertError(f"ConvTranspose {node.name!r}: group {node.attrs['group']} (its "
                             "weights' channel axis is not the output channel; no int8 form)")
-    per_channel = fc_per_channel or node.op not in FC_OPS
+    per_channel = not per_tensor and (fc_per_channel or node.op not in FC_OPS)
     try:
         # 16x8: a weight scale small enough to make s_in s_w / s_out < 2^-32 gives a zero
         # multiplier (the 48-bit bias guard can ask for one: s_in is ~256x smaller)

@@ -50,6 +50,7 @@ class QuantizeOptions:
     engine: str = "numpy"
     activations: str = "int8"            # "int16": 16x8 wherever TFLite Micro has the kernels
     int16_layers: str | None = None      # "auto", a count, or layer names (mixed 16x8)
+    per_tensor: bool = False             # every layer's weights per tensor (--per-tensor)
 
     @property
     def wide(self) -> bool:
@@ -110,6 +111,10 @@ def _check_float(run: _Run) -> None:
     """A float model (one graph, or a streaming model whose state quantizes) and 16x8 options
     qconvert can write; int8 weights of a hybrid model dequantized."""
     run.stateful = check_subgraphs(run.model)
+    if run.options.per_tensor and (run.options.wide or run.options.fc_per_channel):
+        raise QConvertError("--per-tensor takes every layer's weights per tensor: not with "
+                            "--fc-per-channel, nor with 16x8 (TFLite Micro's int16 "
+                            "convolutions take per-channel weights)")
     if run.options.wide:
         from .int16_choice import parse_int16_layers
 
@@ -182,7 +187,8 @@ def _plan(run: _Run) -> None:
     measured = run.measured
     measured.ranges = unclipped_outputs(model.graph, measured.ranges, measured.extremes)
     run.qplan = _plan_in_range(model.graph, measured.ranges, model.format,
-                               run.options.fc_per_channel, measured.means)
+                               run.options.fc_per_channel, measured.means,
+                               per_tensor=run.options.per_tensor)
     run.float_graph = model.graph.copy()  # constants shared: they are immutable
     if run.stateful:
         run.float_model = Model(model.format, [run.float_graph] + [
@@ -246,7 +252,8 @@ def _qdq(run: _Run) -> None:
         from .concat_branches import float_tails, swamped_concats
 
         run.swamped = swamped_concats(run.model.graph, run.measured.ranges)
-        for name in float_tails(run.model.graph, run.swamped, run.qplan.activations):
+        for name in float_tails(run.model.graph, run.swamped, run.qplan.activations,
+                                run.qplan.layers):
             del run.qplan.activations[name]  # the concat's output stays float
     run.names = apply_qdq(run.model.graph, run.qplan, run.model.meta.get("opset", 13))
     check_qdq_scales(run.model.graph)
@@ -311,8 +318,13 @@ def _report(run: _Run) -> None:
         run.report["per_branch_concats"] = run.swamped
         notes = run.report.setdefault("notes", [])
         if run.model.format != "tflite":
-            notes.append(describe(run.swamped, "its output left float, each branch on its own "
+            floated = [f for f in run.swamped if not f.get("blocker")]
+            if floated:
+                notes.append(describe(floated, "its output left float, each branch on its own "
                                                "int8 scale"))
+            for f in run.swamped:
+                if f.get("blocker"):
+                    notes.append(describe([f], f"left on one int8 scale ({f['blocker']})"))
         else:
             widened = [f for f in run.swamped if not f.get("blocker")]
             if widened:
@@ -409,7 +421,7 @@ def quantize_initial_values(model: Model, qplan) -> None:
 
 
 def _plan_in_range(graph, ranges: dict, fmt: str, fc_per_channel: bool, means=None,
-                   int16=frozenset()):
+                   int16=frozenset(), per_tensor: bool = False):
     """`plan`, with the output range of a layer whose requantization would need a left shift
     beyond 30 widened until it fits. That happens when the output range is tiny next to the
     input and weight scales (weights that cancel, a constant-zero output): the int8 output is
@@ -417,7 +429,7 @@ def _plan_in_range(graph, ranges: dict, fmt: str, fc_per_channel: bool, means=No
     that cannot be widened this way are left to the writers' invariant check, which refuses."""
     ranges = dict(ranges)
     for _ in range(4):
-        qplan = plan(graph, ranges, fmt, fc_per_channel, means, int16)
+        qplan = plan(graph, ranges, fmt, fc_per_channel, means, int16, per_tensor)
         wide = {out: int(np.max(layer.shift)) for out, layer in qplan.layers.items()
                 if layer.shift is not None and np.size(layer.shift)
                 and int(np.max(layer.shift)) > MAX_SHIFT and out in qplan.activations}

@@ -355,12 +355,17 @@ def render_text(result: dict) -> str:
     def db(value):
         return "-" if value is None else f"{value:.1f}"
 
+    from qconvert.formats.layer_table import NAME_WIDTH
+
     added = any("added_sqnr_db" in row for row in result["layers"])
     lines = [f"{'layer':32} {'op':16} {'out scale':>10} {'zp':>5} {'SQNR dB':>8}"
              + (f" {'added dB':>8}" if added else "")]
     for row in result["layers"]:
         out = row["output"]
-        layer, op = one_line(row["layer"])[:32], one_line(row["op"])
+        layer, op = one_line(row["layer"]), one_line(row["op"])
+        if len(layer) > NAME_WIDTH:  # whole, on a line of its own: never cut
+            lines.append(layer)
+            layer = ""
         line = (f"{layer:32} {op:16} {out['scale']:10.4g} "
                 f"{out['zero_point']:5d} {db(row['sqnr_db']):>8}")
         if added:
@@ -378,13 +383,23 @@ def render_text(result: dict) -> str:
     for name, q in result.get("inputs", {}).items():
         lines.append(f"input {one_line(name)}: data {q['min']:.6g}..{q['max']:.6g}, scale "
                      f"{q['scale']:.6g}, zero point {q['zero_point']}")
+    n, given = result["samples"], result.get("eval_samples", result["samples"])
+    over = f"the first {n} of {given}" if given > n else f"{n}"
     for name, value in result["output_sqnr_db"].items():
-        lines.append(f"output {one_line(name)}: SQNR {db(value)} dB over {result['samples']} "
-                     "samples")
+        lines.append(f"output {one_line(name)}: SQNR {db(value)} dB over {over} samples")
     if "top1_agreement" in result:
-        lines.append(f"top-1 agreement with float: {100 * result['top1_agreement']:.1f}%")
+        lines.append(f"top-1 agreement with float: {100 * result['top1_agreement']:.1f}% "
+                     f"(over {over} samples)")
+    if "labelled" in result:
+        from .accuracy import render_accuracy
+
+        lines += render_accuracy(result["labelled"])
     if "report_run" in result:
         lines.append(f"(SQNR figures from a {result['report_run']})")
+    if "resources" in result:
+        from .resources import render
+
+        lines += render(result["resources"])
     if "int16" in result:
         from .int16_report import render_int16
 

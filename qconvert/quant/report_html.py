@@ -1,9 +1,11 @@
 """`qconvert quantize --report-html FILE`: the quantization report as one self-contained HTML
 page, readable in any browser without Python, network or JavaScript.
 
-It holds a summary (model, method, options, output SQNR, top-1 agreement, samples), a bar chart
-of every layer's SQNR (end to end; for ONNX also the SQNR of the error the layer's own
-quantization adds, the bar that points at the layer to blame), and a scatter plot of the float
+It holds a summary (model, method, options, output SQNR, top-1 agreement, samples, the
+resource summary), a colour legend and a table of every layer (full name, wrapped; op, bits,
+output and input scales and zero points) with its SQNR bar (end to end; for ONNX also the SQNR
+of the error the layer's own quantization adds, the bar that points at the layer to blame), the
+labelled accuracy with both confusion matrices (--labels), and a scatter plot of the float
 model's output values against the int8 model's on the report's samples, with the diagonal
 y = x. Charts are inline SVG; every name is escaped. The page is XHTML-clean (every element
 closed, attributes quoted) so it also parses as XML.
@@ -31,6 +33,13 @@ table { border-collapse: collapse; } td, th { padding: 2px 10px; text-align: lef
 .axis { stroke: #444; stroke-width: 1; } .diag { stroke: #999; stroke-dasharray: 4 3; }
 .point { fill: #3264c8; fill-opacity: 0.35; }
 .kept { fill: #7a3ab8; } .skipped { fill: #bbb; } .int8 { fill: #888; } .mix { fill: #7a3ab8; }
+.layers td { vertical-align: top; border-bottom: 1px solid #eee; }
+.layers td.name { word-break: break-all; max-width: 28em; font-family: monospace; }
+.swatch { display: inline-block; width: 1em; height: 0.8em; margin-left: 0.8em; }
+.swatch.good { background: #3a8f3a; } .swatch.fair { background: #e0a020; }
+.swatch.poor { background: #c83232; } .swatch.added { background: #5078c8; }
+.confusion { margin: 1em 0; } .confusion td { text-align: right; border: 1px solid #ddd; }
+.confusion .hit { background: #d8efd8; } .confusion .miss { background: #f6dada; }
 """
 
 
@@ -62,44 +71,68 @@ def _finite(values) -> list:
     return [v for v in values if v is not None and math.isfinite(v)]
 
 
-def sqnr_bars(layers: list) -> str:
-    """An SVG with one row per layer: its SQNR bar (and its added-error bar when present)."""
+_ROW_BAR_W = 260
+
+
+def _row_bar(row: dict, key: str, cls: str | None, top: float) -> str:
+    """One layer's SQNR (or added-error) bar as a small inline SVG."""
+    db = row.get(key)
+    if db is None:
+        return "-"
+    exact = not math.isfinite(db)
+    length = _ROW_BAR_W if exact else max(1.0, _ROW_BAR_W * max(db, 0.0) / top)
+    klass = cls or _grade(math.inf if exact else db)
+    shown = "exact" if exact else f"{db:.1f} dB"
+    label = f"{row['layer']} ({row['op']})"
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{_ROW_BAR_W + 70}" '
+            f'height="{_ROW_H}" role="img" aria-label="{_e(shown)}">'
+            f'<rect class="bar {klass}" data-layer="{_e(row["layer"])}" data-kind="{key}" '
+            f'x="0" y="2" width="{length:.1f}" height="{_ROW_H - 3}"><title>{_e(label)}: '
+            f'{shown}</title></rect><text x="{length + 4:.1f}" y="12">{shown}</text></svg>')
+
+
+def _scale_zp(q) -> str:
+    if not q:
+        return "-"
+    scale = q.get("scale")
+    shown = f"{scale:.6g}" if isinstance(scale, (int, float)) else str(scale)
+    return f"{shown} / {q.get('zero_point')}"
+
+
+LEGEND = ('<p class="legend"><span class="swatch good"></span> SQNR at least 30 dB '
+          '<span class="swatch fair"></span> 20 to 30 dB <span class="swatch poor"></span> '
+          'below 20 dB (end to end: the int8 value against the float model\'s)'
+          '{added}{wide}</p>')
+
+
+def layer_table(layers: list) -> str:
+    """Every layer as a table row: its full name (wrapped, never clipped), op, bits, output
+    and input scale / zero point, and its SQNR bar(s)."""
     has_added = any(row.get("added_sqnr_db") is not None for row in layers)
+    has_wide = any(row.get("bits") == 16 for row in layers)
     values = _finite([row.get("sqnr_db") for row in layers]
                      + [row.get("added_sqnr_db") for row in layers])
     top = max(values + [1.0])
-    row_h = _ROW_H * (2 if has_added else 1) + 4
-    height = row_h * len(layers) + 30
-    width = _LABEL_W + _BAR_W + 80
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'role="img" aria-label="per-layer SQNR">']
+    legend = LEGEND.format(
+        added=(' <span class="swatch added"></span> added by the layer\'s own quantization '
+               '(ONNX QDQ: the bar that points at the layer to blame)') if has_added else "",
+        wide=" 16: the layer runs 16x8 (int16 activations)" if has_wide else "")
+    head = ["#", "layer", "op", "bits", "output scale / zero point",
+            "input scale / zero point", f"SQNR (0 .. {top:.1f} dB)"]
+    if has_added:
+        head.append("added by the layer")
+    rows = []
     for i, row in enumerate(layers):
-        y = 20 + i * row_h
-        label = f"{row['layer']} ({row['op']})"
-        parts.append(f'<text x="{_LABEL_W - 6}" y="{y + 12}" text-anchor="end">'
-                     f'{_e(label[-48:])}</text>')
-        bars = [("sqnr_db", None)] + ([("added_sqnr_db", "added")] if has_added else [])
-        for k, (key, cls) in enumerate(bars):
-            db = row.get(key)
-            yy = y + k * _ROW_H
-            if db is None:
-                parts.append(f'<text x="{_LABEL_W + 4}" y="{yy + 12}">-</text>')
-                continue
-            exact = not math.isfinite(db)
-            length = _BAR_W if exact else max(1.0, _BAR_W * max(db, 0.0) / top)
-            klass = cls or _grade(math.inf if exact else db)
-            shown = "exact" if exact else f"{db:.1f} dB"
-            parts.append(f'<rect class="bar {klass}" data-layer="{_e(row["layer"])}" '
-                         f'data-kind="{key}" x="{_LABEL_W}" y="{yy + 2}" '
-                         f'width="{length:.1f}" height="{_ROW_H - 3}"><title>{_e(label)}: '
-                         f'{shown}</title></rect>')
-            parts.append(f'<text x="{_LABEL_W + length + 4:.1f}" y="{yy + 12}">{shown}'
-                         + (' [16]' if k == 0 and row.get("bits") == 16 else '') + '</text>')
-    parts.append(f'<text x="{_LABEL_W}" y="12">SQNR (dB), 0 .. {top:.1f}'
-                 + (' - green/orange/red: end to end; blue: added by the layer itself'
-                    if has_added else '') + '</text>')
-    parts.append("</svg>")
-    return "\n".join(parts)
+        inputs = "<br/>".join(_e(_scale_zp(q)) for q in row.get("input") or []) or "-"
+        cells = [str(i), f'<td class="name">{_e(row["layer"])}</td>', _e(row["op"]),
+                 "16" if row.get("bits") == 16 else "8", _e(_scale_zp(row.get("output"))),
+                 inputs, _row_bar(row, "sqnr_db", None, top)]
+        if has_added:
+            cells.append(_row_bar(row, "added_sqnr_db", "added", top))
+        rows.append("<tr>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>"
+                                     for c in cells) + "</tr>")
+    header = "<tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"
+    return legend + f'\n<table class="layers">{header}\n' + "\n".join(rows) + "</table>"
 
 
 def scatter(reference: np.ndarray, quantized: np.ndarray, size: int = 420) -> str:
@@ -211,6 +244,30 @@ def memory_bars(m8: dict, mix: dict) -> str:
     return "\n".join(parts)
 
 
+def confusion_table(matrix: list, caption: str) -> str:
+    """A confusion matrix as a table: rows the true class, columns the predicted one, the
+    diagonal (correct) cells marked."""
+    classes = len(matrix)
+    head = "".join(f"<th>{j}</th>" for j in range(classes))
+    rows = "\n".join(
+        f"<tr><th>{i}</th>" + "".join(
+            f"<td class=\"{'hit' if i == j else 'miss' if n else ''}\">{n}</td>"
+            for j, n in enumerate(row)) + "</tr>" for i, row in enumerate(matrix))
+    return (f"<table class=\"confusion\"><caption>{_e(caption)}</caption>"
+            f"<tr><th>true \\ predicted</th>{head}</tr>\n{rows}</table>")
+
+
+def accuracy_section(acc: dict) -> list:
+    """Labelled top-1 (float and int8, over every evaluation sample) and both confusion
+    matrices."""
+    return ["<h2>Labelled accuracy</h2>",
+            f"<p>Top-1 over all {acc['samples']} evaluation samples: float "
+            f"{100 * acc['float_top1']:.2f} %, int8 {100 * acc['int8_top1']:.2f} %; int8 "
+            f"agrees with float on {100 * acc['agreement']:.2f} %.</p>",
+            confusion_table(acc["confusion_float"], "float model"),
+            confusion_table(acc["confusion_int8"], "int8 model")]
+
+
 def render_html(result: dict, model_name: str, pairs=None) -> str:
     """The page (module docstring). `pairs`: (float outputs, int8 outputs) for the scatter."""
     rows = [("model", model_name), ("method", result.get("method")),
@@ -222,12 +279,21 @@ def render_html(result: dict, model_name: str, pairs=None) -> str:
         rows.append((f"output {name} SQNR", "-" if db is None else f"{db:.2f} dB"))
     if "top1_agreement" in result:
         rows.append(("top-1 agreement with float", f"{100 * result['top1_agreement']:.1f} %"))
+    if "eval_samples" in result:
+        rows.append(("evaluation samples", result["eval_samples"]))
+    if "resources" in result:
+        from .resources import html_rows
+
+        rows += html_rows(result["resources"])
     table = "\n".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
     body = [f"<h1>qconvert quantization report: {_e(model_name)}</h1>",
             f"<table>{table}</table>",
-            "<h2>Per-layer SQNR</h2>", sqnr_bars(result.get("layers", []))]
+            "<h2>Per layer: scales, zero points and SQNR</h2>",
+            layer_table(result.get("layers", []))]
     if "int16" in result:
         body += int16_section(result["int16"])
+    if "labelled" in result:
+        body += accuracy_section(result["labelled"])
     if pairs is not None:
         body += ["<h2>Float vs int8 output</h2>",
                  f"<p>{min(np.asarray(pairs[0]).size, SCATTER_POINTS)} output values of the "

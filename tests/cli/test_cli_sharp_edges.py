@@ -121,12 +121,14 @@ def test_option_help_texts():
     assert "Calibration samples" in batch  # --batch-size has help
     engine = text.split("--engine [numpy|onnxruntime]", 1)[1].split("--batch-size", 1)[0]
     assert "faster" not in engine and "slower than numpy on fixed-batch models" in engine
-    per_channel = text.split("--per-channel ", 1)[1].split("--io-type", 1)[0]
-    assert "changes nothing" in per_channel and "always per channel" in per_channel
+    per_channel = text.split("--per-channel / --per-tensor", 1)[1].split("--fc-per-channel", 1)[0]
+    assert "the default" in per_channel and "every layer's weights with one scale" in per_channel
+    assert "[default: per-channel]" in per_channel
 
 
-def test_per_channel_flag_changes_nothing(tmp_path):
-    """--per-channel is kept for compatibility: the same bytes as without it."""
+def test_per_channel_flag_is_the_default(tmp_path):
+    """--per-channel names the default: the same bytes as without it (--per-tensor:
+    quant/test_per_tensor.py)."""
     a, b = tmp_path / "a.tflite", tmp_path / "b.tflite"
     assert _invoke(["quantize", DIGITS, "--calibration", CALIB, "-o", a]).exit_code == 0
     assert _invoke(["quantize", DIGITS, "--calibration", CALIB, "-o", b,

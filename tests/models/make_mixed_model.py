@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from qconvert.ir import Model, Node, Tensor
-from qconvert.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model, serialize
 
 HERE = Path(__file__).resolve().parent / "int16"
 PARTS = ("mixed_head_int8", "mixed_body_16x8", "mixed_tail_int8")

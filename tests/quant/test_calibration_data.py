@@ -5,6 +5,7 @@ data, batching and the stderr-only progress bar."""
 from __future__ import annotations
 
 import io
+import re
 import sys
 
 import numpy as np
@@ -374,15 +375,36 @@ def test_progress_silent_without_a_terminal(capsys):
     assert capsys.readouterr() == ("", "")
 
 
-def test_progress_draws_on_a_terminal(capsys):
+def _drawn_lines(text: str) -> list:
+    """The lines a terminal would show, cursor escapes removed."""
+    import re
+
+    text = re.sub(r"\x1b\[\?25[lh]", "", text)
+    return [line for chunk in text.split("\n") for line in chunk.split("\r") if line.strip()]
+
+
+def test_progress_draws_on_a_terminal(capsys, monkeypatch):
+    """click's bar: label, position, rate; the last line complete; nothing on stdout."""
+    monkeypatch.setenv("COLUMNS", "100")
     stream = _Tty()
     with Progress(4, "calibrating", stream=stream) as bar:
         bar.update(1)
         bar.update(3)
-    text = stream.getvalue()
-    assert text.startswith("\rcalibrating [") and text.endswith("] 4/4\n")
-    assert "[" + "#" * 30 + "] 4/4" in text
-    bar = Progress(10, "x", stream=_Tty())
-    bar.done = 3
-    assert bar.render() == "x [" + "#" * 9 + "." * 21 + "] 3/10"
+    lines = _drawn_lines(stream.getvalue())
+    assert stream.getvalue().endswith("\n")
+    assert lines[-1].startswith("calibrating [") and "#" in lines[-1]
+    assert re.search(r"\] 4/4 [\d.]+/s", lines[-1]), lines[-1]
     assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("columns", [100, 60, 40, 24])
+def test_progress_line_never_exceeds_the_terminal(monkeypatch, columns):
+    """Must not: a line wider than the terminal (it wrapped and cascaded at 40 columns)."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    stream = _Tty()
+    with Progress(597, "calibrating", stream=stream) as bar:
+        for _ in range(10):
+            bar.update(60)
+    lines = _drawn_lines(stream.getvalue())
+    assert lines and max(len(line.rstrip()) for line in lines) <= columns
+    assert "597/597" in lines[-1]

@@ -128,3 +128,33 @@ def test_concat_whose_group_has_no_16x8_kernel_is_marked():
     found = swamped_concats(g, {"a": (0.0, 96.0), "b": (0.0, 1.0), "y": (0.0, 96.0),
                                 "z": (0.0, 96.0)})
     assert len(found) == 1 and "Gather" in found[0].get("blocker", ""), found
+
+
+def test_qdq_concat_read_by_a_layer_keeps_one_int8_scale():
+    """must not: a swamped concat whose output a conv / FC layer reads (through same-scale ops
+    too) is not left float in QDQ output (the layer needs an int8 input): it keeps one scale and
+    is marked; one that only reaches the output is left float. 16x8 blockers mean nothing there."""
+    import numpy as np
+
+    from qconvert.ir import Graph, Node, Tensor
+    from qconvert.quant.concat_branches import float_tails, swamped_concats
+
+    g = Graph("main", inputs=["a", "b"], outputs=["z", "y2"])
+    for name in ("a", "b"):
+        g.add_tensor(Tensor(name, (1, 4), "float32"))
+    for name in ("y", "r", "y2"):
+        g.add_tensor(Tensor(name, (1, 8), "float32"))
+    g.add_tensor(Tensor("w", (2, 8), "float32", np.ones((2, 8), np.float32)))
+    g.add_tensor(Tensor("z", (1, 2), "float32"))
+    g.nodes = [Node("Concat", ["a", "b"], ["y"], {"axis": 1}, "y"),
+               Node("Reshape", ["y"], ["r"], {"shape": [1, 8]}, "r"),
+               Node("Gemm", ["r", "w"], ["z"], {"transB": 1}, "z"),
+               Node("Concat", ["b", "a"], ["y2"], {"axis": 1}, "y2")]
+    ranges = {"a": (0.0, 96.0), "b": (0.0, 1.0), "y": (0.0, 96.0), "r": (0.0, 96.0),
+              "z": (0.0, 900.0), "y2": (0.0, 96.0)}
+    found = swamped_concats(g, ranges)
+    assert sorted(f["output"] for f in found) == ["y", "y2"]
+    floats = float_tails(g, found, dict.fromkeys(ranges), layers={"z"})
+    assert floats == ["y2"]
+    marked = {f["output"]: f.get("blocker") for f in found}
+    assert marked == {"y": "a layer reads its output", "y2": None}

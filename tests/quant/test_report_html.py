@@ -51,3 +51,30 @@ def test_html_escapes_names():
     text = render_html(result, "m&<.onnx")
     ET.fromstring(text)
     assert "a<b>" not in text and "a&lt;b&gt;&amp;" in text
+
+
+def test_full_names_wrapped_legend_and_scale_table():
+    """Must not clip a long (Keras-style) name; a legend names every colour shown; every layer
+    row has its output and input scale / zero point and its 16x8 tag."""
+    long = "functional_1/" + "very_long_block_name/" * 6 + "conv2d_17/Relu"
+    result = {"layers": [
+        {"layer": long, "op": "Conv2D", "sqnr_db": 31.0, "added_sqnr_db": 12.0, "bits": 16,
+         "output": {"tensor": long, "scale": 0.125, "zero_point": -3},
+         "input": [{"tensor": "x", "scale": 0.5, "zero_point": 7}]},
+        {"layer": "fc", "op": "FullyConnected", "sqnr_db": 15.0, "added_sqnr_db": None,
+         "output": {"tensor": "y", "scale": 0.25, "zero_point": 0}, "input": []}],
+        "samples": 1, "method": "mse", "output_sqnr_db": {"y": 15.0}}
+    text = render_html(result, "m.tflite")
+    root = ET.fromstring(text)
+    names = [td.text for td in root.iter("{http://www.w3.org/1999/xhtml}td")
+             if td.get("class") == "name"]
+    assert names == [long, "fc"]  # whole, in a wrapping cell
+    assert "word-break: break-all" in text
+    legend = next(p for p in root.iter("{http://www.w3.org/1999/xhtml}p")
+                  if p.get("class") == "legend")
+    legend_text = "".join(legend.itertext())
+    assert all(w in legend_text for w in ("30 dB", "20 to 30 dB", "below 20 dB",
+                                         "added by the layer", "16x8"))
+    assert "0.125 / -3" in text and "0.5 / 7" in text and "0.25 / 0" in text
+    rows = [tr for tr in root.iter("{http://www.w3.org/1999/xhtml}tr")]
+    assert any("".join(tr.itertext()).startswith("0" + long + "Conv2D16") for tr in rows)

@@ -23,7 +23,7 @@ import numpy as np
 
 from qconvert.errors import one_line
 from qconvert.formats.layer_table import _fmt_count as fmt_count
-from qconvert.formats.layer_table import layer_macs
+from qconvert.formats.layer_table import layer_macs, long_names_apart, table_lines
 
 from .steps import tensor_bytes
 
@@ -114,21 +114,22 @@ def report_json(summary, meta: dict) -> str:
 
 
 def render_table(summary) -> list:
-    """The printed summary: one line per layer (names escaped for the terminal and cut to 32
-    characters, as `qconvert inspect` prints them)."""
+    """The printed summary: one line per layer (names escaped for the terminal; a name longer
+    than 32 characters whole on the line before its row, as `qconvert inspect` prints them)."""
     header = ("#", "layer", "op", "kernel", "MACs", "flash", "in", "out", "scratch")
     lines = []
     for r in summary.rows or []:
         name = one_line(r["name"])
         kernel = "+".join(r["kernel"]) + (" (rows)" if r["banded"] else "") \
             if r["kernel"] else "(alias)"
-        lines.append((str(r["index"]), name[:32], one_line(r["op"])[:20], kernel,
+        lines.append((str(r["index"]), name, one_line(r["op"])[:20], kernel,
                       fmt_count(r["macs"]), fmt_count(r["constant_bytes"]) + "B",
                       fmt_count(r["input_bytes"]) + "B", fmt_count(r["output_bytes"]) + "B",
                       fmt_count(r["scratch_bytes"]) + "B"))
+    lines, long = long_names_apart(lines)
     widths = [max([len(h)] + [len(row[c]) for row in lines]) for c, h in enumerate(header)]
     right = {0, 4, 5, 6, 7, 8}
     fmt = "  ".join(f"{{:{'>' if c in right else '<'}{w}}}" for c, w in enumerate(widths))
     out = [fmt.format(*header), "  ".join("-" * w for w in widths)]
-    out += [fmt.format(*row).rstrip() for row in lines]
+    out += table_lines(lines, fmt, long, widths[0] + 2)
     return out

@@ -30,6 +30,7 @@ from ..header.render import ARRAY_ATTR_BLOCK, const_attr
 from .memory_plan import plan_memory
 from .op_order import plan_in_best_order
 from .pad_fold import fold_pads
+from .io_helpers import definitions, layout_macros, prototypes
 from .steps import DTYPES, KernelOptions, lower_graph, tensor_bytes, tensor_dims
 from ..shipped_kernels import KERNEL_FILES, MODEL_KERNEL_FILES, OPTIONAL_HEADERS, kernel_source
 
@@ -47,6 +48,7 @@ class ModelOptions:
     source_sha256: str = ""
     provenance: str | None = None
     patches: int = 0  # --patches N: the first stage in N x N tiles (patches.py); 0: off
+    example: bool = False  # --example: main.c, CMakeLists.txt and NAME.mk too (example.py)
 
 
 @dataclass
@@ -83,7 +85,7 @@ def render_model(graph, options: ModelOptions) -> tuple:
         raise QConvertError(f"unknown --kernels {options.kernels!r}; one of {KERNEL_SETS}")
     _check_io(graph)
     stems = {Path(f).stem for f in KERNEL_FILES + MODEL_KERNEL_FILES}
-    if options.name in stems:
+    if options.name in stems or (options.example and options.name == "main"):
         raise QConvertError(f"--name {options.name!r} is the name of a kernel file qconvert "
                             "writes beside it; choose another")
     kernel_options = KernelOptions(options.kernels, options.fc_layout)
@@ -108,6 +110,12 @@ def render_model(graph, options: ModelOptions) -> tuple:
            f"{name}.c": source.encode()}
     for f in files:
         out[f] = kernel_source(f)
+    if options.example:
+        from .example import check_example, example_files
+
+        check_example(graph, state)
+        out.update(example_files(graph, name, [f for f in out if f.endswith(".c")],
+                                 options.kernels))
     main = plans.get("all") or plans["other"]
     helium = plans["helium"].arena_size if "helium" in plans else None
     summary = ExportSummary(main.arena_size, int(const_bytes), len(steps), len(main.overlapped),
@@ -241,7 +249,11 @@ def _header(graph, steps, plans, options, state=None) -> str:
         " * Models with several inputs or outputs take one pointer per input, then one per",
         " * output, in the model's order (input0, input1, ..., output0, ...), with",
         f" * {upper}_INPUT<i>_SIZE... macros; single-input, single-output models also get",
-        f" * {upper}_INPUT_SIZE, {upper}_OUTPUT_SIZE... .",
+        f" * {upper}_INPUT_SIZE, {upper}_OUTPUT_SIZE... . The layout of each is in",
+        f" * {upper}_INPUT<i>_DIMS (NHWC for 4-D: _BATCH, _HEIGHT, _WIDTH, _CHANNELS).",
+        *([f" * {name}_quantize_input turns the application's floats into the model's input",
+           f" * (TFLite's QUANTIZE), {name}_dequantize_output its output into floats."]
+          if prototypes(graph, name) else []),
         " *",
         f" * {name}_check returns 0 when the kernels linked in fit the scratch the arena plan",
         " * reserved (CMSIS-NN's own *_get_buffer_size answers for this build), 2 if not;",
@@ -272,10 +284,12 @@ def _header(graph, steps, plans, options, state=None) -> str:
     ]
     lines += _io_macros(graph, "INPUT", graph.inputs, upper)
     lines += _io_macros(graph, "OUTPUT", graph.outputs, upper)
+    lines += layout_macros(graph, upper)
     lines += [f"#define {upper}_NUM_LAYERS {max((s.index for s in steps), default=-1) + 1}",
               f"#define {upper}_LAYER_BEGIN 0", f"#define {upper}_LAYER_END 1",
               "", _signature(graph, name, False) + ";",
               _signature(graph, name, True) + ";", f"int {name}_check(void);",
+              *prototypes(graph, name),
               *(state.prototypes(name) if state is not None else []), "",
               f"#if defined(QCONVERT_PROFILE) || defined({upper}_PROFILE)",
               f"void {name}_layer_hook(int index, const char *op, int phase);",
@@ -489,5 +503,5 @@ def _source(graph, steps, plans, options, state=None) -> str:
     args += [("output" if len(outs) == 1 else f"output{i}") for i in range(len(outs))]
     out += ["    return 0;", "}", "", _signature(graph, name, False), "{",
             f"    return {name}_invoke_with_arena({', '.join(args + [f'{name}_arena'])});",
-            "}", ""]
+            "}", "", *definitions(graph, name, upper)]
     return "\n".join(out)
