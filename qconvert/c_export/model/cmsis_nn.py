@@ -9,8 +9,9 @@ row-major weights and the per-row kernel sums the Helium (MVE) kernels read inst
 context buffer in Helium builds only: the other builds never read it, so it is not linked
 there and the context is NULL), Add and Mul of equal shapes -> arm_elementwise_add_s8 /
 arm_elementwise_mul_s8,
-AveragePool / MaxPool -> arm_avgpool_s8 / arm_max_pool_s8, Softmax -> arm_softmax_s8. Every
-other op keeps qconvert's portable kernel.
+AveragePool / MaxPool -> arm_avgpool_s8 / arm_max_pool_s8, Softmax -> arm_softmax_s8, a
+TransposeConv whose kernel is its stride -> arm_fully_connected_per_channel_s8 row by row
+(`transpose_conv_cmsis`). Every other op keeps qconvert's portable kernel.
 
 Scratch buffers: CMSIS-NN sizes them per build (scalar, DSP or MVE) with its
 `*_get_buffer_size` functions, which exist only in the library. The plan reserves, for Helium
@@ -44,6 +45,7 @@ from .render import HELIUM_TEST
 from .steps import Step, _acts, fast_conv_step, fast_fc_step, fc_geometry, tensor_dims
 from .memory_plan import PlanStep
 from .cmsis_fast import on_dsp_builds
+from .helium_tiles import helium_tiles
 
 _CH_IN_BLOCK_MVE = 124
 
@@ -143,10 +145,12 @@ def conv_step(graph, node, step, kernels: ConvKernels) -> Step:
     else:
         scratch = kernels.conv_scratch(x, y, kh, kw, p)
         decls = [f"static const cmsis_nn_conv_params @L_conv = {{{offsets}, {geo}}};",
-                 f"static const cmsis_nn_dims @L_filter_dims = {{{y[3]}, {kh}, {kw}, {x[3]}}};"]
+                 f"static const cmsis_nn_dims @L_filter_dims = "
+                 f"{{{y[3]}, {kh}, {kw}, {int(w.shape[3])}}};"]
         fn = f"arm_convolve_wrapper_{kernels.suffix}"
     size_fn = f"{fn}_get_buffer_size"
-    generic = not depthwise and kernels.suffix == "s8" and _one_by_n_inexact(x, y, kh, kw, p)
+    generic = not depthwise and kernels.suffix == "s8" and int(w.shape[3]) == x[3] and \
+        _one_by_n_inexact(x, y, kh, kw, p)
     size_args = "&@L_conv, &@L_input_dims, &@L_filter_dims, &@L_output_dims"
     if generic:  # the wrapper's MVE 1 x N path would be wrong: its generic kernel, unbanded
         fn, size_fn = "arm_convolve_s8", "arm_convolve_s8_get_buffer_size"
@@ -166,6 +170,8 @@ def conv_step(graph, node, step, kernels: ConvKernels) -> Step:
                 "&@L_output_dims, $out0)")), "}"]
     made = _step(graph, node, step.index, call, arrays, decls, scratch)
     made.check = Template("\n".join(_fits(f"{size_fn}({size_args})")))
+    if kernels.suffix == "s8" and not generic:
+        made.helium_tiles = helium_tiles(x, y, (kh, kw), p, depthwise, int(w.shape[3]))
     heights = [k for k in BAND_ROWS if k < y[1]] if kernels.banded and not generic else []
     bands = [(k, row_bands(x, y, kh, p, k)) for k in heights]
     bands = [(k, b) for k, b in bands if b is not None]
@@ -386,14 +392,9 @@ def lower_cmsis(graph, step: Step, options) -> Step:
         return lower_cmsis_s16(graph, step, options)
     if node.op == "DepthwiseConv2D":
         return keep_on_dsp(step, conv_step(graph, node, step, S8_CONV))
-    if node.op in ("Conv2D", "DepthwiseConv2D"):
-        grouped = node.op == "Conv2D" and graph.tensors[node.inputs[1]].data.shape[3] != \
-            tensor_dims(graph, node.inputs[0])[3]
-        if grouped:  # qconvert's fast kernel (CMSIS-NN's grouped path not taken), else portable
-            fast = fast_conv_step(graph, node, step.index)
-            return step if fast is None else fast
+    if node.op == "Conv2D":  # grouped too: arm_convolve_s8 runs group after group
         made = conv_step(graph, node, step, S8_CONV)
-        fast = fast_conv_step(graph, node, step.index) if node.op == "Conv2D" else None
+        fast = fast_conv_step(graph, node, step.index)
         return made if fast is None else on_dsp_builds(made, fast)  # cmsis_fast: measured
     if node.op == "FullyConnected":
         made = _fc(graph, node, step, options)
@@ -406,4 +407,7 @@ def lower_cmsis(graph, step: Step, options) -> Step:
         return keep_on_dsp(step, elementwise_step(graph, node, step))
     if node.op == "Softmax":
         return softmax_step(graph, node, step)
+    if node.op == "TransposeConv":  # kernel == stride: fully connected calls, else portable
+        from .transpose_conv_cmsis import transpose_conv_step
+        return transpose_conv_step(graph, node, step)
     return step

@@ -22,11 +22,14 @@ from dataclasses import replace
 from importlib import import_module
 from string import Template
 
+from .helium_tiles import merged
+
 # op: (module, function)
 _TABLE = {"DepthwiseConv2D": ("depthwise_steps", "lower_depthwise"),
           "AveragePool": ("pool_steps", "lower_pool_fast"),
           "MaxPool": ("pool_steps", "lower_pool_fast"),
           "Add": ("add_steps", "lower_add_fast"),
+          "Sub": ("add_steps", "lower_add_fast"),
           "Mul": ("add_steps", "lower_mul_fast")}
 
 
@@ -52,8 +55,10 @@ def keep_on_dsp(fast, cmsis):
     input only where both kernels allow it: CMSIS-NN's
     per-row "bands" (each row written below everything it and later rows read) also bound the
     qconvert kernels, which write each element after reading its taps, so a banded plan stays,
-    CMSIS-NN called per row and the qconvert kernel once. The scratch is CMSIS-NN's Helium one
-    (the qconvert kernels need none)."""
+    CMSIS-NN called per row and the qconvert kernel once; where CMSIS-NN's Helium kernel allows
+    an overlap in one call (`helium_tiles`: depthwise), that one merged with the qconvert
+    kernel's is offered too, and the plan prefers it to bands. The scratch is CMSIS-NN's Helium
+    one (the qconvert kernels need none)."""
     if cmsis is fast or _FAST_HEADER not in fast.files or fast.node.op not in KEEP_ON_DSP:
         return cmsis
     call = _per_build(cmsis.call.template, fast.call.template)
@@ -61,6 +66,9 @@ def keep_on_dsp(fast, cmsis):
         Template(_per_build(cmsis.banded.template, fast.call.template))
     bands = [c for c in (cmsis.plan.overlap or []) if c[0] == "bands"]
     both = bands or [c for c in (cmsis.plan.overlap or []) if c in (fast.plan.overlap or [])]
+    whole = merged(cmsis.helium_tiles, (fast.plan.overlap or [None])[0])
+    if whole is not None:  # CMSIS-NN's Helium call of the whole layer, and the qconvert kernel
+        both = [*both, whole]
     plan = replace(cmsis.plan, overlap=both or None)
     scratch = None
     if cmsis.scratch_builds:
