@@ -3,7 +3,7 @@
 Readers look ops up by their format's name (`by_tflite_code`, `by_onnx_op`), writers by IR name
 (`get`), and later the quantizer, executor and docs read the same entries. An op absent from the
 table is carried through as an opaque node. Supporting a new op is one entry in `ops.py` plus
-its kernels (README, "Adding an op"); what must stay beside code (kernels, rewrite rules, C
+its kernels (docs/dev/adding-an-op.md); what must stay beside code (kernels, rewrite rules, C
 emitters) is kept in tables keyed by these names, cross-checked by tests/test_op_tables.py.
 """
 
