@@ -265,7 +265,7 @@ def main(argv=None) -> None:
     ap.add_argument("--tf-python", help="python of a venv with tensorflow and ai-edge-quantizer "
                     "(without it: no TFLite converter / ai-edge-quantizer rows)")
     ap.add_argument("--only", help="regular expression: only these models")
-    ap.add_argument("--markdown", action="store_true", help="also print the README table")
+    ap.add_argument("--markdown", action="store_true", help="also print the table of docs/results/accuracy.md")
     a = ap.parse_args(argv)
     WORK.mkdir(parents=True, exist_ok=True)
     cases = [c for c in CASES if not a.only or re.search(a.only, c.name)]
@@ -335,7 +335,7 @@ def print_case(results, case) -> None:
 
 
 def print_markdown(results) -> None:
-    """One README row per (model, runtime): SQNR of each quantizer and qconvert's margin."""
+    """One row of docs/results/accuracy.md per (model, runtime): SQNR of each quantizer and qconvert's margin."""
     print("\n| model (data) | runtime | qconvert | TFLite converter | ai-edge-quantizer | "
           "ort quantize_static | margin |")
     print("|---|---|---|---|---|---|---|")

@@ -55,7 +55,8 @@ def _io(header: str) -> tuple:
              for k in ("INPUT", "OUTPUT")}
     dtypes = {(t, int(i)): d for t, i, d in re.findall(
         r"/\* (input|output) (\d+): .*\] (\w+) \*/", header)}
-    ctype = {"int8": "int8_t", "int16": "int16_t", "float": "float", "float32": "float"}
+    ctype = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "float": "float",
+             "float32": "float"}
     out = []
     for kind in ("INPUT", "OUTPUT"):
         rows = []
@@ -66,7 +67,7 @@ def _io(header: str) -> tuple:
     return out[0], out[1]
 
 
-_BYTES = {"int8_t": 1, "int16_t": 2, "float": 4}
+_BYTES = {"int8_t": 1, "uint8_t": 1, "int16_t": 2, "float": 4}
 
 
 def main_source(header: str) -> str:

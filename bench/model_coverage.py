@@ -1,7 +1,6 @@
 """Print the real-model coverage table: every corpus model x every command -> ok / refused.
 
-    python bench/model_coverage.py [--markdown] [--update-readme] [--update-docs]
-                                   [--models a,b] [--timing]
+    python bench/model_coverage.py [--markdown] [--update-docs] [--models a,b] [--timing]
 
 Each cell runs the command in-process on the model of `tests/corpus/manifest.py` and judges it
 with the oracle of `tests/corpus/harness.py`: `ok` gives the oracle's figure (the largest
@@ -9,10 +8,10 @@ relative output error against onnxruntime / LiteRT, bit-exactness with TFLite Mi
 output SQNR against the float model, gcc on the header), `refused` the cause the one-line error
 gives (quoted names and details dropped), `FAIL` a check that failed (the test suite fails on
 it), `-` a command that does not apply (quantizing an int8 model; ONNX output from TFLite).
-The README shows the table of the first corpus (`README_MODELS`): `--update-readme` rewrites its
-coverage section (between the two `<!-- coverage-table -->` markers); docs/real-models.md shows
-the issue-28 models (`REAL_MODELS`): `--update-docs` rewrites its section the same way.
-tests/test_corpus.py compares both with a fresh run.
+docs/results/coverage.md shows the table of the first corpus (`README_MODELS`) and
+docs/real-models.md the issue-28 models (`REAL_MODELS`): `--update-docs` rewrites the coverage
+section of both (between the two `<!-- coverage-table -->` markers; `--update-readme`, the old
+name, only the first page's). tests/test_corpus.py compares both with a fresh run.
 """
 
 from __future__ import annotations
@@ -30,11 +29,12 @@ MARKER = "<!-- coverage-table -->"
 from corpus.harness import CorpusRunner, coverage_markdown, summarize_refusal  # noqa: E402
 from corpus.manifest import COMMANDS, MODELS_TABLE, README_MODELS, REAL_MODELS  # noqa: E402
 
+COVERAGE_PAGE = ROOT / "docs" / "results" / "coverage.md"
 DOCS_PAGE = ROOT / "docs" / "real-models.md"
 
 
 def render(cells: dict, models: list, markdown: bool) -> str:
-    """The table: per model, one line per command (`--markdown`: the README's table)."""
+    """The table: per model, one line per command (`--markdown`: the coverage pages' table)."""
     def text(cell):
         if cell is None:
             return "-"
@@ -59,10 +59,10 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     ap.add_argument("--models", help="comma-separated model names (default: all)")
     ap.add_argument("--timing", action="store_true", help="print each cell's seconds")
-    ap.add_argument("--update-readme", action="store_true",
-                    help="write the Markdown table into README.md's coverage section")
     ap.add_argument("--update-docs", action="store_true",
-                    help="write the issue-28 models' table into docs/real-models.md")
+                    help="write the tables into docs/results/coverage.md and docs/real-models.md")
+    ap.add_argument("--update-readme", action="store_true",
+                    help="old name: write only docs/results/coverage.md's table")
     args = ap.parse_args(argv)
     models = list(MODELS_TABLE)
     if args.models:
@@ -82,7 +82,8 @@ def main(argv=None) -> int:
     total = (f"{len(models)} models, {len(cells)} cells: {counts['ok']} ok, "
              f"{counts['refused']} refused, {counts['FAIL']} FAIL")
     print(f"\n{total} ({time.perf_counter() - start:.0f} s)")
-    for wanted, page, group in ((args.update_readme, ROOT / "README.md", README_MODELS),
+    for wanted, page, group in ((args.update_readme or args.update_docs, COVERAGE_PAGE,
+                                 README_MODELS),
                                 (args.update_docs, DOCS_PAGE, REAL_MODELS)):
         if not wanted:
             continue

@@ -1,4 +1,4 @@
-"""Instructions per layer of a `qconvert export-c` model on an emulated Cortex-M4 (QEMU).
+"""Instructions per layer of a `qconvert export-c` model on an emulated Cortex-M4 or M55 (QEMU).
 
 Exports MODEL with the chosen kernel set, builds it for the MPS2 AN386 board (Cortex-M4,
 arm-none-eabi-gcc -O2 as tests/helpers/export_c_harness.py builds it, CMSIS-NN from
@@ -13,12 +13,17 @@ on a loop of known length). Two images are built:
   after every layer: instructions per layer (40-instruction resolution; the hook itself adds a
   few instructions per layer, counted in the whole-invoke figure of this image only).
 
+`--board m55`: the same on the MPS3 AN547 board (Cortex-M55 with Helium, as
+tests/export_c_harness.py builds it), whose FPGAIO COUNTER (0x49302018) runs at 20 MHz: one
+tick = 50 instructions (`--calibrate --board m55`).
+
 It also prints the flash of the plain image (arm-none-eabi-size: text + data) and the bytes of
 the model's own object (NAME.o). The input is deterministic (a ramp of int8 values).
 
     python bench/profile_layers.py tests/models/kws_ref_model.tflite --kernels cmsis-nn
     python bench/profile_layers.py tests/models/ad01_int8.tflite --total-only
     python bench/profile_layers.py --calibrate
+    python bench/profile_layers.py MODEL.tflite --kernels cmsis-nn --board m55
 """
 
 from __future__ import annotations
@@ -36,10 +41,21 @@ sys.path.insert(0, str(ROOT))
 
 from helpers.export_c_harness import build_cortex_m, cmsis_nn_available, io_layout  # noqa: E402
 
-COUNTER = "0x40028018u"  # MPS2 FPGAIO COUNTER, 25 MHz
-PER_TICK = 40            # instructions per tick under -icount shift=0 (1 ns each)
-QEMU = ["qemu-system-arm", "-M", "mps2-an386", "-icount", "shift=0", "-nographic",
-        "-semihosting", "-monitor", "none", "-serial", "none", "-kernel"]
+# board: (QEMU machine, FPGAIO COUNTER address, instructions per tick under -icount shift=0)
+BOARDS = {"m4": ("mps2-an386", "0x40028018u", 40),     # MPS2: 25 MHz
+          "m55": ("mps3-an547", "0x49302018u", 50)}    # MPS3: 20 MHz
+COUNTER, PER_TICK = BOARDS["m4"][1:]
+
+
+def _use_board(board: str) -> None:
+    """Point COUNTER / PER_TICK / QEMU at `board`'s."""
+    global COUNTER, PER_TICK, QEMU
+    machine, COUNTER, PER_TICK = BOARDS[board]
+    QEMU = ["qemu-system-arm", "-M", machine, "-icount", "shift=0", "-nographic",
+            "-semihosting", "-monitor", "none", "-serial", "none", "-kernel"]
+
+
+_use_board("m4")
 
 
 def _inputs(ios: dict) -> list:
@@ -128,16 +144,18 @@ def export(model: Path, folder: Path, kernels: str, name: str):
     return m.graph, summary
 
 
-def profile(model: Path, kernels: str, total_only: bool, name: str = "net") -> dict:
+def profile(model: Path, kernels: str, total_only: bool, name: str = "net",
+            board: str = "m4") -> dict:
     """{"total": instructions of an inference, "first": of the first, "flash": (text, data),
-    "model_object": (text, data), "layers": [(index, op, instructions)]} of `model` on the
-    Cortex-M4."""
+    "model_object": (text, data), "layers": [(index, op, instructions)]} of `model` on
+    `board` ("m4" or "m55")."""
+    _use_board(board)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "c"
         graph, _ = export(model, folder, kernels, name)
         ios = io_layout(graph)
         cmsis = kernels == "cmsis-nn"
-        elf = build_cortex_m(folder, main_source(name, ios, False), "m4", cmsis=cmsis)
+        elf = build_cortex_m(folder, main_source(name, ios, False), board, cmsis=cmsis)
         out = _run(elf).split()
         assert out[:2] == ["rc", "0"], out[:4]
         result = {"total": int(out[3]) * PER_TICK, "first": int(out[5]) * PER_TICK}
@@ -148,8 +166,8 @@ def profile(model: Path, kernels: str, total_only: bool, name: str = "net") -> d
         result["model_object"] = (otext, odata)
         result["layers"] = []
         if not total_only:
-            (folder / "build_m4").rename(folder / "build_plain")
-            elf = build_cortex_m(folder, main_source(name, ios, True), "m4",
+            (folder / f"build_{board}").rename(folder / "build_plain")
+            elf = build_cortex_m(folder, main_source(name, ios, True), board,
                                  defines=["-DQCONVERT_PROFILE"], cmsis=cmsis)
             lines = _run(elf).splitlines()
             result["profiled_total"] = int(lines[1].split()[1]) * PER_TICK
@@ -159,9 +177,10 @@ def profile(model: Path, kernels: str, total_only: bool, name: str = "net") -> d
     return result
 
 
-def calibrate() -> None:
+def calibrate(board: str = "m4") -> None:
     """Instructions per counter tick on a loop of known length (3 instructions per turn:
     subs, nop, bne; checked with objdump by the reader)."""
+    _use_board(board)
     src = "\n".join([
         "#include <stdio.h>", "#include <stdint.h>",
         f"#define COUNTER (*(volatile uint32_t *){COUNTER})",
@@ -171,7 +190,7 @@ def calibrate() -> None:
         "    return 0;", "}", ""])
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        elf = build_cortex_m(folder, src, "m4")
+        elf = build_cortex_m(folder, src, board)
         ticks = int(_run(elf).split()[1])
     print(f"3,000,000 instructions: {ticks} ticks = {3_000_000 / ticks:.2f} instructions/tick")
 
@@ -184,16 +203,18 @@ def main() -> None:
                         help="only the whole-invoke instructions and the flash")
     parser.add_argument("--calibrate", action="store_true",
                         help="check the instructions per counter tick and exit")
+    parser.add_argument("--board", choices=sorted(BOARDS), default="m4")
     args = parser.parse_args()
     if args.calibrate:
-        calibrate()
+        calibrate(args.board)
         return
     if args.model is None:
         parser.error("give a MODEL (or --calibrate)")
     if args.kernels == "cmsis-nn" and not cmsis_nn_available():
         raise SystemExit("CMSIS-NN is not at ../shared/third_party/CMSIS-NN ($QCONVERT_CMSIS_NN)")
-    r = profile(args.model, args.kernels, args.total_only)
-    print(f"{args.model.name} --kernels {args.kernels}, Cortex-M4 (mps2-an386, -O2)")
+    r = profile(args.model, args.kernels, args.total_only, board=args.board)
+    core = {"m4": "Cortex-M4", "m55": "Cortex-M55"}[args.board]
+    print(f"{args.model.name} --kernels {args.kernels}, {core} ({BOARDS[args.board][0]}, -O2)")
     print(f"instructions per inference: {r['total']:,} (the first invoke: {r['first']:,})")
     print(f"image flash: text {r['flash'][0]:,} + data {r['flash'][1]:,} bytes; "
           f"the model's object: text {r['model_object'][0]:,} + data "

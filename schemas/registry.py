@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Input:
-    """One input slot: its role (`data`, `weights`, `bias`, `param`), whether it may be omitted,
+    """One input slot: its role (`data`, `weights`, `bias`, `param`, `state`: a TFLite variable
+    the op reads and updates, an LSTM's), whether it may be omitted,
     whether it repeats (Concat's inputs), and whether a float constant in it stays float when
     the model is quantized (`stays_float`: a parameter such as Resize's roi and scales, not a
     value). `from_quantization` (``"input"`` / ``"output"``): a node that has none of its

@@ -274,12 +274,13 @@ def test_summary_counts_ops():
                                         "Conv x2; ops with no TFLite mapping: Resize x2, LRN")
 
 
-# -- the README shows the table -------------------------------------------------------------------
-def test_readme_table_matches_the_corpus(corpus):
-    """Statuses and refusal causes in the README equal this run's (figures are not compared:
-    they may differ in the last digits between machines). Regenerate with
-    `python bench/model_coverage.py --update-readme`."""
-    _table_matches(corpus, ROOT / "README.md", README_MODELS, "--update-readme")
+# -- docs/results/coverage.md and docs/real-models.md show the tables -----------------------------
+def test_coverage_page_table_matches_the_corpus(corpus):
+    """Statuses and refusal causes in docs/results/coverage.md equal this run's (figures are
+    not compared: they may differ in the last digits between machines). Regenerate with
+    `python bench/model_coverage.py --update-docs`."""
+    _table_matches(corpus, ROOT / "docs" / "results" / "coverage.md", README_MODELS,
+                   "--update-docs")
 
 
 def test_docs_real_models_table_matches_the_corpus(corpus):
@@ -308,7 +309,7 @@ def _table_matches(corpus, page, models, option):
                 assert cause == summarize_refusal(cell.detail), f"{m.name} {c}: {hint}"
 
 
-def test_readme_table_round_trips():
+def test_coverage_table_round_trips():
     from corpus.harness import Cell, coverage_markdown
 
     models = MODELS_TABLE[:2]

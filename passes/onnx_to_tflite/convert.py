@@ -3,7 +3,9 @@
     result = convert_onnx_to_tflite(onnx_model, input_layout="nhwc")
     x_tflite = np.transpose(x_onnx, result.input_perms["input"])   # data in the ONNX layout
 
-`convert_onnx_to_tflite` never changes `onnx_model`. It runs `CONVERSION_STEPS` in order:
+`convert_onnx_to_tflite` never changes `onnx_model`. It runs these steps in order (the pass
+groups it runs are the tuples `ONNX_PREPARATION`, `ONNX_SPATIAL`, `ONNX_ACTIVATIONS` and
+`TFLITE_CLEANUP` below):
 1. refuse a quantized (QDQ / QLinear) model: only float models convert;
 2. the ONNX fusion pipeline (`FUSE_PIPELINE`: constants folded, BatchNorm into the convs, the
    BatchNorms left as Mul + Add);

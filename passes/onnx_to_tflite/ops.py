@@ -13,6 +13,7 @@ Mappings (`MAPPING_RULES`, rules of the same form as `layout_rules.RULES`):
 - HardSigmoid(alpha, beta) -> MUL(6 alpha), ADD(6 beta), RELU6, MUL(1/6): the same function,
   made of ops every TFLite runtime has; `x * HardSigmoid(x)` with PyTorch's alpha 1/6 and
   beta 1/2 (hardswish exported before opset 14) becomes one HARD_SWISH (`fusion.hard_swish`).
+- LSTM (forward) -> UNIDIRECTIONAL_SEQUENCE_LSTM: `ops_lstm`.
 - Clip, after the layers took what they could as fused activations: `tflite_legalize`.
 - Padding TFLite cannot express as SAME / VALID (asymmetric, SAME_LOWER, PyTorch's symmetric
   padding at stride 2) -> explicit padding and VALID (`spatial_padding`), end padding no window
@@ -37,6 +38,7 @@ from qconvert.padding import tflite_padding_of
 from qconvert.schemas.activations import ACTIVATION_RANGES, activation_of_op, clamp_ops
 
 from .layout_state import NHWC, Layout, Unmappable, Value, columns, identity, onnx_op
+from .ops_lstm import LSTM_CHECKS, LSTM_RULES
 from .ops_math import MATH_CHECKS, MATH_RULES, batch_matmul
 
 UNMAPPED = "ops with no TFLite mapping"
@@ -267,6 +269,7 @@ MAPPING_RULES = {
     **{op: _global_pool for op in GLOBAL_POOLS},
     "HardSigmoid": _hard_sigmoid,
     **MATH_RULES,
+    **LSTM_RULES,
 }
 
 
@@ -333,6 +336,7 @@ CHECKS = {
     "BatchNorm": lambda g, n: (NON_CONSTANT, f"BatchNormalization {n.name!r} (parameters "
                                              "computed at run time, or training mode)"),
     **MATH_CHECKS,
+    **LSTM_CHECKS,
 }
 
 

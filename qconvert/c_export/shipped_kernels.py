@@ -20,12 +20,14 @@ MODEL_KERNEL_FILES = ("qconvert_nn.h", "qconvert_nn_loops.h", "qconvert_nn_conv.
                       "qconvert_nn_convfc.h", "qconvert_nn_convfc.c",
                       "qconvert_nn_resize.h", "qconvert_nn_resize.c",
                       "qconvert_nn_runs.h", "qconvert_nn_runs.c",
-                      "qconvert_nn_logic.h", "qconvert_nn_logic.c")
+                      "qconvert_nn_logic.h", "qconvert_nn_logic.c",
+                      "qconvert_nn_lstm.h", "qconvert_nn_lstm.c")
 # the power-of-two q7 kernels of `export-c --scheme q7 --kernels portable` (`q7_model`)
 Q7_KERNEL_FILES = ("qconvert_q7.h", "qconvert_q7.c")
 # headers NAME.c includes only when one of its layers calls into them
 OPTIONAL_HEADERS = ("qconvert_nn_fast.h", "qconvert_nn_concat.h", "qconvert_nn_convfc.h",
-                    "qconvert_nn_resize.h", "qconvert_nn_runs.h", "qconvert_nn_logic.h")
+                    "qconvert_nn_resize.h", "qconvert_nn_runs.h", "qconvert_nn_logic.h",
+                    "qconvert_nn_lstm.h")
 
 
 def kernel_source(name: str) -> bytes:

@@ -78,7 +78,7 @@ _CALIBRATION_OPTIONS = (
                  show_default=True, help="What runs the float model during calibration: "
                  "qconvert's reference executor, or onnxruntime if installed (ONNX models; "
                  "slower than numpy on fixed-batch models, which it runs one sample at a "
-                 "time: see the README)."),
+                 "time: see docs/results/speed-and-memory.md)."),
     click.option("--batch-size", type=click.IntRange(1), default=16, show_default=True,
                  metavar="N", help="Calibration samples run through the float model at once: "
                  "more is faster and takes more memory (see --max-memory); histogram ranges "
@@ -112,9 +112,10 @@ def export_report_options(fn):
 
 
 def calibration_options(fn):
-    """The calibration and quantization options shared by `quantize` and `export-c-header`
-    (which quantizes a float model first): --calibration / --calibration-random, image
-    normalization, --method / --percentile, --fc-per-channel, --no-fuse, --batch-size."""
+    """The calibration and quantization options shared by `quantize`, `export-c-header` and
+    `export-c` (which quantize a float model first): --calibration / --calibration-random, image
+    normalization, --method / --percentile, --fc-per-channel, --no-fuse, --no-bias-correction,
+    --equalize, --engine, --batch-size, --max-memory (docs/commands/quantize.md)."""
     for option in reversed(_CALIBRATION_OPTIONS):
         fn = option(fn)
     return fn

@@ -223,6 +223,11 @@ class _Check:
         return f"SQNR {db:.1f} dB" if db < MIN_SQNR_DB else None
 
 
+def _produced(graph) -> set:
+    """The tensors some node of `graph` writes."""
+    return {o for node in graph.nodes for o in node.outputs if o is not None}
+
+
 def verify_models(before: Model, after: Model, samples: list, after_samples: list | None = None,
                   output_perms: dict | None = None, quantized: bool = False,
                   name_layer: bool = True) -> None:
@@ -238,11 +243,13 @@ def verify_models(before: Model, after: Model, samples: list, after_samples: lis
     mode = "sqnr" if quantized else ("exact" if is_int8_model(after) else "float")
     check = _Check(mode)
     g0, g1 = before.graph, after.graph
+    made = _produced(g0) & _produced(g1)
     shared = [] if output_perms or not name_layer else [
         n for n in g1.tensors if n in g0.tensors and n not in g1.inputs
         and g1.tensors[n].data is None and g0.tensors[n].data is None
         and _static(g1.tensors[n].shape) == _static(g0.tensors[n].shape)
-        and g0.tensors[n].dtype not in ("resource", "variant", "string")]
+        and g0.tensors[n].dtype not in ("resource", "variant", "string")
+        and n in made]  # not an LSTM's state or intermediates
     try:
         ref = run_samples(before, samples, keep=shared)
     except QConvertError as exc:

@@ -18,7 +18,9 @@ feed, an Identity of a weight); copy before writing into them.
 
 `observe(name, array)` is called once for every graph input and every tensor a node produces
 (optional outputs that are absent excepted), right after it exists: the calibration hook. It
-must not modify the array (an observer may keep a reference: see below).
+must not modify the array (an observer may keep a reference: see below). An LSTM's cell state
+(a variable input it updates) is observed too, with its values at every step
+(`float_kernels_lstm.OBSERVED_STATES`).
 
 QuantizeLinear -> DequantizeLinear. A QuantizeLinear (per tensor, constant scalar scale and int8
 / uint8 zero point, float32 input) whose output is read only by DequantizeLinear nodes with the
@@ -57,7 +59,8 @@ Expand / ConstantOfShape to a constant shape, a Reshape folding the batch into a
 not rewritten; they fail with a clear error or, for a shape that broadcasts, give the batch-1
 model's answer. A model whose declared batch is a fixed B > 1 must be fed exactly B. A TFLite
 SLICE of begin 0 and size 1 on axis 0 takes the whole batch in batch mode, as such a Reshape
-does.
+does. `run_float_batched` does not use batch mode for a fixed-batch model with an op that
+treats axis 0 as data (`batch_axis`): it runs its samples one at a time.
 """
 
 from __future__ import annotations
@@ -75,8 +78,10 @@ from qconvert.schemas.activations import ACTIVATION_RANGES, activation_of_op, cl
 
 from .float_kernels import (CONTEXT_KERNELS, IMPLIED_SLOTS, KERNELS, KernelContext,
                             fake_quantize, implied_inputs)
+from .batch_axis import sample_mixing_node
 from .bound_rows import maximum, minimum
 from .float_kernels_base import clamp
+from .float_kernels_lstm import OBSERVED_STATES
 from .parallel import elementwise, one_blas_thread
 
 __all__ = ["run_float", "run_float_batched", "unsupported_ops", "UnsupportedOpsError",
@@ -108,6 +113,16 @@ def unsupported_ops(graph: Graph) -> dict:
         elif KERNELS.get(node.op) is None:
             counts[node.op] += 1
     return dict(counts)
+
+
+def variable_value(t) -> np.ndarray:
+    """A TFLite variable tensor's value at the first call: its initial buffer, else zeros
+    (UNIDIRECTIONAL_SEQUENCE_LSTM's state)."""
+    init = t.extra.get("variable_init")
+    shape = tuple(int(d) for d in t.shape)
+    if init:
+        return np.frombuffer(init, t.dtype).reshape(shape)
+    return np.zeros(shape, t.dtype)
 
 
 def _split(model_or_graph, opset):
@@ -421,8 +436,11 @@ def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
             return None
         if name in values:
             return values[name]
-        data = graph.tensors[name].data
+        t = graph.tensors[name]
+        data = t.data
         if data is None:
+            if t.extra.get("is_variable"):  # a TFLite variable at the first call
+                return variable_value(t)
             raise ExecutionError(f"tensor {name!r} is read before it is produced")
         return data
 
@@ -477,6 +495,9 @@ def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
         if len(results) < sum(1 for o in node.outputs if o is not None):
             raise ExecutionError(f"node {node.name!r} ({node.op}) produced too few outputs")
         within = clamp_of.get(id(node))
+        if observe is not None and node.op in OBSERVED_STATES:  # internal state (LSTM cell)
+            for slot, value in zip(OBSERVED_STATES[node.op], results[len(node.outputs):]):
+                observe(node.inputs[slot], value)
         for name, value in zip(node.outputs if within is None else within.outputs, results):
             if name is None:
                 continue
@@ -510,10 +531,15 @@ def run_float_batched(model_or_graph, feeds: dict, batch_size: int,
     outputs (and kept tensors) concatenated along axis 0. `observe` is called per chunk;
     `progress(done, total)` after each chunk with the number of samples done. `collect=False`
     drops the outputs and returns {} (calibration over many samples needs only `observe`).
-    `pair_error` and `unobserved` as in `run_float`, per chunk."""
+    `pair_error` and `unobserved` as in `run_float`, per chunk. A fixed-batch model with an
+    op that treats axis 0 as data (`batch_axis.sample_mixing_node`: a Squeeze of the batch axis,
+    a time-major LSTM...) runs one sample at a time whatever `batch_size` says: batched, its
+    samples would mix or fail."""
     graph, opset = _split(model_or_graph, opset)
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
+    if batch_size > 1 and sample_mixing_node(graph) is not None:
+        batch_size = 1  # a fixed-batch model whose ops use axis 0: one sample at a time
     arrays = {k: np.asarray(v) for k, v in feeds.items()}
     sizes = {a.shape[0] for k, a in arrays.items() if k in graph.inputs and a.ndim}
     if len(sizes) != 1:

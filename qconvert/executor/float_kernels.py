@@ -54,6 +54,7 @@ from __future__ import annotations
 from . import float_kernels_conv as _conv  # noqa: F401
 from . import float_kernels_elementwise as _elementwise  # noqa: F401
 from . import float_kernels_logic as _logic  # noqa: F401  (comparisons, SelectV2)
+from . import float_kernels_lstm as _float_kernels_lstm  # noqa: F401  (LSTM ops)
 from . import float_kernels_math as _float_kernels_math  # noqa: F401  (transformer-era ops)
 from . import float_kernels_pool as _pool  # noqa: F401
 from . import float_kernels_spatial as _spatial_kernels  # noqa: F401  (resize, split...)

@@ -295,3 +295,5 @@ for _op in ("Pad", "PadV2", "Reshape", "Squeeze", "ExpandDims", "Transpose", "Ga
             "SplitEqual", "SplitSizes", "ResizeNearest", "Dequantize", "SliceBySize", "Pack",
             "Unpack", "Reverse", "SelectV2"):
     INT16_KERNELS[_op] = INT_KERNELS[_op]
+# one kernel for 8- and 16-bit activations: its int16 cell state makes every LSTM a "16x8" node
+INT16_KERNELS["UnidirectionalSequenceLSTM"] = INT_KERNELS["UnidirectionalSequenceLSTM"]

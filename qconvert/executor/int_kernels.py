@@ -7,7 +7,8 @@ live by family: `int_kernels_conv` (conv, depthwise, fully connected, pools),
 `int_kernels_elementwise` (add, sub, mul, mean, quantize, dequantize), `int_kernels_activation`
 (softmax, logistic, tanh, hard swish, relu, relu6), `int_kernels_data` (concat, pad, shape ops),
 `int_kernels_math` (leaky relu, prelu, batch matmul, rsqrt, div), `int_kernels_spatial`
-(transpose conv, resize, split), `int_kernels_logic` (comparisons, select).
+(transpose conv, resize, split), `int_kernels_logic` (comparisons, select), `int_kernels_lstm`
+(UNIDIRECTIONAL_SEQUENCE_LSTM).
 
 Conventions are TFLite Micro's: `input_offset = -z_in` and `weights_offset = -z_w` are added to
 the int8 values, `output_offset = z_out` is added after requantization; shifts are positive for
@@ -41,7 +42,7 @@ other runtimes may suggest otherwise, each pinned by a test:
 from __future__ import annotations
 
 from . import (int_kernels_activation, int_kernels_conv, int_kernels_data,  # noqa: F401
-               int_kernels_elementwise, int_kernels_logic, int_kernels_math,
+               int_kernels_elementwise, int_kernels_logic, int_kernels_lstm, int_kernels_math,
                int_kernels_spatial)
 from .int_kernel_base import INT_KERNELS, IntContext
 

@@ -454,9 +454,11 @@ def _normalize_spatial(op: str, attrs: dict, inputs: list, graph: Graph) -> None
 
 def _empty_constants(graph: Graph) -> None:
     """A tensor of static shape with no elements (an int32 shape [0]: "reshape to a scalar"),
-    produced by no node, not a graph input or a variable, is an empty constant: its buffer is
+    produced by no node, not a graph input, a variable or an operator's intermediate (an
+    integer LSTM's, which TFLite Micro wants of size 0), is an empty constant: its buffer is
     empty because there is nothing to store, not because it is computed at run time."""
     produced = {o for n in graph.nodes for o in n.outputs if o}
+    produced.update(i for n in graph.nodes for i in n.origin.get("intermediates") or ())
     for name, t in graph.tensors.items():
         if (t.data is None and name not in produced and name not in graph.inputs
                 and not t.extra.get("is_variable") and t.shape is not None

@@ -1,7 +1,8 @@
 """Graphs and models of the IR, and the invariant checker every pass is held to.
 
 `Graph.verify()` checks what every reader, pass and writer relies on: unique tensor names, one
-producer per tensor (SSA), inputs that exist and are defined before use (topological order),
+producer per tensor (SSA), inputs that exist and are defined before use (topological order; a
+TFLite variable tensor, an LSTM's state, is defined from the start),
 graph outputs that are produced, and shapes/dtypes that agree with constant data. It raises
 `GraphError` naming the first problem found. It is one walk over the tensors and one over the
 nodes, without recursion, so it stays linear in the graph's size.
@@ -287,7 +288,8 @@ class Graph:
                 raise GraphError(f"graph input {name!r} has no tensor")
             if tensors[name].is_constant:
                 raise GraphError(f"graph input {name!r} is a constant")
-        defined.update(n for n, t in tensors.items() if t.data is not None)
+        defined.update(n for n, t in tensors.items()
+                       if t.data is not None or t.extra.get("is_variable"))  # TFLite state
         for node in self.nodes:
             if not node.opaque:
                 inputs = node.inputs

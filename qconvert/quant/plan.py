@@ -17,6 +17,7 @@ Activation parameters follow the op schemas' int8 rules:
 Layers (`per_channel_weights`): weights per output channel (conv, depthwise; fully connected
 layers per tensor unless `fc_per_channel`), or every layer per tensor (`per_tensor`), bias at
 s_in * s_w (see `params`).
+LSTMs (`lstm`): TFLite Micro's integer LSTM scheme, `lstm_plan`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from qconvert.schemas.activations import clamp_ops
 from qconvert.executor.streaming import is_resource_op, variable_key
 from qconvert.int8.multipliers import conv_multipliers
 
+from .lstm_plan import LSTM_RULE, plan_lstms
 from .params import activation_params, int16_activation_params, quantize_layer
 
 BORDER = "int16_border"  # node.origin flag of a QUANTIZE between int8 and int16 activations
@@ -85,6 +87,7 @@ class QuantPlan:
     layers: dict                 # layer's first output name -> LayerPlan
     constants: dict              # other float constant name -> (scale, zero point)
     int16: frozenset = frozenset()  # activations and constants planned int16 (16x8 layers)
+    lstms: dict = field(default_factory=dict)  # LSTM output name -> lstm_plan.LstmPlan
 
 
 def dequantize_hybrid_weights(graph: Graph) -> int:
@@ -191,8 +194,10 @@ class _Groups:
 
 
 def is_activation(graph: Graph, name: str) -> bool:
+    """A float tensor computed at run time; a TFLite variable (an LSTM's state) is not: its
+    op's plan gives it its parameters (`lstm_plan`)."""
     t = graph.tensors[name]
-    return t.data is None and t.dtype.startswith("float")
+    return t.data is None and t.dtype.startswith("float") and not t.extra.get("is_variable")
 
 
 def _clamped_input(graph: Graph, node) -> str | None:
@@ -364,6 +369,8 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
         if is_resource_op(node) or node.origin.get(BORDER):
             continue
         schema = schemas.get(node.op)
+        if schema.int8 == LSTM_RULE:  # its constants: `lstm_plan`
+            continue
         x_slot, w_slot, b_slot = layer_slots(node)
         if id(node) in planned:
             layer = planned[id(node)]
@@ -388,7 +395,8 @@ def plan(graph: Graph, ranges: dict, fmt: str, fc_per_channel: bool = False,
                       else own(data.min(initial=0), data.max(initial=0)))
             wanted.setdefault(name, []).append((node, params, wide))
     consts, wide_consts = split_shared_constants(graph, wanted)
-    return QuantPlan(acts, layers, consts, frozenset(int16) | frozenset(wide_consts))
+    return QuantPlan(acts, layers, consts, frozenset(int16) | frozenset(wide_consts),
+                     plan_lstms(graph, acts, ranges, int16))
 
 
 def split_shared_constants(graph: Graph, wanted: dict) -> tuple:

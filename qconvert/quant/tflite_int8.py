@@ -18,6 +18,7 @@ from qconvert.errors import QConvertError
 from qconvert.ir import Graph, Node, QuantParams, Tensor
 from qconvert.schemas.ops import HALF_AWAY
 
+from .lstm_plan import write_lstm
 from .plan import QuantPlan, layer_slots
 
 # op -> the builtin version of its int8 form (the schema's `TfliteSpec.int8_version`)
@@ -62,6 +63,9 @@ def apply_tflite_int8(graph: Graph, qplan: QuantPlan, io_type: str = "int8") -> 
         t.dtype, t.quant = _width(qplan, name), _quant(scale, zp)
     for node, layer in layers:
         _write_layer(graph, node, layer, qplan, shared)
+    for node in list(graph.nodes):
+        if node.outputs and node.outputs[0] in qplan.lstms:
+            write_lstm(graph, node, qplan.lstms[node.outputs[0]], _width(qplan, node.outputs[0]))
     _requantize_inputs(graph, qplan)
     for node in graph.nodes:
         if node.op in INT8_VERSIONS:

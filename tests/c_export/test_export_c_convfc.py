@@ -21,9 +21,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.export_c_harness import (NEEDS_CROSS, build_cortex_m, build_host, image_source,
-                                      io_layout, parse, run_qemu, split_image_output)
+from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, build_host,
+                                      image_source, io_layout, parse, run_qemu,
+                                      split_image_output)
 from test_export_c import _assert_bit_exact, _expected, _samples, models  # noqa: F401
+from test_export_c_fast import run_image
 from test_int_executor import CONV, Q8, int8_feeds, tflm
 
 from qconvert.c_export.model.memory_plan import PlanStep, plan_memory
@@ -52,7 +54,7 @@ CONV_CASES = {
     "pointwise_cin1_cout1": (1, 4, 5, 1, 1, (1, 1), (1, 1), (1, 1), "VALID", "NONE", 20, True),
     "pointwise_cin6_same_stride2": (1, 5, 5, 6, 3, (1, 1), (2, 2), (1, 1), "SAME", "NONE", -1,
                                     True),
-    "one_output_pixel": (1, 3, 3, 6, 3, (3, 3), (1, 1), (1, 1), "VALID", "RELU", 9, True),
+    "one_output_pixel": (1, 3, 3, 6, 3, (3, 3), (1, 1), (1, 1), "VALID", "RELU", 9, True),  # FC
     "kws_like_10x4_cin1_stride2": (1, 25, 10, 1, 16, (10, 4), (2, 2), (1, 1), "SAME", "RELU",
                                    -30, True),
     "cin16_cout16_3x3_same": (1, 8, 8, 16, 16, (3, 3), (1, 1), (1, 1), "SAME", "NONE", -128,
@@ -71,6 +73,22 @@ GROUPED_CASES = {
                                            "NONE", 0, True), 4),
     "g2_pointwise_cin7_cout1_per_group_odd_pixels": ((1, 5, 3, 14, 2, (1, 1), (1, 1), (1, 1),
                                                       "VALID", "RELU", -7, True), 2),
+    # one input row, a 1x5 kernel, stride 2, pads 2: CMSIS-NN's 1xN geometry, not its path
+    "g2_one_row_k1x5_stride2": ((1, 1, 13, 8, 6, (1, 5), (1, 2), (1, 1), "SAME", "NONE", -7,
+                                 True), 2),
+}
+
+# id: (case as CONV_CASES, a fully connected layer?): one output pixel per image
+WHOLE_CASES = {
+    "whole_3x5_cin7": ((1, 3, 5, 7, 9, (3, 5), (1, 1), (1, 1), "VALID", "RELU", -5, True),
+                       True),
+    "whole_1x3_cin40_streaming": ((1, 1, 3, 40, 32, (1, 3), (1, 1), (1, 1), "VALID", "NONE",
+                                   -128, True), True),
+    "whole_batch2_per_tensor": ((2, 4, 4, 3, 5, (4, 4), (1, 1), (1, 1), "VALID", "RELU6", 7,
+                                 False), True),
+    # must not: one output pixel whose window is not the whole image (stride 3 over 5x5)
+    "one_pixel_window_inside": ((1, 5, 5, 4, 6, (3, 3), (3, 3), (1, 1), "VALID", "NONE", 3,
+                                 True), False),
 }
 
 # id: (batches, depth, units, per-channel, weights zero point, activation, z_in)
@@ -152,6 +170,8 @@ def case_models(tmp_path_factory) -> dict:
     built = {f"conv_{k}": conv_model(c, seed=i) for i, (k, c) in enumerate(CONV_CASES.items())}
     built.update({f"conv_grouped_{k}": conv_model(c, seed=20 + i, group=g)
                   for i, (k, (c, g)) in enumerate(GROUPED_CASES.items())})
+    built.update({f"conv_{k}": conv_model(c, seed=40 + i)
+                  for i, (k, (c, _)) in enumerate(WHOLE_CASES.items())})
     built["conv_left_shift"] = conv_model(CONV_CASES["cin8_cout7_k4x3_pads_every_side"], 5,
                                           left_shift=True)
     built.update({f"fc_{k}": fc_model(c, seed=i) for i, (k, c) in enumerate(FC_CASES.items())})
@@ -187,8 +207,9 @@ def _run_image(folder: Path, paths: dict, board: str | None, samples: dict) -> N
         exe = build_host(folder, image_source(entries))
         text = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
     else:
-        text = run_qemu(build_cortex_m(folder, image_source(entries), board), board,
-                        timeout=600)
+        # the Cortex-M55 board's flash is its 512 KB ITCM: the constants of every case go to RAM
+        text = run_qemu(build_cortex_m(folder, image_source(entries), board,
+                                       rodata_in_ram=board == "m55"), board, timeout=600)
     blocks = split_image_output(text)
     assert sorted(blocks) == sorted(paths)
     for name, path in paths.items():
@@ -202,8 +223,11 @@ def test_every_case_takes_the_fast_kernels(case_models, tmp_path):
     """The cases exercise the new kernels (else the bit-exactness tests prove nothing)."""
     for name, path in case_models.items():
         text = _export_into(tmp_path, path, name)
-        fn = "qconvert_conv_fast_s8" if name.startswith("conv_") else "qconvert_fc_fast_s8"
+        whole = WHOLE_CASES.get(name[5:], (None, False))[1] or name == "conv_one_output_pixel"
+        fn = "qconvert_conv_fast_s8" if name.startswith("conv_") and not whole \
+            else "qconvert_fc_fast_s8"
         assert fn + "(" in text, name
+        assert ("qconvert_conv_fast_s8(" in text) == (not whole and fn != "qconvert_fc_fast_s8")
 
 
 def test_host_cases_bit_exact_with_tflite_micro(case_models, tmp_path):
@@ -252,16 +276,67 @@ def test_depthwise_16x8_and_rowmajor_layers_keep_the_generic_kernels(tmp_path):
     assert text.count("arm_depthwise_conv_wrapper_s8(") >= 4
 
 
-def test_grouped_conv_takes_the_fast_kernel_with_cmsis_nn_too(case_models, tmp_path):
-    """A grouped Conv2D: the fast kernel with --kernels cmsis-nn as well (every build), with
-    the group count in the parameters; its weights group after group."""
+def grouped_chain_model(seed=0, h=12, w=10, c=16, groups=4, out_c=32) -> bytes:
+    """A 1x1 Conv2D then a grouped 3x3 one (SAME) whose output the plan puts over its dying
+    input: --kernels cmsis-nn calls CMSIS-NN on it band by band on Helium builds."""
+    n = Q8(seed)
+    x = n.input("x", (1, h, w, c), 0.05, -3)
+    wt, s_w = n.weights("w0", (c, 1, 1, c), 0)
+    b = n.bias("b0", 0.05, s_w, c)
+    n.node("Conv2D", [x, wt, b], "a", (1, h, w, c), 0.05 * float(s_w.max()) * 255 * 128 * c / 50,
+           0, **dict(CONV, kernel_shape=[1, 1], pads=[0] * 4))
+    n.fit("a", int8_feeds(n.g, 2, seed))
+    wt, s_w = n.weights("w1", (out_c, 3, 3, c // groups), 0)
+    b = n.bias("b1", 0.05, s_w, out_c)
+    n.node("Conv2D", ["a", wt, b], "y", (1, h, w, out_c),
+           0.05 * float(s_w.max()) * 255 * 128 * 9 * c / 50, 0,
+           **dict(CONV, kernel_shape=[3, 3], pads=same_pads((h, w), (3, 3), (1, 1), (1, 1)),
+                  group=groups))
+    n.fit("y", int8_feeds(n.g, 2, seed))
+    return n.build(["y"])
+
+
+def _cmsis_text(path_or_bytes, name: str, tmp_path: Path) -> str:
+    if isinstance(path_or_bytes, bytes):
+        (tmp_path / f"{name}.tflite").write_bytes(path_or_bytes)
+        path_or_bytes = tmp_path / f"{name}.tflite"
+    files, summary = render_model(prepare_model(load_model(path_or_bytes)), ModelOptions(
+        name=name, kernels="cmsis-nn", fc_layout="rowmajor"))
+    return files[f"{name}.c"].decode(), summary
+
+
+def test_grouped_conv_with_cmsis_nn_calls_cmsis_nn_on_helium_and_the_fast_kernel_elsewhere(
+        case_models, tmp_path):
+    """A grouped Conv2D with --kernels cmsis-nn: Helium builds call arm_convolve_wrapper_s8
+    (which sends it to arm_convolve_s8, group after group: the channels of the filter dims are
+    a group's, not the input's), the other builds the fast kernel (must not: the portable
+    generic kernel)."""
     path = case_models["conv_grouped_g4_cin5_cout3_per_group_pads_batch2"]
-    files, _ = render_model(prepare_model(load_model(path)),
-                            ModelOptions(name="gc", kernels="cmsis-nn",
-                                         fc_layout="rowmajor"))
-    text = files["gc.c"].decode()
-    assert "qconvert_conv_fast_s8(" in text and "qconvert_conv_s8(" not in text
-    assert "arm_convolve" not in text
+    text, _ = _cmsis_text(path, "gc", tmp_path)
+    assert "qconvert_conv_s8(" not in text
+    assert "static const cmsis_nn_dims l0_filter_dims = {12, 4, 3, 5};" in text
+    at = text.index("qconvert_conv_fast_s8(")
+    before = text[:at]
+    helium = before[before.rindex("#if (defined(__ARM_FEATURE_MVE)"):]
+    assert "arm_convolve_wrapper_s8(" in helium and before.rstrip().endswith("#else")
+    # the chain: the grouped layer's output over its input, CMSIS-NN called band by band
+    text, summary = _cmsis_text(grouped_chain_model(), "gb", tmp_path)
+    assert summary.overlapped == 1 and "band by band" in text
+    assert "static const cmsis_nn_dims l1_filter_dims = {32, 3, 3, 4};" in text
+
+
+@NEEDS_CMSIS
+@pytest.mark.parametrize("board", [None, pytest.param("m4", marks=NEEDS_CROSS),
+                                   pytest.param("m55", marks=NEEDS_CROSS)])
+def test_grouped_conv_cmsis_nn_bit_exact_with_tflite_micro(case_models, board, tmp_path):
+    """Every grouped case, the banded chain and the one-pixel cases with --kernels cmsis-nn,
+    against TFLite Micro: the host and Cortex-M4 builds run the fast kernels (a whole-window
+    layer qconvert_fc_fast_s8), Cortex-M55 CMSIS-NN's Helium arm_convolve_s8 (whole layer, and
+    band by band)."""
+    models = {k: Path(v).read_bytes() for k, v in case_models.items()
+              if k.startswith("conv_grouped_") or k[5:] in WHOLE_CASES}
+    models["grouped_chain"] = grouped_chain_model()
+    run_image(models, tmp_path / (board or "host"), board, kernels="cmsis-nn")
 
 
 def test_grouped_conv_weights_are_each_groups_own_order():

@@ -255,17 +255,28 @@ ADD_CASES = {  # name: (shape a, shape b or "x" (the same tensor), b constant, a
     "odd_relu_batch2": ((2, 3, 5, 7), (2, 3, 5, 7), False, "RELU", 0.1),
     "x_plus_x": ((1, 5, 5, 6), "x", False, "RELU6", 0.2),
     "const_operand": ((1, 4, 3, 5), (1, 4, 3, 5), True, "NONE", 0.09),
-    # must not take qconvert_add_fast_s8: broadcasting
-    "broadcast_channel": ((1, 4, 4, 8), (1, 1, 1, 8), False, "NONE", 0.1),
-    "broadcast_pixel": ((1, 4, 4, 8), (1, 4, 4, 1), True, "RELU", 0.1),
+    # one operand broadcast: one value per channel, per row (pixel), in all; a lower rank
+    "channel_input": ((1, 4, 4, 8), (1, 1, 1, 8), False, "NONE", 0.1),
+    "row_const": ((1, 4, 4, 8), (1, 4, 4, 1), True, "RELU", 0.1),
+    "scalar_const": ((2, 3, 5), (1,), True, "NONE", 0.1),
+    "rank2_const": ((1, 16, 32), (16, 32), True, "NONE", 0.1),
+    "row_input_first": ((1, 6, 1), (1, 6, 9), False, "NONE", 0.1),
+    "sub_same_shape": ((1, 5, 4, 6), (1, 5, 4, 6), False, "NONE", 0.1, "Sub"),
+    "sub_row_input": ((1, 16, 32), (1, 16, 1), False, "NONE", 0.1, "Sub"),
+    "sub_const_first": ((1, 4, 7), (7,), "first", "RELU", 0.1, "Sub"),
+    # must not take qconvert_add_fast_s8: broadcasts over other axes (the general kernel)
+    "broadcast_middle": ((1, 4, 4, 8), (1, 4, 1, 8), False, "NONE", 0.1),
+    "broadcast_outer_and_inner": ((1, 4, 4, 8), (1, 1, 4, 1), True, "NONE", 0.1, "Sub"),
     # must not take the short requantization: an output scale below the inputs' by 2^18
     "tiny_output_scale": ((1, 3, 3, 4), (1, 3, 3, 4), False, "NONE", 0.1 / (1 << 18)),
 }
 
 
 def add_model(case, seed=0) -> bytes:
-    """A one-ADD int8 model of `case` (an ADD_CASES row)."""
-    shape_a, shape_b, const_b, act, out_scale = case
+    """A one-ADD (or SUB: a sixth field) int8 model of `case` (an ADD_CASES row); b constant
+    "first": the constant is the first operand."""
+    shape_a, shape_b, const_b, act, out_scale = case[:5]
+    op = case[5] if len(case) > 5 else "Add"
     n = Q8(seed)
     a = n.input("a", shape_a, 0.05, -3)
     if shape_b == "x":
@@ -275,7 +286,8 @@ def add_model(case, seed=0) -> bytes:
     else:
         b = n.input("b", shape_b, 0.08, 6)
     out_shape = tuple(np.broadcast_shapes(shape_a, shape_a if shape_b == "x" else shape_b))
-    n.node("Add", [a, b], "y", out_shape, out_scale, -2, activation=act)
+    n.node(op, [b, a] if const_b == "first" else [a, b], "y", out_shape, out_scale, -2,
+           activation=act)
     return n.build(["y"])
 
 
@@ -314,8 +326,10 @@ MUL_CASES = {  # name: (shape a, shape b or "x", b constant, act, out scale / (s
     "x_times_x": ((2, 3, 5, 7), "x", False, "RELU", 90.0),
     "channel_const": ((1, 5, 4, 12), (12,), True, "RELU6", 150.0),
     "channel_act_first": ((1, 1, 1, 9), (1, 3, 4, 9), False, "NONE", 100.0),
+    "row_input": ((1, 4, 4, 8), (1, 4, 4, 1), False, "NONE", 100.0),
+    "scalar_const": ((1, 2, 16, 16), (1,), True, "NONE", 100.0),
     # must not take qconvert_mul_fast_s8: a broadcast over another axis
-    "broadcast_pixel": ((1, 4, 4, 8), (1, 4, 4, 1), False, "NONE", 100.0),
+    "broadcast_pixel_column": ((1, 4, 4, 8), (1, 1, 4, 1), False, "NONE", 100.0),
     # must not take the short requantization: shift > -2
     "tiny_output_scale": ((1, 3, 3, 4), (1, 3, 3, 4), False, "NONE", 0.4),
 }
@@ -348,9 +362,9 @@ def test_mul_host_bit_exact_with_tflite_micro(tmp_path):
     assert_written_over_their_inputs(exported)
     for name, (_, files, _) in exported.items():
         source = files[f"{name}.c"].decode()
-        assert ("qconvert_mul_fast_s8(" in source) == (name != "broadcast_pixel"), name
+        assert ("qconvert_mul_fast_s8(" in source) == (not name.startswith("broadcast")), name
         line = next((ln for ln in source.splitlines() if "qconvert_mul_params" in ln), "")
-        if name != "broadcast_pixel":
+        if not name.startswith("broadcast"):
             assert line.rstrip("};").rstrip().endswith(", 0") == (name == "tiny_output_scale"), \
                 line
     assert exported["same_shape"][2].overlapped == 1
@@ -373,11 +387,13 @@ def test_mul_cortex_m_bit_exact_with_tflite_micro(tmp_path, board):
 # -- --kernels cmsis-nn keeps the kernels measured faster, on cores without Helium ------------
 KEEP_MODELS = {"same_shape": ADD_MODELS["same_shape"],
                "const_operand": ADD_MODELS["const_operand"],
-               "broadcast_channel": ADD_MODELS["broadcast_channel"],
+               "channel_input": ADD_MODELS["channel_input"],
+               "broadcast_middle": ADD_MODELS["broadcast_middle"],
                "kws_global_avg": POOL_MODELS["kws_global_avg"],
                "max_same_pad": POOL_MODELS["max_same_pad"], "kws3x3": DW_MODELS["kws3x3"],
                "mul_same": MUL_MODELS["same_shape"], "mul_channel": MUL_MODELS["channel_const"],
-               "mul_broadcast_pixel": MUL_MODELS["broadcast_pixel"],
+               "mul_row_input": MUL_MODELS["row_input"],
+               "mul_broadcast_pixel_column": MUL_MODELS["broadcast_pixel_column"],
                "max_batch2": POOL_MODELS["max_2x2"], "mult2": DW_MODELS["mult2"],
                "chain_inplace": DW_MODELS["chain_inplace"], "odd_c_s2": DW_MODELS["odd_c_s2"],
                "big_multiplier": DW_MODELS["big_multiplier"], "c5_7x7": DW_MODELS["c5_7x7"],
@@ -398,7 +414,7 @@ def _kept(source: str, fn: str) -> str:
 def test_cmsis_nn_keeps_the_faster_kernels_without_helium(tmp_path, board):
     """Add, Mul, AveragePool, MaxPool, DepthwiseConv2D (qconvert_dw_hwc_s8, on the weights
     CMSIS-NN reads): the qconvert kernel on cores without Helium, CMSIS-NN's with it; must not:
-    a depth multiplier 2 stays CMSIS-NN's, a broadcast Add or a Mul broadcast over pixels the
+    a depth multiplier 2 stays CMSIS-NN's, an Add or a Mul broadcast over a middle axis the
     general kernel; what CMSIS-NN has no call for (a constant operand, a channel
     vector, batch 2 pools) the qconvert kernel everywhere. Bit-exact on the host, Cortex-M4 and
     Cortex-M55 (MVE)."""
@@ -409,7 +425,8 @@ def test_cmsis_nn_keeps_the_faster_kernels_without_helium(tmp_path, board):
     assert _kept(src["same_shape"], "qconvert_add_fast_s8") == "dsp"
     assert "arm_elementwise_add_s8(" in src["same_shape"]
     assert _kept(src["const_operand"], "qconvert_add_fast_s8") == "all"
-    assert _kept(src["broadcast_channel"], "qconvert_add_fast_s8") == "no"
+    assert _kept(src["channel_input"], "qconvert_add_fast_s8") == "all"
+    assert _kept(src["broadcast_middle"], "qconvert_add_fast_s8") == "no"
     assert _kept(src["kws_global_avg"], "qconvert_avgpool_fast_s8") == "dsp"
     assert _kept(src["max_same_pad"], "qconvert_maxpool_fast_s8") == "dsp"
     assert "arm_max_pool_s8(" in src["max_same_pad"]
@@ -417,7 +434,8 @@ def test_cmsis_nn_keeps_the_faster_kernels_without_helium(tmp_path, board):
     assert _kept(src["mul_same"], "qconvert_mul_fast_s8") == "dsp"
     assert "arm_elementwise_mul_s8(" in src["mul_same"]
     assert _kept(src["mul_channel"], "qconvert_mul_fast_s8") == "all"
-    assert _kept(src["mul_broadcast_pixel"], "qconvert_mul_fast_s8") == "no"
+    assert _kept(src["mul_row_input"], "qconvert_mul_fast_s8") == "all"
+    assert _kept(src["mul_broadcast_pixel_column"], "qconvert_mul_fast_s8") == "no"
     assert _kept(src["kws3x3"], "qconvert_dw_hwc_s8") == "dsp"
     assert "arm_depthwise_conv_wrapper_s8(" in src["kws3x3"]
     assert src["kws3x3"].count("l0_weights[") == 1  # one copy of the weights

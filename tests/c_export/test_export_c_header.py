@@ -358,7 +358,8 @@ def test_model_io_quantization_and_shapes(tmp_path):
 # -- every op the integer executor knows ----------------------------------------------------
 def _every_op_model(header_only_ops: bool = False) -> Model:
     """An int8 graph with one node of every op that has TFLite Micro parameters; the ops only
-    the header expresses (DIV: whole-model C export has no kernel for it) with
+    the header expresses (DIV: whole-model C export has no kernel for it) and the LSTM (its
+    state carries from one sample to the next in C: tests/test_lstm.py) with
     `header_only_ops`."""
     n = Q8(31)
     x = n.input("x", (1, 6, 6, 4), 0.05, -3)
@@ -462,7 +463,36 @@ def _every_op_model(header_only_ops: bool = False) -> Model:
     if header_only_ops:
         last = [n.node("Div", [pr, rs], "div", (1, 6), 0.2, 3, activation="NONE")]
     extra = _onnx_export_ops(n, m, d)
+    if header_only_ops:  # a stateful layer: the C tests of test_lstm.py carry its state
+        extra.append(_lstm_op(n, pk))
     return read_tflite(n.build([sm, sg, th, hs, rl, r6, rq, dq, ss, bm] + last + extra))
+
+
+def _lstm_op(n, x) -> str:
+    """An integer UNIDIRECTIONAL_SEQUENCE_LSTM of 3 units over `x` [1, 2, 5] for
+    `_every_op_model` (its two variable state tensors, TFLite Micro's int16 cell)."""
+    from qconvert.schemas.lstm import LSTM_SLOTS
+
+    inputs = [x]
+    for slot in LSTM_SLOTS[1:]:
+        name = f"lstm_{slot.name}"
+        if slot.name.startswith(("input_to_", "recurrent_to_")):
+            inputs.append(n.weights(name, (3, 5 if slot.name.startswith("input") else 3), 0,
+                                    per_channel=False)[0])
+        elif slot.name.endswith("_gate_bias"):
+            s_w = n.g.tensors[f"lstm_input_to_{slot.name[:-10]}_weights"].quant.scale
+            inputs.append(n.bias(name, 0.05, s_w, 3))
+        elif slot.name in ("output_state", "cell_state"):
+            wide = slot.name == "cell_state"
+            n.g.add_tensor(Tensor(name, (1, 3), "int16" if wide else "int8",
+                                  quant=n._q(2.0 ** -11, 0) if wide else n._q(1 / 128, 0),
+                                  extra={"is_variable": True}))
+            inputs.append(name)
+        else:
+            inputs.append(None)
+    return n.node("UnidirectionalSequenceLSTM", inputs, "lstm", (1, 2, 3), 1 / 128, 0,
+                  activation="TANH", cell_clip=0.0, proj_clip=0.0, time_major=False,
+                  asymmetric_quantize_inputs=False)
 
 
 def _onnx_export_ops(n, m, d) -> list:

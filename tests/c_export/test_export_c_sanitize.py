@@ -50,7 +50,7 @@ SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-g",
 # CMSIS-NN's objects only
 CMSIS_EXCLUDED = ["-fno-sanitize=shift-base"]
 KERNELS = ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)]
-# (model, calibration, options) quantized by qconvert: the README's 16x8 digits example, and
+# (model, calibration, options) quantized by qconvert: the 16x8 digits example of docs/commands/export-c.md, and
 # the corpus models whose 16x8 / mixed exports the plan before 4-byte displacements put int16
 # tensors at odd offsets (keras_resnet8: 7 and 2 tensors, kws_conv1d: 3; portable kernels)
 QUANTIZED_16X8 = {

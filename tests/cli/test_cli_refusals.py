@@ -240,8 +240,8 @@ def test_input_shape_errors_quote_the_shape_given(tmp_path):
     _one_line_error(result, "--input-shape input:1,2:", "rank 4")
 
 
-def test_verify_error_names_the_output_as_the_readme_shows(tmp_path, monkeypatch):
-    """README's `--verify` example (a fusion that scales the first conv's weights by 1.5) is
+def test_verify_error_names_the_output_as_the_docs_show(tmp_path, monkeypatch):
+    """docs/verify.md's `--verify` example (a fusion that scales the first conv's weights by 1.5) is
     what the command prints: the pass and the output 'logits' with its figures."""
     import re
     from pathlib import Path
@@ -264,7 +264,7 @@ def test_verify_error_names_the_output_as_the_readme_shows(tmp_path, monkeypatch
     model.write_bytes((SAMPLE_MODELS / "digits_cnn.onnx").read_bytes())
     monkeypatch.chdir(tmp_path)
     line = _one_line_error(_invoke(["fuse", "model.onnx", "-o", "fused.onnx", "--verify", "8"]))
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "verify.md").read_text()
     shown = re.search(r"\$ qconvert fuse model.onnx -o fused.onnx --verify 8\n\s+(.*)\n",
-                      readme).group(1)
+                      page).group(1)
     assert "output 'logits'" in line and line == shown

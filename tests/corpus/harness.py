@@ -19,7 +19,7 @@ The commands run in-process through click's test runner, convert / fuse / quanti
 qconvert's own `--verify`, models with fixed shapes in the manifest with `--input-shape`;
 results are cached per (model, command), so the test suite and `bench/model_coverage.py` each
 run every cell once. The oracles, settings and model readers live in `oracles`, the refusal
-checks and the README table in `refusals` (both re-exported here).
+checks and the coverage table of docs/results/coverage.md in `refusals` (both re-exported here).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """How the corpus harness judges a refusal (it must name ops or tensors of the model) and how
-the coverage table of the README is written and read back (`coverage_markdown`,
+the coverage table of docs/results/coverage.md is written and read back (`coverage_markdown`,
 `parse_coverage_markdown`, refusals shortened by `summarize_refusal`).
 """
 
@@ -103,7 +103,7 @@ def summarize_refusal(cause: str) -> str:
     return prefix + "; ".join(clauses)
 
 
-# -- the README table -----------------------------------------------------------------------------
+# -- the coverage table (docs/results/coverage.md) --------------------------------------------------------------------------
 def coverage_markdown(cells: dict, models: list, commands: tuple) -> str:
     """The coverage table in Markdown: `ok` (with the SQNR for quantize), `refused (n)`,
     `FAIL (n)` or `-` per cell, and below it the numbered causes, each listed once."""

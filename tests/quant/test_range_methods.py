@@ -168,7 +168,7 @@ def test_methods_end_to_end_bit_exact_in_tflm(tmp_path, method):
 
 
 def test_defaults_are_mse_ranges_with_bias_correction(tmp_path):
-    """The defaults the README's figures chose: MSE ranges, bias correction on, no
+    """The defaults the figures of docs/results/accuracy.md chose: MSE ranges, bias correction on, no
     equalization; the report says so."""
     import json
 

@@ -229,3 +229,22 @@ OP_SPECS: dict[str, OpSpec] = {
     "SplitSizes": OpSpec(constants=((1, "SIZE_SPLITS"), (2, "AXIS")),
                          attrs=(("num_splits", "NUM_SPLITS"),)),
 }
+
+# UNIDIRECTIONAL_SEQUENCE_LSTM (int8/prepare/lstm.py): the eight int8 gate matrices are written as
+# the layer's constant inputs (INPUT2..INPUT9), the four int32 gate biases as arrays; `bias`
+# (the same biases as int64 copies), `activation` (always TANH: checked at Prepare) and `wide`
+# (16x8: the activation type, in the tensors' types) are not repeated.
+OP_SPECS["UnidirectionalSequenceLSTM"] = OpSpec(
+    fields=(("input_offset", "INPUT_OFFSET", "int"), ("hidden_offset", "HIDDEN_OFFSET", "int"),
+            ("hidden_zero_point", "HIDDEN_ZERO_POINT", "int"),
+            ("fc_multiplier", "FC_MULTIPLIER", "array"), ("fc_shift", "FC_SHIFT", "array"),
+            ("forget_multiplier", "FORGET_MULTIPLIER", "int"),
+            ("forget_shift", "FORGET_SHIFT", "int"),
+            ("input_multiplier", "INPUT_MULTIPLIER", "int"), ("input_shift", "INPUT_SHIFT", "int"),
+            ("hidden_multiplier", "HIDDEN_MULTIPLIER", "int"),
+            ("hidden_shift", "HIDDEN_SHIFT", "int"),
+            ("cell_scale_power", "CELL_SCALE_POWER", "int"), ("cell_clip", "CELL_CLIP", "int"),
+            ("time_major", "TIME_MAJOR", "bool")),
+    skipped=frozenset({"bias", "activation", "wide"}),
+    constants=((12, "INPUT_GATE_BIAS"), (13, "FORGET_GATE_BIAS"), (14, "CELL_GATE_BIAS"),
+               (15, "OUTPUT_GATE_BIAS")))

@@ -26,6 +26,9 @@ void qconvert_batch_matmul_s8(const int8_t *a, const int8_t *b, int8_t *output,
     QCONVERT_BATCH_MATMUL_LOOP(int8_t, int32_t, a, b, output, p, MATMUL_FINISH);
 }
 
+/* Each output is the four neighbours weighted by (1024 - dy or dy) * (1024 - dx or dx), whose
+ * four weights add up to 2^20: |total| <= 128 * 2^20 = 2^27, so int32 holds TFLite's int64 sum
+ * exactly, and the weights of a pixel are computed once for all its channels. */
 void qconvert_resize_bilinear_s8(const int8_t *input, int8_t *output, const qconvert_resize_params *p)
 {
     int32_t b, y, x, c;
@@ -38,15 +41,18 @@ void qconvert_resize_bilinear_s8(const int8_t *input, int8_t *output, const qcon
             const int8_t *r1 = in_b + (ptrdiff_t)p->y_upper[y] * p->in_w * p->channels;
             for (x = 0; x < p->out_w; ++x) {
                 const int32_t dx = p->x_frac[x];
-                const ptrdiff_t x0 = (ptrdiff_t)p->x_lower[x] * p->channels;
-                const ptrdiff_t x1 = (ptrdiff_t)p->x_upper[x] * p->channels;
+                const int32_t w00 = ((1 << 10) - dy) * ((1 << 10) - dx);
+                const int32_t w10 = dy * ((1 << 10) - dx);
+                const int32_t w01 = ((1 << 10) - dy) * dx;
+                const int32_t w11 = dy * dx;
+                const int8_t *a0 = r0 + (ptrdiff_t)p->x_lower[x] * p->channels;
+                const int8_t *a1 = r1 + (ptrdiff_t)p->x_lower[x] * p->channels;
+                const int8_t *b0 = r0 + (ptrdiff_t)p->x_upper[x] * p->channels;
+                const int8_t *b1 = r1 + (ptrdiff_t)p->x_upper[x] * p->channels;
                 for (c = 0; c < p->channels; ++c) {
-                    const int64_t total = (int64_t)r0[x0 + c] * ((1 << 10) - dy) * ((1 << 10) - dx)
-                                          + (int64_t)r1[x0 + c] * dy * ((1 << 10) - dx)
-                                          + (int64_t)r0[x1 + c] * ((1 << 10) - dy) * dx
-                                          + (int64_t)r1[x1 + c] * dy * dx;
-                    const int64_t half = total > 0 ? ((int64_t)1 << 19) : -((int64_t)1 << 19);
-                    output[o++] = (int8_t)((total + half) / ((int64_t)1 << 20));
+                    const int32_t total = a0[c] * w00 + a1[c] * w10 + b0[c] * w01 + b1[c] * w11;
+                    const int32_t half = total > 0 ? (1 << 19) : -(1 << 19);
+                    output[o++] = (int8_t)((total + half) / (1 << 20));
                 }
             }
         }

@@ -53,12 +53,15 @@ void qconvert_avgpool_fast_s8(const int8_t *input, int8_t *output,
 void qconvert_maxpool_fast_s8(const int8_t *input, int8_t *output,
                               const qconvert_conv_params *p);
 
-/* ADD (int8) of two tensors of the same shape (no broadcasting): TFLite's rescale of each input,
- * (x + offset) << left_shift requantized to the common scale, is a function of the raw int8
- * value, so the exporter tabulates it (256 int32 entries per input, value v at index v + 128);
- * output = clamp(requantize(table1[a] + table2[b]) + output_offset). In place is allowed. */
+/* ADD and SUB (int8): TFLite's rescale of each input, (x + offset) << left_shift requantized to
+ * the common scale, is a function of the raw int8 value, so the exporter tabulates it (256 int32
+ * entries per input, value v at index v + 128; SUB: input 2's negated);
+ * output[o][i] = clamp(requantize(table1[a[o][i]] + table2[b[o * b_outer + i * b_inner]]) +
+ * output_offset) for o < outer, i < inner: the same shapes (outer 1, b_outer 0, b_inner 1), b one
+ * value per channel (b_outer 0, b_inner 1, inner the trailing size), b one value per row
+ * (b_outer 1, b_inner 0) or one value (both 0). In place (over a) is allowed. */
 typedef struct {
-    int32_t size;
+    int32_t outer, inner, b_outer, b_inner;
     const int32_t *table1, *table2;
     int32_t output_multiplier;
     int32_t output_shift; /* TFLite's, or with fast_requantize -shift - 2 */
@@ -70,11 +73,11 @@ void qconvert_add_fast_s8(const int8_t *a, const int8_t *b, int8_t *output,
                           const qconvert_add_params *p);
 
 /* MUL (int8): output[o][i] = clamp(requantize((a[o][i] + input1_offset) *
- * (b[o * b_step + i] + input2_offset)) + output_offset) for o < outer, i < inner: the same shapes
- * (outer 1) or b one value per channel (b_step 0, inner the channel count). In place (over a) is
- * allowed. */
+ * (b[o * b_step + i * b_inner] + input2_offset)) + output_offset) for o < outer, i < inner: the
+ * same shapes (outer 1), b one value per channel (b_step 0, inner the trailing size), one value
+ * per row (b_step 1, b_inner 0) or one value (both 0). In place (over a) is allowed. */
 typedef struct {
-    int32_t outer, inner, b_step;
+    int32_t outer, inner, b_step, b_inner;
     int32_t input1_offset, input2_offset;
     int32_t output_multiplier;
     int32_t output_shift; /* TFLite's, or with fast_requantize -shift - 2 */

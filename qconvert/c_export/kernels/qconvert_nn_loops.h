@@ -485,12 +485,22 @@ static inline int32_t qconvert_prelu_value(int32_t x, int32_t alpha,
     {                                                                                            \
         int32_t index[QCONVERT_MAX_RANK] = {0, 0, 0, 0, 0, 0};                                   \
         const int32_t n = qconvert_volume(box->rank, box->shape);                                \
+        const int32_t last = box->rank > 0 ? box->rank - 1 : 0;                                  \
+        const int32_t inner = box->rank > 0 ? box->shape[last] : 1;                              \
+        const ptrdiff_t si = box->rank > 0 ? box->in_strides[last] : 0;                          \
+        const ptrdiff_t so = box->rank > 0 ? box->out_strides[last] : 0;                         \
         ptrdiff_t pi = box->in_base, po = box->out_base;                                         \
-        int32_t i;                                                                               \
-        for (i = 0; i < n; ++i) {                                                                \
-            output[po] = input[pi];                                                              \
-            qconvert_step(box->rank, box->shape, index, box->in_strides, &pi, box->out_strides, \
-                          &po);                                                                  \
+        int32_t i, j;                                                                            \
+        if (inner <= 0) {                                                                        \
+            return;                                                                              \
+        }                                                                                        \
+        /* the same element order as an odometer over every axis: the last axis in a tight */   \
+        /* loop, the others stepped once per run */                                              \
+        for (i = 0; i < n; i += inner) {                                                         \
+            for (j = 0; j < inner; ++j) {                                                        \
+                output[po + j * so] = input[pi + j * si];                                        \
+            }                                                                                    \
+            qconvert_step(last, box->shape, index, box->in_strides, &pi, box->out_strides, &po); \
         }                                                                                        \
     }                                                                                            \
                                                                                                  \

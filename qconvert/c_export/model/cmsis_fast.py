@@ -19,7 +19,9 @@ kernel sums (the fast kernel's start values: `steps_fast.fc_sums`), are shared. 
 takes, per build, that build's scratch; its overlap must suit both kernels: each band height
 CMSIS-NN offers with the fast kernel's bands merged in (every band of each keeps its own
 constraint and gains only later bands' reads); where the plan bands the layer, Helium builds
-call CMSIS-NN band by band and the others the fast kernel once.
+call CMSIS-NN band by band and the others the fast kernel once. Where CMSIS-NN's Helium kernel
+allows an overlap in one call (`helium_tiles`: 1x1 convolutions), the step also offers that
+whole-layer overlap merged with the fast kernel's, which the plan prefers to bands.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from string import Template
 import numpy as np
 
 from ..c_text import HELIUM_TEST
+from .helium_tiles import merged
 from .steps import Step
 
 SHARED = ("multiplier", "shift")
@@ -108,4 +111,7 @@ def on_dsp_builds(cmsis: Step, fast: Step) -> Step:
     made.scratch_builds = {"helium": helium, "other": other} if helium or other else None
     made.plan.scratch = max(helium, other)
     made.plan.overlap = merged_bands(cmsis.plan.overlap, fast.plan.overlap)
+    whole = merged(cmsis.helium_tiles, (fast.plan.overlap or [None])[0])
+    if whole is not None:  # the Helium call of the whole layer, and the fast kernel
+        made.plan.overlap = [*(made.plan.overlap or []), whole]
     return made

@@ -15,7 +15,8 @@ from .cmsis_fast import on_dsp_builds
 from .cmsis_nn import S8_CONV, conv_step, elementwise_step, fc_step, pool_step, softmax_step
 from .cmsis_nn_s16 import lower_cmsis_s16
 from .fast_steps import keep_on_dsp  # qconvert kernels measured faster on cores without MVE
-from .steps import Step, fast_conv_step, fast_fc_step, fc_geometry, tensor_dims
+from .steps import Step, fast_conv_step, fast_fc_step, fc_geometry
+from .transpose_conv_cmsis import transpose_conv_step
 
 
 def lower_cmsis(graph, step: Step, options) -> Step:
@@ -25,14 +26,9 @@ def lower_cmsis(graph, step: Step, options) -> Step:
         return lower_cmsis_s16(graph, step, options)
     if node.op == "DepthwiseConv2D":
         return keep_on_dsp(step, conv_step(graph, node, step, S8_CONV))
-    if node.op in ("Conv2D", "DepthwiseConv2D"):
-        grouped = node.op == "Conv2D" and graph.tensors[node.inputs[1]].data.shape[3] != \
-            tensor_dims(graph, node.inputs[0])[3]
-        if grouped:  # qconvert's fast kernel (CMSIS-NN's grouped path not taken), else portable
-            fast = fast_conv_step(graph, node, step.index)
-            return step if fast is None else fast
+    if node.op == "Conv2D":  # grouped too: arm_convolve_s8 runs group after group
         made = conv_step(graph, node, step, S8_CONV)
-        fast = fast_conv_step(graph, node, step.index) if node.op == "Conv2D" else None
+        fast = fast_conv_step(graph, node, step.index)
         return made if fast is None else on_dsp_builds(made, fast)  # cmsis_fast: measured
     if node.op == "FullyConnected":
         made = fc_step(graph, node, step, options)
@@ -45,4 +41,6 @@ def lower_cmsis(graph, step: Step, options) -> Step:
         return keep_on_dsp(step, elementwise_step(graph, node, step))
     if node.op == "Softmax":
         return softmax_step(graph, node, step)
+    if node.op == "TransposeConv":  # kernel == stride: fully connected calls, else portable
+        return transpose_conv_step(graph, node, step)
     return step

@@ -9,8 +9,9 @@ row-major weights and the per-row kernel sums the Helium (MVE) kernels read inst
 context buffer in Helium builds only: the other builds never read it, so it is not linked
 there and the context is NULL), Add and Mul of equal shapes -> arm_elementwise_add_s8 /
 arm_elementwise_mul_s8,
-AveragePool / MaxPool -> arm_avgpool_s8 / arm_max_pool_s8, Softmax -> arm_softmax_s8. Every
-other op keeps qconvert's portable kernel.
+AveragePool / MaxPool -> arm_avgpool_s8 / arm_max_pool_s8, Softmax -> arm_softmax_s8, a
+TransposeConv whose kernel is its stride -> arm_fully_connected_per_channel_s8 row by row
+(`transpose_conv_cmsis`). Every other op keeps qconvert's portable kernel.
 
 Scratch buffers: CMSIS-NN sizes them per build (scalar, DSP or MVE) with its
 `*_get_buffer_size` functions, which exist only in the library. The plan reserves, for Helium
@@ -44,6 +45,7 @@ from ..c_text import HELIUM_TEST
 from .steps import Step, activation_inputs, fast_conv_step, fast_fc_step, fc_geometry, tensor_dims
 from .memory_plan import PlanStep
 from .cmsis_fast import on_dsp_builds
+from .helium_tiles import helium_tiles
 
 _CH_IN_BLOCK_MVE = 124
 
@@ -143,10 +145,12 @@ def conv_step(graph, node, step, kernels: ConvKernels) -> Step:
     else:
         scratch = kernels.conv_scratch(x, y, kh, kw, p)
         decls = [f"static const cmsis_nn_conv_params @L_conv = {{{offsets}, {geo}}};",
-                 f"static const cmsis_nn_dims @L_filter_dims = {{{y[3]}, {kh}, {kw}, {x[3]}}};"]
+                 f"static const cmsis_nn_dims @L_filter_dims = "
+                 f"{{{y[3]}, {kh}, {kw}, {int(w.shape[3])}}};"]
         fn = f"arm_convolve_wrapper_{kernels.suffix}"
     size_fn = f"{fn}_get_buffer_size"
-    generic = not depthwise and kernels.suffix == "s8" and _one_by_n_inexact(x, y, kh, kw, p)
+    generic = not depthwise and kernels.suffix == "s8" and int(w.shape[3]) == x[3] and \
+        _one_by_n_inexact(x, y, kh, kw, p)
     size_args = "&@L_conv, &@L_input_dims, &@L_filter_dims, &@L_output_dims"
     if generic:  # the wrapper's MVE 1 x N path would be wrong: its generic kernel, unbanded
         fn, size_fn = "arm_convolve_s8", "arm_convolve_s8_get_buffer_size"
@@ -166,6 +170,8 @@ def conv_step(graph, node, step, kernels: ConvKernels) -> Step:
                 "&@L_output_dims, $out0)")), "}"]
     made = cmsis_step(graph, node, step.index, call, arrays, decls, scratch)
     made.check = Template("\n".join(_fits(f"{size_fn}({size_args})")))
+    if kernels.suffix == "s8" and not generic:
+        made.helium_tiles = helium_tiles(x, y, (kh, kw), p, depthwise, int(w.shape[3]))
     heights = [k for k in BAND_ROWS if k < y[1]] if kernels.banded and not generic else []
     bands = [(k, row_bands(x, y, kh, p, k)) for k in heights]
     bands = [(k, b) for k, b in bands if b is not None]

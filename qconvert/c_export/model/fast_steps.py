@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import replace
 from string import Template
 
+from .helium_tiles import merged
+
 KEEP_ON_DSP = frozenset({"AveragePool", "MaxPool", "Add", "Mul", "DepthwiseConv2D"})
 _FAST_HEADER = "qconvert_nn_fast.h"
 
@@ -31,8 +33,10 @@ def keep_on_dsp(fast, cmsis):
     input only where both kernels allow it: CMSIS-NN's
     per-row "bands" (each row written below everything it and later rows read) also bound the
     qconvert kernels, which write each element after reading its taps, so a banded plan stays,
-    CMSIS-NN called per row and the qconvert kernel once. The scratch is CMSIS-NN's Helium one
-    (the qconvert kernels need none)."""
+    CMSIS-NN called per row and the qconvert kernel once; where CMSIS-NN's Helium kernel allows
+    an overlap in one call (`helium_tiles`: depthwise), that one merged with the qconvert
+    kernel's is offered too, and the plan prefers it to bands. The scratch is CMSIS-NN's Helium
+    one (the qconvert kernels need none)."""
     if cmsis is fast or _FAST_HEADER not in fast.files or fast.node.op not in KEEP_ON_DSP:
         return cmsis
     call = _per_build(cmsis.call.template, fast.call.template)
@@ -40,6 +44,9 @@ def keep_on_dsp(fast, cmsis):
         Template(_per_build(cmsis.banded.template, fast.call.template))
     bands = [c for c in (cmsis.plan.overlap or []) if c[0] == "bands"]
     both = bands or [c for c in (cmsis.plan.overlap or []) if c in (fast.plan.overlap or [])]
+    whole = merged(cmsis.helium_tiles, (fast.plan.overlap or [None])[0])
+    if whole is not None:  # CMSIS-NN's Helium call of the whole layer, and the qconvert kernel
+        both = [*both, whole]
     plan = replace(cmsis.plan, overlap=both or None)
     scratch = None
     if cmsis.scratch_builds:

@@ -11,6 +11,7 @@ pools, lookups, quantize, element-wise, softmax, mean, data movement):
 - `resize_steps`: ResizeNearest (row/column picks) and ResizeBilinear;
 - `transpose_conv_steps`, `matmul_steps`, `rsqrt_steps`: TransposeConv, BatchMatMul, Rsqrt;
 - `logic_steps`: comparisons, SelectV2, ReduceMax / ReduceMin, Fill, L2Normalization;
+- `steps_lstm`: UNIDIRECTIONAL_SEQUENCE_LSTM (int8 and its 16-bit cell state);
 - `steps_s16`: the 16x8 lowerings of their own; the others 16x8 shares with int8
   (`SHARED_WITH_INT8`).
 
@@ -34,6 +35,7 @@ from .pool_steps import lower_pool_fast
 from .resize_steps import lower_resize_bilinear, lower_resize_nearest
 from .rsqrt_steps import lower_rsqrt
 from .steps import DTYPES, PORTABLE_FILES, PORTABLE_LOWERINGS, KernelOptions
+from .steps_lstm import LSTM_LOWERINGS
 from .steps_s16 import S16_LOWERINGS, SHARED_WITH_INT8
 from .transpose_conv_steps import lower_transpose_conv
 
@@ -43,16 +45,20 @@ LOWERINGS = {
     "ResizeBilinear": lower_resize_bilinear, "Rsqrt": lower_rsqrt,
     # layer-specialised int8 kernels (each falls back to the portable lowering it does not cover)
     "DepthwiseConv2D": lower_depthwise, "AveragePool": lower_pool_fast,
-    "MaxPool": lower_pool_fast, "Add": lower_add_fast, "Mul": lower_mul_fast,
+    "MaxPool": lower_pool_fast, "Add": lower_add_fast, "Sub": lower_add_fast,
+    "Mul": lower_mul_fast,
     "Concat": lower_concat,  # row copies the plan may overlap
     "ResizeNearest": lower_resize_nearest,  # row/column picks
     # comparisons, SelectV2, reductions, Fill, L2Normalization
     "Fill": lower_fill, "L2Normalization": lower_l2_normalization,
     **{op: lower_comparison for op in COMPARISON_OPS}, "SelectV2": lower_select,
     "ReduceMax": lower_reduce_extreme, "ReduceMin": lower_reduce_extreme,
+    **LSTM_LOWERINGS,  # UNIDIRECTIONAL_SEQUENCE_LSTM
 }
 
-LOWERINGS16 = {**{op: LOWERINGS[op] for op in SHARED_WITH_INT8}, **S16_LOWERINGS}
+# 16x8 layers; an LSTM's int16 cell state makes it a "16x8" node (is_int16_node)
+LOWERINGS16 = {**{op: LOWERINGS[op] for op in SHARED_WITH_INT8}, **S16_LOWERINGS,
+               **LSTM_LOWERINGS}
 
 
 def unsupported_ops(graph) -> dict:

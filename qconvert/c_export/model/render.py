@@ -283,12 +283,33 @@ def _header(graph, steps, plans, options, state=None) -> str:
               "", _signature(graph, name, False) + ";",
               _signature(graph, name, True) + ";", f"int {name}_check(void);",
               *prototypes(graph, name),
-              *(state.prototypes(name) if state is not None else []), "",
+              *(state.prototypes(name) if state is not None else []),
+              *_reset_prototype(steps, name), "",
               f"#if defined(QCONVERT_PROFILE) || defined({upper}_PROFILE)",
               f"void {name}_layer_hook(int index, const char *op, int phase);",
               "#endif", "",
               "#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {upper}_H */", ""]
     return "\n".join(lines)
+
+
+def _reset_prototype(steps, name) -> list:
+    """NAME.h's NAME_reset_lstm, when a layer keeps state of its own (an LSTM)."""
+    if not any(s.resets for s in steps):
+        return []
+    return [f"/* {name}_reset_lstm: the LSTM layers' hidden and cell state back to their start "
+            "(a new sequence);",
+            f" * {name}_invoke carries them from one call to the next. */",
+            f"void {name}_reset_lstm(void);"]
+
+
+def _reset_function(steps, name) -> list:
+    """NAME.c's NAME_reset_lstm (see `_reset_prototype`)."""
+    if not any(s.resets for s in steps):
+        return []
+    out = [f"void {name}_reset_lstm(void)", "{"]
+    for step in steps:
+        out += ["    " + line.replace("@L", f"l{step.index}") for line in step.resets]
+    return out + ["}", ""]
 
 
 # -- NAME.c -----------------------------------------------------------------------------------
@@ -467,7 +488,8 @@ def _source(graph, steps, plans, options, state=None) -> str:
         out.append("")
     ins, outs = list(graph.inputs), list(graph.outputs)
     out += [f"static int32_t {name}_arena[{upper}_ARENA_SIZE / 4 + 1]; /* 4-byte aligned */",
-            "", *(state.source_lines(name) if state is not None else [])]
+            "", *(state.source_lines(name) if state is not None else []),
+            *_reset_function(steps, name)]
     checks = {build: _checks(steps, plan, build) for build, plan in plans.items()}
     out += _check_function(name, upper, checks)
     out += [_signature(graph, name, True),

@@ -141,6 +141,9 @@ class Step:
     scratch_builds: dict | None = None  # {"helium": bytes, "other": bytes} (CMSIS-NN calls)
     check: Template | None = None   # C run once (NAME_check): `return 2;` if scratch is short
     banded_check: Template | None = None  # the same for the banded call
+    helium_tiles: tuple | None = None  # the whole-layer overlap of the Helium call alone
+    resets: list = field(default_factory=list)  # C lines (using @L) putting the layer's own
+    #                                              state back to its start (NAME_reset_lstm)
 
 
 def tensor_dims(graph, name) -> tuple:
@@ -265,6 +268,8 @@ def fast_conv_step(graph, node, index):
             or not fast.nonnegative(p["output_multiplier"])):
         return None
     kernel_hw = (w.shape[1], w.shape[2])
+    if whole_window(in_shape, out_shape, kernel_hw, p, groups):
+        return _whole_window_fc(graph, node, index, p, w, in_shape[0])
     bias_arrays, bias = act.bias_arguments(p, int(w.shape[0]))
     arrays = [("weights", "int8_t", fast.conv_weights(w, groups)),
               ("multiplier", "int32_t", p["output_multiplier"]),
@@ -282,6 +287,35 @@ def fast_conv_step(graph, node, index):
     step.plan.scratch = scratch
     step.scratch_builds = {"helium": scratch, "other": scratch}
     return step
+
+
+def whole_window(in_shape, out_shape, kernel_hw, p, groups) -> bool:
+    """True when a Conv2D has one output pixel per image whose window is the whole image (no
+    padding, no groups): a fully connected layer over the image's values in NHWC order."""
+    return (tuple(out_shape[1:3]) == (1, 1) and tuple(int(k) for k in kernel_hw) ==
+            tuple(in_shape[1:3]) and not any(p["pads"]) and groups == 1)
+
+
+def _whole_window_fc(graph, node, index, p, w, batches):
+    """A `whole_window` Conv2D as qconvert_fc_fast_s8: the OHWI weights are the rows, the
+    accumulator and the per-channel requantization are the convolution's (kws_streaming's
+    1x3x40 -> 32 layer on Cortex-M4: 12.0 K instructions with qconvert_conv_fast_s8's one-pixel
+    path)."""
+    rows = np.asarray(w).reshape(w.shape[0], -1)
+    depth, count = rows.shape[1], rows.shape[0]
+    arrays = [("weights", "int8_t", fc_weights_in_layout(rows, "1x4")),
+              ("multiplier", "int32_t", p["output_multiplier"]),
+              ("shift", "int32_t", p["output_shift"])]
+    quant = c_struct([p["input_offset"], 0, p["output_offset"], p["activation_min"],
+                     p["activation_max"], "@L_multiplier", "@L_shift", 1])
+    decls = [f"static const qconvert_fc_quant @L_quant = {quant};"]
+    small = fast.small_accumulators(rows, p["bias"], p["input_offset"], 0, p["output_shift"])
+    sums = fast.fc_sums(rows, p["bias"], p["input_offset"], 0)
+    arrays += [("sums", "int32_t", sums)] if sums is not None else []
+    return plain_step(graph, node, index,
+                  f"qconvert_fc_fast_s8($in0, @L_weights, {'NULL' if sums is None else '@L_sums'}, "
+                  f"$out0, {batches}, {depth}, {count}, &@L_quant, {small});", arrays, decls,
+                  fast.FAST_FILES)
 
 
 def fc_geometry(graph, node) -> tuple:

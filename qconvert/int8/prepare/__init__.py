@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from qconvert.errors import QConvertError
 
-from . import activations, arithmetic, conv, data, logic, pooling  # noqa: F401  (they register)
+from . import (activations, arithmetic, conv, data, logic, lstm,  # noqa: F401  (they register)
+               pooling)
 from .common import LAYER_PARAMS
 from .int16 import LAYER_PARAMS16, is_int16_node
 
