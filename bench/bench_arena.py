@@ -63,11 +63,12 @@ def measure(path: Path, kernels: str, **extra) -> tuple:
     """(arena bytes, rows per band of each banded layer, "0" for none) of export-c with
     `kernels`."""
     from qconvert.c_export.model.render import ModelOptions, render_model
+    from qconvert.c_export.model.prepare import prepare_model
     from qconvert.formats.model_io import load_model
 
     import re
 
-    files, summary = render_model(load_model(path), ModelOptions(
+    files, summary = render_model(prepare_model(load_model(path)), ModelOptions(
         "net", kernels, "1x4" if kernels == "portable" else "rowmajor", **extra))
     source = files["net.c"].decode()
     invoke = source[source.rindex("int net_invoke_with_arena("):]

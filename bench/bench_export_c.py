@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from helpers.export_c_harness import tflm_arena_bytes  # noqa: E402
 
 from qconvert.c_export.model.render import ModelOptions, render_model  # noqa: E402
+from qconvert.c_export.model.prepare import prepare_model  # noqa: E402
 from qconvert.formats.model_io import load_model  # noqa: E402
 
 MODELS = ROOT / "tests" / "models"
@@ -77,7 +78,8 @@ def main() -> None:
             tflm = tflm_arena_bytes(path)
             for kernels in ("portable", "cmsis-nn"):
                 layout = "1x4" if kernels == "portable" else "rowmajor"
-                files, s = render_model(load_model(path), ModelOptions("net", kernels, layout))
+                files, s = render_model(prepare_model(load_model(path)),
+                                        ModelOptions("net", kernels, layout))
                 flash = _flash(files, tmp / f"{path.stem}_{kernels}", kernels)
                 rows.append((label, kernels, s.arena_size, s.arena_helium, tflm,
                              s.constant_bytes, flash))

@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 from helpers.export_c_harness import build_cortex_m, io_layout  # noqa: E402
 
 from qconvert.c_export.model.render import ModelOptions, render_model  # noqa: E402
+from qconvert.c_export.model.prepare import prepare_model  # noqa: E402
 from qconvert.formats.model_io import load_model  # noqa: E402
 
 TICK = 40  # instructions per FPGAIO counter tick under -icount shift=0 (25 MHz at 1 GHz)
@@ -101,7 +102,7 @@ def measure(model: Path, kernels: str, defines=()) -> dict:
         with mock.patch.object(cmsis_nn, "row_bands", lambda *a: None):
             return measure(model, "cmsis-nn", defines)
     name = "net"
-    files, _ = render_model(load_model(model), ModelOptions(
+    files, _ = render_model(prepare_model(load_model(model)), ModelOptions(
         name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor"))
     folder = Path(tempfile.mkdtemp(prefix="bench_layers_"))
     for f, data in files.items():

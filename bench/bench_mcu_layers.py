@@ -48,6 +48,7 @@ def export(model: Path, folder: Path, kernels: str, root: Path) -> None:
     if kernels == "cmsis-whole":
         from qconvert.c_export.model import cmsis_nn
         from qconvert.c_export.model.render import ModelOptions, render_model
+        from qconvert.c_export.model.prepare import prepare_model
         from qconvert.formats.model_io import load_model
 
         from qconvert.c_export.model import fast_steps
@@ -58,7 +59,7 @@ def export(model: Path, folder: Path, kernels: str, root: Path) -> None:
             lambda *args: None
         fast_steps.keep_on_dsp = lambda fast, cmsis: cmsis
         try:
-            files, _ = render_model(load_model(model), ModelOptions(
+            files, _ = render_model(prepare_model(load_model(model)), ModelOptions(
                 name="net", kernels="cmsis-nn", fc_layout="rowmajor"))
         finally:
             (cmsis_nn.row_bands, cmsis_nn.fast_conv_step, cmsis_nn.fast_fc_step,

@@ -132,10 +132,11 @@ def _size(*paths) -> list:
 def export(model: Path, folder: Path, kernels: str, name: str):
     """Write the export of `model` into `folder`; (graph, ExportSummary)."""
     from qconvert.c_export.model.render import ModelOptions, render_model
+    from qconvert.c_export.model.prepare import prepare_model
     from qconvert.formats.model_io import load_model
 
     m = load_model(model)
-    files, summary = render_model(m, ModelOptions(
+    files, summary = render_model(prepare_model(m), ModelOptions(
         name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor"))
     folder.mkdir(parents=True, exist_ok=True)
     for f, data in files.items():

@@ -54,7 +54,7 @@ import numpy as np
 
 from qconvert.ir import Graph, Node
 
-from . import register_pass
+from .registry import register_pass
 
 
 # -- patterns ------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from qconvert.ir import Model
 
-from . import PassContext, get_pass, run_passes
+from .registry import PassContext, get_pass, run_passes
 
 FIXED_POINT_PASSES = ("fuse-conv-batchnorm", "fuse-conv-mul", "fuse-conv-add", "fuse-matmul-add")
 FUSE_PIPELINE = ("fold-constants", "eliminate", *FIXED_POINT_PASSES, "batchnorm-to-affine",

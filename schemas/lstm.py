@@ -20,7 +20,7 @@ Micro's 8-bit activation / 16-bit gate and cell scheme (`qconvert/int8/lstm.py`)
 
 from __future__ import annotations
 
-from . import Input, OnnxSpec, OpSchema, TfliteSpec, register
+from .registry import Input, OnnxSpec, OpSchema, TfliteSpec, register
 
 GATES = ("input", "forget", "cell", "output")  # TFLite's gate order
 

@@ -34,7 +34,7 @@ parameter from its input only:
   TFLite-only ops (Mean, StridedSlice, SplitEqual...) keep their option names.
 """
 
-from . import Input, OnnxSpec, OpSchema, TfliteSpec, register
+from .registry import Input, OnnxSpec, OpSchema, TfliteSpec, register
 
 HALF_AWAY = "half_away_from_zero"  # Quantize `rounding` of TFLite QUANTIZE (absent: half to even)
 

@@ -71,6 +71,7 @@ def test_export_c_arena_is_at_most_0_7_of_tflite_micros(corpus, kernels):
     from helpers.export_c_harness import tflm_arena_bytes
 
     from qconvert.c_export.model.render import ModelOptions, render_model
+    from qconvert.c_export.model.prepare import prepare_model
     from qconvert.formats.model_io import load_model
 
     exportable = [m for m, c in cells() if c == "export-c" and corpus.cell(m, c).status == "ok"]
@@ -78,7 +79,7 @@ def test_export_c_arena_is_at_most_0_7_of_tflite_micros(corpus, kernels):
     above = {}
     for model in exportable:
         path = corpus.export_c_models[model][0]
-        _, summary = render_model(load_model(path), ModelOptions(
+        _, summary = render_model(prepare_model(load_model(path)), ModelOptions(
             "net", kernels, "1x4" if kernels == "portable" else "rowmajor"))
         tflm = _TFLM_ARENA.get(path) or _TFLM_ARENA.setdefault(path, tflm_arena_bytes(path))
         if summary.arena_size > 0.7 * tflm:

@@ -165,9 +165,9 @@ def test_ops_page_has_a_row_per_schema_op():
 def test_cmsis_nn_column_reads_the_lowering():
     """The ops the matrix says go to CMSIS-NN are the ones `lower_cmsis` dispatches on, among
     them the layers CMSIS-NN is known for."""
-    from qconvert.c_export.model import cmsis_nn
+    from qconvert.c_export.model import cmsis_lowering
 
-    ops = gen_docs.ops_compared_in(cmsis_nn.lower_cmsis)
+    ops = gen_docs.ops_compared_in(cmsis_lowering.lower_cmsis)
     assert {"Conv2D", "DepthwiseConv2D", "FullyConnected", "AveragePool", "MaxPool", "Add",
             "Mul", "Softmax"} <= ops
 

@@ -18,8 +18,7 @@ from qconvert import schemas
 from qconvert.formats import tflite_reader
 from qconvert.c_export.model import steps as model_steps
 from qconvert.c_export.header.layer_spec import OP_SPECS
-from qconvert.c_export.model.steps import LOWERINGS
-from qconvert.c_export.model.steps_s16 import LOWERINGS16
+from qconvert.c_export.model.lowering import LOWERINGS, LOWERINGS16
 from qconvert.executor.float_executor import IN_PLACE
 from qconvert.executor.float_kernels import CONTEXT_KERNELS, KERNELS
 from qconvert.executor.int16_kernels import INT16_KERNELS
@@ -54,7 +53,7 @@ KEYED_TABLES = {
     "int kernels (executor/int_kernels*)": INT_KERNELS,
     "int layer params (int8/prepare: LAYER_PARAMS)": INT_PARAMS,
     "C header specs (c_export/header/layer_spec.OP_SPECS)": OP_SPECS,
-    "C lowerings (c_export/model/steps*.LOWERINGS)": LOWERINGS,
+    "C lowerings (c_export/model/lowering.LOWERINGS)": LOWERINGS,
     "layout rules (passes/onnx_to_tflite/layout_rules.RULES)": RULES,
     "ONNX -> TFLite lowering rules (onnx_to_tflite_*)": {**MAPPING_RULES, **SPATIAL_RULES},
     "ONNX -> TFLite checks (onnx_to_tflite_ops.CHECKS)": CHECKS,
@@ -77,11 +76,11 @@ KEYED_TABLES = {
     "equalize's layers and pass-through ops": equalize._FIRST | equalize._PASS_THROUGH,
     "layers the quantization invariants check (quant/invariants)": set(invariants._LAYERS),
     "C lookup-table, binary and data-movement ops (c_export/model/steps)":
-        {*model_steps._LOOKUP_OPS, *model_steps._BINARY, *model_steps._MOVEMENT},
+        {*model_steps._LOOKUP_OPS, *model_steps.BINARY, *model_steps.MOVEMENT},
     "TFLite reductions the reader respells (tflite_reader._REDUCERS)": tflite_reader._REDUCERS,
     "16x8 kernels (executor/int16_kernels)": INT16_KERNELS,
     "16x8 layer params (int8/prepare/int16)": LAYER_PARAMS16,
-    "16x8 C lowerings (c_export/model/steps_s16)": LOWERINGS16,
+    "16x8 C lowerings (c_export/model/lowering.LOWERINGS16)": LOWERINGS16,
     "ops the quantizer makes 16x8 (quant/int16)": quant_int16.INT16_KERNELS,
 }
 
@@ -165,7 +164,7 @@ def header_gaps(int_kernels: dict, int_params: dict, op_specs: dict, lowerings: 
                 if op not in op_specs]
     problems += [f"{op}: header spec but no layer params" for op in op_specs
                  if op not in int_params]
-    problems += [f"{op}: header spec but no C lowering (model_steps.LOWERINGS)" for op in op_specs
+    problems += [f"{op}: header spec but no C lowering (lowering.LOWERINGS)" for op in op_specs
                  if op not in lowerings]
     problems += [f"{op}: C lowering but no header spec" for op in lowerings if op not in op_specs]
     return problems

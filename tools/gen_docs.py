@@ -41,9 +41,8 @@ def _capability_tables() -> dict:
     """The per-op tables the matrix reads, keyed by schema op name (imported here: the tool is
     not part of the package and nothing imports it)."""
     from qconvert.c_export.header.layer_spec import OP_SPECS
-    from qconvert.c_export.model import cmsis_nn, cmsis_nn_s16
-    from qconvert.c_export.model.steps import LOWERINGS
-    from qconvert.c_export.model.steps_s16 import LOWERINGS16
+    from qconvert.c_export.model import cmsis_lowering, cmsis_nn_s16
+    from qconvert.c_export.model.lowering import LOWERINGS, LOWERINGS16
     from qconvert.executor.float_kernels import KERNELS
     from qconvert.executor.int16_kernels import INT16_KERNELS
     from qconvert.executor.int_kernels import INT_KERNELS
@@ -57,7 +56,7 @@ def _capability_tables() -> dict:
         "int16_exec": INT16_KERNELS, "layout": RULES,
         "lowered": {**MAPPING_RULES, **SPATIAL_RULES}, "folds": FOLDS_WHEN_STATIC,
         "header": OP_SPECS, "c_int8": LOWERINGS, "c_int16": LOWERINGS16,
-        "cmsis_int8": ops_compared_in(cmsis_nn.lower_cmsis),
+        "cmsis_int8": ops_compared_in(cmsis_lowering.lower_cmsis),
         "cmsis_int16": ops_compared_in(cmsis_nn_s16.lower_cmsis_s16),
     }
 

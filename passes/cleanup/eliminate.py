@@ -33,7 +33,7 @@ import numpy as np
 from qconvert.ir import Graph
 from qconvert.schemas.effects import is_pure
 
-from .. import register_pass
+from ..registry import register_pass
 from ..matcher import Edit, Fusion, Match, Op, apply_fusions
 
 

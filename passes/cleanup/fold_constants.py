@@ -53,7 +53,7 @@ from qconvert.executor.float_kernels import KERNELS, range_length
 from qconvert.ir import Graph
 from qconvert.ir.tensor import RAW_DTYPES
 
-from .. import register_pass
+from ..registry import register_pass
 
 MAX_FOLD_ELEMENTS = 1 << 20
 NEVER_FOLD = frozenset({"Quantize", "Dequantize"})

@@ -26,7 +26,7 @@ from qconvert.executor.float_executor import run_float
 from qconvert.executor.memory_limit import check_plan_memory, default_limit
 from qconvert.ir import Graph
 
-from .. import register_pass
+from ..registry import register_pass
 
 
 def _dynamic(d) -> bool:
@@ -56,7 +56,7 @@ def _fixed_input_shapes(graph: Graph) -> dict:
     return shapes
 
 
-def _set_shape(t, shape: tuple) -> bool:
+def set_shape(t, shape: tuple) -> bool:
     if t.shape is not None and tuple(t.shape) == shape and t.static_shape:
         return False
     t.shape = shape
@@ -82,5 +82,5 @@ def static_batch(graph: Graph, context) -> int:
     for name, shape in seen.items():
         t = graph.tensors.get(name)
         if t is not None and t.data is None:
-            changed += _set_shape(t, tuple(int(d) for d in shape))
+            changed += set_shape(t, tuple(int(d) for d in shape))
     return changed

@@ -26,8 +26,8 @@ import numpy as np
 
 from qconvert.ir import Graph
 
-from .. import PassContext, register_pass
-from .linear_layer import LinearView, _is_float, _rule, fold_affine
+from ..registry import PassContext, register_pass
+from .linear_layer import LinearView, is_float, _rule, fold_affine
 
 MAX_ROUNDS = 50
 TOLERANCE = 1e-4
@@ -37,10 +37,10 @@ _FIRST = frozenset({"Conv2D", "DepthwiseConv2D", "FullyConnected"})
 
 def _weights(graph: Graph, node):
     w = graph.tensors.get(node.inputs[1]) if len(node.inputs) > 1 else None
-    if w is None or w.data is None or not _is_float(w) or node.opaque:
+    if w is None or w.data is None or not is_float(w) or node.opaque:
         return None
     b = node.inputs[2] if len(node.inputs) > 2 else None
-    if b is not None and (graph.tensors[b].data is None or not _is_float(graph.tensors[b])):
+    if b is not None and (graph.tensors[b].data is None or not is_float(graph.tensors[b])):
         return None
     return w.data
 

@@ -138,7 +138,7 @@ def _rule(node: Node) -> LayerRule | None:
     return LAYERS.get(node.op)
 
 
-def _is_float(t: Tensor) -> bool:
+def is_float(t: Tensor) -> bool:
     return t.dtype in ("float16", "float32", "float64") and t.quant is None
 
 
@@ -151,7 +151,7 @@ def linear_view(graph: Graph, node: Node) -> LinearView | None:
         return None
     w_t = graph.tensors.get(node.inputs[1])
     out_t = graph.tensors[node.outputs[0]]
-    if w_t is None or w_t.data is None or not _is_float(w_t) or not _is_float(out_t):
+    if w_t is None or w_t.data is None or not is_float(w_t) or not is_float(out_t):
         return None
     if w_t.dtype != out_t.dtype or w_t.data.ndim < rule.min_weight_rank:
         return None
@@ -164,7 +164,7 @@ def linear_view(graph: Graph, node: Node) -> LinearView | None:
     b_name = node.inputs[2] if len(node.inputs) > 2 else None
     if b_name is not None:
         b_t = graph.tensors[b_name]
-        if b_t.data is None or not _is_float(b_t):
+        if b_t.data is None or not is_float(b_t):
             return None
         b = b_t.data
         if node.op == "Gemm":  # C must act as a per-channel bias: (), (1,), (N,) or (1, N)

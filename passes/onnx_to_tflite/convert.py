@@ -48,7 +48,7 @@ from qconvert.errors import QConvertError
 from qconvert.ir import Graph, Model
 from qconvert.ir.graph import GraphError
 
-from .. import PassContext, register_pass, run_passes
+from ..registry import PassContext, register_pass, run_passes
 from .layout_nhwc import (INPUT_LAYOUTS, NLC, format_problems, nhwc_onnx_inputs,
                           rewrite_to_nhwc)
 from .layout_rules import RULES

@@ -127,13 +127,13 @@ class Model:
 
         >>> m.run({"input": x})["logits"].argmax(1)
         """
-        from qconvert.cli.verify import _is_int8
+        from qconvert.cli.verify import is_int8_model
         from qconvert.executor.float_executor import ExecutionError, run_float_batched
 
         model = self.ir()
         feeds = _feeds(model.graph, inputs)
         try:
-            if not _is_int8(model):
+            if not is_int8_model(model):
                 return _named(run_float_batched(model, feeds, int(batch_size)), model.graph)
             from qconvert.executor.int_executor import run_int8
 
@@ -153,10 +153,10 @@ class Model:
 
         >>> q.run(q.quantize_inputs(x_float))
         """
-        from qconvert.quant.report import _int8_inputs
+        from qconvert.quant.params import quantized_inputs
 
         model = self.ir()
-        return _int8_inputs(model.graph, _feeds(model.graph, inputs))
+        return quantized_inputs(model.graph, _feeds(model.graph, inputs))
 
 
 def _feeds(graph, inputs) -> dict:

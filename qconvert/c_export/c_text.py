@@ -62,3 +62,8 @@ def c_comment(text) -> str:
     text = "".join(ch if " " <= ch <= "~" else "_" for ch in str(text))
     text = text.replace("*/", "*_/").replace("/*", "/_*")
     return re.sub(r"\?(?=\?)", "?_", text)
+
+
+# the preprocessor test of a Helium (MVE) build: CMSIS-NN's kernels and the arena plan differ
+HELIUM_TEST = ("(defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)) || "
+               "defined(ARM_MATH_MVEI) || defined(ARM_MATH_HELIUM)")

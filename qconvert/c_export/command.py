@@ -215,7 +215,7 @@ def _data_inputs(request) -> list:
             if p is not None and is_path(p) for f in data_files(p)]
 
 
-def _check_not_in_data(folder, data: list) -> None:
+def check_not_in_data(folder, data: list) -> None:
     """Refuse an output folder that is a calibration data folder or inside one: export-c would
     write its files among the inputs."""
     import os
@@ -256,15 +256,18 @@ def export_c_work(request, m) -> tuple:
     """The work of `qconvert export-c` on the loaded model `m`: (C name, {file name: bytes},
     `ExportSummary`, the --report JSON text, the quantization report or None, its output
     pairs); writes nothing."""
+    from .model.prepare import prepare_model
     from .model.render import ModelOptions, render_model
 
     fc_layout = check_c_request(request)
     c_name = c_name_of(request)
     name, sha256 = _source(request)
     m, note, quantization, pairs = int8_model(request, m, "c")
-    files, summary = render_model(m, ModelOptions(c_name, request.kernels, fc_layout, name,
-                                                  sha256, note, patches=request.patches,
-                                                  example=request.example))
+    prepared = prepare_model(m)  # static shapes, a streaming model's state split out
+    files, summary = render_model(prepared, ModelOptions(c_name, request.kernels, fc_layout,
+                                                         name, sha256, note,
+                                                         patches=request.patches,
+                                                         example=request.example))
     from .model.export_report import report_json
     from .model.resources import from_summary
 
@@ -317,7 +320,7 @@ def export_c_command(request) -> Exported:
     parent = folder.parent if str(folder.parent) else Path(".")
     if not parent.is_dir():
         raise QConvertError("output directory's parent does not exist", str(folder))
-    _check_not_in_data(folder, data_files(calibration))
+    check_not_in_data(folder, data_files(calibration))
     outputs = OutputFiles([model, *_data_inputs(request)])
     for path in (request.quant_report, request.report_html):
         if path is not None:

@@ -69,7 +69,7 @@ def export_c_q7(model, outdir, name, kernels, fc_layout, calibration, calibratio
     from qconvert.quant.calibration_data import data_files
 
     from .c_names import check_file_prefix, prefix_from_stem
-    from .command import _check_not_in_data
+    from .command import check_not_in_data
     from .model.q7_source import KERNEL_SETS, render_q7
 
     if scheme != "q7":
@@ -95,7 +95,7 @@ def export_c_q7(model, outdir, name, kernels, fc_layout, calibration, calibratio
     parent = folder.parent if str(folder.parent) else Path(".")
     if not parent.is_dir():
         raise QConvertError("output directory's parent does not exist", str(folder))
-    _check_not_in_data(folder, data_files(calibration))
+    check_not_in_data(folder, data_files(calibration))
     outputs = OutputFiles([model, *data_files(calibration)])
     try:
         q7, q7_report = _q7_model(model, input_shapes, outputs, "c", input_layout, calibration,

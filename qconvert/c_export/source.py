@@ -28,7 +28,7 @@ def static_int8_shapes(model: Model) -> int:
     feeds (the TFLite converter's Shape -> StridedSlice -> Pack -> Reshape flatten), as TFLite
     Micro, which allocates one sample, sees the model. Only the batch (axis 0) is fixed; the
     number of tensors changed is returned."""
-    from qconvert.passes.cleanup.static_batch import _set_shape
+    from qconvert.passes.cleanup.static_batch import set_shape
     from qconvert.passes import PassContext
     from qconvert.passes.pipeline import run_pipeline
 
@@ -36,7 +36,7 @@ def static_int8_shapes(model: Model) -> int:
     for t in model.graph.tensors.values():
         shape = t.shape
         if t.data is None and shape and not (isinstance(shape[0], int) and shape[0] >= 0):
-            changed += _set_shape(t, (1,) + tuple(shape[1:]))
+            changed += set_shape(t, (1,) + tuple(shape[1:]))
     if changed:
         run_pipeline(model, ("fold-constants", "eliminate"), PassContext(model.format))
     return changed

@@ -1,8 +1,8 @@
-"""The steps of the routes (`routes.ROUTES`) and `run_route`, which runs a route's steps.
+"""What a route is (`Route`, a row of `routes.ROUTES`), the work it carries (`Job`), its steps,
+and `run_route`, which runs a route's steps.
 
-A step is a function of the `Job` (the model and what the command gave), named in the route
-table; it checks something (and refuses in one line) or changes the job's model. See
-`routes` for what each step does.
+A step is a function `(route, job)`, held by the route table itself; it checks something (and
+refuses in one line) or changes the job's model. See `routes` for what each step does.
 """
 
 from __future__ import annotations
@@ -12,7 +12,44 @@ from dataclasses import dataclass, field
 
 from ..errors import QConvertError
 from ..ir import Model
-from .routes import INPUT_LAYOUT_REFUSALS, Route
+
+ANY = "any"
+C_TARGETS = ("c-header", "c")
+
+
+@dataclass(frozen=True)
+class Route:
+    """One row of `routes.ROUTES`: the steps (functions of this module) run for a (source,
+    precision, target, intent), in order."""
+
+    source: str
+    precision: str
+    target: str
+    intent: str
+    steps: tuple
+    refusal: str | None = None
+
+    @property
+    def quantized_format(self) -> str:
+        """The format a quantizing route writes int8 in (C exports quantize TFLite)."""
+        return "tflite" if self.target in C_TARGETS else self.target
+
+    @property
+    def purpose(self) -> str:
+        """How refusals word the work ("convert tflite to onnx", "export C")."""
+        if self.target == "c-header":
+            return "export a C header"
+        if self.target == "c":
+            return "export C"
+        return f"convert {self.source} to {self.target}"
+
+
+# `--input-layout` refused (`no_input_layout`), by intent
+INPUT_LAYOUT_REFUSALS = {
+    "convert": "--input-layout applies to ONNX -> TFLite conversion only",
+    "quantize": "--input-layout applies to ONNX -> int8 TFLite only",
+    "export": "--input-layout applies to ONNX models only",
+}
 
 
 @dataclass
@@ -52,54 +89,54 @@ class Job:
 def run_route(route: Route, job: Job) -> Job:
     """Run `route`'s steps over `job` in order; for a refused route, its refusal after them."""
     for step in route.steps:
-        STEPS[step](route, job)
+        step(route, job)
     if route.refusal is not None:
         raise QConvertError(route.refusal.format(output=job.output))
     return job
 
 
-def _no_input_layout(route: Route, job: Job) -> None:
+def no_input_layout(route: Route, job: Job) -> None:
     if job.input_layout is not None:
         raise QConvertError(INPUT_LAYOUT_REFUSALS[route.intent])
 
 
-def _one_graph(route: Route, job: Job) -> None:
+def one_graph(route: Route, job: Job) -> None:
     from ..formats.model_io import require_one_graph
 
     require_one_graph(job.model, route.purpose)
 
 
-def _known_ops(route: Route, job: Job) -> None:
+def known_ops(route: Route, job: Job) -> None:
     from ..formats.model_io import require_known_ops
 
     require_known_ops(job.model, route.purpose)
 
 
-def _one_graph_or_state(route: Route, job: Job) -> None:
+def one_graph_or_state(route: Route, job: Job) -> None:
     from ..executor.streaming import require_one_graph_or_state
 
     require_one_graph_or_state(job.model, route.purpose)
 
 
-def _known_ops_or_state(route: Route, job: Job) -> None:
+def known_ops_or_state(route: Route, job: Job) -> None:
     from ..executor.streaming import require_known_ops_or_state
 
     require_known_ops_or_state(job.model, route.purpose)
 
 
-def _no_calibration(route: Route, job: Job) -> None:
+def no_calibration(route: Route, job: Job) -> None:
     if job.load_data is not None:
         raise QConvertError("the model is already int8; --calibration and "
                             "--calibration-random apply to float models only")
 
 
-def _need_calibration(route: Route, job: Job) -> None:
+def need_calibration(route: Route, job: Job) -> None:
     if job.load_data is None:
         raise QConvertError(f"float model: to {route.purpose} it must be int8; give "
                             "--calibration DATA (or --calibration-random N) to quantize it first")
 
 
-def _onnx_to_tflite(route: Route, job: Job) -> None:
+def onnx_to_tflite(route: Route, job: Job) -> None:
     from .input_shapes import with_shape_hint
     from ..passes.onnx_to_tflite.convert import convert_onnx_to_tflite
 
@@ -126,26 +163,26 @@ def _data_follows_model(job: Job) -> None:
                                     for d in (job.data, job.evaluation))
 
 
-def _fuse(route: Route, job: Job) -> None:
+def fuse(route: Route, job: Job) -> None:
     from ..passes import PassContext
     from ..passes.pipeline import run_pipeline
 
     job.counts = run_pipeline(job.model, job.passes, PassContext(route.target))
 
 
-def _check_engine(route: Route, job: Job) -> None:
+def check_engine(route: Route, job: Job) -> None:
     from ..quant.ort_engine import check_engine
 
     check_engine(job.options.engine, route.quantized_format)
 
 
-def _load_data(route: Route, job: Job) -> None:
+def load_data(route: Route, job: Job) -> None:
     job.source_data, job.evaluation = job.load_data(job.source)
     job.data = job.source_data
     _data_follows_model(job)
 
 
-def _quantize(route: Route, job: Job) -> None:
+def quantize(route: Route, job: Job) -> None:
     from ..quant.calibration_data import check_batch_of_one, input_specs
     from ..quant.quantize import quantize_model
 
@@ -161,17 +198,10 @@ def _quantize(route: Route, job: Job) -> None:
                                     progress=lambda done, _total: bar.update(done - bar.done))
 
 
-def _quantize_q7(route: Route, job: Job) -> None:
+def quantize_q7(route: Route, job: Job) -> None:
     """`--scheme q7`: the float model calibrated and planned as power-of-two q7."""
     from qconvert.quant.calibration_data import check_batch_of_one, input_specs
     from qconvert.quant.q7_quantize import quantize_q7_model
 
     check_batch_of_one(input_specs(job.model), "calibration")
     job.q7, job.report = quantize_q7_model(job.model, job.data, job.options)
-
-
-STEPS = {"no-input-layout": _no_input_layout, "one-graph": _one_graph, "known-ops": _known_ops,
-         "one-graph-or-state": _one_graph_or_state, "known-ops-or-state": _known_ops_or_state,
-         "no-calibration": _no_calibration, "need-calibration": _need_calibration,
-         "onnx-to-tflite": _onnx_to_tflite, "fuse": _fuse, "check-engine": _check_engine,
-         "load-data": _load_data, "quantize": _quantize, "quantize-q7": _quantize_q7}

@@ -44,7 +44,7 @@ class VerifyError(QConvertError):
     """The written model's outputs diverge from the input's (nothing is written)."""
 
 
-def _is_int8(model: Model) -> bool:
+def is_int8_model(model: Model) -> bool:
     """An integer TFLite model (int8, 16x8 or mixed): some node other than DEQUANTIZE computes on
     a quantized int8 or int16 activation (a float model with a QUANTIZE -> DEQUANTIZE pair stays
     a float model)."""
@@ -61,7 +61,7 @@ def _runner(model: Model):
     from ..executor.float_executor import run_float
     from ..executor.int_executor import run_int8
 
-    if _is_int8(model):
+    if is_int8_model(model):
         def run(graph, feeds, observe=None, keep=()):
             outs = list(graph.outputs) + [k for k in keep if k not in graph.outputs
                                           and graph.tensors[k].data is None
@@ -85,7 +85,7 @@ def _unsupported(model: Model) -> bool:
     from ..executor.streaming import is_resource_op
 
     g = model.graph
-    if _is_int8(model):
+    if is_int8_model(model):
         return any(not is_resource_op(n) and (n.opaque or n.op not in (
             INT16_KERNELS if is_int16_node(g, n) else INT_KERNELS)) for n in g.nodes)
     view = Graph(g.name, g.tensors, [n for n in g.nodes if not is_resource_op(n)], g.inputs,
@@ -240,7 +240,7 @@ def verify_models(before: Model, after: Model, samples: list, after_samples: lis
     output name while its value changes (a conv's output becomes the folded BatchNorm's), so
     names do not pair the values of a fused model; `fuse` names the pass instead.
     """
-    mode = "sqnr" if quantized else ("exact" if _is_int8(after) else "float")
+    mode = "sqnr" if quantized else ("exact" if is_int8_model(after) else "float")
     check = _Check(mode)
     g0, g1 = before.graph, after.graph
     made = _produced(g0) & _produced(g1)

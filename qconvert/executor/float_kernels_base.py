@@ -74,7 +74,7 @@ def _ints(a) -> list:
     return [int(v) for v in np.asarray(a).reshape(-1)]
 
 
-def _input_or_attr(node, inputs, index: int, *attrs):
+def input_or_attr(node, inputs, index: int, *attrs):
     """Input `index` when present, else the first attribute of `attrs` that is set, else None.
     (List-valued parameters are inputs in the IR, whatever the format's spelling: see
     `qconvert.schemas.ops`.)"""
@@ -129,25 +129,25 @@ def fused_bounds(node) -> tuple | None:
     return None if bounds is None or bounds == (None, None) else bounds
 
 
-def _opt(inputs, index: int):
+def optional_input(inputs, index: int):
     """Optional input `index`, or None when it is omitted."""
     return inputs[index] if len(inputs) > index else None
 
 
-def _float_input(node, x: np.ndarray) -> None:
+def float_input(node, x: np.ndarray) -> None:
     if x.dtype.kind != "f":
         raise NotImplementedError(f"{node.op} of {x.dtype} (the float executor computes floats; "
                                   "quantized ops are the integer executor's)")
 
 
-def _float_operand(node, a: np.ndarray, dtype, what: str) -> np.ndarray:
+def float_operand(node, a: np.ndarray, dtype, what: str) -> np.ndarray:
     """A float weight / bias operand in the computation's dtype (float16 weights widen)."""
     if a.dtype.kind != "f":
         raise NotImplementedError(f"{node.op} with {a.dtype} {what} and a float input")
-    return _aligned(a.astype(dtype, copy=False))
+    return aligned(a.astype(dtype, copy=False))
 
 
-def _aligned(a: np.ndarray) -> np.ndarray:
+def aligned(a: np.ndarray) -> np.ndarray:
     """`a`, copied when unaligned or not C-contiguous: constants read from ONNX files are views
     of the file's bytes, often unaligned, and numpy's matmul skips BLAS (100x slower) on those."""
     return np.require(a, requirements=("C", "A"))

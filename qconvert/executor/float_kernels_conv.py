@@ -16,11 +16,11 @@ import itertools
 
 import numpy as np
 
-from .float_kernels_base import (_aligned, _float_input, _float_operand, _fused, _ints, _layout,
-                                 _opt, clamp, fused_bounds, kernel)
-from .float_kernels_hybrid import _hybrid_conv, _hybrid_fc
-from .float_kernels_window import (_out_sizes, _pad_spatial, _padded_work_array, _sample_chunks,
-                                   _spatial_attrs, _spatial_axes, _taps, _window_view)
+from .float_kernels_base import (aligned, float_input, float_operand, _fused, _ints, _layout,
+                                 optional_input, clamp, fused_bounds, kernel)
+from .float_kernels_hybrid import hybrid_conv, hybrid_fc
+from .float_kernels_window import (out_sizes, pad_spatial, padded_scratch, sample_chunks,
+                                   spatial_attrs, spatial_axes, window_taps, window_view)
 from .float_kernels_winograd import winograd_applies, winograd_conv
 from .parallel import matmul as shared_matmul
 from .parallel import on_workers, one_blas_thread, scratch
@@ -29,7 +29,7 @@ from .parallel import on_workers, one_blas_thread, scratch
 def _add_bias(node, y, b, axis: int) -> None:
     if b is None:
         return
-    b = _float_operand(node, b, y.dtype, "bias").reshape(-1)
+    b = float_operand(node, b, y.dtype, "bias").reshape(-1)
     if b.size != y.shape[axis]:
         raise ValueError(f"{node.op}: bias of {b.size} values for {y.shape[axis]} channels")
     shape = [1] * y.ndim
@@ -41,9 +41,9 @@ def _add_bias(node, y, b, axis: int) -> None:
 def conv2d(node, inputs, out_dtypes, ctx=None):
     """ONNX Conv (NCHW input, OIHW weights, any spatial rank, `group`) and TFLite CONV_2D (NHWC,
     OHWI, fused `activation`): explicit `pads`, `strides`, `dilations`, optional bias. Int8
-    weights with a float input are TFLite's hybrid kernel (see `_hybrid_conv`)."""
-    x, w, b = inputs[0], inputs[1], _opt(inputs, 2)
-    _float_input(node, x)
+    weights with a float input are TFLite's hybrid kernel (see `hybrid_conv`)."""
+    x, w, b = inputs[0], inputs[1], optional_input(inputs, 2)
+    float_input(node, x)
     nhwc = _layout(node) == "NHWC"
     rank = x.ndim - 2
     if rank < 1 or w.ndim != x.ndim:
@@ -55,16 +55,16 @@ def conv2d(node, inputs, out_dtypes, ctx=None):
     group = int(node.attrs.get("group", 1) or 1)
     if cin_g * group != channels or cout % group:
         raise ValueError(f"Conv2D: {channels} input channels, weights {w.shape}, group {group}")
-    axes = _spatial_axes(x.ndim, nhwc)
+    axes = spatial_axes(x.ndim, nhwc)
     spatial = [x.shape[a] for a in axes]
-    strides, dilations, pads = _spatial_attrs(node, spatial, kernel)
-    out = _out_sizes(spatial, kernel, strides, dilations, pads)
+    strides, dilations, pads = spatial_attrs(node, spatial, kernel)
+    out = out_sizes(spatial, kernel, strides, dilations, pads)
     bounds = None if ctx is None else ctx.clamp  # the reader's clamp (applied in cache)
     if w.dtype.kind in "iu":
-        return [_clamped(_fused(node, _hybrid_conv(node, x, w, b, ctx, kernel, strides,
-                                                   dilations, pads, out, group), own=True),
+        return [_clamped(_fused(node, hybrid_conv(node, x, w, b, ctx, kernel, strides,
+                                                  dilations, pads, out, group), own=True),
                          bounds)]
-    w = _float_operand(node, w, x.dtype, "weights")
+    w = float_operand(node, w, x.dtype, "weights")
     n, k = x.shape[0], int(np.prod(kernel))
     if group == 1 and not nhwc and winograd_applies(x, w, kernel, strides, dilations, out):
         bias = None if b is None else _channel_bias(node, b, x.dtype, cout).reshape(cout, 1, 1)
@@ -107,15 +107,15 @@ def _grouped_or_nhwc(node, x, w, b, nhwc, axes, kernel, strides, dilations, pads
         y = _depthwise_sum(x, axes, pads, per_tap, nhwc, kernel, strides, dilations, out, bias,
                            bounds)
         return y if bounds is not None else _fused(node, y, own=True)
-    xp = _pad_spatial(x, axes, pads[:rank], pads[rank:], 0)
+    xp = pad_spatial(x, axes, pads[:rank], pads[rank:], 0)
     if nhwc:  # grouped (one group is `_dense_nhwc`)
         p = n * int(np.prod(out))
-        cols = _window_view(xp, True, kernel, strides, dilations, out)
+        cols = window_view(xp, True, kernel, strides, dilations, out)
         cols = cols.reshape(p, k, group, cin_g).transpose(2, 0, 1, 3).reshape(group, p, -1)
         wg = w.reshape(group, cout // group, k * cin_g).transpose(0, 2, 1)
         y = np.matmul(cols, wg).transpose(1, 0, 2).reshape(n, *out, cout)
     else:
-        cols = _window_view(xp, False, kernel, strides, dilations, out)
+        cols = window_view(xp, False, kernel, strides, dilations, out)
         cols = cols.reshape(n, group, cin_g * k, int(np.prod(out)))
         y = np.matmul(w.reshape(group, cout // group, cin_g * k), cols).reshape(n, cout, *out)
     _add_bias(node, y, b, -1 if nhwc else 1)
@@ -124,7 +124,7 @@ def _grouped_or_nhwc(node, x, w, b, nhwc, axes, kernel, strides, dilations, pads
 
 def _channel_bias(node, b, dtype, cout: int) -> np.ndarray:
     """The bias operand as `cout` values of `dtype`."""
-    bias = _float_operand(node, b, dtype, "bias").reshape(-1)
+    bias = float_operand(node, b, dtype, "bias").reshape(-1)
     if bias.size != cout:
         raise ValueError(f"{node.op}: bias of {bias.size} values for {cout} channels")
     return bias
@@ -230,7 +230,7 @@ def _dense_nchw(node, x, w2, b, kernel, strides, dilations, pads, out,
             if stop - start == 1 and pointwise:  # the input itself, no copy when contiguous
                 product(start, stop, xp[0].reshape(depth, positions))
                 continue
-            view = _window_view(xp, False, kernel, strides, dilations, out).transpose(order)
+            view = window_view(xp, False, kernel, strides, dilations, out).transpose(order)
             if columns is None:
                 columns = np.empty(depth * widest * positions, y.dtype)
             part = columns[:view.size].reshape(view.shape)  # [C, *k, m, *out]
@@ -252,7 +252,7 @@ def _dense_nchw(node, x, w2, b, kernel, strides, dilations, pads, out,
             if any(pads):
                 xp = padded_work_array(n)
                 xp[inner] = x
-            view = _window_view(xp, False, kernel, strides, dilations, out).transpose(order)
+            view = window_view(xp, False, kernel, strides, dilations, out).transpose(order)
             part = np.empty(view.shape, y.dtype)  # freed with the call (docstring)
             step = max(1, _COPY_SPAN // max(1, part[0].size))
 
@@ -298,8 +298,8 @@ def _dense_nhwc(node, x, w2, b, kernel, strides, dilations, pads, out, clamps) -
         xp = x[start:stop]
         if pointwise and xp.flags.c_contiguous:
             return xp.reshape(m * positions, channels)
-        xp = _padded_work_array(xp, axes, pads[:rank], pads[rank:], 0, "conv padded nhwc")
-        view = _window_view(xp, True, kernel, strides, dilations, out)  # [m, *out, *k, C]
+        xp = padded_scratch(xp, axes, pads[:rank], pads[rank:], 0, "conv padded nhwc")
+        view = window_view(xp, True, kernel, strides, dilations, out)  # [m, *out, *k, C]
         part = scratch("conv columns nhwc", view.shape, y.dtype)
         np.copyto(part, view)
         return part.reshape(m * positions, depth)
@@ -352,7 +352,7 @@ def _depthwise_nchw(node, x, per_tap, b, kernel, strides, dilations, pads, out) 
     dtype = np.result_type(x.dtype, per_tap.dtype)
     hp, wp = height + pads[0] + pads[2], width + pads[1] + pads[3]
     hq, wq = -(-hp // sh), -(-wp // sw)  # phase size
-    bias = None if b is None else _float_operand(node, b, dtype, "bias").reshape(-1)
+    bias = None if b is None else float_operand(node, b, dtype, "bias").reshape(-1)
     if bias is not None and bias.size != channels * mult:
         raise ValueError(f"{node.op}: bias of {bias.size} values for {channels * mult} channels")
     bias = None if bias is None else bias.reshape(channels, mult, 1)
@@ -403,7 +403,7 @@ def _depthwise_sum(x, axes, pads, per_tap, nhwc, kernel, strides, dilations, out
                    bounds=None) -> np.ndarray:
     """sum over taps t of input_tap[..., c] * per_tap[t, c, m] -> channels c * M + m, the taps
     accumulated in row-major order (as TFLite's reference kernel), then `bias` (Cout values)
-    added and the clamp to `bounds` applied. Chunk by chunk of samples (`_sample_chunks`,
+    added and the clamp to `bounds` applied. Chunk by chunk of samples (`sample_chunks`,
     shared among the CPUs): each chunk padded (`pads`) into a work array of its thread and
     summed in place in its own slice of the output, the bias and clamp while it is in cache;
     the same operations, in the same order, on every element as over the whole batch."""
@@ -423,8 +423,8 @@ def _depthwise_sum(x, axes, pads, per_tap, nhwc, kernel, strides, dilations, out
 
     def run(parts):
         for part in parts:
-            xp = _padded_work_array(x[part], axes, pads[:rank], pads[rank:], 0,
-                                    "depthwise padded")
+            xp = padded_scratch(x[part], axes, pads[:rank], pads[rank:], 0,
+                                "depthwise padded")
             dst = y[part]
             m = len(dst)
             acc = dst
@@ -432,7 +432,7 @@ def _depthwise_sum(x, axes, pads, per_tap, nhwc, kernel, strides, dilations, out
                 acc = dst.reshape(m, *out, channels, mult) if nhwc else \
                     dst.reshape(m, channels, mult, *out)
             tmp = scratch("depthwise tap", acc.shape, y.dtype)
-            for t, view in enumerate(_taps(xp, nhwc, kernel, strides, dilations, out)):
+            for t, view in enumerate(window_taps(xp, nhwc, kernel, strides, dilations, out)):
                 if mult > 1:
                     view = view[..., None] if nhwc else view[:, :, None]
                 if t == 0:
@@ -444,7 +444,7 @@ def _depthwise_sum(x, axes, pads, per_tap, nhwc, kernel, strides, dilations, out
                 dst += bias
             _clamped(dst, bounds)
 
-    on_workers(run, _sample_chunks(n, int(np.prod(shape[1:]))))
+    on_workers(run, sample_chunks(n, int(np.prod(shape[1:]))))
     return y
 
 
@@ -452,11 +452,11 @@ def _depthwise_sum(x, axes, pads, per_tap, nhwc, kernel, strides, dilations, out
 def depthwise_conv2d(node, inputs, out_dtypes, ctx=None):
     """TFLite DEPTHWISE_CONV_2D: NHWC input, weights [1, kH, kW, C * depth_multiplier], output
     channel c * M + m reads input channel c; a sum over the kH * kW taps."""
-    x, w, b = inputs[0], inputs[1], _opt(inputs, 2)
-    _float_input(node, x)
+    x, w, b = inputs[0], inputs[1], optional_input(inputs, 2)
+    float_input(node, x)
     if w.dtype.kind in "iu":
         raise NotImplementedError("hybrid DepthwiseConv2D (int8 weights, float input)")
-    w = _float_operand(node, w, x.dtype, "weights")
+    w = float_operand(node, w, x.dtype, "weights")
     nhwc = _layout(node) == "NHWC"
     if x.ndim != 4 or w.ndim != 4 or w.shape[0] != 1:
         raise ValueError(f"DepthwiseConv2D of {x.shape} with weights {w.shape}")
@@ -466,10 +466,10 @@ def depthwise_conv2d(node, inputs, out_dtypes, ctx=None):
     if mult < 1 or channels * mult != w.shape[3] or declared not in (mult, 0):
         raise ValueError(f"DepthwiseConv2D: {channels} channels, weights {w.shape}")
     kernel = list(w.shape[1:3])
-    axes = _spatial_axes(x.ndim, nhwc)
+    axes = spatial_axes(x.ndim, nhwc)
     spatial = [x.shape[a] for a in axes]
-    strides, dilations, pads = _spatial_attrs(node, spatial, kernel)
-    out = _out_sizes(spatial, kernel, strides, dilations, pads)
+    strides, dilations, pads = spatial_attrs(node, spatial, kernel)
+    out = out_sizes(spatial, kernel, strides, dilations, pads)
     per_tap = w.reshape(kernel[0] * kernel[1], channels, mult)
     bias = None if b is None else _channel_bias(node, b, x.dtype, channels * mult)
     bounds = fused_bounds(node)  # applied on each chunk; TANH after
@@ -485,9 +485,9 @@ def conv_transpose(node, inputs, out_dtypes):
     `pads`. Output size (in - 1) * stride + output_padding + (k - 1) * dilation + 1 - pads;
     `output_shape` (or auto_pad SAME: in * stride) sets the total padding instead, split as the
     ONNX spec and onnxruntime do: the odd pixel at the end for SAME_UPPER, else at the start."""
-    x, w, b = inputs[0], inputs[1], _opt(inputs, 2)
-    _float_input(node, x)
-    w = _float_operand(node, w, x.dtype, "weights")
+    x, w, b = inputs[0], inputs[1], optional_input(inputs, 2)
+    float_input(node, x)
+    w = float_operand(node, w, x.dtype, "weights")
     if _layout(node) != "NCHW":
         raise NotImplementedError("ConvTranspose in NHWC")
     rank = x.ndim - 2
@@ -552,18 +552,18 @@ def conv_transpose(node, inputs, out_dtypes):
 def fully_connected(node, inputs, out_dtypes, ctx=None):
     """TFLite FULLY_CONNECTED: x reshaped to [-1, in], y = x W^T + b with W [out, in]; the output
     keeps x's leading dims when `keep_num_dims`, else is [rows, out]; fused activation. Int8
-    weights with a float input are the hybrid kernel (see `_hybrid_fc`)."""
-    x, w, b = inputs[0], inputs[1], _opt(inputs, 2)
-    _float_input(node, x)
+    weights with a float input are the hybrid kernel (see `hybrid_fc`)."""
+    x, w, b = inputs[0], inputs[1], optional_input(inputs, 2)
+    float_input(node, x)
     if w.ndim != 2 or not w.shape[1] or x.size % w.shape[1]:
         raise ValueError(f"FullyConnected of {x.shape} with weights {w.shape}")
     if int(node.attrs.get("weights_format", 0) or 0) != 0:
         raise NotImplementedError("FullyConnected with shuffled weights")
     x2 = x.reshape(-1, w.shape[1])
     if w.dtype.kind in "iu":
-        y = _hybrid_fc(node, x2, w, b, ctx)
+        y = hybrid_fc(node, x2, w, b, ctx)
     else:
-        y = shared_matmul(x2, _float_operand(node, w, x.dtype, "weights").T)
+        y = shared_matmul(x2, float_operand(node, w, x.dtype, "weights").T)
         _add_bias(node, y, b, 1)
     if node.attrs.get("keep_num_dims"):
         y = y.reshape(*x.shape[:-1], w.shape[0])
@@ -574,10 +574,10 @@ def fully_connected(node, inputs, out_dtypes, ctx=None):
 def gemm(node, inputs, out_dtypes):
     """ONNX Gemm: alpha * A' B' + beta * C, A' / B' transposed by transA / transB, C
     broadcast (unidirectionally) to [M, N]."""
-    a, b, c = inputs[0], inputs[1], _opt(inputs, 2)
-    _float_input(node, a)
-    a = _aligned(a)
-    b = _float_operand(node, b, a.dtype, "B")
+    a, b, c = inputs[0], inputs[1], optional_input(inputs, 2)
+    float_input(node, a)
+    a = aligned(a)
+    b = float_operand(node, b, a.dtype, "B")
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"Gemm of {a.shape} and {b.shape}")
     if int(node.attrs.get("transA", 0) or 0):
@@ -590,7 +590,7 @@ def gemm(node, inputs, out_dtypes):
     if alpha != 1:
         y *= alpha
     if c is not None and beta != 0:
-        c = _float_operand(node, c, a.dtype, "C")
+        c = float_operand(node, c, a.dtype, "C")
         y += c * beta if beta != 1 else c
     return [y]
 
@@ -603,5 +603,5 @@ def matmul(node, inputs, out_dtypes):
         raise ValueError(f"MatMul of {a.dtype} and {b.dtype}")
     if a.dtype.kind != "f":
         raise NotImplementedError(f"MatMul of {a.dtype}")
-    a, b = _aligned(a), _aligned(b)
+    a, b = aligned(a), aligned(b)
     return [shared_matmul(a, b) if a.ndim == b.ndim == 2 else np.asarray(np.matmul(a, b))]

@@ -11,8 +11,8 @@ import numpy as np
 
 from qconvert.schemas.activations import ACTIVATION_RANGES, activation_of_op, clamp_ops
 
-from .float_kernels_base import (KERNELS, _axis, _float_input, _float_operand, _fused, _layout,
-                                 _opt, clamp, kernel)
+from .float_kernels_base import (KERNELS, _axis, float_input, float_operand, _fused, _layout,
+                                 optional_input, clamp, kernel)
 
 
 # -- elementwise --------------------------------------------------------------------------------
@@ -103,12 +103,12 @@ def batch_norm(node, inputs, out_dtypes):
     s = scale / sqrt(var + epsilon), y = x * s + (bias - mean * s), along the channel axis
     (1 for NCHW, the last for NHWC)."""
     x = inputs[0]
-    _float_input(node, x)
+    float_input(node, x)
     if int(node.attrs.get("training_mode", 0) or 0):
         raise NotImplementedError("BatchNormalization in training mode")
     if any(o is not None for o in node.outputs[1:]):
         raise NotImplementedError("BatchNormalization with running-statistics outputs")
-    scale, bias, mean, var = (_float_operand(node, a, x.dtype, "parameters").reshape(-1)
+    scale, bias, mean, var = (float_operand(node, a, x.dtype, "parameters").reshape(-1)
                               for a in inputs[1:5])
     eps = x.dtype.type(node.attrs.get("epsilon", 1e-5))
     s = scale / np.sqrt(var + eps)
@@ -125,7 +125,7 @@ def batch_norm(node, inputs, out_dtypes):
 def hard_sigmoid(node, inputs, out_dtypes):
     """max(0, min(1, alpha * x + beta)) (ONNX defaults alpha 0.2, beta 0.5)."""
     x = inputs[0]
-    _float_input(node, x)
+    float_input(node, x)
     t = x.dtype.type
     y = x * t(node.attrs.get("alpha", 0.2)) + t(node.attrs.get("beta", 0.5))
     return [np.clip(y, t(0), t(1))]
@@ -136,7 +136,7 @@ def hard_swish(node, inputs, out_dtypes):
     """x * relu6(x + 3) / 6 (TFLite's formula; onnxruntime's x * hardsigmoid(x) differs by
     float rounding only)."""
     x = inputs[0]
-    _float_input(node, x)
+    float_input(node, x)
     t = x.dtype.type
     return [x * np.clip(x + t(3), t(0), t(6)) / t(6)]
 
@@ -147,7 +147,7 @@ def softmax(node, inputs, out_dtypes):
     (ONNX before opset 13) the input is flattened to 2-D at `axis` and the softmax runs over
     the whole second part."""
     x = inputs[0]
-    _float_input(node, x)
+    float_input(node, x)
     beta = node.attrs.get("beta")
     axis = _axis(int(node.attrs.get("axis", -1)), max(x.ndim, 1))
     axes = tuple(range(axis, x.ndim)) if node.attrs.get("coerce_2d") else (axis,)
@@ -162,7 +162,7 @@ def softmax(node, inputs, out_dtypes):
 @kernel("Dropout")
 def dropout(node, inputs, out_dtypes):
     """Inference: the identity; the optional mask output is all true."""
-    training = _opt(inputs, 2)
+    training = optional_input(inputs, 2)
     if training is not None and bool(np.asarray(training).reshape(-1)[0]):
         raise NotImplementedError("Dropout in training mode")
     x = inputs[0]

@@ -9,7 +9,7 @@ import numpy as np
 from qconvert.int8.rounding import round_half_away
 
 from .float_kernels_base import _layout
-from .float_kernels_window import _pad_spatial, _window_view
+from .float_kernels_window import pad_spatial, window_view
 
 
 # Dynamic-range quantization leaves float activations and int8 weights; TFLite then quantizes
@@ -66,7 +66,7 @@ def _weight_scales(node, ctx, index: int = 1):
     return q.scale.astype(np.float32)
 
 
-def _hybrid_conv(node, x, w, b, ctx, kernel, strides, dilations, pads, out, group):
+def hybrid_conv(node, x, w, b, ctx, kernel, strides, dilations, pads, out, group):
     """TFLite CONV_2D with int8 OHWI weights and a float NHWC input."""
     if _layout(node) != "NHWC" or w.dtype != np.int8 or group != 1:
         raise NotImplementedError("hybrid Conv2D other than TFLite NHWC, int8, group 1")
@@ -83,8 +83,8 @@ def _hybrid_conv(node, x, w, b, ctx, kernel, strides, dilations, pads, out, grou
     qx = q.reshape(x.shape)
     if per_channel:  # TFLite skips padding taps: pad (q - zp) with zeros
         qx = qx - zp.reshape(-1, 1, 1, 1)
-    xp = _pad_spatial(qx, [1, 2], pads[:2], pads[2:], 0)
-    cols = _window_view(xp, True, kernel, strides, dilations, out).reshape(-1, w[0].size)
+    xp = pad_spatial(qx, [1, 2], pads[:2], pads[2:], 0)
+    cols = window_view(xp, True, kernel, strides, dilations, out).reshape(-1, w[0].size)
     acc = (cols @ w.reshape(cout, -1).T.astype(np.float64)).reshape(n, -1, cout)
     acc = acc.astype(np.int32).astype(np.float32)
     if per_channel:  # reference: acc * per_channel_scale * input_scale, left to right
@@ -97,7 +97,7 @@ def _hybrid_conv(node, x, w, b, ctx, kernel, strides, dilations, pads, out, grou
     return y
 
 
-def _hybrid_fc(node, x2, w, b, ctx):
+def hybrid_fc(node, x2, w, b, ctx):
     """TFLite FULLY_CONNECTED with int8 weights [out, in] and float input rows x2."""
     if w.dtype != np.int8:
         raise NotImplementedError(f"hybrid FullyConnected with {w.dtype} weights")

@@ -9,24 +9,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from .float_kernels_base import _axis, _float_input, _fused, _input_or_attr, _ints, _layout, kernel
-from .float_kernels_window import (_out_sizes, _pad_spatial, _padded_work_array, _sample_chunks,
-                                   _spatial_attrs, _spatial_axes, _taps)
+from .float_kernels_base import _axis, float_input, _fused, input_or_attr, _ints, _layout, kernel
+from .float_kernels_window import (out_sizes, pad_spatial, padded_scratch, sample_chunks,
+                                   spatial_attrs, spatial_axes, window_taps)
 from .parallel import on_workers
 
 
 def _pool(node, x, kind: str) -> np.ndarray:
-    _float_input(node, x)
+    float_input(node, x)
     nhwc = _layout(node) == "NHWC"
-    axes = _spatial_axes(x.ndim, nhwc)
+    axes = spatial_axes(x.ndim, nhwc)
     rank = len(axes)
     kernel = _ints(node.attrs.get("kernel_shape") or [])
     if len(kernel) != rank:
         raise ValueError(f"{node.op}: kernel_shape {kernel} for a {x.ndim}-D input")
     spatial = [x.shape[a] for a in axes]
-    strides, dilations, pads = _spatial_attrs(node, spatial, kernel, dilate_same=False)
+    strides, dilations, pads = spatial_attrs(node, spatial, kernel, dilate_same=False)
     ceil_mode = bool(int(node.attrs.get("ceil_mode", 0) or 0))
-    out = _out_sizes(spatial, kernel, strides, dilations, pads, ceil_mode)
+    out = out_sizes(spatial, kernel, strides, dilations, pads, ceil_mode)
     # the last window may run past the end padding (ceil_mode): pad that too, never counted
     extra = [max(0, (out[i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1
                  - (spatial[i] + pads[i] + pads[rank + i])) for i in range(rank)]
@@ -38,12 +38,12 @@ def _pool(node, x, kind: str) -> np.ndarray:
     def run(parts):
         for part in parts:
             if kind == "max":
-                xp = _padded_work_array(x[part], axes, pads[:rank], ends, fill, None)
+                xp = padded_scratch(x[part], axes, pads[:rank], ends, fill, None)
                 _max_axis_by_axis(xp, acc[part], axes, kernel, strides, dilations, out)
                 continue
-            xp = _pad_spatial(x[part], axes, pads[:rank], ends, fill)
+            xp = pad_spatial(x[part], axes, pads[:rank], ends, fill)
             a = acc[part]
-            for t, view in enumerate(_taps(xp, nhwc, kernel, strides, dilations, out)):
+            for t, view in enumerate(window_taps(xp, nhwc, kernel, strides, dilations, out)):
                 if t == 0:
                     a[...] = view
                 else:
@@ -51,7 +51,7 @@ def _pool(node, x, kind: str) -> np.ndarray:
 
     # chunks of samples, shared among the CPUs (each writes its own slice of `acc`): padding
     # and the tap loop stay in cache, no padded copy of the batch
-    on_workers(run, _sample_chunks(x.shape[0], int(np.prod(shape[1:]))))
+    on_workers(run, sample_chunks(x.shape[0], int(np.prod(shape[1:]))))
     if kind == "max":
         return acc
     include_pad = bool(int(node.attrs.get("count_include_pad", 0) or 0))
@@ -114,8 +114,8 @@ def average_pool(node, inputs, out_dtypes):
 def global_average_pool(node, inputs, out_dtypes):
     """Mean over the spatial axes, kept as size 1."""
     x = inputs[0]
-    _float_input(node, x)
-    axes = tuple(_spatial_axes(x.ndim, _layout(node) == "NHWC"))
+    float_input(node, x)
+    axes = tuple(spatial_axes(x.ndim, _layout(node) == "NHWC"))
     return [np.mean(x, axis=axes, keepdims=True, dtype=x.dtype)]
 
 
@@ -128,7 +128,7 @@ def mean(node, inputs, out_dtypes):
     """TFLite MEAN: over the axes of the constant input (negative count from the rank, repeats
     allowed), `keepdims`."""
     x = inputs[0]
-    _float_input(node, x)
+    float_input(node, x)
     axes = _reduce_axes(_ints(inputs[1]), x.ndim)
     return [np.mean(x, axis=axes, keepdims=bool(int(node.attrs.get("keepdims", 1))),
                     dtype=x.dtype)]
@@ -139,7 +139,7 @@ def _reduce_over(node, inputs) -> tuple:
     empty) means every axis, or None (the identity) when `noop_with_empty_axes`; `keepdims`
     (default 1)."""
     x = inputs[0]
-    axes = _input_or_attr(node, inputs, 1)
+    axes = input_or_attr(node, inputs, 1)
     keep = bool(int(node.attrs.get("keepdims", 1)))
     if not axes:
         if int(node.attrs.get("noop_with_empty_axes", 0) or 0):
@@ -152,7 +152,7 @@ def _reduce_over(node, inputs) -> tuple:
 def reduce_mean(node, inputs, out_dtypes):
     """ONNX ReduceMean over `_reduce_over`'s axes."""
     x = inputs[0]
-    _float_input(node, x)
+    float_input(node, x)
     axes, keep = _reduce_over(node, inputs)
     if axes is None:
         return [x]
@@ -180,5 +180,5 @@ def reduce_max_min_sum(node, inputs, out_dtypes):
 def global_max_pool(node, inputs, out_dtypes):
     """Max over the spatial axes, kept as size 1."""
     x = inputs[0]
-    _float_input(node, x)
-    return [np.max(x, axis=tuple(_spatial_axes(x.ndim, _layout(node) == "NHWC")), keepdims=True)]
+    float_input(node, x)
+    return [np.max(x, axis=tuple(spatial_axes(x.ndim, _layout(node) == "NHWC")), keepdims=True)]

@@ -11,7 +11,7 @@ from qconvert import schemas
 from qconvert.schemas.ops import HALF_AWAY
 from qconvert.int8.rounding import round_half_away
 
-from .float_kernels_base import _axis, _float_input, _opt, kernel
+from .float_kernels_base import _axis, float_input, optional_input, kernel
 from .parallel import SPAN, on_workers, spans
 
 
@@ -176,13 +176,13 @@ def quantize(node, inputs, out_dtypes):
     given as inputs by the executor (`implied_inputs`). An integer input (TFLite's
     requantizing QUANTIZE) is integer arithmetic: refused."""
     x = inputs[0]
-    _float_input(node, x)
-    scale = _opt(inputs, 1)
+    float_input(node, x)
+    scale = optional_input(inputs, 1)
     if scale is None:
         raise NotImplementedError("Quantize without a scale (input or output quantization)")
     if int(node.attrs.get("block_size", 0) or 0):
         raise NotImplementedError("blocked QuantizeLinear")
-    zero = _opt(inputs, 2)
+    zero = optional_input(inputs, 2)
     if zero is not None:
         dtype = zero.dtype
     else:
@@ -230,7 +230,7 @@ def dequantize(node, inputs, out_dtypes):
     x = inputs[0]
     if x.dtype.kind == "f":
         return [x.astype(out_dtypes[0] if out_dtypes and out_dtypes[0] else np.float32)]
-    scale = _opt(inputs, 1)
+    scale = optional_input(inputs, 1)
     if scale is None:
         raise NotImplementedError("Dequantize without a scale (input or input quantization)")
     if int(node.attrs.get("block_size", 0) or 0):
@@ -239,7 +239,7 @@ def dequantize(node, inputs, out_dtypes):
         raise NotImplementedError(f"DequantizeLinear of {x.dtype}")
     axis = int(node.attrs.get("axis", 1))
     s = _per_axis(scale, x.ndim, axis)
-    zero = _opt(inputs, 2)
+    zero = optional_input(inputs, 2)
     if x.dtype.itemsize <= 2 and s.dtype == np.float32:
         # x - z of 8 / 16-bit integers is exact in float32: same result, no int64 copies
         z = np.float32(0) if zero is None else _per_axis(zero, x.ndim, axis).astype(np.float32)

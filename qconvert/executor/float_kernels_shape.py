@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .float_kernels_base import _axis, _fused, _input_or_attr, _ints, _opt, kernel
+from .float_kernels_base import _axis, _fused, input_or_attr, _ints, optional_input, kernel
 
 
 @kernel("Cast")
@@ -69,7 +69,7 @@ def gather(node, inputs, out_dtypes):
 def unsqueeze(node, inputs, out_dtypes):
     """Insert size-1 axes at the `axes` input; negative axes count from the output rank."""
     x = inputs[0]
-    axes = _input_or_attr(node, inputs, 1)
+    axes = input_or_attr(node, inputs, 1)
     if axes is None:
         raise ValueError("Unsqueeze without axes")
     rank = x.ndim + len(axes)
@@ -100,7 +100,7 @@ def squeeze(node, inputs, out_dtypes):
     """Remove the size-1 axes of the `axes` input; none given (or an empty list) removes every
     size-1 axis."""
     x = inputs[0]
-    axes = _input_or_attr(node, inputs, 1)
+    axes = input_or_attr(node, inputs, 1)
     if not axes:
         return [x.reshape([d for d in x.shape if d != 1])]
     axes = {_axis(a, x.ndim) for a in axes}
@@ -114,7 +114,7 @@ def reshape(node, inputs, out_dtypes):
     """Shape from the second input. `-1` is inferred; `0` copies the input dimension when
     `allowzero` is 0 (see the module docstring)."""
     x = inputs[0]
-    dims = _input_or_attr(node, inputs, 1)
+    dims = input_or_attr(node, inputs, 1)
     if dims is None:
         raise ValueError("Reshape without a shape")
     if 0 in dims:
@@ -144,7 +144,7 @@ def flatten(node, inputs, out_dtypes):
 def transpose(node, inputs, out_dtypes):
     """Permute by the `perm` input; without it, reverse the axes."""
     x = inputs[0]
-    perm = _input_or_attr(node, inputs, 1)
+    perm = input_or_attr(node, inputs, 1)
     if perm is None:
         perm = list(range(x.ndim))[::-1]
     if sorted(perm) != list(range(x.ndim)):
@@ -170,8 +170,8 @@ def slice_(node, inputs, out_dtypes):
     are clamped ([0, dim] for positive steps, [0, dim - 1] / [-1, dim - 1] for negative ones)."""
     x = inputs[0]
     starts, ends = _ints(inputs[1]), _ints(inputs[2])
-    axes = _input_or_attr(node, inputs, 3) or list(range(len(starts)))
-    steps = _input_or_attr(node, inputs, 4) or [1] * len(starts)
+    axes = input_or_attr(node, inputs, 3) or list(range(len(starts)))
+    steps = input_or_attr(node, inputs, 4) or [1] * len(starts)
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise ValueError("Slice inputs of different lengths")
     index = [slice(None)] * x.ndim
@@ -278,10 +278,10 @@ def pad(node, inputs, out_dtypes):
     (absent: every axis; see `qconvert.formats.pads_spelling`), with the `value` input (default 0) or
     by `mode` constant / reflect / edge / wrap; negative pads crop."""
     x, pads = inputs[0], np.asarray(inputs[1])
-    value = _opt(inputs, 2)
+    value = optional_input(inputs, 2)
     value = x.dtype.type(0) if value is None or np.asarray(value).size == 0 else \
         np.asarray(value).reshape(-1)[0]
-    axes = _input_or_attr(node, inputs, 3)
+    axes = input_or_attr(node, inputs, 3)
     axes = list(range(x.ndim)) if axes is None else [_axis(a, x.ndim) for a in axes]
     if pads.shape != (len(axes), 2):
         raise ValueError(f"Pad pads of shape {list(pads.shape)} for axes {axes} (rows [k, 2])")
@@ -315,7 +315,7 @@ def _strided_slice(node, inputs, out_dtypes):
         raise NotImplementedError("STRIDED_SLICE with ellipsis or new-axis masks")
     x = inputs[0]
     begin, end = _ints(inputs[1]), _ints(inputs[2])
-    steps = _ints(inputs[3]) if _opt(inputs, 3) is not None else [1] * len(begin)
+    steps = _ints(inputs[3]) if optional_input(inputs, 3) is not None else [1] * len(begin)
     if not len(begin) == len(end) == len(steps) <= x.ndim:
         raise ValueError("STRIDED_SLICE operands of different lengths")
     bmask, emask = int(attrs.get("begin_mask", 0)), int(attrs.get("end_mask", 0))

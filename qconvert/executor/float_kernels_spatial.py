@@ -22,7 +22,7 @@ import numpy as np
 from qconvert.int8.rounding import round_half_away
 from qconvert.padding import transpose_conv_pads
 
-from .float_kernels_base import _axis, _float_input, _fused, _ints, _opt, kernel
+from .float_kernels_base import _axis, float_input, _fused, _ints, optional_input, kernel
 
 RESIZE_COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
                            "tf_half_pixel_for_nn")
@@ -33,7 +33,7 @@ def onnx_resize_plan(node, x_shape, inputs) -> tuple:
     """(output shape, per-axis float32 scales) of an ONNX Resize (opset 11+: the readers take
     nothing older) on an input of `x_shape`."""
     rank = len(x_shape)
-    scales_in, sizes_in = _opt(inputs, 2), _opt(inputs, 3)
+    scales_in, sizes_in = optional_input(inputs, 2), optional_input(inputs, 3)
     axes = node.attrs.get("axes")
     axes = list(range(rank)) if axes is None else [_axis(int(a), rank) for a in axes]
     policy = node.attrs.get("keep_aspect_ratio_policy") or "stretch"
@@ -118,7 +118,7 @@ def _linear_axis(x, axis, coords, in_size):
 def resize(node, inputs, out_dtypes):
     """ONNX Resize, nearest or linear (see the module docstring)."""
     x = inputs[0]
-    _float_input(node, x)
+    float_input(node, x)
     out, scales = onnx_resize_plan(node, x.shape, inputs)
     attrs = node.attrs
     mode = attrs.get("mode") or "nearest"
@@ -193,7 +193,7 @@ def resize_nearest(node, inputs, out_dtypes):
 def resize_bilinear(node, inputs, out_dtypes):
     """TFLite RESIZE_BILINEAR in float32 (TFLite's weights: 1 - (c - lower) and c - lower)."""
     x, (oh, ow), align, hpc = _resize_args(node, inputs)
-    _float_input(node, x)
+    float_input(node, x)
     y = x
     for axis, size in ((1, oh), (2, ow)):
         lo, hi, c = bilinear_taps(x.shape[axis], size, align, hpc)
@@ -209,8 +209,8 @@ def resize_bilinear(node, inputs, out_dtypes):
 @kernel("TransposeConv")
 def transpose_conv(node, inputs, out_dtypes):
     """TFLite TRANSPOSE_CONV (NHWC): see the module docstring; fused activation."""
-    out_shape, w, x, b = _ints(inputs[0]), inputs[1], inputs[2], _opt(inputs, 3)
-    _float_input(node, x)
+    out_shape, w, x, b = _ints(inputs[0]), inputs[1], inputs[2], optional_input(inputs, 3)
+    float_input(node, x)
     if x.ndim != 4 or w.ndim != 4 or len(out_shape) != 4 or w.shape[3] != x.shape[3]:
         raise ValueError(f"TransposeConv of {x.shape} with weights {w.shape} to {out_shape}")
     n, h, wd, cin = x.shape
@@ -243,7 +243,7 @@ def _split(x, axis: int, sizes) -> list:
 def onnx_split_sizes(node, inputs, dim: int) -> list:
     """The part sizes of an ONNX Split (the `split` input, or equal parts; opset 18 lets the
     last part be smaller)."""
-    sizes = _opt(inputs, 1)
+    sizes = optional_input(inputs, 1)
     if sizes is not None and np.asarray(sizes).size:
         return _ints(sizes)
     parts = int(node.attrs.get("num_outputs") or len(node.outputs))

@@ -15,11 +15,11 @@ from qconvert.padding import same_pads
 from .float_kernels_base import _ints
 
 
-def _spatial_axes(ndim: int, nhwc: bool) -> list:
+def spatial_axes(ndim: int, nhwc: bool) -> list:
     return list(range(1, ndim - 1)) if nhwc else list(range(2, ndim))
 
 
-def _spatial_attrs(node, spatial: tuple, kernel: list, dilate_same: bool = True):
+def spatial_attrs(node, spatial: tuple, kernel: list, dilate_same: bool = True):
     """(strides, dilations, pads) of a conv / pool, pads [begins..., ends...] per spatial axis.
     An `auto_pad` the reader could not resolve (SAME on a dynamic input) is resolved here from
     the actual input size (ONNX SAME_UPPER / SAME_LOWER, TFLite SAME = SAME_UPPER)."""
@@ -44,7 +44,7 @@ def _spatial_attrs(node, spatial: tuple, kernel: list, dilate_same: bool = True)
     return strides, dilations, pads
 
 
-def _out_sizes(spatial, kernel, strides, dilations, pads, ceil_mode: bool = False) -> list:
+def out_sizes(spatial, kernel, strides, dilations, pads, ceil_mode: bool = False) -> list:
     rank = len(kernel)
     sizes = []
     for i in range(rank):
@@ -56,7 +56,7 @@ def _out_sizes(spatial, kernel, strides, dilations, pads, ceil_mode: bool = Fals
     return sizes
 
 
-def _pad_spatial(x, axes, begins, ends, value) -> np.ndarray:
+def pad_spatial(x, axes, begins, ends, value) -> np.ndarray:
     if not any(begins) and not any(ends):
         return x
     width = [(0, 0)] * x.ndim
@@ -65,8 +65,8 @@ def _pad_spatial(x, axes, begins, ends, value) -> np.ndarray:
     return np.pad(x, width, constant_values=value)
 
 
-def _padded_work_array(x, axes, begins, ends, value, key: str | None) -> np.ndarray:
-    """`x` padded on its spatial `axes` (`begins`, `ends`) with `value`, like `_pad_spatial`
+def padded_scratch(x, axes, begins, ends, value, key: str | None) -> np.ndarray:
+    """`x` padded on its spatial `axes` (`begins`, `ends`) with `value`, like `pad_spatial`
     (without its passes over the interior), in a work array of the calling thread kept under
     `key` (`parallel.scratch`: no fresh memory per call, valid until this thread asks for
     `key` again) or, with `key` None, in a new array; `x` itself when there is no padding."""
@@ -90,7 +90,7 @@ def _padded_work_array(x, axes, begins, ends, value, key: str | None) -> np.ndar
     return out
 
 
-def _window_view(xp, nhwc, kernel, strides, dilations, out) -> np.ndarray:
+def window_view(xp, nhwc, kernel, strides, dilations, out) -> np.ndarray:
     """Read-only im2col view of the padded input: [N, C, *kernel, *out] (NCHW) or
     [N, *out, *kernel, C] (NHWC); no copy."""
     rank = len(kernel)
@@ -107,7 +107,7 @@ def _window_view(xp, nhwc, kernel, strides, dilations, out) -> np.ndarray:
     return as_strided(xp, shape, strides, writeable=False)
 
 
-def _taps(xp, nhwc, kernel, strides, dilations, out):
+def window_taps(xp, nhwc, kernel, strides, dilations, out):
     """Yield, for each kernel tap in row-major order, the strided view of the padded input
     that tap reads for every output position ([N, C, *out] or [N, *out, C])."""
     rank = len(kernel)
@@ -123,7 +123,7 @@ def _taps(xp, nhwc, kernel, strides, dilations, out):
 _CHUNK_ELEMENTS = 1 << 19  # tap loops run on chunks of samples this big (cache-sized)
 
 
-def _sample_chunks(n: int, per_sample: int):
+def sample_chunks(n: int, per_sample: int):
     """Slices over axis 0 with about `_CHUNK_ELEMENTS` output elements each (at least one
     sample): tap-by-tap loops then stay in cache instead of streaming whole batches."""
     step = max(1, _CHUNK_ELEMENTS // max(per_sample, 1))

@@ -56,7 +56,7 @@ def transpose_conv(node, inputs, p, ctx):
     return transpose_conv_with(node, inputs, p, ctx, requantize_acc)
 
 
-def _taps_10(in_size: int, out_size: int, align: bool, hpc: bool) -> tuple:
+def taps_10(in_size: int, out_size: int, align: bool, hpc: bool) -> tuple:
     """(10-bit source coordinate, lower, upper) per output index: ComputeInterpolationValues-
     Integer."""
     if align and out_size > 1:
@@ -85,8 +85,8 @@ def resize_bilinear(node, inputs, p, ctx):
     x, (oh, ow), align, hpc = _resize_args(node, inputs)
     if align and hpc:
         fail(node, "align_corners and half_pixel_centers together")
-    yc, y0, y1 = _taps_10(x.shape[1], oh, align, hpc)
-    xc, x0, x1 = _taps_10(x.shape[2], ow, align, hpc)
+    yc, y0, y1 = taps_10(x.shape[1], oh, align, hpc)
+    xc, x0, x1 = taps_10(x.shape[2], ow, align, hpc)
     dy = (yc - (y0 << 10))[None, :, None, None]
     dx = (xc - (x0 << 10))[None, None, :, None]
     xi = x.astype(np.int64)

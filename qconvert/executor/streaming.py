@@ -67,7 +67,7 @@ class StatefulStep:
     variables: dict = field(default_factory=dict)
 
 
-def _strip(graph: Graph) -> tuple:
+def strip_state(graph: Graph) -> tuple:
     """(stateless graph, reads, writes, CALL_ONCE subgraph indices) of one subgraph."""
     handles = {}  # resource tensor -> variable
     reads, writes, calls = {}, [], []
@@ -112,12 +112,12 @@ def _strip(graph: Graph) -> tuple:
 def stateful_step(model: Model, runner: Callable) -> StatefulStep:
     """The main graph of `model` as a `StatefulStep`; `runner(graph, feeds) -> {output: array}`
     (the float or the integer executor) evaluates the CALL_ONCE init subgraphs."""
-    step, reads, writes, calls = _strip(model.graph)
+    step, reads, writes, calls = strip_state(model.graph)
     result = StatefulStep(step, reads, writes)
     for index in calls:
         if not 0 < index < len(model.graphs):
             raise QConvertError(f"CALL_ONCE names subgraph {index}, which does not exist")
-        init, init_reads, init_writes, init_calls = _strip(model.graphs[index])
+        init, init_reads, init_writes, init_calls = strip_state(model.graphs[index])
         if init_reads or init_calls or init.inputs:
             raise QConvertError(f"init subgraph {index} reads variables or takes inputs; "
                                 "not supported")

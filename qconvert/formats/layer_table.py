@@ -146,7 +146,7 @@ def _fmt_quant(q: dict) -> str:
     return f"{q['kind']} {q['scale_min']:.3g}..{q['scale_max']:.3g}"
 
 
-def _fmt_count(n: int) -> str:
+def format_count(n: int) -> str:
     for unit, size in (("G", 10**9), ("M", 10**6), ("k", 10**3)):
         if n >= size:
             return f"{n / size:.2f}{unit}"
@@ -186,8 +186,8 @@ def render(report: dict) -> str:
             op += f"+{r['activation']}"
         lines.append((str(i), one_line(r["name"]), one_line(op),
                       one_line(_fmt_shapes(r["inputs"])), one_line(_fmt_shapes(r["outputs"])),
-                      _fmt_count(r["weight_bytes"]) + "B",
-                      _fmt_count(r["activation_bytes"]) + "B", _fmt_count(r["macs"]),
+                      format_count(r["weight_bytes"]) + "B",
+                      format_count(r["activation_bytes"]) + "B", format_count(r["macs"]),
                       _fmt_quant(r["quantization"])))
     lines, long = long_names_apart(lines)
     widths = [max(len(h), *(len(row[c]) for row in lines)) if lines else len(h)
@@ -198,7 +198,7 @@ def render(report: dict) -> str:
     out += table_lines(lines, fmt, long, widths[0] + 2)
     t = report["totals"]
     out.append("")
-    out.append(f"total: {t['layers']} layers, {_fmt_count(t['macs'])} MACs ({t['macs']}), "
+    out.append(f"total: {t['layers']} layers, {format_count(t['macs'])} MACs ({t['macs']}), "
                f"weights {t['weight_bytes']} bytes, activations {t['activation_bytes']} bytes "
                f"(largest {t['peak_activation_bytes']})")
     if report["unknown_ops"]:

@@ -59,10 +59,10 @@ def confusion(labels: np.ndarray, predicted: np.ndarray, classes: int) -> list:
 def _run_int(model, feeds: dict, rounding: str) -> np.ndarray:
     from qconvert.executor.int_executor import run_int8
 
-    from .report import _int8_inputs
+    from .params import quantized_inputs
 
     graph = model.graph
-    inputs = _int8_inputs(graph, feeds)
+    inputs = quantized_inputs(graph, feeds)
     total = len(next(iter(inputs.values())))
     params: dict = {}
     first = graph.outputs[0]

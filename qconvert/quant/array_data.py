@@ -3,7 +3,7 @@
 `qconvert.quantize(m, calibration=...)` takes one array (a single-input model), a {input name:
 array} dict, or an iterable of batches (each an array or a dict, e.g. a generator reading a
 dataset). Every array gets the checks and normalization `load_calibration` applies to a .npy
-file (`calibration_data._prepare`): dtype, sample shape, finite values, --mean / --std / --scale.
+file (`calibration_data.prepare_samples`): dtype, sample shape, finite values, --mean / --std / --scale.
 An iterable is streamed: each batch is checked and converted to the input's dtype as it arrives
 and written to an anonymous temporary file, which is then mapped as one array (`_Spool`): the
 stream never sits in memory whole, and calibration reads the map batch by batch.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import QConvertError
-from .calibration_data import _Normalization, _prepare
+from .calibration_data import Normalization, prepare_samples
 
 
 def arrays_for_inputs(data, specs, norm: dict, max_bytes: int | None, what: str,
@@ -29,7 +29,7 @@ def arrays_for_inputs(data, specs, norm: dict, max_bytes: int | None, what: str,
     if not specs:
         raise QConvertError("the model has no inputs to calibrate", what)
     cd._MAX_BYTES = cd.DEFAULT_MAX_BYTES if max_bytes is None else int(max_bytes)
-    normalization = _Normalization(**norm)
+    normalization = Normalization(**norm)
     if ranges is not None:
         normalization.ranges = ranges
     if isinstance(data, (np.ndarray, dict)):
@@ -85,12 +85,12 @@ def _one_batch(batch, specs, norm, where: str) -> dict:
             names = ", ".join(repr(s.name) for s in specs)
             raise QConvertError(f"one array for a model with {len(specs)} inputs ({names}); "
                                 "give a {input name: array} dict", where)
-        return {specs[0].name: _prepare(batch, specs[0], norm, where, None)}
+        return {specs[0].name: prepare_samples(batch, specs[0], norm, where, None)}
     missing = [s.name for s in specs if s.name not in batch]
     if missing:
         raise QConvertError(f"no array for input {missing[0]!r} (the dict has "
                             f"{', '.join(map(repr, batch)) or 'no keys'})", where)
-    return {s.name: _prepare(np.asarray(batch[s.name]), s, norm, f"{where}[{s.name!r}]", None)
+    return {s.name: prepare_samples(np.asarray(batch[s.name]), s, norm, f"{where}[{s.name!r}]", None)
             for s in specs}
 
 

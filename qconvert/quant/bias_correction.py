@@ -26,7 +26,7 @@ from .params import _along
 from .tensor_stats import tensor_stats
 
 
-def _mean_key(graph, node, fmt: str):
+def mean_key(graph, node, fmt: str):
     """How a layer's input is reduced to its means: ("axis", channel axis) for convolutions,
     ("rows", K) for fully connected layers (the input flattened to rows of K features);
     None for layers not corrected."""
@@ -44,7 +44,7 @@ def _mean_key(graph, node, fmt: str):
 
 def channel_mean_sums(array: np.ndarray, key) -> tuple:
     """(float64 sums per channel or feature, count of values summed) of `array` reduced as
-    `key` says (`_mean_key`)."""
+    `key` says (`mean_key`)."""
     kind, value = key
     # float32 sums (numpy's pairwise summation: relative error ~1e-7 here), then accumulated
     # across batches in float64; half the time of float64 sums
@@ -57,7 +57,7 @@ def channel_mean_sums(array: np.ndarray, key) -> tuple:
 
 def sample_means(array: np.ndarray, key) -> np.ndarray:
     """(N, channels) float64: each sample's (axis 0) per-channel means of `array`, reduced as
-    `key` says (`_mean_key`)."""
+    `key` says (`mean_key`)."""
     kind, value = key
     n = len(array)
     if kind == "axis":
@@ -87,7 +87,7 @@ class ChannelMeans:
         for node in graph.nodes:
             if node.opaque or schemas.get(node.op).int8 != "per_channel_weights":
                 continue
-            key = _mean_key(graph, node, fmt)
+            key = mean_key(graph, node, fmt)
             if key is not None:
                 self.wanted.setdefault(node.inputs[0], {}).setdefault(key, []).append(
                     node.outputs[0])

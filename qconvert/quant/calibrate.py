@@ -17,6 +17,7 @@ import numpy as np
 
 from qconvert.ir import Model
 
+from .footprint import activation_bytes
 from .plan import clamped_inputs
 from .ranges import RangeCollector
 from .tensor_stats import tensor_stats
@@ -84,12 +85,6 @@ def needed_ranges(graph) -> set:
     names = {n for n, t in graph.tensors.items()
              if t.data is None and t.dtype.startswith("float")}
     return names - clamped_inputs(graph)
-
-
-def activation_bytes(graph) -> int:
-    """Bytes of one sample's float activations (dynamic dimensions counted as 1)."""
-    return sum(t.nbytes() for t in graph.tensors.values()
-               if t.data is None and t.dtype.startswith("float") and t.shape is not None)
 
 
 def reference_extent(graph, samples: int) -> tuple:

@@ -148,7 +148,7 @@ def load_calibration(path, specs, mean=None, std=None, scale=None, limit=None,
         raise QConvertError("the model has no inputs to calibrate", path_str)
     if limit is not None and int(limit) < 1:
         raise QConvertError(f"the sample limit must be at least 1, not {limit}", path_str)
-    norm = _Normalization(mean, std, scale)
+    norm = Normalization(mean, std, scale)
     if ranges is not None:
         norm.ranges = ranges
     file_path, key = _split_npz_key(path_str)
@@ -165,7 +165,7 @@ def load_calibration(path, specs, mean=None, std=None, scale=None, limit=None,
         data = _load_folder(p, specs, norm, limit)
     elif p.suffix.lower() == ".npy":
         spec = _single_input(specs, p, "a .npy file")
-        data = {spec.name: _prepare(_read_npy(p), spec, norm, p, limit)}
+        data = {spec.name: prepare_samples(_read_npy(p), spec, norm, p, limit)}
     elif p.suffix.lower() in IMAGE_SUFFIXES:
         spec = _single_input(specs, p, "images")
         data = {spec.name: _load_images([p], spec, norm, p, limit)}
@@ -355,10 +355,10 @@ def _load_npz(p: Path, key, specs, norm, limit) -> dict:
             spec = _single_input(specs, p, "one array of a .npz")
             if key not in keys:
                 raise QConvertError(f"has no array {key!r} (arrays: {listed})", str(p))
-            return {spec.name: _prepare(get(key), spec, norm, shown, limit)}
+            return {spec.name: prepare_samples(get(key), spec, norm, shown, limit)}
         names = [s.name for s in specs]
         if all(n in keys for n in names):
-            return {s.name: _prepare(get(s.name), s, norm, f"{p}:{s.name}", limit) for s in specs}
+            return {s.name: prepare_samples(get(s.name), s, norm, f"{p}:{s.name}", limit) for s in specs}
         if len(specs) > 1:
             missing = ", ".join(repr(n) for n in names if n not in keys)
             raise QConvertError(f"needs one array per model input; missing {missing} "
@@ -369,7 +369,7 @@ def _load_npz(p: Path, key, specs, norm, limit) -> dict:
             raise QConvertError(
                 f"holds several arrays ({listed}) and none is named after the input "
                 f"{names[0]!r}: pick one with {p}:<key>, e.g. {p}:{keys[0]}", str(p))
-        return {names[0]: _prepare(get(keys[0]), specs[0], norm, shown, limit)}
+        return {names[0]: prepare_samples(get(keys[0]), specs[0], norm, shown, limit)}
 
 
 def _load_folder(p: Path, specs, norm, limit) -> dict:
@@ -392,7 +392,7 @@ def _load_folder(p: Path, specs, norm, limit) -> dict:
     spec = _single_input(specs, p, "a folder of .npy files")
     parts, total, first = [], 0, None
     for f in npys:
-        part = _prepare(_read_npy(f), spec, norm, f, None if limit is None else limit - total)
+        part = prepare_samples(_read_npy(f), spec, norm, f, None if limit is None else limit - total)
         if first is None:
             first = (f, part.shape[1:])
         elif part.shape[1:] != first[1]:
@@ -406,7 +406,7 @@ def _load_folder(p: Path, specs, norm, limit) -> dict:
 
 
 def _load_images(files, spec: InputSpec, norm, where: Path, limit) -> np.ndarray:
-    """Decode `files` into (N, *sample) uint8 pixels laid out like `spec`, then `_prepare`."""
+    """Decode `files` into (N, *sample) uint8 pixels laid out like `spec`, then `prepare_samples`."""
     shape = spec.sample_shape
     c = spec.channels
     if spec.layout is None or c not in _IMAGE_MODES:
@@ -444,11 +444,11 @@ def _load_images(files, spec: InputSpec, norm, where: Path, limit) -> np.ndarray
     if spec.layout == "NCHW":
         batch = batch.transpose(0, 3, 1, 2)
     where_str = str(files[0]) if len(files) == 1 else str(where)
-    return _prepare(np.ascontiguousarray(batch), spec, norm, where_str, None)
+    return prepare_samples(np.ascontiguousarray(batch), spec, norm, where_str, None)
 
 
 # -- checks and conversion ------------------------------------------------------------------------
-class _Normalization:
+class Normalization:
     """``(x - mean) / std`` or ``x * scale``, per tensor or per channel."""
 
     def __init__(self, mean, std, scale):
@@ -505,7 +505,7 @@ class _Normalization:
         return v.reshape(shape)
 
 
-def _prepare(arr: np.ndarray, spec: InputSpec, norm: _Normalization, where, limit) -> np.ndarray:
+def prepare_samples(arr: np.ndarray, spec: InputSpec, norm: Normalization, where, limit) -> np.ndarray:
     """Check `arr` against `spec`, bring it to (N, *sample), cap it, normalize, convert dtype."""
     where = str(where)
     target = _target_dtype(spec, where)

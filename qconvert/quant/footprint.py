@@ -20,7 +20,7 @@ import numpy as np
 
 from qconvert import schemas
 
-from .plan import BORDER, _is_activation, layer_slots, weight_channel_axis
+from .plan import BORDER, is_activation, layer_slots, weight_channel_axis
 
 ALIASES = frozenset({"Reshape", "Squeeze", "ExpandDims"})
 ALIGN = 4
@@ -33,6 +33,12 @@ def _elements(shape) -> int:
     return n
 
 
+def activation_bytes(graph) -> int:
+    """Bytes of one sample's float activations (dynamic dimensions counted as 1)."""
+    return sum(t.nbytes() for t in graph.tensors.values()
+               if t.data is None and t.dtype.startswith("float") and t.shape is not None)
+
+
 def footprint(graph, int16=frozenset(), fmt: str = "tflite", qplan=None) -> dict:
     """{"arena_bytes", "weight_bytes", "bias_bytes", "other_constant_bytes", "flash_bytes"} of
     `graph` quantized with the activations `int16` at 16 bits and the rest at 8; with `qplan`
@@ -40,12 +46,12 @@ def footprint(graph, int16=frozenset(), fmt: str = "tflite", qplan=None) -> dict
     sizes = {}
     steps = []
     for name in graph.inputs:
-        if _is_activation(graph, name):
+        if is_activation(graph, name):
             sizes[name] = _elements(graph.tensors[name].shape) * (2 if name in int16 else 1)
     weight = bias = other = 0
     for node in graph.nodes:
-        ins = [i for i in node.present_inputs() if _is_activation(graph, i)]
-        outs = [o for o in node.outputs if o and _is_activation(graph, o)]
+        ins = [i for i in node.present_inputs() if is_activation(graph, i)]
+        outs = [o for o in node.outputs if o and is_activation(graph, o)]
         for o in outs:
             sizes[o] = _elements(graph.tensors[o].shape) * (2 if o in int16 else 1)
         steps.append((list(dict.fromkeys(ins)), outs,

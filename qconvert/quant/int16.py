@@ -33,7 +33,7 @@ from qconvert.errors import QConvertError
 from qconvert.ir import Graph, Node, Tensor
 from qconvert.schemas.ops import HALF_AWAY
 
-from .plan import BORDER, _is_activation, activation_groups
+from .plan import BORDER, is_activation, activation_groups
 
 # IR ops TFLite Micro runs with int16 activations and int8 weights (16x8); checked op by op
 # against its interpreter (tests/quant/test_int16.py).
@@ -132,7 +132,7 @@ def node_runs_16x8(node, int16: set, graph: Graph) -> bool:
     if node.opaque or node.op not in INT16_KERNELS or node.origin.get(BORDER):
         return False
     touched = [n for n in list(node.present_inputs()) + [o for o in node.outputs if o]
-               if _is_activation(graph, n)]
+               if is_activation(graph, n)]
     return any(n in int16 for n in touched)
 
 
@@ -151,7 +151,7 @@ def apply_widths(graph: Graph, int16_groups: list) -> Widths:
         if wide:
             nodes16.append(node.name or node.outputs[0])
         for slot, name in enumerate(node.inputs):
-            if name is None or not _is_activation(graph, name) or (name in int16) == wide:
+            if name is None or not is_activation(graph, name) or (name in int16) == wide:
                 continue
             key = (name, wide)
             if key not in copies:
@@ -169,7 +169,7 @@ def apply_widths(graph: Graph, int16_groups: list) -> Widths:
         if not wide:
             continue
         for slot, out in enumerate(node.outputs):
-            if out is None or not _is_activation(graph, out) or out in int16:
+            if out is None or not is_activation(graph, out) or out in int16:
                 continue
             temp = graph.fresh_name(f"{out}_int16")
             t = graph.tensors[out]

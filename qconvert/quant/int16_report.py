@@ -10,6 +10,7 @@ puts the choice in the report: which layers, the estimated SQNR gain of each can
 
 from __future__ import annotations
 
+from .error_energy import float_qdq_errors
 from .footprint import footprint
 from .int16 import apply_widths
 from .int16_choice import choose
@@ -66,7 +67,6 @@ def simulated_errors(float_graph, qplan, sources: dict, feeds: dict, layer_refer
     """The report's per-activation (signal, noise) energies and outputs from a fake-quantized
     float run of the 16x8 plan (`simulate`), for a model the integer executor cannot run."""
     from .plan import QuantPlan
-    from .report import _qdq_errors
     from .simulate import QdqSimulation
 
     tensors = float_graph.tensors
@@ -74,8 +74,8 @@ def simulated_errors(float_graph, qplan, sources: dict, feeds: dict, layer_refer
                     {sources.get(k, k): v for k, v in qplan.layers.items()},
                     {k: v for k, v in qplan.constants.items() if k in tensors}, qplan.int16)
     sim = QdqSimulation(float_graph, own)
-    energy, _added, outputs = _qdq_errors(sim.graph, sim.names, feeds, batch_size,
-                                          layer_reference)
+    energy, _added, outputs = float_qdq_errors(sim.graph, sim.names, feeds, batch_size,
+                                               layer_reference)
     return energy, outputs
 
 

@@ -22,6 +22,8 @@ import numpy as np
 
 from qconvert.errors import QConvertError
 
+from .error_energy import EndToEnd, energy_add
+
 ENGINES = ("numpy", "onnxruntime")
 
 
@@ -96,12 +98,10 @@ def _session(model, extra_outputs: list, basic: bool = False):
 
 
 def qdq_errors(model, names: dict, feeds: dict, layer_reference: dict) -> tuple:
-    """`report._qdq_errors` on onnxruntime: the QDQ model run sample by sample with every
+    """`error_energy.float_qdq_errors` on onnxruntime: the QDQ model run sample by sample with every
     activation's QuantizeLinear input and DequantizeLinear output requested, giving per
     activation the end-to-end (signal, noise) against `layer_reference`, the added (signal,
     noise) of its own Q -> DQ pair, and the model's outputs."""
-    from .report import EndToEnd, energy_add
-
     graph = model.graph
     q_input = {}
     for act, dq_out in names.items():

@@ -237,3 +237,17 @@ def quantize_layer(w: np.ndarray, b: np.ndarray | None, s_in, channel_axis: int,
     if np.any(np.abs(b_q) + worst > INT32_MAX):  # the closed form above rules this out
         raise AssertionError("bias-safe weight scale left a channel outside int32")
     return w_q, s_w, b_q.astype(np.int32), widened
+
+
+def quantized_inputs(graph, feeds: dict) -> dict:
+    """Float samples quantized for the model's int8 (or int16) inputs, float inputs left as they
+    are: what the integer executor is fed when the report or the bias correction runs it."""
+    inputs = {}
+    for name, array in feeds.items():
+        t = graph.tensors[name]
+        if t.dtype in ("int8", "int16"):  # int16: a 16x8 model's input
+            s, z = float(t.quant.scale[0]), int(t.quant.zero_point[0])
+            info = np.iinfo(t.dtype)
+            array = np.clip(round_half_away(array / s) + z, info.min, info.max).astype(t.dtype)
+        inputs[name] = array
+    return inputs

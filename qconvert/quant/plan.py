@@ -193,7 +193,7 @@ class _Groups:
         self.parent[self.find(a)] = self.find(b)
 
 
-def _is_activation(graph: Graph, name: str) -> bool:
+def is_activation(graph: Graph, name: str) -> bool:
     """A float tensor computed at run time; a TFLite variable (an LSTM's state) is not: its
     op's plan gives it its parameters (`lstm_plan`)."""
     t = graph.tensors[name]
@@ -207,7 +207,7 @@ def _clamped_input(graph: Graph, node) -> str | None:
     parameters with no other tensor)."""
     x = node.inputs[0] if node.inputs else None
     producer = graph.producer(x)
-    if producer is None or not _is_activation(graph, x) or graph.sole_reader(x) is not node:
+    if producer is None or not is_activation(graph, x) or graph.sole_reader(x) is not node:
         return None
     return x if schemas.get(producer.op).int8 in ("per_channel_weights", "requantize") else None
 
@@ -218,7 +218,7 @@ def clamped_inputs(graph: Graph) -> set:
     found = set()
     for node in graph.nodes:
         if node.op in CLAMPS and not node.opaque and node.outputs \
-                and _is_activation(graph, node.outputs[0]):
+                and is_activation(graph, node.outputs[0]):
             x = _clamped_input(graph, node)
             if x is not None:
                 found.add(x)
@@ -234,23 +234,23 @@ def activation_groups(graph: Graph, apart=frozenset()) -> tuple:
     groups = _Groups()
     fixed: dict = {}
     clamped = clamped_inputs(graph)  # inputs whose own range is not needed
-    names = [n for n in graph.inputs if _is_activation(graph, n)]
+    names = [n for n in graph.inputs if is_activation(graph, n)]
     handles: dict = {}
     shared_operands: list = []  # (activation operands, output) of SHARED_OPERANDS nodes
     for node in graph.nodes:
-        outs = [o for o in node.outputs if o is not None and _is_activation(graph, o)]
+        outs = [o for o in node.outputs if o is not None and is_activation(graph, o)]
         names += outs
         if is_resource_op(node):
             if node.op == "VAR_HANDLE":
                 handles[node.outputs[0]] = variable_group(node)
             elif node.op == "READ_VARIABLE" and outs:
                 groups.union(outs[0], handles[node.inputs[0]])
-            elif node.op == "ASSIGN_VARIABLE" and _is_activation(graph, node.inputs[1]):
+            elif node.op == "ASSIGN_VARIABLE" and is_activation(graph, node.inputs[1]):
                 groups.union(node.inputs[1], handles[node.inputs[0]])
             continue
         rule = _int8_rule(node)
         if rule == "same_scale" and outs:
-            ins = [i for i in node.present_inputs() if _is_activation(graph, i)]
+            ins = [i for i in node.present_inputs() if is_activation(graph, i)]
             if node.op in CONCATS:
                 data = [i for i in ins if i not in apart]
             elif node.op in SELECTS:
@@ -306,7 +306,7 @@ def concat_inputs_apart(graph: Graph, ranges: dict) -> frozenset:
             continue
         lo, hi = (float(v) for v in ranges[node.outputs[0]][:2])
         for name in node.present_inputs():
-            fixed = _fixed_source(graph, name) if _is_activation(graph, name) else None
+            fixed = _fixed_source(graph, name) if is_activation(graph, name) else None
             if fixed is None:
                 continue
             scale, zp = float(fixed[0]), int(fixed[1])

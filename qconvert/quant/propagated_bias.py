@@ -39,8 +39,9 @@ import numpy as np
 
 from qconvert.int8.rounding import round_half_away
 
-from .bias_correction import _mean_key, contract, sample_means, tap_sums
-from .params import INT32_MAX, bias_scale
+from .bias_correction import mean_key, contract, sample_means, tap_sums
+from .footprint import activation_bytes
+from .params import INT32_MAX, bias_scale, quantized_inputs
 from .plan import QuantPlan, layer_slots
 
 PROPAGATION_MACS = 1.5e9  # the int8 run stays within this many multiply-accumulates...
@@ -55,8 +56,6 @@ def propagation_samples(graph, available: int, batch_size: int) -> int:
     PROPAGATION_BYTES of activations), at least 1, never more than `available`; 1 with
     `batch_size` 1 (a model whose reshapes fix the batch runs with `--batch-size 1`)."""
     from qconvert.formats.layer_table import layer_macs
-
-    from .calibrate import activation_bytes
 
     macs = sum(layer_macs(node, graph) for node in graph.nodes)
     by_macs = int(PROPAGATION_MACS // max(macs, 1))
@@ -76,8 +75,6 @@ def correction_samples(graph, available: int, options, report_samples: int) -> i
     if options.batch_size == 1:
         return 1
     if report_samples and options.engine == "numpy":
-        from .calibrate import activation_bytes
-
         by_bytes = int(PROPAGATION_BYTES // max(activation_bytes(graph), 1))
         return max(1, min(report_samples, PROPAGATION_SAMPLES, by_bytes))
     return propagation_samples(graph, available, options.batch_size)
@@ -133,7 +130,7 @@ class PropagatedCorrection:
 
     def __init__(self, model, qplan: QuantPlan, float_graph, head_means: dict, samples: int):
         self.model, self.qplan, self.head_means, self.samples = model, qplan, head_means, samples
-        keys = {node.outputs[0]: _mean_key(float_graph, node, model.format)
+        keys = {node.outputs[0]: mean_key(float_graph, node, model.format)
                 for node in float_graph.nodes if node.outputs and node.outputs[0] in head_means}
         self.by_input = _layers_by_input(model.graph, qplan, head_means, keys)
         self.changed: list = []
@@ -176,9 +173,7 @@ def correct_propagated_errors(model, qplan: QuantPlan, float_graph, feeds: dict,
         if model.format == "tflite":
             from qconvert.executor.int_executor import run_int8
 
-            from .report import _int8_inputs
-
-            run_int8(model.graph, _int8_inputs(model.graph, feeds), rounding=rounding,
+            run_int8(model.graph, quantized_inputs(model.graph, feeds), rounding=rounding,
                      observe=correction.observe)
         else:
             from qconvert.executor.float_executor import run_float

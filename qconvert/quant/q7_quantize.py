@@ -18,7 +18,7 @@ from qconvert.executor.q7_kernels import run_q7
 
 from .q7_plan import Q7Model, check_accumulators, dequantize, plan_q7, quantize_input
 from .q7_search import search_formats
-from .report import _is_classifier, report_samples, sqnr
+from .report import is_classifier, report_samples, sqnr
 
 SEARCH_SAMPLES = 256  # calibration samples the format search runs (the first ones)
 
@@ -62,7 +62,7 @@ def report_q7(model, q7: Q7Model, x: np.ndarray) -> dict:
     float_out = ref[q7.output_name].reshape(out.shape)
     n = len(x)
     agree = None
-    if _is_classifier(model.graph):
+    if is_classifier(model.graph):
         agree = round(float(np.mean(out.reshape(n, -1).argmax(1)
                                     == float_out.reshape(n, -1).argmax(1))), 4)
     return {"scheme": "q7", "samples": n, "input_frac": q7.input_frac,

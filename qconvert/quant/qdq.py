@@ -26,7 +26,7 @@ from qconvert.errors import QConvertError
 from qconvert.ir import Graph, Node, Tensor
 
 from .plan import CLAMPS, QuantPlan, layer_slots
-from .tflite_int8 import _quantize_constant
+from .tflite_int8 import quantize_constant
 
 MIN_QDQ_OPSET = 13
 
@@ -122,7 +122,7 @@ def apply_qdq(graph: Graph, qplan: QuantPlan, opset: int) -> dict:
             data = graph.constant(name)
             width = "int16" if name in qplan.int16 else "int8"
             q = graph.add_constant(f"{name}_quantized",
-                                   _quantize_constant(data, scale, zp, width), share=True)
+                                   quantize_constant(data, scale, zp, width), share=True)
             dq, out = _dq(graph, q, scale, np.dtype(width).type(zp), None, name)
             new_nodes.append(dq)
             node.inputs = [out if i == name else i for i in node.inputs]

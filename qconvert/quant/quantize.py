@@ -1,6 +1,6 @@
 """`qconvert quantize`'s orchestration: run the quantization stages in order, in place.
 
-`quantize_model` runs the stages `routes.QUANTIZE_STAGES` names for the format it writes:
+`quantize_model` runs the stages of `STAGES` (functions) for the format it writes:
 `check-float` (a float model, one graph or a streaming one, hybrid weights dequantized),
 `static-batch` (TFLite: the batch fixed to 1 and the shape arithmetic folded, as TFLite Micro
 allocates), `fuse` (the fusion pipeline, unless `fuse=False`, so calibration sees the real
@@ -25,7 +25,6 @@ import numpy as np
 from qconvert.errors import QConvertError
 from qconvert.ir import Model
 from qconvert.formats.model_io import require_one_graph
-from qconvert.cli.routes import QUANTIZE_STAGES
 
 from .plan import check_float, check_quantizable, dequantize_hybrid_weights, plan
 
@@ -89,21 +88,19 @@ def quantize_model(model: Model, calibration: dict, options: QuantizeOptions,
     called while calibrating.
     """
     run = _Run(model, calibration, options, evaluation, progress)
-    for stage in QUANTIZE_STAGES[model.format]:
-        STAGES[stage](run)
+    for stage in STAGES[model.format]:
+        stage(run)
     return run.report
 
 
 def calibrate_float(model: Model, calibration: dict, options: QuantizeOptions,
                     progress=None):
-    """Run the stages `routes.Q7_STAGES` (checks, static batch, fusion, calibration) on
+    """Run the stages `Q7_STAGES` (checks, static batch, fusion, calibration) on
     `model` in place; its `calibrate.Calibration`. The start of `--scheme q7`, which plans
     power-of-two q7 from it (`q7_quantize`) instead of int8."""
-    from qconvert.cli.routes import Q7_STAGES
-
     run = _Run(model, calibration, options, None, progress)
     for stage in Q7_STAGES:
-        STAGES[stage](run)
+        stage(run)
     return run.measured
 
 
@@ -338,10 +335,18 @@ def _report(run: _Run) -> None:
         run.report["opset_upgraded"] = [run.opset_from, int(run.model.meta["opset"])]
 
 
-STAGES = {"check-float": _check_float, "static-batch": _static_batch, "fuse": _fuse,
-          "equalize": _equalize, "calibrate": _calibrate, "plan": _plan,
-          "tflite-int8": _tflite_int8, "qdq": _qdq, "correct-bias": _correct_bias,
-          "report": _report}
+# The stages of `quantize_model`, by the format written: `_static_batch` fixes the batch to 1
+# and folds the shape arithmetic (TFLite Micro allocates from static shapes); `_fuse` and
+# `_equalize` run when the options ask for them.
+STAGES = {
+    "tflite": (_check_float, _static_batch, _fuse, _equalize, _calibrate, _plan, _tflite_int8,
+               _correct_bias, _report),
+    "onnx": (_check_float, _fuse, _equalize, _calibrate, _plan, _qdq, _correct_bias, _report),
+}
+
+# `--scheme q7` (the CMSIS-NN paper's power-of-two q7, `quant.q7_quantize`) calibrates the
+# fused float model with these stages, then plans q7 instead of int8 (`calibrate_float`)
+Q7_STAGES = (_check_float, _static_batch, _fuse, _equalize, _calibrate)
 
 
 def _release_float_weights(float_graph, graph) -> None:
@@ -395,7 +400,7 @@ def quantize_initial_values(model: Model, qplan) -> None:
     int8 parameters (those of its READ_VARIABLE outputs in the main graph)."""
     from qconvert.executor.streaming import is_resource_op, variable_key
 
-    from .tflite_int8 import _frozen, _quant, _quantize_constant
+    from .tflite_int8 import frozen, _quant, quantize_constant
 
     params = {}
     handles = {}
@@ -416,7 +421,7 @@ def quantize_initial_values(model: Model, qplan) -> None:
                                     "choose its int8 parameters")
             if t.dtype.startswith("float"):
                 scale, zp = params[var]
-                t.data = _frozen(_quantize_constant(t.data, scale, zp))
+                t.data = frozen(quantize_constant(t.data, scale, zp))
                 t.dtype, t.quant = "int8", _quant(scale, zp)
 
 

@@ -18,6 +18,8 @@ from qconvert.errors import one_line
 from qconvert.ir import Model
 
 from .calibrate import float_reference, frames
+from .error_energy import EndToEnd, energy_add, float_qdq_errors
+from .params import quantized_inputs
 from .plan import FC_OPS, clamped_inputs
 
 REPORT_SAMPLES = 64
@@ -43,48 +45,6 @@ def sqnr(reference: np.ndarray, actual: np.ndarray) -> float:
     if noise == 0:
         return float("inf")
     return 10.0 * np.log10(max(signal, 1e-300) / noise)
-
-
-class EndToEnd:
-    """(signal, noise) energies of each activation's quantized value against the float model's
-    value on the first samples (`reference`: {activation: float array}), fed batch by batch in
-    sample order."""
-
-    def __init__(self, reference: dict):
-        self.reference = reference
-        self.seen = dict.fromkeys(reference, 0)
-        self.energy: dict = {}
-
-    def add(self, name: str, values: np.ndarray) -> None:
-        ref = self.reference.get(name)
-        if ref is None or self.seen[name] >= len(ref):
-            return
-        start = self.seen[name]
-        got = values[:len(ref) - start]
-        r = ref[start:start + len(got)].astype(np.float64)
-        if got.ndim and got[:1].size != r[:1].size:  # a prefix of each sample (`first_samples`)
-            got = got.reshape(len(got), -1)[:, :r[:1].size]
-        got = got.astype(np.float64)  # a copy of ours: overwritten below
-        self.seen[name] += len(got)
-        np.subtract(r, got, out=got)
-        np.square(got, out=got)
-        np.square(r, out=r)  # the same values and sums as sum(r * r) and sum((r - got) ** 2)
-        energy_add(self.energy, name, float(np.sum(r)), float(np.sum(got)))
-
-
-def _int8_inputs(graph, feeds: dict) -> dict:
-    """Float samples quantized for the model's int8 inputs (float inputs left as they are)."""
-    from qconvert.int8.rounding import round_half_away
-
-    inputs = {}
-    for name, array in feeds.items():
-        t = graph.tensors[name]
-        if t.dtype in ("int8", "int16"):  # int16: a 16x8 model's input
-            s, z = float(t.quant.scale[0]), int(t.quant.zero_point[0])
-            info = np.iinfo(t.dtype)
-            array = np.clip(round_half_away(array / s) + z, info.min, info.max).astype(t.dtype)
-        inputs[name] = array
-    return inputs
 
 
 def _tflite_errors(model: Model, feeds: dict, options, layer_reference: dict, correct=None):
@@ -116,7 +76,7 @@ def _tflite_errors(model: Model, feeds: dict, options, layer_reference: dict, co
             if value is not None:
                 tracker.add(name, value)
 
-    inputs = _int8_inputs(graph, feeds)
+    inputs = quantized_inputs(graph, feeds)
     got: dict = {}
     if has_state(model):  # one stream of frames, the int8 state carried
         outs = run_frames(model, frames(inputs), lambda g, f, o, k: run_int8(
@@ -160,55 +120,6 @@ def int_executor_runs_int16(graph=None) -> bool:
                                 if not n.opaque and touches_int16(n))
 
 
-def energy_add(energy: dict, name: str, signal: float, noise: float) -> None:
-    """Add (signal, noise) energies to `energy[name]`."""
-    s, e = energy.get(name, (0.0, 0.0))
-    energy[name] = (s + signal, e + noise)
-
-
-def _qdq_errors(model: Model, names: dict, feeds: dict, batch_size: int, layer_reference: dict,
-                correct=None):
-    """ONNX QDQ, from one batched run of the QDQ graph: per activation the (signal, noise)
-    energies end to end (its dequantized value against the float model's, `layer_reference`:
-    {activation: float value on the first samples}) and added (what its own QuantizeLinear ->
-    DequantizeLinear pair changes in the float value its layer computed from dequantized inputs:
-    the error the layer adds, not the one it inherits, measured by the executor while it
-    computes the pair, `run_float`'s `pair_error`); and the QDQ model's outputs. `correct` as
-    in `_tflite_errors`: its samples run first, as one batch, corrected as they go."""
-    from qconvert.executor.float_executor import run_float_batched
-
-    activation_of = {d: a for a, d in names.items()}
-    tracker = EndToEnd(layer_reference)
-    added: dict = {}
-
-    def observe(name, array):
-        act = activation_of.get(name)
-        if act is not None:
-            tracker.add(act, array)
-
-    def pair_error(name, signal, noise):
-        act = activation_of.get(name)
-        if act is not None:
-            energy_add(added, act, signal, noise)
-
-    head = 0 if correct is None else correct.samples
-    outputs: dict = {}
-    if head:  # first, so that every later sample runs the corrected model
-        def both(name, array):
-            correct.observe(name, array)
-            observe(name, array)
-
-        outputs = run_float_batched(model, {k: v[:head] for k, v in feeds.items()}, head,
-                                    observe=both, pair_error=pair_error)
-    if head < len(next(iter(feeds.values()))):  # what it does not compare may go unseen
-        unseen = frozenset(model.graph.tensors) - set(activation_of)
-        rest = run_float_batched(model, {k: v[head:] for k, v in feeds.items()}, batch_size,
-                                 observe=observe, pair_error=pair_error, unobserved=unseen)
-        outputs = {k: np.concatenate([outputs[k], v]) if k in outputs else v
-                   for k, v in rest.items()}
-    return tracker.energy, added, outputs
-
-
 def _opset(model: Model):
     return model.meta.get("opset") if model.format == "onnx" else None
 
@@ -226,9 +137,10 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
     Per layer, "sqnr_db" is the SQNR of its int8 output against the float model's tensor, end
     to end (TFLite: the integer executor, bit-exact with TFLite Micro, sample by sample, see
     `_tflite_errors`; ONNX QDQ: one batched run of the QDQ model against the float activations
-    calibration kept, on the first "layer_samples" samples, see `_qdq_errors`); ONNX also gets
-    "added_sqnr_db", the error the layer's own quantization adds. "output_sqnr_db" is end to
-    end over all report samples; the float outputs are `reference` when calibration kept them.
+    calibration kept, on the first "layer_samples" samples, see
+    `error_energy.float_qdq_errors`); ONNX also gets "added_sqnr_db", the error the layer's own
+    quantization adds. "output_sqnr_db" is end to end over all report samples; the float
+    outputs are `reference` when calibration kept them.
     `correct` (a `propagated_bias.PropagatedCorrection` whose samples are the first of `data`):
     the report's run applies it on those samples first (`_tflite_errors`), so the empirical
     bias correction costs no run of its own.
@@ -254,7 +166,7 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
 
         energy, added, got_out = qdq_errors(model, names, feeds, layer_reference)
     else:
-        energy, added, got_out = _qdq_errors(model, names, feeds, options.batch_size,
+        energy, added, got_out = float_qdq_errors(model, names, feeds, options.batch_size,
                                              layer_reference, correct)
     ref_out = reference
     layer_samples = min(n, min((len(v) for v in layer_reference.values()), default=n))
@@ -269,7 +181,7 @@ def build_report(float_graph, model: Model, qplan, names: dict, data: dict, opti
             out_db[o] = None
     agree = total = 0
     first = outputs[0]
-    if _is_classifier(float_graph) and first in ref_out and first in got_out:
+    if is_classifier(float_graph) and first in ref_out and first in got_out:
         hits = np.argmax(ref_out[first], axis=1) == np.argmax(got_out[first], axis=1)
         agree, total = int(np.sum(hits)), int(hits.size)
 
@@ -335,7 +247,7 @@ def _qp(qplan, name) -> dict:
     return {"tensor": name, "scale": float(scale), "zero_point": int(zp)}
 
 
-def _is_classifier(graph) -> bool:
+def is_classifier(graph) -> bool:
     """A 2-D output made by Softmax, or by a fully connected layer that narrows (logits)."""
     out = graph.tensors[graph.outputs[0]]
     producer = graph.producer(out.name)

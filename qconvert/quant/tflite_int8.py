@@ -35,7 +35,7 @@ def _quant(scale, zero_point, axis=None) -> QuantParams:
     return QuantParams(scale, zero_point, axis if scale.size > 1 else None)
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
+def frozen(a: np.ndarray) -> np.ndarray:
     """A read-only C-contiguous array of the same shape (0-d stays 0-d)."""
     a = np.asarray(a)
     a = a.copy(order="C") if not a.flags.c_contiguous else a.view()
@@ -43,7 +43,7 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _quantize_constant(data: np.ndarray, scale, zp, dtype: str = "int8") -> np.ndarray:
+def quantize_constant(data: np.ndarray, scale, zp, dtype: str = "int8") -> np.ndarray:
     from qconvert.int8.rounding import round_half_away
 
     q = round_half_away(data.astype(np.float64) / float(scale)) + zp
@@ -75,7 +75,7 @@ def apply_tflite_int8(graph: Graph, qplan: QuantPlan, io_type: str = "int8") -> 
     for name, (scale, zp) in qplan.constants.items():
         t = graph.tensors[name]
         if t.dtype.startswith("float"):
-            t.data = _frozen(_quantize_constant(t.data, scale, zp, _width(qplan, name)))
+            t.data = frozen(quantize_constant(t.data, scale, zp, _width(qplan, name)))
             t.dtype, t.quant = _width(qplan, name), _quant(scale, zp)
     if io_type == "float32":
         _float_edges(graph)
@@ -119,7 +119,7 @@ def _write_layer(graph: Graph, node: Node, layer, qplan: QuantPlan, shared: set)
         w_name = graph.add_constant(f"{w_name}_int8", layer.weights, "int8")
         _set_input(graph, node, w_slot, w_name)
     w = graph.tensors[w_name]
-    w.data, w.dtype = _frozen(layer.weights), "int8"
+    w.data, w.dtype = frozen(layer.weights), "int8"
     w.quant = _quant(layer.weight_scales, 0, axis)
     s_in = qplan.activations[node.inputs[x_slot]][0]
     bias = layer.bias
@@ -135,7 +135,7 @@ def _write_layer(graph: Graph, node: Node, layer, qplan: QuantPlan, shared: set)
         _set_input(graph, node, b_slot, b_name)
     b = graph.tensors[b_name]
     b_type = "int64" if bias.dtype == np.int64 else "int32"  # int64: a 16x8 layer's bias
-    b.data, b.dtype, b.shape = _frozen(bias.astype(b_type)), b_type, tuple(bias.shape)
+    b.data, b.dtype, b.shape = frozen(bias.astype(b_type)), b_type, tuple(bias.shape)
     b_scale = np.float32(s_in) * layer.weight_scales.astype(np.float32)
     b.quant = _quant(b_scale, 0, 0)
     if node.op == "FullyConnected" and layer.per_channel:

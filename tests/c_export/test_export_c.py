@@ -25,6 +25,7 @@ from test_int_executor import tflm
 
 from qconvert.c_export.model.memory_plan import PlanStep, plan_memory
 from qconvert.c_export.model.render import ModelOptions, render_model
+from qconvert.c_export.model.prepare import prepare_model
 from qconvert.cli.app import main
 from qconvert.executor.int_executor import run_int8
 from qconvert.formats.model_io import load_model, serialize
@@ -84,7 +85,7 @@ def _samples(graph, name, count=4) -> list:
 
 
 def _export(path: Path, folder: Path, kernels="portable", name="net", patches=0) -> dict:
-    files, summary = render_model(load_model(path), ModelOptions(
+    files, summary = render_model(prepare_model(load_model(path)), ModelOptions(
         name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor",
         patches=patches))
     folder.mkdir(parents=True, exist_ok=True)
@@ -188,7 +189,7 @@ def test_cortex_m55_cmsis_nn_helium_bit_exact(models, tmp_path, name):
 def test_arena_is_at_most_0_7_of_tflite_micros(models, kernels):
     for name in ("kws_ref_model", "ad01_int8", "pretrainedResnet_quant", "digits_tflite",
                  "digits_onnx"):
-        _, summary = render_model(load_model(models[name]), ModelOptions(
+        _, summary = render_model(prepare_model(load_model(models[name])), ModelOptions(
             "net", kernels, "1x4" if kernels == "portable" else "rowmajor"))
         tflm_arena = tflm_arena_bytes(models[name])
         assert summary.arena_size <= 0.7 * tflm_arena, (name, summary.arena_size, tflm_arena)
@@ -392,8 +393,9 @@ def test_best_fit_plan_beats_greedy_and_overlaps_only_what_kernels_allow(models,
     """On the models: the chosen order's plan is never larger than TFLite Micro's greedy plan
     over the graph's order, and two tensors alive at the same step share bytes only as an output
     over the input its kernel reads, at a displacement the kernel's read order allows."""
-    from qconvert.c_export.model.cmsis_nn import lower_cmsis
-    from qconvert.c_export.model.steps import KernelOptions, lower_graph, tensor_bytes
+    from qconvert.c_export.model.cmsis_lowering import lower_cmsis
+    from qconvert.c_export.model.lowering import lower_graph
+    from qconvert.c_export.model.steps import KernelOptions, tensor_bytes
     from qconvert.c_export.model.op_order import plan_in_best_order
 
     for name in ("kws_ref_model", "pretrainedResnet_quant", "digits_onnx", "every_op"):
@@ -526,7 +528,7 @@ VWW = MODELS / "corpus" / "vww_mobilenet_v1_int8_tflc.tflite"
 
 
 def _patched(path, kernels="portable", n=4):
-    return render_model(load_model(path), ModelOptions(
+    return render_model(prepare_model(load_model(path)), ModelOptions(
         "net", kernels, "1x4" if kernels == "portable" else "rowmajor", patches=n))
 
 
@@ -536,7 +538,7 @@ def test_patches_host_bit_exact_with_tflite_micro(tmp_path, kernels, n):
     """VWW's first four layers (96x96 input, 48x48 maps) in n x n tiles: a smaller arena, the
     same bits as TFLite Micro (3 x 3 tiles of 24x24 split unevenly: 8 rows each, halos
     crossing tile borders; 4 x 4: 6 rows)."""
-    _, plain = render_model(load_model(VWW), ModelOptions(
+    _, plain = render_model(prepare_model(load_model(VWW)), ModelOptions(
         "net", kernels, "1x4" if kernels == "portable" else "rowmajor"))
     _, summary = _patched(VWW, kernels, n)
     assert summary.patches.startswith("patches: layers") and \
@@ -563,7 +565,7 @@ def test_patches_are_not_used_where_they_cannot_cover_the_stage(models):
     for name, why in (("ad01_int8", "no convolution or pool"),
                       ("pretrainedResnet_quant", "is read by 2 layers")):
         files, summary = _patched(models[name])
-        plain, _ = render_model(load_model(models[name]), ModelOptions("net"))
+        plain, _ = render_model(prepare_model(load_model(models[name])), ModelOptions("net"))
         assert summary.patches.startswith("patches: not used") and why in summary.patches
         assert files == plain
 
@@ -710,3 +712,34 @@ def test_help_says_which_kernels_read_the_1x4_order():
     for command in ("export-c", "export-c-header"):
         text = " ".join(CliRunner().invoke(main, [command, "--help"]).output.split())
         assert "arm_fully_connected_q7_opt" in text and "arm_fully_connected_s8 needs" in text
+
+
+def test_renderer_runs_no_pass_and_refuses_an_unprepared_model(monkeypatch):
+    """The renderer renders: shape preparation (the dynamic batch fixed to 1, the shape
+    arithmetic folded by fold-constants and eliminate) is `prepare_model`'s, before it. With
+    every pass disabled, rendering a prepared model still writes the same files; preparing
+    ad01 (a dynamic batch) does run the passes; `render_model` given the Model refuses."""
+    from qconvert.passes import pipeline, registry
+
+    ran = []
+    real = registry.run_passes
+
+    def counting(model, names, *args, **kwargs):
+        ran.extend(names)
+        return real(model, names, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "run_passes", counting)
+    prepared = prepare_model(load_model(MODELS / "ad01_int8.tflite"))
+    assert "fold-constants" in ran  # the preparation: passes, before rendering
+    expected, _ = render_model(prepare_model(load_model(MODELS / "ad01_int8.tflite")),
+                               ModelOptions("net"))
+
+    def no_pass(*args, **kwargs):
+        raise AssertionError("a pass ran while rendering")
+
+    for module in (pipeline, registry):
+        monkeypatch.setattr(module, "run_passes", no_pass)
+    files, _ = render_model(prepared, ModelOptions("net"))
+    assert files == expected and b"net_invoke" in files["net.h"]
+    with pytest.raises(TypeError, match="prepare_model"):
+        render_model(load_model(MODELS / "ad01_int8.tflite"), ModelOptions("net"))

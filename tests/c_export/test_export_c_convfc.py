@@ -30,6 +30,7 @@ from test_int_executor import CONV, Q8, int8_feeds, tflm
 
 from qconvert.c_export.model.memory_plan import PlanStep, plan_memory
 from qconvert.c_export.model.render import ModelOptions, render_model
+from qconvert.c_export.model.prepare import prepare_model
 from qconvert.c_export.model.steps_fast import conv_bands, conv_weights
 from qconvert.formats.model_io import load_model
 from qconvert.padding import same_pads
@@ -183,8 +184,9 @@ def case_models(tmp_path_factory) -> dict:
 
 def _export_into(folder: Path, path: Path, name: str) -> str:
     """Export `path` as model `name` into the shared folder; its NAME.c text."""
-    files, _ = render_model(load_model(path), ModelOptions(name=name, kernels="portable",
-                                                           fc_layout="1x4"))
+    files, _ = render_model(prepare_model(load_model(path)),
+                            ModelOptions(name=name, kernels="portable",
+                                         fc_layout="1x4"))
     folder.mkdir(parents=True, exist_ok=True)
     for f, data in files.items():
         if (folder / f).exists():
@@ -254,14 +256,16 @@ def test_depthwise_16x8_and_rowmajor_layers_keep_the_generic_kernels(tmp_path):
     conv16 = ROOT / "tests" / "models" / "int16" / "conv_16x8.tflite"
     text = _export_into(tmp_path / "c16", conv16, "c16")
     assert "qconvert_conv_s16(" in text and "_fast_s8(" not in text
-    files, _ = render_model(load_model(ROOT / "tests" / "models" / "ad01_int8.tflite"),
+    ad01 = load_model(ROOT / "tests" / "models" / "ad01_int8.tflite")
+    files, _ = render_model(prepare_model(ad01),
                             ModelOptions(name="ad", kernels="portable", fc_layout="rowmajor"))
     text = files["ad.c"].decode()
     assert "qconvert_fc_s8(" in text and "qconvert_fc_fast_s8(" not in text
     # --kernels cmsis-nn: Helium builds keep CMSIS-NN's convolution and fully connected (faster
     # there than these DSP kernels), the others take the fast ones; depthwise stays CMSIS-NN's
-    files, _ = render_model(load_model(kws), ModelOptions(name="kc", kernels="cmsis-nn",
-                                                          fc_layout="rowmajor"))
+    files, _ = render_model(prepare_model(load_model(kws)),
+                            ModelOptions(name="kc", kernels="cmsis-nn",
+                                         fc_layout="rowmajor"))
     text = files["kc.c"].decode()
     for cmsis, fast in (("arm_convolve_wrapper_s8(", "qconvert_conv_fast_s8("),
                         ("arm_fully_connected_s8(", "qconvert_fc_fast_s8(")):
@@ -296,7 +300,7 @@ def _cmsis_text(path_or_bytes, name: str, tmp_path: Path) -> str:
     if isinstance(path_or_bytes, bytes):
         (tmp_path / f"{name}.tflite").write_bytes(path_or_bytes)
         path_or_bytes = tmp_path / f"{name}.tflite"
-    files, summary = render_model(load_model(path_or_bytes), ModelOptions(
+    files, summary = render_model(prepare_model(load_model(path_or_bytes)), ModelOptions(
         name=name, kernels="cmsis-nn", fc_layout="rowmajor"))
     return files[f"{name}.c"].decode(), summary
 
@@ -358,7 +362,8 @@ def test_negative_multipliers_keep_the_generic_kernels(tmp_path, monkeypatch):
         return p
 
     monkeypatch.setattr(model_steps, "layer_params", negative)
-    files, _ = render_model(load_model(ROOT / "tests" / "models" / "kws_ref_model.tflite"),
+    kws_model = load_model(ROOT / "tests" / "models" / "kws_ref_model.tflite")
+    files, _ = render_model(prepare_model(kws_model),
                             ModelOptions(name="neg", kernels="portable", fc_layout="1x4"))
     text = files["neg.c"].decode()
     assert "qconvert_conv_s8(" in text and "qconvert_fc_1x4_s8(" in text
@@ -442,8 +447,9 @@ def test_fast_conv_overlaps_in_a_real_model_and_stays_bit_exact(tmp_path):
     firmware built from it matches TFLite Micro (host)."""
     path = ROOT / "tests" / "models" / "pretrainedResnet_quant.tflite"
     graph = load_model(path).graph
-    files, summary = render_model(load_model(path), ModelOptions(name="r", kernels="portable",
-                                                                 fc_layout="1x4"))
+    files, summary = render_model(prepare_model(load_model(path)),
+                                  ModelOptions(name="r", kernels="portable",
+                                               fc_layout="1x4"))
     assert summary.overlapped > 0
     samples = {"r": _samples(graph, "pretrainedResnet_quant", count=2)}
     _run_image(tmp_path / "r", {"r": path}, None, samples)

@@ -26,6 +26,7 @@ from test_int_executor import CONV, Q8, int8_feeds
 
 from qconvert.c_export.model.depthwise_steps import dw_weights_layout, fast_requantize
 from qconvert.c_export.model.render import ModelOptions, render_model
+from qconvert.c_export.model.prepare import prepare_model
 from qconvert.c_export.shipped_kernels import kernel_source
 from qconvert.executor.int_executor import run_int8
 from qconvert.formats.model_io import load_model
@@ -105,7 +106,8 @@ def export_models(models: dict, folder: Path, kernels="portable") -> dict:
         path = folder / f"{name}.tflite"
         path.write_bytes(data)
         model = load_model(path)
-        files, summary = render_model(model, ModelOptions(name=name, kernels=kernels))
+        files, summary = render_model(prepare_model(model),
+                                      ModelOptions(name=name, kernels=kernels))
         for f, content in files.items():
             (folder / f).write_bytes(content)
         done[name] = (model.graph, files, summary)

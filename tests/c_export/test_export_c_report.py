@@ -24,8 +24,9 @@ from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, STRICT, CMSIS_NN
                                       run_qemu)
 from test_int_executor import tflm
 
-from qconvert.c_export.model import cmsis_nn
+from qconvert.c_export.model import cmsis_lowering, cmsis_nn
 from qconvert.c_export.model.render import ModelOptions, render_model
+from qconvert.c_export.model.prepare import prepare_model
 from qconvert.c_export.model.steps import tensor_dims
 from qconvert.cli.app import main
 from qconvert.formats.model_io import load_model, serialize
@@ -39,7 +40,7 @@ NEEDS_ARM_GCC = pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None,
 
 
 def _export(path, folder, kernels, name="net"):
-    files, summary = render_model(load_model(path), ModelOptions(
+    files, summary = render_model(prepare_model(load_model(path)), ModelOptions(
         name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor"))
     folder.mkdir(parents=True, exist_ok=True)
     for f, data in files.items():
@@ -98,7 +99,7 @@ def test_cmsis_nn_size_queries_run_once_not_per_invoke(tmp_path, monkeypatch):
     queries (every band shape), the next ones none; every output stays bit-exact."""
     # CMSIS-NN's conv on every build (builds without Helium, as the host, would run qconvert's
     # fast conv and ask CMSIS-NN for no scratch size)
-    monkeypatch.setattr(cmsis_nn, "fast_conv_step", lambda *a: None)
+    monkeypatch.setattr(cmsis_lowering, "fast_conv_step", lambda *a: None)
     folder = tmp_path / "c"
     _export(KWS, folder, "cmsis-nn")
     graph = load_model(KWS).graph
@@ -127,7 +128,7 @@ def test_scratch_reserved_too_small_makes_every_invoke_return_2_untouched(tmp_pa
     monkeypatch.setattr(cmsis_nn, "conv_scratch", lambda *a: {"helium": 4, "other": 4})
     # CMSIS-NN's conv on every build (builds without Helium would run qconvert's fast conv,
     # and on the host the other layers' CMSIS-NN kernels ask for no scratch)
-    monkeypatch.setattr(cmsis_nn, "fast_conv_step", lambda *a: None)
+    monkeypatch.setattr(cmsis_lowering, "fast_conv_step", lambda *a: None)
     folder = tmp_path / "c"
     _export(KWS, folder, "cmsis-nn")
     main_c = "\n".join([

@@ -15,12 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.export_c_harness import NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, image_source, io_layout, \
-    parse, run_qemu, split_image_output
+from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, image_source,
+                                      io_layout, parse, run_qemu, split_image_output)
 from test_export_c_s16 import _assert_bit_exact, _check_host, _export, _samples
 
 from qconvert.c_export.model.render import ModelOptions, _planned, render_model
-from qconvert.c_export.model.steps import KernelOptions, lower_graph
+from qconvert.c_export.model.prepare import prepare_model
+from qconvert.c_export.model.lowering import lower_graph
+from qconvert.c_export.model.steps import KernelOptions
 from qconvert.c_export.model.resize_steps import separable_pick
 from qconvert.formats.model_io import load_model
 
@@ -174,7 +176,7 @@ def test_unet_flash_below_its_flatbuffer(tmp_path):
                       CORPUS / "unet_small_calib.npy", "-o", path])
     assert result.exit_code == 0, result.output
     for kernels in ("portable", "cmsis-nn"):
-        _, summary = render_model(load_model(path), ModelOptions(
+        _, summary = render_model(prepare_model(load_model(path)), ModelOptions(
             "net", kernels, "1x4" if kernels == "portable" else "rowmajor"))
         assert summary.constant_bytes <= path.stat().st_size, kernels
     step = _resize_step(path)

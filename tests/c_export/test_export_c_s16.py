@@ -26,6 +26,7 @@ from test_int16_executor import INT16_MODELS, feeds_for, tflm
 
 from qconvert.c_export.header.layer_spec import OP_SPECS
 from qconvert.c_export.model.render import ModelOptions, render_model
+from qconvert.c_export.model.prepare import prepare_model
 from qconvert.cli.app import main
 from qconvert.int8.prepare import layer_params
 from qconvert.formats.model_io import load_model
@@ -40,7 +41,7 @@ def _samples(graph, count=3) -> list:
 
 
 def _export(path, folder, kernels, name="net"):
-    files, summary = render_model(load_model(path), ModelOptions(
+    files, summary = render_model(prepare_model(load_model(path)), ModelOptions(
         name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor"))
     folder.mkdir(parents=True, exist_ok=True)
     for f, data in files.items():

@@ -39,6 +39,7 @@ from test_int_executor import tflm
 import qconvert.c_export.model.memory_plan as memory_plan
 from qconvert.c_export.model.memory_plan import ALIGN, PlanStep, plan_memory
 from qconvert.c_export.model.render import ModelOptions, render_model
+from qconvert.c_export.model.prepare import prepare_model
 from qconvert.formats.model_io import load_model
 
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-g",
@@ -118,7 +119,7 @@ def _image(models, quantized16, tmp_path, kernels) -> tuple:  # noqa: F811
     entries, expected = [], {}
     for stem, (path, samples, refs) in _every_model(models, quantized16, tmp_path).items():
         name = "m_" + re.sub(r"\W", "_", stem)
-        files, _ = render_model(load_model(path), ModelOptions(
+        files, _ = render_model(prepare_model(load_model(path)), ModelOptions(
             name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor"))
         for f, data in files.items():  # kernel files are the same for every model
             if (folder / f).exists():
@@ -250,7 +251,7 @@ def test_every_16x8_plan_puts_tensors_at_multiples_of_their_element_size(
     for path in paths:
         seen = _recorded_plans(monkeypatch)
         model = load_model(path)
-        files, _ = render_model(model, ModelOptions(
+        files, _ = render_model(prepare_model(model), ModelOptions(
             name="net", kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor"))
         graph = model.graph
         assert seen, path.stem
@@ -338,7 +339,7 @@ def test_const_arrays_keep_at_least_their_natural_alignment(tmp_path, kernels):
     type's alignment (8 on a 64-bit host): gcc's own __alignof__ of every const array and
     struct of a 16x8 model with int64 biases, checked by static assertions in the C."""
     path = next(p for p in S16_MODELS if p.stem == "conv_16x8")
-    files, _ = render_model(load_model(path), ModelOptions(
+    files, _ = render_model(prepare_model(load_model(path)), ModelOptions(
         name="net", kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor"))
     for f, data in files.items():
         (tmp_path / f).write_bytes(data)

@@ -371,10 +371,11 @@ def test_unsupported_ops_of_a_streaming_model_are_named_in_one_line(tmp_path):
     soft.origin = {"code": 32, "custom_code": "MYSTERY", "version": 1, "options_type": "NONE",
                    "options": {}, "custom_options": None, "custom_options_format": 0}
     from qconvert.c_export.model.render import ModelOptions, render_model
+    from qconvert.c_export.model.prepare import prepare_model
     from qconvert.errors import QConvertError
 
     with pytest.raises(QConvertError) as err:
-        render_model(model, ModelOptions("net"))
+        render_model(prepare_model(model), ModelOptions("net"))
     message = str(err.value)
     assert "\n" not in message and "MYSTERY" in message
     assert "VARIABLE" not in message and "CALL_ONCE" not in message

@@ -552,15 +552,16 @@ def quantize_input_of(q7, x):
 def test_q7_route_replaces_quantize_only():
     """`--scheme q7` runs the float export route with `quantize` replaced by `quantize-q7`
     (checks, conversion, calibration loading unchanged); an int8 source is refused."""
-    from qconvert.cli.route_steps import STEPS
+    from qconvert.cli import route_steps as step
     from qconvert.cli.routes import Q7_REFUSAL, find_route, q7_route
 
     for source in ("tflite", "onnx"):
         route = find_route(source, "c", "export", "float")
         q7 = q7_route(route)
-        assert q7.steps == tuple("quantize-q7" if s == "quantize" else s for s in route.steps)
-        assert "quantize" not in q7.steps and q7.refusal is None
-        assert all(step in STEPS for step in q7.steps)
+        assert step.quantize in route.steps
+        assert q7.steps == tuple(step.quantize_q7 if s is step.quantize else s
+                                 for s in route.steps)
+        assert step.quantize not in q7.steps and q7.refusal is None
     assert q7_route(find_route("tflite", "c", "export", "int8")).refusal == Q7_REFUSAL
 
 

@@ -258,7 +258,7 @@ def test_verify_error_names_the_output_as_the_docs_show(tmp_path, monkeypatch):
             w.data = w.data * np.float32(1.5)
         return count
 
-    monkeypatch.setitem(passes._PASSES, "fuse-conv-batchnorm",
+    monkeypatch.setitem(passes.registry.PASSES, "fuse-conv-batchnorm",
                         passes.Pass("fuse-conv-batchnorm", broken, original.summary))
     model = tmp_path / "model.onnx"
     model.write_bytes((SAMPLE_MODELS / "digits_cnn.onnx").read_bytes())

@@ -15,8 +15,8 @@ from qconvert.cli.app import main
 from qconvert.passes import get_pass
 from qconvert.passes.onnx_to_tflite import convert as conversion_module
 from qconvert.quant import quantize as quantize_module
-from qconvert.cli.route_steps import STEPS
-from qconvert.cli.routes import ANY, C_TARGETS, QUANTIZE_STAGES, ROUTES, find_route
+from qconvert.cli import route_steps
+from qconvert.cli.routes import ANY, C_TARGETS, ROUTES, find_route
 
 FORMATS = ("onnx", "tflite")
 DIGITS_ONNX = TEST_MODELS / "digits_cnn.onnx"
@@ -40,9 +40,13 @@ def test_every_combination_has_exactly_one_route():
 
 
 def test_every_step_and_stage_is_implemented():
-    assert {s for r in ROUTES for s in r.steps} <= set(STEPS)
-    assert {s for stages in QUANTIZE_STAGES.values() for s in stages} == set(
-        quantize_module.STAGES)
+    # the tables hold the functions themselves: each a step of route_steps / stage of quantize
+    steps = {s for r in ROUTES for s in r.steps}
+    assert steps and all(getattr(route_steps, s.__name__) is s for s in steps)
+    stages = {s for table in (*quantize_module.STAGES.values(), quantize_module.Q7_STAGES)
+              for s in table}
+    assert set(quantize_module.STAGES) == set(FORMATS)
+    assert stages and all(getattr(quantize_module, s.__name__) is s for s in stages)
     for route in ROUTES:
         if route.refusal is not None:  # one line; only {output} is filled in
             assert "\n" not in route.refusal

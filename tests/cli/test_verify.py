@@ -70,7 +70,7 @@ def _break_pass(monkeypatch, name):
             w.data = w.data * np.float32(1.5)
         return count
 
-    monkeypatch.setitem(passes._PASSES, name, passes.Pass(name, broken, original.summary))
+    monkeypatch.setitem(passes.registry.PASSES, name, passes.Pass(name, broken, original.summary))
 
 
 def _conv_mul_add_tflite(path) -> None:
@@ -171,7 +171,7 @@ def test_fuse_verify_catches_a_dead_state_update_frame_by_frame(tmp_path, monkey
     monkeypatch.setattr(eliminate, "is_pure",
                         lambda node: node.op not in ("CALL_ONCE", "VAR_HANDLE"))
     # the pass manager's own guard would name the pass first (see test_streaming); off here
-    monkeypatch.setattr(passes, "check_side_effects_kept", lambda graph, before, name: None)
+    monkeypatch.setattr(passes.registry, "check_side_effects_kept", lambda graph, before, name: None)
     src = TEST_MODELS / "streaming_kws_float.tflite"
     out = tmp_path / "out.tflite"
     r = _invoke("fuse", src, "-o", out, "--verify", 40)

@@ -15,7 +15,7 @@ from qconvert.executor import parallel
 from qconvert.executor.float_executor import run_float
 from qconvert.executor.float_kernels_base import _fused
 from qconvert.executor.float_kernels_conv import _sample_groups
-from qconvert.executor.float_kernels_window import _pad_spatial, _padded_work_array
+from qconvert.executor.float_kernels_window import pad_spatial, padded_scratch
 from qconvert.ir import Node
 
 
@@ -140,9 +140,9 @@ def test_a_padded_work_array_is_np_pad(nhwc, begins, ends, value):
     x = np.random.default_rng(6).standard_normal((2, 5, 7, 3) if nhwc else (2, 3, 5, 7))
     x = x.astype(np.float32)
     axes = [1, 2] if nhwc else [2, 3]
-    got = _padded_work_array(x, axes, list(begins), list(ends), value, "test padded")
-    np.testing.assert_array_equal(got, _pad_spatial(x, axes, list(begins), list(ends), value))
-    again = _padded_work_array(x[:1] * 2, axes, list(begins), list(ends), value, "test padded")
-    np.testing.assert_array_equal(again, _pad_spatial(x[:1] * 2, axes, list(begins),
-                                                      list(ends), value))
-    assert _padded_work_array(x, axes, [0, 0], [0, 0], value, "test padded") is x
+    got = padded_scratch(x, axes, list(begins), list(ends), value, "test padded")
+    np.testing.assert_array_equal(got, pad_spatial(x, axes, list(begins), list(ends), value))
+    again = padded_scratch(x[:1] * 2, axes, list(begins), list(ends), value, "test padded")
+    np.testing.assert_array_equal(again, pad_spatial(x[:1] * 2, axes, list(begins),
+                                                     list(ends), value))
+    assert padded_scratch(x, axes, [0, 0], [0, 0], value, "test padded") is x

@@ -25,6 +25,7 @@ from helpers.float_op_checks import TfGraph, check_tflite, litert_run
 from test_int_executor import Q8, assert_same, int8_feeds, tflm
 
 from qconvert.c_export.model.render import ModelOptions, render_model
+from qconvert.c_export.model.prepare import prepare_model
 from qconvert.cli.app import main
 from qconvert.formats.model_io import load_model
 from qconvert.formats.tflite_reader import read_tflite
@@ -65,8 +66,9 @@ def c_host_equals_tflm(tmp_path, data: bytes, feeds: list) -> None:
     graph = load_model(path).graph
     folder = tmp_path / "c"
     folder.mkdir(exist_ok=True)
-    files, _ = render_model(load_model(path), ModelOptions(name="net", kernels="portable",
-                                                           fc_layout="1x4", patches=0))
+    files, _ = render_model(prepare_model(load_model(path)),
+                            ModelOptions(name="net", kernels="portable",
+                                         fc_layout="1x4", patches=0))
     for name, content in files.items():
         (folder / name).write_bytes(content)
     samples = [[f[n] for n in graph.inputs] for f in feeds]

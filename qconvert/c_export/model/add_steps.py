@@ -2,7 +2,7 @@
 shapes, or one operand broadcast as one value per channel, per row or in all: `binary_layout`;
 kernels/qconvert_nn_add.c).
 
-    step = lower_add_fast(graph, node, index, options)   # a model_steps.Step
+    step = lower_add_fast(graph, node, index, options)   # a steps.Step
     step = lower_mul_fast(graph, node, index, options)
     layout = binary_layout(graph, node)   # which operand is full, how the other repeats
 
@@ -12,7 +12,7 @@ function of the raw int8 value x: the exporter evaluates it for the 256 values w
 executor's requantization (one table per rounding, TFLite's double and CMSIS-NN's single, as
 the one-value lookup ops carry them); SUB is ADD with input 2's table negated (TFLite subtracts
 the two rescaled inputs). A broadcast operand that is one value per row or in all is read once
-per row. Other broadcasts and 16x8 layers keep `model_steps`' lowering (its per-element index
+per row. Other broadcasts and 16x8 layers keep `steps`' lowering (its per-element index
 arithmetic and three requantizations: about 180 instructions per element on Cortex-M4/M55
 against about 10 here); with --kernels cmsis-nn, `fast_steps.keep_on_dsp` decides between this
 step and CMSIS-NN's. MUL: the product requantized once (the short form when exact).
@@ -26,7 +26,8 @@ from qconvert.int8.fixed_point import requantize_int32, wrap32
 from qconvert.int8.prepare import layer_params
 
 from .depthwise_steps import FAST_FILES, fast_requantize
-from .steps import _acts, _lower_binary, _plain, _ptr, _struct, activation_of, tensor_dims
+from .steps import (activation_inputs, lower_binary, plain_step, operand_pointer, c_struct,
+                    activation_of, tensor_dims)
 
 ADD_FILES = FAST_FILES | {"qconvert_nn_add.c"}
 
@@ -42,12 +43,12 @@ def lower_add_fast(graph, node, index, options):
     """The step of an ADD or SUB node (see the module docstring)."""
     layout = binary_layout(graph, node)
     if layout is None:
-        return _lower_binary(graph, node, index, options)
+        return lower_binary(graph, node, index, options)
     full, other, outer, inner, b_outer, b_inner = layout
     p = layer_params(graph, node)
     arrays: list = []
-    a = _ptr(graph, node, full, arrays, f"input{full + 1}")
-    b = _ptr(graph, node, other, arrays, f"input{other + 1}")
+    a = operand_pointer(graph, node, full, arrays, f"input{full + 1}")
+    b = operand_pointer(graph, node, other, arrays, f"input{other + 1}")
     sign = {1: 1, 2: -1 if node.op == "Sub" else 1}  # SUB: input 2's rescale negated
     for name, k in (("table1", full + 1), ("table2", other + 1)):
         for rounding in ("double", "single"):
@@ -60,14 +61,14 @@ def lower_add_fast(graph, node, index, options):
     fields = [outer, inner, b_outer, b_inner, "@L_table1", "@L_table2", p["output_multiplier"],
               shift, p["output_offset"], p["activation_min"], p["activation_max"],
               1 if fast else 0]
-    decls = [f"static const qconvert_add_params @L_params = {_struct(fields)};"]
-    return _plain(graph, node, index, f"qconvert_add_fast_s8({a}, {b}, $out0, &@L_params);",
+    decls = [f"static const qconvert_add_params @L_params = {c_struct(fields)};"]
+    return plain_step(graph, node, index, f"qconvert_add_fast_s8({a}, {b}, $out0, &@L_params);",
                   arrays, decls, ADD_FILES, _overlap(graph, node, full, other, b_inner, outer))
 
 
 def _overlap(graph, node, full, other, b_inner, outer) -> list:
     """("same", slot) for the operand read element for element (a, and b when it is full)."""
-    acts = _acts(graph, node)
+    acts = activation_inputs(graph, node)
     slots = [full] + ([other] if b_inner and outer == 1 else [])
     return [("same", acts.index(node.inputs[k])) for k in slots
             if graph.tensors[node.inputs[k]].data is None]
@@ -114,18 +115,18 @@ def lower_mul_fast(graph, node, index, options):
     """The step of a MUL node (see the module docstring)."""
     layout = binary_layout(graph, node)
     if layout is None:
-        return _lower_binary(graph, node, index, options)
+        return lower_binary(graph, node, index, options)
     full, other, outer, inner, b_step, b_inner = layout
     p = layer_params(graph, node)
     arrays: list = []
-    a = _ptr(graph, node, full, arrays, f"input{full + 1}")
-    b = _ptr(graph, node, other, arrays, f"input{other + 1}")
+    a = operand_pointer(graph, node, full, arrays, f"input{full + 1}")
+    b = operand_pointer(graph, node, other, arrays, f"input{other + 1}")
     fast = fast_requantize([p["output_multiplier"]], [p["output_shift"]])
     shift = -int(p["output_shift"]) - 2 if fast else int(p["output_shift"])
     fields = [outer, inner, b_step, b_inner, p[f"input{full + 1}_offset"],
               p[f"input{other + 1}_offset"],
               p["output_multiplier"], shift, p["output_offset"], p["activation_min"],
               p["activation_max"], 1 if fast else 0]
-    decls = [f"static const qconvert_mul_params @L_params = {_struct(fields)};"]
-    return _plain(graph, node, index, f"qconvert_mul_fast_s8({a}, {b}, $out0, &@L_params);",
+    decls = [f"static const qconvert_mul_params @L_params = {c_struct(fields)};"]
+    return plain_step(graph, node, index, f"qconvert_mul_fast_s8({a}, {b}, $out0, &@L_params);",
                   arrays, decls, ADD_FILES, _overlap(graph, node, full, other, b_inner, outer))

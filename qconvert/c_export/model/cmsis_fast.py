@@ -10,12 +10,12 @@ kws_ref_model, ResNet-8 and ad01 (kws 1x1 convs 0.88 M against 1.05 M, ResNet-8 
 3.88 M against 5.49 M, ad01 640 -> 128 0.13 M against 0.16 M; one 8 -> 128 layer ties), and
 CMSIS-NN's per-row calls on an overlapped output cost more still; except a fully connected
 layer whose row count is not a multiple of 4 (ResNet-8's 64 -> 10: 1,960 against 1,840), which
-`cmsis_nn.lower_cmsis` leaves to CMSIS-NN. On Cortex-M55 with Helium
+`cmsis_lowering.lower_cmsis` leaves to CMSIS-NN. On Cortex-M55 with Helium
 CMSIS-NN's kernels are faster (its fully connected about 3x), so the C chooses when it is
 compiled: `#if` Helium, CMSIS-NN's call (and its banded call, its scratch check), `#else` the
 fast kernel's. An array only one side reads is tagged "#helium" or "#other" (`model_source`
 links it only in those builds); the multipliers and shifts, and a fully connected layer's
-kernel sums (the fast kernel's start values: `model_steps_fast.fc_sums`), are shared. The plan
+kernel sums (the fast kernel's start values: `steps_fast.fc_sums`), are shared. The plan
 takes, per build, that build's scratch; its overlap must suit both kernels: each band height
 CMSIS-NN offers with the fast kernel's bands merged in (every band of each keeps its own
 constraint and gains only later bands' reads); where the plan bands the layer, Helium builds
@@ -30,8 +30,8 @@ from string import Template
 
 import numpy as np
 
+from ..c_text import HELIUM_TEST
 from .helium_tiles import merged
-from .render import HELIUM_TEST
 from .steps import Step
 
 SHARED = ("multiplier", "shift")

@@ -1,6 +1,6 @@
 """`export-c --kernels cmsis-nn`: the layer calls CMSIS-NN has kernels for.
 
-    step = lower_cmsis(graph, portable_step, options)
+    step = cmsis_lowering.lower_cmsis(graph, portable_step, options)
 
 Conv2D -> arm_convolve_wrapper_s8, DepthwiseConv2D -> arm_depthwise_conv_wrapper_s8,
 FullyConnected -> arm_fully_connected_s8 (per-tensor) / arm_fully_connected_per_channel_s8, with
@@ -41,8 +41,8 @@ from qconvert.errors import QConvertError
 from qconvert.int8.fixed_point import wrap32
 from qconvert.int8.prepare import is_int16_node, layer_params
 
-from .render import HELIUM_TEST
-from .steps import Step, _acts, fast_conv_step, fast_fc_step, fc_geometry, tensor_dims
+from ..c_text import HELIUM_TEST
+from .steps import Step, activation_inputs, fast_conv_step, fast_fc_step, fc_geometry, tensor_dims
 from .memory_plan import PlanStep
 from .cmsis_fast import on_dsp_builds
 from .helium_tiles import helium_tiles
@@ -78,21 +78,21 @@ def _dims(shape4) -> str:
     return f"{{{n}, {h}, {w}, {c}}}"
 
 
-def _ctx(scratch) -> list:
+def cmsis_context(scratch) -> list:
     if scratch and max(scratch.values()):
         return ["cmsis_nn_context ctx;", "ctx.buf = $scratch;", "ctx.size = $scratch_size;"]
     return ["cmsis_nn_context ctx;", "ctx.buf = NULL;", "ctx.size = 0;"]
 
 
-def _step(graph, node, index, call, arrays, decls, scratch=None, overlap=None) -> Step:
-    plan = PlanStep(inputs=_acts(graph, node), outputs=[n for n in node.outputs if n],
+def cmsis_step(graph, node, index, call, arrays, decls, scratch=None, overlap=None) -> Step:
+    plan = PlanStep(inputs=activation_inputs(graph, node), outputs=[n for n in node.outputs if n],
                     overlap=overlap, scratch=max((scratch or {}).values(), default=0))
     return Step(index, node, plan, Template("\n".join(call)), arrays, decls,
                 {"qconvert_nn.h", "qconvert_fc_1x4.h", "qconvert_fc_1x4.c"},
                 scratch_builds=scratch)
 
 
-def _check(status_call: str) -> list:
+def status_check(status_call: str) -> list:
     return [f"if ({status_call} != ARM_CMSIS_NN_SUCCESS) {{", "    return 1;", "}"]
 
 
@@ -163,12 +163,12 @@ def conv_step(graph, node, step, kernels: ConvKernels) -> Step:
               f"static const cmsis_nn_dims @L_input_dims = {_dims(x)};",
               f"static const cmsis_nn_dims @L_bias_dims = {{1, 1, 1, {y[3]}}};",
               f"static const cmsis_nn_dims @L_output_dims = {_dims(y)};"]
-    call = ["{", *("    " + c for c in _ctx(scratch)),
-            *("    " + c for c in _check(
+    call = ["{", *("    " + c for c in cmsis_context(scratch)),
+            *("    " + c for c in status_check(
                 f"{fn}(&ctx, &@L_conv, &@L_quant, &@L_input_dims, $in0, &@L_filter_dims, "
                 f"@L_weights, &@L_bias_dims, {bias_arg}, {'NULL, ' if generic else ''}"
                 "&@L_output_dims, $out0)")), "}"]
-    made = _step(graph, node, step.index, call, arrays, decls, scratch)
+    made = cmsis_step(graph, node, step.index, call, arrays, decls, scratch)
     made.check = Template("\n".join(_fits(f"{size_fn}({size_args})")))
     if kernels.suffix == "s8" and not generic:
         made.helium_tiles = helium_tiles(x, y, (kh, kw), p, depthwise, int(w.shape[3]))
@@ -258,10 +258,10 @@ def _banded_call(fn, x, y, kh, p, scratch, depthwise) -> list:
     _, h, w, c = x
     _, oh, ow, oc = y
     body = [*_band_shape(x, y, kh, p, depthwise),
-            *_check(f"{fn}(&ctx, &conv, &@L_quant, &in_dims, $in0 + first * {w * c}, "
-                    "&@L_filter_dims, @L_weights, &@L_bias_dims, @L_bias, &out_dims, "
-                    f"$out0 + oy * {ow * oc})")]
-    return ["{", "    int32_t oy;", *("    " + c for c in _ctx(scratch)),
+            *status_check(f"{fn}(&ctx, &conv, &@L_quant, &in_dims, $in0 + first * {w * c}, "
+                          "&@L_filter_dims, @L_weights, &@L_bias_dims, @L_bias, &out_dims, "
+                          f"$out0 + oy * {ow * oc})")]
+    return ["{", "    int32_t oy;", *("    " + c for c in cmsis_context(scratch)),
             "    /* band by band: the output overlaps the input (memory plan) */",
             f"    for (oy = 0; oy < {oh}; oy += $band_rows) {{", *("        " + b for b in body),
             "    }", "}"]
@@ -276,7 +276,7 @@ def kernel_sums(weights, bias, input_offset, weights_offset) -> np.ndarray:
     return wrap32(b + int(input_offset) * total).astype(np.int64)
 
 
-def _fc(graph, node, step, options):
+def fc_step(graph, node, step, options):
     if options.fc_layout != "rowmajor":
         raise QConvertError("arm_fully_connected_s8 reads row-major weights: use "
                             "--fc-layout rowmajor with --kernels cmsis-nn")
@@ -310,10 +310,10 @@ def _fc(graph, node, step, options):
             "    ctx.buf = NULL;",
             "    ctx.size = 0;",
             "#endif",
-            *("    " + c for c in _check(
+            *("    " + c for c in status_check(
                 f"{fn}(&ctx, &@L_fc, &@L_quant, &@L_input_dims, $in0, &@L_filter_dims, "
                 f"@L_weights, &@L_bias_dims, {bias}, &@L_output_dims, $out0)")), "}"]
-    return _step(graph, node, step.index, call, arrays, decls)
+    return cmsis_step(graph, node, step.index, call, arrays, decls)
 
 
 def pool_step(graph, node, step, suffix="s8"):
@@ -333,11 +333,11 @@ def pool_step(graph, node, step, suffix="s8"):
              f"static const cmsis_nn_dims @L_filter_dims = {{1, {kh}, {kw}, 1}};",
              f"static const cmsis_nn_dims @L_output_dims = {_dims(y)};"]
     fn = f"arm_avgpool_{suffix}" if avg else f"arm_max_pool_{suffix}"
-    call = ["{", *("    " + c for c in _ctx(scratch)),
-            *("    " + c for c in _check(
+    call = ["{", *("    " + c for c in cmsis_context(scratch)),
+            *("    " + c for c in status_check(
                 f"{fn}(&ctx, &@L_pool, &@L_input_dims, $in0, &@L_filter_dims, "
                 "&@L_output_dims, $out0)")), "}"]
-    made = _step(graph, node, step.index, call, [], decls, scratch)
+    made = cmsis_step(graph, node, step.index, call, [], decls, scratch)
     if avg:
         made.check = Template("\n".join(_fits(f"arm_avgpool_{suffix}_get_buffer_size("
                                                f"{y[2]}, {x[3]})")))
@@ -367,7 +367,7 @@ def elementwise_step(graph, node, step, suffix="s8"):
                 f"{p['output_multiplier']}, "
                 f"{p['output_shift']}, {p['activation_min']}, {p['activation_max']}, {size})")
     overlap = [c for c in step.plan.overlap or [] if c[0] == "same"]
-    return _step(graph, node, step.index, _check(call), [], [], None, overlap)
+    return cmsis_step(graph, node, step.index, status_check(call), [], [], None, overlap)
 
 
 def softmax_step(graph, node, step, fn="arm_softmax_s8"):
@@ -379,35 +379,4 @@ def softmax_step(graph, node, step, fn="arm_softmax_s8"):
     rows = int(np.prod(dims, dtype=np.int64)) // row
     call = [f"{fn}($in0, {rows}, {row}, {p['input_multiplier']}, "
             f"{p['input_left_shift']}, {p['diff_min']}, $out0);"]
-    return _step(graph, node, step.index, call, [], [])
-
-
-def lower_cmsis(graph, step: Step, options) -> Step:
-    from .fast_steps import keep_on_dsp  # qconvert kernels measured faster on cores without MVE
-
-    """`step` as a CMSIS-NN call when CMSIS-NN has the kernel, else unchanged."""
-    node = step.node
-    if is_int16_node(graph, node):  # 16x8 layers: CMSIS-NN's s16 kernels (cmsis_nn_s16)
-        from .cmsis_nn_s16 import lower_cmsis_s16
-        return lower_cmsis_s16(graph, step, options)
-    if node.op == "DepthwiseConv2D":
-        return keep_on_dsp(step, conv_step(graph, node, step, S8_CONV))
-    if node.op == "Conv2D":  # grouped too: arm_convolve_s8 runs group after group
-        made = conv_step(graph, node, step, S8_CONV)
-        fast = fast_conv_step(graph, node, step.index)
-        return made if fast is None else on_dsp_builds(made, fast)  # cmsis_fast: measured
-    if node.op == "FullyConnected":
-        made = _fc(graph, node, step, options)
-        rows = fc_geometry(graph, node)[2]  # leftover rows: CMSIS-NN measured faster
-        fast = fast_fc_step(graph, node, step.index, "@L_kernel_sums") if rows % 4 == 0 else None
-        return made if fast is None else on_dsp_builds(made, fast)
-    if node.op in ("AveragePool", "MaxPool"):
-        return keep_on_dsp(step, pool_step(graph, node, step))
-    if node.op in ("Add", "Mul"):
-        return keep_on_dsp(step, elementwise_step(graph, node, step))
-    if node.op == "Softmax":
-        return softmax_step(graph, node, step)
-    if node.op == "TransposeConv":  # kernel == stride: fully connected calls, else portable
-        from .transpose_conv_cmsis import transpose_conv_step
-        return transpose_conv_step(graph, node, step)
-    return step
+    return cmsis_step(graph, node, step.index, call, [], [])

@@ -34,8 +34,8 @@ import numpy as np
 
 from qconvert.int8.prepare import layer_params
 
-from .cmsis_nn import (ConvKernels, _check, _ctx, _step, conv_step, elementwise_step, pool_step,
-                       softmax_step)
+from .cmsis_nn import (ConvKernels, status_check, cmsis_context, cmsis_step, conv_step,
+                       elementwise_step, pool_step, softmax_step)
 from .steps import fc_geometry, tensor_dims
 
 
@@ -88,12 +88,12 @@ def _fc(graph, node, step):
              f"static const cmsis_nn_dims @L_bias_dims = {{1, 1, 1, {rows}}};",
              f"static const cmsis_nn_dims @L_output_dims = {{{batches}, 1, 1, {rows}}};"]
     bias = "@L_bias" if p["bias"] is not None else "NULL"
-    call = ["{", *("    " + c for c in _ctx(None)),
-            *("    " + c for c in _check(
+    call = ["{", *("    " + c for c in cmsis_context(None)),
+            *("    " + c for c in status_check(
                 f"arm_fully_connected_s16(&ctx, &@L_fc, &@L_quant, &@L_input_dims, $in0, "
                 f"&@L_filter_dims, @L_weights, &@L_bias_dims, {bias}, &@L_output_dims, "
                 "$out0)")), "}"]
-    return _step(graph, node, step.index, call, list(step.arrays), decls)
+    return cmsis_step(graph, node, step.index, call, list(step.arrays), decls)
 
 
 def lower_cmsis_s16(graph, step, options):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .index_maps import NEVER
-from .steps import _acts, _plain, _ptr, activation_of, tensor_dims
+from .steps import activation_inputs, plain_step, operand_pointer, activation_of, tensor_dims
 
 CONCAT_FILES = frozenset({"qconvert_nn_concat.h", "qconvert_nn_concat.c"})
 
@@ -52,7 +52,7 @@ def lower_concat(graph, node, index, options):
     act = activation_of(graph, node)
     rows, widths = row_bytes(graph, node)
     arrays: list = []
-    ptrs = [_ptr(graph, node, slot, arrays, f"input{slot + 1}", act.bits)
+    ptrs = [operand_pointer(graph, node, slot, arrays, f"input{slot + 1}", act.bits)
             for slot in range(len(node.inputs))]
     arrays.append(("row_bytes", "int32_t", np.asarray(widths, dtype=np.int64)))
     count = len(widths)
@@ -61,11 +61,8 @@ def lower_concat(graph, node, index, options):
         f"    const void *const @L_parts[{count}] = {{{', '.join(ptrs)}}};",
         f"    qconvert_concat_rows(@L_parts, @L_row_bytes, {count}, {rows}, $out0);",
         "}"])
-    acts = _acts(graph, node)
+    acts = activation_inputs(graph, node)
     overlap = [("reads", acts.index(name), part_minread(rows, widths, slot))
                for slot, name in enumerate(node.inputs)
                if graph.tensors[name].data is None and node.inputs.count(name) == 1]
-    return _plain(graph, node, index, call, arrays, (), CONCAT_FILES, overlap or None)
-
-
-CONCAT_LOWERINGS = {"Concat": lower_concat}
+    return plain_step(graph, node, index, call, arrays, (), CONCAT_FILES, overlap or None)

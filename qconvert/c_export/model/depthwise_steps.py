@@ -1,13 +1,13 @@
 """DepthwiseConv2D (int8, depth multiplier 1) as `qconvert_dw_s8`, the four-channel kernel of
 kernels/qconvert_nn_depthwise.c, with what the exporter knows ahead of time.
 
-    step = lower_depthwise(graph, node, index, options)   # a model_steps.Step
+    step = lower_depthwise(graph, node, index, options)   # a steps.Step
 
 What is decided here rather than at run time: the weights re-laid out in the order the kernel
 reads them (`dw_weights_layout`: groups of four channels, tap by tap, then the last channels
 % 4), and whether every channel's requantization takes the short form (`fast_requantize`).
 Layers the kernel does not cover (16x8 activations, a depth multiplier other than 1) keep
-`model_steps`' lowering. With --kernels cmsis-nn the step calls qconvert_dw_hwc_s8, which reads
+`steps`' lowering. With --kernels cmsis-nn the step calls qconvert_dw_hwc_s8, which reads
 the arrays CMSIS-NN's call reads (TFLite's weight order and shifts), so `fast_steps.keep_on_dsp`
 can put both calls in one step over one copy of the weights.
 The output overlaps its input as today's depthwise kernel allows: the kernel writes four
@@ -20,7 +20,7 @@ import numpy as np
 
 from qconvert.int8.prepare import layer_params
 
-from .steps import (_conv_overlap, _lower_conv, _plain, _struct, activation_of,
+from .steps import (conv_overlap, lower_conv, plain_step, c_struct, activation_of,
                     tensor_dims)
 
 FAST_FILES = frozenset({"qconvert_nn_fast.h", "qconvert_nn_simd.h"})  # every fast kernel's
@@ -56,7 +56,7 @@ def covered(graph, node) -> bool:
 def lower_depthwise(graph, node, index, options):
     """The step of a DepthwiseConv2D node (see the module docstring)."""
     if not covered(graph, node):
-        return _lower_conv(graph, node, index, options)
+        return lower_conv(graph, node, index, options)
     hwc = options.kernels != "portable"  # CMSIS-NN reads the same arrays
     act = activation_of(graph, node)
     p = layer_params(graph, node)
@@ -75,8 +75,8 @@ def lower_depthwise(graph, node, index, options):
     fields = [n, h, wd, c, oh, ow, *kernel_hw, sh, sw, dh, dw, pads[0], pads[1],
               p["input_offset"], p["output_offset"], p["activation_min"], p["activation_max"],
               "@L_multiplier", "@L_shift", 1 if fast else 0]
-    decls = [f"static const qconvert_dw_params @L_params = {_struct(fields)};"]
+    decls = [f"static const qconvert_dw_params @L_params = {c_struct(fields)};"]
     fn = "qconvert_dw_hwc_s8" if hwc else "qconvert_dw_s8"
-    return _plain(graph, node, index, f"{fn}($in0, @L_weights, {bias}, $out0, &@L_params);",
-                  arrays, decls, DW_HWC_FILES if hwc else DW_FILES,
-                  _conv_overlap(graph, node, p, kernel_hw, lambda oc: oc, act))
+    return plain_step(graph, node, index, f"{fn}($in0, @L_weights, {bias}, $out0, &@L_params);",
+                      arrays, decls, DW_HWC_FILES if hwc else DW_FILES,
+                  conv_overlap(graph, node, p, kernel_hw, lambda oc: oc, act))

@@ -21,13 +21,13 @@ PATTERN = "(float)(i % 17) / 16.0f"  # the test pattern main.c feeds (tests rebu
 
 def check_example(graph, state) -> None:
     """Refuse --example for a model main.c cannot drive."""
-    from .io_helpers import _quantized
+    from .io_helpers import is_quantized_tensor
 
     if state is not None:
         raise QConvertError("--example writes a main.c for a model without state; a "
                             "streaming model needs its NAME_init first (see NAME.h)")
     if len(graph.inputs) != 1 or len(graph.outputs) != 1 or not all(
-            _quantized(graph, n) for n in (*graph.inputs, *graph.outputs)):
+            is_quantized_tensor(graph, n) for n in (*graph.inputs, *graph.outputs)):
         raise QConvertError("--example writes a main.c for a model with one input and one "
                             "output, quantized per tensor (int8 or int16); see NAME.h for the "
                             "helpers of this one")

@@ -22,7 +22,7 @@ import re
 import numpy as np
 
 from qconvert.errors import one_line
-from qconvert.formats.layer_table import _fmt_count as fmt_count
+from qconvert.formats.layer_table import format_count as fmt_count
 from qconvert.formats.layer_table import layer_macs, long_names_apart, table_lines
 
 from .steps import tensor_bytes

@@ -1,9 +1,6 @@
-"""The lowering table of qconvert's layer-specialised int8 kernels (kernels/qconvert_nn_fast.h):
-which ops `model_steps.LOWERINGS` sends to them, and which of them `--kernels cmsis-nn` keeps.
-
-Each lowering falls back to `model_steps`' own for the layers its kernel does not cover. The
-modules are imported at the first call (they use `model_steps`' helpers, and `model_steps` reads
-this table while it loads).
+"""Which of qconvert's layer-specialised int8 kernels (kernels/qconvert_nn_fast.h, lowered by
+`depthwise_steps`, `pool_steps`, `add_steps`; `lowering.LOWERINGS` sends the ops to them)
+`--kernels cmsis-nn` keeps.
 
 `--kernels cmsis-nn` keeps the qconvert kernel of the ops in `KEEP_ON_DSP` on cores without
 Helium, where it was measured faster than CMSIS-NN's (Cortex-M4, QEMU -icount, bench/
@@ -19,29 +16,10 @@ TFLite's order, shared with CMSIS-NN's call) 0.42 M against arm_depthwise_conv_w
 from __future__ import annotations
 
 from dataclasses import replace
-from importlib import import_module
 from string import Template
 
 from .helium_tiles import merged
 
-# op: (module, function)
-_TABLE = {"DepthwiseConv2D": ("depthwise_steps", "lower_depthwise"),
-          "AveragePool": ("pool_steps", "lower_pool_fast"),
-          "MaxPool": ("pool_steps", "lower_pool_fast"),
-          "Add": ("add_steps", "lower_add_fast"),
-          "Sub": ("add_steps", "lower_add_fast"),
-          "Mul": ("add_steps", "lower_mul_fast")}
-
-
-def _deferred(module: str, function: str):
-    def lower(graph, node, index, options):
-        return getattr(import_module(f"qconvert.c_export.model.{module}"), function)(
-            graph, node, index, options)
-    lower.__name__ = function
-    return lower
-
-
-FAST_LOWERINGS = {op: _deferred(*where) for op, where in _TABLE.items()}
 KEEP_ON_DSP = frozenset({"AveragePool", "MaxPool", "Add", "Mul", "DepthwiseConv2D"})
 _FAST_HEADER = "qconvert_nn_fast.h"
 

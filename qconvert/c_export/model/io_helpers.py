@@ -19,7 +19,7 @@ _LIMITS = {"int8_t": (-128, 127), "int16_t": (-32768, 32767)}
 _NHWC = ("BATCH", "HEIGHT", "WIDTH", "CHANNELS")
 
 
-def _quantized(graph, name) -> bool:
+def is_quantized_tensor(graph, name) -> bool:
     t = graph.tensors[name]
     return (DTYPES[t.dtype][0] in _LIMITS and t.quant is not None
             and t.quant.scale.size == 1)
@@ -56,7 +56,7 @@ def prototypes(graph, name: str) -> list:
             ("OUTPUT", graph.outputs, "dequantize_output", "(const {t} *output, float *values)")):
         for i, _, suffix in _keys(tag, names):
             n = names[i]
-            if _quantized(graph, n):
+            if is_quantized_tensor(graph, n):
                 ctype = DTYPES[graph.tensors[n].dtype][0]
                 lines.append(f"void {name}_{fn}{suffix}{signature.format(t=ctype)};")
     return lines
@@ -67,7 +67,7 @@ def definitions(graph, name: str, upper: str) -> list:
     lines = []
     for i, key, suffix in _keys("INPUT", graph.inputs):
         n = graph.inputs[i]
-        if not _quantized(graph, n):
+        if not is_quantized_tensor(graph, n):
             continue
         ctype = DTYPES[graph.tensors[n].dtype][0]
         lo, hi = _LIMITS[ctype]
@@ -100,7 +100,7 @@ def definitions(graph, name: str, upper: str) -> list:
             ""]
     for i, key, suffix in _keys("OUTPUT", graph.outputs):
         n = graph.outputs[i]
-        if not _quantized(graph, n):
+        if not is_quantized_tensor(graph, n):
             continue
         ctype = DTYPES[graph.tensors[n].dtype][0]
         m = f"{upper}_{key}"

@@ -25,8 +25,8 @@ from qconvert.int8.prepare import layer_params
 from qconvert.int8.prepare.logic import COMPARISON_OPS
 
 from .index_maps import MAX_RANK, broadcast_strides, contiguous_strides, merged
-from .steps import (_acts, _box_literal, _plain, _ptr, _struct, activation_of,
-                          tensor_dims)
+from .steps import (activation_inputs, box_literal, plain_step, operand_pointer, c_struct,
+                    activation_of, tensor_dims)
 
 LOGIC_FILES = frozenset({"qconvert_nn_logic.h", "qconvert_nn_logic.c"})
 COMPARE_ENUMS = {op: "QCONVERT_" + name for op, name in zip(
@@ -39,13 +39,13 @@ def _dims(graph, name) -> tuple:
 
 
 def _padded(values) -> str:
-    return _struct(list(values) + [0] * (MAX_RANK - len(values)))
+    return c_struct(list(values) + [0] * (MAX_RANK - len(values)))
 
 
 def _same_overlap(graph, node, slots, out_shape) -> list:
     """("same", activation index) for each operand slot whose activation has the output's
     shape and element type (written element by element after it is read)."""
-    acts = _acts(graph, node)
+    acts = activation_inputs(graph, node)
     out_dtype = graph.tensors[node.outputs[0]].dtype
     return [("same", acts.index(node.inputs[k])) for k in slots
             if graph.tensors[node.inputs[k]].data is None
@@ -66,15 +66,15 @@ def lower_comparison(graph, node, index, options):
     if len(box["shape"]) > MAX_RANK:
         raise QConvertError(f"{node.op} {node.name!r}: broadcast over more than {MAX_RANK} axes")
     arrays: list = []
-    a = _ptr(graph, node, 0, arrays, "input1")
-    b = _ptr(graph, node, 1, arrays, "input2")
+    a = operand_pointer(graph, node, 0, arrays, "input1")
+    b = operand_pointer(graph, node, 1, arrays, "input2")
     fields = [COMPARE_ENUMS[node.op], len(box["shape"]), _padded(box["shape"]),
               _padded(box["in_strides"]), _padded(box["out_strides"]), p["left_shift"],
               p["input1_offset"], p["input1_multiplier"], p["input1_shift"],
               p["input2_offset"], p["input2_multiplier"], p["input2_shift"]]
-    decls = [f"static const qconvert_compare_params @L_params = {_struct(fields)};"]
-    return _plain(graph, node, index, f"qconvert_compare_s8({a}, {b}, $out0, &@L_params);",
-                  arrays, decls, LOGIC_FILES, [])
+    decls = [f"static const qconvert_compare_params @L_params = {c_struct(fields)};"]
+    return plain_step(graph, node, index, f"qconvert_compare_s8({a}, {b}, $out0, &@L_params);",
+                      arrays, decls, LOGIC_FILES, [])
 
 
 def lower_select(graph, node, index, options):
@@ -87,20 +87,20 @@ def lower_select(graph, node, index, options):
     condition = node.inputs[0]
     data = graph.tensors[condition].data
     if data is None:
-        cond = f"$in{_acts(graph, node).index(condition)}"
+        cond = f"$in{activation_inputs(graph, node).index(condition)}"
     else:
         arrays.append(("condition", "uint8_t", np.asarray(data, np.uint8)))
         cond = "@L_condition"
-    x = _ptr(graph, node, 1, arrays, "x", act.bits)
-    y = _ptr(graph, node, 2, arrays, "y", act.bits)
+    x = operand_pointer(graph, node, 1, arrays, "x", act.bits)
+    y = operand_pointer(graph, node, 2, arrays, "y", act.bits)
     strides = [broadcast_strides(_dims(graph, name), out_shape) for name in node.inputs[:3]]
     rank = max(len(out_shape), 1)
     shape = list(out_shape) or [1]
     strides = [s or [0] for s in strides]
     fields = [rank, _padded(shape), *(_padded(s) for s in strides), act.bits // 8]
-    decls = [f"static const qconvert_select_params @L_params = {_struct(fields)};"]
-    return _plain(graph, node, index, f"qconvert_select({cond}, {x}, {y}, $out0, &@L_params);",
-                  arrays, decls, LOGIC_FILES, _same_overlap(graph, node, (1, 2), out_shape))
+    decls = [f"static const qconvert_select_params @L_params = {c_struct(fields)};"]
+    return plain_step(graph, node, index, f"qconvert_select({cond}, {x}, {y}, $out0, &@L_params);",
+                      arrays, decls, LOGIC_FILES, _same_overlap(graph, node, (1, 2), out_shape))
 
 
 def lower_reduce_extreme(graph, node, index, options):
@@ -114,11 +114,11 @@ def lower_reduce_extreme(graph, node, index, options):
     outer_shape = [dims[k] for k in keep]
     outer = merged(outer_shape, [strides[k] for k in keep], contiguous_strides(outer_shape))
     inner = merged([dims[k] for k in axes], [strides[k] for k in axes], [0] * len(axes))
-    fields = [_box_literal(outer), _box_literal(inner), int(node.op == "ReduceMin")]
-    decls = [f"static const qconvert_reduce_params @L_params = {_struct(fields)};"]
-    return _plain(graph, node, index,
-                  "qconvert_reduce_extreme_s8($in0, $out0, &@L_params);",
-                  (), decls, LOGIC_FILES)
+    fields = [box_literal(outer), box_literal(inner), int(node.op == "ReduceMin")]
+    decls = [f"static const qconvert_reduce_params @L_params = {c_struct(fields)};"]
+    return plain_step(graph, node, index,
+                      "qconvert_reduce_extreme_s8($in0, $out0, &@L_params);",
+                      (), decls, LOGIC_FILES)
 
 
 def lower_l2_normalization(graph, node, index, options):
@@ -128,9 +128,9 @@ def lower_l2_normalization(graph, node, index, options):
     dims = tensor_dims(graph, node.inputs[0])
     depth = int(dims[-1]) if dims else 1
     outer = int(np.prod(dims, dtype=np.int64)) // max(depth, 1)
-    return _plain(graph, node, index,
-                  f"qconvert_l2norm_s8($in0, $out0, {outer}, {depth}, {p['input_zero_point']});",
-                  (), (), activation_of(graph, node).ops_files, [("same", 0)])
+    call = f"qconvert_l2norm_s8($in0, $out0, {outer}, {depth}, {p['input_zero_point']});"
+    return plain_step(graph, node, index, call,
+                      (), (), activation_of(graph, node).ops_files, [("same", 0)])
 
 
 def lower_fill(graph, node, index, options):
@@ -138,12 +138,7 @@ def lower_fill(graph, node, index, options):
     or the first (only) element of the activation."""
     size = int(np.prod(tensor_dims(graph, node.outputs[0]), dtype=np.int64))
     data = graph.tensors[node.inputs[1]].data
-    value = f"$in{_acts(graph, node).index(node.inputs[1])}[0]" if data is None else \
+    value = f"$in{activation_inputs(graph, node).index(node.inputs[1])}[0]" if data is None else \
         str(int(np.asarray(data).reshape(-1)[0]))
-    return _plain(graph, node, index, f"qconvert_fill_s8($out0, {size}, {value});", (), (),
-                  activation_of(graph, node).ops_files, [])
-
-
-LOGIC_LOWERINGS = {"Fill": lower_fill, "L2Normalization": lower_l2_normalization,
-                   **{op: lower_comparison for op in COMPARISON_OPS}, "SelectV2": lower_select,
-                   "ReduceMax": lower_reduce_extreme, "ReduceMin": lower_reduce_extreme}
+    return plain_step(graph, node, index, f"qconvert_fill_s8($out0, {size}, {value});", (), (),
+                      activation_of(graph, node).ops_files, [])

@@ -24,7 +24,7 @@ overlap and how, its scratch bytes). What it does, in order:
    `reads[b]` on, so `D + ends[b] <= min(reads[b:])` (a layer may offer several band heights,
    the fifth field: output rows per band). `("tiles", slot, ends, reads)`: the same rule for
    a step whose one call already works band by band (`patches`: rows of tiles; the fast int8
-   convolution: pairs of output pixels, `model_steps_fast.conv_bands`), so it costs no speed. Every rule holds for any smaller D too, so D is rounded down to a multiple of
+   convolution: pairs of output pixels, `steps_fast.conv_bands`), so it costs no speed. Every rule holds for any smaller D too, so D is rounded down to a multiple of
    `ALIGN` (4 bytes): every offset stays a multiple of 4, hence of every element size (int16
    at even offsets, int32 / float at multiples of 4: a Cortex-M0 faults on a misaligned
    halfword or word, and C forbids such typed accesses anywhere). An overlap is a pairwise

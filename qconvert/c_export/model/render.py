@@ -1,6 +1,6 @@
 """The C source of a whole int8 model (`qconvert export-c`): `NAME.h`, `NAME.c` and kernels.
 
-    files, summary = render_model(graph, ModelOptions(name="kws"))   # {file name: bytes}
+    files, summary = render_model(prepare_model(model), ModelOptions(name="kws"))  # {name: bytes}
 
 `NAME.c` holds every layer's weights and parameters as `static const` data (flash), one static
 arena, and `NAME_invoke`: the graph inputs are copied into the arena, the layers run in the
@@ -24,14 +24,15 @@ import numpy as np
 from qconvert import __version__
 from qconvert.errors import QConvertError
 
-from ..c_text import c_array_body, c_comment, c_float, c_int
+from ..c_text import HELIUM_TEST, c_array_body, c_comment, c_float, c_int
 from .export_report import CTYPE_BYTES, array_bytes, layer_rows  # noqa: F401 (CTYPE_BYTES)
 from ..header.render import ARRAY_ATTR_BLOCK, const_attr
 from .memory_plan import plan_memory
 from .op_order import plan_in_best_order
 from .pad_fold import fold_pads
 from .io_helpers import definitions, layout_macros, prototypes
-from .steps import DTYPES, KernelOptions, lower_graph, tensor_bytes, tensor_dims
+from .lowering import lower_graph
+from .steps import DTYPES, KernelOptions, tensor_bytes, tensor_dims
 from ..shipped_kernels import KERNEL_FILES, MODEL_KERNEL_FILES, OPTIONAL_HEADERS, kernel_source
 
 KERNEL_SETS = ("portable", "cmsis-nn")
@@ -68,19 +69,14 @@ class ExportSummary:
     patches: str = ""  # what --patches did (or why not)
 
 
-def render_model(graph, options: ModelOptions) -> tuple:
-    """({file name: bytes}, ExportSummary) of `graph` (an int8 TFLite Graph or Model; a Model
-    gets its dynamic batch fixed to 1 and its shape arithmetic folded first)."""
-    state = None  # a streaming model's variables (`resource_state`)
-    if hasattr(graph, "graphs"):
-        from qconvert.executor.streaming import is_streaming_model
-
-        from .resource_state import split_state
-        from ..source import static_int8_shapes
-
-        if len(graph.graphs) == 1:
-            static_int8_shapes(graph)
-        graph, state = split_state(graph) if is_streaming_model(graph) else (graph.graph, None)
+def render_model(prepared, options: ModelOptions) -> tuple:
+    """({file name: bytes}, ExportSummary) of `prepared` (`prepare.PreparedModel`: an int8
+    TFLite model whose shapes `prepare.prepare_model` made static; a bare Graph is one without
+    state). Renders only: no pass runs here."""
+    if hasattr(prepared, "graphs"):
+        raise TypeError("render_model takes prepare.prepare_model(model), not the Model")
+    graph, state = (prepared.graph, prepared.state) if hasattr(prepared, "state") else \
+        (prepared, None)  # state: a streaming model's variables (`resource_state`)
     if options.kernels not in KERNEL_SETS:
         raise QConvertError(f"unknown --kernels {options.kernels!r}; one of {KERNEL_SETS}")
     _check_io(graph)
@@ -130,7 +126,7 @@ def _planned(graph, steps, kernel_options, state=None) -> tuple:
     build of `_builds`]); a streaming model's `state` (`resource_state`) splices its READ /
     ASSIGN steps in and pins the graph's order."""
     if kernel_options.kernels == "cmsis-nn":
-        from .cmsis_nn import lower_cmsis
+        from .cmsis_lowering import lower_cmsis
 
         steps = [lower_cmsis(graph, step, kernel_options) for step in steps]
     if state is not None:
@@ -215,9 +211,6 @@ def _signature(graph, name, with_arena) -> str:
     fn = f"{name}_invoke_with_arena" if with_arena else f"{name}_invoke"
     return f"int {fn}({', '.join(args)})"
 
-
-HELIUM_TEST = ("(defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)) || "
-               "defined(ARM_MATH_MVEI) || defined(ARM_MATH_HELIUM)")
 
 
 def _arena_macros(plans, upper) -> list:

@@ -42,7 +42,7 @@ from string import Template
 import numpy as np
 
 from qconvert.errors import QConvertError
-from qconvert.executor.streaming import (_assigned, _strip, init_subgraph_indices,
+from qconvert.executor.streaming import (_assigned, strip_state, init_subgraph_indices,
                                          is_resource_op, streaming_problems,
                                          variable_key)
 from qconvert.ir import Graph
@@ -211,7 +211,7 @@ class StateProgram:
 def split_state(model) -> tuple:
     """(the main graph without resource ops, its `StateProgram`) of a streaming int8 model;
     refuses in one line what export-c cannot do with it (every op it cannot emit named)."""
-    from .steps import unsupported_ops
+    from .lowering import unsupported_ops
 
     graph = model.graph
     handles, events, nodes = {}, [], []
@@ -302,7 +302,7 @@ def initial_values(model) -> dict:
         if not 0 < index < len(model.graphs):
             raise QConvertError(f"cannot export C: CALL_ONCE names subgraph {index}, which "
                                 "does not exist")
-        init, reads, writes, calls = _strip(model.graphs[index])
+        init, reads, writes, calls = strip_state(model.graphs[index])
         if reads or calls or init.inputs:
             raise QConvertError(f"cannot export C: init subgraph {index} reads variables or "
                                 "takes inputs")

@@ -22,12 +22,14 @@ def int8_resources(model) -> dict | None:
     from qconvert.formats.model_io import serialize
     from qconvert.formats.tflite_reader import read_tflite
 
+    from .prepare import prepare_model
     from .render import ModelOptions, render_model
 
     try:
         blob = model if isinstance(model, bytes) else serialize(model, "tflite")
         copy = read_tflite(blob)
-        _, summary = render_model(copy, ModelOptions("m", "portable", "1x4", "model", "", None))
+        _, summary = render_model(prepare_model(copy),
+                                  ModelOptions("m", "portable", "1x4", "model", "", None))
     except QConvertError:
         return None
     return from_summary(summary)

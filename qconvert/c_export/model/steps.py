@@ -15,13 +15,13 @@ kernels (bit-exact with TFLite Micro), one per rounding when they differ; data m
 (Transpose, StridedSlice, Gather, Pad) becomes strided box copies computed by running
 the integer kernel on index arrays (`index_maps`); Concat is `concat_steps`' row copies.
 Reshape, Squeeze and ExpandDims are aliases (no code).
-`cmsis_nn.lower_cmsis` replaces the calls CMSIS-NN has kernels for.
+`cmsis_lowering.lower_cmsis` replaces the calls CMSIS-NN has kernels for.
 
 The layers whose arithmetic is the same for int8 and 16x8 (int16 activations, int8 weights):
 conv, depthwise conv, fully connected, pools, Add / Sub / Mul / Maximum / Minimum / PRelu, Mean,
 data movement, TransposeConv and BatchMatMul, are lowered here once for both; what the activation
 type changes (kernel suffix, element type, output range, kernel sources, how the bias is passed)
-is its row of `ACTIVATIONS`. The 16x8-only lowerings are `model_steps_s16`'s.
+is its row of `ACTIVATIONS`. The 16x8-only lowerings are `steps_s16`'s.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from qconvert.errors import QConvertError
 from qconvert.executor.int_kernels import INT_KERNELS, IntContext
 from qconvert.int8.prepare import is_int16_node, layer_params
 from qconvert.int8.transcendental import get_reciprocal
-from qconvert.ir.graph import list_ops
 
 from ..c_text import c_int
 from ..fc_layout import fc_weights_in_layout
@@ -54,11 +53,11 @@ _CONV_FILES = frozenset({"qconvert_nn_conv.c"})
 _OPS_FILES = frozenset({"qconvert_nn_ops.c"})
 S16_FILES = frozenset({"qconvert_nn_s16.c"})
 _LOOKUP_OPS = ("Relu", "Relu6", "Sigmoid", "Tanh", "HardSwish", "LeakyRelu", "Abs")
-_BINARY = {"Add": "QCONVERT_ADD", "Sub": "QCONVERT_SUB", "Mul": "QCONVERT_MUL",
-           "Maximum": "QCONVERT_MAXIMUM", "Minimum": "QCONVERT_MINIMUM", "PRelu": "QCONVERT_PRELU",
-           "Div": "QCONVERT_DIV", "SquaredDifference": "QCONVERT_SQUARED_DIFFERENCE"}
-_MOVEMENT = ("Transpose", "StridedSlice", "Gather", "Pad", "PadV2", "Concat", "ResizeNearest",
-             "SplitEqual", "SplitSizes", "SliceBySize", "Pack", "Unpack", "Reverse")
+BINARY = {"Add": "QCONVERT_ADD", "Sub": "QCONVERT_SUB", "Mul": "QCONVERT_MUL",
+          "Maximum": "QCONVERT_MAXIMUM", "Minimum": "QCONVERT_MINIMUM", "PRelu": "QCONVERT_PRELU",
+          "Div": "QCONVERT_DIV", "SquaredDifference": "QCONVERT_SQUARED_DIFFERENCE"}
+MOVEMENT = ("Transpose", "StridedSlice", "Gather", "Pad", "PadV2", "Concat", "ResizeNearest",
+            "SplitEqual", "SplitSizes", "SliceBySize", "Pack", "Unpack", "Reverse")
 
 
 @dataclass(frozen=True)
@@ -169,58 +168,29 @@ def tensor_bytes(graph, name) -> int:
         graph.tensors[name].dtype][1]
 
 
-def unsupported_ops(graph) -> dict:
-    """{op label: count} of the nodes export-c cannot emit (and why, folded into the label)."""
-    def bad(node):
-        if node.opaque or node.op not in lowerings_of(graph, node):
-            return True
-        names = [n for n in node.inputs + node.outputs if n is not None]
-        return any(graph.tensors[n].data is None and graph.tensors[n].dtype not in DTYPES
-                   for n in names)
-    return graph.op_counts(bad)
-
-
-def lower_graph(graph, options: KernelOptions) -> list:
-    """The steps of `graph` in execution order; refuses, in one line, every op it cannot emit."""
-    counts = unsupported_ops(graph)
-    if counts:
-        raise QConvertError(f"cannot export C: ops it cannot emit: {list_ops(counts)}")
-    steps = []
-    for index, node in enumerate(graph.nodes):
-        step = lowerings_of(graph, node)[node.op](graph, node, index, options)
-        step.files |= set(PORTABLE_FILES)
-        steps.append(step)
-    return steps
-
-
-def lowerings_of(graph, node) -> dict:
-    """The lowering table of `node`: the 16x8 one (`model_steps_s16`) when it touches int16."""
-    return LOWERINGS16 if is_int16_node(graph, node) else LOWERINGS
-
-
 # -- helpers ----------------------------------------------------------------------------------
-def _acts(graph, node) -> list:
+def activation_inputs(graph, node) -> list:
     return [n for n in node.inputs if n is not None and graph.tensors[n].data is None]
 
 
-def _struct(values) -> str:
+def c_struct(values) -> str:
     return "{" + ", ".join(v if isinstance(v, str) else c_int(v) for v in values) + "}"
 
 
-def _box_literal(box) -> str:
+def box_literal(box) -> str:
     rank = len(box["shape"])
     if rank > MAX_RANK:
         raise QConvertError(f"a copy of rank {rank} (more than {MAX_RANK} axes)")
     pad = [0] * (MAX_RANK - rank)
-    return _struct([rank, _struct(box["shape"] + pad), _struct(box["in_strides"] + pad),
-                    _struct(box["out_strides"] + pad), box["in_base"], box["out_base"]])
+    return c_struct([rank, c_struct(box["shape"] + pad), c_struct(box["in_strides"] + pad),
+                     c_struct(box["out_strides"] + pad), box["in_base"], box["out_base"]])
 
 
-def _ptr(graph, node, slot, step_arrays, suffix, bits=8) -> str:
+def operand_pointer(graph, node, slot, step_arrays, suffix, bits=8) -> str:
     """C expression for input `slot`: `$inK` for an activation, else a const array (int8, or
     int16 for `bits` 16)."""
     name = node.inputs[slot]
-    acts = _acts(graph, node)
+    acts = activation_inputs(graph, node)
     if graph.tensors[name].data is None:
         return f"$in{acts.index(name)}"
     data = graph.tensors[name].data
@@ -230,8 +200,8 @@ def _ptr(graph, node, slot, step_arrays, suffix, bits=8) -> str:
     return f"@L_{suffix}"
 
 
-def _plain(graph, node, index, call, arrays=(), decls=(), files=(), overlap=None, alias=False):
-    plan = PlanStep(inputs=_acts(graph, node), outputs=[n for n in node.outputs if n],
+def plain_step(graph, node, index, call, arrays=(), decls=(), files=(), overlap=None, alias=False):
+    plan = PlanStep(inputs=activation_inputs(graph, node), outputs=[n for n in node.outputs if n],
                     alias=alias, overlap=overlap)
     return Step(index, node, plan, Template(call), list(arrays), list(decls), set(files))
 
@@ -246,17 +216,17 @@ def conv_struct(graph, node, p, kernel_hw, depth_multiplier=1, quant=True) -> st
               pads[1], depth_multiplier, p.get("input_offset", 0), p.get("output_offset", 0),
               p["activation_min"], p["activation_max"]]
     values += ["@L_multiplier", "@L_shift"] if quant else ["NULL", "NULL"]
-    return _struct(values)
+    return c_struct(values)
 
 
-def _conv_overlap(graph, node, p, kernel_hw, per_channel_input, act):
+def conv_overlap(graph, node, p, kernel_hw, per_channel_input, act):
     minread = conv_minread(tensor_dims(graph, node.inputs[0]), tensor_dims(graph, node.outputs[0]),
                            kernel_hw, p["strides"], p.get("dilations", [1, 1]), p["pads"],
                            per_channel_input)
     return [("reads", 0, act.overlap_reads(minread))]
 
 
-def _lower_conv(graph, node, index, options):
+def lower_conv(graph, node, index, options):
     act = activation_of(graph, node)
     p = layer_params(graph, node)
     w = graph.tensors[node.inputs[1]].data
@@ -280,13 +250,13 @@ def _lower_conv(graph, node, index, options):
     per_group = int(w.shape[0]) // mult if not depthwise else 1
     chan = (lambda oc, m=mult: oc // m) if depthwise else \
         (lambda oc, g=per_group, f=int(w.shape[3]): (oc // g) * f)
-    return _plain(graph, node, index, f"{fn}($in0, @L_weights, {bias}, $out0, &@L_params);",
-                  arrays, decls, act.conv_files,
-                  _conv_overlap(graph, node, p, kernel_hw, chan, act))
+    return plain_step(graph, node, index, f"{fn}($in0, @L_weights, {bias}, $out0, &@L_params);",
+                      arrays, decls, act.conv_files,
+                  conv_overlap(graph, node, p, kernel_hw, chan, act))
 
 
 def fast_conv_step(graph, node, index):
-    """An int8 Conv2D (grouped or not) as qconvert_conv_fast_s8 (`model_steps_fast`), or None
+    """An int8 Conv2D (grouped or not) as qconvert_conv_fast_s8 (`steps_fast`), or None
     for the layers it does not take (depthwise, 16x8, a negative multiplier)."""
     act = activation_of(graph, node)
     p = layer_params(graph, node)
@@ -309,9 +279,10 @@ def fast_conv_step(graph, node, index):
     ends, reads = fast.conv_bands(in_shape, out_shape, kernel_hw, p["strides"],
                                   p.get("dilations", [1, 1]), p["pads"])
     small = fast.small_accumulators(w, p["bias"], p["input_offset"], 0, p["output_shift"])
-    step = _plain(graph, node, index,
-                  f"qconvert_conv_fast_s8($in0, @L_weights, {bias}, $out0, $scratch, &@L_params, "
-                  f"{small});", arrays, decls, fast.FAST_FILES, [("tiles", 0, ends, reads)])
+    step = plain_step(graph, node, index,
+                      f"qconvert_conv_fast_s8($in0, @L_weights, {bias}, $out0, $scratch, "
+                      f"&@L_params, {small});", arrays, decls, fast.FAST_FILES,
+                      [("tiles", 0, ends, reads)])
     scratch = fast.conv_scratch_bytes(kernel_hw, in_shape[3], out_shape[3], groups)
     step.plan.scratch = scratch
     step.scratch_builds = {"helium": scratch, "other": scratch}
@@ -335,13 +306,13 @@ def _whole_window_fc(graph, node, index, p, w, batches):
     arrays = [("weights", "int8_t", fc_weights_in_layout(rows, "1x4")),
               ("multiplier", "int32_t", p["output_multiplier"]),
               ("shift", "int32_t", p["output_shift"])]
-    quant = _struct([p["input_offset"], 0, p["output_offset"], p["activation_min"],
+    quant = c_struct([p["input_offset"], 0, p["output_offset"], p["activation_min"],
                      p["activation_max"], "@L_multiplier", "@L_shift", 1])
     decls = [f"static const qconvert_fc_quant @L_quant = {quant};"]
     small = fast.small_accumulators(rows, p["bias"], p["input_offset"], 0, p["output_shift"])
     sums = fast.fc_sums(rows, p["bias"], p["input_offset"], 0)
     arrays += [("sums", "int32_t", sums)] if sums is not None else []
-    return _plain(graph, node, index,
+    return plain_step(graph, node, index,
                   f"qconvert_fc_fast_s8($in0, @L_weights, {'NULL' if sums is None else '@L_sums'}, "
                   f"$out0, {batches}, {depth}, {count}, &@L_quant, {small});", arrays, decls,
                   fast.FAST_FILES)
@@ -368,9 +339,9 @@ def _lower_fc(graph, node, index, options):
     arrays = [("weights", "int8_t", fc_weights_in_layout(w, layout)),
               ("multiplier", "int32_t", p["output_multiplier"]),
               ("shift", "int32_t", p["output_shift"]), *bias_arrays]
-    quant = _struct([p["input_offset"], p["weights_offset"], p["output_offset"],
-                     p["activation_min"], p["activation_max"], "@L_multiplier", "@L_shift",
-                     1 if p["per_channel"] else 0])
+    quant = c_struct([p["input_offset"], p["weights_offset"], p["output_offset"],
+                      p["activation_min"], p["activation_max"], "@L_multiplier", "@L_shift",
+                      1 if p["per_channel"] else 0])
     decls = [f"static const qconvert_fc_quant @L_quant = {quant};"]
     if options.kernels == "portable" and layout == "1x4":  # cmsis_nn reads this step's bias
         made = fast_fc_step(graph, node, index)
@@ -378,14 +349,14 @@ def _lower_fc(graph, node, index, options):
             return made
     fn = "qconvert_fc_1x4_s8" if layout == "1x4" else f"qconvert_fc_{act.suffix}"
     files = act.conv_files if layout != "1x4" else set()
-    return _plain(graph, node, index,
-                  f"{fn}($in0, @L_weights, {bias}, $out0, {batches}, {depth}, {rows}, &@L_quant);",
-                  arrays, decls, files)
+    return plain_step(graph, node, index,
+                      f"{fn}($in0, @L_weights, {bias}, $out0, {batches}, {depth}, {rows}, "
+                      "&@L_quant);", arrays, decls, files)
 
 
 def fast_fc_step(graph, node, index, sums_name=None):
     """An int8 FullyConnected as qconvert_fc_fast_s8 over the 1x4 weight order, starting from
-    `model_steps_fast.fc_sums` (its own array, or the array `sums_name` names, e.g.
+    `steps_fast.fc_sums` (its own array, or the array `sums_name` names, e.g.
     "@L_kernel_sums" beside a CMSIS-NN call, which holds the same values), or None for a layer
     it does not take (16x8, a negative multiplier)."""
     p = layer_params(graph, node)
@@ -396,9 +367,9 @@ def fast_fc_step(graph, node, index, sums_name=None):
     arrays = [("weights", "int8_t", fc_weights_in_layout(w, "1x4")),
               ("multiplier", "int32_t", p["output_multiplier"]),
               ("shift", "int32_t", p["output_shift"])]
-    quant = _struct([p["input_offset"], p["weights_offset"], p["output_offset"],
-                     p["activation_min"], p["activation_max"], "@L_multiplier", "@L_shift",
-                     1 if p["per_channel"] else 0])
+    quant = c_struct([p["input_offset"], p["weights_offset"], p["output_offset"],
+                      p["activation_min"], p["activation_max"], "@L_multiplier", "@L_shift",
+                      1 if p["per_channel"] else 0])
     decls = [f"static const qconvert_fc_quant @L_quant = {quant};"]
     small = fast.small_accumulators(w, p["bias"], p["input_offset"], p["weights_offset"],
                                     p["output_shift"])
@@ -406,21 +377,21 @@ def fast_fc_step(graph, node, index, sums_name=None):
         sums = fast.fc_sums(w, p["bias"], p["input_offset"], p["weights_offset"])
         arrays += [("sums", "int32_t", sums)] if sums is not None else []
         sums_name = "NULL" if sums is None else "@L_sums"
-    return _plain(graph, node, index,
-                  f"qconvert_fc_fast_s8($in0, @L_weights, {sums_name}, $out0, {batches}, {depth}, "
-                  f"{rows}, &@L_quant, {small});", arrays, decls, fast.FAST_FILES)
+    return plain_step(graph, node, index,
+                      f"qconvert_fc_fast_s8($in0, @L_weights, {sums_name}, $out0, {batches}, "
+                      f"{depth}, {rows}, &@L_quant, {small});", arrays, decls, fast.FAST_FILES)
 
 
-def _lower_pool(graph, node, index, options):
+def lower_pool(graph, node, index, options):
     act = activation_of(graph, node)
     p = layer_params(graph, node)
     kernel_hw = tuple(p["kernel_shape"])
     decls = [f"static const qconvert_conv_params @L_params = "
              f"{conv_struct(graph, node, p, kernel_hw, quant=False)};"]
     fn = f"qconvert_{'avgpool' if node.op == 'AveragePool' else 'maxpool'}_{act.suffix}"
-    overlap = _conv_overlap(graph, node, p, kernel_hw, lambda oc: oc, act)
-    return _plain(graph, node, index, f"{fn}($in0, $out0, &@L_params);", (), decls,
-                  act.conv_files, overlap)
+    overlap = conv_overlap(graph, node, p, kernel_hw, lambda oc: oc, act)
+    return plain_step(graph, node, index, f"{fn}($in0, $out0, &@L_params);", (), decls,
+                      act.conv_files, overlap)
 
 
 # -- element-wise -----------------------------------------------------------------------------
@@ -442,8 +413,8 @@ def _lower_lookup(graph, node, index, options):
     else:
         arrays = [("table", "int8_t#double", tables["double"]),
                   ("table", "int8_t#single", tables["single"])]
-    return _plain(graph, node, index, f"qconvert_lookup_s8($in0, $out0, {size}, @L_table);",
-                  arrays, (), _OPS_FILES, [("same", 0)])
+    return plain_step(graph, node, index, f"qconvert_lookup_s8($in0, $out0, {size}, @L_table);",
+                      arrays, (), _OPS_FILES, [("same", 0)])
 
 
 def _lower_quantize(graph, node, index, options):
@@ -473,8 +444,8 @@ def _lower_byte_table(graph, node, index, dtypes):
     else:
         arrays = [("table", "int8_t#double", tables["double"]),
                   ("table", "int8_t#single", tables["single"])]
-    return _plain(graph, node, index, f"qconvert_lookup_s8($in0, $out0, {size}, @L_table);",
-                  arrays, (), _OPS_FILES, [("same", 0)])
+    return plain_step(graph, node, index, f"qconvert_lookup_s8($in0, $out0, {size}, @L_table);",
+                      arrays, (), _OPS_FILES, [("same", 0)])
 
 
 def lower_quantize_float(graph, node, index, options):
@@ -483,9 +454,9 @@ def lower_quantize_float(graph, node, index, options):
     p = layer_params(graph, node)
     size = int(np.prod(tensor_dims(graph, node.outputs[0]), dtype=np.int64))
     scale = repr(float(np.float32(p["scale"])))
-    return _plain(graph, node, index,
-                  f"qconvert_quantize_f32_{act.suffix}($in0, $out0, {size}, {scale}f, "
-                  f"{c_int(p['zero_point'])});", (), (), act.ops_files)
+    return plain_step(graph, node, index,
+                      f"qconvert_quantize_f32_{act.suffix}($in0, $out0, {size}, {scale}f, "
+                      f"{c_int(p['zero_point'])});", (), (), act.ops_files)
 
 
 def _lower_dequantize(graph, node, index, options):
@@ -493,10 +464,10 @@ def _lower_dequantize(graph, node, index, options):
     act = activation_of(graph, node)
     p = layer_params(graph, node)
     size = int(np.prod(tensor_dims(graph, node.outputs[0]), dtype=np.int64))
-    return _plain(graph, node, index,
-                  f"qconvert_dequantize_{act.suffix}_f32($in0, $out0, {size}, "
-                  f"{repr(float(p['scale']))}, {c_int(p['zero_point'])});", (), (),
-                  act.ops_files)
+    return plain_step(graph, node, index,
+                      f"qconvert_dequantize_{act.suffix}_f32($in0, $out0, {size}, "
+                      f"{repr(float(p['scale']))}, {c_int(p['zero_point'])});", (), (),
+                      act.ops_files)
 
 
 def binary_fields(p, lo=-128, hi=127) -> list:
@@ -517,7 +488,7 @@ def _prelu_fields(p) -> dict:
             "input2_shift": p["output_shift_2"]}
 
 
-def _lower_binary(graph, node, index, options):
+def lower_binary(graph, node, index, options):
     """Element-wise binary ops with broadcasting; a 16x8 PRELU (int8 alpha) is
     qconvert_prelu_s16, the other int16 ones qconvert_binary_s16."""
     act = activation_of(graph, node)
@@ -532,8 +503,8 @@ def _lower_binary(graph, node, index, options):
     box = merged(out_shape, broadcast_strides(shapes[0], out_shape),
                  broadcast_strides(shapes[1], out_shape))
     arrays: list = []
-    a = _ptr(graph, node, 0, arrays, "input1", act.bits)
-    b = _ptr(graph, node, 1, arrays, "input2", 8 if node.op == "PRelu" else act.bits)
+    a = operand_pointer(graph, node, 0, arrays, "input1", act.bits)
+    b = operand_pointer(graph, node, 1, arrays, "input2", 8 if node.op == "PRelu" else act.bits)
     pad = [0] * (MAX_RANK - len(box["shape"]))
     if len(box["shape"]) > MAX_RANK:
         raise QConvertError(f"{node.op} {node.name!r}: broadcast over more than {MAX_RANK} axes")
@@ -542,11 +513,11 @@ def _lower_binary(graph, node, index, options):
         inverse, shift = div_reciprocals(p["input2_offset"])
         arrays += [("div_inverse", "int32_t", inverse), ("div_shift", "int8_t", shift)]
         tables = ["@L_div_inverse", "@L_div_shift"]
-    fields = [_BINARY[node.op], len(box["shape"]), _struct(box["shape"] + pad),
-              _struct(box["in_strides"] + pad), _struct(box["out_strides"] + pad),
+    fields = [BINARY[node.op], len(box["shape"]), c_struct(box["shape"] + pad),
+              c_struct(box["in_strides"] + pad), c_struct(box["out_strides"] + pad),
               *binary_fields(p, act.lo, act.hi), *tables]
-    decls = [f"static const qconvert_binary_params @L_params = {_struct(fields)};"]
-    acts = _acts(graph, node)  # overlap slots index the step's activation inputs
+    decls = [f"static const qconvert_binary_params @L_params = {c_struct(fields)};"]
+    acts = activation_inputs(graph, node)  # overlap slots index the step's activation inputs
     out_dtype = graph.tensors[node.outputs[0]].dtype
     overlap = [("same", acts.index(node.inputs[k])) for k in (0, 1)
                if graph.tensors[node.inputs[k]].data is None and shapes[k] == out_shape
@@ -555,7 +526,7 @@ def _lower_binary(graph, node, index, options):
     call = f"qconvert_{kernel}_{act.suffix}({a}, {b}, $out0, &@L_params);"
     if node.op == "Div":  # a quotient shift TFLite Micro cannot make: it fails, so does invoke
         call = "\n".join([f"if ({call[:-1]} != 0) {{", "    return 4;", "}"])
-    return _plain(graph, node, index, call, arrays, decls, act.ops_files, overlap)
+    return plain_step(graph, node, index, call, arrays, decls, act.ops_files, overlap)
 
 
 def div_reciprocals(input2_offset: int) -> tuple:
@@ -569,10 +540,10 @@ def _lower_softmax(graph, node, index, options):
     dims = tensor_dims(graph, node.inputs[0])
     row = dims[-1] if dims else 1
     rows = int(np.prod(dims, dtype=np.int64)) // max(row, 1)
-    return _plain(graph, node, index,
-                  f"qconvert_softmax_s8($in0, $out0, {rows}, {row}, {p['input_multiplier']}, "
-                  f"{p['input_left_shift']}, {c_int(p['diff_min'])});",
-                  (), (), {"qconvert_nn_softmax.c"}, [("same", 0)])
+    return plain_step(graph, node, index,
+                      f"qconvert_softmax_s8($in0, $out0, {rows}, {row}, {p['input_multiplier']}, "
+                      f"{p['input_left_shift']}, {c_int(p['diff_min'])});",
+                      (), (), {"qconvert_nn_softmax.c"}, [("same", 0)])
 
 
 def _lower_mean(graph, node, index, options):
@@ -589,15 +560,15 @@ def _lower_mean(graph, node, index, options):
     inner_shape = [dims[k] for k in axes]
     inner = merged(inner_shape, [strides[k] for k in axes], [0] * len(axes))
     count = int(np.prod(inner_shape, dtype=np.int64))
-    fields = [_box_literal(outer), _box_literal(inner), count, p["mean_multiplier"],
+    fields = [box_literal(outer), box_literal(inner), count, p["mean_multiplier"],
               p["mean_shift"], p["input_zero_point"], p["output_zero_point"]]
-    decls = [f"static const qconvert_mean_params @L_params = {_struct(fields)};"]
-    return _plain(graph, node, index, f"qconvert_mean_{act.suffix}($in0, $out0, &@L_params);",
-                  (), decls, act.ops_files)
+    decls = [f"static const qconvert_mean_params @L_params = {c_struct(fields)};"]
+    return plain_step(graph, node, index, f"qconvert_mean_{act.suffix}($in0, $out0, &@L_params);",
+                      (), decls, act.ops_files)
 
 
 # -- data movement ----------------------------------------------------------------------------
-def _movement_maps(graph, node) -> list:
+def movement_maps(graph, node) -> list:
     """The index map of every output: input elements tagged with their input slot."""
     if node.op == "Concat":
         axis = int(node.attrs.get("axis", 0))
@@ -622,14 +593,14 @@ def _movement_maps(graph, node) -> list:
     return [np.asarray(m) for m in INT_KERNELS[node.op](node, inputs, p, IntContext())]
 
 
-def _lower_movement(graph, node, index, options):
+def lower_movement(graph, node, index, options):
     """Data movement as box copies (`qconvert_copy_box_s8` / `_s16`), gathers and fills."""
     act = activation_of(graph, node)
     s, bits = act.suffix, act.bits
     arrays: list = []
     lines, decls = [], []
     ptrs, files = {}, set(act.ops_files)
-    for k, index_map in enumerate(_movement_maps(graph, node)):
+    for k, index_map in enumerate(movement_maps(graph, node)):
         boxes, fill, table = boxes_of(index_map)
         size = int(index_map.size)
         if boxes is None and table is None:
@@ -637,7 +608,8 @@ def _lower_movement(graph, node, index, options):
                                 "express")
         if boxes is None:
             slot = int(np.asarray(index_map).reshape(-1)[0]) >> 40
-            src = ptrs.setdefault(slot, _ptr(graph, node, slot, arrays, f"input{slot + 1}", bits))
+            src = ptrs.setdefault(slot, operand_pointer(graph, node, slot, arrays,
+                                                        f"input{slot + 1}", bits))
             line, more_files = gather_call(k, table, act, src, arrays)
             lines.append(line)
             files |= more_files
@@ -646,56 +618,32 @@ def _lower_movement(graph, node, index, options):
             value = layer_params(graph, node).get("pad_value", 0)
             lines.append(f"qconvert_fill_{s}($out{k}, {size}, (int{bits}_t){c_int(value)});")
         for n, (slot, box) in enumerate(boxes):
-            src = ptrs.setdefault(slot, _ptr(graph, node, slot, arrays, f"input{slot + 1}", bits))
-            decls.append(f"static const qconvert_box @L_box{k}_{n} = {_box_literal(box)};")
+            src = ptrs.setdefault(slot, operand_pointer(graph, node, slot, arrays,
+                                                        f"input{slot + 1}", bits))
+            decls.append(f"static const qconvert_box @L_box{k}_{n} = {box_literal(box)};")
             lines.append(f"qconvert_copy_box_{s}({src}, $out{k}, &@L_box{k}_{n});")
     overlap = None
     if len(lines) == 1 and len(node.outputs) == 1:  # one call: may overlap (movement_overlap)
         from .movement_overlap import movement_overlap
-        overlap = movement_overlap(graph, node, index_map, boxes, fill, act, _acts(graph, node))
-    return _plain(graph, node, index, "\n".join(lines), arrays, decls, files, overlap)
+        overlap = movement_overlap(graph, node, index_map, boxes, fill, act,
+                                   activation_inputs(graph, node))
+    return plain_step(graph, node, index, "\n".join(lines), arrays, decls, files, overlap)
 
 
 def _lower_alias(graph, node, index, options):
-    return _plain(graph, node, index, "", alias=True)
+    return plain_step(graph, node, index, "", alias=True)
 
 
-LOWERINGS = {
-    "Conv2D": _lower_conv, "DepthwiseConv2D": _lower_conv, "FullyConnected": _lower_fc,
-    "AveragePool": _lower_pool, "MaxPool": _lower_pool, "Softmax": _lower_softmax,
+# the portable int8 lowerings defined here; `lowering.LOWERINGS` adds the other families
+PORTABLE_LOWERINGS = {
+    "Conv2D": lower_conv, "DepthwiseConv2D": lower_conv, "FullyConnected": _lower_fc,
+    "AveragePool": lower_pool, "MaxPool": lower_pool, "Softmax": _lower_softmax,
     "ReduceSum": _lower_mean,
     "Mean": _lower_mean, "Quantize": _lower_quantize, "Dequantize": _lower_dequantize,
     "Reshape": _lower_alias, "Squeeze": _lower_alias, "ExpandDims": _lower_alias,
     **{op: _lower_lookup for op in _LOOKUP_OPS if op in INT_KERNELS},
-    **{op: _lower_binary for op in _BINARY},
-    **{op: _lower_movement for op in _MOVEMENT},
+    **{op: lower_binary for op in BINARY},
+    **{op: lower_movement for op in MOVEMENT},
     # int8 only (TFLite Micro has no int16 MIRROR_PAD / DEPTH_TO_SPACE)
-    "MirrorPad": _lower_movement, "DepthToSpaceNHWC": _lower_movement,
+    "MirrorPad": lower_movement, "DepthToSpaceNHWC": lower_movement,
 }
-
-from .steps_extra import EXTRA_LOWERINGS  # noqa: E402  (they use the helpers above)
-
-LOWERINGS.update(EXTRA_LOWERINGS)
-
-from .fast_steps import FAST_LOWERINGS  # noqa: E402  (layer-specialised int8 kernels)
-
-LOWERINGS.update(FAST_LOWERINGS)
-
-from .concat_steps import CONCAT_LOWERINGS  # noqa: E402  (row copies the plan may overlap)
-
-LOWERINGS.update(CONCAT_LOWERINGS)
-
-from .resize_steps import RESIZE_LOWERINGS  # noqa: E402  (ResizeNearest: row/column picks)
-
-LOWERINGS.update(RESIZE_LOWERINGS)
-
-from .logic_steps import LOGIC_LOWERINGS  # noqa: E402  (comparisons, SelectV2, reductions)
-
-LOWERINGS.update(LOGIC_LOWERINGS)
-
-from .steps_s16 import LOWERINGS16  # noqa: E402  (16x8 layers; they use the helpers)
-
-from .steps_lstm import LSTM_LOWERINGS  # noqa: E402  (UNIDIRECTIONAL_SEQUENCE_LSTM)
-
-LOWERINGS.update(LSTM_LOWERINGS)
-LOWERINGS16.update(LSTM_LOWERINGS)  # its int16 cell state makes it a "16x8" node (is_int16_node)

@@ -21,7 +21,7 @@ from qconvert.int8.lut16 import sigmoid_table
 from qconvert.int8.prepare import layer_params
 
 from ..c_text import c_array_body
-from .steps import S16_FILES, _plain, _struct, tensor_dims
+from .steps import S16_FILES, plain_step, c_struct, tensor_dims
 
 LSTM_FILES = frozenset({"qconvert_nn_lstm.h", "qconvert_nn_lstm.c"}) | S16_FILES
 
@@ -49,19 +49,19 @@ def _lower_lstm(graph, node, index, options):
     tanh_mult, tanh_shift = hidden_tanh_scaling(p["cell_scale_power"])
     fields = [batch, steps, x_dims[2], units, int(time_major), p["input_offset"],
               p["hidden_offset"], p["hidden_zero_point"],
-              _struct([f"@L_w{j}" for j in range(8)]),
-              _struct([f"@L_bias{k}" for k in range(4)]),
-              _struct([int(v) for v in p["fc_multiplier"]]),
-              _struct([int(v) for v in p["fc_shift"]]),
+              c_struct([f"@L_w{j}" for j in range(8)]),
+              c_struct([f"@L_bias{k}" for k in range(4)]),
+              c_struct([int(v) for v in p["fc_multiplier"]]),
+              c_struct([int(v) for v in p["fc_shift"]]),
               p["forget_multiplier"], p["forget_shift"], p["input_multiplier"],
               p["input_shift"], p["hidden_multiplier"], p["hidden_shift"], tanh_mult, tanh_shift,
               p["cell_clip"], "@L_sigmoid_table"]
     state = batch * units
     hidden = np.full(state, p["hidden_zero_point"], np.int64)
-    decls = [f"static const qconvert_lstm_params @L_params = {_struct(fields)};",
+    decls = [f"static const qconvert_lstm_params @L_params = {c_struct(fields)};",
              f"static int8_t @L_hidden[{state}] = {{\n{c_array_body(hidden, 'int8_t')}\n}};",
              f"static int16_t @L_cell[{state}]; /* zero */"]
-    step = _plain(graph, node, index,
+    step = plain_step(graph, node, index,
                   "qconvert_lstm_s8($in0, $out0, @L_hidden, @L_cell, "
                   "(int16_t *)(void *)$scratch, &@L_params);", arrays, decls, LSTM_FILES)
     scratch = 5 * units * 2

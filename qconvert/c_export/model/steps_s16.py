@@ -1,10 +1,10 @@
 """16x8 layers (int16 activations, int8 weights) as C kernel calls: `export-c`'s lowering table
-for every node that reads or writes an int16 activation (`model_steps.lowerings_of` picks it),
+for every node that reads or writes an int16 activation (`lowering.lowerings_of` picks it),
 onto the `_s16` kernels of kernels/qconvert_nn_s16.c.
 
 Conv, depthwise conv, fully connected, pools, the binary ops, Mean, data movement, TransposeConv,
-BatchMatMul, float Quantize and Dequantize are `model_steps`' lowerings, shared with int8 (the
-`int16` row of `model_steps.ACTIVATIONS` gives their kernel suffix, element type, range, sources
+BatchMatMul, float Quantize and Dequantize are `steps`' lowerings, shared with int8 (the
+`int16` row of `steps.ACTIVATIONS` gives their kernel suffix, element type, range, sources
 and the 16x8 bias: an int64 one with 64-bit accumulator and requantization, or an int32 one as
 the layer's `accumulator_bits` says). Fully connected weights are row-major for 16x8 layers (the
 1x4 order is the int8 kernel's); conv, depthwise conv and pool outputs may overlap their input
@@ -29,8 +29,8 @@ from qconvert.int8.lut16 import sigmoid_table
 from qconvert.int8.prepare import layer_params
 
 from ..c_text import c_int
-from .steps import (_BINARY, _MOVEMENT, S16_FILES, LOWERINGS, _plain, _struct,
-                    lower_quantize_float, tensor_dims)
+from .steps import (BINARY, MOVEMENT, S16_FILES, plain_step, c_struct, lower_quantize_float,
+                    tensor_dims)
 
 MATH16_FILES = {"qconvert_nn_s16_math.c"}
 INT16_MIN, INT16_MAX = -32768, 32767
@@ -46,33 +46,33 @@ def _lower_softmax16(graph, node, index, options):
     row = dims[-1] if dims else 1
     rows = int(np.prod(dims, dtype=np.int64)) // max(row, 1)
     if graph.tensors[node.inputs[0]].dtype == "int8":  # the int8 softmax, 16 output bits
-        return _plain(graph, node, index,
-                      f"qconvert_softmax_s8_s16($in0, $out0, {rows}, {row}, "
-                      f"{p['input_multiplier']}, {p['input_left_shift']}, "
-                      f"{c_int(p['diff_min'])});", (), (), {"qconvert_nn_softmax.c"})
+        return plain_step(graph, node, index,
+                          f"qconvert_softmax_s8_s16($in0, $out0, {rows}, {row}, "
+                          f"{p['input_multiplier']}, {p['input_left_shift']}, "
+                          f"{c_int(p['diff_min'])});", (), (), {"qconvert_nn_softmax.c"})
     arrays = [("exp_lut", "int16_t", p["exp_lut"]),
               ("recip_lut", "int16_t", p["one_over_one_plus_x_lut"])]
-    return _plain(graph, node, index,
-                  f"qconvert_softmax_s16($in0, $out0, {rows}, {row}, {p['input_multiplier']}, "
-                  f"{p['input_left_shift']}, @L_exp_lut, @L_recip_lut);",
-                  arrays, (), S16_FILES, [("same", 0)])
+    return plain_step(graph, node, index,
+                      f"qconvert_softmax_s16($in0, $out0, {rows}, {row}, {p['input_multiplier']}, "
+                      f"{p['input_left_shift']}, @L_exp_lut, @L_recip_lut);",
+                      arrays, (), S16_FILES, [("same", 0)])
 
 
 def _lower_sigmoid_tanh16(graph, node, index, options):
     p = layer_params(graph, node)
     fn = "qconvert_logistic_s16" if node.op == "Sigmoid" else "qconvert_tanh_s16"
-    return _plain(graph, node, index,
-                  f"{fn}($in0, $out0, {_size(graph, node.outputs[0])}, {p['input_multiplier']}, "
-                  f"{p['input_left_shift']}, @L_sigmoid_table);",
-                  [("sigmoid_table", "uint16_t", sigmoid_table())], (), S16_FILES,
-                  [("same", 0)])
+    return plain_step(graph, node, index,
+                      f"{fn}($in0, $out0, {_size(graph, node.outputs[0])}, "
+                      f"{p['input_multiplier']}, {p['input_left_shift']}, @L_sigmoid_table);",
+                      [("sigmoid_table", "uint16_t", sigmoid_table())], (), S16_FILES,
+                      [("same", 0)])
 
 
 def _rescale(graph, node, index, fields, overlap):
-    decls = [f"static const qconvert_rescale_params @L_params = {_struct(fields)};"]
-    return _plain(graph, node, index,
-                  f"qconvert_rescale_s16($in0, $out0, {_size(graph, node.outputs[0])}, "
-                  "&@L_params);", (), decls, S16_FILES, overlap)
+    decls = [f"static const qconvert_rescale_params @L_params = {c_struct(fields)};"]
+    return plain_step(graph, node, index,
+                      f"qconvert_rescale_s16($in0, $out0, {_size(graph, node.outputs[0])}, "
+                      "&@L_params);", (), decls, S16_FILES, overlap)
 
 
 def _bits(graph, name) -> int:
@@ -93,13 +93,13 @@ def _lower_relu16(graph, node, index, options):
 
 def _lower_relu6_16(graph, node, index, options):
     p = layer_params(graph, node)
-    return _plain(graph, node, index,
-                  f"qconvert_clamp_s16($in0, $out0, {_size(graph, node.outputs[0])}, "
-                  f"{c_int(p['zero'])}, {c_int(p['six'])});", (), (), S16_FILES, [("same", 0)])
+    return plain_step(graph, node, index,
+                      f"qconvert_clamp_s16($in0, $out0, {_size(graph, node.outputs[0])}, "
+                      f"{c_int(p['zero'])}, {c_int(p['six'])});", (), (), S16_FILES, [("same", 0)])
 
 
 def _lower_quantize16(graph, node, index, options):
-    """QUANTIZE float -> int16 (`model_steps`), or between int8 and int16 (a rescaling)."""
+    """QUANTIZE float -> int16 (`steps`), or between int8 and int16 (a rescaling)."""
     if graph.tensors[node.inputs[0]].dtype == "float32":
         return lower_quantize_float(graph, node, index, options)
     p = layer_params(graph, node)
@@ -118,27 +118,26 @@ def _lower_rsqrt16(graph, node, index, options):
                       f"{p['output_multiplier']}, {p['output_shift']}) != 0) {{",
                       "    return 3; /* a negative input: TFLite Micro stops with an error */",
                       "}"])
-    return _plain(graph, node, index, call, (), (), MATH16_FILES, [("same", 0)])
+    return plain_step(graph, node, index, call, (), (), MATH16_FILES, [("same", 0)])
 
 
 def _lower_abs16(graph, node, index, options):
     p = layer_params(graph, node)
-    return _plain(graph, node, index,
-                  f"qconvert_abs_s16($in0, $out0, {_size(graph, node.outputs[0])}, "
-                  f"{int(p['needs_rescale'])}, {p['output_multiplier']}, {p['output_shift']});",
-                  (), (), MATH16_FILES, [("same", 0)])
+    return plain_step(graph, node, index,
+                      f"qconvert_abs_s16($in0, $out0, {_size(graph, node.outputs[0])}, "
+                      f"{int(p['needs_rescale'])}, {p['output_multiplier']}, {p['output_shift']});",
+                      (), (), MATH16_FILES, [("same", 0)])
 
 
-# the lowerings shared with int8 (see the module docstring)
-_SHARED = ("Conv2D", "DepthwiseConv2D", "FullyConnected", "AveragePool", "MaxPool", "Mean",
-           "ReduceSum",
-           "Dequantize", "Reshape", "Squeeze", "ExpandDims", "TransposeConv", "BatchMatMul",
-           *(op for op in _BINARY if op != "Div"), *_MOVEMENT)
+# the int8 lowerings 16x8 layers share (see the module docstring): `lowering.LOWERINGS16`
+SHARED_WITH_INT8 = ("Conv2D", "DepthwiseConv2D", "FullyConnected", "AveragePool", "MaxPool",
+                    "Mean", "ReduceSum", "Dequantize", "Reshape", "Squeeze", "ExpandDims",
+                    "TransposeConv", "BatchMatMul", "SelectV2",
+                    *(op for op in BINARY if op != "Div"), *MOVEMENT)
 
-LOWERINGS16 = {
-    **{op: LOWERINGS[op] for op in _SHARED},
+# the 16x8 lowerings of their own
+S16_LOWERINGS = {
     "Softmax": _lower_softmax16, "Sigmoid": _lower_sigmoid_tanh16, "Tanh": _lower_sigmoid_tanh16,
     "Relu": _lower_relu16, "LeakyRelu": _lower_relu16, "Relu6": _lower_relu6_16,
     "Quantize": _lower_quantize16, "Rsqrt": _lower_rsqrt16, "Abs": _lower_abs16,
-    "SelectV2": LOWERINGS["SelectV2"],
 }

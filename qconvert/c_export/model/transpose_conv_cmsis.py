@@ -30,7 +30,7 @@ import numpy as np
 
 from qconvert.int8.prepare import layer_params
 
-from .render import HELIUM_TEST
+from ..c_text import HELIUM_TEST
 from .steps import Step, tensor_dims
 
 
@@ -47,7 +47,7 @@ def tiled(graph, node, p) -> bool:
 
 def transpose_conv_step(graph, node, step) -> Step:
     """The TransposeConv `step` as fully connected calls when `tiled`, else `step`."""
-    from .cmsis_nn import _check, _step, kernel_sums
+    from .cmsis_nn import status_check, cmsis_step, kernel_sums
 
     p = layer_params(graph, node)
     if not tiled(graph, node, p):
@@ -90,6 +90,6 @@ def transpose_conv_step(graph, node, step) -> Step:
              f"            ctx.buf = (void *)(@L_kernel_sums + t * {rows});",
              f"            ctx.size = {4 * rows};",
              "#endif",
-             *("            " + line for line in _check(call)),
+             *("            " + line for line in status_check(call)),
              "        }", "    }", "}"]
-    return _step(graph, node, step.index, lines, arrays, decls)
+    return cmsis_step(graph, node, step.index, lines, arrays, decls)
