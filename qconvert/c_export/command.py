@@ -29,6 +29,19 @@ class Exported:
     resources: dict | None = None
 
 
+def check_output_folder(folder: Path) -> None:
+    """Refuse, in one line, an export-c output folder that cannot be written: a dangling
+    symbolic link, an existing file, or a missing parent directory."""
+    if folder.is_symlink() and not folder.exists():
+        raise QConvertError("output path is a symbolic link to nothing (dangling, or a loop)",
+                            str(folder))
+    if folder.exists() and not folder.is_dir():
+        raise QConvertError("output path exists and is not a directory", str(folder))
+    parent = folder.parent if str(folder.parent) else Path(".")
+    if not parent.is_dir():
+        raise QConvertError("output directory's parent does not exist", str(folder))
+
+
 def int8_model(request, m, target: str):
     """(the int8 TFLite model to export, its provenance note, the quantization report, the
     float / int8 output pairs): the export route for `target` ("c-header" or "c") run over the
@@ -312,14 +325,7 @@ def export_c_command(request) -> Exported:
     model, report = request.model, request.report
     calibration = request.calibration if is_path(request.calibration) else None
     folder = Path(request.output)
-    if folder.is_symlink() and not folder.exists():
-        raise QConvertError("output path is a symbolic link to nothing (dangling, or a loop)",
-                            str(folder))
-    if folder.exists() and not folder.is_dir():
-        raise QConvertError("output path exists and is not a directory", str(folder))
-    parent = folder.parent if str(folder.parent) else Path(".")
-    if not parent.is_dir():
-        raise QConvertError("output directory's parent does not exist", str(folder))
+    check_output_folder(folder)
     check_not_in_data(folder, data_files(calibration))
     outputs = OutputFiles([model, *_data_inputs(request)])
     for path in (request.quant_report, request.report_html):

@@ -69,7 +69,7 @@ def export_c_q7(model, outdir, name, kernels, fc_layout, calibration, calibratio
     from qconvert.quant.calibration_data import data_files
 
     from .c_names import check_file_prefix, prefix_from_stem
-    from .command import check_not_in_data
+    from .command import check_not_in_data, check_output_folder
     from .model.q7_source import KERNEL_SETS, render_q7
 
     if scheme != "q7":
@@ -87,14 +87,7 @@ def export_c_q7(model, outdir, name, kernels, fc_layout, calibration, calibratio
         raise QConvertError("give at most one of --calibration DATA or --calibration-random N")
     c_name = check_file_prefix(name) if name is not None else prefix_from_stem(Path(model).stem)
     folder = Path(outdir)
-    if folder.is_symlink() and not folder.exists():
-        raise QConvertError("output path is a symbolic link to nothing (dangling, or a loop)",
-                            str(folder))
-    if folder.exists() and not folder.is_dir():
-        raise QConvertError("output path exists and is not a directory", str(folder))
-    parent = folder.parent if str(folder.parent) else Path(".")
-    if not parent.is_dir():
-        raise QConvertError("output directory's parent does not exist", str(folder))
+    check_output_folder(folder)
     check_not_in_data(folder, data_files(calibration))
     outputs = OutputFiles([model, *data_files(calibration)])
     try:
