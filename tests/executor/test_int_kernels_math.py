@@ -15,7 +15,8 @@ from qconvert.executor.int_executor import run_int8
 from qconvert.int8.multipliers import quantize_multiplier
 from qconvert.int8.prepare import layer_params
 from qconvert.formats.tflite_reader import read_tflite
-from test_int_executor import Q8, _flip_accs, _requant, all_int8_values, assert_same, tflm
+from helpers.int8_models import Q8, all_int8_values, assert_same, tflm
+from test_int_executor import _flip_accs, _requant
 
 
 def _tflm_big(model_bytes: bytes, arrays: list) -> np.ndarray:

@@ -13,7 +13,8 @@ import math
 
 import numpy as np
 import pytest
-from test_int_executor import CONV, INT8_MODELS, Q8, _flip_accs, _requant, tflm
+from helpers.int8_models import CONV, INT8_MODELS, Q8, tflm
+from test_int_executor import _flip_accs, _requant
 
 from qconvert.executor.int_executor import run_int8
 from qconvert.int8.multipliers import quantize_multiplier
