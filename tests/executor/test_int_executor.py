@@ -26,7 +26,6 @@ from qconvert.int8.multipliers import mean_multiplier
 from qconvert.ir import Graph, Model, Node, QuantParams, Tensor
 from qconvert.formats.model_io import load_model, serialize
 from qconvert.padding import same_pads
-from qconvert.int8.fixed_point import multiply_by_quantized_multiplier
 from qconvert.formats.tflite_reader import read_tflite
 
 # -- whole models ---------------------------------------------------------------------------
@@ -88,29 +87,6 @@ def test_observe_sees_inputs_and_every_produced_tensor():
     run_int8(g, {g.inputs[0]: x}, observe=lambda name, a: seen.append((name, a.shape[0])))
     assert [n for n, _ in seen] == g.inputs + [o for n in g.nodes for o in n.outputs]
     assert all(b == 2 for _, b in seen)
-
-
-# -- requantization helpers (test_int_layer_params, test_int_kernels_math) ----------------
-def _requant(acc, m, s):
-    return multiply_by_quantized_multiplier(np.asarray(acc, np.int64), m, s).astype(np.int64)
-
-
-def _flip_accs(m_a: int, s_a: int, m_b: int, s_b: int, count: int) -> list:
-    """Accumulators whose requantization differs between (m_a, s_a) and (m_b, s_b) with a
-    result inside [-100, 100] (found at the rounding ties of the final division)."""
-    right = -min(s_a, 0)
-    found = []
-    for k in range(-100, 100):
-        tie = k * 2**right + 2**(right - 1) if right else k
-        base = (2 * tie - 1) * 2**30 // max(m_a, m_b)
-        cand = np.arange(base - 4, base + 5, dtype=np.int64)
-        cand = cand[np.abs(cand) < 2**31 - 1]
-        a, b = _requant(cand, m_a, s_a), _requant(cand, m_b, s_b)
-        hit = cand[(a != b) & (np.abs(a) <= 100) & (np.abs(b) <= 100)]
-        found.extend(int(v) for v in hit[:1])
-        if len(found) >= count:
-            break
-    return found
 
 
 # -- per-op models --------------------------------------------------------------------------

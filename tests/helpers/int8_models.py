@@ -11,6 +11,7 @@ from helpers.float_op_checks import TfGraph
 from qconvert.executor.int_executor import run_int8
 from qconvert.ir import QuantParams, Tensor
 from qconvert.formats.tflite_reader import read_tflite
+from qconvert.int8.fixed_point import multiply_by_quantized_multiplier
 
 INT8_MODELS = [TEST_MODELS / "kws_ref_model.tflite",
                TEST_MODELS / "pretrainedResnet_quant.tflite",
@@ -110,3 +111,26 @@ def int8_feeds(g_or_bytes, count=3, seed=0, low=-128, high=127) -> list:
 def all_int8_values(shape=(1, 16, 16)) -> np.ndarray:
     """Every int8 value once, reshaped to `shape`."""
     return np.arange(-128, 128, dtype=np.int16).astype(np.int8).reshape(shape)
+
+
+def requant(acc, m, s):
+    """Requantize accumulators with multiplier `m` and shift `s`, as int64."""
+    return multiply_by_quantized_multiplier(np.asarray(acc, np.int64), m, s).astype(np.int64)
+
+
+def flip_accs(m_a: int, s_a: int, m_b: int, s_b: int, count: int) -> list:
+    """Accumulators whose requantization differs between (m_a, s_a) and (m_b, s_b) with a
+    result inside [-100, 100] (found at the rounding ties of the final division)."""
+    right = -min(s_a, 0)
+    found = []
+    for k in range(-100, 100):
+        tie = k * 2**right + 2**(right - 1) if right else k
+        base = (2 * tie - 1) * 2**30 // max(m_a, m_b)
+        cand = np.arange(base - 4, base + 5, dtype=np.int64)
+        cand = cand[np.abs(cand) < 2**31 - 1]
+        a, b = requant(cand, m_a, s_a), requant(cand, m_b, s_b)
+        hit = cand[(a != b) & (np.abs(a) <= 100) & (np.abs(b) <= 100)]
+        found.extend(int(v) for v in hit[:1])
+        if len(found) >= count:
+            break
+    return found
