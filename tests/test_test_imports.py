@@ -33,8 +33,6 @@ REMAINING = {
     ('test_int16_executor', 'test_int_executor'),
     ('test_onnx_export_ops', 'test_layout_nhwc'),
     ('test_quant_concat_fixed_range', 'test_export_c'),
-    ('test_quantize', 'test_pass_fuse_tflite'),
-    ('test_reliability_inputs', 'test_pass_fuse_tflite'),
 }
 
 
