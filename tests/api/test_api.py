@@ -183,7 +183,7 @@ def test_run_float_matches_onnxruntime(digits, calib):
 
 
 def test_run_int8_bit_exact_with_tflite_micro(quantized):
-    from test_int_executor import tflm
+    from helpers.int8_models import tflm
 
     ir = quantized.ir()
     t = ir.graph.tensors[ir.graph.inputs[0]]

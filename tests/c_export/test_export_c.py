@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, STRICT, build_cortex_m, build_host,
                                       harness_source, io_layout, parse, run_qemu, tflm_arena_bytes)
 from test_export_c_header import _every_op_model
-from test_int_executor import tflm
+from helpers.int8_models import tflm
 
 from qconvert.c_export.model.memory_plan import PlanStep, plan_memory
 from qconvert.c_export.model.render import ModelOptions, render_model

@@ -26,7 +26,7 @@ from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, 
                                       split_image_output)
 from test_export_c import _assert_bit_exact, _expected, _samples, models  # noqa: F401
 from test_export_c_fast import run_image
-from test_int_executor import CONV, Q8, int8_feeds, tflm
+from helpers.int8_models import CONV, Q8, int8_feeds, tflm
 
 from qconvert.c_export.model.memory_plan import PlanStep, plan_memory
 from qconvert.c_export.model.render import ModelOptions, render_model

@@ -22,7 +22,7 @@ from helpers.export_c_harness import (NEEDS_CROSS, STRICT, build_cortex_m, build
                                       cmsis_nn_available, cross_tools_available, image_source,
                                       io_layout, parse, run_qemu, split_image_output)
 from helpers.oracles import tflm_invoke
-from test_int_executor import CONV, Q8, int8_feeds
+from helpers.int8_models import CONV, Q8, int8_feeds
 
 from qconvert.c_export.model.depthwise_steps import dw_weights_layout, fast_requantize
 from qconvert.c_export.model.render import ModelOptions, render_model

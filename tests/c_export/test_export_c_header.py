@@ -44,7 +44,7 @@ from click.testing import CliRunner
 from helpers.oracles import ROOT, SAMPLE_MODELS, TEST_MODELS
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_int_executor import CONV, Q8, int8_feeds, tflm
+from helpers.int8_models import CONV, Q8, int8_feeds, tflm
 
 from qconvert.c_export.fc_layout import from_1x4, permutation_1x4, to_1x4
 from qconvert.c_export.header.layer_spec import OP_SPECS

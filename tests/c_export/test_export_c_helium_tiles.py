@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from helpers.export_c_harness import NEEDS_CMSIS, NEEDS_CROSS
 from test_export_c_fast import export_models, run_image
-from test_int_executor import CONV, Q8, int8_feeds
+from helpers.int8_models import CONV, Q8, int8_feeds
 
 from qconvert.c_export.model.helium_tiles import helium_tiles, merged
 from qconvert.c_export.model.memory_plan import PlanStep, plan_memory

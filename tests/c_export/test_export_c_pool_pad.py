@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from helpers.export_c_harness import NEEDS_CMSIS, NEEDS_CROSS
 from test_export_c_fast import export_models, run_image
-from test_int_executor import Q8
+from helpers.int8_models import Q8
 
 from qconvert.c_export.model.pad_fold import fold_pads
 from qconvert.formats.tflite_reader import read_tflite

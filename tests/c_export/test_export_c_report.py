@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, STRICT, CMSIS_NN, build_cortex_m,
                                       build_host, cmsis_library, harness_source, io_layout, parse,
                                       run_qemu)
-from test_int_executor import tflm
+from helpers.int8_models import tflm
 
 from qconvert.c_export.model import cmsis_lowering, cmsis_nn
 from qconvert.c_export.model.render import ModelOptions, render_model

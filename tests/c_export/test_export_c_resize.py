@@ -47,7 +47,7 @@ CASES = {
 def _resize_model(shape, size, align, hpc, dtype) -> bytes:
     """x -> Relu -> RESIZE_NEAREST_NEIGHBOR -> Relu: the resize reads and writes arena
     tensors (its input dies there, so the plan may put it inside the output)."""
-    from test_int_executor import Q8
+    from helpers.int8_models import Q8
 
     n = Q8()
     out_shape = (shape[0], *size, shape[3])
@@ -134,7 +134,7 @@ def test_resize_nearest_flash_is_a_row_and_a_column_table(resize_models, name):
 def test_a_gather_that_no_row_column_pick_expresses_keeps_the_gather(tmp_path):
     """Must not: a GATHER of channels (2, 0, 1, 0) is no box copy and no resize; it stays a
     qconvert_gather with its index table, bit-exact."""
-    from test_int_executor import Q8
+    from helpers.int8_models import Q8
 
     n = Q8()
     x = n.input("x", (1, 3, 4, 3), 0.05, 0)
@@ -185,7 +185,7 @@ def test_unet_flash_below_its_flatbuffer(tmp_path):
 
 def _gather_model(path, shape, indices, axis, out_shape, dtype="int8"):
     """x -> Relu -> GATHER(indices, axis) -> Relu (the gather's input dies at it)."""
-    from test_int_executor import Q8
+    from helpers.int8_models import Q8
 
     n = Q8()
     x = n.input("x", shape, 0.05, 0, dtype=dtype)

@@ -244,7 +244,7 @@ def test_header_of_16x8_layers(path, tmp_path):
 
 # -- CMSIS-NN's s16 kernels against TFLite Micro ----------------------------------------------
 def _single_layer_model(tmp_path, op, shape, s_in, s_out, **attrs):
-    from test_int_executor import Q8
+    from helpers.int8_models import Q8
 
     n = Q8()
     x = n.input("x", shape, s_in, 0, dtype="int16")
@@ -307,7 +307,7 @@ def test_cmsis_nn_softmax_s16_differs_from_tflite_micro(tmp_path):
 def test_cmsis_nn_per_tensor_fully_connected_s16(tmp_path, with_bias):
     """arm_fully_connected_s16 (per-tensor weights, int64 bias) on the host: TFLite Micro's
     bits (the converter's models have per-channel FC weights, which keep the portable kernel)."""
-    from test_int_executor import Q8
+    from helpers.int8_models import Q8
 
     from qconvert.formats.tflite_reader import read_tflite
 

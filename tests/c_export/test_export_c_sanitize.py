@@ -34,7 +34,7 @@ from test_export_c_s16 import _samples as s16_samples
 from test_export_c_streaming import FRAMES, tflm_frames
 from test_export_c_streaming import MODEL as STREAMING_MODEL
 from test_int16_executor import tflm as tflm16
-from test_int_executor import tflm
+from helpers.int8_models import tflm
 
 import qconvert.c_export.model.memory_plan as memory_plan
 from qconvert.c_export.model.memory_plan import ALIGN, PlanStep, plan_memory

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from helpers.export_c_harness import NEEDS_CMSIS, NEEDS_CROSS
 from test_export_c_fast import export_models, run_image
-from test_int_executor import Q8, int8_feeds
+from helpers.int8_models import Q8, int8_feeds
 
 # id: (batch, h, w, cin, cout, kernel, strides, output hw or None (input x stride), padding,
 #      activation, per-channel, bias, input zero point, tiled: one tap per output)

@@ -188,7 +188,7 @@ def test_outer_product_beyond_max_memory_is_refused(tmp_path_factory, n):
 
 
 def _tflite_relu_model(signature_tensor: str, activation="NONE") -> bytes:
-    from test_pass_fuse_tflite import TfNet
+    from helpers.float_tflite_nets import TfNet
 
     from qconvert.ir import Model
 

@@ -24,7 +24,7 @@ from qconvert.int8.fixed_point import multiply_by_quantized_multiplier_int64 as 
 from qconvert.int8.prepare import layer_params
 from qconvert.formats.model_io import load_model, serialize
 from qconvert.formats.tflite_reader import read_tflite
-from test_int_executor import Q8
+from helpers.int8_models import Q8
 
 INT16_DIR = TEST_MODELS / "int16"
 INT16_MODELS = sorted(INT16_DIR.glob("*.tflite"))

@@ -15,7 +15,8 @@ from qconvert.executor.int_executor import run_int8
 from qconvert.int8.multipliers import quantize_multiplier
 from qconvert.int8.prepare import layer_params
 from qconvert.formats.tflite_reader import read_tflite
-from test_int_executor import Q8, _flip_accs, _requant, all_int8_values, assert_same, tflm
+from helpers.int8_models import Q8, all_int8_values, assert_same, tflm
+from helpers.int8_models import flip_accs, requant
 
 
 def _tflm_big(model_bytes: bytes, arrays: list) -> np.ndarray:
@@ -152,7 +153,7 @@ def test_batch_matmul_multiplier_is_the_double_product():
     ours, other = dbl, flt
     m, s = ours
     depth = 1200
-    accs = [a for a in _flip_accs(m, s, m + 1, s, 6) + _flip_accs(m, s, *other, 6)
+    accs = [a for a in flip_accs(m, s, m + 1, s, 6) + flip_accs(m, s, *other, 6)
             if abs(a) < 127 * 127 * (depth - 2)]
     assert len(accs) >= 6
     n = Q8(7)
@@ -168,9 +169,9 @@ def test_batch_matmul_multiplier_is_the_double_product():
     rhs = np.stack([_column(acc, depth) for acc in accs], axis=1).astype(np.int8)
     ref = _tflm_big(data, [lhs, rhs]).reshape(-1)
     np.testing.assert_array_equal(run_int8(g, {"a": lhs, "b": rhs})["y"].reshape(-1), ref)
-    np.testing.assert_array_equal(_requant(accs, m, s), ref)
+    np.testing.assert_array_equal(requant(accs, m, s), ref)
     for alt in ((m + 1, s), other):
-        assert np.any(_requant(accs, *alt) != ref)
+        assert np.any(requant(accs, *alt) != ref)
 
 
 def test_rsqrt_multiplier_is_double_at_rounding_ties():

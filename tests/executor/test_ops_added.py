@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 from helpers.export_c_harness import build_host, harness_source, io_layout, parse
 from helpers.float_op_checks import TfGraph, check_tflite, litert_run
-from test_int_executor import Q8, assert_same, int8_feeds, tflm
+from helpers.int8_models import Q8, assert_same, int8_feeds, tflm
 
 from qconvert.c_export.model.render import ModelOptions, render_model
 from qconvert.c_export.model.prepare import prepare_model
@@ -312,7 +312,7 @@ def test_comparison_int8_every_value_against_tflite_micro(tmp_path, op, qa, qb):
     """Every int8 value of a against values of b whose real values coincide with a's (ties
     decided by the rescaling: TFLite Micro's ComparisonWithScaling), and a broadcast constant;
     the integer executor and the host C equal TFLite Micro."""
-    from test_int_executor import all_int8_values
+    from helpers.int8_models import all_int8_values
 
     data = _comparison_model(op, qa, qb)
     a = all_int8_values()
@@ -541,7 +541,7 @@ def test_l2_normalization_float_int8_and_c(tmp_path):
 def test_l2_normalization_int8_rows_against_tflite_micro(tmp_path, z_in):
     """Rows of every int8 value, a row all at the zero point (sum 0: the kernel's largest
     multiplier), rows with one element away from it, long rows (large sums)."""
-    from test_int_executor import all_int8_values
+    from helpers.int8_models import all_int8_values
 
     for depth in (16, 256):
         n = Q8(10)

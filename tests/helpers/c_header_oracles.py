@@ -17,7 +17,7 @@ from typing import ClassVar
 import numpy as np
 from click.testing import CliRunner
 from helpers.oracles import ROOT, random_inputs
-from test_int_executor import tflm
+from helpers.int8_models import tflm
 
 from qconvert.cli.app import main
 from qconvert.executor.int_executor import run_int8

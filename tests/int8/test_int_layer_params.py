@@ -13,7 +13,8 @@ import math
 
 import numpy as np
 import pytest
-from test_int_executor import CONV, INT8_MODELS, Q8, _flip_accs, _requant, tflm
+from helpers.int8_models import CONV, INT8_MODELS, Q8, tflm
+from helpers.int8_models import flip_accs, requant
 
 from qconvert.executor.int_executor import run_int8
 from qconvert.int8.multipliers import quantize_multiplier
@@ -112,8 +113,8 @@ def test_layer_params_multipliers_are_tflms_to_the_last_bit():
         s_in, s_w, s_out, dbl, flt = _probe_scales(rng, want_product_difference=True)
         ours, other = dbl, flt
         m, s = ours
-        accs = (_flip_accs(m, s, m + 1, s, 4) + _flip_accs(m, s, m - 1, s, 4)
-                + _flip_accs(m, s, *other, 4))
+        accs = (flip_accs(m, s, m + 1, s, 4) + flip_accs(m, s, m - 1, s, 4)
+                + flip_accs(m, s, *other, 4))
         assert len(accs) >= 8
         data = _probe_model(op, s_in, s_w, s_out, accs)
         g = read_tflite(data).graph
@@ -122,6 +123,6 @@ def test_layer_params_multipliers_are_tflms_to_the_last_bit():
         x = np.zeros(g.tensors["x"].shape, np.int8)
         ref = tflm(data, [x])[0].reshape(-1)
         np.testing.assert_array_equal(run_int8(g, {"x": x})["y"].reshape(-1), ref)
-        np.testing.assert_array_equal(_requant(accs, m, s), ref)
+        np.testing.assert_array_equal(requant(accs, m, s), ref)
         for alt in ((m + 1, s), (m - 1, s), other):  # one LSB off, or the other formula
-            assert np.any(_requant(accs, *alt) != ref)
+            assert np.any(requant(accs, *alt) != ref)

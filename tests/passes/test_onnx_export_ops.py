@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper
 
 from helpers.oracles import OnnxNet, assert_close, litert_invoke
-from test_int_executor import tflm
+from helpers.int8_models import tflm
 from test_layout_nhwc import _ort, _refusal, conversion_of, convert, ops
 
 from qconvert.cli.app import main

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from helpers.oracles import SAMPLE_MODELS, tflm_invoke
 from qconvert.cli.app import main
 from qconvert.formats.model_io import load_model
-from test_int_executor import assert_same
+from helpers.int8_models import assert_same
 
 DIGITS = SAMPLE_MODELS / "digits_cnn.onnx"
 CALIB = SAMPLE_MODELS / "digits_calib_nchw.npy"

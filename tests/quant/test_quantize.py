@@ -218,7 +218,7 @@ def test_bad_calibration_and_models_fail_cleanly(tmp_path):
 def test_scalar_constant_operands_stay_scalars_in_int8(tmp_path):
     """A float TFLite model whose Mul and Maximum take 0-d constants: the int8 model keeps them
     0-d, runs in TFLite Micro and equals our integer executor bit for bit."""
-    from test_pass_fuse_tflite import TfNet
+    from helpers.float_tflite_nets import TfNet
 
     net = TfNet(seed=4)
     x = net.input("x", (1, 8, 8, 3))
