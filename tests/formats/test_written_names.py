@@ -234,3 +234,46 @@ def test_written_names_keep_the_source_and_suffix_made_up_names():
 def test_many_readers_of_one_constant_get_distinct_names(count):
     names = written_node_names([_n("k_DequantizeLinear") for _ in range(count)])
     assert len(set(names)) == count and names[0] == "k_DequantizeLinear"
+
+
+# -- TFLite: a source that repeats a tensor name ---------------------------------------------
+def _repeating_tflite(path) -> None:
+    """FULLY_CONNECTED whose input and output are both named "in" in the file (TFLite allows
+    it; the reader keeps the spelling in `extra["tflite_name"]` to write it back)."""
+    from qconvert.formats.model_io import serialize
+    from qconvert.ir import Graph, Model, Tensor
+
+    rng = np.random.default_rng(3)
+    g = Graph("main", inputs=["in_1"], outputs=["in"])
+    g.add_tensor(Tensor("in", (1, 8), "float32"))
+    g.add_tensor(Tensor("in_1", (1, 8), "float32", extra={"tflite_name": "in"}))
+    g.add_tensor(Tensor("w", (8, 8), "float32", rng.standard_normal((8, 8)).astype(np.float32)))
+    g.add_tensor(Tensor("b", (8,), "float32", rng.standard_normal(8).astype(np.float32)))
+    g.nodes = [Node("FullyConnected", ["in_1", "w", "b"], ["in"],
+                    {"activation": "NONE", "keep_num_dims": False}, "fc")]
+    path.write_bytes(serialize(Model("tflite", [g])))
+
+
+def _tensor_names(data: bytes) -> list:
+    from tflite.Model import Model
+
+    sub = Model.GetRootAsModel(data, 0).Subgraphs(0)
+    return [sub.Tensors(i).Name().decode() for i in range(sub.TensorsLength())]
+
+
+@pytest.mark.parametrize("io_type", ["int8", "float32"])
+def test_quantize_adds_no_repeat_of_a_repeated_source_name(tmp_path, io_type):
+    src, out = tmp_path / "m.tflite", tmp_path / "q.tflite"
+    _repeating_tflite(src)
+    assert _tensor_names(src.read_bytes()).count("in") == 2
+    np.save(tmp_path / "c.npy", np.random.default_rng(4).standard_normal((8, 1, 8))
+            .astype(np.float32))
+    result = CliRunner().invoke(main, ["quantize", str(src), "--calibration",
+                                       str(tmp_path / "c.npy"), "--io-type", io_type,
+                                       "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    names = _tensor_names(out.read_bytes())
+    assert names.count("in") <= 2, names  # the source's two, no new tensor spelled like them
+    assert len(names) - len(set(names)) <= 1, names
+    problems = tflite_name_problems(out.read_bytes())
+    assert all("LiteRT" not in p for p in problems), problems
