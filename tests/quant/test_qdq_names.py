@@ -117,6 +117,13 @@ def test_a_constant_read_by_add_mul_and_concat(tmp_path):
     src, calib = _model(nodes, {"k": (1, 4, 6, 6)}, (1, 4, 6, 6), tmp_path / "k.onnx")
     written = _quantize(src, calib, tmp_path / "q.onnx")
     _check(src, calib, written)
+    # Add and Mul read k at the one scale the plan gave it: one int8 copy, one DequantizeLinear
+    # (the Concat reads a copy at its output's scale, as TFLite's CONCATENATION needs)
+    g = onnx.load_from_string(written).graph
+    readers = {n.op_type: n.input for n in g.node if n.op_type in ("Add", "Mul", "Concat")}
+    assert readers["Add"][1] == readers["Mul"][1] != readers["Concat"][1]
+    copies = [t for t in g.initializer if t.dims == [1, 4, 6, 6]]
+    assert len(copies) == 2 and all(t.data_type == TensorProto.INT8 for t in copies)
 
 
 @pytest.mark.parametrize("fc", ["--fc-per-channel", "--per-tensor"])
