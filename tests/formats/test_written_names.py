@@ -26,7 +26,7 @@ from qconvert.cli.app import main
 from qconvert.formats.node_names import written_node_names
 from qconvert.ir import Node
 
-EXAMPLES = int(os.environ.get("QCONVERT_SWEEP_EXAMPLES", "10"))
+EXAMPLES = int(os.environ.get("QCONVERT_SWEEP_EXAMPLES", "25"))  # ~0.15 s each
 C = 4  # channels of every activation
 
 # names qconvert derives from a tensor or node name (QDQ writer, fusion, int8 edges, pads)
@@ -53,7 +53,8 @@ OPS = {
 def graphs(draw):
     """(ONNX model bytes, calibration array): a chain of 2..6 ops over input "x"
     (1, C, 4, 4) whose constants come from one pool (so readers share them), every tensor
-    and node named from `NAMES` (nodes may be unnamed)."""
+    and node named from `NAMES` (nodes may be unnamed), the last value and up to two inner ones
+    graph outputs."""
     kinds = draw(st.lists(st.sampled_from(sorted(OPS)), min_size=2, max_size=6))
     pool_keys = sorted({k for kind in kinds for k in OPS[kind]})
     n_values = len(kinds) + (sum(kind == "concat_conv" for kind in kinds))
@@ -97,9 +98,12 @@ def graphs(draw):
             cat = node("Concat", [cur, draw(st.sampled_from(seen))], axis=1)
             cur = node("Conv", [cat, const["w8"]])
         seen.append(cur)
+    # inner activations that are graph outputs too (the QDQ writer renames their producers')
+    outs = [cur] + draw(st.lists(st.sampled_from(seen[1:-1]), max_size=2, unique=True)
+                        if len(seen) > 2 else st.just([]))
     x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, 4, 4])
-    y_info = helper.make_tensor_value_info(cur, TensorProto.FLOAT, [1, C, 4, 4])
-    model = helper.make_model(helper.make_graph(nodes, "g", [x_info], [y_info], inits),
+    y_infos = [helper.make_tensor_value_info(o, TensorProto.FLOAT, [1, C, 4, 4]) for o in outs]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x_info], y_infos, inits),
                               opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.checker.check_model(model, full_check=True)
