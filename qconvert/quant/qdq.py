@@ -16,6 +16,9 @@ The QDQ form onnxruntime and most ONNX toolchains read as an int8 model:
   and a second rounding to the same grid is saved; onnxruntime drops the Relu / Clip when the
   QuantizeLinear's saturation makes it redundant and runs the group as one int8 kernel.
 Scales and zero points of activations are scalars (onnxruntime's int8 kernels require it).
+Nodes are named after their tensor (`t_QuantizeLinear`, `w_DequantizeLinear`); a weight two
+layers share gives two `w_DequantizeLinear` here, which the ONNX writer makes unique
+(`formats.node_names`, keeping the source model's own node names).
 Per-axis DequantizeLinear needs opset 13: `quantize` raises an older model's opset first
 (`opset_upgrade`); `apply_qdq` refuses a graph still below it.
 """
