@@ -12,10 +12,11 @@ them and checked, by reading files only (nothing of the project is imported):
   under the repository root matches (the resolver of tests/test_docs.py,
   tests/helpers/repo_refs.py; `docs/commands/NAME.md`: an upper-case placeholder; folders
   .gitignore names, `bench/out/`, hold what runs write and are not checked);
-- paths inside the package (`c_export/model/steps.py`, `fusion/conv_mul.py`): a file under
-  qconvert/, passes/ or the folder of the file naming it;
+- paths inside a folder (`c_export/model/steps.py`, `kernels/qconvert_nn.h`): the end of the
+  path of a file or folder of the repository;
 - dotted module names, `qconvert.cli.routes`, `passes.fusion`, `qconvert.passes.matcher`,
-  possibly ending in a name the module defines (`qconvert.c_export.model.lowering.LOWERINGS`);
+  possibly ending in a name the module defines (`qconvert.c_export.model.lowering.LOWERINGS`)
+  or in `.py`;
   in backquotes also from a module or package of ours (`c_export.model.memory_plan`,
   `routes.ROUTES`), unless it starts with a parameter of the function documented or an IR
   object's name (`node.inputs`);
@@ -36,10 +37,12 @@ import ast
 import io
 import re
 import tokenize
+from fnmatch import fnmatch
 from pathlib import Path
 
 from helpers.oracles import ROOT
-from helpers.repo_refs import TOP_FOLDERS, bare_file_found, module_found, path_found
+from helpers.repo_refs import (TOP_FOLDERS, bare_file_found, expand_braces, module_found,
+                               path_found)
 
 SCANNED = ("qconvert", "passes", "schemas", "tools", "bench")
 C_KERNELS = "qconvert/c_export/kernels"
@@ -115,15 +118,15 @@ def output_folders(root: Path) -> tuple:
 
 
 # -- the check: files -> problems -----------------------------------------------------------------
-def inner_path_found(root: Path, source: Path, named: str, folders: set) -> bool:
-    """A path inside the package, relative to qconvert/, passes/ or the naming file's folder
-    (or one of its parents up to the repository root). A C path whose first folder is no folder
-    of the repository (`Source/ConvolutionFunctions/*.c` of CMSIS-NN) names no file of ours."""
+def inner_path_found(named: str, paths: list, folders: set) -> bool:
+    """A path inside some folder (`c_export/model/steps.py`, `kernels/qconvert_nn.h`) that ends
+    the path of a file or folder of the repository (paths: every one, relative to its root). A
+    C path whose first folder is no folder of ours (`Source/ConvolutionFunctions/*.c` of
+    CMSIS-NN) names no file of ours."""
     if named.endswith((".c", ".h")) and named.split("/", 1)[0] not in folders:
         return True
-    bases = [root / "qconvert", root / "passes", root]
-    bases += [folder for folder in source.parents if folder.is_relative_to(root)]
-    return any(path_found(base, named) for base in bases)
+    return all(any(fnmatch(path, alternative) or fnmatch(path, "*/" + alternative)
+                   for path in paths) for alternative in expand_braces(named.rstrip(".,;:")))
 
 
 def reference_problems(files: list, root: Path) -> list:
@@ -133,6 +136,7 @@ def reference_problems(files: list, root: Path) -> list:
                   if not any(part.startswith(".") for part in p.relative_to(root).parts)]
     file_names = {p.name for p in everything if p.is_file()}
     folders = {p.name for p in everything if p.is_dir()}
+    paths = [p.relative_to(root).as_posix() for p in everything]
     outputs = output_folders(root)
     homes = {}  # module or package name -> the folders holding it, in the scanned folders
     for module in everything:
@@ -158,10 +162,10 @@ def reference_problems(files: list, root: Path) -> list:
                     report(match, "does not exist")
             for match in INNER_PATH.finditer(chunk):
                 inside = any(a <= match.start(1) < b for a, b in top_spans)
-                if not inside and not inner_path_found(root, path, match.group(1), folders):
+                if not inside and not inner_path_found(match.group(1), paths, folders):
                     report(match, "does not exist")
             for match in DOTTED.finditer(chunk):
-                if not module_found(root, match.group(1)):
+                if not module_found(root, match.group(1).removesuffix(".py")):
                     report(match, "is no module or module attribute")
             for match in INNER_DOTTED.finditer(chunk):
                 first = match.group(1).split(".", 1)[0]
@@ -203,7 +207,8 @@ def test_checks_fail_on_planted_references(tmp_path):
             "docs/verify.md#x, qconvert.cli.routes.ROUTES, qconvert.cli.routes.Route.run, "
             "qconvert.passes.fusion.conv_mul, passes.fusion, cli/routes.py, routes.py, "
             "passes/fusion/{conv_mul,conv_*}.py, model_steps_extras_like, `routes.ROUTES`, "
-            "`fusion.conv_mul`, `cli.routes.Route`, `node.inputs`")
+            "`fusion.conv_mul`, `cli.routes.Route`, `node.inputs`, qconvert.cli.routes.py, "
+            "kernels/k.c")
     bad = ("qconvert/cli.py, passes/layout/, docs/gone.md#x, qconvert.cli_options, "
            "qconvert.cli.routes.STEPS, qconvert.cli.routes.Route.walk, c_export/header.py, "
            "model_source.py, see model_steps_extra, passes/fusion/{conv_mul,rsqrt}.py, "
