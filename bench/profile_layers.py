@@ -112,11 +112,6 @@ def measure(model: Path, kernels: str, board: fw.Board, per_tick: int, work: Pat
     return result
 
 
-def instructions_per_tick(board: fw.Board, work: Path) -> int:
-    """The board's counter rate, measured (`mcu_firmware.calibrate`) and rounded."""
-    return round(fw.calibrate(board, work))
-
-
 def print_table(model: Path, board: fw.Board, per_tick: int, runs: dict) -> None:
     """One model: a row per layer (its index in the export), a column per run, then the
     totals, flash and the ratio to cmsis-nn."""
@@ -184,9 +179,10 @@ def main() -> None:
                  for k in before]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        per_tick = instructions_per_tick(board, work)
+        rate = fw.calibrate(board, work)  # instructions per counter tick, measured
+        per_tick = round(rate)
         if args.calibrate:
-            print(f"{CORES[board.name]} ({board.machine}): {fw.calibrate(board, work):.3f} "
+            print(f"{CORES[board.name]} ({board.machine}): {rate:.3f} "
                   f"instructions per FPGAIO counter tick (a loop of {2 * fw.CALIBRATE_LOOP + 1:,}"
                   " instructions)")
             if not args.models:
