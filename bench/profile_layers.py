@@ -121,7 +121,7 @@ def print_table(model: Path, board: fw.Board, per_tick: int, runs: dict) -> None
           f"shift=0, arm-none-eabi-gcc -O2; {per_tick} per counter tick)")
 
     def row(label: str, op: str, cells) -> None:
-        print(f"{label:>5} {op:<18}" + "".join(f"{c:>{width}}" for c in cells))
+        print(f"{label:>5} {op:<26}" + "".join(f"{c:>{width}}" for c in cells))
 
     row("layer", "op", names)
     ops = {}
@@ -133,7 +133,7 @@ def print_table(model: Path, board: fw.Board, per_tick: int, runs: dict) -> None
         for n in names:
             found = [v for i, _, v in runs[n]["layers"] if i == index]
             cells.append(f"{found[0]:,}" if found else "")
-        row(str(index), ops[index][:18], cells)
+        row(str(index), ops[index][:26], cells)
     if ops:
         row("", "sum of layers", [f"{sum(v for *_, v in runs[n]['layers']):,}" for n in names])
         row("", "with the hook", [f"{runs[n].get('profiled_total', 0):,}" for n in names])
