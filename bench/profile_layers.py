@@ -48,6 +48,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(ROOT))  # this checkout's qconvert (cmsis-whole renders in-process)
 
 import cmsis_whole  # noqa: E402
 import mcu_export_c as exc  # noqa: E402
@@ -73,9 +74,14 @@ def object_bytes(obj: Path) -> tuple:
 
 def export(model: Path, folder: Path, kernels: str, root: Path) -> Path:
     """The export of `model` with the kernel set `kernels` by the checkout `root`; its source
-    folder."""
+    folder; `mcu_export_c.Refused` with export-c's reason when it refuses the model."""
     if kernels == "cmsis-whole":
-        return cmsis_whole.export(model, folder, exc.NAME)
+        from qconvert.errors import QConvertError
+
+        try:
+            return cmsis_whole.export(model, folder, exc.NAME)
+        except QConvertError as e:  # the one line export-c would print
+            raise exc.Refused(str(e).replace(f"{model}: ", "")) from None
     return exc.export(model, folder, kernels, root=root)
 
 
