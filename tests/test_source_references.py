@@ -3,8 +3,8 @@ modules (qconvert/cli.py -> qconvert/cli/app.py, model_steps_extra -> the *_step
 passes/layout/ -> passes/onnx_to_tflite/), and prose that still names the old homes sends a
 reader nowhere.
 
-Scanned: the docstrings and comments of every .py under qconvert/, passes/, schemas/, tools/
-and bench/, and the comments of the C kernels (qconvert/c_export/kernels/*.c, *.h). Found in
+Scanned: the docstrings and comments of every .py under qconvert/, passes/, schemas/, tools/,
+bench/ and tests/, and the comments of the C kernels (qconvert/c_export/kernels/*.c, *.h). Found in
 them and checked, by reading files only (nothing of the project is imported):
 
 - repository paths, `qconvert/x/y.py`, `passes/fusion/`, `tests/helpers/oracles.py`,
@@ -24,9 +24,8 @@ them and checked, by reading files only (nothing of the project is imported):
 - the names of modules that no longer exist anywhere (`RETIRED`, the old names of the layout
   move), as words.
 
-tests/ itself is not scanned yet (its helpers were moving while this test was written), nor
-are the three bench files in `PENDING`; a path into tests/ named from the scanned folders is
-checked like any other.
+tests/ is scanned too, but for the two files whose docstrings show made-up references on
+purpose (`EXAMPLES`); a path into tests/ named from anywhere is checked like any other.
 `test_checks_fail_on_planted_references` runs the scan on a small tree with one bad reference
 of each kind, so the checks are known to fail when they should.
 """
@@ -44,7 +43,7 @@ from helpers.oracles import ROOT
 from helpers.repo_refs import (TOP_FOLDERS, bare_file_found, expand_braces, module_found,
                                path_found)
 
-SCANNED = ("qconvert", "passes", "schemas", "tools", "bench")
+SCANNED = ("qconvert", "passes", "schemas", "tools", "bench", "tests")
 C_KERNELS = "qconvert/c_export/kernels"
 
 # Modules the layout move (issue 25) renamed or split: the names exist nowhere now.
@@ -52,9 +51,8 @@ RETIRED = ("cli_options", "model_steps", "model_steps_extra", "model_steps_fast"
            "model_steps_s16", "model_source", "steps_extra", "onnx_to_tflite_ops",
            "onnx_to_tflite_math", "onnx_to_tflite_spatial", "onnx_to_tflite_lstm")
 
-# Being merged from another branch while this test was written (two of them name
-# tests/export_c_harness, now tests/helpers/export_c_harness): out of the scan until then.
-PENDING = {"bench/profile_layers.py", "bench/bench_layers_m4.py", "bench/bench_mcu_layers.py"}
+# Files whose docstrings show made-up references on purpose (the examples of what is checked).
+EXAMPLES = {"tests/test_source_references.py", "tests/helpers/repo_refs.py"}
 
 _TOP = "|".join(TOP_FOLDERS)
 # A path that starts at a top-level folder: `qconvert/x/y.py`, `passes/fusion/`, `docs/x.md#a`.
@@ -105,7 +103,7 @@ def scanned_files(root: Path) -> list:
     files = [p for folder in SCANNED for p in sorted((root / folder).rglob("*.py"))]
     kernels = root / C_KERNELS
     files += sorted(p for p in kernels.glob("*") if p.suffix in (".c", ".h"))
-    return [p for p in files if p.relative_to(root).as_posix() not in PENDING]
+    return [p for p in files if p.relative_to(root).as_posix() not in EXAMPLES]
 
 
 def output_folders(root: Path) -> tuple:

@@ -3,7 +3,7 @@ are faster: builds without Helium (MVE).
 
     step = on_dsp_builds(cmsis_step, fast_step)
 
-Measured (bench/bench_mcu_layers.py, Cortex-M4, QEMU -icount): `qconvert_conv_fast_s8` and
+Measured (bench/profile_layers.py, Cortex-M4, QEMU -icount): `qconvert_conv_fast_s8` and
 `qconvert_fc_fast_s8` take fewer instructions than CMSIS-NN's `arm_convolve_wrapper_s8` and
 `arm_fully_connected_s8` called once per layer on every conv and fully connected layer of
 kws_ref_model, ResNet-8 and ad01 (kws 1x1 convs 0.88 M against 1.05 M, ResNet-8 3x3 convs
