@@ -33,7 +33,8 @@ _LSTM_SOURCES = ["LSTMFunctions/arm_lstm_unidirectional_s16.c",
 
 
 def _c_array(name: str, ctype: str, values) -> str:
-    return f"static const {ctype} {name}[] = {{{', '.join(str(int(v)) for v in np.ravel(values))}}};"
+    body = ", ".join(str(int(v)) for v in np.ravel(values))
+    return f"static const {ctype} {name}[] = {{{body}}};"
 
 
 def _main_c(graph, frames: list) -> str:

@@ -317,3 +317,37 @@ def test_int8_lstm_with_int64_biases_refused_in_one_line(tmp_path):
     g = read_tflite(data).graph
     with pytest.raises(QConvertError, match="reads int32 biases"):
         run_int8(g, {"x": int_feed(g.tensors["x"])})
+
+
+def test_export_c_header_keeps_the_16x8_gate_biases_int64(tmp_path):
+    """export-c-header of a 16x8 LSTM: the gate biases are int64_t arrays holding the model's
+    values, one beyond int32 included (an int32_t array would truncate it); gcc reads them."""
+    import subprocess
+
+    def big_bias(g, node):
+        b = g.tensors[node.inputs[13]]
+        data = b.data.copy()
+        data[0] = 5_000_000_000
+        b.data = data
+
+    data = _changed(big_bias)
+    src, header = tmp_path / "m.tflite", tmp_path / "m.h"
+    src.write_bytes(data)
+    result = cli("export-c-header", src, "-o", header, "--name", "m")
+    assert result.exit_code == 0, result.output
+    g = read_tflite(data).graph
+    node = _lstm(g)
+    prints = "\n".join(f'    for (i = 0; i < 7; ++i) printf("%lld ", (long long)'
+                       f'm_y_{gate}_gate_bias[i]);' for gate in ("input", "forget", "cell",
+                                                                "output"))
+    (tmp_path / "main.c").write_text(
+        '#include <stdio.h>\n#include "m.h"\nint main(void)\n{\n    int i;\n'
+        f'{prints}\n    return 0;\n}}\n')
+    exe = tmp_path / "t"
+    subprocess.run(["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic",
+                    "-Wno-unused-const-variable", str(tmp_path / "main.c"), "-o", str(exe)],
+                   check=True, cwd=tmp_path)
+    got = [int(v) for v in subprocess.run([exe], capture_output=True, text=True,
+                                          check=True).stdout.split()]
+    want = np.concatenate([g.tensors[node.inputs[12 + k]].data for k in range(4)])
+    assert got == want.tolist() and 5_000_000_000 in got

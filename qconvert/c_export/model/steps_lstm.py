@@ -4,9 +4,10 @@ The numbers are TFLite Micro's Prepare-time values (`qconvert.int8.prepare.lstm`
 int8 gate matrices, the four gate biases (int32; int64 in a 16x8 LSTM) and TFLite's sigmoid
 table are flash arrays; the hidden and cell state are two static arrays of the layer, outside
 the arena (they live from one call to the next), initialised as TFLite Micro resets its
-variable tensors: an int8 hidden state to its zero point, an int16 one and the cell to 0. So consecutive calls of NAME_invoke carry the state, as consecutive invokes
-of one TFLite Micro interpreter do; NAME_reset_lstm() writes the initial state again (a new
-sequence: TFLite Micro's MicroInterpreter::Reset). The kernel's scratch (five int16 rows of `units`: the four
+variable tensors: an int8 hidden state to its zero point, an int16 one and the cell to 0. So
+consecutive calls of NAME_invoke carry the state, as consecutive invokes of one TFLite Micro
+interpreter do; NAME_reset_lstm() writes the initial state again (a new sequence: TFLite
+Micro's MicroInterpreter::Reset). The kernel's scratch (five int16 rows of `units`: the four
 gates and tanh(c)) is in the arena.
 
 int8 activations call `qconvert_lstm_s8`, int16 ones (16x8) `qconvert_lstm_s16`; both also in
