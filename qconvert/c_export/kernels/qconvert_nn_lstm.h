@@ -6,12 +6,13 @@
  * (Apache-2.0). Plain C99: no allocation.
  *
  * Per step and batch row: each gate is two fully connected layers into int16 Q3.12 (the input
- * with its int32 bias, the previous hidden state without bias), added with int16 saturation,
- * then TFLite's int16 LOGISTIC (input, forget, output gates) or TANH (cell gate); the cell
- * state c = f * c + i * g (int16, saturated, clipped when cell_clip > 0); the hidden state
- * h = o * tanh(c) requantized to int8 (int16) with its zero point, copied to the output. Requantization
- * is always TFLite's double rounding (TFLite Micro's LSTM; -DQCONVERT_SINGLE_ROUNDING does not
- * change it). The state (h, c) is the caller's: it carries from one call to the next.
+ * with its int32 / int64 bias, the previous hidden state without bias), added with int16
+ * saturation, then TFLite's int16 LOGISTIC (input, forget, output gates) or TANH (cell gate);
+ * the cell state c = f * c + i * g (int16, saturated, clipped when cell_clip > 0); the hidden
+ * state h = o * tanh(c) requantized to int8 / int16 with its zero point, copied to the output.
+ * Requantization is always TFLite's double rounding (TFLite Micro's LSTM;
+ * -DQCONVERT_SINGLE_ROUNDING does not change it). The state (h, c) is the caller's: it carries
+ * from one call to the next.
  */
 #ifndef QCONVERT_NN_LSTM_H
 #define QCONVERT_NN_LSTM_H

@@ -37,7 +37,7 @@ def hidden_tanh_scaling(cell_scale_power: int) -> tuple:
     return (3, -shift) if shift < 0 else (0, shift)
 
 
-# per activation width: the C element type, the kernel, the bias type, the hidden reset value
+# by activation width (16-bit: 16x8): the C element type, the kernel, the gate biases' C type
 _WIDTHS = {False: ("int8_t", "qconvert_lstm_s8", "int32_t"),
            True: ("int16_t", "qconvert_lstm_s16", "int64_t")}
 
@@ -59,18 +59,18 @@ def _lower_lstm(graph, node, index, options):
                for k in range(4)]
     arrays.append(("sigmoid_table", "uint16_t", sigmoid_table()))
     tanh_mult, tanh_shift = hidden_tanh_scaling(p["cell_scale_power"])
+    biases, none = c_struct([f"@L_bias{k}" for k in range(4)]), c_struct(["0"] * 4)
     fields = [batch, steps, x_dims[2], units, int(time_major), p["input_offset"],
               p["hidden_offset"], p["hidden_zero_point"],
               c_struct([f"@L_w{j}" for j in range(8)]),
-              c_struct(["0"] * 4 if p["wide"] else [f"@L_bias{k}" for k in range(4)]),
-              c_struct([f"@L_bias{k}" for k in range(4)] if p["wide"] else ["0"] * 4),
+              *((none, biases) if p["wide"] else (biases, none)),  # bias, bias64
               c_struct([int(v) for v in p["fc_multiplier"]]),
               c_struct([int(v) for v in p["fc_shift"]]),
               p["forget_multiplier"], p["forget_shift"], p["input_multiplier"],
               p["input_shift"], p["hidden_multiplier"], p["hidden_shift"], tanh_mult, tanh_shift,
               p["cell_clip"], "@L_sigmoid_table"]
     state = batch * units
-    reset = 0 if p["wide"] else int(p["hidden_zero_point"])  # TFLite Micro: only int8 gets z
+    reset = 0 if p["wide"] else int(p["hidden_zero_point"])  # TFLite Micro: zp for int8 only
     hidden = np.full(state, reset, np.int64)
     decls = [f"static const qconvert_lstm_params @L_params = {c_struct(fields)};",
              f"static {ctype} @L_hidden[{state}] = {{\n{c_array_body(hidden, ctype)}\n}};",
