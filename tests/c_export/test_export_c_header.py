@@ -36,39 +36,37 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers.c_header_oracles import (C_TESTS, CFLAGS, INT8_MODELS, KERNEL_DIR, LAYER_OPS, CHeader,
-                                      Flatbuffer, _compile_header, _export, _gcc, _invoke, _ptr,
-                                      design_md_1x4, expected_clamps, observed, random_feeds,
-                                      run_fc_kernel, run_reference, tflite_same_pads,
-                                      tflm_every_tensor)
+                                      Flatbuffer, c_pointer, compile_header, design_md_1x4,
+                                      expected_clamps, export_header, invoke_header_cli, observed,
+                                      random_feeds, run_fc_kernel, run_gcc, run_reference,
+                                      tflite_same_pads, tflm_every_tensor)
 from click.testing import CliRunner
 from helpers.oracles import ROOT, SAMPLE_MODELS, TEST_MODELS
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from helpers.int8_models import CONV, Q8, int8_feeds, tflm
+from helpers.every_op_model import every_op_model
+from helpers.int8_models import Q8, int8_feeds, tflm
 
 from qconvert.c_export.fc_layout import from_1x4, permutation_1x4, to_1x4
 from qconvert.c_export.header.layer_spec import OP_SPECS
 from qconvert.c_export.shipped_kernels import (KERNEL_FILES, MODEL_KERNEL_FILES, Q7_KERNEL_FILES,
                                                kernel_sources)
 from qconvert.cli.app import main
-from qconvert.executor.int_executor import run_int8
 from qconvert.int8.prepare import LAYER_PARAMS, layer_params
-from qconvert.ir import Model, Node, Tensor
 from qconvert.formats.model_io import load_model, serialize
-from qconvert.formats.tflite_reader import read_tflite
 
 
 @pytest.fixture(scope="module")
 def quant_oracle(tmp_path_factory):
     """QuantizeMultiplier of tests/c/quant_oracle.c (libm frexp and round)."""
     lib_path = tmp_path_factory.mktemp("oracle") / "quant_oracle.so"
-    _gcc(["-O2", "-shared", "-fPIC", str(C_TESTS / "quant_oracle.c"), "-o", str(lib_path), "-lm"])
+    run_gcc(["-O2", "-shared", "-fPIC", str(C_TESTS / "quant_oracle.c"), "-o", str(lib_path), "-lm"])
     lib = ctypes.CDLL(str(lib_path))
 
     def quantize(real):
         real = np.ascontiguousarray(np.asarray(real, np.float64).reshape(-1))
         mult, shift = np.empty(real.size, np.int32), np.empty(real.size, np.int32)
-        lib.oracle_quantize_multiplier(_ptr(real), _ptr(mult), _ptr(shift),
+        lib.oracle_quantize_multiplier(c_pointer(real), c_pointer(mult), c_pointer(shift),
                                        ctypes.c_int64(real.size))
         return mult, shift
 
@@ -112,18 +110,18 @@ def test_reorder_leftover_rows_and_columns(rows, cols):
 # -- compiling ------------------------------------------------------------------------------
 @pytest.mark.parametrize("rounding", [[], ["-DQCONVERT_SINGLE_ROUNDING"]])
 def test_kernel_compiles_cleanly_with_strict_warnings(tmp_path, rounding):
-    _gcc([*CFLAGS, "-Wconversion", "-Wsign-conversion", "-Wshadow", "-Wstrict-prototypes",
+    run_gcc([*CFLAGS, "-Wconversion", "-Wsign-conversion", "-Wshadow", "-Wstrict-prototypes",
           "-Wmissing-prototypes", *rounding, "-c", str(KERNEL_DIR / "qconvert_fc_1x4.c"),
           "-o", str(tmp_path / "k.o")])
 
 
 def test_header_compiles_alone_and_arrays_are_const_and_aligned(tmp_path):
-    out = _export(tmp_path, TEST_MODELS / "kws_ref_model.tflite", "--with-kernels")
+    out = export_header(tmp_path, TEST_MODELS / "kws_ref_model.tflite", "--with-kernels")
     (tmp_path / "use.c").write_text(f'#include "{out.name}"\n#include "qconvert_fc_1x4.h"\n'
                                     "int main(void) { return 0; }\n")
     # a file that includes the header and uses none of its arrays: no warning
-    _gcc([*CFLAGS, "-c", "use.c", "-o", "use.o"], cwd=tmp_path)
-    _gcc([*CFLAGS, "-c", "qconvert_fc_1x4.c", "-o", "k.o"], cwd=tmp_path)
+    run_gcc([*CFLAGS, "-c", "use.c", "-o", "use.o"], cwd=tmp_path)
+    run_gcc([*CFLAGS, "-c", "qconvert_fc_1x4.c", "-o", "k.o"], cwd=tmp_path)
     # writing to an array does not compile: they are const
     stem = "kws_ref_model_functional_1_dense_biasadd"
     (tmp_path / "write.c").write_text(f'#include "{out.name}"\n'
@@ -131,7 +129,7 @@ def test_header_compiles_alone_and_arrays_are_const_and_aligned(tmp_path):
     gcc = subprocess.run(["gcc", *CFLAGS, "-c", "write.c", "-o", "w.o"], cwd=tmp_path,
                          capture_output=True, text=True, check=False)
     assert gcc.returncode != 0 and "read-only" in gcc.stderr
-    h = _compile_header(out, tmp_path)
+    h = compile_header(out, tmp_path)
     assert len(h.arrays) >= 40
     assert all(h.align[n] >= 4 and h.address[n] % 4 == 0 for n in h.arrays)
     assert re.search(r"QCONVERT_ARRAY_ATTR static const int8_t \w+_weights\[", h.text)
@@ -166,7 +164,7 @@ def check_fc_layers(model_path: Path, header: CHeader, rounding="double") -> int
 @pytest.mark.parametrize("name", INT8_MODELS)
 def test_fc_kernel_matches_executor_and_tflm_on_int8_models(tmp_path, name):
     model = TEST_MODELS / name
-    header = _compile_header(_export(tmp_path, model), tmp_path)
+    header = compile_header(export_header(tmp_path, model), tmp_path)
     assert check_fc_layers(model, header) == {"ad01_int8.tflite": 10}.get(name, 1)
 
 
@@ -180,16 +178,16 @@ def test_fc_kernel_on_qconverts_own_per_channel_quantization(tmp_path):
     """ad01_fp32 quantized by qconvert with per-channel FC weights: the same bytes as
     `qconvert quantize`, then every FC layer through the kernel."""
     args = ["--calibration-random", 8, "--fc-per-channel", "--name", "ad01"]
-    direct = _export(tmp_path, TEST_MODELS / "ad01_fp32.tflite", *args)
+    direct = export_header(tmp_path, TEST_MODELS / "ad01_fp32.tflite", *args)
     q = tmp_path / "ad01_q.tflite"
     result = CliRunner().invoke(main, ["quantize", str(TEST_MODELS / "ad01_fp32.tflite"),
                                        "-o", str(q)] + [str(a) for a in args[:3]])
     assert result.exit_code == 0, result.output
-    via_file = _export(tmp_path, q, "--name", "ad01", name="via_file.h")
+    via_file = export_header(tmp_path, q, "--name", "ad01", name="via_file.h")
 
     assert _body(direct) == _body(via_file)
     assert "quantized by qconvert from a float model" in direct.read_text()
-    header = _compile_header(direct, tmp_path)
+    header = compile_header(direct, tmp_path)
     graph = load_model(q).graph
     assert all(layer_params(graph, n)["per_channel"] for _, n in _fc_layers(graph))
     assert all(header.int(header.layers[i], "MULTIPLIER_LEN") > 1 for i, _ in _fc_layers(graph))
@@ -198,11 +196,11 @@ def test_fc_kernel_on_qconverts_own_per_channel_quantization(tmp_path):
 
 def test_fc_kernel_single_rounding_matches_executor(tmp_path):
     model = TEST_MODELS / "ad01_int8.tflite"
-    out = _export(tmp_path, model, "--rounding", "single")
+    out = export_header(tmp_path, model, "--rounding", "single")
     assert re.search(r"^#define AD01_INT8_SINGLE_ROUNDING +1$", out.read_text(), re.MULTILINE)
-    header = _compile_header(out, tmp_path, ["-DQCONVERT_SINGLE_ROUNDING"])
+    header = compile_header(out, tmp_path, ["-DQCONVERT_SINGLE_ROUNDING"])
     assert check_fc_layers(model, header, rounding="single") == 10
-    double = _compile_header(out, tmp_path)  # the two roundings really differ here
+    double = compile_header(out, tmp_path)  # the two roundings really differ here
     graph = load_model(model).graph
     x = random_feeds(graph, 4, 2)
     feeds = {graph.inputs[0]: np.concatenate([f[graph.inputs[0]] for f in x])}
@@ -247,7 +245,7 @@ def _fc_model(seed=21) -> bytes:
 def test_fc_kernel_with_leftover_rows_and_columns_matches_tflm(tmp_path):
     model = tmp_path / "fc_shapes.tflite"
     model.write_bytes(_fc_model())
-    header = _compile_header(_export(tmp_path, model), tmp_path)
+    header = compile_header(export_header(tmp_path, model), tmp_path)
     assert check_fc_layers(model, header) == len(FC_SHAPES)
     graph = load_model(model).graph
     for index, node in _fc_layers(graph):
@@ -315,8 +313,8 @@ def check_against_flatbuffer(model_path, h1x4: CHeader, hrow: CHeader, quant_ora
                                          ("pretrainedResnet_quant.tflite", 10)])
 def test_header_numbers_equal_tflite_micros(tmp_path, quant_oracle, name, layers):
     model = TEST_MODELS / name
-    h1x4 = _compile_header(_export(tmp_path, model), tmp_path)
-    hrow = _compile_header(_export(tmp_path, model, "--fc-layout", "rowmajor", name="row.h"),
+    h1x4 = compile_header(export_header(tmp_path, model), tmp_path)
+    hrow = compile_header(export_header(tmp_path, model, "--fc-layout", "rowmajor", name="row.h"),
                            tmp_path)
     assert check_against_flatbuffer(model, h1x4, hrow, quant_oracle) == layers
     # behaviourally: the C references, fed TFLite Micro's input of each layer and given only
@@ -338,7 +336,7 @@ def test_header_numbers_equal_tflite_micros(tmp_path, quant_oracle, name, layers
 
 def test_model_io_quantization_and_shapes(tmp_path):
     model = TEST_MODELS / "kws_ref_model.tflite"
-    h = _compile_header(_export(tmp_path, model, "--name", "kws"), tmp_path)
+    h = compile_header(export_header(tmp_path, model, "--name", "kws"), tmp_path)
     fb = Flatbuffer(model)
     x = fb.sub.Tensors(fb.sub.Inputs(0))
     y = fb.sub.Tensors(fb.sub.Outputs(0))
@@ -356,176 +354,11 @@ def test_model_io_quantization_and_shapes(tmp_path):
 
 
 # -- every op the integer executor knows ----------------------------------------------------
-def _every_op_model(header_only_ops: bool = False) -> Model:
-    """An int8 graph with one node of every op that has TFLite Micro parameters; the ops only
-    the header expresses (DIV: whole-model C export has no kernel for it) and the LSTM (its
-    state carries from one sample to the next in C: tests/test_lstm.py) with
-    `header_only_ops`."""
-    n = Q8(31)
-    x = n.input("x", (1, 6, 6, 4), 0.05, -3)
-    f = n.input("f", (1, 8), None, None, dtype="float32")
-    c8 = n.const("c8", n.rng.integers(-128, 128, (4,)).astype(np.int8), 0.03, 7)
-    a = n.node("Add", [x, x], "add", (1, 6, 6, 4), 0.1, -3, activation="RELU")
-    s = n.node("Sub", [a, x], "sub", (1, 6, 6, 4), 0.1, 0, activation="NONE")
-    m = n.node("Mul", [s, c8], "mul", (1, 6, 6, 4), 0.02, 1, activation="RELU6")
-    wt, _ = n.weights("w", (5, 3, 3, 4), 0)
-    cv = n.node("Conv2D", [m, wt, None], "conv", (1, 4, 4, 5), 0.3, 2,
-                **dict(CONV, kernel_shape=[3, 3], pads=[0, 0, 0, 0]))
-    dw, s_dw = n.weights("dw", (1, 3, 3, 5), 3)
-    d = n.node("DepthwiseConv2D", [cv, dw, n.bias("db", 0.3, s_dw, 5)], "dwconv", (1, 4, 4, 5),
-               0.2, 0, **dict(CONV, kernel_shape=[3, 3], pads=[1, 1, 1, 1], depth_multiplier=1))
-    ap = n.node("AveragePool", [d], "avg", (1, 2, 2, 5), 0.2, 0, layout="NHWC",
-                kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 0, 0], activation="NONE")
-    mp = n.node("MaxPool", [d], "max", (1, 2, 2, 5), 0.2, 0, layout="NHWC",
-                kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 0, 0], activation="RELU")
-    cat = n.node("Concat", [ap, mp], "cat", (1, 2, 2, 10), 0.2, 0, axis=-1, activation="NONE")
-    pads = n.const("paddings", np.asarray([[0, 0], [1, 0], [0, 1], [0, 0]], np.int32))
-    p = n.node("Pad", [cat, pads], "pad", (1, 3, 3, 10), 0.2, 0)
-    value = n.const("value", np.asarray([5], np.int8), 0.2, 0)
-    p2 = n.node("PadV2", [cat, pads, value], "padv2", (1, 3, 3, 10), 0.2, 0)
-    hi = n.node("Maximum", [p, p2], "maximum", (1, 3, 3, 10), 0.2, 0)
-    lo = n.node("Minimum", [hi, p2], "minimum", (1, 3, 3, 10), 0.2, 0)
-    perm = n.const("perm", np.asarray([0, 2, 1, 3], np.int32))
-    t = n.node("Transpose", [lo, perm], "transpose", (1, 3, 3, 10), 0.2, 0)
-    axes = n.const("axes", np.asarray([1, 2], np.int32))
-    mean = n.node("Mean", [t, axes], "mean", (1, 1, 1, 10), 0.1, 0, keepdims=1)
-    shape = n.const("shape", np.asarray([1, 1, 10], np.int32))
-    r = n.node("Reshape", [mean, shape], "reshape", (1, 1, 10), 0.1, 0)
-    squeeze_dims = n.const("squeeze_dims", np.asarray([1], np.int32))
-    sq = n.node("Squeeze", [r, squeeze_dims], "squeeze", (1, 10), 0.1, 0)
-    idx = n.const("idx", np.asarray([9, 0, 3, 3, 1, 2, 4, 5], np.int32))
-    gth = n.node("Gather", [sq, idx], "gather", (1, 8), 0.1, 0, axis=1, batch_dims=0)
-    ss = n.node("StridedSlice", [gth, n.const("begin", np.asarray([0, 1], np.int32)),
-                                 n.const("end", np.asarray([1, 8], np.int32)),
-                                 n.const("strides", np.asarray([1, 3], np.int32))],
-                "strided_slice", (1, 3), 0.1, 0, begin_mask=0, end_mask=0, ellipsis_mask=0,
-                new_axis_mask=0, shrink_axis_mask=0, offset=False)
-    fw, s_fw = n.weights("fw", (6, 8), 0, per_channel=False)
-    fc = n.node("FullyConnected", [gth, fw, n.bias("fb", 0.1, s_fw, 6)], "fc", (1, 6), 0.05,
-                -5, activation="NONE", keep_num_dims=False)
-    sm = n.node("Softmax", [fc], "softmax", (1, 6), 1.0 / 256, -128, beta=1.0)
-    sg = n.node("Sigmoid", [fc], "sigmoid", (1, 6), 1.0 / 256, -128)
-    th = n.node("Tanh", [fc], "tanh", (1, 6), 1.0 / 128, 0)
-    hs = n.node("HardSwish", [fc], "hardswish", (1, 6), 0.05, -60)
-    rl = n.node("Relu", [fc], "relu", (1, 6), 0.04, -110)
-    r6 = n.node("Relu6", [fc], "relu6", (1, 6), 0.05, -5)
-    rq = n.node("Quantize", [fc], "requantize", (1, 6), 0.021, 17)
-    fq = n.node("Quantize", [f], "quantize", (1, 8), 0.05, -3)
-    dq = n.node("Dequantize", [fq], "dequantize", (1, 8), None, None, dtype="float32")
-    # transformer-era ops (onnx_to_tflite_math)
-    lr = n.node("LeakyRelu", [fc], "leaky_relu", (1, 6), 0.03, -20, alpha=0.1)
-    slope = n.const("slope", np.asarray([3, -20, 40, 90, 7, 0], np.int8), 0.01, 2)
-    pr = n.node("PRelu", [fc, slope], "prelu", (1, 6), 0.04, -10)
-    bm = n.node("BatchMatMul", [fc, lr], "batch_matmul", (6, 6), 0.3, 4, adj_x=True, adj_y=False,
-                asymmetric_quantize_inputs=False)
-    rs = n.node("Rsqrt", [rl], "rsqrt", (1, 6), 0.05, -128)
-    ab = n.node("Abs", [fc], "abs", (1, 6), 0.04, -128)
-    sd = n.node("SquaredDifference", [fc, lr], "squared_difference", (1, 6), 0.3, -128)
-    su = n.node("ReduceSum", [fc, n.const("sum_axes", np.asarray([1], np.int32))], "sum", (1,),
-                0.4, 3, keepdims=0)
-    sl = n.node("SliceBySize", [fc, n.const("sl_begin", np.asarray([0, 1], np.int32)),
-                                n.const("sl_size", np.asarray([1, -1], np.int32))], "slice",
-                (1, 5), 0.05, -5)
-    rv = n.node("Reverse", [sl, n.const("rv_axis", np.asarray([1], np.int32))], "reverse",
-                (1, 5), 0.05, -5)
-    pk = n.node("Pack", [sl, rv], "pack", (1, 2, 5), 0.05, -5, axis=1, values_count=2)
-    unpacked = ["unpack_0", "unpack_1"]
-    for name in unpacked:
-        n.g.add_tensor(Tensor(name, (1, 5), "int8", quant=n._q(0.05, -5)))
-    n.g.nodes.append(Node("Unpack", [pk], unpacked, {"axis": 1, "num": 2}, unpacked[0]))
-    ed = n.node("ExpandDims", [fc, n.const("ed_axis", np.asarray([1], np.int32))], "expand_dims",
-                (1, 1, 6), 0.05, -5)
-    compared = []
-    for op in ("Equal", "NotEqual", "Greater", "GreaterEqual", "Less", "LessEqual"):
-        name = f"{op.lower()}_cmp"
-        n.g.add_tensor(Tensor(name, (1, 6), "bool"))
-        n.g.nodes.append(Node(op, [fc, lr], [name], {}, name))
-        compared.append(name)
-    sel = n.node("SelectV2", ["greater_cmp", fc, n.const("sel_y", np.arange(-3, 3).astype(
-        np.int8).reshape(1, 6), 0.05, -5)], "select_v2", (1, 6), 0.05, -5)
-    rmax = n.node("ReduceMax", [t, n.const("rmax_axes", np.asarray([1, 2], np.int32))],
-                  "reduce_max", (1, 1, 1, 10), 0.2, 0, keepdims=1)
-    rmin = n.node("ReduceMin", [t, n.const("rmin_axes", np.asarray([-1], np.int32))],
-                  "reduce_min", (1, 3, 3), 0.2, 0, keepdims=0)
-    mirror = n.node("MirrorPad", [t, n.const("mirror_pads", np.asarray(
-        [[0, 0], [1, 1], [2, 0], [0, 0]], np.int32))], "mirror_pad", (1, 5, 5, 10), 0.2, 0,
-        mode=0)
-    d2s = n.node("DepthToSpaceNHWC", [x], "depth_to_space", (1, 12, 12, 1), 0.05, -3,
-                 block_size=2)
-    l2 = n.node("L2Normalization", [fc], "l2_normalization", (1, 6), 1.0 / 128, 0,
-                activation="NONE")
-    top = n.node("ReduceMax", [t, n.const("top_axes", np.asarray([0, 1, 2, 3], np.int32))],
-                 "reduce_all", (), 0.2, 0, keepdims=0)
-    fill = n.node("Fill", [n.const("fill_dims", np.asarray([1, 4], np.int32)), top], "fill",
-                  (1, 4), 0.2, 0)
-    last = [pr, rs, ab, sd, su, pk, *unpacked, ed, *compared, sel, rmax, rmin, mirror, d2s, l2,
-            fill]
-    if header_only_ops:
-        last = [n.node("Div", [pr, rs], "div", (1, 6), 0.2, 3, activation="NONE")]
-    extra = _onnx_export_ops(n, m, d)
-    if header_only_ops:  # a stateful layer: the C tests of test_lstm.py carry its state
-        extra.append(_lstm_op(n, pk))
-    return read_tflite(n.build([sm, sg, th, hs, rl, r6, rq, dq, ss, bm] + last + extra))
-
-
-def _lstm_op(n, x) -> str:
-    """An integer UNIDIRECTIONAL_SEQUENCE_LSTM of 3 units over `x` [1, 2, 5] for
-    `_every_op_model` (its two variable state tensors, TFLite Micro's int16 cell)."""
-    from qconvert.schemas.lstm import LSTM_SLOTS
-
-    inputs = [x]
-    for slot in LSTM_SLOTS[1:]:
-        name = f"lstm_{slot.name}"
-        if slot.name.startswith(("input_to_", "recurrent_to_")):
-            inputs.append(n.weights(name, (3, 5 if slot.name.startswith("input") else 3), 0,
-                                    per_channel=False)[0])
-        elif slot.name.endswith("_gate_bias"):
-            s_w = n.g.tensors[f"lstm_input_to_{slot.name[:-10]}_weights"].quant.scale
-            inputs.append(n.bias(name, 0.05, s_w, 3))
-        elif slot.name in ("output_state", "cell_state"):
-            wide = slot.name == "cell_state"
-            n.g.add_tensor(Tensor(name, (1, 3), "int16" if wide else "int8",
-                                  quant=n._q(2.0 ** -11, 0) if wide else n._q(1 / 128, 0),
-                                  extra={"is_variable": True}))
-            inputs.append(name)
-        else:
-            inputs.append(None)
-    return n.node("UnidirectionalSequenceLSTM", inputs, "lstm", (1, 2, 3), 1 / 128, 0,
-                  activation="TANH", cell_clip=0.0, proj_clip=0.0, time_major=False,
-                  asymmetric_quantize_inputs=False)
-
-
-def _onnx_export_ops(n, m, d) -> list:
-    """Grouped CONV_2D, TRANSPOSE_CONV, RESIZE_*, SPLIT, SPLIT_V nodes for `_every_op_model`."""
-    gw, _ = n.weights("gw", (4, 1, 1, 2), 0)
-    gc = n.node("Conv2D", [m, gw, None], "gconv", (1, 6, 6, 4), 0.3, 2,
-                **dict(CONV, kernel_shape=[1, 1], pads=[0, 0, 0, 0], group=2))
-    tw, s_tw = n.weights("tw", (3, 2, 2, 5), 0)
-    tc = n.node("TransposeConv", [n.const("tshape", np.asarray([1, 8, 8, 3], np.int32)), tw, d,
-                                  n.bias("tb", 0.2, s_tw, 3)], "tconv", (1, 8, 8, 3), 0.3, 1,
-                strides=[2, 2], padding="VALID", activation="NONE")
-    rb = n.node("ResizeBilinear", [d, n.const("rsize", np.asarray([6, 7], np.int32))],
-                "bilinear", (1, 6, 7, 5), 0.2, 0, align_corners=False, half_pixel_centers=True)
-    rn = n.node("ResizeNearest", [d, n.const("nsize", np.asarray([8, 8], np.int32))],
-                "nearest", (1, 8, 8, 5), 0.2, 0, align_corners=False, half_pixel_centers=False)
-    outs = []
-    for op, ins, shapes in (("SplitEqual", [n.const("sax", np.asarray([1], np.int32)), d],
-                             [(1, 2, 4, 5)] * 2),
-                            ("SplitSizes", [d, n.const("ssz", np.asarray([2, 3], np.int32)),
-                                            n.const("svax", np.asarray([3], np.int32))],
-                             [(1, 4, 4, 2), (1, 4, 4, 3)])):
-        names = [f"{op.lower()}_{k}" for k in range(2)]
-        for name, shape in zip(names, shapes):
-            n.g.add_tensor(Tensor(name, shape, "int8", quant=n._q(0.2, 0)))
-        n.g.nodes.append(Node(op, ins, names, {"num_splits": 2}, names[0]))
-        outs += names
-    return [gc, tc, rb, rn] + outs
-
 
 def test_every_op_gets_its_tflite_micro_parameters(tmp_path):
     """Each op with TFLite Micro parameters (the executor's table, checked against TFLM in
     test_int_executor) appears with all of them; the model runs in TFLite Micro."""
-    model = _every_op_model(header_only_ops=True)
+    model = every_op_model(header_only_ops=True)
     graph = model.graph
     assert {node.op for node in graph.nodes} == set(LAYER_PARAMS)
     path = tmp_path / "every_op.tflite"
@@ -533,7 +366,7 @@ def test_every_op_gets_its_tflite_micro_parameters(tmp_path):
     feeds = random_feeds(graph, 1, 0)[0]
     feeds["f"] = np.linspace(-3, 3, 8, dtype=np.float32)[None]
     tflm(path.read_bytes(), [feeds[n] for n in graph.inputs])  # TFLM accepts every layer
-    h = _compile_header(_export(tmp_path, path, "--name", "e"), tmp_path)
+    h = compile_header(export_header(tmp_path, path, "--name", "e"), tmp_path)
     scalars = {"float": h.floats, "int": h.ints, "bool": h.ints}
     for index, node in enumerate(graph.nodes):
         stem = h.layers[index]
@@ -580,8 +413,8 @@ def test_layer_names_become_unique_c_identifiers(tmp_path):
     v = n.node("Relu", [w], "9 lives \u00e9*/", (1, 4), 0.05, 0)
     path = tmp_path / "2names.tflite"
     path.write_bytes(n.build([v]))
-    out = _export(tmp_path, path)
-    h = _compile_header(out, tmp_path)
+    out = export_header(tmp_path, path)
+    h = compile_header(out, tmp_path)
     names = [h.layers[i] for i in range(4)]
     assert names[0] == "M_2NAMES_A_B" and names[1] == "M_2NAMES_A_B_2"
     assert len(set(names)) == 4 and all(re.fullmatch(r"[A-Z][A-Z0-9_]*", s) for s in names)
@@ -591,8 +424,8 @@ def test_layer_names_become_unique_c_identifiers(tmp_path):
 def test_same_input_gives_byte_identical_header(tmp_path):
     model = TEST_MODELS / "pretrainedResnet_quant.tflite"
     (tmp_path / "sub").mkdir()
-    a = _export(tmp_path, model, "--name", "r", name="a.h")
-    b = _export(tmp_path, model, "--name", "r", name="sub/b.h")
+    a = export_header(tmp_path, model, "--name", "r", name="a.h")
+    b = export_header(tmp_path, model, "--name", "r", name="sub/b.h")
     assert a.read_bytes() == b.read_bytes()
     text = a.read_text()
     assert hashlib.sha256(model.read_bytes()).hexdigest() in text
@@ -602,7 +435,7 @@ def test_same_input_gives_byte_identical_header(tmp_path):
 
 def test_default_output_and_kernels_written_beside_the_header(tmp_copy, tmp_path):
     model = tmp_copy(TEST_MODELS / "kws_ref_model.tflite", "my-model.tflite")
-    result = _invoke([model, "--with-kernels"])
+    result = invoke_header_cli([model, "--with-kernels"])
     assert result.exit_code == 0, result.output
     header = tmp_path / "my-model_weights.h"
     assert "#ifndef MY_MODEL_WEIGHTS_H" in header.read_text()
@@ -622,7 +455,7 @@ def test_kernel_sources_are_package_data():
 # -- bad input ------------------------------------------------------------------------------
 def _assert_fails(tmp_path, args, message, path=None):
     before = sorted(p.name for p in tmp_path.iterdir())
-    result = _invoke(args)
+    result = invoke_header_cli(args)
     assert result.exit_code == 1, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("qconvert: error: "), result.stderr
@@ -677,16 +510,16 @@ def test_onnx_model_is_converted_to_nhwc_then_quantized(tmp_path):
     run by the C kernel equals TFLite Micro on that int8 model."""
     model = TEST_MODELS / "digits_cnn.onnx"
     calib = f"{TEST_MODELS / 'digits_data_nchw.npz'}:calib"
-    direct = _export(tmp_path, model, "--calibration", calib, "--name", "digits")
+    direct = export_header(tmp_path, model, "--calibration", calib, "--name", "digits")
     q = tmp_path / "digits_int8.tflite"
     result = CliRunner().invoke(main, ["quantize", str(model), "--calibration", calib,
                                        "-o", str(q)])
     assert result.exit_code == 0, result.output
-    via_file = _export(tmp_path, q, "--name", "digits", name="via_file.h")
+    via_file = export_header(tmp_path, q, "--name", "digits", name="via_file.h")
 
     assert _body(direct) == _body(via_file)
     assert "DIGITS_INPUT0_SHAPE       {1, 16, 16, 1}" in direct.read_text()
-    header = _compile_header(direct, tmp_path)
+    header = compile_header(direct, tmp_path)
     assert check_fc_layers(q, header) == 1
 
 
