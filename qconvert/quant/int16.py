@@ -43,7 +43,7 @@ INT16_KERNELS = frozenset({
     "LeakyRelu", "Reshape", "Concat", "Pad", "Transpose", "StridedSlice", "SplitEqual",
     "Rsqrt", "Abs", "SquaredDifference", "ReduceSum", "Maximum", "Minimum", "PRelu",
     "ResizeNearest", "SplitSizes", "Squeeze", "ExpandDims", "PadV2", "SliceBySize", "Pack",
-    "Unpack", "Reverse", "SelectV2",
+    "Unpack", "Reverse", "SelectV2", "UnidirectionalSequenceLSTM",
 })
 
 

@@ -3,16 +3,16 @@
 Oracles: gcc's AddressSanitizer and UndefinedBehaviorSanitizer (`-fsanitize=address,undefined
 -fno-sanitize-recover=all`: any out-of-bounds access, misaligned typed load or store, signed
 overflow or bad shift aborts the run) on ONE binary per kernel set holding every export-c test
-model (the int8 models of the `models` fixture, tests/c_export/conftest.py; the 16x8 and
-mixed models of `S16_MODELS` and `built16_models`, tests/helpers; digits, ResNet-8 and a 1-D
-KWS CNN quantized 16x8 and mixed by qconvert; the streaming model of
-test_export_c_streaming.py frame by frame), CMSIS-NN compiled with the same sanitizers; the
-same image on an emulated Cortex-M4 that faults on every unaligned access as a Cortex-M0 does
-(qemu-system-arm); the outputs stay TFLite Micro's bit for bit. Models and kernel files are
-picked up from what the export writes, so new kernels are covered without listing them here.
-The element sizes of the graph's dtypes for the memory plan's offsets (every one a multiple
-of its element size), on the test models and on hypothesis-generated plans; gcc's
-`__alignof__` for the const arrays.
+model (the int8 models of the `models` fixture, tests/c_export/conftest.py; the 16x8 and mixed
+models of `S16_MODELS` and `built16_models`, tests/helpers; digits, ResNet-8 and a 1-D KWS CNN
+quantized 16x8 and mixed by qconvert; the streaming model of test_export_c_streaming.py frame
+by frame; int8 and 16x8 LSTMs and the LSTM denoiser quantized 16x8 by qconvert, frame by frame
+with their state carried), CMSIS-NN compiled with the same sanitizers; the same image on an
+emulated Cortex-M4 that faults on every unaligned access as a Cortex-M0 does (qemu-system-arm);
+the outputs stay TFLite Micro's bit for bit. Models and kernel files are picked up from what
+the export writes, so new kernels are covered without listing them here. The element sizes of
+the graph's dtypes for the memory plan's offsets (every one a multiple of its element size), on
+the test models and on hypothesis-generated plans; gcc's `__alignof__` for the const arrays.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,6 +34,9 @@ from helpers.int8_models import tflm
 from helpers.int16_models import built16_models
 from helpers.int16_models import tflm as tflm16
 from helpers.oracles import TEST_MODELS, stream_frames, tflm_frames
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+from make_lstm_models import denoiser_tflite, lstm_int8_tflite  # noqa: E402
 
 import qconvert.c_export.model.memory_plan as memory_plan
 from qconvert.c_export.model.memory_plan import ALIGN, PlanStep, plan_memory
@@ -86,7 +91,39 @@ def quantized16(tmp_path_factory) -> dict:
     return out
 
 
-def _every_model(models, quantized16, tmp_path) -> dict:
+# LSTMs (their state carries from one NAME_invoke to the next): the int8 and 16x8 builder
+# models with a cell clip, time-major batch 2 and non-zero 16-bit zero points
+LSTM_BUILT = {
+    "lstm_int8": dict(batch=2, time_major=True, cell_clip=0.3),
+    "lstm_16x8": dict(wide=True, batch=2, time_major=True, cell_clip=0.3,
+                      zero_points16=(300, -500)),
+}
+
+
+@pytest.fixture(scope="module")
+def lstms(tmp_path_factory) -> dict:
+    """{name: path}: LSTM_BUILT, and the LSTM denoiser quantized 16x8 by qconvert."""
+    from click.testing import CliRunner
+
+    from qconvert.cli.app import main
+
+    folder = tmp_path_factory.mktemp("lstms")
+    out = {}
+    for name, kwargs in LSTM_BUILT.items():
+        out[name] = folder / f"{name}.tflite"
+        out[name].write_bytes(lstm_int8_tflite(**kwargs))
+    src, calib = folder / "denoiser.tflite", folder / "calib.npy"
+    src.write_bytes(denoiser_tflite())
+    np.save(calib, np.random.default_rng(0).normal(0, 1, (32, 1, 8, 16)).astype(np.float32))
+    out["lstm_denoiser_int16"] = folder / "lstm_denoiser_int16.tflite"
+    result = CliRunner().invoke(main, ["quantize", str(src), "--calibration", str(calib),
+                                       "--activations", "int16", "-o",
+                                       str(out["lstm_denoiser_int16"])])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _every_model(models, quantized16, lstms, tmp_path) -> dict:
     """{C name: (path, samples, expected outputs per sample)} of every export-c test model."""
     out = {}
     for name, path in models.items():
@@ -106,16 +143,20 @@ def _every_model(models, quantized16, tmp_path) -> dict:
     out["streaming_kws"] = (STREAMING_MODEL, [[f] for f in frames],
                             tflm_frames(STREAMING_MODEL.read_bytes(), frames,
                                         len(graph.outputs)))
+    for name, path in lstms.items():  # three frames, one TFLite Micro interpreter
+        frames = [s[0] for s in s16_samples(load_model(path).graph, 3)]
+        out[name] = (path, [[f] for f in frames], tflm_frames(path.read_bytes(), frames, 1))
     return out
 
 
-def _image(models, quantized16, tmp_path, kernels) -> tuple:
+def _image(models, quantized16, lstms, tmp_path, kernels) -> tuple:
     """(folder holding every test model's export, named m_<model>, image_source entries,
     {name: (graph, samples, TFLite Micro's outputs)})."""
     folder = tmp_path / "image"
     folder.mkdir()
     entries, expected = [], {}
-    for stem, (path, samples, refs) in _every_model(models, quantized16, tmp_path).items():
+    for stem, (path, samples, refs) in _every_model(models, quantized16, lstms,
+                                                    tmp_path).items():
         name = "m_" + re.sub(r"\W", "_", stem)
         files, _ = render_model(prepare_model(load_model(path)), ModelOptions(
             name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor"))
@@ -145,11 +186,11 @@ def _assert_image_output(text, expected, label) -> None:
 
 
 @pytest.mark.parametrize("kernels", KERNELS)
-def test_every_export_runs_clean_under_asan_and_ubsan(models, quantized16, tmp_path,
+def test_every_export_runs_clean_under_asan_and_ubsan(models, quantized16, lstms, tmp_path,
                                                       kernels):
     """Every export-c test model in one binary per kernel set, built with ASan + UBSan (gcc,
     strict C99, -O1; CMSIS-NN too): no sanitizer finding, and TFLite Micro's outputs."""
-    folder, entries, expected = _image(models, quantized16, tmp_path, kernels)
+    folder, entries, expected = _image(models, quantized16, lstms, tmp_path, kernels)
     exe = build_host(folder, image_source(entries), defines=SANITIZE, cmsis=kernels == "cmsis-nn",
                      cmsis_extra=CMSIS_EXCLUDED)
     env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0",
@@ -184,12 +225,12 @@ def test_the_sanitizer_build_reports_a_misaligned_int16_load(tmp_path):
 @NEEDS_CROSS
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_every_export_runs_on_a_cortex_m_that_traps_unaligned_accesses(
-        models, quantized16, tmp_path, kernels):
+        models, quantized16, lstms, tmp_path, kernels):
     """A Cortex-M0's rule on the emulated Cortex-M4 (mps2-an386): CCR.UNALIGN_TRP on, gcc
     -mno-unaligned-access, a HardFault handler that reports and exits 1 (QEMU's micro:bit,
     the one Cortex-M0 board, has 16 KB of RAM: too small for these models). Every test model,
     one firmware per kernel set: no fault, TFLite Micro's outputs."""
-    folder, entries, expected = _image(models, quantized16, tmp_path, kernels)
+    folder, entries, expected = _image(models, quantized16, lstms, tmp_path, kernels)
     elf = build_cortex_m(folder, image_source(entries), "m4", cmsis=kernels == "cmsis-nn",
                          trap_unaligned=True)
     _assert_image_output(run_qemu(elf, "m4", timeout=600), expected, f"{kernels}, trapping m4")
@@ -240,12 +281,12 @@ def _recorded_plans(monkeypatch) -> list:
 
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_every_16x8_plan_puts_tensors_at_multiples_of_their_element_size(
-        quantized16, tmp_path, monkeypatch, kernels):
+        quantized16, lstms, tmp_path, monkeypatch, kernels):
     """int16 tensors at even offsets, int32 / float at multiples of 4 (a Cortex-M0 faults on
-    a misaligned halfword or word), scratch at multiples of 4, on every 16x8 / mixed model and
-    the streaming model (its state variables too)."""
+    a misaligned halfword or word), scratch at multiples of 4, on every 16x8 / mixed model, the
+    streaming model (its state variables too) and the LSTMs."""
     paths = [*S16_MODELS, *quantized16.values(), *built16_models(tmp_path / "built"),
-             STREAMING_MODEL]
+             STREAMING_MODEL, *lstms.values()]
     for path in paths:
         seen = _recorded_plans(monkeypatch)
         model = load_model(path)

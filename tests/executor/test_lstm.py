@@ -17,6 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 
+from helpers.lstm_runs import tflm_sequence  # noqa: E402
 from helpers.oracles import tflm_invoke  # noqa: E402
 from make_lstm_models import (denoiser_tflite, lstm_int8_tflite, lstm_onnx,  # noqa: E402
                               lstm_tflite)
@@ -235,6 +236,8 @@ INT_VARIANTS = {
     "cell_scale_2e-9": dict(cell_power=-9),
     "zero_point_edge": dict(x_q=(0.02, -128), h_q=(1 / 64, 127)),
     "16x8": dict(wide=True),
+    "16x8_zero_points_clip_time_major": dict(wide=True, zero_points16=(300, -500), cell_clip=0.3,
+                                             time_major=True, batch=2),
 }
 
 
@@ -396,20 +399,6 @@ def test_quantize_refuses_an_lstm_tflite_micro_cannot_run_in_integers(tmp_path):
 
 
 # -- export-c: the portable C kernel, bit-exact with TFLite Micro, the state carried -----------
-def tflm_sequence(data: bytes, frames: list) -> list:
-    """TFLite Micro's output of every frame, invoked one after another on ONE interpreter
-    (its variable tensors carry the LSTM state from one invoke to the next)."""
-    from tflite_micro.python.tflite_micro import runtime
-
-    it = runtime.Interpreter.from_bytes(data)
-    out = []
-    for frame in frames:
-        it.set_input(frame, 0)
-        it.invoke()
-        out.append(np.array(it.get_output(0)))
-    return out
-
-
 def _export(tmp_path, data: bytes, *args):
     from click.testing import CliRunner
 
@@ -490,33 +479,6 @@ def test_export_c_quantized_denoiser_bit_exact(tmp_path):
         capture_output=True, text=True, check=True).stdout
     for k, (w, (c_out,)) in enumerate(zip(want, parse(text, [np.int8], len(frames)))):
         np.testing.assert_array_equal(c_out.reshape(w.shape), w, err_msg=f"frame {k}")
-
-
-def test_export_c_refuses_a_16x8_lstm_in_one_line(tmp_path):
-    result, folder = _export(tmp_path, lstm_int8_tflite(wide=True))
-    assert result.exit_code != 0
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.output
-    assert "UnidirectionalSequenceLSTM 'y' with int16 activations (16x8)" in lines[0]
-    assert not folder.exists() or not any(folder.iterdir())
-
-
-def test_quantize_16x8_keeps_the_lstm_int8_and_stays_bit_exact(tmp_path):
-    """--activations int16: the other layers go 16x8, the LSTM stays TFLite Micro's int8 one
-    (QUANTIZE at its borders); the model is bit-exact with TFLite Micro."""
-    src = tmp_path / "denoiser.tflite"
-    src.write_bytes(denoiser_tflite())
-    calib = np.random.default_rng(0).normal(0, 1, (32, 1, 8, 16)).astype(np.float32)
-    result, out = _quantize(tmp_path, src, calib, "--activations", "int16")
-    assert result.exit_code == 0, result.output
-    data = out.read_bytes()
-    g = read_tflite(data).graph
-    node = next(n for n in g.nodes if n.op == "UnidirectionalSequenceLSTM")
-    assert g.tensors[node.inputs[0]].dtype == "int8"
-    assert g.tensors[g.inputs[0]].dtype == "int16"
-    x = np.random.default_rng(1).integers(-3000, 3000, (1, 8, 16)).astype(np.int16)
-    np.testing.assert_array_equal(run_int8(g, {g.inputs[0]: x})[g.outputs[0]],
-                                  tflm_invoke(data, [x])[0])
 
 
 def test_convert_verify_runs_float_and_int8_lstm_models(tmp_path):

@@ -200,17 +200,19 @@ if __name__ == "__main__":
 
 def lstm_int8_tflite(seed=0, *, batch=1, steps=6, features=5, units=7, time_major=False,
                      cell_clip=0.0, x_q=(0.05, 3), h_q=(1 / 128, -2), cell_power=-11,
-                     wide=False) -> bytes:
+                     wide=False, zero_points16=(0, 0), weight_gain=1.0) -> bytes:
     """An integer UnidirectionalSequenceLSTM built directly: random int8 weights (per-tensor
     scales), int32 (int64 when `wide`: 16-bit activations) biases at s_x * s_w, input / output
-    quantization `x_q` / `h_q` (scale, zero point), an int16 cell state of scale 2**cell_power."""
+    quantization `x_q` / `h_q` (scale, zero point; `wide`: the scales / 256 and the zero points
+    `zero_points16`), an int16 cell state of scale 2**cell_power; `weight_gain` scales the
+    weights' real values (larger: gate pre-activations beyond Q3.12's [-8, 8) more often)."""
     from qconvert.ir import QuantParams
     from qconvert.schemas.lstm import LSTM_SLOTS
 
     rng = np.random.default_rng(seed)
     act = "int16" if wide else "int8"
     if wide:
-        x_q, h_q = (x_q[0] / 256, 0), (h_q[0] / 256, 0)
+        x_q, h_q = (x_q[0] / 256, zero_points16[0]), (h_q[0] / 256, zero_points16[1])
     g = Graph(name="main")
     shape = (steps, batch, features) if time_major else (batch, steps, features)
     g.add_tensor(Tensor("x", shape, act, quant=QuantParams([x_q[0]], [x_q[1]])))
@@ -220,7 +222,7 @@ def lstm_int8_tflite(seed=0, *, batch=1, steps=6, features=5, units=7, time_majo
         name = f"lstm/{slot.name}"
         if slot.name.startswith(("input_to_", "recurrent_to_")):
             cols = features if slot.name.startswith("input_to_") else units
-            scale = float(rng.uniform(0.6, 1.2) / (127 * np.sqrt(cols)) * 3)
+            scale = float(rng.uniform(0.6, 1.2) / (127 * np.sqrt(cols)) * 3 * weight_gain)
             data = rng.integers(-127, 128, (units, cols)).astype(np.int8)
             g.add_tensor(Tensor(name, data.shape, "int8", data, QuantParams([scale], [0])))
         elif slot.name.endswith("_gate_bias"):

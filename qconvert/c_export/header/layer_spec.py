@@ -13,7 +13,8 @@ values); this table only says under which name and in which form each one appear
 - `skipped`: layer_params keys left out on purpose (each with its reason below); a key that is
   neither emitted nor skipped is a bug the exporter refuses to hide.
 - `constants`: (input index, suffix): constant integer inputs written as `const int32_t` arrays
-  (paddings, permutation, indices).
+  (paddings, permutation, indices); `int64_constants`: an int64 one keeps `int64_t` (the 16x8
+  LSTM's gate biases, which may exceed int32).
 - `attrs`: (node attribute, suffix): integer attributes written as `#define`s.
 - `weights`: `conv` (OHWI), `depthwise` ([1, H, W, C]) or `fc` (the chosen FC layout).
 - `dims`: which dimension macros the op gets (`conv`, `fc`, `spatial`, `rows`) beyond the
@@ -56,6 +57,7 @@ class OpSpec:
     dims: str | None = None
     data_slot: int = 0          # the input slot of the layer's activation (`INPUT`)
     weight_slots: tuple = (1, 2)  # weights and bias slots (written as WEIGHTS and BIAS)
+    int64_constants: bool = False  # int64 constants written as int64_t, not int32_t
 
 
 _ADD = OpSpec(fields=(
@@ -231,9 +233,9 @@ OP_SPECS: dict[str, OpSpec] = {
 }
 
 # UNIDIRECTIONAL_SEQUENCE_LSTM (int8/prepare/lstm.py): the eight int8 gate matrices are written as
-# the layer's constant inputs (INPUT2..INPUT9), the four int32 gate biases as arrays; `bias`
-# (the same biases as int64 copies), `activation` (always TANH: checked at Prepare) and `wide`
-# (16x8: the activation type, in the tensors' types) are not repeated.
+# the layer's constant inputs (INPUT2..INPUT9), the four gate biases as arrays (int32_t; int64_t
+# in a 16x8 LSTM); `bias` (the same biases as int64 copies), `activation` (always TANH: checked
+# at Prepare) and `wide` (16x8: the activation type, in the tensors' types) are not repeated.
 OP_SPECS["UnidirectionalSequenceLSTM"] = OpSpec(
     fields=(("input_offset", "INPUT_OFFSET", "int"), ("hidden_offset", "HIDDEN_OFFSET", "int"),
             ("hidden_zero_point", "HIDDEN_ZERO_POINT", "int"),
@@ -247,4 +249,4 @@ OP_SPECS["UnidirectionalSequenceLSTM"] = OpSpec(
             ("time_major", "TIME_MAJOR", "bool")),
     skipped=frozenset({"bias", "activation", "wide"}),
     constants=((12, "INPUT_GATE_BIAS"), (13, "FORGET_GATE_BIAS"), (14, "CELL_GATE_BIAS"),
-               (15, "OUTPUT_GATE_BIAS")))
+               (15, "OUTPUT_GATE_BIAS")), int64_constants=True)

@@ -271,7 +271,8 @@ def _layer(graph, index, node, params, options) -> _Layer:
     for slot, suffix in spec.constants:
         data = graph.constant(node.inputs[slot]) if slot < len(node.inputs) else None
         if data is not None and np.asarray(data).dtype.kind in "iu":
-            items.append(_array(suffix, "int32_t", data))
+            wide = spec.int64_constants and np.asarray(data).dtype == np.int64
+            items.append(_array(suffix, "int64_t" if wide else "int32_t", data))
     return _Layer(index, node, items, _layer_comment(graph, index, node, spec, options))
 
 

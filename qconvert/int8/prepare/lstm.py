@@ -1,7 +1,9 @@
 """Prepare of the integer UNIDIRECTIONAL_SEQUENCE_LSTM, as TFLite Micro derives it.
 
 TFLite Micro's integer LSTM is the standard one only (no CIFG, peephole, projection or layer
-norm: those inputs must be absent) with 8-bit (or 16-bit) activations and int8 weights:
+norm: those inputs must be absent) with 8-bit (or 16-bit: "16x8") activations and int8 weights;
+the gate biases int32 (16x8: int64, and the fully connected layers accumulate in int64 with
+TFLite's 64-bit requantization); the cell state int16 in both:
 
 - each gate computes two FULLY_CONNECTED into int16 at the fixed scale 2**-12 (Q3.12): the input
   x (offset -z_x, per-tensor weights, the gate's int32 bias: scale s_x * s_w) and the hidden
@@ -34,6 +36,9 @@ GATE_OUTPUT_SCALE = 2.0 ** -15  # the int16 scale of every gate's LOGISTIC / TAN
 GATES = ("input", "forget", "cell", "output")
 _ABSENT = (9, 10, 11, 16, 17, 20, 21, 22, 23)  # peephole, projection, layer norm
 _CIFG = (1, 5, 12)  # the input gate's weights and bias: absent in a CIFG LSTM
+# the gate biases' type by activation width (16-bit: 16x8); TFLite Micro reads them as this type
+# without checking, so another type would be misread: refused
+_BIAS_DTYPE = {False: "int32", True: "int64"}
 
 
 def _weight_scale(graph, node, index) -> np.float32:
@@ -87,6 +92,7 @@ def lstm_params(graph, node) -> dict:
         fail(node, f"cell state scale {c_scale} is not a power of two")
     if graph.tensors[node.inputs[0]].dtype != graph.tensors[node.inputs[18]].dtype:
         fail(node, "the hidden state's type differs from the input's")
+    wide = str(graph.tensors[node.inputs[0]].dtype) == "int16"
     fc, bias = [None] * 8, {}
     for k, gate in enumerate(GATES):
         s_w = _weight_scale(graph, node, 1 + k)
@@ -99,6 +105,10 @@ def lstm_params(graph, node) -> dict:
         data = graph.tensors[b].data if b is not None else None
         if b is not None and data is None:
             fail(node, f"bias {b!r} is not a constant")
+        if data is not None and str(data.dtype) != _BIAS_DTYPE[wide]:
+            fail(node, f"bias {b!r} is {data.dtype}; TFLite Micro's LSTM with "
+                       f"{'int16' if wide else 'int8'} activations reads {_BIAS_DTYPE[wide]} "
+                       "biases")
         bias[gate] = None if data is None else data.reshape(-1).astype(np.int64)
     g = np.float64(np.float32(GATE_OUTPUT_SCALE))
     clip = float(node.attrs.get("cell_clip", 0.0) or 0.0)
@@ -114,7 +124,7 @@ def lstm_params(graph, node) -> dict:
         "cell_scale_power": power, "cell_clip": quantized_clip,
         "time_major": bool(node.attrs.get("time_major", False)),
         "activation": str(node.attrs.get("activation", "TANH") or "TANH").upper(),
-        "wide": str(graph.tensors[node.inputs[0]].dtype) == "int16",
+        "wide": wide,
     }
     for what, real in muls.items():
         out[f"{what}_multiplier"], out[f"{what}_shift"] = _multiplier(node, real)
