@@ -17,8 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 
-from helpers.lstm_runs import tflm_sequence  # noqa: E402
-from helpers.oracles import tflm_invoke  # noqa: E402
+from helpers.oracles import tflm_invoke, tflm_stream  # noqa: E402
 from make_lstm_models import (denoiser_tflite, lstm_int8_tflite, lstm_onnx,  # noqa: E402
                               lstm_tflite)
 
@@ -428,7 +427,7 @@ def test_export_c_lstm_bit_exact_on_host_state_carried(variant, tmp_path):
     assert result.exit_code == 0, result.output
     g = read_tflite(data).graph
     frames = [_int_feed(g.tensors["x"], seed) for seed in range(5)]
-    want = tflm_sequence(data, frames)
+    want = tflm_stream(data, frames)
     ios = io_layout(g)
     text = __import__("subprocess").run(
         [build_host(folder, harness_source("net", ios, [[f] for f in frames]))],
@@ -451,7 +450,7 @@ def test_export_c_lstm_bit_exact_on_cortex_m4(tmp_path):
     assert result.exit_code == 0, result.output
     g = read_tflite(data).graph
     frames = [_int_feed(g.tensors["x"], seed) for seed in range(3)]
-    want = tflm_sequence(data, frames)
+    want = tflm_stream(data, frames)
     elf = build_cortex_m(folder, harness_source("net", io_layout(g), [[f] for f in frames]),
                          "m4")
     got = parse(run_qemu(elf, "m4"), [np.int8], len(frames))
@@ -473,7 +472,7 @@ def test_export_c_quantized_denoiser_bit_exact(tmp_path):
     assert result.exit_code == 0, result.output
     g = read_tflite(data).graph
     frames = [_int_feed(g.tensors[g.inputs[0]], seed) for seed in range(3)]
-    want = tflm_sequence(data, frames)
+    want = tflm_stream(data, frames)
     text = __import__("subprocess").run(
         [build_host(folder, harness_source("net", io_layout(g), [[f] for f in frames]))],
         capture_output=True, text=True, check=True).stdout
@@ -535,7 +534,7 @@ def test_export_c_reset_lstm_starts_a_new_sequence(tmp_path):
     text = subprocess.run([build_host(folder, main_c)], capture_output=True, text=True,
                           check=True).stdout
     got = [c.reshape(g.tensors["y"].shape) for (c,) in parse(text, [np.int8], 4)]
-    want = tflm_sequence(data, frames[:2]) + tflm_sequence(data, frames[2:])
+    want = tflm_stream(data, frames[:2]) + tflm_stream(data, frames[2:])
     for k, (w, c) in enumerate(zip(want, got)):
         np.testing.assert_array_equal(c, w, err_msg=f"frame {k}")
-    assert not np.array_equal(tflm_sequence(data, frames)[2], want[2])  # the reset mattered
+    assert not np.array_equal(tflm_stream(data, frames)[2], want[2])  # the reset mattered

@@ -18,8 +18,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 
-from helpers.lstm_runs import c_outputs, cli, int_feed, tflm_sequence  # noqa: E402
-from helpers.oracles import tflm_invoke  # noqa: E402
+from helpers.lstm_runs import c_outputs, cli, int_feed  # noqa: E402
+from helpers.oracles import tflm_invoke, tflm_stream  # noqa: E402
 from make_lstm_models import denoiser_tflite, lstm_int8_tflite, lstm_tflite  # noqa: E402
 
 from qconvert.errors import QConvertError  # noqa: E402
@@ -190,7 +190,7 @@ def test_export_c_16x8_lstm_bit_exact_on_host_state_carried(variant, tmp_path):
     assert "qconvert_lstm_s16(" in (folder / "net.c").read_text()
     g = read_tflite(data).graph
     frames = [int_feed(g.tensors["x"], seed) for seed in range(5)]
-    want = tflm_sequence(data, frames)
+    want = tflm_stream(data, frames)
     for k, (w, c) in enumerate(zip(want, c_outputs(folder, g, frames))):
         np.testing.assert_array_equal(c, w, err_msg=f"frame {k}")
     assert len(np.unique(want[-1])) > 10
@@ -211,10 +211,10 @@ def test_export_c_16x8_reset_puts_the_hidden_state_to_zero(tmp_path):
         "        int rc = net_invoke(", "        if (k == 2) {\n            net_reset_lstm();\n"
         "        }\n        int rc = net_invoke(")
     assert "net_reset_lstm();" in main_c
-    want = tflm_sequence(data, frames[:2]) + tflm_sequence(data, frames[2:])
+    want = tflm_stream(data, frames[:2]) + tflm_stream(data, frames[2:])
     for k, (w, c) in enumerate(zip(want, c_outputs(folder, g, frames, main_c))):
         np.testing.assert_array_equal(c, w, err_msg=f"frame {k}")
-    assert not np.array_equal(tflm_sequence(data, frames)[2], want[2])  # the reset mattered
+    assert not np.array_equal(tflm_stream(data, frames)[2], want[2])  # the reset mattered
 
 
 @pytest.mark.parametrize("kernels", ["portable", "cmsis-nn"])
@@ -232,7 +232,7 @@ def test_export_c_quantized_16x8_denoiser_bit_exact(tmp_path, kernels):
     g = read_tflite(data).graph
     frames = [int_feed(g.tensors[g.inputs[0]], seed) for seed in range(3)]
     got = c_outputs(folder, g, frames, cmsis=kernels == "cmsis-nn")
-    for k, (w, c) in enumerate(zip(tflm_sequence(data, frames), got)):
+    for k, (w, c) in enumerate(zip(tflm_stream(data, frames), got)):
         np.testing.assert_array_equal(c, w, err_msg=f"frame {k}")
 
 
@@ -250,7 +250,7 @@ def test_export_c_16x8_lstm_bit_exact_on_cortex_m4(tmp_path):
     elf = build_cortex_m(folder, harness_source("net", io_layout(g), [[f] for f in frames]),
                          "m4")
     got = parse(run_qemu(elf, "m4"), [np.int16], len(frames))
-    for k, (w, (c,)) in enumerate(zip(tflm_sequence(data, frames), got)):
+    for k, (w, (c,)) in enumerate(zip(tflm_stream(data, frames), got)):
         np.testing.assert_array_equal(c.reshape(w.shape), w, err_msg=f"frame {k}")
 
 

@@ -1,7 +1,7 @@
 """Running LSTM models as a stream: TFLite Micro's consecutive invokes, the CLI, the C build.
 
 An LSTM keeps its hidden and cell state in variable tensors between invokes, so its oracle is
-one TFLite Micro interpreter invoked frame after frame (`tflm_sequence`), and its C export is
+one TFLite Micro interpreter invoked frame after frame (`oracles.tflm_stream`), and its C export is
 checked by one harness binary that calls NAME_invoke frame after frame (`c_outputs`).
 """
 
@@ -11,20 +11,6 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
-
-
-def tflm_sequence(data: bytes, frames: list) -> list:
-    """TFLite Micro's output of every frame, invoked one after another on ONE interpreter
-    (its variable tensors carry the LSTM state from one invoke to the next)."""
-    from tflite_micro.python.tflite_micro import runtime
-
-    it = runtime.Interpreter.from_bytes(data)
-    out = []
-    for frame in frames:
-        it.set_input(frame, 0)
-        it.invoke()
-        out.append(np.array(it.get_output(0)))
-    return out
 
 
 def int_feed(tensor, seed=3) -> np.ndarray:

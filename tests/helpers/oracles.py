@@ -208,9 +208,9 @@ def stream_frames(shape, dtype, n: int, seed=0) -> list:
     return [random_inputs([(shape, dtype)], seed + i)[0] for i in range(n)]
 
 
-def tflm_frames(model_bytes: bytes, frames: list, outputs: int) -> list:
-    """Every output (the first `outputs`, flattened) of every frame, one TFLite Micro interpreter
-    for the whole stream (its resource variables carry the state from frame to frame)."""
+def tflm_invokes(model_bytes: bytes, frames: list, outputs: int = 1) -> list:
+    """Per frame, the first `outputs` outputs, one TFLite Micro interpreter for the whole
+    stream (its resource and variable tensors carry the state from one invoke to the next)."""
     from tflite_micro.python.tflite_micro import runtime
 
     it = runtime.Interpreter.from_bytes(model_bytes)
@@ -218,8 +218,13 @@ def tflm_frames(model_bytes: bytes, frames: list, outputs: int) -> list:
     for frame in frames:
         it.set_input(frame, 0)
         it.invoke()
-        result.append([np.array(it.get_output(k)).reshape(-1) for k in range(outputs)])
+        result.append([np.array(it.get_output(k)) for k in range(outputs)])
     return result
+
+
+def tflm_frames(model_bytes: bytes, frames: list, outputs: int) -> list:
+    """`tflm_invokes` with every output flattened."""
+    return [[a.reshape(-1) for a in outs] for outs in tflm_invokes(model_bytes, frames, outputs)]
 
 
 def litert_stream(model_bytes: bytes, frames: list) -> list:
@@ -263,12 +268,4 @@ def assert_streams_agree(reference: list, actual: list, rel: float = 0.0,
 def tflm_stream(model_bytes: bytes, frames: list) -> list:
     """Run `frames` one after another through one TFLite Micro interpreter (its resource
     variables carry the state); the first output of each frame."""
-    from tflite_micro.python.tflite_micro import runtime
-
-    it = runtime.Interpreter.from_bytes(model_bytes)
-    outputs = []
-    for frame in frames:
-        it.set_input(frame, 0)
-        it.invoke()
-        outputs.append(np.array(it.get_output(0)))
-    return outputs
+    return [outs[0] for outs in tflm_invokes(model_bytes, frames)]
