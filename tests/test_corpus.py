@@ -351,7 +351,7 @@ def test_export_c_stream_comparison_fails_when_the_lstm_state_is_broken(corpus):
     NAME_reset_lstm() and the first calls again, against TFLite Micro): the same C run with
     its state broken must fail that comparison: no reset before the replayed calls (they
     continue the old sequence), or a reset before every call (no state carried)."""
-    from corpus.export_c_cell import _check_build
+    from corpus.export_c_cell import check_build
     from helpers.export_c_harness import harness_source
 
     m = BY_NAME["lstm_denoiser"]
@@ -366,15 +366,15 @@ def test_export_c_stream_comparison_fails_when_the_lstm_state_is_broken(corpus):
         raise harness._Fail(message)
 
     right = harness_source("corpus", io_layout(graph), samples, (["corpus_reset_lstm"], replay))
-    _check_build(folder, right, dtypes, want, "portable", fail)
+    check_build(folder, right, dtypes, want, "portable", fail)
     no_reset = harness_source("corpus", io_layout(graph), samples, ([], replay))
     with pytest.raises(harness._Fail, match=f"on feed {len(samples)}$"):
-        _check_build(folder, no_reset, dtypes, want, "portable", fail)
+        check_build(folder, no_reset, dtypes, want, "portable", fail)
     every_call = right.replace("        int rc = corpus_invoke(",
                                "        corpus_reset_lstm();\n        int rc = corpus_invoke(")
     assert every_call.count("corpus_reset_lstm();") == 3
     with pytest.raises(harness._Fail, match="on feed 1$"):
-        _check_build(folder, every_call, dtypes, want, "portable", fail)
+        check_build(folder, every_call, dtypes, want, "portable", fail)
 
 
 def test_real_models_have_what_they_stand_for():

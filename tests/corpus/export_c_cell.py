@@ -9,7 +9,11 @@ cell's detail says when it is not). The Cortex-M4 firmware test in tests/test_co
 what the cell keeps in `runner.export_c_models`. A float model is exported from the `quantize`
 cell's int8 model when that cell succeeded (export-c `--calibration` quantizes with the same
 options; calibrating once keeps the corpus fast), else
-from the float model with `--calibration`, which must then refuse too.
+from the float model with `--calibration`, which must then refuse too. A stateful model
+(`frames` > 0: resource variables, LSTM state) is compared over a stream: its feeds in a row
+without a reset against one TFLite Micro interpreter, then the reset functions its NAME.h
+declares (`NAME_reset`, `NAME_reset_lstm`) and its first `frames` feeds again against a fresh
+interpreter, bit for bit on every call.
 """
 
 from __future__ import annotations
@@ -84,14 +88,14 @@ def export_c_cell(runner, model, fail):
     source = harness_source("corpus", io_layout(graph), samples,
                             (["corpus_" + r for r in resets], replay) if replay else None)
     dtypes = [np.dtype(graph.tensors[n].dtype) for n in graph.outputs]
-    _check_build(folder, source, dtypes, want, "portable", fail)
+    check_build(folder, source, dtypes, want, "portable", fail)
     if cmsis_nn_available():
         cmsis_folder = runner._out(model, "export-c", "cmsis")
         code, _, err, crash = run_cli(["export-c", int8_model, "-o", cmsis_folder, "--name",
                                        "corpus", "--kernels", "cmsis-nn"])
         if crash is not None or code != 0:
             fail(f"export-c --kernels cmsis-nn fails: {(crash or err).strip()[-300:]}")
-        _check_build(cmsis_folder, source, dtypes, want, "cmsis-nn", fail)
+        check_build(cmsis_folder, source, dtypes, want, "cmsis-nn", fail)
         kernels = "both kernel sets"
     else:
         kernels = "portable kernels only: CMSIS-NN is not beside the repository"
@@ -118,8 +122,9 @@ def _restart(folder, name, model, fail) -> tuple:
     return tuple(resets), model.frames
 
 
-def _check_build(folder, source, dtypes, want, kernels, fail):
-    """Build `folder` on the host with `kernels` and compare every feed with TFLite Micro."""
+def check_build(folder, source, dtypes, want, kernels, fail):
+    """Build `folder` on the host with `kernels` and the harness `source`, and compare every
+    call's outputs with `want` (TFLite Micro's); `fail(message)` on the first difference."""
     try:
         exe = build_host(folder, source, cmsis=kernels == "cmsis-nn")
     except AssertionError as exc:

@@ -7,7 +7,7 @@ Every (model, command) cell ends in one of three states:
   reference kernels; a stateful model frame by frame on one interpreter, every tensor the two
   models share compared), int8 outputs equal bit for bit between the TFLite Micro interpreter
   and qconvert's integer executor (a stateful model: LiteRT's reference kernels, frame by
-  frame) with an output SQNR against the float model of at least `SQNR_FLOOR_DB`, a C header that gcc compiles with
+  frame; one with LSTM state: each call from the reset state) with an output SQNR against the float model of at least `SQNR_FLOOR_DB`, a C header that gcc compiles with
   ``-Wall -Wextra -Werror -pedantic``, an inspect table with one row per operator of the model;
 - ``refused``: exit status 1, exactly one stderr line ``qconvert: error: <model>: <cause>``, no
   traceback, nothing written, and the cause names ops or tensors that are in the model (every
