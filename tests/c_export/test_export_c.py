@@ -18,120 +18,36 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, STRICT, build_cortex_m, build_host,
-                                      harness_source, io_layout, parse, run_qemu, tflm_arena_bytes)
-from test_export_c_header import _every_op_model
-from helpers.int8_models import tflm
+from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, STRICT, build_host, harness_source,
+                                      io_layout, parse, tflm_arena_bytes)
+from helpers.export_c_checks import (assert_bit_exact, check_board, check_host, expected, export,
+                                     int8_samples, invoke)
 
 from qconvert.c_export.model.memory_plan import PlanStep, plan_memory
 from qconvert.c_export.model.render import ModelOptions, render_model
 from qconvert.c_export.model.prepare import prepare_model
 from qconvert.cli.app import main
 from qconvert.executor.int_executor import run_int8
-from qconvert.formats.model_io import load_model, serialize
+from qconvert.formats.model_io import load_model
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "tests" / "models"
 SAMPLES = ROOT / "sample_models"
 
-
-def _invoke(args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-
-
-# -- the models -------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def models(tmp_path_factory) -> dict:
-    """{name: int8 TFLite path}: the shared models, the digits models quantized by qconvert
-    (TFLite and ONNX), and a two-input, many-output model with one node of every op."""
-    folder = tmp_path_factory.mktemp("models")
-    out = {m: MODELS / f"{m}.tflite" for m in ("kws_ref_model", "ad01_int8",
-                                                "pretrainedResnet_quant")}
-    for name, src, calib in (("digits_tflite", "digits_cnn.tflite", "digits_calib_nhwc.npy"),
-                             ("digits_onnx", "digits_cnn.onnx", "digits_calib_nchw.npy")):
-        target = folder / f"{name}.tflite"
-        result = _invoke(["quantize", MODELS / src, "--calibration", SAMPLES / calib, "-o",
-                          target])
-        assert result.exit_code == 0, result.output
-        out[name] = target
-    out["every_op"] = folder / "every_op.tflite"
-    out["every_op"].write_bytes(serialize(_every_op_model()))
-    return out
-
-
-def _samples(graph, name, count=4) -> list:
-    """Inputs: wide and narrow random int8, and real digits for the digits models."""
-    rng = np.random.default_rng(len(name))
-    samples = []
-    digits = np.load(MODELS / "digits_data_nhwc.npz")["test"] if name.startswith("digits") \
-        else None
-    for k in range(count):
-        sample = []
-        for n in graph.inputs:
-            t = graph.tensors[n]
-            shape = tuple(1 if not isinstance(d, int) or d < 0 else d for d in t.shape)
-            if t.dtype == "float32":
-                sample.append(np.linspace(-3 - k, 3 + k, int(np.prod(shape)),
-                                          dtype=np.float32).reshape(shape))
-            elif digits is not None and k < 2:
-                s, z = float(t.quant.scale[0]), int(t.quant.zero_point[0])
-                q = np.clip(np.round(digits[k] / s) + z, -128, 127).astype(np.int8)
-                sample.append(q.reshape(shape))
-            else:
-                lo, hi = (-128, 128) if k % 2 else (-40, 30)
-                sample.append(rng.integers(lo, hi, size=shape).astype(np.int8))
-        samples.append(sample)
-    return samples
-
-
-def _export(path: Path, folder: Path, kernels="portable", name="net", patches=0) -> dict:
-    files, summary = render_model(prepare_model(load_model(path)), ModelOptions(
-        name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor",
-        patches=patches))
-    folder.mkdir(parents=True, exist_ok=True)
-    for f, data in files.items():
-        (folder / f).write_bytes(data)
-    return files
-
-
-def _expected(path: Path, samples) -> list:
-    data = path.read_bytes()
-    return [tflm(data, s) for s in samples]
-
-
-def _assert_bit_exact(got, expected, label):
-    for k, (outs, refs) in enumerate(zip(got, expected)):
-        assert len(outs) == len(refs), label
-        for j, (o, r) in enumerate(zip(outs, refs)):
-            r = np.asarray(r).reshape(-1)
-            assert o.dtype == r.dtype and np.array_equal(o.view(np.uint8), r.view(np.uint8)), (
-                f"{label}: sample {k} output {j}: {np.count_nonzero(o != r)} of {r.size} differ")
-
-
-def _check_host(path, folder, kernels, name, patches=0):
-    graph = load_model(path).graph
-    samples = _samples(graph, name)
-    _export(path, folder, kernels, patches=patches)
-    exe = build_host(folder, harness_source("net", io_layout(graph), samples),
-                     cmsis=kernels == "cmsis-nn")
-    out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
-    got = parse(out, [np.dtype(graph.tensors[n].dtype) for n in graph.outputs], len(samples))
-    _assert_bit_exact(got, _expected(path, samples), f"{name} ({kernels})")
-
-
+# -- the models: the `models` fixture of tests/c_export/conftest.py ----------------------------
 HOST_MODELS = ("kws_ref_model", "ad01_int8", "pretrainedResnet_quant", "digits_tflite",
                "digits_onnx", "every_op")
 
 
 @pytest.mark.parametrize("name", HOST_MODELS)
 def test_host_portable_bit_exact_with_tflite_micro(models, tmp_path, name):
-    _check_host(models[name], tmp_path / "c", "portable", name)
+    check_host(models[name], tmp_path / "c", "portable", name)
 
 
 @NEEDS_CMSIS
 @pytest.mark.parametrize("name", HOST_MODELS)
 def test_host_cmsis_nn_bit_exact_with_tflite_micro(models, tmp_path, name):
-    _check_host(models[name], tmp_path / "c", "cmsis-nn", name)
+    check_host(models[name], tmp_path / "c", "cmsis-nn", name)
 
 
 @pytest.mark.parametrize("name", ("kws_ref_model", "every_op"))
@@ -140,40 +56,29 @@ def test_single_rounding_build_matches_the_executor(models, tmp_path, name):
     computes it (the LUT ops carry both tables)."""
     path = models[name]
     graph = load_model(path).graph
-    samples = _samples(graph, name)
-    _export(path, tmp_path / "c")
+    samples = int8_samples(graph, name)
+    export(path, tmp_path / "c")
     exe = build_host(tmp_path / "c", harness_source("net", io_layout(graph), samples),
                      defines=["-DQCONVERT_SINGLE_ROUNDING"])
     out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
     got = parse(out, [np.dtype(graph.tensors[n].dtype) for n in graph.outputs], len(samples))
     expected = [list(run_int8(graph, dict(zip(graph.inputs, s)), rounding="single").values())
                 for s in samples]
-    _assert_bit_exact(got, expected, f"{name} single rounding")
+    assert_bit_exact(got, expected, f"{name} single rounding")
 
 
 # -- emulated Cortex-M ------------------------------------------------------------------------
-def _check_board(path, folder, kernels, board, name, patches=0):
-    graph = load_model(path).graph
-    samples = _samples(graph, name, count=3)
-    _export(path, folder, kernels, patches=patches)
-    elf = build_cortex_m(folder, harness_source("net", io_layout(graph), samples), board,
-                         cmsis=kernels == "cmsis-nn")
-    got = parse(run_qemu(elf, board), [np.dtype(graph.tensors[n].dtype) for n in graph.outputs],
-                len(samples))
-    _assert_bit_exact(got, _expected(path, samples), f"{name} ({kernels}, {board})")
-
-
 @NEEDS_CROSS
 @pytest.mark.parametrize("name", ("kws_ref_model", "every_op"))
 def test_cortex_m4_portable_bit_exact(models, tmp_path, name):
-    _check_board(models[name], tmp_path / "c", "portable", "m4", name)
+    check_board(models[name], tmp_path / "c", "portable", "m4", name)
 
 
 @NEEDS_CROSS
 @NEEDS_CMSIS
 @pytest.mark.parametrize("name", ("kws_ref_model", "pretrainedResnet_quant"))
 def test_cortex_m4_cmsis_nn_dsp_bit_exact(models, tmp_path, name):
-    _check_board(models[name], tmp_path / "c", "cmsis-nn", "m4", name)
+    check_board(models[name], tmp_path / "c", "cmsis-nn", "m4", name)
 
 
 @NEEDS_CROSS
@@ -181,7 +86,7 @@ def test_cortex_m4_cmsis_nn_dsp_bit_exact(models, tmp_path, name):
 @pytest.mark.parametrize("name", ("kws_ref_model", "pretrainedResnet_quant"))
 def test_cortex_m55_cmsis_nn_helium_bit_exact(models, tmp_path, name):
     """The Helium (MVE) build: its fully connected kernel starts from the kernel sums."""
-    _check_board(models[name], tmp_path / "c", "cmsis-nn", "m55", name)
+    check_board(models[name], tmp_path / "c", "cmsis-nn", "m55", name)
 
 
 # -- the memory plan --------------------------------------------------------------------------
@@ -452,7 +357,7 @@ def padded_mobilenet(tmp_path_factory) -> Path:
     and before the first conv) quantized by qconvert."""
     corpus = MODELS / "corpus"
     target = tmp_path_factory.mktemp("pads") / "mobilenet_v2_paddle.tflite"
-    result = _invoke(["quantize", corpus / "mobilenet_v2_paddle.onnx", "--calibration",
+    result = invoke(["quantize", corpus / "mobilenet_v2_paddle.onnx", "--calibration",
                       corpus / "mobilenet_v2_paddle_calib.npy", "-o", target])
     assert result.exit_code == 0, result.output
     return target
@@ -470,12 +375,12 @@ def test_pads_folded_into_convolutions_bit_exact(padded_mobilenet, tmp_path, ker
     folded = fold_pads(graph)
     assert not [n for n in folded.nodes if n.op in ("Pad", "PadV2")]
     assert len(folded.nodes) == len(graph.nodes) - len(pads)
-    _check_host(padded_mobilenet, tmp_path / "c", kernels, "mobilenet_v2_paddle")
+    check_host(padded_mobilenet, tmp_path / "c", kernels, "mobilenet_v2_paddle")
 
 
 @NEEDS_CROSS
 def test_pads_folded_cortex_m4_bit_exact(padded_mobilenet, tmp_path):
-    _check_board(padded_mobilenet, tmp_path / "c", "portable", "m4", "mobilenet_v2_paddle")
+    check_board(padded_mobilenet, tmp_path / "c", "portable", "m4", "mobilenet_v2_paddle")
 
 
 def test_pads_are_not_folded_where_the_result_would_differ(padded_mobilenet):
@@ -543,19 +448,19 @@ def test_patches_host_bit_exact_with_tflite_micro(tmp_path, kernels, n):
     _, summary = _patched(VWW, kernels, n)
     assert summary.patches.startswith("patches: layers") and \
         summary.arena_size < plain.arena_size, summary.patches
-    _check_host(VWW, tmp_path / "c", kernels, "vww", patches=n)
+    check_host(VWW, tmp_path / "c", kernels, "vww", patches=n)
 
 
 @NEEDS_CROSS
 def test_patches_cortex_m4_bit_exact(tmp_path):
-    _check_board(VWW, tmp_path / "c", "portable", "m4", "vww", patches=4)
+    check_board(VWW, tmp_path / "c", "portable", "m4", "vww", patches=4)
 
 
 @NEEDS_CROSS
 @NEEDS_CMSIS
 def test_patches_cortex_m55_cmsis_nn_helium_bit_exact(tmp_path):
     """The patched stage (portable kernels) beside CMSIS-NN's Helium kernels and their bands."""
-    _check_board(VWW, tmp_path / "c", "cmsis-nn", "m55", "vww", patches=3)
+    check_board(VWW, tmp_path / "c", "cmsis-nn", "m55", "vww", patches=3)
 
 
 def test_patches_are_not_used_where_they_cannot_cover_the_stage(models):
@@ -572,9 +477,9 @@ def test_patches_are_not_used_where_they_cannot_cover_the_stage(models):
 
 def test_patches_option_on_the_command_line(tmp_path):
     out = tmp_path / "c"
-    result = _invoke(["export-c", VWW, "-o", out, "--patches", "4"])
+    result = invoke(["export-c", VWW, "-o", out, "--patches", "4"])
     assert result.exit_code == 0 and "run in 4 x 4 tiles" in result.output, result.output
-    bad = _invoke(["export-c", VWW, "-o", tmp_path / "bad", "--patches", "1"])
+    bad = invoke(["export-c", VWW, "-o", tmp_path / "bad", "--patches", "1"])
     assert bad.exit_code != 0 and "--patches 1" in bad.output
     assert len(bad.output.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()
 
@@ -584,7 +489,7 @@ def test_cli_writes_a_folder_that_compiles_strictly_and_is_deterministic(tmp_pat
     model = MODELS / "kws_ref_model.tflite"
     first, second = tmp_path / "a", tmp_path / "b"
     for folder in (first, second):
-        result = _invoke(["export-c", model, "-o", folder])
+        result = invoke(["export-c", model, "-o", folder])
         assert result.exit_code == 0, result.output
     assert "arena" in result.output and "constant data" in result.output
     names = sorted(p.name for p in first.iterdir())
@@ -613,8 +518,8 @@ def test_cli_writes_a_folder_that_compiles_strictly_and_is_deterministic(tmp_pat
 def test_caller_arena_variant_and_bad_arena(tmp_path, models):
     path = models["ad01_int8"]
     graph = load_model(path).graph
-    _export(path, tmp_path / "c")
-    sample = _samples(graph, "ad01")[0][0]
+    export(path, tmp_path / "c")
+    sample = int8_samples(graph, "ad01")[0][0]
     main_c = "\n".join([
         "#include <stdio.h>", '#include "net.h"',
         "static int32_t arena[(NET_ARENA_SIZE + 3) / 4 + 1];",
@@ -630,12 +535,12 @@ def test_caller_arena_variant_and_bad_arena(tmp_path, models):
         "  printf(\"\\n\"); return same ? 0 : 6; }", ""])
     exe = build_host(tmp_path / "c", main_c)
     out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
-    _assert_bit_exact(parse(out, [np.dtype(np.int8)], 1), _expected(path, [[sample]]),
+    assert_bit_exact(parse(out, [np.dtype(np.int8)], 1), expected(path, [[sample]]),
                       "caller arena")
 
 
 def test_multi_input_multi_output_signature(models, tmp_path):
-    files = _export(models["every_op"], tmp_path / "c", name="every")
+    files, _ = export(models["every_op"], tmp_path / "c", name="every")
     header = files["every.h"].decode()
     outputs = len(load_model(models["every_op"]).graph.outputs)
     assert outputs > 2
@@ -681,10 +586,10 @@ def test_float_model_with_calibration_equals_quantize_then_export(models, tmp_pa
     """export-c of the float digits model with --calibration writes the same C as export-c of
     `qconvert quantize`'s int8 model (same options), except the provenance lines."""
     direct = tmp_path / "direct"
-    result = _invoke(["export-c", MODELS / "digits_cnn.tflite", "--calibration",
+    result = invoke(["export-c", MODELS / "digits_cnn.tflite", "--calibration",
                       SAMPLES / "digits_calib_nhwc.npy", "-o", direct, "--name", "net"])
     assert result.exit_code == 0, result.output
-    via = _export(models["digits_tflite"], tmp_path / "via")
+    via, _ = export(models["digits_tflite"], tmp_path / "via")
 
     def body(text):
         return [ln for ln in text.splitlines() if "SHA-256" not in ln and "Quantization:" not in ln

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from helpers.export_c_harness import NEEDS_CMSIS, NEEDS_CROSS
-from test_export_c_fast import run_image
+from helpers.export_c_images import run_image
 from helpers.int8_models import CONV, Q8, int8_feeds
 
 from qconvert.c_export.model.cmsis_1xn import one_by_n_exact

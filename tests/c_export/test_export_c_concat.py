@@ -16,7 +16,8 @@ import onnx
 import pytest
 from helpers.export_c_harness import NEEDS_CMSIS, NEEDS_CROSS, tflm_arena_bytes
 from onnx import TensorProto, helper, numpy_helper
-from test_export_c import _check_board, _check_host, _invoke
+from helpers.every_op_model import every_op_model
+from helpers.export_c_checks import check_board, check_host, invoke
 
 from qconvert.c_export.model.render import _planned
 from qconvert.c_export.model.lowering import lower_graph
@@ -102,7 +103,7 @@ def concat_models(tmp_path_factory) -> dict:
 
 
 def _quantize(src, calib, target) -> Path:
-    result = _invoke(["quantize", src, "--calibration", calib, "-o", target])
+    result = invoke(["quantize", src, "--calibration", calib, "-o", target])
     assert result.exit_code == 0, result.output
     return target
 
@@ -129,21 +130,21 @@ KERNELS = ("portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS))
 @pytest.mark.parametrize("name", NAMES)
 def test_concat_host_bit_exact_with_tflite_micro(concat_models, tmp_path, name, kernels):
     """Every model, both kernel sets, on the host: TFLite Micro's outputs bit for bit."""
-    _check_host(concat_models[name], tmp_path / "c", kernels, name)
+    check_host(concat_models[name], tmp_path / "c", kernels, name)
 
 
 @NEEDS_CROSS
 @pytest.mark.parametrize("name", NAMES)
 def test_concat_cortex_m4_bit_exact(concat_models, tmp_path, name):
     """The same on Cortex-M4 (qemu mps2-an386), portable kernels."""
-    _check_board(concat_models[name], tmp_path / "m4", "portable", "m4", name)
+    check_board(concat_models[name], tmp_path / "m4", "portable", "m4", name)
 
 
 @NEEDS_CROSS
 @NEEDS_CMSIS
 def test_concat_cortex_m4_cmsis_nn_bit_exact(concat_models, tmp_path):
     """The U-Net with --kernels cmsis-nn on Cortex-M4 (the Concat keeps qconvert's kernel)."""
-    _check_board(concat_models["unet_small"], tmp_path / "m4", "cmsis-nn", "m4", "unet_small")
+    check_board(concat_models["unet_small"], tmp_path / "m4", "cmsis-nn", "m4", "unet_small")
 
 
 @pytest.mark.parametrize("name", ("two_parts", "three_parts", "height_axis"))
@@ -186,9 +187,7 @@ def test_movement_overlaps_only_one_call_walking_its_output_in_order():
     """Data movement offers the plan an overlap only for one gather or one box copy walking the
     output in memory order: never with a padding fill (Pad, PadV2: written before the copies)
     or several box copies (Pack, Unpack, Split)."""
-    from test_export_c_header import _every_op_model
-
-    graph = _every_op_model().graph
+    graph = every_op_model().graph
     kinds = {}
     for step in lower_graph(graph, KernelOptions()):
         kinds.setdefault(step.node.op, {c[0] for c in step.plan.overlap or []})

@@ -24,8 +24,8 @@ import pytest
 from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, build_host,
                                       image_source, io_layout, parse, run_qemu,
                                       split_image_output)
-from test_export_c import _assert_bit_exact, _expected, _samples, models  # noqa: F401
-from test_export_c_fast import run_image
+from helpers.export_c_checks import assert_bit_exact, expected, int8_samples
+from helpers.export_c_images import run_image
 from helpers.int8_models import CONV, Q8, int8_feeds, tflm
 
 from qconvert.c_export.model.memory_plan import PlanStep, plan_memory
@@ -216,7 +216,7 @@ def _run_image(folder: Path, paths: dict, board: str | None, samples: dict) -> N
         graph = load_model(path).graph
         got = parse(blocks[name], [np.dtype(graph.tensors[n].dtype) for n in graph.outputs],
                     len(samples[name]))
-        _assert_bit_exact(got, _expected(path, samples[name]), f"{name} ({board or 'host'})")
+        assert_bit_exact(got, expected(path, samples[name]), f"{name} ({board or 'host'})")
 
 
 def test_every_case_takes_the_fast_kernels(case_models, tmp_path):
@@ -237,11 +237,11 @@ def test_host_cases_bit_exact_with_tflite_micro(case_models, tmp_path):
 
 @NEEDS_CROSS
 @pytest.mark.parametrize("board", ["m3", "m4", "m55"])
-def test_cortex_m_models_and_cases_bit_exact(models, case_models, tmp_path, board):  # noqa: F811
+def test_cortex_m_models_and_cases_bit_exact(models, case_models, tmp_path, board):
     """One image per board: the test models and every case (Cortex-M3: the plain C path;
     M4 and M55: the DSP intrinsics)."""
     paths = {f"m_{k}": v for k, v in models.items()}
-    samples = {f"m_{k}": _samples(load_model(v).graph, k, count=2) for k, v in models.items()}
+    samples = {f"m_{k}": int8_samples(load_model(v).graph, k, count=2) for k, v in models.items()}
     paths.update(case_models)
     samples.update({name: _case_samples(path, 2) for name, path in case_models.items()})
     _run_image(tmp_path / board, paths, board, samples)
@@ -451,7 +451,7 @@ def test_fast_conv_overlaps_in_a_real_model_and_stays_bit_exact(tmp_path):
                                   ModelOptions(name="r", kernels="portable",
                                                fc_layout="1x4"))
     assert summary.overlapped > 0
-    samples = {"r": _samples(graph, "pretrainedResnet_quant", count=2)}
+    samples = {"r": int8_samples(graph, "pretrainedResnet_quant", count=2)}
     _run_image(tmp_path / "r", {"r": path}, None, samples)
 
 

@@ -14,22 +14,16 @@ exports bit-exact, through the general kernel.
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.export_c_harness import (NEEDS_CROSS, STRICT, build_cortex_m, build_host,
-                                      cmsis_nn_available, cross_tools_available, image_source,
-                                      io_layout, parse, run_qemu, split_image_output)
-from helpers.oracles import tflm_invoke
+from helpers.export_c_harness import NEEDS_CROSS, STRICT, cmsis_nn_available, cross_tools_available
+from helpers.export_c_images import export_models, run_image
 from helpers.int8_models import CONV, Q8, int8_feeds
 
 from qconvert.c_export.model.depthwise_steps import dw_weights_layout, fast_requantize
-from qconvert.c_export.model.render import ModelOptions, render_model
-from qconvert.c_export.model.prepare import prepare_model
 from qconvert.c_export.shipped_kernels import kernel_source
 from qconvert.executor.int_executor import run_int8
-from qconvert.formats.model_io import load_model
 from qconvert.padding import same_pads
 from qconvert.formats.tflite_reader import read_tflite
 
@@ -80,72 +74,6 @@ def dw_model(case, seed=0) -> bytes:
         n.fit("y", int8_feeds(n.g, 2))
     n.g.nodes[-1].attrs["activation"] = act
     return n.build(["y"])
-
-
-# -- building and running many one-layer models in one image -----------------------------------
-def _samples(data: bytes, count=3) -> list:
-    """Full-range, narrow and extreme int8 inputs."""
-    graph = read_tflite(data).graph
-    rng = np.random.default_rng(len(data))
-    out = []
-    for k in range(count):
-        sample = []
-        for name in graph.inputs:
-            shape = graph.tensors[name].shape
-            lo, hi = [(-128, 128), (-20, 21), (-128, -100)][k % 3]
-            sample.append(rng.integers(lo, hi, size=shape).astype(np.int8))
-        out.append(sample)
-    return out
-
-
-def export_models(models: dict, folder: Path, kernels="portable") -> dict:
-    """Export every {name: tflite bytes} into `folder`; {name: (graph, files, summary)}."""
-    folder.mkdir(parents=True, exist_ok=True)
-    done = {}
-    for name, data in models.items():
-        path = folder / f"{name}.tflite"
-        path.write_bytes(data)
-        model = load_model(path)
-        files, summary = render_model(prepare_model(model),
-                                      ModelOptions(name=name, kernels=kernels))
-        for f, content in files.items():
-            (folder / f).write_bytes(content)
-        done[name] = (model.graph, files, summary)
-        path.unlink()
-    return done
-
-
-def run_image(models: dict, folder: Path, board=None, defines=(), expected=None,
-              kernels="portable") -> dict:
-    """Build one image (host when `board` is None) running every model on its samples; assert
-    each output equals `expected(name, data, samples)` (default: TFLite Micro)."""
-    exported = export_models(models, folder, kernels)
-    cmsis = kernels == "cmsis-nn"
-    entries, samples = [], {}
-    for name, data in models.items():
-        samples[name] = _samples(data)
-        entries.append((name, io_layout(exported[name][0]), samples[name]))
-    main_c = image_source(entries)
-    if board is None:
-        exe = build_host(folder, main_c, defines=list(defines), cmsis=cmsis)
-        text = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
-    else:
-        text = run_qemu(build_cortex_m(folder, main_c, board, defines=list(defines),
-                                       cmsis=cmsis), board)
-    blocks = split_image_output(text)
-    for name, data in models.items():
-        graph = exported[name][0]
-        got = parse(blocks[name], [np.dtype(graph.tensors[n].dtype) for n in graph.outputs],
-                    len(samples[name]))
-        for k, (outs, sample) in enumerate(zip(got, samples[name])):
-            refs = expected(name, data, sample) if expected else \
-                tflm_invoke(data, sample, arena_size=1 << 20)
-            for o, r in zip(outs, refs):
-                r = np.asarray(r).reshape(-1)
-                assert np.array_equal(o.view(np.uint8), r.view(np.uint8)), (
-                    f"{name} ({board or 'host'}): sample {k}: {np.count_nonzero(o != r)} of "
-                    f"{r.size} differ")
-    return exported
 
 
 def dw_chain_model(seed=0) -> bytes:

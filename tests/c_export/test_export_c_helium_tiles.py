@@ -19,7 +19,7 @@ import re
 import numpy as np
 import pytest
 from helpers.export_c_harness import NEEDS_CMSIS, NEEDS_CROSS
-from test_export_c_fast import export_models, run_image
+from helpers.export_c_images import export_models, run_image
 from helpers.int8_models import CONV, Q8, int8_feeds
 
 from qconvert.c_export.model.helium_tiles import helium_tiles, merged

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, image_source,
                                       io_layout, parse, run_qemu, split_image_output)
-from test_export_c_s16 import _assert_bit_exact, _check_host, _export, _samples
+from helpers.export_c_checks import (assert_bit_exact, check_host16, expected16, export, invoke,
+                                     s16_samples)
 
 from qconvert.c_export.model.render import ModelOptions, _planned, render_model
 from qconvert.c_export.model.prepare import prepare_model
@@ -82,7 +83,7 @@ def test_resize_nearest_host_bit_exact_with_tflite_micro(resize_models, tmp_path
     step = _resize_step(resize_models[name])
     assert "qconvert_resize_nearest(" in step.call.template
     assert "gather" not in step.call.template
-    _check_host(resize_models[name], tmp_path / "c", kernels)
+    check_host16(resize_models[name], tmp_path / "c", kernels)
 
 
 @NEEDS_CROSS
@@ -95,11 +96,11 @@ def test_resize_nearest_cortex_m4_bit_exact(resize_models, tmp_path):
     rows = _gather_model(tmp_path / "rows.tflite", (1, 6, 8, 4), [5, 0, 3, 3], 1, (1, 4, 8, 4))
     for case, path in [*resize_models.items(), ("gather_rows", rows)]:
         name = f"m_{case}"
-        files, _ = _export(path, tmp_path / name, "portable", name=name)
+        files, _ = export(path, tmp_path / name, "portable", name=name)
         for f, data in files.items():
             (folder / f).write_bytes(data)
         graph = load_model(path).graph
-        samples = _samples(graph, 2)
+        samples = s16_samples(graph, 2)
         entries.append((name, io_layout(graph), samples))
         expected[name] = (path, graph, samples)
     blocks = split_image_output(run_qemu(build_cortex_m(folder, image_source(entries), "m4"),
@@ -108,7 +109,7 @@ def test_resize_nearest_cortex_m4_bit_exact(resize_models, tmp_path):
     for name, (path, graph, samples) in expected.items():
         got = parse(blocks[name], [np.dtype(graph.tensors[n].dtype) for n in graph.outputs],
                     len(samples))
-        _assert_bit_exact(got, path, samples, f"{name} (m4)")
+        assert_bit_exact(got, expected16(path, samples), f"{name} (m4)")
 
 
 @pytest.mark.parametrize("name", ("x2", "s16_x2", "batch2"))
@@ -146,7 +147,7 @@ def test_a_gather_that_no_row_column_pick_expresses_keeps_the_gather(tmp_path):
     step = lower_graph(graph, KernelOptions())[0]
     assert "qconvert_gather_s8(" in step.call.template
     assert "resize" not in step.call.template
-    _check_host(path, tmp_path / "c", "portable")
+    check_host16(path, tmp_path / "c", "portable")
 
 
 def test_separable_pick_refuses_maps_that_are_not_a_row_column_pick():
@@ -169,10 +170,8 @@ def test_unet_flash_below_its_flatbuffer(tmp_path):
     file holds every weight, int32 bias and per-channel scale and zero point the export turns
     into int32 multipliers and shifts; a gather of its 64x64x8 upsampling alone was 128 KB),
     and its ResizeNearest keeps 4 x (64 + 64) bytes."""
-    from test_export_c import _invoke
-
     path = tmp_path / "unet.tflite"
-    result = _invoke(["quantize", CORPUS / "unet_small.onnx", "--calibration",
+    result = invoke(["quantize", CORPUS / "unet_small.onnx", "--calibration",
                       CORPUS / "unet_small_calib.npy", "-o", path])
     assert result.exit_code == 0, result.output
     for kernels in ("portable", "cmsis-nn"):
@@ -211,7 +210,7 @@ def test_gather_of_whole_rows_is_runs_bit_exact(tmp_path, kernels):
     np.testing.assert_array_equal(np.asarray(runs).reshape(-1, 2),
                                   [[5 * 32, 32], [0, 32], [3 * 32, 32], [3 * 32, 32]])
     assert any(j == k for j, _, _, _ in plans[-1].overlapped)
-    _check_host(path, tmp_path / "c", kernels)
+    check_host16(path, tmp_path / "c", kernels)
 
 
 def test_gather_with_short_runs_keeps_the_element_gather(tmp_path):
@@ -221,4 +220,4 @@ def test_gather_with_short_runs_keeps_the_element_gather(tmp_path):
     step = next(s for s in lower_graph(load_model(path).graph, KernelOptions())
                 if s.node.op == "Gather")
     assert "qconvert_gather_s8(" in step.call.template and "runs" not in step.call.template
-    _check_host(path, tmp_path / "c", "portable")
+    check_host16(path, tmp_path / "c", "portable")

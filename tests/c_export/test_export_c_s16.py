@@ -22,86 +22,30 @@ from click.testing import CliRunner
 from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, build_host,
                                       cmsis_nn_available, harness_source, image_source, io_layout,
                                       parse, run_qemu, split_image_output)
-from test_int16_executor import INT16_MODELS, feeds_for, tflm
+from helpers.export_c_checks import (S16_MODELS, assert_bit_exact, check_host16, expected16, export,
+                                     s16_samples)
+from helpers.int16_models import (UNARY16, built16_models, full_range16, op_zoo3, prelu16_model,
+                                  softmax8_16_model, softmax8_16_rows, squared_difference16_model,
+                                  tflm, unary16)
 
 from qconvert.c_export.header.layer_spec import OP_SPECS
-from qconvert.c_export.model.render import ModelOptions, render_model
-from qconvert.c_export.model.prepare import prepare_model
 from qconvert.cli.app import main
 from qconvert.int8.prepare import layer_params
 from qconvert.formats.model_io import load_model
 
-# the parts of the mixed model are covered by it
-MODELS = [p for p in INT16_MODELS if p.stem not in ("mixed_head_int8", "mixed_tail_int8")]
+MODELS = S16_MODELS
 IDS = [p.stem for p in MODELS]
-
-
-def _samples(graph, count=3) -> list:
-    return [[feeds_for(graph, seed)[n] for n in graph.inputs] for seed in range(count)]
-
-
-def _export(path, folder, kernels, name="net"):
-    files, summary = render_model(prepare_model(load_model(path)), ModelOptions(
-        name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor"))
-    folder.mkdir(parents=True, exist_ok=True)
-    for f, data in files.items():
-        (folder / f).write_bytes(data)
-    return files, summary
-
-
-def _assert_bit_exact(got, path, samples, label):
-    data = path.read_bytes()
-    for k, (outs, sample) in enumerate(zip(got, samples)):
-        refs = tflm(data, sample)
-        assert len(outs) == len(refs), label
-        for j, (o, r) in enumerate(zip(outs, refs)):
-            r = np.asarray(r).reshape(-1)
-            assert o.dtype == r.dtype and np.array_equal(o.view(np.uint8), r.view(np.uint8)), (
-                f"{label}: sample {k} output {j}: {np.count_nonzero(o != r)} of {r.size} differ")
-
-
-def _check_host(path, folder, kernels, samples=None):
-    graph = load_model(path).graph
-    samples = samples or _samples(graph)
-    _export(path, folder, kernels)
-    exe = build_host(folder, harness_source("net", io_layout(graph), samples),
-                     cmsis=kernels == "cmsis-nn")
-    out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
-    got = parse(out, [np.dtype(graph.tensors[n].dtype) for n in graph.outputs], len(samples))
-    _assert_bit_exact(got, path, samples, f"{path.stem} ({kernels})")
 
 
 @pytest.mark.parametrize("path", MODELS, ids=IDS)
 def test_host_portable_bit_exact_with_tflite_micro(path, tmp_path):
-    _check_host(path, tmp_path / "c", "portable")
+    check_host16(path, tmp_path / "c", "portable")
 
 
 @NEEDS_CMSIS
 @pytest.mark.parametrize("path", MODELS, ids=IDS)
 def test_host_cmsis_nn_bit_exact_with_tflite_micro(path, tmp_path):
-    _check_host(path, tmp_path / "c", "cmsis-nn")
-
-
-def _built_models(folder) -> dict:
-    """{path: samples} of the 16x8 layers built by the tests rather than the converter (the
-    converter makes no int8 -> int16 SOFTMAX) and the unary 16x8 ops on every int16 value they
-    are defined for, written to `folder`."""
-    from test_int16_executor import (_unary16, full_range16, softmax8_16_model,
-                                     softmax8_16_rows, squared_difference16_model)
-
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "softmax8_16.tflite"
-    path.write_bytes(softmax8_16_model())
-    built = {path: [[softmax8_16_rows(seed)] for seed in (2, 3)]}
-    path = folder / "squared_difference16.tflite"
-    path.write_bytes(squared_difference16_model(2e-4, 6e-3, 0.9, (1, 1, 1, 16)))
-    graph = load_model(path).graph
-    built[path] = [[full_range16(graph, seed)[n] for n in graph.inputs] for seed in range(2)]
-    for op, values in UNARY16.items():
-        path = folder / f"{op.lower()}16_all.tflite"
-        path.write_bytes(_unary16(op, 1.3e-4, 6.1e-5, values.shape))
-        built[path] = [[values]]
-    return built
+    check_host16(path, tmp_path / "c", "cmsis-nn")
 
 
 @NEEDS_CROSS
@@ -115,17 +59,17 @@ def test_cortex_m_firmware_of_every_16x8_model_is_bit_exact(tmp_path, kernels, b
     folder = tmp_path / "image"
     folder.mkdir()
     entries, expected = [], {}
-    built = _built_models(tmp_path / "built")
+    built = built16_models(tmp_path / "built")
     for path in MODELS + list(built):
         name = "m_" + path.stem
-        files, _ = _export(path, tmp_path / name, kernels, name=name)
+        files, _ = export(path, tmp_path / name, kernels, name=name)
         for f, data in files.items():  # kernel files are the same for every model
             if (folder / f).exists():
                 assert (folder / f).read_bytes() == data, f
             else:
                 (folder / f).write_bytes(data)
         graph = load_model(path).graph
-        samples = built.get(path) or _samples(graph, 2)
+        samples = built.get(path) or s16_samples(graph, 2)
         entries.append((name, io_layout(graph), samples))
         expected[name] = (path, graph, samples)
     elf = build_cortex_m(folder, image_source(entries), board, cmsis=kernels == "cmsis-nn")
@@ -134,7 +78,7 @@ def test_cortex_m_firmware_of_every_16x8_model_is_bit_exact(tmp_path, kernels, b
     for name, (path, graph, samples) in expected.items():
         got = parse(blocks[name], [np.dtype(graph.tensors[n].dtype) for n in graph.outputs],
                     len(samples))
-        _assert_bit_exact(got, path, samples, f"{path.stem} ({kernels}, {board})")
+        assert_bit_exact(got, expected16(path, samples), f"{path.stem} ({kernels}, {board})")
 
 
 # -- the memory report ----------------------------------------------------------------------
@@ -145,7 +89,7 @@ _PLAN_LINE = re.compile(r"^ \*\s+(\d+)\s+(\d+)\s+(\S.*)$", re.MULTILINE)
 def test_arena_counts_int16_buffers_as_two_bytes_and_flash_is_the_compilers(tmp_path, name):
     path = next(p for p in MODELS if p.stem == name)
     graph = load_model(path).graph
-    files, summary = _export(path, tmp_path / "c", "portable")
+    files, summary = export(path, tmp_path / "c", "portable")
     source = files["net.c"].decode()
     rows = [(int(o), int(b), t.strip()) for o, b, t in _PLAN_LINE.findall(source)
             if not t.startswith("(scratch")]
@@ -272,7 +216,7 @@ def test_cmsis_nn_softmax_s16_differs_from_tflite_micro(tmp_path):
     np.testing.assert_array_equal(run_int8(graph, {"x": row})["y"], ref)
     # the cmsis-nn export (portable softmax) equals TFLite Micro on this row
     folder = tmp_path / "c"
-    _export(path, folder, "cmsis-nn")
+    export(path, folder, "cmsis-nn")
     exe = build_host(folder, harness_source("net", io_layout(graph), [[row]]), cmsis=True)
     got = parse(subprocess.run([exe], capture_output=True, text=True, check=True).stdout,
                 [np.dtype(np.int16)], 1)
@@ -323,9 +267,9 @@ def test_cmsis_nn_per_tensor_fully_connected_s16(tmp_path, with_bias):
     path = tmp_path / "fc.tflite"
     path.write_bytes(n.build(["y"]))
     graph = read_tflite(path.read_bytes()).graph
-    files, _ = _export(path, tmp_path / "c", "cmsis-nn")
+    files, _ = export(path, tmp_path / "c", "cmsis-nn")
     assert "arm_fully_connected_s16(" in files["net.c"].decode()
-    _check_host(path, tmp_path / "c2", "cmsis-nn")
+    check_host16(path, tmp_path / "c2", "cmsis-nn")
     assert layer_params(graph, graph.nodes[0])["per_channel"] is False
 
 
@@ -338,8 +282,8 @@ def test_single_rounding_build_matches_the_executor(tmp_path, name):
 
     path = next(p for p in MODELS if p.stem == name)
     graph = load_model(path).graph
-    samples = _samples(graph)
-    _export(path, tmp_path / "c", "portable")
+    samples = s16_samples(graph)
+    export(path, tmp_path / "c", "portable")
     exe = build_host(tmp_path / "c", harness_source("net", io_layout(graph), samples),
                      defines=["-DQCONVERT_SINGLE_ROUNDING"])
     out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
@@ -357,11 +301,9 @@ def test_single_rounding_build_matches_the_executor(tmp_path, name):
 
 @pytest.mark.parametrize("kernels", ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)])
 def test_prelu16_export_bit_exact(tmp_path, kernels):
-    from test_int16_executor import prelu16_model
-
     path = tmp_path / "prelu16.tflite"
     path.write_bytes(prelu16_model())
-    _check_host(path, tmp_path / "c", kernels)
+    check_host16(path, tmp_path / "c", kernels)
 
 
 @pytest.mark.parametrize("kernels", ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)])
@@ -369,31 +311,22 @@ def test_prelu16_export_bit_exact(tmp_path, kernels):
 def test_softmax_int8_to_int16_export_bit_exact(tmp_path, kernels, s_in, beta):
     """SOFTMAX int8 -> int16: qconvert_softmax_s8_s16 (portable) and arm_softmax_s8_s16
     (cmsis-nn) against TFLite Micro, saturated and full-range rows included."""
-    from test_int16_executor import softmax8_16_model, softmax8_16_rows
-
     path = tmp_path / "softmax8_16.tflite"
     path.write_bytes(softmax8_16_model(s_in, beta))
-    files, _ = _export(path, tmp_path / "c0", kernels)
+    files, _ = export(path, tmp_path / "c0", kernels)
     source = files["net.c"].decode()
     assert ("arm_softmax_s8_s16(" if kernels == "cmsis-nn" else "qconvert_softmax_s8_s16(") \
         in source
-    _check_host(path, tmp_path / "c", kernels, [[softmax8_16_rows(seed)] for seed in (2, 3)])
-
-
-# unary 16x8 ops built here, with every int16 input they are defined for
-UNARY16 = {"Rsqrt": np.arange(0, 32768, dtype=np.int16).reshape(1, 128, 256),
-           "Abs": np.arange(-32768, 32768, dtype=np.int32).astype(np.int16).reshape(1, 256, 256)}
+    check_host16(path, tmp_path / "c", kernels, [[softmax8_16_rows(seed)] for seed in (2, 3)])
 
 
 @pytest.mark.parametrize("kernels", ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)])
 @pytest.mark.parametrize("op", sorted(UNARY16))
 @pytest.mark.parametrize("s_in,s_out", [(1.3e-4, 6.1e-5), (0.05, 1e-4), (3e-4, 3e-4)])
 def test_unary16_export_on_every_int16_value(tmp_path, kernels, op, s_in, s_out):
-    from test_int16_executor import _unary16
-
     path = tmp_path / "unary16.tflite"
-    path.write_bytes(_unary16(op, s_in, s_out, UNARY16[op].shape))
-    _check_host(path, tmp_path / "c", kernels, [[UNARY16[op]]])
+    path.write_bytes(unary16(op, s_in, s_out, UNARY16[op].shape))
+    check_host16(path, tmp_path / "c", kernels, [[UNARY16[op]]])
 
 
 @pytest.mark.parametrize("kernels", ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)])
@@ -402,23 +335,19 @@ def test_unary16_export_on_every_int16_value(tmp_path, kernels, op, s_in, s_out)
 def test_squared_difference16_export(tmp_path, kernels, scales, b_shape):
     """SQUARED_DIFFERENCE (int16, broadcast or not) on full-range inputs: qconvert_binary_s16
     in both kernel sets (CMSIS-NN has no squared difference)."""
-    from test_int16_executor import full_range16, squared_difference16_model
-
     path = tmp_path / "sd16.tflite"
     path.write_bytes(squared_difference16_model(*scales, b_shape))
     graph = load_model(path).graph
-    _check_host(path, tmp_path / "c", kernels,
+    check_host16(path, tmp_path / "c", kernels,
                 [[full_range16(graph, seed)[n] for n in graph.inputs] for seed in range(2)])
 
 
 def test_rsqrt16_export_stops_at_a_negative_input(tmp_path):
     """TFLite Micro's RSQRT fails at a negative input; the C invoke returns 3 there."""
-    from test_int16_executor import _unary16
-
     path = tmp_path / "rsqrt16.tflite"
-    path.write_bytes(_unary16("Rsqrt", 1e-3, 1e-3, (1, 4)))
+    path.write_bytes(unary16("Rsqrt", 1e-3, 1e-3, (1, 4)))
     graph = load_model(path).graph
-    _export(path, tmp_path / "c", "portable")
+    export(path, tmp_path / "c", "portable")
     x = np.array([[5, 0, -1, 7]], np.int16)
     exe = build_host(tmp_path / "c", harness_source("net", io_layout(graph), [[x]]))
     out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
@@ -443,24 +372,22 @@ def test_quantize_16x8_then_export_c_is_bit_exact(tmp_path, option):
     graph = load_model(out).graph
     dtypes = {graph.tensors[n.outputs[0]].dtype for n in graph.nodes}
     assert "int16" in dtypes and (("int8" in dtypes) == (option[0] == "--int16-layers"))
-    samples = _samples(graph)
+    samples = s16_samples(graph)
     for sample in samples:
         ref = tflm(out.read_bytes(), sample)
         got = run_int8(graph, dict(zip(graph.inputs, sample)))
         for name, r in zip(graph.outputs, ref):
             np.testing.assert_array_equal(got[name], r)
     for kernels in ("portable", "cmsis-nn") if cmsis_nn_available() else ("portable",):
-        _check_host(out, tmp_path / f"c_{kernels}", kernels)
+        check_host16(out, tmp_path / f"c_{kernels}", kernels)
 
 
 @pytest.mark.parametrize("kernels", ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)])
 def test_quantized_prelu_split_v_padv2_squeeze_export_bit_exact(tmp_path, kernels):
     """`quantize --activations int16` of an ONNX model with PRELU (int8 alpha), SPLIT_V, PADV2,
     MAXIMUM / MINIMUM, RESIZE_NEAREST_NEIGHBOR and SQUEEZE, then export-c: TFLite Micro's bits."""
-    from test_int16 import _op_zoo3
-
     src = tmp_path / "zoo3.onnx"
-    src.write_bytes(_op_zoo3())
+    src.write_bytes(op_zoo3())
     np.save(tmp_path / "calib.npy", np.random.default_rng(0).normal(
         0, 1, (16, 4, 8, 8)).astype(np.float32))
     out = tmp_path / "zoo3.tflite"
@@ -470,7 +397,7 @@ def test_quantized_prelu_split_v_padv2_squeeze_export_bit_exact(tmp_path, kernel
     assert result.exit_code == 0, result.output
     graph = load_model(out).graph
     assert {"PRelu", "SplitSizes", "PadV2", "Squeeze"} <= {n.op for n in graph.nodes}
-    _check_host(out, tmp_path / "c", kernels)
+    check_host16(out, tmp_path / "c", kernels)
 
 
 def test_16x8_convolutions_and_pools_run_over_their_input(tmp_path):
@@ -478,6 +405,6 @@ def test_16x8_convolutions_and_pools_run_over_their_input(tmp_path):
     elements): the plan puts conv / depthwise / pool outputs over their dying inputs, and the
     host build stays bit-exact (test_host_portable_bit_exact_with_tflite_micro)."""
     path = next(p for p in MODELS if p.stem == "conv_16x8")
-    files, summary = _export(path, tmp_path / "c", "portable")
+    files, summary = export(path, tmp_path / "c", "portable")
     assert summary.overlapped >= 2
-    _check_host(path, tmp_path / "c2", "portable")
+    check_host16(path, tmp_path / "c2", "portable")

@@ -3,15 +3,16 @@
 Oracles: gcc's AddressSanitizer and UndefinedBehaviorSanitizer (`-fsanitize=address,undefined
 -fno-sanitize-recover=all`: any out-of-bounds access, misaligned typed load or store, signed
 overflow or bad shift aborts the run) on ONE binary per kernel set holding every export-c test
-model (the int8 models of test_export_c.py, the 16x8 and mixed models of
-test_export_c_s16.py, digits, ResNet-8 and a 1-D KWS CNN quantized 16x8 and mixed by qconvert,
-the streaming model of test_export_c_streaming.py frame by frame), CMSIS-NN compiled with the
-same sanitizers; the same image on an emulated Cortex-M4 that faults on every unaligned access
-as a Cortex-M0 does (qemu-system-arm); the outputs stay TFLite Micro's bit for bit. Models and
-kernel files are picked up from what the export writes, so new kernels are covered without
-listing them here. The element sizes of the
-graph's dtypes for the memory plan's offsets (every one a multiple of its element size), on
-the test models and on hypothesis-generated plans; gcc's `__alignof__` for the const arrays.
+model (the int8 models of the `models` fixture, tests/c_export/conftest.py; the 16x8 and
+mixed models of `S16_MODELS` and `built16_models`, tests/helpers; digits, ResNet-8 and a 1-D
+KWS CNN quantized 16x8 and mixed by qconvert; the streaming model of
+test_export_c_streaming.py frame by frame), CMSIS-NN compiled with the same sanitizers; the
+same image on an emulated Cortex-M4 that faults on every unaligned access as a Cortex-M0 does
+(qemu-system-arm); the outputs stay TFLite Micro's bit for bit. Models and kernel files are
+picked up from what the export writes, so new kernels are covered without listing them here.
+The element sizes of the graph's dtypes for the memory plan's offsets (every one a multiple
+of its element size), on the test models and on hypothesis-generated plans; gcc's
+`__alignof__` for the const arrays.
 """
 
 from __future__ import annotations
@@ -26,15 +27,11 @@ from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, 
                                       image_source, io_layout, parse, run_qemu, split_image_output)
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_export_c import _samples as int8_samples
-from test_export_c import models  # noqa: F401  (the module fixture of the int8 models)
-from test_export_c_s16 import MODELS as S16_MODELS
-from test_export_c_s16 import _built_models
-from test_export_c_s16 import _samples as s16_samples
-from test_export_c_streaming import FRAMES, tflm_frames
-from test_export_c_streaming import MODEL as STREAMING_MODEL
-from test_int16_executor import tflm as tflm16
+from helpers.export_c_checks import S16_MODELS, int8_samples, s16_samples
 from helpers.int8_models import tflm
+from helpers.int16_models import built16_models
+from helpers.int16_models import tflm as tflm16
+from helpers.oracles import TEST_MODELS, stream_frames, tflm_frames
 
 import qconvert.c_export.model.memory_plan as memory_plan
 from qconvert.c_export.model.memory_plan import ALIGN, PlanStep, plan_memory
@@ -50,6 +47,9 @@ SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-g",
 # CMSIS-NN's objects only
 CMSIS_EXCLUDED = ["-fno-sanitize=shift-base"]
 KERNELS = ["portable", pytest.param("cmsis-nn", marks=NEEDS_CMSIS)]
+# the streaming model of test_export_c_streaming.py, fed this many frames as one stream
+STREAMING_MODEL = TEST_MODELS / "streaming_kws_int8.tflite"
+STREAM_FRAMES = 20
 # (model, calibration, options) quantized by qconvert: the 16x8 digits example of docs/commands/export-c.md, and
 # the corpus models whose 16x8 / mixed exports the plan before 4-byte displacements put int16
 # tensors at odd offsets (keras_resnet8: 7 and 2 tensors, kws_conv1d: 3; portable kernels)
@@ -70,7 +70,7 @@ QUANTIZED_16X8 = {
 def quantized16(tmp_path_factory) -> dict:
     """{name: path}: the models of QUANTIZED_16X8 quantized by qconvert, 16x8 and mixed."""
     from click.testing import CliRunner
-    from helpers.oracles import SAMPLE_MODELS, TEST_MODELS
+    from helpers.oracles import SAMPLE_MODELS
 
     from qconvert.cli.app import main
 
@@ -86,24 +86,22 @@ def quantized16(tmp_path_factory) -> dict:
     return out
 
 
-def _every_model(models, quantized16, tmp_path) -> dict:  # noqa: F811
+def _every_model(models, quantized16, tmp_path) -> dict:
     """{C name: (path, samples, expected outputs per sample)} of every export-c test model."""
     out = {}
     for name, path in models.items():
         graph = load_model(path).graph
         samples = int8_samples(graph, name, 2)
         out[name] = (path, samples, [tflm(path.read_bytes(), s) for s in samples])
-    built = _built_models(tmp_path / "built")
+    built = built16_models(tmp_path / "built")
     for path in [*S16_MODELS, *quantized16.values(), *built]:
         graph = load_model(path).graph
         samples = built.get(path) or s16_samples(graph, 2)
         out[path.stem] = (path, samples, [tflm16(path.read_bytes(), s) for s in samples])
     graph = load_model(STREAMING_MODEL).graph
-    from helpers.oracles import stream_frames
-
     from qconvert.c_export.model.steps import tensor_dims
 
-    frames = stream_frames(list(tensor_dims(graph, graph.inputs[0])), np.int8, FRAMES // 3)
+    frames = stream_frames(list(tensor_dims(graph, graph.inputs[0])), np.int8, STREAM_FRAMES)
     # one stream: NAME_invoke frame after frame, one TFLite Micro interpreter likewise
     out["streaming_kws"] = (STREAMING_MODEL, [[f] for f in frames],
                             tflm_frames(STREAMING_MODEL.read_bytes(), frames,
@@ -111,7 +109,7 @@ def _every_model(models, quantized16, tmp_path) -> dict:  # noqa: F811
     return out
 
 
-def _image(models, quantized16, tmp_path, kernels) -> tuple:  # noqa: F811
+def _image(models, quantized16, tmp_path, kernels) -> tuple:
     """(folder holding every test model's export, named m_<model>, image_source entries,
     {name: (graph, samples, TFLite Micro's outputs)})."""
     folder = tmp_path / "image"
@@ -147,7 +145,7 @@ def _assert_image_output(text, expected, label) -> None:
 
 
 @pytest.mark.parametrize("kernels", KERNELS)
-def test_every_export_runs_clean_under_asan_and_ubsan(models, quantized16, tmp_path,  # noqa: F811
+def test_every_export_runs_clean_under_asan_and_ubsan(models, quantized16, tmp_path,
                                                       kernels):
     """Every export-c test model in one binary per kernel set, built with ASan + UBSan (gcc,
     strict C99, -O1; CMSIS-NN too): no sanitizer finding, and TFLite Micro's outputs."""
@@ -186,7 +184,7 @@ def test_the_sanitizer_build_reports_a_misaligned_int16_load(tmp_path):
 @NEEDS_CROSS
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_every_export_runs_on_a_cortex_m_that_traps_unaligned_accesses(
-        models, quantized16, tmp_path, kernels):  # noqa: F811
+        models, quantized16, tmp_path, kernels):
     """A Cortex-M0's rule on the emulated Cortex-M4 (mps2-an386): CCR.UNALIGN_TRP on, gcc
     -mno-unaligned-access, a HardFault handler that reports and exits 1 (QEMU's micro:bit,
     the one Cortex-M0 board, has 16 KB of RAM: too small for these models). Every test model,
@@ -246,7 +244,7 @@ def test_every_16x8_plan_puts_tensors_at_multiples_of_their_element_size(
     """int16 tensors at even offsets, int32 / float at multiples of 4 (a Cortex-M0 faults on
     a misaligned halfword or word), scratch at multiples of 4, on every 16x8 / mixed model and
     the streaming model (its state variables too)."""
-    paths = [*S16_MODELS, *quantized16.values(), *_built_models(tmp_path / "built"),
+    paths = [*S16_MODELS, *quantized16.values(), *built16_models(tmp_path / "built"),
              STREAMING_MODEL]
     for path in paths:
         seen = _recorded_plans(monkeypatch)

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from helpers.oracles import TEST_MODELS, stream_frames
+from helpers.oracles import TEST_MODELS, stream_frames, tflm_frames
 from helpers.export_c_harness import (NEEDS_CMSIS, NEEDS_CROSS, build_cortex_m, build_host,
                                       io_layout, run_qemu)
 
@@ -142,19 +142,6 @@ def two_variable_model():
 
 
 # -- running ----------------------------------------------------------------------------------
-def tflm_frames(model_bytes: bytes, frames: list, outputs: int) -> list:
-    """Every output of every frame, one TFLite Micro interpreter for the whole stream."""
-    from tflite_micro.python.tflite_micro import runtime
-
-    it = runtime.Interpreter.from_bytes(model_bytes)
-    result = []
-    for frame in frames:
-        it.set_input(frame, 0)
-        it.invoke()
-        result.append([np.array(it.get_output(k)).reshape(-1) for k in range(outputs)])
-    return result
-
-
 def expected(model, frames: list) -> tuple:
     """(outputs per frame, variables per frame) from TFLite Micro, a new interpreter at
     RESET_AT (what NAME_reset promises)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from helpers.export_c_harness import NEEDS_CMSIS, NEEDS_CROSS
-from test_export_c_fast import export_models, run_image
+from helpers.export_c_images import export_models, run_image
 from helpers.int8_models import Q8, int8_feeds
 
 # id: (batch, h, w, cin, cout, kernel, strides, output hw or None (input x stride), padding,

@@ -17,55 +17,18 @@ import sys
 import numpy as np
 import pytest
 
-from helpers.oracles import TEST_MODELS, tflm_invoke
+from helpers.int8_models import Q8, movement_model
+from helpers.int16_models import (INT16_DIR, INT16_MODELS, assert_same16, feeds_for, full_range16,
+                                  prelu16_model, softmax8_16_model, softmax8_16_rows,
+                                  squared_difference16_model, tflm, unary16)
 from qconvert.errors import QConvertError
 from qconvert.executor.int_executor import run_int8, supported_ops16
 from qconvert.int8.fixed_point import multiply_by_quantized_multiplier_int64 as requantize_int64
 from qconvert.int8.prepare import layer_params
 from qconvert.formats.model_io import load_model, serialize
 from qconvert.formats.tflite_reader import read_tflite
-from helpers.int8_models import Q8
 
-INT16_DIR = TEST_MODELS / "int16"
-INT16_MODELS = sorted(INT16_DIR.glob("*.tflite"))
 CONV = {"activation": "NONE", "strides": [1, 1], "dilations": [1, 1]}
-
-
-def tflm(model_bytes: bytes, arrays: list) -> list:
-    """TFLite Micro's outputs for `arrays`, with an arena for large activations."""
-    return tflm_invoke(model_bytes, arrays, arena_size=max(len(model_bytes) * 10, 1 << 20))
-
-
-def feeds_for(g, seed: int) -> dict:
-    """Random feeds of the graph inputs' dtypes: seed 0 moderate normal values, others the
-    whole integer range."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for name in g.inputs:
-        t = g.tensors[name]
-        if t.dtype == "float32":
-            out[name] = rng.normal(0, 1.5, t.shape).astype(np.float32)
-            continue
-        info = np.iinfo(t.dtype)
-        if seed == 0:
-            a = rng.normal(0, info.max / 6, t.shape).round().clip(info.min, info.max)
-        else:
-            a = rng.integers(info.min, info.max + 1, t.shape)
-        out[name] = a.astype(t.dtype)
-    return out
-
-
-def assert_same16(model_bytes: bytes, feeds_list: list) -> dict:
-    g = read_tflite(model_bytes).graph
-    got = {}
-    for feeds in feeds_list:
-        ref = tflm(model_bytes, [feeds[n] for n in g.inputs])
-        got = run_int8(g, feeds)
-        assert len(ref) == len(g.outputs)
-        for name, r in zip(g.outputs, ref):
-            assert got[name].dtype == r.dtype and got[name].shape == r.shape, name
-            np.testing.assert_array_equal(got[name], r, err_msg=name)
-    return got
 
 
 # -- whole models ---------------------------------------------------------------------------
@@ -286,35 +249,8 @@ def test_inspect_and_fuse_of_a_16x8_model(tmp_path):
     np.testing.assert_array_equal(run_int8(g, feeds)[g.outputs[0]], ref[0])
 
 
-def prelu16_model(alpha_zp=3) -> bytes:
-    """A 16x8 PRELU: int16 input (every int16 value) and output, per-channel int8 alpha."""
-    n = Q8(11)
-    x = n.input("x", (1, 256, 16, 16), 4e-4, 0, dtype="int16")
-    alpha = n.const("alpha", n.rng.integers(-128, 128, (16,)).astype(np.int8), 0.02, alpha_zp)
-    n.node("PRelu", [x, alpha], "y", (1, 256, 16, 16), 6e-4, 0, dtype="int16")
-    return n.build(["y"])
-
-
 def test_prelu16_on_every_int16_value():
     assert_same16(prelu16_model(), [{"x": all_int16_values().reshape(1, 256, 16, 16)}])
-
-
-def softmax8_16_model(s_in=0.1, beta=1.0, zero_point=5) -> bytes:
-    """A SOFTMAX from int8 (40 rows of 17) to int16 (1/65536, -32768)."""
-    n = Q8()
-    x = n.input("x", (40, 17), s_in, zero_point)
-    n.node("Softmax", [x], "y", (40, 17), 1.0 / 65536, -32768, dtype="int16", beta=beta)
-    return n.build(["y"])
-
-
-def softmax8_16_rows(seed=2) -> np.ndarray:
-    """int8 rows for `softmax8_16_model`: random over the whole range, one all at the maximum,
-    one dominated by a single entry (the others below diff_min)."""
-    v = np.random.default_rng(seed).integers(-128, 128, (40, 17))
-    v[1] = 127
-    v[2, :] = -128
-    v[2, 3] = 127
-    return v.astype(np.int8)
 
 
 @pytest.mark.parametrize("s_in,beta", [(0.1, 1.0), (0.02, 2.0), (0.5, 0.7)])
@@ -337,27 +273,20 @@ def test_fuse_and_convert_verify_run_16x8_models_in_the_integer_executor(tmp_pat
 
 
 # -- RSQRT, ABS, SQUARED_DIFFERENCE (normalisation layers) -----------------------------------
-def _unary16(op, s_in, s_out, shape=(1, 128, 256)) -> bytes:
-    n = Q8()
-    x = n.input("x", shape, s_in, 0, dtype="int16")
-    n.node(op, [x], "y", shape, s_out, 0, dtype="int16")
-    return n.build(["y"])
-
-
 @pytest.mark.parametrize("s_in,s_out", [(1.3e-4, 6.1e-5), (1e-3, 3e-3), (2.0**-10, 2.0**-8),
                                         (0.05, 1e-4)])
 def test_rsqrt16_on_every_non_negative_int16_value(s_in, s_out):
     x = np.arange(0, 32768, dtype=np.int16).reshape(1, 128, 256)
-    assert_same16(_unary16("Rsqrt", s_in, s_out), [{"x": x}])
+    assert_same16(unary16("Rsqrt", s_in, s_out), [{"x": x}])
 
 
 @pytest.mark.parametrize("s_in,s_out", [(3e-4, 3e-4), (3e-4, 2e-4), (1e-3, 3e-3), (0.05, 1e-4)])
 def test_abs16_on_every_int16_value(s_in, s_out):
-    assert_same16(_unary16("Abs", s_in, s_out, (1, 256, 256)), [{"x": all_int16_values()}])
+    assert_same16(unary16("Abs", s_in, s_out, (1, 256, 256)), [{"x": all_int16_values()}])
 
 
 def test_rsqrt16_refuses_a_negative_input_as_tflite_micro_fails():
-    data = _unary16("Rsqrt", 1e-3, 1e-3, (1, 4))
+    data = unary16("Rsqrt", 1e-3, 1e-3, (1, 4))
     x = np.array([[5, 0, -1, 7]], np.int16)
     with pytest.raises(Exception):
         tflm(data, [x])
@@ -366,26 +295,9 @@ def test_rsqrt16_refuses_a_negative_input_as_tflite_micro_fails():
 
 
 def test_slice_reverse_pack_unpack_move_int16_values():
-    from test_int_executor import movement_model
-
     data = movement_model("int16")
     g = read_tflite(data).graph
     assert_same16(data, [full_range16(g, 0), feeds_for(g, 0)])
-
-
-def squared_difference16_model(s1, s2, s_out, b_shape=(1, 8, 8, 16)) -> bytes:
-    """A 16x8 SQUARED_DIFFERENCE of a (1, 8, 8, 16) input and one of `b_shape` (broadcast)."""
-    n = Q8(2)
-    a = n.input("a", (1, 8, 8, 16), s1, 0, dtype="int16")
-    b = n.input("b", b_shape, s2, 0, dtype="int16")
-    n.node("SquaredDifference", [a, b], "y", (1, 8, 8, 16), s_out, 0, dtype="int16")
-    return n.build(["y"])
-
-
-def full_range16(graph, seed) -> dict:
-    rng = np.random.default_rng(seed)
-    return {k: rng.integers(-32768, 32768, graph.tensors[k].shape).astype(np.int16)
-            for k in graph.inputs}
 
 
 @pytest.mark.parametrize("scales", [(3e-4, 7e-4, 0.02), (1e-3, 1e-3, 5e-2), (2e-4, 6e-3, 0.9),

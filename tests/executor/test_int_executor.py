@@ -18,12 +18,12 @@ import pytest
 from helpers.oracles import SAMPLE_MODELS, TEST_MODELS, random_inputs, tflm_invoke
 from helpers.float_op_checks import TfGraph
 from helpers.int8_models import (CONV, INT8_MODELS, Q8, all_int8_values, assert_same,
-                                 int8_feeds, tflm)
+                                 int8_feeds, movement_model, tflm)
 from qconvert.errors import QConvertError
 from qconvert.executor.int_executor import run_int8
 from qconvert.executor.int_kernels import INT_KERNELS
 from qconvert.int8.multipliers import mean_multiplier
-from qconvert.ir import Graph, Model, Node, QuantParams, Tensor
+from qconvert.ir import Graph, Model, QuantParams
 from qconvert.formats.model_io import load_model, serialize
 from qconvert.padding import same_pads
 from qconvert.formats.tflite_reader import read_tflite
@@ -252,26 +252,6 @@ def test_squared_difference_with_broadcast(scales):
     n.fit("y", feeds)
     n.fit("z", feeds)
     assert_same(n.build(["y", "z"]), feeds)
-
-
-def movement_model(dtype="int8") -> bytes:
-    """SLICE, REVERSE_V2, PACK and UNPACK (TFLite Micro copies the values: one quantization for
-    inputs and outputs); `dtype` int8 or int16."""
-    n = Q8(12)
-    q = (0.05, -3) if dtype == "int8" else (3e-4, 0)
-    x = n.input("x", (1, 6, 8, 4), *q, dtype=dtype)
-    sl = n.node("SliceBySize", [x, n.const("begin", np.asarray([0, 1, 2, 1], np.int32)),
-                                n.const("size", np.asarray([1, 4, -1, 2], np.int32))],
-                "slice", (1, 4, 6, 2), *q, dtype=dtype)
-    rv = n.node("Reverse", [sl, n.const("raxis", np.asarray([1, 2], np.int32))], "reverse",
-                (1, 4, 6, 2), *q, dtype=dtype)
-    pk = n.node("Pack", [sl, rv], "pack", (1, 2, 4, 6, 2), *q, dtype=dtype, axis=1,
-                values_count=2)
-    names = ["unpack_0", "unpack_1"]
-    for name in names:
-        n.g.add_tensor(Tensor(name, (1, 4, 6), dtype, quant=n._q(*q)))
-    n.g.nodes.append(Node("Unpack", [rv], names, {"axis": -1, "num": 2}, names[0]))
-    return n.build([pk, *names])
 
 
 def test_slice_reverse_pack_unpack_move_int8_values():

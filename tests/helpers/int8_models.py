@@ -1,6 +1,7 @@
 """Shared int8 test builders and the TFLite Micro oracle: `Q8` builds quantized IR graphs,
 `tflm` runs TFLite Micro, `assert_same` checks run_int8 bit-exact against it, `int8_feeds`
-makes random int8 inputs. Shared by the executor, c_export, quant and passes tests."""
+makes random int8 inputs, `movement_model` moves values (SLICE, REVERSE, PACK, UNPACK; int8 or
+int16). Shared by the executor, c_export, quant and passes tests."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 from helpers.oracles import SAMPLE_MODELS, TEST_MODELS, tflm_invoke
 from helpers.float_op_checks import TfGraph
 from qconvert.executor.int_executor import run_int8
-from qconvert.ir import QuantParams, Tensor
+from qconvert.ir import Node, QuantParams, Tensor
 from qconvert.formats.tflite_reader import read_tflite
 from qconvert.int8.fixed_point import multiply_by_quantized_multiplier
 
@@ -98,6 +99,26 @@ class Q8(TfGraph):
         scale = max(hi - lo, 1e-6) / levels
         zp = int(np.clip(round(-128 - lo / scale) + (255 - levels) // 2, -128, 127))
         t.quant = self._q(scale, zp)
+
+
+def movement_model(dtype="int8") -> bytes:
+    """SLICE, REVERSE_V2, PACK and UNPACK (TFLite Micro copies the values: one quantization for
+    inputs and outputs); `dtype` int8 or int16."""
+    n = Q8(12)
+    q = (0.05, -3) if dtype == "int8" else (3e-4, 0)
+    x = n.input("x", (1, 6, 8, 4), *q, dtype=dtype)
+    sl = n.node("SliceBySize", [x, n.const("begin", np.asarray([0, 1, 2, 1], np.int32)),
+                                n.const("size", np.asarray([1, 4, -1, 2], np.int32))],
+                "slice", (1, 4, 6, 2), *q, dtype=dtype)
+    rv = n.node("Reverse", [sl, n.const("raxis", np.asarray([1, 2], np.int32))], "reverse",
+                (1, 4, 6, 2), *q, dtype=dtype)
+    pk = n.node("Pack", [sl, rv], "pack", (1, 2, 4, 6, 2), *q, dtype=dtype, axis=1,
+                values_count=2)
+    names = ["unpack_0", "unpack_1"]
+    for name in names:
+        n.g.add_tensor(Tensor(name, (1, 4, 6), dtype, quant=n._q(*q)))
+    n.g.nodes.append(Node("Unpack", [rv], names, {"axis": -1, "num": 2}, names[0]))
+    return n.build([pk, *names])
 
 
 def int8_feeds(g_or_bytes, count=3, seed=0, low=-128, high=127) -> list:

@@ -208,6 +208,20 @@ def stream_frames(shape, dtype, n: int, seed=0) -> list:
     return [random_inputs([(shape, dtype)], seed + i)[0] for i in range(n)]
 
 
+def tflm_frames(model_bytes: bytes, frames: list, outputs: int) -> list:
+    """Every output (the first `outputs`, flattened) of every frame, one TFLite Micro interpreter
+    for the whole stream (its resource variables carry the state from frame to frame)."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    it = runtime.Interpreter.from_bytes(model_bytes)
+    result = []
+    for frame in frames:
+        it.set_input(frame, 0)
+        it.invoke()
+        result.append([np.array(it.get_output(k)).reshape(-1) for k in range(outputs)])
+    return result
+
+
 def litert_stream(model_bytes: bytes, frames: list) -> list:
     """Run `frames` one after another through one LiteRT interpreter (reference kernels, so
     int8 is bit-exact; state kept in resource variables carries over between frames). Returns,

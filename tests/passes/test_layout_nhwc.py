@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto
 
-from helpers.oracles import OnnxNet, assert_close, litert_invoke
+from helpers.onnx_layout_checks import conversion_of, convert, ops, refusal
+from helpers.oracles import OnnxNet
 from qconvert.errors import QConvertError
 from qconvert.formats.model_io import load_model, serialize
 from qconvert.passes.onnx_to_tflite.convert import convert_onnx_to_tflite
@@ -19,47 +20,6 @@ F = TensorProto.FLOAT
 
 
 Net = OnnxNet
-
-
-def _ort(data: bytes, feeds: dict) -> list:
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
-
-
-def convert(tmp_path, data: bytes, input_layout="nhwc", rel=1e-4, seeds=(0, 1)):
-    """Convert, write, and compare onnxruntime with LiteRT; return the TFLite model."""
-    return conversion_of(tmp_path, data, input_layout, rel, seeds).model
-
-
-def conversion_of(tmp_path, data: bytes, input_layout="nhwc", rel=1e-4, seeds=(0, 1)):
-    """`convert`, returning the whole `TfliteConversion`."""
-    path = tmp_path / "m.onnx"
-    path.write_bytes(data)
-    model = load_model(path)
-    conversion = convert_onnx_to_tflite(model, input_layout)
-    tfl, perms = conversion.model, conversion.input_perms
-    blob = serialize(tfl)
-    graph = tfl.graph
-    for seed in seeds:
-        rng = np.random.default_rng(seed)
-        feeds = {}
-        for name in model.graph.inputs:
-            shape = [d if isinstance(d, int) else 1 for d in model.graph.tensors[name].shape]
-            feeds[name] = rng.standard_normal(shape).astype(np.float32)
-        ref = _ort(data, feeds)
-        got = litert_invoke(blob, [np.transpose(feeds[n], perms[n]) for n in graph.inputs])
-        back = [np.transpose(g, np.argsort(conversion.output_perms[name]))
-                for g, name in zip(got, graph.outputs)]
-        assert_close(ref, back, rel)
-    return conversion
-
-
-def ops(model) -> list:
-    return [n.op for n in model.graph.nodes]
 
 
 # -- convolutions --------------------------------------------------------------------------------
@@ -485,21 +445,11 @@ def test_input_model_is_not_changed(tmp_path):
 
 # -- what is refused -----------------------------------------------------------------------------
 
-def _refusal(tmp_path, data: bytes) -> str:
-    path = tmp_path / "bad.onnx"
-    path.write_bytes(data)
-    with pytest.raises(QConvertError) as info:
-        convert_onnx_to_tflite(load_model(path))
-    message = str(info.value)
-    assert "\n" not in message and message.startswith("cannot convert ONNX to TFLite")
-    return message
-
-
 def test_dynamic_non_batch_dimension_is_refused(tmp_path):
     n = Net()
     x = n.input("x", ["N", 3, "H", 8])
     n.conv(x, 3, 4, "y", pads=[1, 1, 1, 1])
-    message = _refusal(tmp_path, n.build(["y"]))
+    message = refusal(tmp_path, n.build(["y"]))
     assert "dynamic shapes: input 'x'" in message and "dimension 2" in message
 
 
@@ -508,7 +458,7 @@ def test_non_constant_weights_are_refused(tmp_path):
     x = n.input("x", [1, 3, 8, 8])
     w = n.input("w", [4, 3, 3, 3])
     n.node("Conv", [x, w], "y", kernel_shape=[3, 3])
-    message = _refusal(tmp_path, n.build(["y"]))
+    message = refusal(tmp_path, n.build(["y"]))
     assert "non-constant weights" in message and "'w'" in message
 
 
@@ -516,7 +466,7 @@ def test_unmapped_op_is_refused(tmp_path):
     n = Net()
     x = n.input("x", [1, 3, 8, 8])
     n.node("LRN", [x], "y", size=3)
-    assert "ops with no TFLite mapping: LRN" in _refusal(tmp_path, n.build(["y"]))
+    assert "ops with no TFLite mapping: LRN" in refusal(tmp_path, n.build(["y"]))
 
 
 def test_every_problem_is_listed_at_once(tmp_path):
@@ -528,7 +478,7 @@ def test_every_problem_is_listed_at_once(tmp_path):
     r = n.node("Resize", [b, "", n.const("sc", np.array([1, 1, 2, 2], np.float32))], "r",
                mode="cubic")
     n.node("LRN", [r], "l", size=3)
-    message = _refusal(tmp_path, n.build(["a", "l"]))
+    message = refusal(tmp_path, n.build(["a", "l"]))
     for part in ("dynamic shapes", "dimension 2, 3", "non-constant weights",
                  "ConvTranspose 'a_node' (group 2", "Resize 'r_node' (mode cubic)",
                  "ops with no TFLite mapping: LRN"):

@@ -2,9 +2,10 @@
 and pools, channel shuffle, and `--input-shape`.
 
 Oracles: onnxruntime (graph optimizations off) against LiteRT (reference kernels) on the
-converted float model, within 1e-4 relative (`test_layout_nhwc.convert`); for int8, the TFLite
-Micro interpreter against qconvert's integer executor, bit for bit, on every output. Every
-refusal is one line naming what TFLite cannot express, with nothing returned or written.
+converted float model, within 1e-4 relative (`convert` of tests/helpers/onnx_layout_checks.py);
+for int8, the TFLite Micro interpreter against qconvert's integer executor, bit for bit, on
+every output. Every refusal is one line naming what TFLite cannot express, with nothing
+returned or written.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from onnx import TensorProto, helper
 
 from helpers.oracles import OnnxNet, assert_close, litert_invoke
 from helpers.int8_models import tflm
-from test_layout_nhwc import _ort, _refusal, conversion_of, convert, ops
+from helpers.float_op_checks import ort_run
+from helpers.onnx_layout_checks import conversion_of, convert, ops, refusal
 
 from qconvert.cli.app import main
 from qconvert.executor.float_executor import run_float
@@ -191,7 +193,7 @@ def test_onnx_resize_float_kernel_matches_onnxruntime(tmp_path):
     path = tmp_path / "r.onnx"
     path.write_bytes(data)
     feed = np.random.default_rng(0).standard_normal((2, 3, 5, 4)).astype(np.float32)
-    ref = _ort(data, {"x": feed})
+    ref = ort_run(data, {"x": feed})
     got = run_float(load_model(path), {"x": feed})
     assert_close(ref, [got[o] for o in outs], 1e-5)
 
@@ -365,7 +367,7 @@ def _refused(tmp_path, build, *parts):
     n = OnnxNet()
     x = n.input("x", [1, 4, 5, 5])
     out = build(n, x)
-    message = _refusal(tmp_path, n.build([out], opset=getattr(build, "opset", 13)))
+    message = refusal(tmp_path, n.build([out], opset=getattr(build, "opset", 13)))
     for part in parts:
         assert part in message, (part, message)
 
@@ -463,7 +465,7 @@ def test_input_shape_fixes_dynamic_h_w_then_converts(tmp_path):
     result = _run_cli("convert", src, "-o", out, "--input-shape", "x:1,3,12,10")
     assert result.exit_code == 0, result.output
     feed = np.random.default_rng(0).standard_normal((1, 3, 12, 10)).astype(np.float32)
-    ref = _ort(data, {"x": feed})
+    ref = ort_run(data, {"x": feed})
     got = litert_invoke(out.read_bytes(), [np.transpose(feed, (0, 2, 3, 1))])
     assert ref[0].shape == (1, 4 * 12 * 10)
     assert "Shape" not in ops(load_model(out))  # the run-time shape arithmetic folded
@@ -477,7 +479,7 @@ def test_input_shape_on_fuse_quantize_and_export_c_header(tmp_path):
     assert _run_cli("fuse", src, "-o", fused, "--input-shape", "x:2,3,8,8").exit_code == 0
     assert load_model(fused).graph.tensors["x"].shape == (2, 3, 8, 8)
     feed = np.random.default_rng(1).standard_normal((2, 3, 8, 8)).astype(np.float32)
-    assert_close(_ort(src.read_bytes(), {"x": feed}), _ort(fused.read_bytes(), {"x": feed}))
+    assert_close(ort_run(src.read_bytes(), {"x": feed}), ort_run(fused.read_bytes(), {"x": feed}))
     q = tmp_path / "q.tflite"
     result = _run_cli("quantize", src, "-o", q, "--calibration-random", "4", "--input-shape",
                       "x:1,3,8,8")
@@ -574,7 +576,7 @@ def test_qdq_onnx_of_conv_transpose_and_resize(tmp_path):
     assert dq.op_type == "DequantizeLinear" and list(scales.dims) == [8]
     assert next((a.i for a in dq.attribute if a.name == "axis"), 1) == 1  # ONNX default 1
     feed = np.random.default_rng(3).standard_normal((1, 3, 16, 16)).astype(np.float32)
-    ref, got = _ort(src.read_bytes(), {"x": feed})[0], _ort(out.read_bytes(), {"x": feed})[0]
+    ref, got = ort_run(src.read_bytes(), {"x": feed})[0], ort_run(out.read_bytes(), {"x": feed})[0]
     sqnr = 10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / np.sum((ref - got) ** 2))
     assert sqnr > 8, sqnr  # ~12 dB: the skip Concat's shared scale spans the decoder's range;
     # wrong weight axes or a quantized scales input give about 0 dB

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from helpers.int16_models import assert_same16, feeds_for, op_zoo3
 from helpers.oracles import TEST_MODELS, OnnxNet
 from qconvert.cli.app import main
 from qconvert.formats.model_io import load_model
@@ -477,8 +478,6 @@ def test_activations_int16_makes_normalisation_ops_16x8_as_the_converter(tmp_pat
     """`quantize --activations int16` of the float model gives the TFLite converter's 16x8
     model's ops and tensor types (the op 16x8, no QUANTIZE around it), which TFLite Micro runs
     as the integer executor does, bit for bit."""
-    from test_int16_executor import assert_same16, feeds_for
-
     from qconvert.formats.model_io import serialize
     from qconvert.formats.tflite_reader import read_tflite
 
@@ -504,32 +503,9 @@ def test_activations_int16_makes_normalisation_ops_16x8_as_the_converter(tmp_pat
     assert_same16(data, [feeds_for(g, seed) for seed in range(3)])
 
 
-def _op_zoo3() -> bytes:
-    """PRELU, SPLIT_V, PADV2, MAXIMUM / MINIMUM, RESIZE_NEAREST_NEIGHBOR and SQUEEZE (ONNX PRelu,
-    Split of unequal sizes, Pad with a value, Clip(-1, 1), Resize nearest, Squeeze)."""
-    n = OnnxNet(5)
-    x = n.input("x", [1, 4, 8, 8])
-    c = n.conv(x, 4, 8, "c1", pads=[1, 1, 1, 1])
-    slope = np.linspace(0.05, 0.4, 8, dtype=np.float32).reshape(8, 1, 1)
-    pr = n.node("PRelu", [c, n.const("slope", slope)], "prelu")
-    n.node("Split", [pr, n.const("sp", np.array([3, 5], np.int64))], "s0", axis=1)
-    n.nodes[-1].output[:] = ["s0", "s1"]
-    pad = n.node("Pad", ["s0", n.const("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)),
-                         n.const("pv", np.float32(0.5))], "pad")
-    clip = n.node("Clip", [pad, n.const("lo", np.float32(-1)), n.const("hi", np.float32(1))],
-                  "clip")
-    rs = n.node("Resize", ["s1", "", n.const("scales", np.array([1, 1, 2, 2], np.float32))],
-                "rs", mode="nearest")
-    mean = n.node("ReduceMean", [rs], "mean", axes=[2, 3], keepdims=1)
-    sq = n.node("Squeeze", [mean, n.const("sqa", np.array([2, 3], np.int64))], "sq")
-    return n.build([clip, sq])
-
-
 def _all_16x8(tmp_path, source, calib_shape) -> tuple:
     """`quantize --activations int16` of `source`: (graph, every layer's output checked
     against TFLite Micro bit for bit on moderate and full-range inputs)."""
-    from test_int16_executor import assert_same16, feeds_for
-
     from qconvert.formats.model_io import serialize
     from qconvert.formats.tflite_reader import read_tflite
 
@@ -553,7 +529,7 @@ def test_ops_tflite_micro_runs_16x8_are_not_wrapped_in_quantize(tmp_path, source
     between int8 and int16, TFLite Micro's bits."""
     if source == "zoo3":
         path = tmp_path / "zoo3.onnx"
-        path.write_bytes(_op_zoo3())
+        path.write_bytes(op_zoo3())
         graph = _all_16x8(tmp_path, path, (4, 8, 8))
         want = {"PRelu", "SplitSizes", "PadV2", "Maximum", "Minimum", "ResizeNearest",
                 "Squeeze"}

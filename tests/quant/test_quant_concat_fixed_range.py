@@ -144,8 +144,8 @@ def test_qdq_concat_of_sigmoid_and_wide_branch_covers_both(tmp_path):
 def test_export_c_of_requantized_concat_is_bit_exact_with_tflm(tmp_path):
     """export-c of the int8 head (QUANTIZE int8 -> int8 before the concat), built with gcc on
     the host: TFLite Micro's bytes."""
-    from test_export_c import _check_host
+    from helpers.export_c_checks import check_host
 
     _src, out = _quantize(tmp_path, _tflite("wide"), ".tflite", (1, HW, HW, C), "int8")
     assert any(n.op == "Quantize" for n in load_model(out).graph.nodes)
-    _check_host(out, tmp_path / "c", "portable", "dbnet_head")
+    check_host(out, tmp_path / "c", "portable", "dbnet_head")
