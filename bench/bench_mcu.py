@@ -45,10 +45,7 @@ Q7_IMAGES = ("q7-legacy", "q7-portable")
 # the q7 average pool by board (legacy kernels and qconvert's portable ones alike): the DSP path
 # on Cortex-M4, the plain C path on Cortex-M55 (taken under MVE)
 Q7_AVGPOOL = {"m4": "dsp", "m55": "scalar"}
-DEFAULT_CMSIS_NN = next((p for p in (ROOT.parent / "shared" / "third_party" / "CMSIS-NN",
-                                     ROOT.parent.parent / "shared" / "third_party" / "CMSIS-NN")
-                         if (p / "Include").is_dir()),
-                        ROOT.parent / "shared" / "third_party" / "CMSIS-NN")
+DEFAULT_CMSIS_NN = exc.DEFAULT_CMSIS_NN
 
 
 def tflm_image(images: Path, model: str, board: str, variant: str, sha: str) -> dict:

@@ -24,7 +24,7 @@ covers everything the child does: importing the tool, reading, calibrating, quan
                   command is: its allocator settings), its defaults: fusion, calibration with its float reference
                   executor, per-channel weights, MSE activation ranges (streamed histograms),
                   bias correction, QDQ output, and its per-layer SQNR report (on a bounded
-                  number of samples: `quantize.report_samples`);
+                  number of samples: `report.report_samples`);
 - qconvert+ort:   the same with `--engine onnxruntime` (calibration and the report's QDQ run on
                   onnxruntime);
 - ort:            `quantize_static(src, dst, reader, quant_format=QDQ, per_channel=True,

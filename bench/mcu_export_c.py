@@ -25,6 +25,11 @@ class Refused(Exception):
     """export-c refused the model (its one-line message is the reason)."""
 
 
+# CMSIS-NN beside the repository (a worktree one level deeper looks one more level up)
+DEFAULT_CMSIS_NN = next((p for p in (ROOT.parent / "shared" / "third_party" / "CMSIS-NN",
+                                     ROOT.parent.parent / "shared" / "third_party" / "CMSIS-NN")
+                         if (p / "Include").is_dir()),
+                        ROOT.parent / "shared" / "third_party" / "CMSIS-NN")
 # q7 images (`--scheme q7`, from the float model and its calibration): image kind -> --kernels
 Q7_KERNELS = {"q7-legacy": "cmsis-nn-legacy", "q7-portable": "portable"}
 DEFAULT_LEGACY = next((p for p in (ROOT.parent / "shared" / "third_party" / "CMSIS_5-NN-legacy",
@@ -33,23 +38,24 @@ DEFAULT_LEGACY = next((p for p in (ROOT.parent / "shared" / "third_party" / "CMS
                       ROOT.parent / "shared" / "third_party" / "CMSIS_5-NN-legacy")
 
 
-def export(model: Path, folder: Path, kernels: str, extra=()) -> Path:
-    """`qconvert export-c MODEL -o folder/src --name m --kernels K [extra]`; the source
-    folder."""
+def export(model: Path, folder: Path, kernels: str, extra=(), root: Path = ROOT) -> Path:
+    """`qconvert export-c MODEL -o folder/src --name m --kernels K [extra]`, run with the
+    qconvert package of the checkout `root` (this one by default, another one to compare
+    with); the source folder."""
     src = folder / "src"
     folder.mkdir(parents=True, exist_ok=True)
     for old in src.glob("*") if src.is_dir() else ():
         old.unlink()
     done = subprocess.run([sys.executable, "-m", "qconvert.cli", "export-c", str(model), "-o",
                            str(src), "--name", NAME, "--kernels", kernels, *extra],
-                          capture_output=True, text=True, cwd=ROOT, check=False)
+                          capture_output=True, text=True, cwd=root, check=False)
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines() or ["no message"]
         raise Refused(lines[-1].replace(f"qconvert: error: {model}: ", ""))
     return src
 
 
-def _io(header: str) -> tuple:
+def io_layout(header: str) -> tuple:
     """([(ctype, elements)] inputs, [...] outputs) read from NAME.h's macros and comments."""
     count = {k: int(re.search(rf"#define M_NUM_{k}S (\d+)", header).group(1))
              for k in ("INPUT", "OUTPUT")}
@@ -72,7 +78,7 @@ _BYTES = {"int8_t": 1, "uint8_t": 1, "int16_t": 2, "float": 4}
 
 def main_source(header: str) -> str:
     """main.c for the export whose NAME.h is `header`."""
-    ins, outs = _io(header)
+    ins, outs = io_layout(header)
     lines = ["#include <stdio.h>", "#include <string.h>", '#include "bench_rt.h"',
              f'#include "{NAME}.h"', ""]
     for i, (c, n) in enumerate(ins):
@@ -111,29 +117,39 @@ def build(model: Path, folder: Path, board: fw.Board, kernels: str, cmsis_nn: Pa
                      ("--scheme", "q7", "--calibration", str(calibration)))
     else:
         src = export(model, folder, kernels)
-    build_dir = folder / f"build_{board.name}"
+    header = (src / f"{NAME}.h").read_text()
+    elf, mapfile = link(src, folder / f"build_{board.name}", board, kernels, cmsis_nn,
+                        main_source(header), legacy=legacy)
+    ins, outs = io_layout(header)
+    arena = int(re.search(rf"#define {NAME.upper()}_ARENA_SIZE (\d+)", header).group(1))
+    return {"elf": elf, "map": mapfile, "weights_objects": {f"{NAME}.o"}, "arena": arena,
+            "io_bytes": sum(_BYTES[c] * n for c, n in ins + outs)}
+
+
+def link(src: Path, build_dir: Path, board: fw.Board, kernels: str, cmsis_nn: Path,
+         main_c: str, defines=(), legacy: Path = DEFAULT_LEGACY,
+         library_cache: Path | None = None) -> tuple:
+    """Compile the export in `src` with `main_c` and the runtime into `build_dir` (emptied
+    first) and link it, with CMSIS-NN for the cmsis-nn kinds and the legacy q7 kernels for
+    q7-legacy (libraries cached in `library_cache`, by default beside the work folder);
+    (elf, map)."""
     if build_dir.is_dir():
         for old in build_dir.glob("*"):
             old.unlink()
     support = fw.write_support(build_dir, board)
-    header = (src / f"{NAME}.h").read_text()
-    (build_dir / "main.c").write_text(main_source(header))
-    flags = [f"-I{src}"]
+    (build_dir / "main.c").write_text(main_c)
+    cache = library_cache or build_dir.parent.parent.parent
+    flags = [f"-I{src}", *defines]
     libs = []
-    if kernels == "cmsis-nn":
+    if kernels in ("cmsis-nn", "cmsis-whole"):
         flags.append(f"-I{cmsis_nn / 'Include'}")
-        libs.append(cmsis_library(board, cmsis_nn, folder.parent.parent / "cmsis-nn-lib"))
+        libs.append(cmsis_library(board, cmsis_nn, cache / "cmsis-nn-lib"))
     if kernels == "q7-legacy":
         nn = legacy / "CMSIS" / "NN"
         flags += [f"-I{nn / 'Include'}", f"-I{legacy / 'CMSIS' / 'Core' / 'Include'}"]
-        libs.append(cmsis_library(board, legacy, folder.parent.parent / "legacy-lib",
-                                  legacy_sources(legacy)))
+        libs.append(cmsis_library(board, legacy, cache / "legacy-lib", legacy_sources(legacy)))
     sources = [*support, build_dir / "main.c", *sorted(src.glob("*.c"))]
-    elf, mapfile = fw.compile_and_link(build_dir, board, sources, flags, libs)
-    ins, outs = _io(header)
-    arena = int(re.search(rf"#define {NAME.upper()}_ARENA_SIZE (\d+)", header).group(1))
-    return {"elf": elf, "map": mapfile, "weights_objects": {f"{NAME}.o"}, "arena": arena,
-            "io_bytes": sum(_BYTES[c] * n for c, n in ins + outs)}
+    return fw.compile_and_link(build_dir, board, sources, flags, libs)
 
 
 def cmsis_sources(cmsis_nn: Path) -> list:

@@ -1,29 +1,40 @@
-"""Instructions per layer of a `qconvert export-c` model on an emulated Cortex-M4 or M55 (QEMU).
+"""Instructions per layer and per inference of `qconvert export-c` output on an emulated Cortex-M.
 
-Exports MODEL with the chosen kernel set, builds it for the MPS2 AN386 board (Cortex-M4,
-arm-none-eabi-gcc -O2 as tests/helpers/export_c_harness.py builds it, CMSIS-NN from
-../shared/third_party/CMSIS-NN for `--kernels cmsis-nn`) and runs it under
-`qemu-system-arm -icount shift=0`, where one instruction takes one nanosecond. The board's
-FPGAIO COUNTER (0x40028018) runs at 25 MHz: one tick = 40 instructions (checked by `--calibrate`
-on a loop of known length). Two images are built:
+For each model (default: kws_ref_model, pretrainedResnet_quant and ad01_int8 of tests/models)
+and each kernel set of `--kernels`, exports the model (`mcu_export_c.export`: the CLI's
+export-c), builds it for the board with arm-none-eabi-gcc -O2 (`mcu_firmware`'s memory map,
+startup and flags; CMSIS-NN from --cmsis-nn for the CMSIS-NN sets) and runs it under
+`qemu-system-arm -icount shift=0`, where one instruction takes one nanosecond; the board's
+FPGAIO counter gives the instructions (Cortex-M4 on mps2-an386: 25 MHz, 40 instructions per
+tick; Cortex-M55 on mps3-an547: 20 MHz, 50; measured on a loop of known length at every run,
+printed by `--calibrate`). Kernel sets:
 
-- the plain export: instructions of one whole `NAME_invoke`, the second one (what every
-  inference of the firmware costs), and of the first (which also runs `NAME_check`);
-- the export with `-DQCONVERT_PROFILE` and a `NAME_layer_hook` that reads the counter before and
-  after every layer: instructions per layer (40-instruction resolution; the hook itself adds a
-  few instructions per layer, counted in the whole-invoke figure of this image only).
+- portable: qconvert's C99 kernels;
+- cmsis-nn: `--kernels cmsis-nn` (CMSIS-NN, with qconvert's fast kernels where measured faster
+  on cores without Helium, and CMSIS-NN called per band of rows where the plan overlaps);
+- cmsis-whole: CMSIS-NN alone, called once per layer as TFLite Micro calls it (bench/
+  cmsis_whole.py), the reference the kernels are held to.
 
-`--board m55`: the same on the MPS3 AN547 board (Cortex-M55 with Helium, as
-tests/export_c_harness.py builds it), whose FPGAIO COUNTER (0x49302018) runs at 20 MHz: one
-tick = 50 instructions (`--calibrate --board m55`).
+`--before DIR` adds the same sets exported by another qconvert checkout (e.g. the main
+branch), built against that checkout's kernels.
 
-It also prints the flash of the plain image (arm-none-eabi-size: text + data) and the bytes of
-the model's own object (NAME.o). The input is deterministic (a ramp of int8 values).
+Two images per model and set (`mcu_layer_hook`): the plain export, whose second `NAME_invoke`
+is "per inference" (the first, which also runs `NAME_check`, is printed too), and the export
+built with -DQCONVERT_PROFILE, whose `NAME_layer_hook` reads the counter around every layer
+(40- or 50-instruction resolution; the hook adds a few instructions per layer, in that image's
+"with the hook" total only). `--total-only` builds the plain image alone. Also printed: the
+image's flash (code + the model's constants, `mcu_size`) and the model's own object (NAME.o,
+text + data). The input is a deterministic ramp.
 
     python bench/profile_layers.py tests/models/kws_ref_model.tflite --kernels cmsis-nn
+    python bench/profile_layers.py MODEL.tflite --kernels portable cmsis-nn cmsis-whole
+    python bench/profile_layers.py --before /work/main --kernels portable
     python bench/profile_layers.py tests/models/ad01_int8.tflite --total-only
-    python bench/profile_layers.py --calibrate
     python bench/profile_layers.py MODEL.tflite --kernels cmsis-nn --board m55
+    python bench/profile_layers.py --calibrate [--board m55]
+
+Needs arm-none-eabi-gcc, qemu-system-arm and, for cmsis-nn / cmsis-whole, CMSIS-NN
+(../shared/third_party/CMSIS-NN). Prints figures, never asserts them.
 """
 
 from __future__ import annotations
@@ -36,196 +47,161 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(ROOT))  # this checkout's qconvert (cmsis-whole renders in-process)
 
-from helpers.export_c_harness import build_cortex_m, cmsis_nn_available, io_layout  # noqa: E402
+import cmsis_whole  # noqa: E402
+import mcu_export_c as exc  # noqa: E402
+import mcu_firmware as fw  # noqa: E402
+import mcu_layer_hook as hook  # noqa: E402
+import mcu_size as size  # noqa: E402
 
-# board: (QEMU machine, FPGAIO COUNTER address, instructions per tick under -icount shift=0)
-BOARDS = {"m4": ("mps2-an386", "0x40028018u", 40),     # MPS2: 25 MHz
-          "m55": ("mps3-an547", "0x49302018u", 50)}    # MPS3: 20 MHz
-COUNTER, PER_TICK = BOARDS["m4"][1:]
-
-
-def _use_board(board: str) -> None:
-    """Point COUNTER / PER_TICK / QEMU at `board`'s."""
-    global COUNTER, PER_TICK, QEMU
-    machine, COUNTER, PER_TICK = BOARDS[board]
-    QEMU = ["qemu-system-arm", "-M", machine, "-icount", "shift=0", "-nographic",
-            "-semihosting", "-monitor", "none", "-serial", "none", "-kernel"]
-
-
-_use_board("m4")
+MODELS = ROOT / "tests" / "models"
+DEFAULT_MODELS = ("kws_ref_model", "pretrainedResnet_quant", "ad01_int8")
+KERNELS = ("portable", "cmsis-nn", "cmsis-whole")
+CORES = {"m4": "Cortex-M4", "m55": "Cortex-M55"}
+# a CMSIS-NN library cached between runs (mcu_export_c.cmsis_library rebuilds it when its
+# sources change)
+LIBRARY_CACHE = Path(tempfile.gettempdir()) / "qconvert-bench-profile-layers"
 
 
-def _inputs(ios: dict) -> list:
-    """C lines: one static array per input, a deterministic ramp (int8: every value; float:
-    -1 to 1)."""
-    lines = []
-    for i, (ctype, size) in enumerate(ios["inputs"]):
-        if ctype == "float":
-            values = ",".join(f"{2 * k / max(size - 1, 1) - 1:.6f}f" for k in range(size))
-        else:
-            values = ",".join(str((k * 37) % 256 - 128) for k in range(size))
-        lines.append(f"static const {ctype} in{i}[{size}] = {{{values}}};")
-    for i, (ctype, size) in enumerate(ios["outputs"]):
-        lines.append(f"static {ctype} out{i}[{size}];")
-    return lines
+def object_bytes(obj: Path) -> tuple:
+    """(text, data) bytes of an object file (arm-none-eabi-size, Berkeley format)."""
+    out = subprocess.run(["arm-none-eabi-size", str(obj)], capture_output=True, text=True,
+                         check=True).stdout.splitlines()[1].split()
+    return int(out[0]), int(out[1])
 
 
-def main_source(name: str, ios: dict, profile: bool) -> str:
-    """main.c: one invoke between two counter reads; with `profile`, a layer hook that records
-    the counter at each layer's start and end and prints one line per layer."""
-    args = [f"in{i}" for i in range(len(ios["inputs"]))]
-    args += [f"out{i}" for i in range(len(ios["outputs"]))]
-    lines = ["#include <stdio.h>", "#include <stdint.h>", f'#include "{name}.h"', "",
-             f"#define COUNTER (*(volatile uint32_t *){COUNTER})", *_inputs(ios), ""]
-    if profile:
-        lines += ["#define MAX_LAYERS 4096",
-                  "static uint32_t start_ticks[MAX_LAYERS], ticks[MAX_LAYERS];",
-                  "static const char *ops[MAX_LAYERS];",
-                  "static int seen[MAX_LAYERS];",
-                  f"void {name}_layer_hook(int index, const char *op, int phase)",
-                  "{",
-                  "    uint32_t now = COUNTER;",
-                  "    if (index < 0 || index >= MAX_LAYERS) {",
-                  "        return;",
-                  "    }",
-                  "    if (phase == 0) {",
-                  "        start_ticks[index] = now;",
-                  "    } else {",
-                  "        ticks[index] = now - start_ticks[index]; /* the last invoke's */",
-                  "        ops[index] = op;",
-                  "        seen[index] = 1;",
-                  "    }",
-                  "}", ""]
-    lines += ["int main(void)", "{", "    uint32_t t0, t1, t2;", "    int rc, rc2;",
-              "    t0 = COUNTER;", f"    rc = {name}_invoke({', '.join(args)});",
-              "    t1 = COUNTER;", f"    rc2 = {name}_invoke({', '.join(args)});",
-              "    t2 = COUNTER;",
-              '    printf("rc %d\\n", rc | rc2);',
-              '    printf("total %lu\\n", (unsigned long)(t2 - t1));',
-              '    printf("first %lu\\n", (unsigned long)(t1 - t0));']
-    if profile:
-        lines += ["    {", "        int i;", "        for (i = 0; i < MAX_LAYERS; ++i) {",
-                  "            if (seen[i]) {",
-                  '                printf("layer %d %s %lu\\n", i, ops[i], '
-                  "(unsigned long)ticks[i]);",
-                  "            }", "        }", "    }"]
-    lines += ["    return 0;", "}", ""]
-    return "\n".join(lines)
+def export(model: Path, folder: Path, kernels: str, root: Path) -> Path:
+    """The export of `model` with the kernel set `kernels` by the checkout `root`; its source
+    folder; `mcu_export_c.Refused` with export-c's reason when it refuses the model."""
+    if kernels == "cmsis-whole":
+        from qconvert.errors import QConvertError
+
+        try:
+            return cmsis_whole.export(model, folder, exc.NAME)
+        except QConvertError as e:  # the one line export-c would print
+            raise exc.Refused(str(e).replace(f"{model}: ", "")) from None
+    return exc.export(model, folder, kernels, root=root)
 
 
-def _run(elf: Path) -> str:
-    done = subprocess.run(QEMU + [str(elf)], capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        raise SystemExit(f"qemu failed: {done.stderr.strip()}")
-    return done.stdout
+def measure(model: Path, kernels: str, board: fw.Board, per_tick: int, work: Path,
+            cmsis_nn: Path, root: Path = ROOT, total_only: bool = False) -> dict:
+    """{"total": instructions of an inference, "first": of the first invoke, "flash": image
+    flash bytes, "model_object": (text, data) of NAME.o, "layers": [(index, op,
+    instructions)], "profiled_total": the invoke with the hook (absent with `total_only`)}."""
+    folder = work / f"{model.stem}_{kernels}_{root.name}_{board.name}"
+    src = export(model, folder, kernels, root)
+    ins, outs = exc.io_layout((src / f"{exc.NAME}.h").read_text())
 
+    def run(profile: bool) -> tuple:
+        build = folder / ("profiled" if profile else "plain")
+        elf, mapfile = exc.link(src, build, board, kernels, cmsis_nn,
+                                hook.main_source(exc.NAME, ins, outs, profile),
+                                defines=["-DQCONVERT_PROFILE"] if profile else [],
+                                library_cache=LIBRARY_CACHE)
+        text = fw.run_image(elf, board, None)
+        values = fw.parse_output(text)["values"]
+        if values.get("rc") != 0:
+            raise SystemExit(f"{model}: {kernels} image returned {values.get('rc')}")
+        return elf, mapfile, text, values
 
-def _size(*paths) -> list:
-    out = subprocess.run(["arm-none-eabi-size", *map(str, paths)], capture_output=True,
-                         text=True, check=True).stdout.splitlines()[1:]
-    return [(int(r.split()[0]), int(r.split()[1]), int(r.split()[2])) for r in out]
-
-
-def export(model: Path, folder: Path, kernels: str, name: str):
-    """Write the export of `model` into `folder`; (graph, ExportSummary)."""
-    from qconvert.c_export.model.render import ModelOptions, render_model
-    from qconvert.c_export.model.prepare import prepare_model
-    from qconvert.formats.model_io import load_model
-
-    m = load_model(model)
-    files, summary = render_model(prepare_model(m), ModelOptions(
-        name=name, kernels=kernels, fc_layout="1x4" if kernels == "portable" else "rowmajor"))
-    folder.mkdir(parents=True, exist_ok=True)
-    for f, data in files.items():
-        (folder / f).write_bytes(data)
-    return m.graph, summary
-
-
-def profile(model: Path, kernels: str, total_only: bool, name: str = "net",
-            board: str = "m4") -> dict:
-    """{"total": instructions of an inference, "first": of the first, "flash": (text, data),
-    "model_object": (text, data), "layers": [(index, op, instructions)]} of `model` on
-    `board` ("m4" or "m55")."""
-    _use_board(board)
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "c"
-        graph, _ = export(model, folder, kernels, name)
-        ios = io_layout(graph)
-        cmsis = kernels == "cmsis-nn"
-        elf = build_cortex_m(folder, main_source(name, ios, False), board, cmsis=cmsis)
-        out = _run(elf).split()
-        assert out[:2] == ["rc", "0"], out[:4]
-        result = {"total": int(out[3]) * PER_TICK, "first": int(out[5]) * PER_TICK}
-        (text, data, _), = _size(elf)
-        result["flash"] = (text, data)
-        obj = elf.parent / f"{name}.o"
-        (otext, odata, _), = _size(obj)
-        result["model_object"] = (otext, odata)
-        result["layers"] = []
-        if not total_only:
-            (folder / f"build_{board}").rename(folder / "build_plain")
-            elf = build_cortex_m(folder, main_source(name, ios, True), board,
-                                 defines=["-DQCONVERT_PROFILE"], cmsis=cmsis)
-            lines = _run(elf).splitlines()
-            result["profiled_total"] = int(lines[1].split()[1]) * PER_TICK
-            for line in lines[3:]:
-                _, index, op, ticks = line.split()
-                result["layers"].append((int(index), op, int(ticks) * PER_TICK))
+    elf, mapfile, _, values = run(False)
+    result = {"total": values["invoke_ticks"] * per_tick,
+              "first": values["first_ticks"] * per_tick,
+              "flash": size.image_sizes(elf, mapfile, {f"{exc.NAME}.o"})["flash"],
+              "model_object": object_bytes(elf.parent / f"{exc.NAME}.o"), "layers": []}
+    if not total_only:
+        _, _, text, values = run(True)
+        result["profiled_total"] = values["invoke_ticks"] * per_tick
+        result["layers"] = hook.layers(text, per_tick)
     return result
 
 
-def calibrate(board: str = "m4") -> None:
-    """Instructions per counter tick on a loop of known length (3 instructions per turn:
-    subs, nop, bne; checked with objdump by the reader)."""
-    _use_board(board)
-    src = "\n".join([
-        "#include <stdio.h>", "#include <stdint.h>",
-        f"#define COUNTER (*(volatile uint32_t *){COUNTER})",
-        "int main(void)", "{", "    uint32_t t0, t1, n = 1000000u;", "    t0 = COUNTER;",
-        '    __asm volatile("1: subs %0, %0, #1\\n nop\\n bne 1b" : "+r"(n));',
-        "    t1 = COUNTER;", '    printf("ticks %lu\\n", (unsigned long)(t1 - t0));',
-        "    return 0;", "}", ""])
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        elf = build_cortex_m(folder, src, board)
-        ticks = int(_run(elf).split()[1])
-    print(f"3,000,000 instructions: {ticks} ticks = {3_000_000 / ticks:.2f} instructions/tick")
+def print_table(model: Path, board: fw.Board, per_tick: int, runs: dict) -> None:
+    """One model: a row per layer (its index in the export), a column per run, then the
+    totals, flash and the ratio to cmsis-nn."""
+    names = list(runs)
+    width = max(12, *(len(n) + 2 for n in names))
+    print(f"\n{model.name}: instructions on {CORES[board.name]} ({board.machine}, QEMU -icount "
+          f"shift=0, arm-none-eabi-gcc -O2; {per_tick} per counter tick)")
+
+    def row(label: str, op: str, cells) -> None:
+        print(f"{label:>5} {op:<26}" + "".join(f"{c:>{width}}" for c in cells))
+
+    row("layer", "op", names)
+    ops = {}
+    for r in runs.values():
+        for index, op, _ in r["layers"]:
+            ops.setdefault(index, op)
+    for index in sorted(ops):
+        cells = []
+        for n in names:
+            found = [v for i, _, v in runs[n]["layers"] if i == index]
+            cells.append(f"{found[0]:,}" if found else "")
+        row(str(index), ops[index][:26], cells)
+    if ops:
+        row("", "sum of layers", [f"{sum(v for *_, v in runs[n]['layers']):,}" for n in names])
+        row("", "with the hook", [f"{runs[n].get('profiled_total', 0):,}" for n in names])
+    row("", "per inference", [f"{runs[n]['total']:,}" for n in names])
+    row("", "first invoke", [f"{runs[n]['first']:,}" for n in names])
+    row("", "flash bytes", [f"{runs[n]['flash']:,}" for n in names])
+    row("", "NAME.o text+data", [f"{sum(runs[n]['model_object']):,}" for n in names])
+    if "cmsis-nn" in runs:
+        base = runs["cmsis-nn"]["total"]
+        row("", "/ cmsis-nn", [f"{runs[n]['total'] / base:.2f}" for n in names])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("model", nargs="?", type=Path)
-    parser.add_argument("--kernels", choices=("portable", "cmsis-nn"), default="portable")
+    parser.add_argument("models", nargs="*", type=Path,
+                        help="int8 .tflite models (default: " + ", ".join(DEFAULT_MODELS) + ")")
+    parser.add_argument("--kernels", nargs="+", choices=KERNELS, default=["portable"],
+                        help="kernel sets, a column each (default: portable)")
+    parser.add_argument("--board", choices=sorted(CORES), default="m4",
+                        help="m4: Cortex-M4 on mps2-an386; m55: Cortex-M55 on mps3-an547")
+    parser.add_argument("--before", type=Path, metavar="DIR",
+                        help="another qconvert checkout: its exports of the same sets too")
     parser.add_argument("--total-only", action="store_true",
                         help="only the whole-invoke instructions and the flash")
     parser.add_argument("--calibrate", action="store_true",
-                        help="check the instructions per counter tick and exit")
-    parser.add_argument("--board", choices=sorted(BOARDS), default="m4")
+                        help="print the instructions per counter tick (and exit without MODEL)")
+    parser.add_argument("--cmsis-nn", type=Path, default=exc.DEFAULT_CMSIS_NN,
+                        help="the CMSIS-NN folder (cmsis-nn and cmsis-whole)")
     args = parser.parse_args()
-    if args.calibrate:
-        calibrate(args.board)
-        return
-    if args.model is None:
-        parser.error("give a MODEL (or --calibrate)")
-    if args.kernels == "cmsis-nn" and not cmsis_nn_available():
-        raise SystemExit("CMSIS-NN is not at ../shared/third_party/CMSIS-NN ($QCONVERT_CMSIS_NN)")
-    r = profile(args.model, args.kernels, args.total_only, board=args.board)
-    core = {"m4": "Cortex-M4", "m55": "Cortex-M55"}[args.board]
-    print(f"{args.model.name} --kernels {args.kernels}, {core} ({BOARDS[args.board][0]}, -O2)")
-    print(f"instructions per inference: {r['total']:,} (the first invoke: {r['first']:,})")
-    print(f"image flash: text {r['flash'][0]:,} + data {r['flash'][1]:,} bytes; "
-          f"the model's object: text {r['model_object'][0]:,} + data "
-          f"{r['model_object'][1]:,} bytes")
-    if r["layers"]:
-        total = sum(n for _, _, n in r["layers"])
-        print(f"{'#':>4}  {'op':24} {'instructions':>13} {'share':>6}")
-        for index, op, n in r["layers"]:
-            print(f"{index:4d}  {op[:24]:24} {n:13,d} {100 * n / max(total, 1):5.1f}%")
-        print(f"layers: {total:,} instructions; whole invoke with the hook: "
-              f"{r['profiled_total']:,} (without: {r['total']:,})")
+    board = fw.BOARDS[args.board]
+    models = args.models or [MODELS / f"{m}.tflite" for m in DEFAULT_MODELS]
+    for model in models:
+        if not model.is_file():
+            raise SystemExit(f"{model}: no such model file")
+    if set(args.kernels) - {"portable"} and not (args.cmsis_nn / "Include").is_dir():
+        raise SystemExit(f"{args.cmsis_nn}: no CMSIS-NN there (give --cmsis-nn DIR)")
+    if args.before is not None and not (args.before / "qconvert").is_dir():
+        raise SystemExit(f"{args.before}: not a qconvert checkout (no qconvert/ folder)")
+    runs = [(k, k, ROOT) for k in args.kernels]  # (column, kernel set, checkout)
+    if args.before is not None:
+        before = [k for k in args.kernels if k != "cmsis-whole"]
+        runs += [("before" if len(before) == 1 else f"before {k}", k, args.before.resolve())
+                 for k in before]
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        rate = fw.calibrate(board, work)  # instructions per counter tick, measured
+        per_tick = round(rate)
+        if args.calibrate:
+            print(f"{CORES[board.name]} ({board.machine}): {rate:.3f} "
+                  f"instructions per FPGAIO counter tick (a loop of {2 * fw.CALIBRATE_LOOP + 1:,}"
+                  " instructions)")
+            if not args.models:
+                return
+        for model in models:
+            figures = {}
+            for label, kernels, root in runs:
+                try:
+                    figures[label] = measure(model, kernels, board, per_tick, work,
+                                             args.cmsis_nn, root, args.total_only)
+                except exc.Refused as e:
+                    raise SystemExit(f"{model}: export-c --kernels {kernels} refused: {e}")
+            print_table(model, board, per_tick, figures)
 
 
 if __name__ == "__main__":

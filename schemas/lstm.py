@@ -15,7 +15,8 @@ direction to `UnidirectionalSequenceLSTM` (`passes/onnx_to_tflite/ops_lstm.py`).
 
 Both ops are impure: the TFLite op writes its state tensors; the ONNX one is marked so as well,
 so no pass drops it unread before the lowering has looked at it. Their int8 rule is `lstm`: TFLite
-Micro's 8-bit activation / 16-bit gate and cell scheme (`qconvert/int8/lstm.py`).
+Micro's 8-bit activation / 16-bit gate and cell scheme (`qconvert/quant/lstm_plan.py`, its
+Prepare in `qconvert/int8/prepare/lstm.py`).
 """
 
 from __future__ import annotations

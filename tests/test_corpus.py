@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import struct
 
 import numpy as np
 import pytest
@@ -213,6 +214,36 @@ def test_float_comparison_fails_past_tolerance():
         harness._compare_float(want, [[want[0][0] + 0.01]], "off")
     with pytest.raises(harness._Fail, match="non-finite"):
         harness._compare_float(want, [[np.array([1.0, np.nan, 4.0], np.float32)]], "nan")
+
+
+def test_name_check_fires_on_a_planted_duplicate(tmp_path):
+    import onnx
+
+    model = onnx.load(str(BY_NAME["digits_cnn_onnx"].path))
+    good = tmp_path / "good.onnx"
+    good.write_bytes(model.SerializeToString())
+    harness._check_names([good])
+    model.graph.node[1].name = model.graph.node[0].name = "same"
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(model.SerializeToString())
+    with pytest.raises(harness._Fail, match="node names used twice"):
+        harness._check_names([bad])
+    tfl = BY_NAME["digits_cnn_tflite"].path.read_bytes()
+    harness._check_names([tmp_path / "x.h"])  # not a model: left alone
+    from tflite.Model import Model
+
+    sub = Model.GetRootAsModel(tfl, 0).Subgraphs(0)
+    names = sorted({sub.Tensors(i).Name() for i in range(sub.TensorsLength())})
+    first, second = next((a, b) for a in names for b in names if a < b and len(a) == len(b))
+
+    def spelled(name):  # a flatbuffers string: little-endian length, bytes, NUL
+        return struct.pack("<I", len(name)) + name + b"\x00"
+
+    assert tfl.count(spelled(second)) == 1
+    planted = tmp_path / "bad.tflite"
+    planted.write_bytes(tfl.replace(spelled(second), spelled(first)))
+    with pytest.raises(harness._Fail, match="tensor names used twice"):
+        harness._check_names([planted])
 
 
 def test_sqnr_floor_fires(corpus):

@@ -18,6 +18,7 @@ import click
 import pytest
 
 from helpers.oracles import ROOT
+from helpers.repo_refs import bare_file_found, path_found
 from qconvert.cli import main
 
 _spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "tools" / "gen_docs.py")
@@ -110,21 +111,17 @@ def path_problems(files: list, root: Path) -> list:
     """Repository paths named in backquotes (`qconvert/int8/rounding.py`, `passes/fusion/`,
     `qconvert/executor/int_kernels_*.py`) that match no file or folder, and bare module names
     (`memory_plan.py`) that no file of the repository has: the docs name
-    only modules that exist."""
+    only modules that exist (the resolver is tests/helpers/repo_refs.py, shared with
+    tests/test_source_references.py)."""
     problems = []
     names = {p.name for p in root.rglob("*.py")}
     for path in files:
         text = path.read_text()
         for bare in BARE_FILE.findall(text):
-            if not any(Path(n).match(bare) for n in names):
+            if not bare_file_found(names, bare):
                 problems.append(f"{path.relative_to(root)}: `{bare}` does not exist")
         for named in PATH.findall(text):
-            clean = named.rstrip(".,;:")
-            if "*" in clean:
-                found = any(root.glob(clean))
-            else:
-                found = (root / clean).exists()
-            if not found:
+            if not path_found(root, named):
                 problems.append(f"{path.relative_to(root)}: `{named}` does not exist")
     return problems
 

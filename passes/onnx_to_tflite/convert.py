@@ -11,7 +11,7 @@ groups it runs are the tuples `ONNX_PREPARATION`, `ONNX_SPATIAL`, `ONNX_ACTIVATI
    BatchNorms left as Mul + Add);
 3. everything that cannot be converted is collected: dynamic input dimensions other than the
    batch, ops with no mapping, weights or parameters computed at run time, layers TFLite has
-   no form for (`onnx_to_tflite_ops.conversion_problems`) and, while converting, what a rule
+   no form for (`ops.conversion_problems`) and, while converting, what a rule
    cannot express; any of it ends the conversion with one `QConvertError` listing all of it,
    nothing returned;
 4. `static-batch`: a dynamic batch becomes 1 and every shape static (TFLite Micro allocates from
@@ -19,7 +19,7 @@ groups it runs are the tuples `ONNX_PREPARATION`, `ONNX_SPATIAL`, `ONNX_ACTIVATI
    pools become 2-D ones with H = 1), `fuse-channel-shuffle` (a ShuffleNet channel shuffle
    becomes one Gather), `fuse-hard-swish` and `fuse-rsqrt`;
 5. the layout rewrite (`layout_nhwc.rewrite_to_nhwc`): the graph is rebuilt op by op with the
-   rules of `layout_rules` / `onnx_to_tflite_ops` over the layout bookkeeping of `layout_state`:
+   rules of `layout_rules` / `ops` over the layout bookkeeping of `layout_state`:
    activations NHWC, weights OIHW -> OHWI / 1HWC, axes remapped, flattens absorbed into the FC
    weights, ONNX transposes absorbed into the layouts; it returns the inputs' and outputs'
    permutations;
@@ -84,7 +84,7 @@ class TfliteConversion:
 # -- the pass-level pieces of the conversion, each a registered pass ----------------------------
 @register_pass("lift-1d")
 def lift_1d_pass(graph: Graph, context) -> int:
-    """ONNX: 1-D convs and pools become 2-D ones with H = 1 (`onnx_to_tflite_spatial.lift_1d`)."""
+    """ONNX: 1-D convs and pools become 2-D ones with H = 1 (`ops_spatial.lift_1d`)."""
     return lift_1d(graph)
 
 

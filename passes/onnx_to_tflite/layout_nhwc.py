@@ -1,11 +1,11 @@
 """ONNX (NCHW) to TFLite (NHWC): the layout rewrite at the heart of the conversion.
 
 `rewrite_to_nhwc(graph, opset, input_layout)` rebuilds a static ONNX graph op by op as a TFLite
-graph with the rules of `layout_rules` / `onnx_to_tflite_ops` over the layout bookkeeping of
+graph with the rules of `layout_rules` / `ops` over the layout bookkeeping of
 `layout_state`: activations NHWC, weights OIHW -> OHWI / 1HWC, axes remapped, flattens absorbed
 into the FC weights, ONNX transposes absorbed into the layouts. It returns the inputs' and
 outputs' permutations (`NhwcLayouts`). The whole conversion (fusion before and after,
-refusals, names, metadata) is `onnx_to_tflite.convert_onnx_to_tflite`.
+refusals, names, metadata) is `convert.convert_onnx_to_tflite`.
 
 Graph inputs of rank 4 are NHWC with `input_layout="nhwc"` (permutation (0, 2, 3, 1); a rank-3
 input read only by 1-D layers is channels last, (0, 2, 1)), or stay NCHW with `"nchw"` (a

@@ -32,8 +32,8 @@
 - Identity, Dropout: no node.
 
 The rules of the ONNX-only ops (Gemm, MatMul, GlobalAveragePool, GlobalMaxPool, HardSigmoid)
-are in `onnx_to_tflite_ops`; those of LeakyRelu, PRelu, Sqrt, Pow, Reciprocal,
-LayerNormalization and MatMul of two activations (BATCH_MATMUL) in `onnx_to_tflite_math`.
+are in `ops`; those of LeakyRelu, PRelu, Sqrt, Pow, Reciprocal,
+LayerNormalization and MatMul of two activations (BATCH_MATMUL) in `ops_math`.
 """
 
 from __future__ import annotations

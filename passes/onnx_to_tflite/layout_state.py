@@ -10,7 +10,7 @@ TRANSPOSE only when the data really moves (a permutation that moves only size-1 
 RESHAPE) and remembering it, so each tensor is transposed at most once per layout.
 
 `Converter` builds the TFLite graph (`dst`) while the rules of `layout_rules` and
-`onnx_to_tflite_ops` walk the ONNX graph (`src`): `define` creates the TFLite tensor of an ONNX
+`ops` walk the ONNX graph (`src`): `define` creates the TFLite tensor of an ONNX
 output, `emit` adds a node, `add_const` / `copy_const` / `permute_const` place constants. A rule
 that meets something TFLite cannot express raises `Unmappable`; the pass collects every such
 problem and reports them all at once.

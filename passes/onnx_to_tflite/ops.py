@@ -8,11 +8,11 @@ Mappings (`MAPPING_RULES`, rules of the same form as `layout_rules.RULES`):
 - MatMul with a constant 2-D weight -> FULLY_CONNECTED (weights B^T; inputs of rank > 2 keep
   their leading dims with `keep_num_dims`); any other MatMul -> BATCH_MATMUL.
 - LeakyRelu, PRelu, Sqrt, Pow, Reciprocal, LayerNormalization, MatMul of two activations:
-  `onnx_to_tflite_math` (its rules are part of `MAPPING_RULES`).
+  `ops_math` (its rules are part of `MAPPING_RULES`).
 - GlobalAveragePool / GlobalMaxPool -> AVERAGE_POOL_2D / MAX_POOL_2D over the whole H x W.
 - HardSigmoid(alpha, beta) -> MUL(6 alpha), ADD(6 beta), RELU6, MUL(1/6): the same function,
   made of ops every TFLite runtime has; `x * HardSigmoid(x)` with PyTorch's alpha 1/6 and
-  beta 1/2 (hardswish exported before opset 14) becomes one HARD_SWISH (`fusion.hard_swish`).
+  beta 1/2 (hardswish exported before opset 14) becomes one HARD_SWISH (`hard_swish`).
 - LSTM (forward) -> UNIDIRECTIONAL_SEQUENCE_LSTM: `ops_lstm`.
 - Clip, after the layers took what they could as fused activations: `tflite_legalize`.
 - Padding TFLite cannot express as SAME / VALID (asymmetric, SAME_LOWER, PyTorch's symmetric
@@ -26,7 +26,7 @@ Mappings (`MAPPING_RULES`, rules of the same form as `layout_rules.RULES`):
 
 `conversion_problems` lists, before anything is converted, what no rule can map: ops outside
 the table (opaque) or without a rule, weights or parameters computed at run time, convolutions
-and pools that are neither 1-D nor 2-D (the checks of `onnx_to_tflite_spatial` join `CHECKS`).
+and pools that are neither 1-D nor 2-D (the checks of `ops_spatial` join `CHECKS`).
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ def _gemm(cv, node: Node) -> None:
 
 def _matmul(cv, node: Node) -> None:
     b = cv.constant(node.inputs[1])
-    if b is None or b.ndim != 2:  # two activations (attention): see onnx_to_tflite_math
+    if b is None or b.ndim != 2:  # two activations (attention): see ops_math
         batch_matmul(cv, node)
         return
     a = cv.value(node.inputs[0])
@@ -287,7 +287,7 @@ def _check_conv(graph, node):
     if problem:
         return problem
     w = graph.constant(node.inputs[1])
-    if w.ndim not in (3, 4):  # 1-D convs run as 2-D ones (`onnx_to_tflite_spatial.lift_1d`)
+    if w.ndim not in (3, 4):  # 1-D convs run as 2-D ones (`ops_spatial.lift_1d`)
         return UNMAPPED, f"{w.ndim - 2}-D Conv"
     return None
 

@@ -1,5 +1,5 @@
 """ONNX LSTM -> TFLite UNIDIRECTIONAL_SEQUENCE_LSTM (a rule of `layout-nhwc`, through
-`onnx_to_tflite_ops.MAPPING_RULES`).
+`ops.MAPPING_RULES`).
 
 The forward direction of an ONNX LSTM (layout 0: X [T, B, I]) is TFLite's op with
 `time_major` true: W [1, 4H, I] and R [1, 4H, H] split into the four gate matrices (ONNX's

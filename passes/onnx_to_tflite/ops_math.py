@@ -1,12 +1,12 @@
 """ONNX -> TFLite rules of the activation, normalization and attention ops of exported
-transformers (used by `layout-nhwc` through `onnx_to_tflite_ops.MAPPING_RULES`).
+transformers (used by `layout-nhwc` through `ops.MAPPING_RULES`).
 
 - LeakyRelu(alpha) -> LEAKY_RELU; PRelu -> PRELU, the slope transposed with the layout
   (PyTorch's [C, 1, 1] becomes [C] on NHWC data), a computed slope brought to the layout.
 - Sqrt -> SQRT (float: TFLite Micro has no int8 SQRT); Pow with a constant exponent: 2 -> MUL(x,
   x) (int8 everywhere), 0.5 -> SQRT, 1 -> nothing; other exponents are refused (TFLite Micro has
   no POW). Reciprocal -> DIV(1, x) (float).
-- `fusion.rsqrt` (on the ONNX graph, before the layout pass): Div(a, Sqrt(v)) -> Mul(a, Rsqrt(v))
+- `rsqrt` (on the ONNX graph, before the layout pass): Div(a, Sqrt(v)) -> Mul(a, Rsqrt(v))
   and Reciprocal(Sqrt(v)) -> Rsqrt(v) when the Sqrt has no other reader: the decomposed
   LayerNorm then needs only ops TFLite Micro runs in int8 (RSQRT, MUL).
 - LayerNormalization(axis, epsilon) -> MEAN, SUB, MUL (square), MEAN, ADD epsilon, RSQRT, MUL,

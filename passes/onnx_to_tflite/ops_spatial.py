@@ -27,7 +27,7 @@ Rewrites of the static ONNX graph before the layout pass:
   or a constant (given the size-1 axis), and a Squeeze read only by Unsqueezes of the same axis
   disappears, so a Conv1d stack runs as 2-D layers with H = 1 and neither a TRANSPOSE nor a
   RESHAPE between them (a RESHAPE only where 1-D and 2-D meet).
-- `fusion.channel_shuffle`: ShuffleNet's Reshape [N, g, C / g, H, W] -> Transpose (0, 2, 1, 3,
+- `channel_shuffle`: ShuffleNet's Reshape [N, g, C / g, H, W] -> Transpose (0, 2, 1, 3,
   4) -> Reshape [N, C, H, W] becomes one Gather of the channels, which the layout pass keeps
   in NHWC (GATHER on the channel axis: no 5-D TRANSPOSE, int8 in TFLite Micro).
 Grouped convolutions are native CONV_2D (see `layout_rules._conv`): TFLite Micro and LiteRT

@@ -54,7 +54,7 @@ class CHeader(_Files):
 
 class CExport(_Files):
     """`export_c`'s result: `files` {file name: bytes} (NAME.h, NAME.c, kernels), `c_name`,
-    `summary` (`c_export.model.export_report.ExportSummary`), `report` (the --report dict) and
+    `summary` (`c_export.model.render.ExportSummary`), `report` (the --report dict) and
     `quantization` (a float model quantized first: its `report` and `report_html()`; else
     None)."""
 

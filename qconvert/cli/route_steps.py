@@ -61,9 +61,9 @@ class Job:
     (`QuantizeOptions`), `load_data(model as read) -> (calibration, evaluation or None)` (None:
     no calibration data given), `progress` (draw a progress bar while calibrating), `output`
     (the output's file name, for refusals). Set by the steps: `conversion`
-    (`passes.onnx_to_tflite.TfliteConversion`), `source_data` (calibration data in the source
-    model's layout), `data` / `evaluation` (in the model's layout), `counts` (rewrites per pass)
-    and `report` (the quantization report).
+    (`passes.onnx_to_tflite.convert.TfliteConversion`), `source_data` (calibration data in the
+    source model's layout), `data` / `evaluation` (in the model's layout), `counts` (rewrites
+    per pass) and `report` (the quantization report).
     """
 
     model: Model

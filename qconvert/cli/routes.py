@@ -50,7 +50,7 @@ _FLOAT_ONNX_EXPORT = (one_graph, onnx_to_tflite, need_calibration, *_QUANTIZE)
 
 def _c_steps(steps: tuple, target: str) -> tuple:
     """`export-c` takes streaming TFLite models (state in resource variables, a CALL_ONCE init
-    subgraph: `executor.streaming`, `c_export.resource_state`); `export-c-header` does not."""
+    subgraph: `executor.streaming`, `c_export.model.resource_state`); `export-c-header` does not."""
     swap = {one_graph: one_graph_or_state, known_ops: known_ops_or_state}
     return tuple(swap.get(s, s) for s in steps) if target == "c" else steps
 

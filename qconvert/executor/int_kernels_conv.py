@@ -129,7 +129,7 @@ def requantize_channels_last(acc, bias, multiplier, shift, offset: int, lo: int,
 
 def requantize_acc(acc, p, ctx):
     """acc (exact integers, float or int64; channels last) -> + bias, requantize, + z_out,
-    clamp, int8 (`fixed_point.requantize_channels_last`)."""
+    clamp, int8 (`requantize_channels_last`)."""
     acc = np.asarray(acc)
     # float32 accumulators come from `exact_float`'s layers: every sum below 2**24
     bound = FLOAT32_EXACT if acc.dtype == np.float32 else None

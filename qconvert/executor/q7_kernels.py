@@ -8,7 +8,7 @@ base-2 approximation (output 2^-7); sigmoid / tanh index a 256-entry q7 table wi
 top bits. These are the semantics of CMSIS_5's legacy q7 kernels (arm_convolve_HWC_q7_*,
 arm_depthwise_separable_conv_HWC_q7, arm_fully_connected_q7_opt, arm_maxpool_q7_HWC,
 arm_avepool_q7_HWC, arm_relu_q7, arm_softmax_q7, arm_nn_activations_direct_q7), written from
-their description and checked against them by the tests (tests/test_q7_scheme.py).
+their description and checked against them by the tests (tests/c_export/test_q7_scheme.py).
 
 The one place the legacy kernels differ between builds is the average pool: with the DSP
 extension (Cortex-M4/M7) it averages along x, truncating, then along y, truncating again;

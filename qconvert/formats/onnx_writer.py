@@ -10,6 +10,9 @@ Inputs the IR spells as constants where the model's opset wants an attribute (Tr
 Squeeze `axes` before opset 13...: `OnnxSpec.attr_inputs`) are written as that attribute, and
 a constant read only that way is not written as an initializer.
 
+Node names are unique (`node_names`: the source's names kept, names passes made up given a
+suffix where they meet another), so onnxruntime and the tools keyed by node name accept the file.
+
 `write_onnx` never copies a weight into a protobuf message: it serializes the model without its
 initializers, then splices each initializer in as a small encoded header followed by the
 constant's own buffer, in the field order protobuf uses, so the bytes are exactly those of
@@ -28,6 +31,7 @@ from ..dtypes import IR_TO_ONNX
 from ..errors import QConvertError
 from ..ir import Model, Tensor
 from .onnx_reader import DTYPE_ATTRIBUTES
+from .node_names import written_node_names
 from .onnx_wire import (GRAPH_INITIALIZER, MODEL_GRAPH, TENSOR_RAW_DATA, encode_varint,
                         field_key, wire_fields)
 from .pads_spelling import check_written_pads, flat_pads, pads_constants, spelling_nodes
@@ -97,7 +101,9 @@ def _skeleton(model: Model) -> onnx.ModelProto:
         graph.doc_string = meta["graph_doc_string"]
     opset = model_opset(model)
     skip, rename = spelling_nodes(g)
-    graph.node.extend(_node(n, g, opset, rename) for n in g.nodes if id(n) not in skip)
+    written = [n for n in g.nodes if id(n) not in skip]
+    graph.node.extend(_node(n, g, opset, rename, name)
+                      for n, name in zip(written, written_node_names(written)))
     inputs = list(g.inputs) + [name for name in meta.get("initializer_inputs", [])
                                if name in g.tensors and g.tensors[name].data is not None]
     graph.input.extend(_value_info(g.tensors[name]) for name in inputs)
@@ -205,11 +211,11 @@ def _initializer_chunks(t) -> list:
     return [field_key(GRAPH_INITIALIZER), encode_varint(size), *body]
 
 
-def _node(n, g, opset: int, rename: dict) -> onnx.NodeProto:
+def _node(n, g, opset: int, rename: dict, name: str) -> onnx.NodeProto:
+    """The NodeProto of `n`, written under `name` ("": unnamed; `node_names`)."""
     inputs = ["" if i is None else rename.get(i, i) for i in n.inputs]
     outputs = ["" if o is None else o for o in n.outputs]
     origin = n.origin
-    name = origin.get("name", n.name)
     if n.opaque:
         if "attributes" not in origin:
             raise QConvertError(f"op {n.op} (from TFLite, unknown to qconvert) has no ONNX form")

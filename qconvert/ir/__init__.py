@@ -6,6 +6,6 @@ topologically sorted list of `Node`s over named `Tensor`s.
 
 from .tensor import QuantParams, Tensor
 from .node import Node
-from .graph import Graph, Model
+from .graph import Graph, Model, fresh_name
 
-__all__ = ["QuantParams", "Tensor", "Node", "Graph", "Model"]
+__all__ = ["QuantParams", "Tensor", "Node", "Graph", "Model", "fresh_name"]

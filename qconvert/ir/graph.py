@@ -31,6 +31,18 @@ from .tensor import RAW_DTYPES, Tensor
 from .uses import UseIndex
 
 
+def fresh_name(base: str, taken) -> str:
+    """`base` when `taken` (a set or dict of names) lacks it, else `base_1`, `base_2`... the
+    first one `taken` lacks: the one naming rule for tensors (`Graph.fresh_name`) and for the
+    node names a writer must keep unique (`qconvert.formats.node_names`). Deterministic."""
+    if base not in taken:
+        return base
+    i = 1
+    while f"{base}_{i}" in taken:
+        i += 1
+    return f"{base}_{i}"
+
+
 class GraphError(Exception):
     """An IR invariant is broken (a bug in a reader or pass, or an impossible model)."""
 
@@ -59,13 +71,8 @@ class Graph:
         return tensor
 
     def fresh_name(self, base: str) -> str:
-        """A tensor name not used yet in this graph, derived from `base`."""
-        if base not in self.tensors:
-            return base
-        i = 1
-        while f"{base}_{i}" in self.tensors:
-            i += 1
-        return f"{base}_{i}"
+        """A tensor name not used yet in this graph, derived from `base` (`fresh_name`)."""
+        return fresh_name(base, self.tensors)
 
     def add_constant(self, base: str, data: np.ndarray, dtype: str | None = None,
                      share: bool = False) -> str:

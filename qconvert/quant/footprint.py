@@ -5,7 +5,7 @@
   Squeeze outputs alias their inputs), with int8 activations 1 byte and int16 ones 2 bytes
   per element (border QUANTIZE copies of a mixed model included). Scratch buffers of the
   kernels are not counted (they depend on the kernel library). export-c's planner
-  (`c_export.memory_plan`) adds in-place kernels on top of this; an estimate of what a
+  (`c_export.model.memory_plan`) adds in-place kernels on top of this; an estimate of what a
   TFLite Micro build needs stays with the plain greedy planner.
 - flash: the constants: int8 weights (1 byte), biases (int32, 4 bytes per channel; int64, 8
   bytes, on a 16x8 layer), other constants at their activation width. Flatbuffer metadata

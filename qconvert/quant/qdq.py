@@ -7,13 +7,18 @@ The QDQ form onnxruntime and most ONNX toolchains read as an int8 model:
 - layer weights are stored int8 with a DequantizeLinear per output channel (`axis` = the
   channel axis of the weight layout: 0 for OIHW conv and transB Gemm, 1 for [K, N] Gemm and
   MatMul), biases int32 at s_in * s_w; Gemm's alpha and beta are folded in;
-- other float constants (Add / Mul operands) are stored int8 per tensor with a DequantizeLinear;
+- other float constants (Add / Mul operands) are stored int8 per tensor with a DequantizeLinear,
+  one for all the readers of a constant (the plan gives it one scale and zero point), placed
+  before the first;
 - a tensor read only by a clamping activation (Relu, Clip) planned with the same (scale, zero
   point) as the activation's output gets no pair of its own: Conv -> Relu -> Q -> DQ. Quantizing
   is monotone, so this is the layer with a fused activation of TFLite (clamp(Q(x)) == Q(clamp(x)))
   and a second rounding to the same grid is saved; onnxruntime drops the Relu / Clip when the
   QuantizeLinear's saturation makes it redundant and runs the group as one int8 kernel.
 Scales and zero points of activations are scalars (onnxruntime's int8 kernels require it).
+Nodes are named after their tensor (`t_QuantizeLinear`, `w_DequantizeLinear`); a weight two
+layers share gives two `w_DequantizeLinear` here, which the ONNX writer makes unique
+(`formats.node_names`, keeping the source model's own node names).
 Per-axis DequantizeLinear needs opset 13: `quantize` raises an older model's opset first
 (`opset_upgrade`); `apply_qdq` refuses a graph still below it.
 """
@@ -109,6 +114,7 @@ def apply_qdq(graph: Graph, qplan: QuantPlan, opset: int) -> dict:
     front = [n for i in graph.inputs for n in after.pop(i, [])]
     new_nodes = list(front)
     constants = qplan.constants
+    dequantized: dict = {}  # planned constant -> its DequantizeLinear output, read by every reader
     for node in graph.nodes:
         out0 = original.get(node.outputs[0], node.outputs[0]) if node.outputs else None
         layer = qplan.layers.get(out0)
@@ -118,14 +124,15 @@ def apply_qdq(graph: Graph, qplan: QuantPlan, opset: int) -> dict:
         if layer is not None:
             new_nodes += _layer_weights(graph, node, layer, s_in)
         for name in [i for i in dict.fromkeys(node.inputs) if i in constants]:
-            scale, zp = constants[name]
-            data = graph.constant(name)
-            width = "int16" if name in qplan.int16 else "int8"
-            q = graph.add_constant(f"{name}_quantized",
-                                   quantize_constant(data, scale, zp, width), share=True)
-            dq, out = _dq(graph, q, scale, np.dtype(width).type(zp), None, name)
-            new_nodes.append(dq)
-            node.inputs = [out if i == name else i for i in node.inputs]
+            if name not in dequantized:  # one (scale, zero point) per constant: one int8 copy
+                scale, zp = constants[name]
+                data = graph.constant(name)
+                width = "int16" if name in qplan.int16 else "int8"
+                q = graph.add_constant(f"{name}_quantized",
+                                       quantize_constant(data, scale, zp, width), share=True)
+                dq, dequantized[name] = _dq(graph, q, scale, np.dtype(width).type(zp), None, name)
+                new_nodes.append(dq)
+            node.inputs = [dequantized[name] if i == name else i for i in node.inputs]
         new_nodes.append(node)
         for out in node.outputs:
             new_nodes += after.pop(out, [])

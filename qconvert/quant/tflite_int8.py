@@ -161,7 +161,9 @@ def _float_edges(graph: Graph) -> None:
     for name in list(graph.inputs):
         t = graph.tensors[name]
         q_name = graph.fresh_name(f"{name}_int8")
-        graph.add_tensor(Tensor(q_name, t.shape, t.dtype, quant=t.quant, extra=dict(t.extra)))
+        # the float input keeps the source's spelling of its name (`tflite_name`), not the copy
+        extra = {k: v for k, v in t.extra.items() if k != "tflite_name"}
+        graph.add_tensor(Tensor(q_name, t.shape, t.dtype, quant=t.quant, extra=extra))
         t.dtype, t.quant = "float32", None
         graph.replace_uses(name, q_name)
         graph.outputs = [q_name if o == name else o for o in graph.outputs]

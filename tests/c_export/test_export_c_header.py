@@ -36,10 +36,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers.c_header_oracles import (C_TESTS, CFLAGS, INT8_MODELS, KERNEL_DIR, LAYER_OPS, CHeader,
-                                      Flatbuffer, _compile_header, _export, _gcc, _invoke, _ptr,
-                                      design_md_1x4, expected_clamps, observed, random_feeds,
-                                      run_fc_kernel, run_reference, tflite_same_pads,
-                                      tflm_every_tensor)
+                                      Flatbuffer, c_pointer, compile_header, design_md_1x4,
+                                      expected_clamps, export_header, invoke_header_cli, observed,
+                                      random_feeds, run_fc_kernel, run_gcc, run_reference,
+                                      tflite_same_pads, tflm_every_tensor)
 from click.testing import CliRunner
 from helpers.oracles import ROOT, SAMPLE_MODELS, TEST_MODELS
 from hypothesis import given, settings
@@ -52,7 +52,6 @@ from qconvert.c_export.header.layer_spec import OP_SPECS
 from qconvert.c_export.shipped_kernels import (KERNEL_FILES, MODEL_KERNEL_FILES, Q7_KERNEL_FILES,
                                                kernel_sources)
 from qconvert.cli.app import main
-from qconvert.executor.int_executor import run_int8
 from qconvert.int8.prepare import LAYER_PARAMS, layer_params
 from qconvert.formats.model_io import load_model, serialize
 
@@ -61,13 +60,13 @@ from qconvert.formats.model_io import load_model, serialize
 def quant_oracle(tmp_path_factory):
     """QuantizeMultiplier of tests/c/quant_oracle.c (libm frexp and round)."""
     lib_path = tmp_path_factory.mktemp("oracle") / "quant_oracle.so"
-    _gcc(["-O2", "-shared", "-fPIC", str(C_TESTS / "quant_oracle.c"), "-o", str(lib_path), "-lm"])
+    run_gcc(["-O2", "-shared", "-fPIC", str(C_TESTS / "quant_oracle.c"), "-o", str(lib_path), "-lm"])
     lib = ctypes.CDLL(str(lib_path))
 
     def quantize(real):
         real = np.ascontiguousarray(np.asarray(real, np.float64).reshape(-1))
         mult, shift = np.empty(real.size, np.int32), np.empty(real.size, np.int32)
-        lib.oracle_quantize_multiplier(_ptr(real), _ptr(mult), _ptr(shift),
+        lib.oracle_quantize_multiplier(c_pointer(real), c_pointer(mult), c_pointer(shift),
                                        ctypes.c_int64(real.size))
         return mult, shift
 
@@ -111,18 +110,18 @@ def test_reorder_leftover_rows_and_columns(rows, cols):
 # -- compiling ------------------------------------------------------------------------------
 @pytest.mark.parametrize("rounding", [[], ["-DQCONVERT_SINGLE_ROUNDING"]])
 def test_kernel_compiles_cleanly_with_strict_warnings(tmp_path, rounding):
-    _gcc([*CFLAGS, "-Wconversion", "-Wsign-conversion", "-Wshadow", "-Wstrict-prototypes",
+    run_gcc([*CFLAGS, "-Wconversion", "-Wsign-conversion", "-Wshadow", "-Wstrict-prototypes",
           "-Wmissing-prototypes", *rounding, "-c", str(KERNEL_DIR / "qconvert_fc_1x4.c"),
           "-o", str(tmp_path / "k.o")])
 
 
 def test_header_compiles_alone_and_arrays_are_const_and_aligned(tmp_path):
-    out = _export(tmp_path, TEST_MODELS / "kws_ref_model.tflite", "--with-kernels")
+    out = export_header(tmp_path, TEST_MODELS / "kws_ref_model.tflite", "--with-kernels")
     (tmp_path / "use.c").write_text(f'#include "{out.name}"\n#include "qconvert_fc_1x4.h"\n'
                                     "int main(void) { return 0; }\n")
     # a file that includes the header and uses none of its arrays: no warning
-    _gcc([*CFLAGS, "-c", "use.c", "-o", "use.o"], cwd=tmp_path)
-    _gcc([*CFLAGS, "-c", "qconvert_fc_1x4.c", "-o", "k.o"], cwd=tmp_path)
+    run_gcc([*CFLAGS, "-c", "use.c", "-o", "use.o"], cwd=tmp_path)
+    run_gcc([*CFLAGS, "-c", "qconvert_fc_1x4.c", "-o", "k.o"], cwd=tmp_path)
     # writing to an array does not compile: they are const
     stem = "kws_ref_model_functional_1_dense_biasadd"
     (tmp_path / "write.c").write_text(f'#include "{out.name}"\n'
@@ -130,7 +129,7 @@ def test_header_compiles_alone_and_arrays_are_const_and_aligned(tmp_path):
     gcc = subprocess.run(["gcc", *CFLAGS, "-c", "write.c", "-o", "w.o"], cwd=tmp_path,
                          capture_output=True, text=True, check=False)
     assert gcc.returncode != 0 and "read-only" in gcc.stderr
-    h = _compile_header(out, tmp_path)
+    h = compile_header(out, tmp_path)
     assert len(h.arrays) >= 40
     assert all(h.align[n] >= 4 and h.address[n] % 4 == 0 for n in h.arrays)
     assert re.search(r"QCONVERT_ARRAY_ATTR static const int8_t \w+_weights\[", h.text)
@@ -165,7 +164,7 @@ def check_fc_layers(model_path: Path, header: CHeader, rounding="double") -> int
 @pytest.mark.parametrize("name", INT8_MODELS)
 def test_fc_kernel_matches_executor_and_tflm_on_int8_models(tmp_path, name):
     model = TEST_MODELS / name
-    header = _compile_header(_export(tmp_path, model), tmp_path)
+    header = compile_header(export_header(tmp_path, model), tmp_path)
     assert check_fc_layers(model, header) == {"ad01_int8.tflite": 10}.get(name, 1)
 
 
@@ -179,16 +178,16 @@ def test_fc_kernel_on_qconverts_own_per_channel_quantization(tmp_path):
     """ad01_fp32 quantized by qconvert with per-channel FC weights: the same bytes as
     `qconvert quantize`, then every FC layer through the kernel."""
     args = ["--calibration-random", 8, "--fc-per-channel", "--name", "ad01"]
-    direct = _export(tmp_path, TEST_MODELS / "ad01_fp32.tflite", *args)
+    direct = export_header(tmp_path, TEST_MODELS / "ad01_fp32.tflite", *args)
     q = tmp_path / "ad01_q.tflite"
     result = CliRunner().invoke(main, ["quantize", str(TEST_MODELS / "ad01_fp32.tflite"),
                                        "-o", str(q)] + [str(a) for a in args[:3]])
     assert result.exit_code == 0, result.output
-    via_file = _export(tmp_path, q, "--name", "ad01", name="via_file.h")
+    via_file = export_header(tmp_path, q, "--name", "ad01", name="via_file.h")
 
     assert _body(direct) == _body(via_file)
     assert "quantized by qconvert from a float model" in direct.read_text()
-    header = _compile_header(direct, tmp_path)
+    header = compile_header(direct, tmp_path)
     graph = load_model(q).graph
     assert all(layer_params(graph, n)["per_channel"] for _, n in _fc_layers(graph))
     assert all(header.int(header.layers[i], "MULTIPLIER_LEN") > 1 for i, _ in _fc_layers(graph))
@@ -197,11 +196,11 @@ def test_fc_kernel_on_qconverts_own_per_channel_quantization(tmp_path):
 
 def test_fc_kernel_single_rounding_matches_executor(tmp_path):
     model = TEST_MODELS / "ad01_int8.tflite"
-    out = _export(tmp_path, model, "--rounding", "single")
+    out = export_header(tmp_path, model, "--rounding", "single")
     assert re.search(r"^#define AD01_INT8_SINGLE_ROUNDING +1$", out.read_text(), re.MULTILINE)
-    header = _compile_header(out, tmp_path, ["-DQCONVERT_SINGLE_ROUNDING"])
+    header = compile_header(out, tmp_path, ["-DQCONVERT_SINGLE_ROUNDING"])
     assert check_fc_layers(model, header, rounding="single") == 10
-    double = _compile_header(out, tmp_path)  # the two roundings really differ here
+    double = compile_header(out, tmp_path)  # the two roundings really differ here
     graph = load_model(model).graph
     x = random_feeds(graph, 4, 2)
     feeds = {graph.inputs[0]: np.concatenate([f[graph.inputs[0]] for f in x])}
@@ -246,7 +245,7 @@ def _fc_model(seed=21) -> bytes:
 def test_fc_kernel_with_leftover_rows_and_columns_matches_tflm(tmp_path):
     model = tmp_path / "fc_shapes.tflite"
     model.write_bytes(_fc_model())
-    header = _compile_header(_export(tmp_path, model), tmp_path)
+    header = compile_header(export_header(tmp_path, model), tmp_path)
     assert check_fc_layers(model, header) == len(FC_SHAPES)
     graph = load_model(model).graph
     for index, node in _fc_layers(graph):
@@ -314,8 +313,8 @@ def check_against_flatbuffer(model_path, h1x4: CHeader, hrow: CHeader, quant_ora
                                          ("pretrainedResnet_quant.tflite", 10)])
 def test_header_numbers_equal_tflite_micros(tmp_path, quant_oracle, name, layers):
     model = TEST_MODELS / name
-    h1x4 = _compile_header(_export(tmp_path, model), tmp_path)
-    hrow = _compile_header(_export(tmp_path, model, "--fc-layout", "rowmajor", name="row.h"),
+    h1x4 = compile_header(export_header(tmp_path, model), tmp_path)
+    hrow = compile_header(export_header(tmp_path, model, "--fc-layout", "rowmajor", name="row.h"),
                            tmp_path)
     assert check_against_flatbuffer(model, h1x4, hrow, quant_oracle) == layers
     # behaviourally: the C references, fed TFLite Micro's input of each layer and given only
@@ -337,7 +336,7 @@ def test_header_numbers_equal_tflite_micros(tmp_path, quant_oracle, name, layers
 
 def test_model_io_quantization_and_shapes(tmp_path):
     model = TEST_MODELS / "kws_ref_model.tflite"
-    h = _compile_header(_export(tmp_path, model, "--name", "kws"), tmp_path)
+    h = compile_header(export_header(tmp_path, model, "--name", "kws"), tmp_path)
     fb = Flatbuffer(model)
     x = fb.sub.Tensors(fb.sub.Inputs(0))
     y = fb.sub.Tensors(fb.sub.Outputs(0))
@@ -367,7 +366,7 @@ def test_every_op_gets_its_tflite_micro_parameters(tmp_path):
     feeds = random_feeds(graph, 1, 0)[0]
     feeds["f"] = np.linspace(-3, 3, 8, dtype=np.float32)[None]
     tflm(path.read_bytes(), [feeds[n] for n in graph.inputs])  # TFLM accepts every layer
-    h = _compile_header(_export(tmp_path, path, "--name", "e"), tmp_path)
+    h = compile_header(export_header(tmp_path, path, "--name", "e"), tmp_path)
     scalars = {"float": h.floats, "int": h.ints, "bool": h.ints}
     for index, node in enumerate(graph.nodes):
         stem = h.layers[index]
@@ -414,8 +413,8 @@ def test_layer_names_become_unique_c_identifiers(tmp_path):
     v = n.node("Relu", [w], "9 lives \u00e9*/", (1, 4), 0.05, 0)
     path = tmp_path / "2names.tflite"
     path.write_bytes(n.build([v]))
-    out = _export(tmp_path, path)
-    h = _compile_header(out, tmp_path)
+    out = export_header(tmp_path, path)
+    h = compile_header(out, tmp_path)
     names = [h.layers[i] for i in range(4)]
     assert names[0] == "M_2NAMES_A_B" and names[1] == "M_2NAMES_A_B_2"
     assert len(set(names)) == 4 and all(re.fullmatch(r"[A-Z][A-Z0-9_]*", s) for s in names)
@@ -425,8 +424,8 @@ def test_layer_names_become_unique_c_identifiers(tmp_path):
 def test_same_input_gives_byte_identical_header(tmp_path):
     model = TEST_MODELS / "pretrainedResnet_quant.tflite"
     (tmp_path / "sub").mkdir()
-    a = _export(tmp_path, model, "--name", "r", name="a.h")
-    b = _export(tmp_path, model, "--name", "r", name="sub/b.h")
+    a = export_header(tmp_path, model, "--name", "r", name="a.h")
+    b = export_header(tmp_path, model, "--name", "r", name="sub/b.h")
     assert a.read_bytes() == b.read_bytes()
     text = a.read_text()
     assert hashlib.sha256(model.read_bytes()).hexdigest() in text
@@ -436,7 +435,7 @@ def test_same_input_gives_byte_identical_header(tmp_path):
 
 def test_default_output_and_kernels_written_beside_the_header(tmp_copy, tmp_path):
     model = tmp_copy(TEST_MODELS / "kws_ref_model.tflite", "my-model.tflite")
-    result = _invoke([model, "--with-kernels"])
+    result = invoke_header_cli([model, "--with-kernels"])
     assert result.exit_code == 0, result.output
     header = tmp_path / "my-model_weights.h"
     assert "#ifndef MY_MODEL_WEIGHTS_H" in header.read_text()
@@ -456,7 +455,7 @@ def test_kernel_sources_are_package_data():
 # -- bad input ------------------------------------------------------------------------------
 def _assert_fails(tmp_path, args, message, path=None):
     before = sorted(p.name for p in tmp_path.iterdir())
-    result = _invoke(args)
+    result = invoke_header_cli(args)
     assert result.exit_code == 1, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("qconvert: error: "), result.stderr
@@ -511,16 +510,16 @@ def test_onnx_model_is_converted_to_nhwc_then_quantized(tmp_path):
     run by the C kernel equals TFLite Micro on that int8 model."""
     model = TEST_MODELS / "digits_cnn.onnx"
     calib = f"{TEST_MODELS / 'digits_data_nchw.npz'}:calib"
-    direct = _export(tmp_path, model, "--calibration", calib, "--name", "digits")
+    direct = export_header(tmp_path, model, "--calibration", calib, "--name", "digits")
     q = tmp_path / "digits_int8.tflite"
     result = CliRunner().invoke(main, ["quantize", str(model), "--calibration", calib,
                                        "-o", str(q)])
     assert result.exit_code == 0, result.output
-    via_file = _export(tmp_path, q, "--name", "digits", name="via_file.h")
+    via_file = export_header(tmp_path, q, "--name", "digits", name="via_file.h")
 
     assert _body(direct) == _body(via_file)
     assert "DIGITS_INPUT0_SHAPE       {1, 16, 16, 1}" in direct.read_text()
-    header = _compile_header(direct, tmp_path)
+    header = compile_header(direct, tmp_path)
     assert check_fc_layers(q, header) == 1
 
 

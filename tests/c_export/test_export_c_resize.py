@@ -1,4 +1,4 @@
-"""`export-c`'s ResizeNearest (kernels/qconvert_nn_resize.c, c_export/resize_steps.py): a
+"""`export-c`'s ResizeNearest (kernels/qconvert_nn_resize.c, c_export/model/resize_steps.py): a
 source row per output row and a source column per output column instead of a gather index per
 output element, bit-exact with TFLite Micro.
 

@@ -269,7 +269,7 @@ def _plans(draw):
     """A random chain-with-branches of steps over tensors of random element sizes, each step
     offering random overlaps (element-wise, by reads, by bands)."""
     n = draw(st.integers(2, 7))
-    # the arena's element sizes: int8, int16, int32 / float (model_steps.DTYPES; no wider one)
+    # the arena's element sizes: int8, int16, int32 / float (steps.DTYPES; no wider one)
     itemsize = {f"t{k}": draw(st.sampled_from([1, 2, 4])) for k in range(n + 1)}
     sizes = {t: itemsize[t] * draw(st.integers(1, 40)) for t in itemsize}
     steps = []

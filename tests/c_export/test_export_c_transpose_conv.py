@@ -2,7 +2,7 @@
 
 - `--kernels cmsis-nn`: a TransposeConv whose kernel is its stride (every output pixel gets one
   tap) becomes CMSIS-NN fully connected calls, one per input row and tap row
-  (qconvert/c_export/transpose_conv_cmsis.py); every other one (overlapping taps, a cropped
+  (qconvert/c_export/model/transpose_conv_cmsis.py); every other one (overlapping taps, a cropped
   output) must keep qconvert's portable kernel.
 - `qconvert_resize_bilinear_s8` sums in int32 (TFLite sums in int64; the bound is 2^27).
 

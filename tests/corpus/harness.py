@@ -9,6 +9,8 @@ Every (model, command) cell ends in one of three states:
   and qconvert's integer executor (a stateful model: LiteRT's reference kernels, frame by
   frame; one with LSTM state: each call from the reset state) with an output SQNR against the float model of at least `SQNR_FLOOR_DB`, a C header that gcc compiles with
   ``-Wall -Wextra -Werror -pedantic``, an inspect table with one row per operator of the model;
+  and every ONNX / TFLite file written has unique node names, each value defined once and unique
+  tensor names, an ONNX one passing `onnx.checker` with full_check (`_check_names`);
 - ``refused``: exit status 1, exactly one stderr line ``qconvert: error: <model>: <cause>``, no
   traceback, nothing written, and the cause names ops or tensors that are in the model (every
   quoted name exists in it; every op type it names is one of the model's);
@@ -33,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from helpers.written_names import onnx_name_problems, tflite_name_problems
+
 from .manifest import BY_NAME, CorpusModel
 from .oracles import (CFLAGS, SQNR_FLOOR_DB, TOLERANCE, VERIFY_SAMPLES, Cell,  # noqa: F401
                       _align, _by_name, _compare_float, _Fail, _fit, densify_count, dynamic_batch,
@@ -42,6 +46,20 @@ from .oracles import (CFLAGS, SQNR_FLOOR_DB, TOLERANCE, VERIFY_SAMPLES, Cell,  #
                       tflite_ops)
 from .refusals import (check_refusal_names, coverage_markdown, named_ops,  # noqa: F401
                        parse_coverage_markdown, summarize_refusal)
+
+
+def _check_names(outputs: list) -> None:
+    """Every written ONNX / TFLite model has unique node, value and tensor names and passes
+    `onnx.checker` with full_check (`helpers.written_names`; the cell's oracle runs it)."""
+    for p in outputs:
+        if p.suffix == ".onnx":
+            problems = onnx_name_problems(p.read_bytes(), run=False)
+        elif p.suffix == ".tflite":
+            problems = tflite_name_problems(p.read_bytes(), load=False)
+        else:
+            continue
+        if problems:
+            raise _Fail(f"{p.name}: {'; '.join(problems)}")
 
 
 # -- the cells ------------------------------------------------------------------------------------
@@ -107,6 +125,7 @@ class CorpusRunner:
             missing = [p.name for p in outputs if not p.exists()]
             if missing:
                 raise _Fail(f"exit 0 but wrote no {', '.join(missing)}")
+            _check_names(outputs)
             return None, out
         return self._refusal(model, code, err, outputs), out
 

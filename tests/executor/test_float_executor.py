@@ -16,7 +16,7 @@ import pytest
 from onnx import helper
 
 from helpers.oracles import ROOT, SAMPLE_MODELS, TEST_MODELS, random_inputs
-from helpers.float_op_checks import (I8, U8, TfGraph, _w, check_onnx, compare, litert_run, load,
+from helpers.float_op_checks import (I8, U8, TfGraph, check_onnx, compare, litert_run, load, randn,
                                      onnx_bytes, ort_run, random_feeds, spatial, vi)
 from qconvert.errors import QConvertError
 from qconvert.executor.float_executor import (ExecutionError, UnsupportedOpsError, run_float,
@@ -111,8 +111,8 @@ def test_onnx_reshape_constant_one_minus_one_follows_the_batch(tmp_path):
              helper.make_node("Gemm", ["r", "G"], ["y"], transB=1),
              helper.make_node("Reshape", ["c", "shape2"], ["r2"])]
     data = onnx_bytes(nodes, [vi("x", (1, 2, 3, 3))], [vi("y", None), vi("r2", None)],
-                      [("W", _w(4, 2, 3, 3)), ("shape", np.array([1, -1], np.int64)),
-                       ("G", _w(5, 36)), ("shape2", np.array([1, 4, 9], np.int64))])
+                      [("W", randn(4, 2, 3, 3)), ("shape", np.array([1, -1], np.int64)),
+                       ("G", randn(5, 36)), ("shape2", np.array([1, 4, 9], np.int64))])
     model = load(tmp_path, data, ".onnx")
     xs = random_inputs([((5, 2, 3, 3), "float32")], 0)[0]
     got = run_float(model, {"x": xs})
@@ -234,7 +234,7 @@ def test_onnx_same_padding_on_dynamic_sizes_resolved_at_run_time(tmp_path, op, a
     ins, inits = ["x"], []
     if op == "Conv":
         ins.append("W")
-        inits.append(("W", _w(4, 3, 3, 3)))
+        inits.append(("W", randn(4, 3, 3, 3)))
     node = helper.make_node(op, ins, ["y"], **attrs)
     data = onnx_bytes([node], [vi("x", ("N", 3, "H", "W"))], [vi("y", None)], inits)
     model = load(tmp_path, data, ".onnx")
@@ -336,7 +336,7 @@ FAST_CONV_CASES = {
 @pytest.mark.parametrize("case", sorted(FAST_CONV_CASES))
 def test_onnx_conv_batched_fast_paths(tmp_path, case):
     x, w, attrs, bias = FAST_CONV_CASES[case]
-    inits = [("W", _w(*w))] + ([("B", _w(w[0], seed=2))] if bias else [])
+    inits = [("W", randn(*w))] + ([("B", randn(w[0], seed=2))] if bias else [])
     node = helper.make_node("Conv", ["x", "W"] + (["B"] if bias else []), ["y"], **attrs)
     check_onnx(tmp_path, onnx_bytes([node], [vi("x", x)], [vi("y", None)], inits), seeds=(0,))
 

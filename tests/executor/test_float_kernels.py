@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from helpers.oracles import SAMPLE_MODELS
-from helpers.float_op_checks import (I8, U8, TfGraph, _w, check_onnx, check_tflite, compare,
+from helpers.float_op_checks import (I8, U8, TfGraph, check_onnx, check_tflite, compare, randn,
                                      litert_run, load, onnx_bytes, out_size, spatial, vi)
 from qconvert.executor.float_executor import run_float
 from qconvert.ir import QuantParams
@@ -41,7 +41,7 @@ CONV_CASES = {
 @pytest.mark.parametrize("case", sorted(CONV_CASES))
 def test_onnx_conv(tmp_path, case):
     x, w, attrs, bias = CONV_CASES[case]
-    inits = [("W", _w(*w))] + ([("B", _w(w[0], seed=2))] if bias else [])
+    inits = [("W", randn(*w))] + ([("B", randn(w[0], seed=2))] if bias else [])
     node = helper.make_node("Conv", ["x", "W"] + (["B"] if bias else []), ["y"], **attrs)
     check_onnx(tmp_path, onnx_bytes([node], [vi("x", x)], [vi("y", None)], inits), seeds=(0, 1))
 
@@ -65,7 +65,7 @@ def test_onnx_conv_transpose(tmp_path, case):
     cout = w[1] * attrs.get("group", 1)
     node = helper.make_node("ConvTranspose", ["x", "W", "B"], ["y"], **attrs)
     data = onnx_bytes([node], [vi("x", x)], [vi("y", None)],
-                      [("W", _w(*w)), ("B", _w(cout, seed=2))])
+                      [("W", randn(*w)), ("B", randn(cout, seed=2))])
     check_onnx(tmp_path, data)
 
 
@@ -77,7 +77,7 @@ def test_onnx_conv_transpose(tmp_path, case):
     ({}, (2, 6), (6, 3), None),
 ])
 def test_onnx_gemm(tmp_path, attrs, a, b, c):
-    inits = [("B", _w(*b))] + ([("C", _w(*c, seed=3))] if c else [])
+    inits = [("B", randn(*b))] + ([("C", randn(*c, seed=3))] if c else [])
     node = helper.make_node("Gemm", ["a", "B"] + (["C"] if c else []), ["y"], **attrs)
     check_onnx(tmp_path, onnx_bytes([node], [vi("a", a)], [vi("y", None)], inits))
 
@@ -86,14 +86,14 @@ def test_onnx_gemm(tmp_path, attrs, a, b, c):
                                  ((5,), (5, 4)), ((2, 3, 5), (5,))])
 def test_onnx_matmul(tmp_path, a, b):
     node = helper.make_node("MatMul", ["a", "B"], ["y"])
-    check_onnx(tmp_path, onnx_bytes([node], [vi("a", a)], [vi("y", None)], [("B", _w(*b))]))
+    check_onnx(tmp_path, onnx_bytes([node], [vi("a", a)], [vi("y", None)], [("B", randn(*b))]))
 
 
 @pytest.mark.parametrize("shape", [(2, 4, 5, 5), (3, 4), (2, 4, 6)])
 def test_onnx_batchnorm(tmp_path, shape):
     c = shape[1]
     rng = np.random.default_rng(4)
-    inits = [("s", _w(c)), ("b", _w(c, seed=5)), ("m", _w(c, seed=6)),
+    inits = [("s", randn(c)), ("b", randn(c, seed=5)), ("m", randn(c, seed=6)),
              ("v", rng.uniform(0.1, 2.0, c).astype(np.float32))]
     node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], epsilon=1e-3)
     check_onnx(tmp_path, onnx_bytes([node], [vi("x", shape)], [vi("y", None)], inits))

@@ -5,4 +5,5 @@ model builders with their TFLite Micro oracles (`int8_models`, `int16_models`), 
 int8 model (`every_op_model`), the C build harness of `export-c` (`export_c_harness`) and the
 checks built on it (`export_c_checks`, `export_c_images`), the C header oracles
 (`c_header_oracles`), the float op checks (`float_op_checks`, `float_tflite_nets`) and the
-ONNX -> TFLite conversion checks (`onnx_layout_checks`)."""
+ONNX -> TFLite conversion checks (`onnx_layout_checks`) and the name checks every written model
+is held to (`written_names`)."""

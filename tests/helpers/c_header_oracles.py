@@ -30,18 +30,21 @@ INT8_MODELS = ["ad01_int8.tflite", "kws_ref_model.tflite", "pretrainedResnet_qua
 LAYER_OPS = ("Conv2D", "DepthwiseConv2D", "FullyConnected")
 
 
-def _invoke(args):
+def invoke_header_cli(args):
+    """Run `qconvert export-c-header ARGS` in-process; the click result."""
     return CliRunner().invoke(main, ["export-c-header"] + [str(a) for a in args])
 
 
-def _export(tmp_path, model, *args, name="model_weights.h"):
+def export_header(tmp_path, model, *args, name="model_weights.h"):
+    """Export MODEL's header into tmp_path (must succeed); its path."""
     out = tmp_path / name
-    result = _invoke([model, "-o", out, *args])
+    result = invoke_header_cli([model, "-o", out, *args])
     assert result.exit_code == 0, result.output
     return out
 
 
-def _gcc(args, cwd=None):
+def run_gcc(args, cwd=None):
+    """Run the host gcc with ARGS (must succeed); the completed process."""
     gcc = shutil.which("gcc")
     assert gcc, "gcc is needed"
     done = subprocess.run([gcc, *args], capture_output=True, text=True, cwd=cwd, check=False)
@@ -83,7 +86,7 @@ class CHeader:
                 + "};"]
         (build / "accessor.c").write_text("\n".join(src) + "\n")
         lib = build / "header.so"
-        _gcc([*CFLAGS, "-O1", "-shared", "-fPIC", *defines, f"-I{header.parent}",
+        run_gcc([*CFLAGS, "-O1", "-shared", "-fPIC", *defines, f"-I{header.parent}",
               f"-I{KERNEL_DIR}", f"-I{C_TESTS}", str(build / "accessor.c"),
               str(KERNEL_DIR / "qconvert_fc_1x4.c"), str(C_TESTS / "layer_reference.c"),
               "-o", str(lib), "-lm"])
@@ -122,7 +125,8 @@ class CHeader:
         return ctypes.c_void_p(self.address[name]) if name in self.address else None
 
 
-def _compile_header(header: Path, tmp_path: Path, defines=()) -> CHeader:
+def compile_header(header: Path, tmp_path: Path, defines=()) -> CHeader:
+    """Compile HEADER into a shared library under tmp_path, read back as a CHeader."""
     build = tmp_path / f"build_{header.stem}{'_'.join(defines)}"
     build.mkdir()
     return CHeader(header, build, defines)
@@ -137,7 +141,8 @@ class FcQuant(ctypes.Structure):
                 ("shift", ctypes.c_void_p), ("per_channel", ctypes.c_int)]
 
 
-def _ptr(a: np.ndarray):
+def c_pointer(a: np.ndarray):
+    """A ctypes void pointer to the data of array A."""
     return a.ctypes.data_as(ctypes.c_void_p)
 
 
@@ -151,8 +156,8 @@ def run_fc_kernel(h: CHeader, stem: str, x: np.ndarray) -> np.ndarray:
                     h.int(stem, "OUTPUT_OFFSET"), h.int(stem, "ACTIVATION_MIN"),
                     h.int(stem, "ACTIVATION_MAX"), h.pointer(stem, "multiplier"),
                     h.pointer(stem, "shift"), h.int(stem, "PER_CHANNEL"))
-    h.lib.qconvert_fc_1x4_s8(_ptr(x), h.pointer(stem, "weights"), h.pointer(stem, "bias"),
-                             _ptr(out), ctypes.c_int32(batches), ctypes.c_int32(depth),
+    h.lib.qconvert_fc_1x4_s8(c_pointer(x), h.pointer(stem, "weights"), h.pointer(stem, "bias"),
+                             c_pointer(out), ctypes.c_int32(batches), ctypes.c_int32(depth),
                              ctypes.c_int32(rows), ctypes.byref(quant))
     return out.reshape(batches, rows)
 
@@ -190,8 +195,8 @@ def run_reference(h: CHeader, stem: str, op: str, x: np.ndarray, single=False) -
     geometry = np.asarray([g[n] for n in names], np.int32)
     x = np.ascontiguousarray(x, dtype=np.int8)
     out = np.zeros(out_size, np.int8)
-    fn(_ptr(x), h.pointer(stem, "weights"), h.pointer(stem, "bias"),
-       h.pointer(stem, "multiplier"), h.pointer(stem, "shift"), _ptr(geometry), _ptr(out))
+    fn(c_pointer(x), h.pointer(stem, "weights"), h.pointer(stem, "bias"),
+       h.pointer(stem, "multiplier"), h.pointer(stem, "shift"), c_pointer(geometry), c_pointer(out))
     return out
 
 

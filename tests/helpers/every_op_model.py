@@ -69,7 +69,7 @@ def every_op_model(header_only_ops: bool = False) -> Model:
     rq = n.node("Quantize", [fc], "requantize", (1, 6), 0.021, 17)
     fq = n.node("Quantize", [f], "quantize", (1, 8), 0.05, -3)
     dq = n.node("Dequantize", [fq], "dequantize", (1, 8), None, None, dtype="float32")
-    # transformer-era ops (onnx_to_tflite_math)
+    # transformer-era ops (passes/onnx_to_tflite/ops_math.py)
     lr = n.node("LeakyRelu", [fc], "leaky_relu", (1, 6), 0.03, -20, alpha=0.1)
     slope = n.const("slope", np.asarray([3, -20, 40, 90, 7, 0], np.int8), 0.01, 2)
     pr = n.node("PRelu", [fc, slope], "prelu", (1, 6), 0.04, -10)

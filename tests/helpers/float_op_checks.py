@@ -21,7 +21,7 @@ FLOAT_MODELS = ["digits_cnn.onnx", "digits_cnn.tflite", "kws_ref_model_float32.t
 
 
 # -- oracles and helpers --------------------------------------------------------------------------
-def _w(*shape, seed=1):
+def randn(*shape, seed=1):
     """Float32 normal random weights of `shape`."""
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 

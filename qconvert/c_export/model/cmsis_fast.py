@@ -3,7 +3,7 @@ are faster: builds without Helium (MVE).
 
     step = on_dsp_builds(cmsis_step, fast_step)
 
-Measured (bench/bench_mcu_layers.py, Cortex-M4, QEMU -icount): `qconvert_conv_fast_s8` and
+Measured (bench/profile_layers.py, Cortex-M4, QEMU -icount): `qconvert_conv_fast_s8` and
 `qconvert_fc_fast_s8` take fewer instructions than CMSIS-NN's `arm_convolve_wrapper_s8` and
 `arm_fully_connected_s8` called once per layer on every conv and fully connected layer of
 kws_ref_model, ResNet-8 and ad01 (kws 1x1 convs 0.88 M against 1.05 M, ResNet-8 3x3 convs
@@ -13,7 +13,7 @@ layer whose row count is not a multiple of 4 (ResNet-8's 64 -> 10: 1,960 against
 `cmsis_lowering.lower_cmsis` leaves to CMSIS-NN. On Cortex-M55 with Helium
 CMSIS-NN's kernels are faster (its fully connected about 3x), so the C chooses when it is
 compiled: `#if` Helium, CMSIS-NN's call (and its banded call, its scratch check), `#else` the
-fast kernel's. An array only one side reads is tagged "#helium" or "#other" (`model_source`
+fast kernel's. An array only one side reads is tagged "#helium" or "#other" (`render`
 links it only in those builds); the multipliers and shifts, and a fully connected layer's
 kernel sums (the fast kernel's start values: `steps_fast.fc_sums`), are shared. The plan
 takes, per build, that build's scratch; its overlap must suit both kernels: each band height

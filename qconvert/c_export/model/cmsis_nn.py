@@ -16,7 +16,7 @@ TransposeConv whose kernel is its stride -> arm_fully_connected_per_channel_s8 r
 Scratch buffers: CMSIS-NN sizes them per build (scalar, DSP or MVE) with its
 `*_get_buffer_size` functions, which exist only in the library. The plan reserves, for Helium
 (MVE) builds and for the others, the largest size any path of that build asks for (the formulas
-of CMSIS-NN 7, computed here; `model_source` plans each build when they differ), and the
+of CMSIS-NN 7, computed here; `render` plans each build when they differ), and the
 generated code checks the library's own answer against the reservation once, in NAME_check,
 which the first `invoke` runs before any layer (`Step.check`; the sizes depend only on the
 build and the constant layer parameters): `invoke` returns 2, every time, rather than write

@@ -1,7 +1,7 @@
 """What `qconvert export-c` generated, layer by layer: the figures of `--report FILE.json` and
 of the summary table the command prints.
 
-    rows = layer_rows(graph, steps, plans)          # while rendering (model_source)
+    rows = layer_rows(graph, steps, plans)          # in render.py, while rendering
     text = report_json(summary, meta)               # --report FILE.json
     lines = render_table(summary)                   # printed after the export
 
@@ -65,7 +65,7 @@ def _scratch(step, build) -> int:
 
 def layer_rows(graph, steps, plans) -> list:
     """One dict per step (see the module docstring); `plans` {build: MemoryPlan} as
-    model_source plans them ("all", or "helium" and "other")."""
+    `render` plans them ("all", or "helium" and "other")."""
     main = "all" if "all" in plans else "other"
     banded = plans[main].banded  # step positions (the plan's order) run band by band
     rows = []

@@ -3,8 +3,8 @@
 `--kernels cmsis-nn` keeps.
 
 `--kernels cmsis-nn` keeps the qconvert kernel of the ops in `KEEP_ON_DSP` on cores without
-Helium, where it was measured faster than CMSIS-NN's (Cortex-M4, QEMU -icount, bench/
-bench_layers_m4.py, instructions per layer): AVERAGE_POOL_2D on the DS-CNN's 25x5x64 global pool
+Helium, where it was measured faster than CMSIS-NN's (Cortex-M4, QEMU -icount,
+bench/profile_layers.py, instructions per layer): AVERAGE_POOL_2D on the DS-CNN's 25x5x64 global pool
 26 K against arm_avgpool_s8's 51 K (2x2 stride 2 on 32x32x32: 0.33 M against about 0.34 M);
 MAX_POOL_2D 2x2 stride 2 on 32x32x32 0.15 M against arm_max_pool_s8's 0.31 M; ADD on ResNet-8's
 32x32x16 0.34 M against arm_elementwise_add_s8's 1.29 M; MUL on 32x32x16 0.34 M against

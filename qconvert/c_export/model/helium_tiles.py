@@ -19,7 +19,7 @@ Either way block b of output pixels reads its input pixels and writes its output
 order within the block) before block b + 1 reads anything: `memory_plan`'s ("tiles", slot,
 ends, reads) with one band per block, ends[b] = the end of block b's outputs and reads[b] =
 the lowest input byte block b reads; the depthwise kernel reads all of a block before it writes
-any of it, so its band b is "write block b - 1, read block b" (as `model_steps_fast.conv_bands`). The candidate holds for the Helium build only: the
+any of it, so its band b is "write block b - 1, read block b" (as `steps_fast.conv_bands`). The candidate holds for the Helium build only: the
 callers (`cmsis_fast.on_dsp_builds`, `fast_steps.keep_on_dsp`) merge it with the qconvert
 kernel the other builds call, never with CMSIS-NN's DSP or scalar code (whose orders differ).
 """

@@ -8,7 +8,7 @@ from qconvert.errors import QConvertError
 
 
 def from_summary(summary) -> dict:
-    """The resource summary of an `export_report.ExportSummary`."""
+    """The resource summary of an `render.ExportSummary`."""
     from qconvert.quant.resources import summarize
 
     macs = sum(r["macs"] for r in summary.rows or [])
