@@ -78,7 +78,8 @@ from qconvert.schemas.activations import ACTIVATION_RANGES, activation_of_op, cl
 
 from .float_kernels import (CONTEXT_KERNELS, IMPLIED_SLOTS, KERNELS, KernelContext,
                             fake_quantize, implied_inputs)
-from .batch_axis import sample_mixing_node
+from .batch_axis import (run_sample_by_sample, sample_mixing_node,
+                         samples_to_split)
 from .bound_rows import maximum, minimum
 from .float_kernels_base import clamp
 from .float_kernels_lstm import OBSERVED_STATES
@@ -371,10 +372,18 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
     `unobserved`: tensors the caller need not see; a convolution whose output is one of them
     may run its reader clamp itself (module docstring, "Clamps in the convolution").
     Raises `UnsupportedOpsError` (unknown ops, all named) before running, and `ExecutionError`
-    for bad feeds or a node that fails, naming it.
+    for bad feeds or a node that fails, naming it. N samples given to a fixed-batch model whose
+    ops use axis 0 run one at a time (`batch_axis.run_sample_by_sample`).
     """
+    graph, opset = _split(model_or_graph, opset)
+    count = samples_to_split(graph, feeds)
+    if count:  # a fixed batch of 1 whose ops use axis 0 (batch_axis): one sample at a time
+        return run_sample_by_sample(
+            lambda part, seen: run_float(graph, part, seen, keep, opset=opset,
+                                         check_shapes=check_shapes, pair_error=pair_error,
+                                         unobserved=unobserved), graph, feeds, count, observe)
     with one_blas_thread():
-        return _run_float(model_or_graph, feeds, observe, keep, opset, check_shapes, pair_error,
+        return _run_float(graph, feeds, observe, keep, opset, check_shapes, pair_error,
                           unobserved)
 
 

@@ -38,6 +38,7 @@ from qconvert.int8.prepare import layer_params
 from qconvert.ir import Graph
 from qconvert.ir.graph import list_ops
 
+from .batch_axis import run_sample_by_sample, samples_to_split
 from .int16_kernels import INT16_KERNELS, is_int16_node
 from .int_kernels import INT_KERNELS, IntContext
 
@@ -64,12 +65,18 @@ def run_int8(graph, feeds: dict, rounding: str = "double", observe=None,
     """Run `graph` (an int8 TFLite IR Graph, or a Model) on `feeds`; {output name: array}.
     `params`: a dict shared by runs of the same, unchanged graph, which keeps each node's
     Prepare-time parameters (`layer_params`) for the next run instead of deriving them again
-    (small: the weights stay the graph's own, converted per run)."""
+    (small: the weights stay the graph's own, converted per run). N samples given to a
+    fixed-batch model whose ops use axis 0 run one at a time (`batch_axis`)."""
     graph = _graph(graph)
     if rounding not in ROUNDINGS:
         raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
     _check_ops(graph)
     values, batch = _feeds(graph, feeds)
+    count = samples_to_split(graph, values) if batch > 1 else 0
+    if count:  # a fixed batch of 1 whose ops use axis 0 (batch_axis): one sample at a time
+        return run_sample_by_sample(
+            lambda part, seen: run_int8(graph, part, rounding, seen, params), graph, values,
+            count, observe)
     ctx = IntContext(rounding=rounding, batch=batch)
     if observe is not None:
         for name in graph.inputs:
