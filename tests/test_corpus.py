@@ -121,12 +121,12 @@ def _firmware_bit_exact(corpus, tmp_path, kernels, board):
                     "$QCONVERT_CMSIS_NN): the cmsis-nn corpus image is not built")
     exportable = [m for m, c in cells() if c == "export-c" and corpus.cell(m, c).status == "ok"]
     assert exportable
-    assert "kws_conv1d" in exportable
+    assert "kws_conv1d" in exportable and "lstm_denoiser" in exportable
     folder = tmp_path / "image"
     folder.mkdir()
     entries, expected = [], {}
     for model in exportable:
-        path, graph, samples, want = corpus.export_c_models[model]
+        path, graph, samples, want, (resets, replay) = corpus.export_c_models[model]
         name = "corpus_" + re.sub(r"\W", "_", model)
         out = tmp_path / name
         code, _, err, crash = harness.run_cli(["export-c", path, "-o", out, "--name", name,
@@ -137,7 +137,9 @@ def _firmware_bit_exact(corpus, tmp_path, kernels, board):
                 assert (folder / f.name).read_bytes() == f.read_bytes(), f.name
             else:
                 shutil.copyfile(f, folder / f.name)
-        entries.append((name, io_layout(graph), samples))
+        # a stateful model: its calls in a row, then its reset and the first calls again
+        entries.append((name, io_layout(graph), samples,
+                        ([f"{name}_{r}" for r in resets], replay) if replay else None))
         expected[name] = (model, [np.dtype(graph.tensors[n].dtype) for n in graph.outputs],
                           want)
     elf = build_cortex_m(folder, image_source(entries), board, cmsis=kernels == "cmsis-nn",
@@ -375,10 +377,42 @@ def test_state_comparison_fires_on_a_changed_weight(corpus, tmp_path):
         corpus._compare_state(m, changed, feeds, "changed")
 
 
+def test_export_c_stream_comparison_fails_when_the_lstm_state_is_broken(corpus):
+    """The LSTM denoiser's export-c C is judged over a stream (its calls in a row, then
+    NAME_reset_lstm() and the first calls again, against TFLite Micro): the same C run with
+    its state broken must fail that comparison: no reset before the replayed calls (they
+    continue the old sequence), or a reset before every call (no state carried)."""
+    from corpus.export_c_cell import check_build
+    from helpers.export_c_harness import harness_source
+
+    m = BY_NAME["lstm_denoiser"]
+    assert corpus.cell(m.name, "export-c").status == "ok"
+    _, graph, samples, want, (resets, replay) = corpus.export_c_models[m.name]
+    assert resets == ("reset_lstm",) and replay == m.frames >= 4
+    assert len(want) == len(samples) + replay
+    folder = corpus._out(m, "export-c", "d")
+    dtypes = [np.dtype(graph.tensors[n].dtype) for n in graph.outputs]
+
+    def fail(message):
+        raise harness._Fail(message)
+
+    right = harness_source("corpus", io_layout(graph), samples, (["corpus_reset_lstm"], replay))
+    check_build(folder, right, dtypes, want, "portable", fail)
+    no_reset = harness_source("corpus", io_layout(graph), samples, ([], replay))
+    with pytest.raises(harness._Fail, match=f"on feed {len(samples)}$"):
+        check_build(folder, no_reset, dtypes, want, "portable", fail)
+    every_call = right.replace("        int rc = corpus_invoke(",
+                               "        corpus_reset_lstm();\n        int rc = corpus_invoke(")
+    assert every_call.count("corpus_reset_lstm();") == 3
+    with pytest.raises(harness._Fail, match="on feed 1$"):
+        check_build(folder, every_call, dtypes, want, "portable", fail)
+
+
 def test_real_models_have_what_they_stand_for():
     """Read with the `tflite` / `onnx` packages, independently of qconvert: float16 weights
     behind DEQUANTIZE, int8 weight-only storage behind DEQUANTIZE, sparse tensors behind
-    DENSIFY, uint8 input and output, and a concat of box pixels with 0..1 scores."""
+    DENSIFY, uint8 input and output, a concat of box pixels with 0..1 scores, and an LSTM
+    whose two state tensors are variables (kept across calls: run as a stream of frames)."""
     import onnx
     import tflite
 
@@ -400,3 +434,6 @@ def test_real_models_have_what_they_stand_for():
     assert ts[sg.Inputs(0)].Type() == ts[sg.Outputs(0)].Type() == tflite.TensorType.UINT8
     g = onnx.load(str(BY_NAME["yolo_head"].path)).graph
     assert [n.op_type for n in g.node][-1] == "Concat" and g.output[0].name == "detections"
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in harness.model_ops(BY_NAME["lstm_denoiser"])[0]
+    _, ts = tensors("lstm_denoiser")
+    assert sum(t.IsVariable() for t in ts) == 2 and BY_NAME["lstm_denoiser"].frames >= 4

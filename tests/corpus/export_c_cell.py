@@ -9,7 +9,11 @@ cell's detail says when it is not). The Cortex-M4 firmware test in tests/test_co
 what the cell keeps in `runner.export_c_models`. A float model is exported from the `quantize`
 cell's int8 model when that cell succeeded (export-c `--calibration` quantizes with the same
 options; calibrating once keeps the corpus fast), else
-from the float model with `--calibration`, which must then refuse too.
+from the float model with `--calibration`, which must then refuse too. A stateful model
+(`frames` > 0: resource variables, LSTM state) is compared over a stream: its feeds in a row
+without a reset against one TFLite Micro interpreter, then the reset functions its NAME.h
+declares (`NAME_reset`, `NAME_reset_lstm`) and its first `frames` feeds again against a fresh
+interpreter, bit for bit on every call.
 """
 
 from __future__ import annotations
@@ -75,26 +79,52 @@ def export_c_cell(runner, model, fail):
     graph = load_model(int8_model).graph
     samples = [[np.asarray(a).reshape(_dims(graph, n)).astype(graph.tensors[n].dtype)
                 for a, n in zip(feed, graph.inputs)] for feed in qfeeds]
-    source = harness_source("corpus", io_layout(graph), samples)
+    resets, replay = _restart(folder, "corpus", model, fail)
+    if replay:  # after the reset: what a fresh interpreter gives on the first calls
+        fresh = run_tflm(int8_model, qfeeds[:replay])
+        if not all(np.array_equal(a, b) for f, w in zip(fresh, want) for a, b in zip(f, w)):
+            fail("TFLite Micro: a fresh interpreter differs from the first run's first calls")
+        want = want + fresh
+    source = harness_source("corpus", io_layout(graph), samples,
+                            (["corpus_" + r for r in resets], replay) if replay else None)
     dtypes = [np.dtype(graph.tensors[n].dtype) for n in graph.outputs]
-    _check_build(folder, source, dtypes, want, "portable", fail)
+    check_build(folder, source, dtypes, want, "portable", fail)
     if cmsis_nn_available():
         cmsis_folder = runner._out(model, "export-c", "cmsis")
         code, _, err, crash = run_cli(["export-c", int8_model, "-o", cmsis_folder, "--name",
                                        "corpus", "--kernels", "cmsis-nn"])
         if crash is not None or code != 0:
             fail(f"export-c --kernels cmsis-nn fails: {(crash or err).strip()[-300:]}")
-        _check_build(cmsis_folder, source, dtypes, want, "cmsis-nn", fail)
+        check_build(cmsis_folder, source, dtypes, want, "cmsis-nn", fail)
         kernels = "both kernel sets"
     else:
         kernels = "portable kernels only: CMSIS-NN is not beside the repository"
-    runner.export_c_models[model.name] = (Path(int8_model), graph, samples, want)
+    runner.export_c_models[model.name] = (Path(int8_model), graph, samples, want,
+                                          (resets, replay))
     arena = re.search(r"arena (\d+) bytes", stdout)
-    return "ok", (f"arena {arena.group(1)} B, " if arena else "") + f"bit-exact TFLM ({kernels})"
+    stream = (f"; {len(samples)} calls in a row, then {', '.join(f'NAME_{r}()' for r in resets)}"
+              f" and the first {replay} again" if replay else "")
+    return "ok", (f"arena {arena.group(1)} B, " if arena else "") + (
+        f"bit-exact TFLM ({kernels}{stream})")
 
 
-def _check_build(folder, source, dtypes, want, kernels, fail):
-    """Build `folder` on the host with `kernels` and compare every feed with TFLite Micro."""
+def _restart(folder, name, model, fail) -> tuple:
+    """(reset functions without the `NAME_` prefix, calls to replay after them) of a stateful
+    model (`frames` > 0): every `void NAME_reset...(void)` NAME.h declares (`NAME_reset` of
+    resource-variable state, `NAME_reset_lstm` of LSTM state), replaying `frames` calls; a
+    stateful model's C without one fails. ((), 0) for a model without state."""
+    if not model.frames:
+        return (), 0
+    header = (Path(folder) / f"{name}.h").read_text()
+    resets = re.findall(rf"^void {name}_(reset\w*)\(void\);", header, re.MULTILINE)
+    if not resets:
+        fail(f"{name}.h of a stateful model declares no {name}_reset / {name}_reset_lstm")
+    return tuple(resets), model.frames
+
+
+def check_build(folder, source, dtypes, want, kernels, fail):
+    """Build `folder` on the host with `kernels` and the harness `source`, and compare every
+    call's outputs with `want` (TFLite Micro's); `fail(message)` on the first difference."""
     try:
         exe = build_host(folder, source, cmsis=kernels == "cmsis-nn")
     except AssertionError as exc:

@@ -18,6 +18,10 @@ IR and TFLite writer (no TensorFlow / PyTorch):
   mel filters, Log) and a small CNN.
 - `uint8_classifier.tflite`: an int8 classifier (qconvert's int8 digits CNN) with uint8 inputs
   and outputs as Model Maker / EfficientNet-Lite ship them.
+- `lstm_denoiser.tflite`: a recurrent speech denoiser (tests/models/make_lstm_models.py's
+  builder: UNIDIRECTIONAL_SEQUENCE_LSTM of 12 units over 8 steps x 16 bins, a FULLY_CONNECTED
+  mask head, LOGISTIC, the mask multiplied into the input); its state is carried from one call
+  to the next, so its calibration file is one stream cut into consecutive calls.
 Weights are random (seeded); each model has a `*_calib.npy` of random data with the ranges its
 input takes (images 0..1). Files are small (< 100 KB).
 """
@@ -332,12 +336,31 @@ def kws_logmel(out: Path, tmp: Path) -> None:
     np.save(out / "kws_logmel_calib.npy", audio.astype(np.float16))
 
 
+def lstm_denoiser(out: Path, tmp: Path) -> None:
+    """The LSTM denoiser of tests/models/make_lstm_models.py (1 x 8 steps x 16 bins per call,
+    12 units) and a calibration stream: 16 consecutive calls of log-magnitude-like features
+    (slowly varying per bin in time, a louder stretch in the middle), in call order: the
+    corpus feeds the first calls in a row to one interpreter, as a denoiser runs."""
+    sys.path.insert(0, str(ROOT / "tests" / "models"))
+    from make_lstm_models import denoiser_tflite
+
+    steps, bins, calls = 8, 16, 16
+    (out / "lstm_denoiser.tflite").write_bytes(denoiser_tflite(steps=steps, bins=bins, units=12))
+    rng = np.random.default_rng(61)
+    x = np.zeros((calls * steps, bins))
+    for t in range(1, calls * steps):  # AR(1) in time: consecutive calls belong together
+        x[t] = 0.8 * x[t - 1] + 0.6 * rng.standard_normal(bins)
+    x += 1.5 * (np.arange(calls * steps) % 48 > 24)[:, None]  # speech-like louder stretches
+    np.save(out / "lstm_denoiser_calib.npy", x.reshape(calls, steps, bins).astype(np.float16))
+
+
 def main(names=None) -> None:
     import tempfile
 
     makers = {"yolo_head": yolo_head, "blazeface_fp16": blazeface_fp16,
               "landmarks_hybrid": landmarks, "sparse_cnn": sparse_cnn,
-              "uint8_classifier": uint8_classifier, "kws_logmel": kws_logmel}
+              "uint8_classifier": uint8_classifier, "kws_logmel": kws_logmel,
+              "lstm_denoiser": lstm_denoiser}
     with tempfile.TemporaryDirectory() as tmp:
         for name, make in makers.items():
             if names is None or name in names:

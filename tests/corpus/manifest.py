@@ -146,7 +146,8 @@ README_MODELS = (
 _R2 = "written for qconvert (tests/corpus/make_corpus_real.py), random weights"
 
 # Issue 28's real-model shapes (docs/real-models.md shows their table): float16 and int8
-# weight-only storage, sparse weights, a detector head, uint8 I/O.
+# weight-only storage, sparse weights, a detector head, uint8 I/O, an LSTM whose state is kept
+# across calls.
 REAL_MODELS = (
     _gen("yolo_head", "onnx", _R2 + "; YOLO-style head: box pixels, objectness, classes "
          "concatenated"),
@@ -161,6 +162,8 @@ REAL_MODELS = (
     CorpusModel("uint8_classifier", CORPUS / "uint8_classifier.tflite", "tflite", "int8",
                 _R2 + "; int8 digits CNN with uint8 input and output (Model Maker style)",
                 str(MODELS / "digits_data_nhwc.npz") + ":calib"),
+    _gen("lstm_denoiser", "tflite", _R2 + "; speech denoiser: UNIDIRECTIONAL_SEQUENCE_LSTM "
+         "(state kept across calls), FULLY_CONNECTED mask, LOGISTIC, MUL", frames=6),
 )
 
 MODELS_TABLE = README_MODELS + REAL_MODELS

@@ -60,11 +60,26 @@ NEEDS_CROSS = pytest.mark.skipif(not cross_tools_available(), reason=(
     "libnewlib-arm-none-eabi qemu-system-arm): Cortex-M builds not run"))
 
 
-def harness_source(name: str, ios: dict, samples: list) -> str:
+def harness_source(name: str, ios: dict, samples: list, restart=None) -> str:
     """main.c for model `name`: `ios` is {"inputs": [(ctype, size)], "outputs": [...]};
-    `samples` is a list of lists of input arrays."""
+    `samples` is a list of lists of input arrays, invoked in order without a reset between
+    (a stateful model sees them as consecutive frames). `restart` (reset functions, R): then
+    call those functions (e.g. `NAME_reset_lstm`) and invoke the first R samples again, their
+    outputs printed after the others (what a fresh interpreter gives on them)."""
     ins, outs = ios["inputs"], ios["outputs"]
     lines = ["#include <stdio.h>", "#include <stdint.h>", f'#include "{name}.h"', ""]
+    lines += _sample_arrays("in", ins, samples)
+    for i, (ctype, size) in enumerate(outs):
+        lines.append(f"static {ctype} out{i}[{size}];")
+    lines += ["", "int main(void)", "{", "    int k;", "    unsigned i;",
+              *_invoke_loops(name, "", ins, outs, len(samples), restart), "    return 0;", "}",
+              ""]
+    return "\n".join(lines)
+
+
+def _sample_arrays(prefix: str, ins: list, samples: list) -> list:
+    """The C arrays `PREFIX0[K][bytes]`, ... of every input's K samples."""
+    lines = []
     for i, (ctype, size) in enumerate(ins):
         nbytes = size * CTYPE_BYTES[ctype]
         rows = []
@@ -72,53 +87,52 @@ def harness_source(name: str, ios: dict, samples: list) -> str:
             data = np.ascontiguousarray(sample[i]).view(np.uint8).reshape(-1)
             assert data.size == nbytes
             rows.append("{" + ",".join(map(str, data.tolist())) + "}")
-        lines.append(f"static const uint8_t in{i}[{len(samples)}][{nbytes}] "
+        lines.append(f"static const uint8_t {prefix}{i}[{len(samples)}][{nbytes}] "
                      f"__attribute__((aligned(4))) = {{" + ",\n".join(rows) + "};")
-    for i, (ctype, size) in enumerate(outs):
-        lines.append(f"static {ctype} out{i}[{size}];")
-    args = [f"(const {c} *)(const void *)in{i}[k]" for i, (c, _) in enumerate(ins)]
-    args += [f"out{i}" for i in range(len(outs))]
-    lines += ["", "int main(void)", "{", "    int k;", "    unsigned i;",
-              f"    for (k = 0; k < {len(samples)}; ++k) {{",
-              f"        int rc = {name}_invoke({', '.join(args)});",
-              '        printf("rc %d\\n", rc);']
-    for i, _ in enumerate(outs):
-        lines += [f"        for (i = 0; i < sizeof out{i}; ++i) {{",
-                  f'            printf("%02x", (unsigned)((const uint8_t *)out{i})[i]);',
-                  "        }", '        printf("\\n");']
-    lines += ["    }", "    return 0;", "}", ""]
-    return "\n".join(lines)
+    return lines
+
+
+def _invoke_loops(name: str, prefix: str, ins: list, outs: list, count: int,
+                  restart=None) -> list:
+    """main()'s lines: invoke `name` on the `count` samples (arrays `PREFIXin0`, outputs
+    `PREFIXout0`, ...) printing the rc and every output's bytes; with `restart` (reset
+    functions, R), call them and do the same for the first R samples."""
+    args = [f"(const {c} *)(const void *){prefix}in{i}[k]" for i, (c, _) in enumerate(ins)]
+    args += [f"{prefix}out{i}" for i in range(len(outs))]
+
+    def loop(n):
+        body = [f"    for (k = 0; k < {n}; ++k) {{",
+                f"        int rc = {name}_invoke({', '.join(args)});",
+                '        printf("rc %d\\n", rc);']
+        for i, _ in enumerate(outs):
+            body += [f"        for (i = 0; i < sizeof {prefix}out{i}; ++i) {{",
+                     f'            printf("%02x", (unsigned)((const uint8_t *){prefix}out{i})[i]);',
+                     "        }", '        printf("\\n");']
+        return body + ["    }"]
+
+    lines = loop(count)
+    if restart:
+        resets, replay = restart
+        lines += [f"    {fn}();" for fn in resets] + loop(replay)
+    return lines
 
 
 def image_source(models: list) -> str:
     """main.c for one firmware image holding several exported models: `models` is a list of
-    (name, ios, samples) as `harness_source` takes them; each model's block of output starts
-    with a line `== name` (`split_image_output` cuts the printout back into blocks)."""
+    (name, ios, samples) or (name, ios, samples, restart) as `harness_source` takes them; each
+    model's block of output starts with a line `== name` (`split_image_output` cuts the
+    printout back into blocks)."""
     lines = ["#include <stdio.h>", "#include <stdint.h>"]
-    lines += [f'#include "{name}.h"' for name, _, _ in models]
+    lines += [f'#include "{entry[0]}.h"' for entry in models]
     body = []
-    for name, ios, samples in models:
+    for name, ios, samples, *restart in models:
         ins, outs = ios["inputs"], ios["outputs"]
-        for i, (ctype, size) in enumerate(ins):
-            rows = []
-            for sample in samples:
-                data = np.ascontiguousarray(sample[i]).view(np.uint8).reshape(-1)
-                assert data.size == size * CTYPE_BYTES[ctype]
-                rows.append("{" + ",".join(map(str, data.tolist())) + "}")
-            lines.append(f"static const uint8_t {name}_in{i}[{len(samples)}][{data.size}] "
-                         f"__attribute__((aligned(4))) = {{" + ",\n".join(rows) + "};")
+        lines += _sample_arrays(f"{name}_in", ins, samples)
         for i, (ctype, size) in enumerate(outs):
             lines.append(f"static {ctype} {name}_out{i}[{size}];")
-        args = [f"(const {c} *)(const void *){name}_in{i}[k]" for i, (c, _) in enumerate(ins)]
-        args += [f"{name}_out{i}" for i in range(len(outs))]
-        body += [f'    printf("== {name}\\n");', f"    for (k = 0; k < {len(samples)}; ++k) {{",
-                 f"        int rc = {name}_invoke({', '.join(args)});",
-                 '        printf("rc %d\\n", rc);']
-        for i, _ in enumerate(outs):
-            body += [f"        for (i = 0; i < sizeof {name}_out{i}; ++i) {{",
-                     f'            printf("%02x", (unsigned)((const uint8_t *){name}_out{i})[i]);',
-                     "        }", '        printf("\\n");']
-        body.append("    }")
+        body += [f'    printf("== {name}\\n");',
+                 *_invoke_loops(name, f"{name}_", ins, outs, len(samples),
+                                restart[0] if restart else None)]
     lines += ["", "int main(void)", "{", "    int k;", "    unsigned i;", *body,
               "    return 0;", "}", ""]
     return "\n".join(lines)
