@@ -45,7 +45,7 @@ register(OpSchema(
     "UNIDIRECTIONAL_SEQUENCE_LSTM; see schemas/lstm.py).", LSTM_SLOTS,
     tflite=TfliteSpec("UNIDIRECTIONAL_SEQUENCE_LSTM", "UnidirectionalSequenceLSTMOptions",
                       int8_version=1),
-    int8="lstm", pure=False))
+    int8="lstm", macs="lstm", pure=False))
 
 register(OpSchema(
     "LSTM", "ONNX LSTM (gates i, o, f, c); lowered to UnidirectionalSequenceLSTM.",
@@ -56,4 +56,4 @@ register(OpSchema(
     onnx=OnnxSpec("LSTM", {"activation_alpha": None, "activation_beta": None,
                            "activations": None, "clip": None, "direction": "forward",
                            "hidden_size": None, "input_forget": 0, "layout": 0}),
-    pure=False))
+    macs="onnx_lstm", pure=False))

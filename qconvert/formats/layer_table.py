@@ -1,7 +1,8 @@
 """The per-layer summary behind `qconvert inspect` (in the spirit of Table 1 of the CMSIS-NN
 paper): op, input and output shapes, weight and activation bytes, multiply-accumulates and the
 quantization of each layer, with totals. MACs follow the op schema's `macs` rule; a dynamic
-dimension counts as 1.
+dimension counts as 1. An LSTM counts its gate matrices (input-to-gate, recurrent, projection)
+and peepholes once per step and sequence; its element-wise gate arithmetic is not counted.
 """
 
 from __future__ import annotations
@@ -24,12 +25,37 @@ def _prod(values) -> int:
     return n
 
 
+def _matrix_values(node, graph: Graph, slots) -> int:
+    return sum(_prod(_dims(graph.tensors[node.inputs[k]].shape)) for k in slots
+               if k < len(node.inputs) and node.inputs[k])
+
+
+def _lstm_macs(node, graph: Graph) -> int:
+    """TFLite UNIDIRECTIONAL_SEQUENCE_LSTM (schemas/lstm.py's slots): per step and sequence,
+    every value of the 8 gate matrices (slots 1-8), the 3 peepholes (9-11) and the projection
+    (16), so batch x time of them ([B, T, I] or time-major [T, B, I] alike)."""
+    steps = _prod(_dims(graph.tensors[node.inputs[0]].shape)[:-1])
+    return steps * _matrix_values(node, graph, (*range(1, 12), 16))
+
+
+def _onnx_lstm_macs(node, graph: Graph) -> int:
+    """ONNX LSTM: W [D, 4H, I], R [D, 4H, H] and the peepholes P [D, 3H], once per step and
+    sequence (X is [T, B, I], or [B, T, I] with layout 1)."""
+    steps = _prod(_dims(graph.tensors[node.inputs[0]].shape)[:-1])
+    return steps * _matrix_values(node, graph, (1, 2, 7))
+
+
+SEQUENCE_RULES = {"lstm": _lstm_macs, "onnx_lstm": _onnx_lstm_macs}
+
+
 def layer_macs(node, graph: Graph) -> int:
     """Multiply-accumulates of one node (0 for ops without a `macs` rule)."""
     schema = None if node.opaque else schemas.get(node.op)
     rule = schema.macs if schema else None
     if rule is None or len(node.present_inputs()) < 2:
         return 0
+    if rule in SEQUENCE_RULES:
+        return SEQUENCE_RULES[rule](node, graph)
     x = graph.tensors[node.inputs[0]]
     w = graph.tensors[node.inputs[1]]
     out = graph.tensors[node.outputs[0]]

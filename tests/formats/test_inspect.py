@@ -57,3 +57,45 @@ def test_table_has_totals_line():
     result = CliRunner().invoke(main, ["inspect", str(TEST_MODELS / "kws_ref_model.tflite")])
     assert "total: 13 layers" in result.output
     assert "Conv2D+RELU" in result.output
+
+
+LSTM_CASES = {
+    # denoiser: 8 steps of 16 bins, 12 units: 4 gates x 12 x (16 inputs + 12 recurrent) per step
+    "denoiser": (lambda m: m.denoiser_tflite(), 8 * 4 * 12 * (16 + 12)),
+    # time-major [T=6, B=2, I=5], 7 units: batch x steps of the 8 gate matrices
+    "time_major_batch2": (lambda m: m.lstm_tflite(batch=2, time_major=True),
+                          12 * 4 * 7 * (5 + 7)),
+    # CIFG (no input gate: 3 gates), peepholes on forget / output (7 each)
+    "cifg_peephole": (lambda m: m.lstm_tflite(cifg=True, peephole=True),
+                      6 * (3 * 7 * (5 + 7) + 2 * 7)),
+    # projection to 3: recurrent matrices [7, 3], projection [3, 7]
+    "projection": (lambda m: m.lstm_tflite(projection=3), 6 * (4 * 7 * (5 + 3) + 3 * 7)),
+}
+
+
+def _lstm_models():
+    import sys
+
+    sys.path.insert(0, str(TEST_MODELS))
+    import make_lstm_models
+
+    return make_lstm_models
+
+
+def test_lstm_macs_count_every_gate_matrix_per_step(tmp_path):
+    """An LSTM's MACs (0 before: no rule) from its architecture: per step and sequence, the
+    input-to-gate and recurrent matrices, peepholes and projection."""
+    models = _lstm_models()
+    for name, (make, want) in LSTM_CASES.items():
+        path = tmp_path / f"{name}.tflite"
+        path.write_bytes(make(models))
+        lstm = [l for l in _report(path)["layers"] if l["op"].startswith("Unidirectional")]
+        assert [l["macs"] for l in lstm] == [want], name
+
+
+def test_onnx_lstm_macs(tmp_path):
+    """ONNX LSTM [T=6, B=1, I=5], hidden 7: W [1, 28, 5] and R [1, 28, 7] once per step."""
+    path = tmp_path / "lstm.onnx"
+    path.write_bytes(_lstm_models().lstm_onnx())
+    lstm = [l for l in _report(path)["layers"] if l["op"] == "LSTM"]
+    assert [l["macs"] for l in lstm] == [6 * 4 * 7 * (5 + 7)]
