@@ -18,7 +18,7 @@ from qconvert.errors import one_line
 from qconvert.ir import Model
 
 from .calibrate import float_reference, frames
-from .error_energy import EndToEnd, energy_add, float_qdq_errors
+from .error_energy import EndToEnd, float_qdq_errors
 from .params import quantized_inputs
 from .plan import FC_OPS, clamped_inputs
 

@@ -19,28 +19,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 
 from helpers.lstm_runs import cli  # noqa: E402
-from helpers.oracles import tflm_stream  # noqa: E402
+from helpers.oracles import litert_outputs, tflm_stream  # noqa: E402
 from make_lstm_models import denoiser_tflite, lstm_int8_tflite, lstm_tflite  # noqa: E402
 
 from qconvert.executor.float_executor import run_float  # noqa: E402
 from qconvert.executor.int_executor import run_int8  # noqa: E402
 from qconvert.executor.streaming import carries_state, has_variable_state, run_frames  # noqa
 from qconvert.formats.tflite_reader import read_tflite  # noqa: E402
-
-
-def _litert_stream(data: bytes, frames: list) -> list:
-    """LiteRT's float output of every frame, one interpreter for the whole stream."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    i, o = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
-    outs = []
-    for frame in frames:
-        it.set_tensor(i, frame)
-        it.invoke()
-        outs.append(it.get_tensor(o).copy())
-    return outs
 
 
 def _drifting_stream(n: int, shape, seed: int) -> np.ndarray:
@@ -85,7 +70,7 @@ def test_float_stream_carries_the_state_as_litert(variant):
     data = lstm_tflite(steps=2, **kwargs)
     g = read_tflite(data).graph
     frames = list(_drifting_stream(8, g.tensors[g.inputs[0]].shape, seed=1))
-    want = _litert_stream(data, frames)
+    want = litert_outputs(data, frames)
     carry: dict = {}
     got = [run_float(g, {g.inputs[0]: f}, carry=carry)[g.outputs[0]] for f in frames]
     for k, (a, b) in enumerate(zip(got, want)):
@@ -101,7 +86,7 @@ def test_run_frames_keeps_one_carry_for_the_stream():
     frames = list(_drifting_stream(5, model.graph.tensors["x"].shape, seed=2))
     outs = run_frames(model, [{"x": f} for f in frames],
                       lambda g, f, o, k, c: run_float(g, f, o, k, carry=c))
-    for a, b in zip(outs, _litert_stream(data, frames)):
+    for a, b in zip(outs, litert_outputs(data, frames)):
         np.testing.assert_allclose(a[model.graph.outputs[0]], b, rtol=1e-5, atol=1e-6)
 
 
@@ -123,7 +108,7 @@ def _stream_sqnr(tmp_path, float_data: bytes, shape, name: str) -> tuple:
     assert result.exit_code == 0, result.output
     assert "one stream" in result.output  # says how it ran the samples
     test = list(_drifting_stream(200, shape, seed=2))
-    want = np.array(_litert_stream(float_data, test))
+    want = np.array(litert_outputs(float_data, test))
     data = out.read_bytes()
     g = read_tflite(data).graph
     qi, qo = g.tensors[g.inputs[0]].quant, g.tensors[g.outputs[0]].quant
