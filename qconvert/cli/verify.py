@@ -57,23 +57,25 @@ def is_int8_model(model: Model) -> bool:
 
 
 def _runner(model: Model):
-    """`runner(graph, feeds, observe, keep)` for the executor that runs `model`."""
+    """`runner(graph, feeds, observe, keep, carry)` for the executor that runs `model`
+    (`carry`: an op's variable state between calls, `streaming.run_frames`)."""
     from ..executor.float_executor import run_float
     from ..executor.int_executor import run_int8
 
     if is_int8_model(model):
-        def run(graph, feeds, observe=None, keep=()):
+        def run(graph, feeds, observe=None, keep=(), carry=None):
             outs = list(graph.outputs) + [k for k in keep if k not in graph.outputs
                                           and graph.tensors[k].data is None
                                           and k not in graph.inputs]
             view = Graph(graph.name, graph.tensors, graph.nodes, graph.inputs, outs)
-            result = run_int8(view, feeds, observe=observe)
+            result = run_int8(view, feeds, observe=observe, carry=carry)
             for k in keep:
                 if k not in result:
                     result[k] = feeds[k] if k in feeds else graph.tensors[k].data
             return result
         return run
-    return lambda graph, feeds, observe=None, keep=(): run_float(graph, feeds, observe, keep)
+    return lambda graph, feeds, observe=None, keep=(), carry=None: run_float(
+        graph, feeds, observe, keep, carry=carry)
 
 
 def _unsupported(model: Model) -> bool:
@@ -117,7 +119,10 @@ def _runnable(model: Model) -> Model:
 
 
 def run_samples(model: Model, samples: list, keep=()) -> list:
-    """Run `samples` ([{input: array with a batch of 1}]) one call each; state carries over."""
+    """Run `samples` ([{input: array with a batch of 1}]) one call each; resource-variable
+    state carries over. An LSTM's variable state does not: each sample runs from the reset
+    state, so a TFLite LSTM compares with the ONNX LSTM it was converted from (stateless) as
+    with itself; the stream is what the quantize report measures."""
     from ..executor.streaming import has_state, run_frames
 
     model = _runnable(model)

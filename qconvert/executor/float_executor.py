@@ -80,6 +80,7 @@ from .float_kernels import (CONTEXT_KERNELS, IMPLIED_SLOTS, KERNELS, KernelConte
                             fake_quantize, implied_inputs)
 from .batch_axis import (run_sample_by_sample, sample_mixing_node,
                          samples_to_split)
+from .streaming import STATE_SLOTS, store_final_state
 from .bound_rows import maximum, minimum
 from .float_kernels_base import clamp
 from .float_kernels_lstm import OBSERVED_STATES
@@ -358,7 +359,8 @@ def _check_result(node, name, t, value, batch):
 
 def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep=(),
               *, opset: int | None = None, check_shapes: bool = True,
-              pair_error: Callable | None = None, unobserved=frozenset()) -> dict:
+              pair_error: Callable | None = None, unobserved=frozenset(),
+              carry: dict | None = None) -> dict:
     """Run the graph (of a `Model`, or a bare `Graph`) on `feeds` {input name: array}.
 
     Returns {name: array} for the graph outputs and the tensors named in `keep` (constants and
@@ -371,12 +373,15 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
     of squares of the pair's float input and that of what quantizing changed in it.
     `unobserved`: tensors the caller need not see; a convolution whose output is one of them
     may run its reader clamp itself (module docstring, "Clamps in the convolution").
+    `carry`: an op's variable state from call to call (`streaming.STATE_SLOTS`, an LSTM's
+    hidden and cell state): a variable is read from it when there, and the op's final state is
+    written into it, as TFLite writes its variable tensors (None: every call from the start).
     Raises `UnsupportedOpsError` (unknown ops, all named) before running, and `ExecutionError`
     for bad feeds or a node that fails, naming it. N samples given to a fixed-batch model whose
     ops use axis 0 run one at a time (`batch_axis.run_sample_by_sample`).
     """
     graph, opset = _split(model_or_graph, opset)
-    count = samples_to_split(graph, feeds)
+    count = samples_to_split(graph, feeds) if carry is None else 0
     if count:  # a fixed batch of 1 whose ops use axis 0 (batch_axis): one sample at a time
         return run_sample_by_sample(
             lambda part, seen: run_float(graph, part, seen, keep, opset=opset,
@@ -384,7 +389,7 @@ def run_float(model_or_graph, feeds: dict, observe: Callable | None = None, keep
                                          unobserved=unobserved), graph, feeds, count, observe)
     with one_blas_thread():
         return _run_float(graph, feeds, observe, keep, opset, check_shapes, pair_error,
-                          unobserved)
+                          unobserved, carry)
 
 
 _CLAMPING_PRODUCERS = {"Conv2D", "Add", "Sub", "Mul"}  # ops that can run their reader's clamp
@@ -412,7 +417,7 @@ def _producer_clamps(graph: Graph, readers: Counter, pinned: set, unobserved) ->
 
 
 def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
-               pair_error, unobserved) -> dict:
+               pair_error, unobserved, carry=None) -> dict:
     graph, opset = _split(model_or_graph, opset)
     missing = unsupported_ops(graph)
     if missing:
@@ -448,6 +453,8 @@ def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
         t = graph.tensors[name]
         data = t.data
         if data is None:
+            if carry is not None and name in carry:  # the state the previous call left
+                return carry[name]
             if t.extra.get("is_variable"):  # a TFLite variable at the first call
                 return variable_value(t)
             raise ExecutionError(f"tensor {name!r} is read before it is produced")
@@ -507,6 +514,10 @@ def _run_float(model_or_graph, feeds: dict, observe, keep, opset, check_shapes,
         if observe is not None and node.op in OBSERVED_STATES:  # internal state (LSTM cell)
             for slot, value in zip(OBSERVED_STATES[node.op], results[len(node.outputs):]):
                 observe(node.inputs[slot], value)
+        if carry is not None and node.op in STATE_SLOTS and not node.opaque:
+            store_final_state(graph, node, results[len(node.outputs)
+                                                   + len(OBSERVED_STATES.get(node.op, ())):],
+                              carry)
         for name, value in zip(node.outputs if within is None else within.outputs, results):
             if name is None:
                 continue

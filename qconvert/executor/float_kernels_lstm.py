@@ -17,11 +17,12 @@ ONNX's are the `activations` attribute (Sigmoid, Tanh, Tanh by default; Relu, Ha
 Affine... are refused). ONNX `clip` clamps every gate's pre-activation (not the cell state).
 
 The TFLite kernel reads its state tensors (zero before the first call: the executor gives a
-variable tensor's initial value) and does not write them back: one call of the graph, as a
-fresh interpreter's first invoke. A state of batch 1 serves every sample of a batch-mode run.
+variable tensor's initial value, or the value the previous call left when it runs a stream:
+`streaming.STATE_SLOTS`). A state of batch 1 serves every sample of a batch-mode run.
 Besides its output it returns the cell state of every step ([B, T, S]): the executor hands it to
 `observe` as the values of the cell-state tensor (`OBSERVED_STATES`), so calibration measures
-the range the int16 cell state must hold.
+the range the int16 cell state must hold; then the final hidden and cell state ([B, P or S],
+[B, S]), which the executor carries to the next call of a stream.
 """
 
 from __future__ import annotations
@@ -136,13 +137,13 @@ def unidirectional_sequence_lstm(node, inputs, out_dtypes):
     state_h, state_c = inputs[18], inputs[19]
     h0 = np.reshape(state_h, (-1, state_h.shape[-1]))
     c0 = np.reshape(state_c, (-1, state_c.shape[-1]))
-    out, _, _, cells = run_lstm(
+    out, h, c, cells = run_lstm(
         seq, inputs[1:5], inputs[5:9], inputs[12:16], h0, c0,
         act_gate=node.attrs.get("activation", "TANH"), peephole=inputs[9:12],
         norm=inputs[20:24], projection=(inputs[16], inputs[17]),
         cell_clip=float(node.attrs.get("cell_clip", 0.0) or 0.0),
         proj_clip=float(node.attrs.get("proj_clip", 0.0) or 0.0))
-    return [np.swapaxes(out, 0, 1).copy() if time_major else out, cells]
+    return [np.swapaxes(out, 0, 1).copy() if time_major else out, cells, h, c]
 
 
 _ONNX_ORDER = (0, 2, 3, 1)  # TFLite gate k is ONNX's block _ONNX_ORDER[k] (ONNX: i, o, f, c)

@@ -40,6 +40,7 @@ from qconvert.ir.graph import list_ops
 
 from .batch_axis import run_sample_by_sample, samples_to_split
 from .int16_kernels import INT16_KERNELS, is_int16_node
+from .streaming import STATE_SLOTS, store_final_state
 from .int_kernels import INT_KERNELS, IntContext
 
 __all__ = ["INT_KERNELS", "INT16_KERNELS", "run_int8", "supported_ops", "supported_ops16"]
@@ -61,18 +62,21 @@ def _kernels(graph, node) -> dict:
 
 
 def run_int8(graph, feeds: dict, rounding: str = "double", observe=None,
-             params: dict | None = None) -> dict:
+             params: dict | None = None, carry: dict | None = None) -> dict:
     """Run `graph` (an int8 TFLite IR Graph, or a Model) on `feeds`; {output name: array}.
     `params`: a dict shared by runs of the same, unchanged graph, which keeps each node's
     Prepare-time parameters (`layer_params`) for the next run instead of deriving them again
     (small: the weights stay the graph's own, converted per run). N samples given to a
-    fixed-batch model whose ops use axis 0 run one at a time (`batch_axis`)."""
+    fixed-batch model whose ops use axis 0 run one at a time (`batch_axis`). `carry`: an op's
+    variable state from call to call (an LSTM's hidden and cell state, `streaming.STATE_SLOTS`):
+    read from it when there, the final state written into it, as TFLite Micro keeps its
+    variable tensors between invokes (None: every call from the reset state)."""
     graph = _graph(graph)
     if rounding not in ROUNDINGS:
         raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
     _check_ops(graph)
     values, batch = _feeds(graph, feeds)
-    count = samples_to_split(graph, values) if batch > 1 else 0
+    count = samples_to_split(graph, values) if batch > 1 and carry is None else 0
     if count:  # a fixed batch of 1 whose ops use axis 0 (batch_axis): one sample at a time
         return run_sample_by_sample(
             lambda part, seen: run_int8(graph, part, rounding, seen, params), graph, values,
@@ -84,7 +88,8 @@ def run_int8(graph, feeds: dict, rounding: str = "double", observe=None,
     last_use = _last_use(graph)
     keep = set(graph.outputs)
     for step, node in enumerate(graph.nodes):
-        inputs = [None if n is None else values[n] if n in values else graph.tensors[n].data
+        inputs = [None if n is None else values[n] if n in values else
+                  carry[n] if carry is not None and n in carry else graph.tensors[n].data
                   for n in node.inputs]
         p = None if params is None else params.get(id(node))
         if p is None:
@@ -107,6 +112,8 @@ def run_int8(graph, feeds: dict, rounding: str = "double", observe=None,
             values[name] = array
             if observe is not None:
                 observe(name, array)
+        if carry is not None and node.op in STATE_SLOTS and not node.opaque:
+            store_final_state(graph, node, outputs[len(node.outputs):], carry)
         for name in node.present_inputs():
             if last_use.get(name) == step and name not in keep:
                 values.pop(name, None)

@@ -6,9 +6,10 @@ Micro computes it (FULLY_CONNECTED into int16 Q3.12 with int32 accumulators, sat
 adds, the int16 LOGISTIC / TANH tables, int16 x int16 multiplies requantized with
 MultiplyByQuantizedMultiplier). Vectorised over the batch and the units; the loop is over time.
 
-State: the kernel starts from the state tensors' values (a variable tensor: zero, the first
-call) and returns the sequence output only, as one call of a fresh interpreter; `lstm_sequence`
-also returns the final state for callers that carry it (streaming). A state of batch 1 serves
+State: the kernel starts from the state tensors' values (a variable tensor: its reset value
+at the first call, or what the previous call left when the executor runs a stream) and returns,
+after the sequence output, the final hidden and cell state, which the executor carries to the
+next call of a stream (`streaming.STATE_SLOTS`). A state of batch 1 serves
 every sample of a batch-mode run (each sample its own recurrence).
 """
 
@@ -113,10 +114,10 @@ def unidirectional_sequence_lstm(node, inputs, p, ctx):
     h = np.full((1, units), reset_h, np.int64) if h is None else h.reshape(-1, h.shape[-1])
     c = np.zeros((1, units), np.int64) if c is None else c.reshape(-1, c.shape[-1])
     weights = [inputs[k] for k in (1, 2, 3, 4, 5, 6, 7, 8)]
-    out, _, _ = lstm_sequence(p, seq, weights, h, c)
+    out, h, c = lstm_sequence(p, seq, weights, h, c)
     if p["time_major"]:
         out = np.swapaxes(out, 0, 1)
-    return [np.ascontiguousarray(out).astype(x.dtype)]
+    return [np.ascontiguousarray(out).astype(x.dtype), h, c]
 
 
 INT_KERNELS["UnidirectionalSequenceLSTM"] = unidirectional_sequence_lstm  # int16_kernels too

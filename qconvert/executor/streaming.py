@@ -15,6 +15,14 @@ ASSIGN_VARIABLE of the same variable in the same call reads the value just assig
 Variables are identified by VAR_HANDLE's `shared_name` (and container), the same in every
 subgraph. Other control flow (IF, WHILE, CALL, a resource passed between subgraphs) is left in
 the graph, so the executors refuse it by name.
+
+An op may keep state of its own in TFLite *variable* tensors: UNIDIRECTIONAL_SEQUENCE_LSTM reads
+its hidden and cell state from two of its inputs (`STATE_SLOTS`) and TFLite writes the last
+step's values back into them, so the next invoke goes on from there. The executors do the same
+when handed a `carry` dict (`run_float`, `run_int8`: a variable read from it when there, its
+final value written into it), and `run_frames` keeps one `carry` for the whole stream: a model
+with such state (`has_variable_state`) runs as a stream like a resource-variable model
+(`carries_state`).
 """
 
 from __future__ import annotations
@@ -38,6 +46,42 @@ def is_resource_op(node: Node) -> bool:
 def has_state(model: Model) -> bool:
     """True when any subgraph of `model` uses resource variables."""
     return any(is_resource_op(n) for g in model.graphs for n in g.nodes)
+
+
+# op -> the input slots holding state TFLite carries from one invoke to the next (variables)
+STATE_SLOTS = {"UnidirectionalSequenceLSTM": (18, 19)}
+
+
+def state_inputs(graph: Graph, node: Node) -> list:
+    """The variable tensors `node` keeps its state in (`STATE_SLOTS`), as (slot, name)."""
+    slots = () if node.opaque else STATE_SLOTS.get(node.op, ())
+    found = []
+    for slot in slots:
+        name = node.inputs[slot] if slot < len(node.inputs) else None
+        t = graph.tensors.get(name) if name else None
+        if t is not None and t.extra.get("is_variable") and graph.producer(name) is None:
+            found.append((slot, name))
+    return found
+
+
+def has_variable_state(model: Model) -> bool:
+    """True when an op of the main graph keeps state in variable tensors (an LSTM)."""
+    return any(state_inputs(model.graph, n) for n in model.graph.nodes)
+
+
+def carries_state(model: Model) -> bool:
+    """True when consecutive calls of `model` depend on each other (resource variables or an
+    op's variable state): its samples are a stream, run in order with the state carried."""
+    return has_state(model) or has_variable_state(model)
+
+
+def store_final_state(graph: Graph, node: Node, finals: list, carry: dict) -> None:
+    """Write the final values a stateful op returned (after its outputs) into `carry`, under
+    its variable state tensors' names, in their dtypes."""
+    by_slot = dict(zip(STATE_SLOTS.get(node.op, ()), finals))
+    for slot, name in state_inputs(graph, node):
+        if slot in by_slot:
+            carry[name] = np.asarray(by_slot[slot]).astype(graph.tensors[name].dtype)
 
 
 def variable_key(node: Node) -> str:
@@ -148,11 +192,13 @@ def run_frames(model: Model, frames: list, runner: Callable, observe: Callable |
                keep=()) -> list:
     """Run `frames` ([{input name: array}] one call each) through `model` with its state.
 
-    `runner(graph, feeds, observe, keep) -> {name: array}` is the executor. Returns, per frame,
-    the graph outputs and the tensors named in `keep`. A model without resource variables runs
-    each frame on its own.
+    `runner(graph, feeds, observe, keep, carry) -> {name: array}` is the executor (`carry`: the
+    dict of an op's variable state, the same for every frame). Returns, per frame, the graph
+    outputs and the tensors named in `keep`. A model without any state runs each frame on its
+    own.
     """
-    step = stateful_step(model, lambda g, f: runner(g, f, None, ()))
+    step = stateful_step(model, lambda g, f: runner(g, f, None, (), None))
+    carry: dict = {}  # the ops' own variable state (an LSTM's hidden and cell), frame to frame
     state = dict(step.init)
     missing = sorted(set(step.reads.values()) - set(state))
     if missing:
@@ -164,7 +210,7 @@ def run_frames(model: Model, frames: list, runner: Callable, observe: Callable |
             shape, dtype, _ = step.variables[var]
             value = np.asarray(state[var]).astype(dtype, copy=False)
             feeds[name] = value.reshape([int(d) for d in shape]) if shape else value
-        out = runner(step.graph, feeds, observe, keep)
+        out = runner(step.graph, feeds, observe, keep, carry)
         state.update(_assigned(step.graph, step.writes, out, feeds))
         results.append({k: v for k, v in out.items()
                          if k in model.graph.outputs or k in keep})

@@ -34,6 +34,7 @@ from ..schemas.effects import ONNX_STANDARD_DOMAINS
 from ..dtypes import ONNX_TO_IR
 from ..errors import QConvertError
 from ..ir import Graph, Model, Node, Tensor
+from ..ir.graph import GraphError
 from ..ir.tensor import RAW_DTYPES
 from .onnx_wire import UnusualWire, strip_payloads
 from ..padding import same_pads, valid_pads
@@ -193,6 +194,8 @@ def read_onnx_parsed(parsed: ParsedOnnx, path: str | Path) -> Model:
         return _Reader(parsed.proto, Path(path), parsed.buffer, parsed.payloads).read()
     except QConvertError:
         raise
+    except GraphError as exc:  # a well-formed file whose graph breaks an invariant
+        raise QConvertError(f"invalid model graph: {exc}") from exc
     except Exception as exc:
         raise QConvertError(f"corrupt ONNX model ({type(exc).__name__}: {exc})") from exc
 

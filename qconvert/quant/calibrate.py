@@ -5,8 +5,9 @@
 `--method`) and, for bias correction, each layer's per-channel input means, over all samples
 and per sample over the first few (`bias_correction.ChannelMeans`). On the way it keeps the float model's outputs on the first
 samples and its activations on the first few of them: the report's float reference, so the
-report (`report`) need not run the float model again. A streaming model (resource variables)
-runs its samples as consecutive frames of one stream, the state carried (`float_stream`).
+report (`report`) need not run the float model again. A model with state (resource variables,
+or an LSTM, whose hidden and cell state TFLite carries from one invoke to the next) runs its
+samples as consecutive frames of one stream, the state carried (`float_stream`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qconvert.ir import Model
+from qconvert.ir import Graph, Model
 
 from .footprint import activation_bytes
 from .plan import clamped_inputs
@@ -142,14 +143,15 @@ def run_calibration(model: Model, calibration: dict, batch_size: int, observe, p
     `unobserved`: tensors `observe` does not need (the executor may then run a convolution and
     its clamp together: `run_float`); the report's reference keeps what it compares."""
     from qconvert.executor.float_executor import run_float_batched
-    from qconvert.executor.streaming import has_state
+    from qconvert.executor.streaming import carries_state
 
     extra = {}
-    if has_state(model):
+    stream = carries_state(model)
+    if stream:
         run_float_batched = float_stream  # noqa: F811  (frames in order, the state carried)
     total = len(next(iter(calibration.values())))
     head = min(total, keep_first)
-    if not has_state(model):  # the report's reference needs what it compares, first batch too
+    if not stream:  # the report's reference needs what it compares, first batch too
         extra["unobserved"] = frozenset(unobserved) & (unreported(model) if head else
                                                        frozenset(unobserved))
     reference, layers = None, {}
@@ -192,13 +194,15 @@ def frames(feeds: dict) -> list:
 
 def float_stream(model: Model, feeds: dict, batch_size: int = 1, observe=None, progress=None,
                  collect: bool = True, opset=None) -> dict:
-    """`run_float_batched` for a model with resource variables: the samples are consecutive
-    frames of one stream, run one at a time with the state carried (`run_frames`)."""
+    """`run_float_batched` for a model with state (resource variables, an LSTM's variable
+    state): the samples are consecutive frames of one stream, run one at a time with the state
+    carried (`run_frames`)."""
     from qconvert.executor.float_executor import run_float
     from qconvert.executor.streaming import run_frames
 
     stream = frames(feeds)
-    outs = run_frames(model, stream, lambda g, f, o, k: run_float(g, f, o, k), observe)
+    outs = run_frames(model, stream, lambda g, f, o, k, c: run_float(g, f, o, k, carry=c),
+                      observe)
     if progress is not None:
         progress(len(stream), len(stream))
     if not collect:
@@ -216,9 +220,14 @@ def float_reference(float_graph, feeds: dict, batch_size: int, opset, skip=froze
                     float_model: Model | None = None) -> tuple:
     """The float model's outputs on `feeds` and its activations on the first samples (as
     `run_calibration` keeps them), for a report on data calibration did not see (`--eval`).
-    `float_model` (a streaming model with its init subgraphs) runs frame by frame."""
+    `float_model` (a streaming model with its init subgraphs) runs frame by frame, and so does
+    a graph with an op's variable state (an LSTM)."""
     from qconvert.executor.float_executor import run_float_batched
+    from qconvert.executor.streaming import has_variable_state
 
+    if float_model is None and isinstance(float_graph, Graph) and has_variable_state(
+            Model("tflite", [float_graph], {})):
+        float_model = Model("tflite", [float_graph], {})
     if float_model is not None:
         run_float_batched = float_stream  # noqa: F811
         float_graph = float_model

@@ -261,14 +261,17 @@ def _correct_bias(run: _Run) -> None:
     int32 bias also takes the mean error its quantized input brings, measured on the first
     calibration samples (int8 plans of one-graph models, with bias correction on). When the
     report runs the model on those samples anyway (no `--eval`, the numpy engine), its first
-    batch applies the correction (`run.correction`); otherwise a run of its own does. Fewer
+    batch applies the correction (`run.correction`); otherwise a run of its own does. Not for
+    a model whose calls carry state (an LSTM: its samples are one stream). Fewer
     than `propagated_bias.MIN_SAMPLES` samples: none (too few to tell a mean from noise)."""
+    from qconvert.executor.streaming import carries_state
+
     from .propagated_bias import MIN_SAMPLES, PropagatedCorrection, correct_propagated_errors
 
     measured = run.measured
     if not measured.head_means or run.options.wide or run.stateful \
-            or measured.head < MIN_SAMPLES:
-        return
+            or measured.head < MIN_SAMPLES or carries_state(run.model):
+        return  # a stream (state carried): its means per sample are not a batch's
 
     if run.evaluation is None and run.options.engine == "numpy" \
             and measured.head <= run.report_count:
@@ -309,6 +312,7 @@ def _report(run: _Run) -> None:
         from .int16_report import add_to_report
 
         add_to_report(run.report, run.int16_report, run.qplan)
+    _note_stream(run)
     if run.swamped:
         from .concat_branches import describe
 
@@ -360,6 +364,22 @@ def _release_float_weights(float_graph, graph) -> None:
         kept = graph.tensors.get(name)
         if kept is None or kept.data is not t.data:
             t.data = None
+
+
+def _note_stream(run: _Run) -> None:
+    """Say so when the samples ran as one stream because an op keeps state from call to call
+    (an LSTM): calibration and the report then depend on the samples' order."""
+    from qconvert.executor.streaming import has_state, state_inputs
+
+    graph = run.model.graph
+    stateful = [n for n in graph.nodes if state_inputs(graph, n)]
+    if stateful and not has_state(run.model):
+        names = ", ".join(repr(n.name) for n in stateful[:3]) + (" ..." if len(stateful) > 3
+                                                                  else "")
+        run.report.setdefault("notes", []).append(
+            f"the samples ran as one stream, in order, the state carried from call to call "
+            f"as TFLite does ({stateful[0].op if len(stateful) == 1 else 'ops'} {names}): give "
+            "calibration data in stream order")
 
 
 def check_int16_options(model: Model, options, stateful: bool) -> None:

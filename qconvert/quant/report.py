@@ -18,7 +18,7 @@ from qconvert.errors import one_line
 from qconvert.ir import Model
 
 from .calibrate import float_reference, frames
-from .error_energy import EndToEnd, energy_add, float_qdq_errors
+from .error_energy import EndToEnd, float_qdq_errors
 from .params import quantized_inputs
 from .plan import FC_OPS, clamped_inputs
 
@@ -56,7 +56,7 @@ def _tflite_errors(model: Model, feeds: dict, options, layer_reference: dict, co
     `correct.samples` samples run as one batch with the correction applied as they go, so every
     figure is the corrected model's."""
     from qconvert.executor.int_executor import run_int8
-    from qconvert.executor.streaming import has_state, run_frames
+    from qconvert.executor.streaming import carries_state, run_frames
 
     graph = model.graph
     tracker = EndToEnd(layer_reference)
@@ -78,9 +78,9 @@ def _tflite_errors(model: Model, feeds: dict, options, layer_reference: dict, co
 
     inputs = quantized_inputs(graph, feeds)
     got: dict = {}
-    if has_state(model):  # one stream of frames, the int8 state carried
-        outs = run_frames(model, frames(inputs), lambda g, f, o, k: run_int8(
-            g, f, rounding=options.rounding, observe=o), observe)
+    if carries_state(model):  # one stream of frames, the int8 state carried
+        outs = run_frames(model, frames(inputs), lambda g, f, o, k, c: run_int8(
+            g, f, rounding=options.rounding, observe=o, carry=c), observe)
     else:
         head = 0 if correct is None else correct.samples
         params: dict = {}  # the graph no longer changes: one Prepare for every frame

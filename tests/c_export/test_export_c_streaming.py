@@ -417,10 +417,10 @@ def test_single_rounding_build_matches_the_integer_executor(tmp_path):
     got = parse_stream(subprocess.run([exe], capture_output=True, text=True, check=True).stdout,
                        1, 1)
 
-    def runner(g, feeds, observe, keep):
+    def runner(g, feeds, observe, keep, carry):
         outs = list(g.outputs) + [k for k in keep if k not in g.outputs]
         return run_int8(Graph(g.name, g.tensors, g.nodes, g.inputs, outs), feeds,
-                        rounding="single", observe=observe)
+                        rounding="single", observe=observe, carry=carry)
 
     name = model.graph.inputs[0]
     want = []

@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 
-from helpers.oracles import tflm_invoke, tflm_stream  # noqa: E402
+from helpers.oracles import litert_outputs, tflm_invoke, tflm_stream  # noqa: E402
 from make_lstm_models import (denoiser_tflite, lstm_int8_tflite, lstm_onnx,  # noqa: E402
                               lstm_tflite)
 
@@ -31,13 +31,7 @@ from qconvert.formats.tflite_writer import write_tflite  # noqa: E402
 
 def litert(data: bytes, x: np.ndarray) -> np.ndarray:
     """LiteRT's output of a one-input, one-output model."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    it.set_tensor(it.get_input_details()[0]["index"], x)
-    it.invoke()
-    return it.get_tensor(it.get_output_details()[0]["index"])
+    return litert_outputs(data, [x])[0]
 
 
 def ort(data: bytes, x: np.ndarray) -> dict:

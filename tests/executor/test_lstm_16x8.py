@@ -19,7 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 
 from helpers.lstm_runs import c_outputs, cli, int_feed  # noqa: E402
-from helpers.oracles import tflm_invoke, tflm_stream  # noqa: E402
+from helpers.oracles import litert_outputs, tflm_invoke, tflm_stream  # noqa: E402
 from make_lstm_models import denoiser_tflite, lstm_int8_tflite, lstm_tflite  # noqa: E402
 
 from qconvert.errors import QConvertError  # noqa: E402
@@ -30,13 +30,7 @@ from qconvert.ir import QuantParams  # noqa: E402
 
 
 def _litert_float(data: bytes, x: np.ndarray) -> np.ndarray:
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = Interpreter(model_content=data)
-    it.allocate_tensors()
-    it.set_tensor(it.get_input_details()[0]["index"], x)
-    it.invoke()
-    return it.get_tensor(it.get_output_details()[0]["index"])
+    return litert_outputs(data, [x])[0]
 
 
 def _quantized(tmp_path, float_model: bytes, calib_shape, *args, name="q", sigma=1.0) -> bytes:

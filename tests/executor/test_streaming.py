@@ -65,9 +65,10 @@ def _int8_stream_of_ours(path, frames):
 
     model = load_model(path)
 
-    def runner(g, feeds, observe, keep):
+    def runner(g, feeds, observe, keep, carry):
         outs = list(g.outputs) + [k for k in keep if k not in g.outputs]
-        return run_int8(Graph(g.name, g.tensors, g.nodes, g.inputs, outs), feeds, observe=observe)
+        return run_int8(Graph(g.name, g.tensors, g.nodes, g.inputs, outs), feeds, observe=observe,
+                        carry=carry)
 
     names = [n for n in model.graph.tensors if model.graph.tensors[n].dtype == "int8"
              and model.graph.tensors[n].data is None and n not in model.graph.inputs]

@@ -213,6 +213,19 @@ def test_duplicate_node_names_refused(tmp_path):
     _refused(tmp_path, src, "'dup'")
 
 
+def test_duplicate_graph_input_refused_as_an_invalid_graph(tmp_path):
+    """Two graph inputs named alike: onnxruntime refuses the file; qconvert says the graph is
+    invalid and names the tensor (it said "corrupt ONNX model (GraphError: ...)")."""
+    x = H.make_tensor_value_info("x", T.FLOAT, [1, 4])
+    graph = H.make_graph([H.make_node("Relu", ["x"], ["y"])], "g", [x, x],
+                         [H.make_tensor_value_info("y", T.FLOAT, [1, 4])])
+    src = tmp_path / "dup_input.onnx"
+    onnx.save(H.make_model(graph, opset_imports=[H.make_opsetid("", 13)]), src)
+    with pytest.raises(Exception):
+        _session(src)
+    _refused(tmp_path, src, "invalid model graph: duplicate tensor name 'x'")
+
+
 def test_unnamed_nodes_are_not_duplicates(tmp_path):
     nodes = [H.make_node("Relu", ["x"], ["r"]), H.make_node("Relu", ["r"], ["y"])]
     src = _save(tmp_path / "anon.onnx", nodes, [1, 3, 8, 8], {})

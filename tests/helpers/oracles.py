@@ -227,6 +227,22 @@ def tflm_frames(model_bytes: bytes, frames: list, outputs: int) -> list:
     return [[a.reshape(-1) for a in outs] for outs in tflm_invokes(model_bytes, frames, outputs)]
 
 
+def litert_outputs(model_bytes: bytes, frames: list) -> list:
+    """The first output of every frame, one LiteRT interpreter (default kernels) invoked on the
+    frames in order (a model's variable state carries over, as in an application)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=model_bytes)
+    it.allocate_tensors()
+    i, o = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
+    outs = []
+    for frame in frames:
+        it.set_tensor(i, frame)
+        it.invoke()
+        outs.append(it.get_tensor(o).copy())
+    return outs
+
+
 def litert_stream(model_bytes: bytes, frames: list) -> list:
     """Run `frames` one after another through one LiteRT interpreter (reference kernels, so
     int8 is bit-exact; state kept in resource variables carries over between frames). Returns,
