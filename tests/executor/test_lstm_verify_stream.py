@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 
@@ -46,13 +47,15 @@ def test_float_stream_run_samples_is_litert_stream():
                                rtol=1e-5, atol=1e-6)
 
 
-def test_int8_stream_run_samples_is_tflite_micro_stream():
-    data = lstm_int8_tflite(steps=2)
+@pytest.mark.parametrize("wide", [False, True], ids=["int8", "16x8"])
+def test_int8_stream_run_samples_is_tflite_micro_stream(wide):
+    data = lstm_int8_tflite(steps=2, wide=wide)
     model = read_tflite(data)
     name, out = model.graph.inputs[0], model.graph.outputs[0]
     t = model.graph.tensors[name]
     rng = np.random.default_rng(7)
-    frames = [rng.integers(-128, 128, t.shape).astype(np.int8) for _ in range(6)]
+    info = np.iinfo(t.dtype)
+    frames = [rng.integers(info.min, info.max + 1, t.shape).astype(t.dtype) for _ in range(6)]
     want = tflm_stream(data, frames)
     for _ in range(2):  # a reset between runs
         got = verify.run_samples(model, [{name: f} for f in frames], stream=True)
