@@ -9,7 +9,9 @@ Inputs are random (`random_samples`: standard normal floats, full-range int8 for
 inputs, 0 / 1 for other integer inputs such as token ids), one sample per call; `quantize` instead takes its N samples from the calibration
 data (cycled), because random values outside the calibrated ranges measure clipping, not bugs.
 A model with resource variables (a streaming model) gets the N samples as N consecutive frames,
-its state carried from one to the next (`executor.streaming`).
+its state carried from one to the next (`executor.streaming`); so does an LSTM model when the
+model it is compared with keeps the LSTM state too (a TFLite source), each run from the reset
+state. Against a stateless source (an ONNX LSTM) each sample runs from the reset state.
 
 Criteria (`FLOAT_RTOL`, `MIN_SQNR_DB`):
 - float model against float model (fuse, convert, ONNX -> TFLite): every output agrees within
@@ -118,16 +120,18 @@ def _runnable(model: Model) -> Model:
     return folded
 
 
-def run_samples(model: Model, samples: list, keep=()) -> list:
+def run_samples(model: Model, samples: list, keep=(), stream: bool = False) -> list:
     """Run `samples` ([{input: array with a batch of 1}]) one call each; resource-variable
-    state carries over. An LSTM's variable state does not: each sample runs from the reset
+    state carries over. An LSTM's variable state carries over only when `stream` (both models
+    of the comparison keep it, `verify_models`): otherwise each sample runs from the reset
     state, so a TFLite LSTM compares with the ONNX LSTM it was converted from (stateless) as
-    with itself; the stream is what the quantize report measures."""
+    with itself. Every call starts the stream from the initial state (no state left over from
+    an earlier run)."""
     from ..executor.streaming import has_state, run_frames
 
     model = _runnable(model)
     runner = _runner(model)
-    if has_state(model):
+    if has_state(model) or stream:
         return run_frames(model, samples, runner, keep=keep)
     keep = [k for k in keep if k in model.graph.tensors]
     return [runner(model.graph, s, None, keep) for s in samples]
@@ -255,13 +259,17 @@ def verify_models(before: Model, after: Model, samples: list, after_samples: lis
         and _static(g1.tensors[n].shape) == _static(g0.tensors[n].shape)
         and g0.tensors[n].dtype not in ("resource", "variant", "string")
         and n in made]  # not an LSTM's state or intermediates
+    from ..executor.streaming import has_variable_state
+
+    # an LSTM's state on both sides (a TFLite source): compare the streams the firmware runs
+    stream = has_variable_state(before) and has_variable_state(after)
     try:
-        ref = run_samples(before, samples, keep=shared)
+        ref = run_samples(before, samples, keep=shared, stream=stream)
     except QConvertError as exc:
         raise QConvertError(f"--verify: cannot run the input model in the reference executor: "
                             f"{exc}") from None
     try:
-        got = run_samples(after, after_samples or samples, keep=shared)
+        got = run_samples(after, after_samples or samples, keep=shared, stream=stream)
     except QConvertError as exc:
         raise VerifyError(f"--verify: the written model diverges from the input: it does not "
                           f"run in the reference executor ({exc})") from None
